@@ -1,0 +1,82 @@
+/*
+ * Change fields of one instance: `gpufleet set NAME FIELD=VALUE...`. All
+ * assignments are validated first and stored in one transaction, or none.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "status.h"
+#include "xmalloc.h"
+
+static int	cmd_set_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+		    char **);
+
+const struct cmd_entry cmd_set_entry = {
+	.name = "set",
+	.usage = "NAME FIELD=VALUE...",
+	.summary = "change fields of an instance",
+	.help = "FIELD is one of: name, host, port, user, provider, region,\n"
+		"identity (empty: use the config default), remote_dir,\n"
+		"authorized_keys_file, notes. Tags: see `gpufleet tag`.\n\n"
+		"Example: gpufleet set a100-1 port=32456 region=beijing-b\n",
+	.exec = cmd_set_exec,
+};
+
+static const struct option set_options[] = {
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+static int
+cmd_set_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
+    char **argv)
+{
+	struct inventory *inv = NULL;
+	struct instance in;
+	char *cause = NULL, *field, *eq;
+	int ch, status, i, r;
+
+	memset(&in, 0, sizeof in);
+	while ((ch = cmd_getopt(e, argc, argv, "+h", set_options,
+	    &status)) != -1) {
+		if (ch == -2)
+			return status;
+	}
+	if (argc - optind < 2)
+		return cmd_usage_error(e, "needs NAME and FIELD=VALUE");
+	if (instance_check_name(argv[optind], &cause) != 0)
+		return cmd_fail(GF_EUSAGE, cause);
+	for (i = optind + 1; i < argc; i++) {
+		if (strchr(argv[i], '=') == NULL || argv[i][0] == '=')
+			return cmd_usage_error(e, "'%s' is not FIELD=VALUE",
+			    argv[i]);
+	}
+
+	if ((status = cmd_open(ctx, &inv)) != 0)
+		return status;
+	if ((r = inventory_begin(inv, &cause)) != 0 ||
+	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0)
+		goto fail;
+	for (i = optind + 1; i < argc; i++) {
+		eq = strchr(argv[i], '=');
+		field = xstrndup(argv[i], eq - argv[i]);
+		r = instance_set_field(&in, field, eq + 1, &cause);
+		free(field);
+		if (r != 0) {
+			r = -GF_EUSAGE;
+			goto fail;
+		}
+	}
+	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
+	    (r = inventory_commit(inv, &cause)) != 0)
+		goto fail;
+	inventory_close(inv);
+	instance_clear(&in);
+	return GF_OK;
+fail:
+	inventory_close(inv);
+	instance_clear(&in);
+	return cmd_fail(-r, cause);
+}

@@ -1,0 +1,233 @@
+/* The command table, dispatch, help and the helpers every command uses. */
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "log.h"
+#include "selector.h"
+#include "status.h"
+#include "xmalloc.h"
+
+extern const struct cmd_entry cmd_add_entry;
+extern const struct cmd_entry cmd_help_entry;
+extern const struct cmd_entry cmd_import_entry;
+extern const struct cmd_entry cmd_ls_entry;
+extern const struct cmd_entry cmd_rm_entry;
+extern const struct cmd_entry cmd_set_entry;
+extern const struct cmd_entry cmd_show_entry;
+extern const struct cmd_entry cmd_tag_entry;
+extern const struct cmd_entry cmd_version_entry;
+
+const struct cmd_entry *const cmd_table[] = {
+	&cmd_add_entry,
+	&cmd_import_entry,
+	&cmd_ls_entry,
+	&cmd_show_entry,
+	&cmd_set_entry,
+	&cmd_tag_entry,
+	&cmd_rm_entry,
+	&cmd_help_entry,
+	&cmd_version_entry,
+	NULL
+};
+
+static const char general_help[] =
+    "Global options (before COMMAND):\n"
+    "  --db PATH        inventory database (env GPUFLEET_DB; default\n"
+    "                   $XDG_DATA_HOME/gpufleet/fleet.db)\n"
+    "  --config PATH    configuration file (env GPUFLEET_CONFIG; default\n"
+    "                   $XDG_CONFIG_HOME/gpufleet/config.ini)\n"
+    "  -v, --verbose    debug output on stderr\n"
+    "  -h, --help       this help; `gpufleet help COMMAND` for one command\n"
+    "  -V, --version    print the version\n"
+    "\n"
+    "Selectors (commands that take SELECTOR): comma-separated terms;\n"
+    "  all | NAME | GLOB (a100-*) | @TAG | provider:NAME | !TERM (exclude).\n"
+    "  The union of the positive terms minus the excluded ones; only\n"
+    "  exclusions start from all. An unknown exact NAME, or a selector\n"
+    "  that matches nothing, is an error.\n"
+    "\n"
+    "Exit status: 0 success; 1 one or more hosts failed; 2 usage or\n"
+    "  validation error; 3 database error; 4 configuration error.\n";
+
+/*
+ * Find a command by name or unambiguous prefix. On failure *cause says
+ * whether it is unknown or ambiguous (caller frees).
+ */
+const struct cmd_entry *
+cmd_find(const char *name, char **cause)
+{
+	const struct cmd_entry *const *e, *found = NULL;
+	char *list = NULL, *tmp;
+	int nfound = 0;
+
+	for (e = cmd_table; *e != NULL; e++) {
+		if (strcmp((*e)->name, name) == 0)
+			return *e;
+		if (strncmp((*e)->name, name, strlen(name)) != 0)
+			continue;
+		found = *e;
+		nfound++;
+		xasprintf(&tmp, "%s%s%s", list != NULL ? list : "",
+		    list != NULL ? ", " : "", (*e)->name);
+		free(list);
+		list = tmp;
+	}
+	if (nfound == 1 && *name != '\0') {
+		free(list);
+		return found;
+	}
+	if (nfound > 1 && *name != '\0')
+		xasprintf(cause, "ambiguous command '%s', could be: %s", name,
+		    list);
+	else
+		xasprintf(cause, "unknown command '%s' (try 'gpufleet help')",
+		    name);
+	free(list);
+	return NULL;
+}
+
+void
+cmd_usage(const struct cmd_entry *e, FILE *f)
+{
+	fprintf(f, "usage: gpufleet %s %s\n", e->name, e->usage);
+}
+
+/* Print general help, or one command's help; returns the exit status. */
+int
+cmd_help(FILE *f, const char *name)
+{
+	const struct cmd_entry *const *ep, *e;
+	char *cause = NULL;
+
+	if (name == NULL) {
+		fprintf(f, "usage: gpufleet [--db PATH] [--config PATH] "
+		    "COMMAND [ARGS]\n\ngpufleet manages rented GPU instances: "
+		    "inventory, SSH, cost.\n\nCommands:\n");
+		for (ep = cmd_table; *ep != NULL; ep++)
+			fprintf(f, "  %-9s %s\n", (*ep)->name, (*ep)->summary);
+		fprintf(f, "\n%s", general_help);
+		return GF_OK;
+	}
+	if ((e = cmd_find(name, &cause)) == NULL)
+		return cmd_fail(GF_EUSAGE, cause);
+	cmd_usage(e, f);
+	fprintf(f, "\n%s\n", e->summary);
+	if (e->help != NULL && *e->help != '\0')
+		fprintf(f, "\n%s", e->help);
+	fprintf(f, "\nExit status: 0 success; 1 one or more hosts failed; 2 "
+	    "usage or validation error;\n3 database error; 4 configuration "
+	    "error.\n");
+	return GF_OK;
+}
+
+/* Print "gpufleet: CMD: message" and the usage line; returns GF_EUSAGE. */
+int
+cmd_usage_error(const struct cmd_entry *e, const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "gpufleet: %s: ", e->name);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fprintf(stderr, " (try 'gpufleet %s --help')\n", e->name);
+	return GF_EUSAGE;
+}
+
+/* Print cause as one error line, free it, return code. */
+int
+cmd_fail(int code, char *cause)
+{
+	error("%s", cause != NULL ? cause : "unknown error");
+	free(cause);
+	return code;
+}
+
+/*
+ * getopt_long for a command. Handles -h/--help (every command's option
+ * lists carry them) and unknown options itself: then it returns -2 with
+ * *status set to the exit status.
+ */
+int
+cmd_getopt(const struct cmd_entry *e, int argc, char **argv,
+    const char *shortopts, const struct option *longopts, int *status)
+{
+	int ch;
+
+	opterr = 0;
+	ch = getopt_long(argc, argv, shortopts, longopts, NULL);
+	if (ch == 'h') {
+		cmd_help(stdout, e->name);
+		*status = GF_OK;
+		return -2;
+	}
+	if (ch == '?' || ch == ':') {
+		if (optopt != 0 && ch == ':')
+			*status = cmd_usage_error(e, "option -%c needs a value",
+			    optopt);
+		else if (optopt != 0)
+			*status = cmd_usage_error(e, "unknown option -%c",
+			    optopt);
+		else
+			*status = cmd_usage_error(e, "bad option '%s'",
+			    argv[optind - 1]);
+		return -2;
+	}
+	return ch;
+}
+
+/* Open the inventory, printing the error; returns 0 or an exit status. */
+int
+cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
+{
+	char *cause = NULL;
+	int r;
+
+	if ((r = inventory_open(ctx->db_path, inv, &cause)) != 0)
+		return cmd_fail(-r, cause);
+	return 0;
+}
+
+/*
+ * Load the instances in service that selector text picks. *list (caller
+ * frees with instance_free_array) gets the *n picked, in name order.
+ */
+int
+cmd_load_selected(struct inventory *inv, const char *text,
+    struct instance **list, size_t *n, char **cause)
+{
+	struct selector *sel;
+	struct instance *all;
+	size_t nall, i, k = 0;
+	int *picked, r;
+
+	if (selector_parse(text, &sel, cause) != 0)
+		return -GF_EUSAGE;
+	if ((r = inventory_list(inv, 0, &all, &nall, cause)) != 0) {
+		selector_free(sel);
+		return r;
+	}
+	picked = xcalloc(nall + 1, sizeof *picked);
+	if (selector_select(sel, all, nall, picked, cause) < 0) {
+		r = -GF_EUSAGE;
+		goto out;
+	}
+	for (i = 0; i < nall; i++) {
+		if (picked[i])
+			all[k++] = all[i];
+		else
+			instance_clear(&all[i]);
+	}
+	*list = all;
+	*n = k;
+	all = NULL;
+	nall = 0;
+out:
+	instance_free_array(all, nall);
+	free(picked);
+	selector_free(sel);
+	return r;
+}

@@ -1,0 +1,171 @@
+/* Reading config.ini with inih, with file:line in every complaint. */
+
+#include <errno.h>
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <ini.h>
+
+#include "config.h"
+#include "instance.h"
+#include "xmalloc.h"
+
+struct parse_state {
+	struct config	*config;
+	char		*error;		/* first complaint, without file:line */
+};
+
+static int	handler(void *, const char *, const char *, const char *);
+static int	parse_int(const char *, int, int, int *);
+
+void
+config_defaults(struct config *c)
+{
+	memset(c, 0, sizeof *c);
+	c->user = xstrdup(INSTANCE_DEFAULT_USER);
+	c->connect_timeout = 10;
+	c->command_timeout = 0;
+	c->fanout = 256;
+	c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
+}
+
+void
+config_clear(struct config *c)
+{
+	free(c->path);
+	free(c->user);
+	free(c->identity);
+	memset(c, 0, sizeof *c);
+}
+
+/* The default config path. Caller frees. */
+char *
+config_default_path(void)
+{
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	char *path;
+
+	if (xdg != NULL && *xdg == '/')
+		xasprintf(&path, "%s/gpufleet/config.ini", xdg);
+	else
+		xasprintf(&path, "%s/.config/gpufleet/config.ini",
+		    home != NULL && *home != '\0' ? home : ".");
+	return path;
+}
+
+static int
+parse_int(const char *s, int min, int max, int *out)
+{
+	char *end;
+	long v;
+
+	if (!isdigit((unsigned char)*s))
+		return -1;
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*end != '\0' || errno == ERANGE || v < min || v > max)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* inih callback: returns 0 (an error at this line) on a bad key or value. */
+static int
+handler(void *arg, const char *section, const char *key, const char *value)
+{
+	struct parse_state *ps = arg;
+	struct config *c = ps->config;
+	char *why = NULL;
+
+	if (ps->error != NULL)
+		return 1;
+	if (strcmp(section, "defaults") == 0) {
+		if (strcmp(key, "user") == 0) {
+			if (instance_check_user(value, &why) != 0)
+				goto bad;
+			free(c->user);
+			c->user = xstrdup(value);
+			return 1;
+		}
+		if (strcmp(key, "identity") == 0) {
+			free(c->identity);
+			c->identity = *value != '\0' ? xstrdup(value) : NULL;
+			return 1;
+		}
+	} else if (strcmp(section, "ssh") == 0) {
+		if (strcmp(key, "connect_timeout") == 0) {
+			if (parse_int(value, 1, 3600, &c->connect_timeout) != 0)
+				goto range;
+			return 1;
+		}
+		if (strcmp(key, "command_timeout") == 0) {
+			if (parse_int(value, 0, 604800, &c->command_timeout) !=
+			    0)
+				goto range;
+			return 1;
+		}
+		if (strcmp(key, "fanout") == 0) {
+			if (parse_int(value, 1, 65536, &c->fanout) != 0)
+				goto range;
+			return 1;
+		}
+		if (strcmp(key, "host_key_policy") == 0) {
+			if (strcmp(value, "accept-new") == 0)
+				c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
+			else if (strcmp(value, "strict") == 0)
+				c->hostkey_policy = HOSTKEY_STRICT;
+			else {
+				xasprintf(&ps->error, "host_key_policy '%s' "
+				    "must be accept-new or strict", value);
+				return 0;
+			}
+			return 1;
+		}
+	} else {
+		xasprintf(&ps->error, "unknown section [%s] (known: "
+		    "[defaults], [ssh])", section);
+		return 0;
+	}
+	xasprintf(&ps->error, "unknown key '%s' in [%s]", key, section);
+	return 0;
+range:
+	xasprintf(&ps->error, "%s = '%s' is not a valid number in range", key,
+	    value);
+	return 0;
+bad:
+	xasprintf(&ps->error, "%s: %s", key, why);
+	free(why);
+	return 0;
+}
+
+/*
+ * Read the config at path over the defaults already in c. A missing file is
+ * fine unless it was named explicitly.
+ */
+int
+config_load(struct config *c, const char *path, int explicit, char **cause)
+{
+	struct parse_state ps = { c, NULL };
+	int line;
+
+	if (access(path, F_OK) != 0 && !explicit)
+		return 0;
+	line = ini_parse(path, handler, &ps);
+	if (line == -1) {
+		xasprintf(cause, "cannot read config %s: %s", path,
+		    strerror(errno != 0 ? errno : ENOENT));
+		free(ps.error);
+		return -1;
+	}
+	if (line != 0) {
+		xasprintf(cause, "%s:%d: %s", path, line, ps.error != NULL ?
+		    ps.error : "syntax error");
+		free(ps.error);
+		return -1;
+	}
+	free(c->path);
+	c->path = xstrdup(path);
+	return 0;
+}

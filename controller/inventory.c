@@ -1,0 +1,620 @@
+/* The SQLite inventory: open, migrate, read and write instances. */
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inventory.h"
+#include "log.h"
+#include "status.h"
+#include "xmalloc.h"
+
+#define BUSY_TIMEOUT_MS 10000
+
+static int	 db_error(struct inventory *, const char *, char **);
+static int	 make_dirs(const char *, char **);
+static int	 create_file(const char *, char **);
+static int	 exec_sql(sqlite3 *, const char *, char **);
+static int	 pragma_int(sqlite3 *, const char *, int *, char **);
+static int	 user_version(sqlite3 *, int *, char **);
+static int	 check_identity(sqlite3 *, const char *, int, char **);
+static int	 read_row(struct inventory *, sqlite3_stmt *,
+		     struct instance *, char **);
+static int	 load_tags(struct inventory *, struct instance *, char **);
+static int	 store_tags(struct inventory *, const struct instance *,
+		     char **);
+static void	 bind_fields(sqlite3_stmt *, const struct instance *);
+static char	*column_text(sqlite3_stmt *, int);
+static int	 name_taken(struct inventory *, const char *, int64_t, char **);
+static int	 exec_id(struct inventory *, const char *, int64_t, int64_t,
+		     char **);
+
+/*
+ * The migrations, in order: step i takes the schema from version i to i + 1.
+ * Never edit a released step; add a new one. The pricing tables of the cost
+ * work arrive as a later step keyed by instance(id).
+ */
+static const char *const migrations[] = {
+	/* 0 -> 1: instances and their tags; 1195789396 is "GFLT". */
+	"PRAGMA application_id = 1195789396;"
+	"CREATE TABLE instance ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL,"
+	"  host TEXT NOT NULL,"
+	"  port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535),"
+	"  user TEXT NOT NULL DEFAULT 'root',"
+	"  provider TEXT NOT NULL DEFAULT '',"
+	"  region TEXT NOT NULL DEFAULT '',"
+	"  identity TEXT,"
+	"  remote_dir TEXT NOT NULL DEFAULT '~/.cache/gpufleet',"
+	"  authorized_keys_file TEXT NOT NULL"
+	"    DEFAULT '~/.ssh/authorized_keys',"
+	"  notes TEXT NOT NULL DEFAULT '',"
+	"  source TEXT,"
+	"  created_at INTEGER NOT NULL,"
+	"  released_at INTEGER"
+	");"
+	"CREATE UNIQUE INDEX instance_active_name ON instance(name)"
+	"  WHERE released_at IS NULL;"
+	"CREATE TABLE instance_tag ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  tag TEXT NOT NULL,"
+	"  PRIMARY KEY (instance_id, tag)"
+	") WITHOUT ROWID;",
+};
+
+#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
+
+#define INSTANCE_COLUMNS                                                  \
+	"id, name, host, port, user, provider, region, identity, remote_dir," \
+	" authorized_keys_file, notes, source, created_at, released_at"
+
+/* The schema version this build writes. */
+int
+inventory_schema_version(void)
+{
+	return NMIGRATIONS;
+}
+
+/* The default database path. Caller frees. */
+char *
+inventory_default_path(void)
+{
+	const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+	char *path;
+
+	if (xdg != NULL && *xdg == '/')
+		xasprintf(&path, "%s/gpufleet/fleet.db", xdg);
+	else
+		xasprintf(&path, "%s/.local/share/gpufleet/fleet.db",
+		    home != NULL && *home != '\0' ? home : ".");
+	return path;
+}
+
+static int
+db_error(struct inventory *inv, const char *what, char **cause)
+{
+	xasprintf(cause, "database %s: %s: %s", inv->path, what,
+	    sqlite3_errmsg(inv->db));
+	return -GF_EDB;
+}
+
+/* Create the missing directories above a file, each 0700. */
+static int
+make_dirs(const char *file, char **cause)
+{
+	char *dir = xstrdup(file), *p;
+	int r = 0;
+
+	if ((p = strrchr(dir, '/')) == NULL || p == dir)
+		goto out;
+	*p = '\0';
+	for (p = dir + 1; r == 0; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+			xasprintf(cause, "cannot create directory %s: %s", dir,
+			    strerror(errno));
+			r = -GF_EDB;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+out:
+	free(dir);
+	return r;
+}
+
+/* Create the database file 0600 if it does not exist yet. */
+static int
+create_file(const char *path, char **cause)
+{
+	int fd;
+
+	fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd == -1) {
+		if (errno == EEXIST)
+			return 0;
+		xasprintf(cause, "cannot create database %s: %s", path,
+		    strerror(errno));
+		return -GF_EDB;
+	}
+	close(fd);
+	return 0;
+}
+
+static int
+exec_sql(sqlite3 *db, const char *sql, char **cause)
+{
+	char *msg = NULL;
+
+	if (sqlite3_exec(db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+		xasprintf(cause, "%s", msg != NULL ? msg : sqlite3_errmsg(db));
+		sqlite3_free(msg);
+		return -1;
+	}
+	return 0;
+}
+
+static int
+pragma_int(sqlite3 *db, const char *sql, int *value, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		xasprintf(cause, "%s", sqlite3_errmsg(db));
+		return -1;
+	}
+	rc = sqlite3_step(st);
+	if (rc != SQLITE_ROW) {
+		xasprintf(cause, "%s", sqlite3_errmsg(db));
+		sqlite3_finalize(st);
+		return -1;
+	}
+	*value = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return 0;
+}
+
+static int
+user_version(sqlite3 *db, int *version, char **cause)
+{
+	return pragma_int(db, "PRAGMA user_version", version, cause);
+}
+
+/*
+ * Refuse a file that is not a gpufleet database, or one written by a newer
+ * gpufleet, before anything is written to it.
+ */
+static int
+check_identity(sqlite3 *db, const char *path, int latest, char **cause)
+{
+	int version, appid, ntables;
+	char *why = NULL;
+
+	if (user_version(db, &version, &why) != 0 ||
+	    pragma_int(db, "PRAGMA application_id", &appid, &why) != 0 ||
+	    pragma_int(db, "SELECT count(*) FROM sqlite_schema", &ntables,
+	    &why) != 0) {
+		xasprintf(cause, "%s is not a usable database: %s", path, why);
+		free(why);
+		return -GF_EDB;
+	}
+	if (appid != INVENTORY_APPLICATION_ID && (appid != 0 || ntables != 0)) {
+		xasprintf(cause, "%s is not a gpufleet database (left "
+		    "untouched)", path);
+		return -GF_EDB;
+	}
+	if (version > latest) {
+		xasprintf(cause, "%s has schema version %d, newer than this "
+		    "gpufleet understands (%d); upgrade gpufleet (the "
+		    "database was left untouched)", path, version, latest);
+		return -GF_EDB;
+	}
+	return 0;
+}
+
+/*
+ * Run the migration steps above the database's user_version, each in its
+ * own BEGIN IMMEDIATE transaction together with the version bump, so a
+ * crash leaves the database at a whole version and a concurrent opener
+ * never applies a step twice.
+ */
+int
+inventory_migrate(sqlite3 *db, const char *const *steps, int nsteps,
+    char **cause)
+{
+	int version;
+	char *why = NULL, sql[64];
+
+	for (;;) {
+		if (exec_sql(db, "BEGIN IMMEDIATE", &why) != 0)
+			goto fail;
+		if (user_version(db, &version, &why) != 0)
+			goto fail_rollback;
+		if (version >= nsteps) {
+			exec_sql(db, "COMMIT", NULL);
+			return 0;
+		}
+		if (exec_sql(db, steps[version], &why) != 0)
+			goto fail_rollback;
+		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
+		    version + 1);
+		if (exec_sql(db, sql, &why) != 0 ||
+		    exec_sql(db, "COMMIT", &why) != 0)
+			goto fail_rollback;
+		debug_f("migrated schema to version %d", version + 1);
+	}
+fail_rollback:
+	exec_sql(db, "ROLLBACK", NULL);
+fail:
+	xasprintf(cause, "schema migration failed: %s", why);
+	free(why);
+	return -1;
+}
+
+/* Open (creating if needed) and migrate the inventory at path. */
+int
+inventory_open(const char *path, struct inventory **invp, char **cause)
+{
+	struct inventory *inv;
+	char *why = NULL;
+	int r, flags = SQLITE_OPEN_READWRITE;
+
+	*invp = NULL;
+	if ((r = make_dirs(path, cause)) != 0 ||
+	    (r = create_file(path, cause)) != 0)
+		return r;
+
+	inv = xcalloc(1, sizeof *inv);
+	inv->path = xstrdup(path);
+	if (sqlite3_open_v2(path, &inv->db, flags, NULL) != SQLITE_OK) {
+		r = db_error(inv, "cannot open", cause);
+		goto fail;
+	}
+	sqlite3_extended_result_codes(inv->db, 1);
+	sqlite3_busy_timeout(inv->db, BUSY_TIMEOUT_MS);
+	if ((r = check_identity(inv->db, path, NMIGRATIONS, cause)) != 0)
+		goto fail;
+	if (exec_sql(inv->db, "PRAGMA journal_mode = WAL", &why) != 0 ||
+	    exec_sql(inv->db, "PRAGMA foreign_keys = ON", &why) != 0 ||
+	    exec_sql(inv->db, "PRAGMA synchronous = NORMAL", &why) != 0)
+		goto fail_why;
+	if (inventory_migrate(inv->db, migrations, NMIGRATIONS, &why) != 0)
+		goto fail_why;
+	*invp = inv;
+	return 0;
+
+fail_why:
+	xasprintf(cause, "database %s: %s", path, why);
+	free(why);
+	r = -GF_EDB;
+fail:
+	inventory_close(inv);
+	return r;
+}
+
+void
+inventory_close(struct inventory *inv)
+{
+	if (inv == NULL)
+		return;
+	if (inv->in_txn)
+		inventory_rollback(inv);
+	sqlite3_close(inv->db);
+	free(inv->path);
+	free(inv);
+}
+
+/* Start a write transaction; the busy timeout applies to taking the lock. */
+int
+inventory_begin(struct inventory *inv, char **cause)
+{
+	if (sqlite3_exec(inv->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
+	    SQLITE_OK)
+		return db_error(inv, "cannot start a write", cause);
+	inv->in_txn = 1;
+	return 0;
+}
+
+int
+inventory_commit(struct inventory *inv, char **cause)
+{
+	if (sqlite3_exec(inv->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+		int r = db_error(inv, "commit failed", cause);
+		inventory_rollback(inv);
+		return r;
+	}
+	inv->in_txn = 0;
+	return 0;
+}
+
+void
+inventory_rollback(struct inventory *inv)
+{
+	sqlite3_exec(inv->db, "ROLLBACK", NULL, NULL, NULL);
+	inv->in_txn = 0;
+}
+
+static char *
+column_text(sqlite3_stmt *st, int col)
+{
+	const unsigned char *s = sqlite3_column_text(st, col);
+
+	return s != NULL ? xstrdup((const char *)s) : NULL;
+}
+
+/* Read one instance row (INSTANCE_COLUMNS order) and its tags. */
+static int
+read_row(struct inventory *inv, sqlite3_stmt *st, struct instance *in,
+    char **cause)
+{
+	memset(in, 0, sizeof *in);
+	in->id = sqlite3_column_int64(st, 0);
+	in->name = column_text(st, 1);
+	in->host = column_text(st, 2);
+	in->port = sqlite3_column_int(st, 3);
+	in->user = column_text(st, 4);
+	in->provider = column_text(st, 5);
+	in->region = column_text(st, 6);
+	in->identity = column_text(st, 7);
+	in->remote_dir = column_text(st, 8);
+	in->authorized_keys_file = column_text(st, 9);
+	in->notes = column_text(st, 10);
+	in->source = column_text(st, 11);
+	in->created_at = sqlite3_column_int64(st, 12);
+	in->released_at = sqlite3_column_int64(st, 13);
+	return load_tags(inv, in, cause);
+}
+
+static int
+load_tags(struct inventory *inv, struct instance *in, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db, "SELECT tag FROM instance_tag WHERE "
+	    "instance_id = ? ORDER BY tag", -1, &st, NULL) != SQLITE_OK)
+		return db_error(inv, "cannot read tags", cause);
+	sqlite3_bind_int64(st, 1, in->id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		instance_add_tag(in, (const char *)sqlite3_column_text(st, 0));
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_error(inv, "cannot read tags", cause);
+	return 0;
+}
+
+/*
+ * List instances ordered by name; with all set, released ones too. On
+ * success *list (caller frees with instance_free_array) holds *n entries.
+ */
+int
+inventory_list(struct inventory *inv, int all, struct instance **list,
+    size_t *n, char **cause)
+{
+	sqlite3_stmt *st;
+	struct instance *out = NULL;
+	size_t len = 0;
+	int rc, r = 0;
+
+	if (sqlite3_prepare_v2(inv->db, "SELECT " INSTANCE_COLUMNS " FROM "
+	    "instance WHERE ? OR released_at IS NULL ORDER BY name, "
+	    "released_at IS NOT NULL, id", -1, &st, NULL) != SQLITE_OK)
+		return db_error(inv, "cannot list instances", cause);
+	sqlite3_bind_int(st, 1, all);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		out = xreallocarray(out, len + 1, sizeof *out);
+		if ((r = read_row(inv, st, &out[len++], cause)) != 0)
+			break;
+	}
+	if (r == 0 && rc != SQLITE_DONE)
+		r = db_error(inv, "cannot list instances", cause);
+	sqlite3_finalize(st);
+	if (r != 0) {
+		instance_free_array(out, len);
+		return r;
+	}
+	*list = out;
+	*n = len;
+	return 0;
+}
+
+/* Look up an instance in service by name. */
+int
+inventory_get(struct inventory *inv, const char *name, struct instance *in,
+    char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if (sqlite3_prepare_v2(inv->db, "SELECT " INSTANCE_COLUMNS " FROM "
+	    "instance WHERE name = ? AND released_at IS NULL", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_error(inv, "cannot read instance", cause);
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		r = read_row(inv, st, in, cause);
+	else if (rc == SQLITE_DONE) {
+		xasprintf(cause, "no instance named '%s'", name);
+		r = -GF_EUSAGE;
+	} else
+		r = db_error(inv, "cannot read instance", cause);
+	sqlite3_finalize(st);
+	return r;
+}
+
+/* Bind the user-settable fields as parameters 1 to 12. */
+static void
+bind_fields(sqlite3_stmt *st, const struct instance *in)
+{
+	sqlite3_bind_text(st, 1, in->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, in->host, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 3, in->port);
+	sqlite3_bind_text(st, 4, in->user, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, in->provider, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, in->region, -1, SQLITE_STATIC);
+	if (in->identity != NULL)
+		sqlite3_bind_text(st, 7, in->identity, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 7);
+	sqlite3_bind_text(st, 8, in->remote_dir, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 9, in->authorized_keys_file, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 10, in->notes, -1, SQLITE_STATIC);
+	if (in->source != NULL)
+		sqlite3_bind_text(st, 11, in->source, -1, SQLITE_STATIC);
+	else
+		sqlite3_bind_null(st, 11);
+	sqlite3_bind_int64(st, 12, in->created_at);
+}
+
+/* Replace the stored tags of an instance with in->tags. */
+static int
+store_tags(struct inventory *inv, const struct instance *in, char **cause)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int rc = SQLITE_DONE;
+
+	if (sqlite3_prepare_v2(inv->db, "DELETE FROM instance_tag WHERE "
+	    "instance_id = ?", -1, &st, NULL) != SQLITE_OK)
+		return db_error(inv, "cannot store tags", cause);
+	sqlite3_bind_int64(st, 1, in->id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_error(inv, "cannot store tags", cause);
+
+	if (sqlite3_prepare_v2(inv->db, "INSERT INTO instance_tag "
+	    "(instance_id, tag) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK)
+		return db_error(inv, "cannot store tags", cause);
+	for (i = 0; i < in->ntags && rc == SQLITE_DONE; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, in->id);
+		sqlite3_bind_text(st, 2, in->tags[i], -1, SQLITE_STATIC);
+		rc = sqlite3_step(st);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_error(inv, "cannot store tags", cause);
+	return 0;
+}
+
+/* Is the name taken by another instance in service? */
+static int
+name_taken(struct inventory *inv, const char *name, int64_t except,
+    char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db, "SELECT 1 FROM instance WHERE "
+	    "name = ? AND released_at IS NULL AND id != ?", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_error(inv, "cannot read instance", cause);
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, except);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW) {
+		xasprintf(cause, "an instance named '%s' already exists", name);
+		return -GF_EUSAGE;
+	}
+	if (rc != SQLITE_DONE)
+		return db_error(inv, "cannot read instance", cause);
+	return 0;
+}
+
+/* Insert a new instance (inside a transaction); sets in->id. */
+int
+inventory_add(struct inventory *inv, struct instance *in, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if ((r = name_taken(inv, in->name, 0, cause)) != 0)
+		return r;
+	if (sqlite3_prepare_v2(inv->db, "INSERT INTO instance (name, host, "
+	    "port, user, provider, region, identity, remote_dir, "
+	    "authorized_keys_file, notes, source, created_at) VALUES "
+	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &st, NULL) !=
+	    SQLITE_OK)
+		return db_error(inv, "cannot add instance", cause);
+	bind_fields(st, in);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_error(inv, "cannot add instance", cause);
+	in->id = sqlite3_last_insert_rowid(inv->db);
+	return store_tags(inv, in, cause);
+}
+
+/* Store every field and the tags of an existing instance. */
+int
+inventory_update(struct inventory *inv, const struct instance *in,
+    char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if ((r = name_taken(inv, in->name, in->id, cause)) != 0)
+		return r;
+	if (sqlite3_prepare_v2(inv->db, "UPDATE instance SET name = ?, "
+	    "host = ?, port = ?, user = ?, provider = ?, region = ?, "
+	    "identity = ?, remote_dir = ?, authorized_keys_file = ?, "
+	    "notes = ?, source = ?, created_at = ? WHERE id = ?", -1, &st,
+	    NULL) != SQLITE_OK)
+		return db_error(inv, "cannot update instance", cause);
+	bind_fields(st, in);
+	sqlite3_bind_int64(st, 13, in->id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_error(inv, "cannot update instance", cause);
+	return store_tags(inv, in, cause);
+}
+
+static int
+exec_id(struct inventory *inv, const char *sql, int64_t a, int64_t id,
+    char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return db_error(inv, "cannot change instance", cause);
+	sqlite3_bind_int64(st, 1, a);
+	sqlite3_bind_int64(st, 2, id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_error(inv, "cannot change instance", cause);
+	return 0;
+}
+
+/* Mark an instance released at time now; its history stays. */
+int
+inventory_release(struct inventory *inv, int64_t id, int64_t now,
+    char **cause)
+{
+	return exec_id(inv, "UPDATE instance SET released_at = ? WHERE "
+	    "id = ? AND released_at IS NULL", now, id, cause);
+}
+
+/* Delete an instance and everything recorded about it. */
+int
+inventory_purge(struct inventory *inv, int64_t id, char **cause)
+{
+	return exec_id(inv, "DELETE FROM instance WHERE id = ?2", 0,
+	    id, cause);
+}

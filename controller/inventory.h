@@ -1,0 +1,48 @@
+/*
+ * The inventory: rented instances kept in SQLite.
+ *
+ * One file (default $XDG_DATA_HOME/gpufleet/fleet.db), created 0600 in a 0700
+ * directory, WAL mode, foreign keys on, a busy timeout on every connection,
+ * every write inside BEGIN IMMEDIATE. The schema is versioned with
+ * PRAGMA user_version and migrated forward at open; a database from a newer
+ * gpufleet is refused untouched.
+ *
+ * Functions return 0, -GF_EUSAGE for a user error (no such instance, a name
+ * taken) or -GF_EDB for a database failure, with *cause set (caller frees).
+ */
+#ifndef GPUFLEET_INVENTORY_H
+#define GPUFLEET_INVENTORY_H
+
+#include <sqlite3.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "instance.h"
+
+#define INVENTORY_APPLICATION_ID 0x47464c54 /* "GFLT" */
+
+struct inventory {
+	sqlite3	*db;
+	char	*path;
+	int	 in_txn;
+};
+
+char	*inventory_default_path(void);
+int	 inventory_open(const char *, struct inventory **, char **);
+void	 inventory_close(struct inventory *);
+int	 inventory_migrate(sqlite3 *, const char *const *, int, char **);
+int	 inventory_schema_version(void);
+int	 inventory_begin(struct inventory *, char **);
+int	 inventory_commit(struct inventory *, char **);
+void	 inventory_rollback(struct inventory *);
+int	 inventory_list(struct inventory *, int, struct instance **, size_t *,
+	     char **);
+int	 inventory_get(struct inventory *, const char *, struct instance *,
+	     char **);
+int	 inventory_add(struct inventory *, struct instance *, char **);
+int	 inventory_update(struct inventory *, const struct instance *,
+	     char **);
+int	 inventory_release(struct inventory *, int64_t, int64_t, char **);
+int	 inventory_purge(struct inventory *, int64_t, char **);
+
+#endif

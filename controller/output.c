@@ -1,0 +1,119 @@
+/* Output for humans (aligned tables) and scripts (JSON). */
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "xmalloc.h"
+
+struct table {
+	size_t	  ncols;
+	size_t	  nrows;	/* including the header */
+	char	**cells;	/* nrows * ncols */
+	size_t	 *width;
+};
+
+static void	table_addv(struct table *, va_list);
+
+static void
+table_addv(struct table *t, va_list ap)
+{
+	size_t i, len;
+	const char *s;
+
+	t->cells = xreallocarray(t->cells, (t->nrows + 1) * t->ncols,
+	    sizeof *t->cells);
+	for (i = 0; i < t->ncols; i++) {
+		s = va_arg(ap, const char *);
+		if (s == NULL || *s == '\0')
+			s = "-";
+		t->cells[t->nrows * t->ncols + i] = xstrdup(s);
+		if ((len = strlen(s)) > t->width[i])
+			t->width[i] = len;
+	}
+	t->nrows++;
+}
+
+/* A table with ncols columns; the header names follow. */
+struct table *
+table_new(size_t ncols, ...)
+{
+	struct table *t = xcalloc(1, sizeof *t);
+	va_list ap;
+
+	t->ncols = ncols;
+	t->width = xcalloc(ncols, sizeof *t->width);
+	va_start(ap, ncols);
+	table_addv(t, ap);
+	va_end(ap);
+	return t;
+}
+
+/* Add a row of ncols strings; NULL or "" print as "-". */
+void
+table_add(struct table *t, ...)
+{
+	va_list ap;
+
+	va_start(ap, t);
+	table_addv(t, ap);
+	va_end(ap);
+}
+
+/* Print with columns aligned, two spaces apart, no trailing blanks. */
+void
+table_print(struct table *t, FILE *f)
+{
+	size_t r, c;
+	const char *s;
+
+	for (r = 0; r < t->nrows; r++) {
+		for (c = 0; c < t->ncols; c++) {
+			s = t->cells[r * t->ncols + c];
+			if (c + 1 == t->ncols)
+				fprintf(f, "%s\n", s);
+			else
+				fprintf(f, "%-*s  ", (int)t->width[c], s);
+		}
+	}
+}
+
+void
+table_free(struct table *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->nrows * t->ncols; i++)
+		free(t->cells[i]);
+	free(t->cells);
+	free(t->width);
+	free(t);
+}
+
+/* Print a JSON value, indented, followed by a newline; consumes it. */
+void
+json_print(json_t *j, FILE *f)
+{
+	json_dumpf(j, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+	fputc('\n', f);
+	json_decref(j);
+}
+
+/* The tags of an instance joined by sep. Caller frees. */
+char *
+tags_join(const struct instance *in, const char *sep)
+{
+	size_t i, len = 1;
+	char *s;
+
+	for (i = 0; i < in->ntags; i++)
+		len += strlen(in->tags[i]) + strlen(sep);
+	s = xcalloc(1, len);
+	for (i = 0; i < in->ntags; i++) {
+		if (i != 0)
+			strncat(s, sep, len - strlen(s) - 1);
+		strncat(s, in->tags[i], len - strlen(s) - 1);
+	}
+	return s;
+}

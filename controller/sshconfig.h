@@ -1,0 +1,33 @@
+/*
+ * Reading an OpenSSH client configuration (ssh_config(5)) for
+ * `gpufleet import`: which concrete Host aliases it declares and what
+ * HostName, Port, User and IdentityFile each one ends up with.
+ */
+#ifndef GPUFLEET_SSHCONFIG_H
+#define GPUFLEET_SSHCONFIG_H
+
+#include <stddef.h>
+
+struct sshconfig_host {
+	char	*alias;		/* the concrete Host alias */
+	char	*hostname;	/* HostName, or NULL: the alias itself */
+	int	 port;		/* Port, or 0 when not set */
+	char	*user;		/* User, or NULL */
+	char	*identity;	/* first IdentityFile, ~ expanded, or NULL */
+	char	*proxy;		/* "ProxyJump X" / "ProxyCommand X", or NULL */
+	char	*file;		/* file of the Host line that declared it */
+	int	 line;		/* its line number */
+};
+
+struct sshconfig {
+	struct sshconfig_host	*hosts;
+	size_t			 nhosts;
+	char			**notes;	/* skipped patterns, Match blocks */
+	size_t			 nnotes;
+};
+
+int	sshconfig_read(const char *, const char *, struct sshconfig *,
+	    char **);
+void	sshconfig_free(struct sshconfig *);
+
+#endif
