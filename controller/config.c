@@ -1,7 +1,8 @@
 /* Reading config.ini with inih, with file:line in every complaint. */
 
-#include <errno.h>
 #include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -14,11 +15,15 @@
 
 struct parse_state {
 	struct config	*config;
+	FILE		*f;
+	int		 line;		/* lines read so far */
 	char		*error;		/* first complaint, without file:line */
+	int		 error_line;
 };
 
 static int	handler(void *, const char *, const char *, const char *);
 static int	parse_int(const char *, int, int, int *);
+static char	*reader(char *, int, void *);
 
 void
 config_defaults(struct config *c)
@@ -81,6 +86,11 @@ handler(void *arg, const char *section, const char *key, const char *value)
 
 	if (ps->error != NULL)
 		return 1;
+	ps->error_line = ps->line;
+	if (*section == '\0') {
+		xasprintf(&ps->error, "key '%s' outside any [section]", key);
+		return 0;
+	}
 	if (strcmp(section, "defaults") == 0) {
 		if (strcmp(key, "user") == 0) {
 			if (instance_check_user(value, &why) != 0)
@@ -140,6 +150,18 @@ bad:
 	return 0;
 }
 
+/* inih's line reader: fgets, counting lines for error messages. */
+static char *
+reader(char *buf, int size, void *arg)
+{
+	struct parse_state *ps = arg;
+	char *s = fgets(buf, size, ps->f);
+
+	if (s != NULL)
+		ps->line++;
+	return s;
+}
+
 /*
  * Read the config at path over the defaults already in c. A missing file is
  * fine unless it was named explicitly.
@@ -147,21 +169,26 @@ bad:
 int
 config_load(struct config *c, const char *path, int explicit, char **cause)
 {
-	struct parse_state ps = { c, NULL };
+	struct parse_state ps;
 	int line;
 
+	memset(&ps, 0, sizeof ps);
+	ps.config = c;
 	if (access(path, F_OK) != 0 && !explicit)
 		return 0;
-	line = ini_parse(path, handler, &ps);
-	if (line == -1) {
+	if ((ps.f = fopen(path, "r")) == NULL) {
 		xasprintf(cause, "cannot read config %s: %s", path,
-		    strerror(errno != 0 ? errno : ENOENT));
-		free(ps.error);
+		    strerror(errno));
 		return -1;
 	}
+	line = ini_parse_stream(reader, &ps, handler, &ps);
+	fclose(ps.f);
 	if (line != 0) {
-		xasprintf(cause, "%s:%d: %s", path, line, ps.error != NULL ?
-		    ps.error : "syntax error");
+		if (ps.error == NULL || line < ps.error_line)
+			xasprintf(cause, "%s:%d: syntax error", path, line);
+		else
+			xasprintf(cause, "%s:%d: %s", path, ps.error_line,
+			    ps.error);
 		free(ps.error);
 		return -1;
 	}

@@ -1,0 +1,237 @@
+#!/usr/bin/env bash
+# The inventory CLI end to end: add, ls (every format), show, set, tag, rm,
+# help, and the rule that bad input exits 2 and changes no byte of the db.
+. "$(dirname "$0")/lib.sh"
+
+db="$XDG_DATA_HOME/gpufleet/fleet.db"
+
+# --- default database location, modes ---------------------------------
+run add a100-1 root@10.0.0.1:2222 --provider autodl --region bj-b \
+    --tag train --tag a100 --note "spot, ends friday"
+expect_rc 0 "add"
+expect_eq "$out" "added a100-1: root@10.0.0.1:2222" "add output"
+expect_eq "$(stat -c %a "$db")" 600 "database file mode"
+expect_eq "$(stat -c %a "$(dirname "$db")")" 700 "database directory mode"
+run add h100-1 ubuntu@[2001:db8::7]:30022 --provider runpod -t train
+expect_rc 0 "add IPv6"
+run add box 192.168.1.5 --user dev --port 2200 --identity keys/box_ed25519
+expect_rc 0 "add with --user --port --identity"
+run add --json cpu-1 cpu.example.com
+expect_rc 0 "add --json"
+expect_match "$out" '"name": "cpu-1"' "add --json prints the instance"
+
+run ls
+expect_rc 0 "ls"
+expect_eq "$out" "NAME    HOST             PORT   USER    PROVIDER  TAGS
+a100-1  10.0.0.1         2222   root    autodl    a100,train
+box     192.168.1.5      2200   dev     -         -
+cpu-1   cpu.example.com  22     root    -         -
+h100-1  2001:db8::7      30022  ubuntu  runpod    train" "ls table"
+
+run ls @train,!provider:runpod
+expect_eq "$out" "NAME    HOST      PORT  USER  PROVIDER  TAGS
+a100-1  10.0.0.1  2222  root  autodl    a100,train" "ls with selector"
+
+run ls 'a100-*' --json
+expect_rc 0 "ls --json"
+expect_eq "$(printf '%s' "$out" | grep -c '"name"')" 1 "ls --json count"
+for f in name host port user provider region tags identity remote_dir \
+    authorized_keys_file notes source created_at released_at; do
+	expect_match "$out" "\"$f\": " "ls --json has field $f"
+done
+expect_match "$out" '"remote_dir": "~/.cache/gpufleet"' "default remote_dir"
+expect_match "$out" '"authorized_keys_file": "~/.ssh/authorized_keys"' \
+    "default authorized_keys_file"
+
+run show box --json
+expect_match "$out" "\"identity\": \"$PWD/keys/box_ed25519\"" \
+    "relative identity stored absolute"
+
+# ssh-config export is read the same way by OpenSSH itself.
+run ls --format ssh-config
+expect_rc 0 "ls --format ssh-config"
+printf '%s\n' "$out" >"$T/exported"
+g=$(ssh -G -F "$T/exported" box 2>&1)
+expect_match "$g" "^hostname 192.168.1.5$|hostname 192.168.1.5" "ssh -G hostname"
+expect_match "$g" "port 2200" "ssh -G port"
+expect_match "$g" "user dev" "ssh -G user"
+expect_match "$g" "identityfile $PWD/keys/box_ed25519" "ssh -G identity"
+g=$(ssh -G -F "$T/exported" h100-1 2>&1)
+expect_match "$g" "hostname 2001:db8::7" "ssh -G IPv6 hostname"
+
+run ls --format ansible
+expect_eq "$out" "# gpufleet inventory for Ansible: ansible -i FILE all -m ping
+[gpufleet]
+a100-1 ansible_host=10.0.0.1 ansible_port=2222 ansible_user=root
+box ansible_host=192.168.1.5 ansible_port=2200 ansible_user=dev ansible_ssh_private_key_file=$PWD/keys/box_ed25519
+cpu-1 ansible_host=cpu.example.com ansible_port=22 ansible_user=root
+h100-1 ansible_host=2001:db8::7 ansible_port=30022 ansible_user=ubuntu
+
+[tag_a100]
+a100-1
+
+[tag_train]
+a100-1
+h100-1
+
+[provider_autodl]
+a100-1
+
+[provider_runpod]
+h100-1" "ls --format ansible"
+
+# --- show, set, tag ---------------------------------------------------
+run show a100-1
+expect_match "$out" "notes: +spot, ends friday" "show notes"
+expect_match "$out" "region: +bj-b" "show region"
+run set a100-1 port=2223 region=bj-c notes=
+expect_rc 0 "set"
+run show a100-1 --json
+expect_match "$out" '"port": 2223' "set port"
+expect_match "$out" '"region": "bj-c"' "set region"
+expect_match "$out" '"notes": ""' "set notes empty"
+run tag a100-1 +big -a100
+expect_rc 0 "tag"
+expect_eq "$out" "a100-1: big train" "tag output"
+run ls @big
+expect_match "$out" "a100-1" "tag selects"
+
+# --- bad input: exit 2, one error line, database byte for byte ---------
+cp "$db" "$T/before.db"
+check_unchanged() {
+	checks=$((checks + 1))
+	if ! cmp -s "$db" "$T/before.db"; then
+		fail "$1: database changed"
+	fi
+	if [ -e "$db-wal" ] && [ -s "$db-wal" ]; then
+		fail "$1: WAL left behind with content"
+	fi
+}
+bad() {
+	local desc=$1
+	shift
+	run "$@"
+	expect_rc 2 "$desc"
+	expect_one_error_line "$desc"
+	check_unchanged "$desc"
+}
+bad "bad name" add 'bad name' 10.0.0.9
+bad "name with slash" add a/b 10.0.0.9
+bad "name starting with dash" add -- -x 10.0.0.9
+bad "reserved name" add all 10.0.0.9
+bad "port 0" add n1 10.0.0.9:0
+bad "port 65536" add n1 10.0.0.9:65536
+bad "port 22x" add n1 10.0.0.9:22x
+bad "--port 0" add n1 10.0.0.9 --port 0
+bad "--port 65536" add n1 10.0.0.9 --port 65536
+bad "--port 22x" add n1 10.0.0.9 --port 22x
+bad "conflicting ports" add n1 10.0.0.9:22 --port 23
+bad "host with space" add n1 'bad host'
+bad "host with ;" add n1 'h;reboot'
+bad "host with \$()" add n1 'h$(reboot)'
+bad "host with backquote" add n1 'h`id`'
+bad "host with |" add n1 'a|b'
+bad "host starting with -" add n1 -oProxyCommand=x
+bad "bad user" add n1 'a b@host'
+bad "bad tag" add n1 10.0.0.9 --tag 'x y'
+bad "duplicate name" add a100-1 10.0.0.9
+bad "missing host" add n1
+bad "unknown option" add n1 h --nope
+bad "unknown field" set a100-1 prot=22
+bad "set bad port" set a100-1 port=0
+bad "set bad port 65536" set a100-1 port=65536
+bad "set bad host" set a100-1 'host=a b'
+bad "set one bad of two" set a100-1 region=ok port=x
+bad "set rename onto existing" set a100-1 name=box
+bad "set not FIELD=VALUE" set a100-1 port
+bad "set unknown instance" set nosuch port=22
+bad "tag bad" tag a100-1 +'x y'
+bad "tag without sign" tag a100-1 x
+bad "tag unknown instance" tag nosuch +x
+bad "rm unknown" rm a100-1 nosuch
+bad "purge without --yes" rm --purge a100-1 </dev/null
+bad "selector empty term" ls 'a,,b'
+bad "selector bad tag" ls '@'
+bad "selector bad provider" ls 'provider:'
+bad "selector metachar" ls 'a;b'
+bad "selector unknown name" ls nosuch
+bad "selector matches nothing" ls 'zz-*'
+bad "show unknown" show nosuch
+bad "ls bad format" ls --format yaml
+expect_match "$(run set a100-1 prot=22; echo "$err")" \
+    "valid fields: name, host, port, user" "unknown field lists valid ones"
+expect_match "$(run add n1 h:65536; echo "$err")" "65536" \
+    "bad port error names the value"
+
+# --- rm: release keeps history, purge deletes ---------------------------
+run rm cpu-1
+expect_rc 0 "rm"
+expect_eq "$out" "released cpu-1" "rm output"
+run ls cpu-1
+expect_rc 2 "released instance no longer selectable"
+run ls --all
+expect_match "$out" "cpu-1 .*20[0-9][0-9]-" "ls --all shows the release time"
+run add cpu-1 cpu2.example.com
+expect_rc 0 "name reusable after release"
+run rm --purge --yes cpu-1 box
+expect_rc 0 "rm --purge --yes"
+run ls --all --json
+expect_eq "$(printf '%s' "$out" | grep -c '"name": "box"')" 0 "box purged"
+expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 1 \
+    "released cpu-1 kept, new one purged"
+
+# --- --db and GPUFLEET_DB ----------------------------------------------
+run --db "$T/other/x.db" add o1 10.9.9.9
+expect_rc 0 "--db"
+expect_eq "$(stat -c %a "$T/other/x.db")" 600 "--db file mode"
+GPUFLEET_DB="$T/other/x.db" run ls
+expect_match "$out" "o1" "GPUFLEET_DB"
+GPUFLEET_DB="$T/nowhere.db" run --db "$T/other/x.db" ls
+expect_match "$out" "o1" "--db overrides GPUFLEET_DB"
+
+# --- a database from a newer gpufleet is refused untouched -------------
+sqlite3 "$T/new.db" "PRAGMA application_id=1195789396; CREATE TABLE x(y);
+    PRAGMA user_version=99;" 2>/dev/null ||
+    "$GPUFLEET" --db "$T/new.db" ls >/dev/null
+if command -v sqlite3 >/dev/null; then
+	cp "$T/new.db" "$T/new.before"
+	run --db "$T/new.db" ls
+	expect_rc 3 "newer database refused"
+	expect_match "$err" "newer than this gpufleet" "newer database message"
+	checks=$((checks + 1))
+	cmp -s "$T/new.db" "$T/new.before" || fail "newer database modified"
+fi
+printf 'not a database\n' >"$T/text.db"
+run --db "$T/text.db" ls
+expect_rc 3 "a text file is not a database"
+expect_one_error_line "text file database"
+
+# --- help and version --------------------------------------------------
+run --version
+expect_match "$out" "^gpufleet [0-9]+\.[0-9]+\.[0-9]+$" "--version"
+run help
+expect_rc 0 "help"
+for c in add import ls show set tag rm help version; do
+	expect_match "$out" "^  $c |
+  $c " "help lists $c"
+	run "$c" --help
+	expect_rc 0 "$c --help"
+	expect_match "$out" "^usage: gpufleet $c" "$c --help usage"
+	expect_match "$out" "Exit status" "$c --help exit codes"
+	run help "$c"
+	expect_match "$out" "^usage: gpufleet $c" "help $c"
+	run help
+done
+run s
+expect_rc 2 "ambiguous prefix"
+expect_match "$err" "ambiguous command 's', could be: show, set" \
+    "ambiguous prefix message"
+run sho a100-1
+expect_rc 0 "unique prefix runs the command"
+run frobnicate
+expect_rc 2 "unknown command"
+expect_one_error_line "unknown command"
+run
+expect_rc 2 "no command"
+
+finish

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# config.ini: defaults apply, every bad key or value names file and line and
+# exits 4, an explicit missing file is an error, the example parses.
+. "$(dirname "$0")/lib.sh"
+
+cfgdir="$XDG_CONFIG_HOME/gpufleet"
+mkdir -p "$cfgdir"
+
+run ls
+expect_rc 0 "no config file is fine"
+
+printf '[defaults]\nuser = ubuntu\nidentity = /k/id\n[ssh]\nconnect_timeout = 5\nfanout = 64\nhost_key_policy = strict\n' \
+    >"$cfgdir/config.ini"
+run add n1 10.0.0.1
+expect_rc 0 "add with config"
+run show n1 --json
+expect_match "$out" '"user": "ubuntu"' "default user from config"
+run ls --format ssh-config
+expect_match "$out" 'IdentityFile "/k/id"' "default identity from config"
+
+badcfg() {
+	local desc=$1 body=$2 line=$3 word=$4
+	printf '%b' "$body" >"$T/bad.ini"
+	run --config "$T/bad.ini" ls
+	expect_rc 4 "$desc"
+	expect_one_error_line "$desc"
+	expect_match "$err" "$T/bad.ini:$line: .*$word" "$desc names file:line"
+}
+badcfg "unknown key" '[ssh]\nfanout = 4\nfanuot = 8\n' 3 "fanuot"
+badcfg "unknown section" '[sssh]\nfanout = 4\n' 2 "sssh"
+badcfg "bad number" '[ssh]\nconnect_timeout = 10s\n' 2 "connect_timeout"
+badcfg "zero fanout" '[ssh]\nfanout = 0\n' 2 "fanout"
+badcfg "bad policy" '[ssh]\nhost_key_policy = no\n' 2 "accept-new or strict"
+badcfg "bad user" '[defaults]\nuser = a b\n' 2 "user"
+badcfg "syntax" '[ssh\nfanout = 4\n' 1 "syntax"
+
+run --config "$T/missing.ini" ls
+expect_rc 4 "explicit missing config"
+expect_match "$err" "missing.ini" "missing config named"
+GPUFLEET_CONFIG="$T/bad.ini" run ls
+expect_rc 4 "GPUFLEET_CONFIG is read"
+
+run --config "$GPUFLEET_SRC/config/gpufleet.ini.example" ls
+expect_rc 0 "the shipped example config parses"
+
+finish

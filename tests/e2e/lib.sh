@@ -1,0 +1,78 @@
+# Shared helpers for end-to-end tests: they drive the built gpufleet binary
+# against a throw-away database and configuration, like a user would.
+# ctest sets GPUFLEET (the binary) and GPUFLEET_SRC; defaults fit a build/.
+
+set -u
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+: "${GPUFLEET_SRC:=$(cd "$here/../.." && pwd)}"
+: "${GPUFLEET:=$GPUFLEET_SRC/build/gpufleet}"
+: "${GPUFLEET_HARNESS:=$GPUFLEET_SRC/tests/harness/fleet}"
+
+T=$(mktemp -d /tmp/gpufleet-e2e.XXXXXX)
+export HOME="$T/home" XDG_DATA_HOME="$T/data" XDG_CONFIG_HOME="$T/config"
+mkdir -p "$HOME"
+unset GPUFLEET_DB GPUFLEET_CONFIG GPUFLEET_DEBUG
+export NO_COLOR=1
+failures=0
+checks=0
+cleanup_hooks=()
+
+cleanup() {
+	local h
+	for h in "${cleanup_hooks[@]}"; do eval "$h" || true; done
+	rm -rf "$T"
+}
+trap cleanup EXIT
+
+fail() {
+	failures=$((failures + 1))
+	printf 'FAIL: %s\n' "$*" >&2
+}
+
+# run ARGS...: run gpufleet, capturing stdout, stderr and the exit status.
+run() {
+	"$GPUFLEET" "$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	out=$(cat "$T/out")
+	err=$(cat "$T/err")
+	return 0
+}
+
+# expect_rc N DESCRIPTION
+expect_rc() {
+	checks=$((checks + 1))
+	if [ "$rc" != "$1" ]; then
+		fail "$2: exit $rc, wanted $1 (stderr: $err)"
+	fi
+}
+
+# expect_eq GOT WANT DESCRIPTION
+expect_eq() {
+	checks=$((checks + 1))
+	if [ "$1" != "$2" ]; then
+		fail "$3: got [$1] wanted [$2]"
+	fi
+}
+
+# expect_match TEXT REGEX DESCRIPTION
+expect_match() {
+	checks=$((checks + 1))
+	if ! printf '%s' "$1" | grep -Eq -- "$2"; then
+		fail "$3: [$1] does not match /$2/"
+	fi
+}
+
+# expect_one_error_line DESCRIPTION: stderr is one line "gpufleet: ...".
+expect_one_error_line() {
+	checks=$((checks + 1))
+	if [ "$(printf '%s\n' "$err" | wc -l)" != 1 ] ||
+	    [ "${err#gpufleet: }" = "$err" ]; then
+		fail "$1: stderr is not one 'gpufleet: ' line: [$err]"
+	fi
+}
+
+# finish: print the summary line and exit with the result.
+finish() {
+	printf '%d passed, %d failed\n' $((checks - failures)) "$failures"
+	[ "$failures" = 0 ]
+}

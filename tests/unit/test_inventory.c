@@ -1,0 +1,327 @@
+/* The SQLite inventory: creation modes, migrations, refusals, round trips. */
+
+#include <sys/stat.h>
+
+#include <check.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inventory.h"
+#include "status.h"
+
+static char tmpdir[64];
+
+static void
+setup(void)
+{
+	snprintf(tmpdir, sizeof tmpdir, "/tmp/gpufleet-unit.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void
+teardown(void)
+{
+	char cmd[128];
+
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static char *
+path_in(const char *rel)
+{
+	static char buf[256];
+
+	snprintf(buf, sizeof buf, "%s/%s", tmpdir, rel);
+	return buf;
+}
+
+/* Read a whole file into a malloc'd buffer. */
+static char *
+slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	char *buf;
+	long n;
+
+	ck_assert_ptr_nonnull(f);
+	fseek(f, 0, SEEK_END);
+	n = ftell(f);
+	rewind(f);
+	buf = malloc(n + 1);
+	ck_assert_int_eq(fread(buf, 1, n, f), (size_t)n);
+	fclose(f);
+	*len = n;
+	return buf;
+}
+
+static int
+query_int(sqlite3 *db, const char *sql)
+{
+	sqlite3_stmt *st;
+	int v;
+
+	ck_assert_int_eq(sqlite3_prepare_v2(db, sql, -1, &st, NULL), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
+	v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+START_TEST(test_create_modes)
+{
+	struct inventory *inv;
+	struct stat st;
+	char *cause = NULL, *path;
+	mode_t old = umask(022);
+
+	path = strdup(path_in("a/b/fleet.db"));
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	ck_assert_int_eq(stat(path, &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0600);
+	ck_assert_int_eq(stat(path_in("a/b"), &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	ck_assert_int_eq(stat(path_in("a"), &st), 0);
+	ck_assert_int_eq(st.st_mode & 0777, 0700);
+	ck_assert_int_eq(query_int(inv->db, "PRAGMA user_version"),
+	    inventory_schema_version());
+	ck_assert_int_eq(query_int(inv->db, "PRAGMA application_id"),
+	    INVENTORY_APPLICATION_ID);
+	ck_assert_int_eq(query_int(inv->db, "PRAGMA foreign_keys"), 1);
+	ck_assert_int_eq(query_int(inv->db,
+	    "SELECT journal_mode = 'wal' FROM pragma_journal_mode"), 1);
+	inventory_close(inv);
+	/* Reopening an up-to-date database works and changes nothing. */
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	inventory_close(inv);
+	umask(old);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_newer_refused_untouched)
+{
+	struct inventory *inv = NULL;
+	sqlite3 *db;
+	char *cause = NULL, *before, *after, *path = strdup(path_in("new.db"));
+	size_t nb, na;
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "PRAGMA application_id = "
+	    "1195789396; CREATE TABLE future (x); INSERT INTO future VALUES "
+	    "(42); PRAGMA user_version = 99", NULL, NULL, NULL), SQLITE_OK);
+	sqlite3_close(db);
+	before = slurp(path, &nb);
+
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), -GF_EDB);
+	ck_assert_ptr_null(inv);
+	ck_assert_ptr_nonnull(strstr(cause, "newer"));
+	ck_assert_ptr_nonnull(strstr(cause, "99"));
+	after = slurp(path, &na);
+	ck_assert_uint_eq(na, nb);
+	ck_assert_int_eq(memcmp(before, after, nb), 0);
+	ck_assert_int_eq(access(path_in("new.db-wal"), F_OK), -1);
+	free(before);
+	free(after);
+	free(cause);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_foreign_refused)
+{
+	struct inventory *inv = NULL;
+	sqlite3 *db;
+	char *cause = NULL, *path = strdup(path_in("other.db"));
+	char *before, *after;
+	size_t nb, na;
+	FILE *f;
+
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(sqlite3_exec(db, "CREATE TABLE t (x)", NULL, NULL,
+	    NULL), SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), -GF_EDB);
+	ck_assert_ptr_nonnull(strstr(cause, "not a gpufleet database"));
+	free(cause);
+	free(path);
+
+	/* A text file is not a database, and stays as it was. */
+	path = strdup(path_in("notes.txt"));
+	f = fopen(path, "w");
+	fputs("my notes, not a database\n", f);
+	fclose(f);
+	before = slurp(path, &nb);
+	cause = NULL;
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), -GF_EDB);
+	ck_assert_ptr_nonnull(cause);
+	after = slurp(path, &na);
+	ck_assert_uint_eq(na, nb);
+	ck_assert_int_eq(memcmp(before, after, nb), 0);
+	free(before);
+	free(after);
+	free(cause);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_migrate_steps)
+{
+	static const char *const steps[] = {
+		"CREATE TABLE a (x)",
+		"CREATE TABLE b (y); INSERT INTO b VALUES (1)",
+		"CREATE TABLE c (z); INSERT INTO nosuchtable VALUES (1)",
+	};
+	sqlite3 *db;
+	char *cause = NULL;
+
+	ck_assert_int_eq(sqlite3_open(path_in("m.db"), &db), SQLITE_OK);
+	/* Two steps apply in order and bump the version each time. */
+	ck_assert_int_eq(inventory_migrate(db, steps, 2, &cause), 0);
+	ck_assert_int_eq(query_int(db, "PRAGMA user_version"), 2);
+	ck_assert_int_eq(query_int(db, "SELECT count(*) FROM b"), 1);
+	/* Running again applies nothing twice. */
+	ck_assert_int_eq(inventory_migrate(db, steps, 2, &cause), 0);
+	ck_assert_int_eq(query_int(db, "SELECT count(*) FROM b"), 1);
+	/* A failing step leaves the database at the last whole version. */
+	ck_assert_int_eq(inventory_migrate(db, steps, 3, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "nosuchtable"));
+	ck_assert_int_eq(query_int(db, "PRAGMA user_version"), 2);
+	ck_assert_int_eq(query_int(db, "SELECT count(*) FROM sqlite_schema "
+	    "WHERE name = 'c'"), 0);
+	free(cause);
+	sqlite3_close(db);
+}
+END_TEST
+
+/* A version-1 database written by hand migrates forward with its data. */
+START_TEST(test_migrate_keeps_data)
+{
+	struct inventory *inv;
+	struct instance *list;
+	size_t n;
+	char *cause = NULL, *path = strdup(path_in("v1.db"));
+	sqlite3 *db;
+
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	ck_assert_int_eq(sqlite3_exec(inv->db, "INSERT INTO instance (name, "
+	    "host, created_at) VALUES ('old-1', '10.0.0.1', 1700000000); "
+	    "INSERT INTO instance_tag VALUES (1, 'keep')", NULL, NULL, NULL),
+	    SQLITE_OK);
+	inventory_close(inv);
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(query_int(db, "PRAGMA user_version"),
+	    inventory_schema_version());
+	sqlite3_close(db);
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	ck_assert_int_eq(inventory_list(inv, 0, &list, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(list[0].name, "old-1");
+	ck_assert_int_eq(list[0].port, 22);
+	ck_assert_str_eq(list[0].user, "root");
+	ck_assert_uint_eq(list[0].ntags, 1);
+	instance_free_array(list, n);
+	inventory_close(inv);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_round_trip)
+{
+	struct inventory *inv;
+	struct instance in, got, *list;
+	size_t n;
+	char *cause = NULL;
+
+	ck_assert_int_eq(inventory_open(path_in("rt.db"), &inv, &cause), 0);
+	instance_init(&in);
+	in.name = strdup("a100-1");
+	in.host = strdup("10.1.2.3");
+	in.port = 2222;
+	in.created_at = 1764460800;
+	instance_add_tag(&in, "train");
+	instance_add_tag(&in, "a100");
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+
+	/* The same name again is refused while the first is in service. */
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_add(inv, &in, &cause), -GF_EUSAGE);
+	ck_assert_ptr_nonnull(strstr(cause, "already exists"));
+	free(cause);
+	cause = NULL;
+	inventory_rollback(inv);
+
+	ck_assert_int_eq(inventory_get(inv, "a100-1", &got, &cause), 0);
+	ck_assert_int_eq(got.port, 2222);
+	ck_assert_uint_eq(got.ntags, 2);
+	ck_assert_str_eq(got.tags[0], "a100");
+	ck_assert_ptr_null(got.identity);
+	instance_remove_tag(&got, "a100");
+	free(got.notes);
+	got.notes = strdup("spot");
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_update(inv, &got, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	instance_clear(&got);
+	ck_assert_int_eq(inventory_get(inv, "a100-1", &got, &cause), 0);
+	ck_assert_uint_eq(got.ntags, 1);
+	ck_assert_str_eq(got.notes, "spot");
+
+	/* Released: gone from service, kept in history; the name is free. */
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_release(inv, got.id, 1764470000, &cause),
+	    0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	ck_assert_int_eq(inventory_get(inv, "a100-1", &got, &cause) == 0, 0);
+	free(cause);
+	cause = NULL;
+	ck_assert_int_eq(inventory_list(inv, 1, &list, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(list[0].released_at, 1764470000);
+	instance_free_array(list, n);
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+
+	/* Purge deletes the row and, by cascade, its tags. */
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_purge(inv, got.id, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	ck_assert_int_eq(query_int(inv->db, "SELECT count(*) FROM "
+	    "instance_tag WHERE instance_id = 1"), 0);
+	ck_assert_int_eq(inventory_list(inv, 1, &list, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	instance_free_array(list, n);
+	instance_clear(&got);
+	instance_clear(&in);
+	inventory_close(inv);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("inventory");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_create_modes);
+	tcase_add_test(tc, test_newer_refused_untouched);
+	tcase_add_test(tc, test_foreign_refused);
+	tcase_add_test(tc, test_migrate_steps);
+	tcase_add_test(tc, test_migrate_keeps_data);
+	tcase_add_test(tc, test_round_trip);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
