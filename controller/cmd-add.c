@@ -12,8 +12,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int	cmd_add_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-		    char **);
+static int cmd_add_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+			char **);
 
 const struct cmd_entry cmd_add_entry = {
 	.name = "add",
@@ -43,8 +43,14 @@ const struct cmd_entry cmd_add_entry = {
 	.exec = cmd_add_exec,
 };
 
-enum { OPT_PROVIDER = 256, OPT_REGION, OPT_NOTE, OPT_REMOTE_DIR,
-	OPT_AUTHKEYS, OPT_JSON };
+enum {
+	OPT_PROVIDER = 256,
+	OPT_REGION,
+	OPT_NOTE,
+	OPT_REMOTE_DIR,
+	OPT_AUTHKEYS,
+	OPT_JSON
+};
 
 static const struct option add_options[] = {
 	{ "port", required_argument, NULL, 'p' },
@@ -63,7 +69,7 @@ static const struct option add_options[] = {
 
 static int
 cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-    char **argv)
+	     char **argv)
 {
 	struct instance in;
 	struct inventory *inv = NULL;
@@ -75,7 +81,7 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	free(in.user);
 	in.user = xstrdup(ctx->config->user);
 	while ((ch = cmd_getopt(e, argc, argv, "p:u:i:t:h", add_options,
-	    &status)) != -1) {
+				&status)) != -1) {
 		field = NULL;
 		switch (ch) {
 		case -2:
@@ -118,12 +124,13 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 			goto usage_fail;
 	}
 	if (argc - optind != 2) {
-		status = cmd_usage_error(e, "needs NAME and [USER@]HOST[:PORT]");
+		status =
+		    cmd_usage_error(e, "needs NAME and [USER@]HOST[:PORT]");
 		goto out;
 	}
 	if (instance_set_field(&in, "name", argv[optind], &cause) != 0 ||
 	    instance_parse_hostspec(argv[optind + 1], &spec_user, &spec_host,
-	    &spec_port, &cause) != 0)
+				    &spec_port, &cause) != 0)
 		goto usage_fail;
 	in.host = spec_host;
 	spec_host = NULL;
@@ -132,8 +139,10 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		if (instance_parse_port(port, &p, &cause) != 0)
 			goto usage_fail;
 		if (spec_port != 0 && spec_port != p) {
-			xasprintf(&cause, "port %d in '%s' conflicts with "
-			    "--port %d", spec_port, argv[optind + 1], p);
+			xasprintf(&cause,
+				  "port %d in '%s' conflicts with "
+				  "--port %d",
+				  spec_port, argv[optind + 1], p);
 			goto usage_fail;
 		}
 		in.port = p;
@@ -141,7 +150,7 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		in.port = spec_port;
 	if (user != NULL && spec_user != NULL && strcmp(user, spec_user)) {
 		xasprintf(&cause, "user '%s' in '%s' conflicts with --user %s",
-		    spec_user, argv[optind + 1], user);
+			  spec_user, argv[optind + 1], user);
 		goto usage_fail;
 	}
 	if (user == NULL)

@@ -6,8 +6,8 @@
 #include "cmd.h"
 #include "status.h"
 
-static int	cmd_help_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-		    char **);
+static int cmd_help_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+			 char **);
 
 const struct cmd_entry cmd_help_entry = {
 	.name = "help",
@@ -19,11 +19,11 @@ const struct cmd_entry cmd_help_entry = {
 
 static int
 cmd_help_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-    char **argv)
+	      char **argv)
 {
 	(void)ctx;
-	if (argc == 2 && (strcmp(argv[1], "--help") == 0 ||
-	    strcmp(argv[1], "-h") == 0))
+	if (argc == 2 &&
+	    (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0))
 		return cmd_help(stdout, e->name);
 	if (argc > 2)
 		return cmd_usage_error(e, "takes at most one COMMAND");

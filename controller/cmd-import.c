@@ -19,33 +19,33 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int	cmd_import_exec(const struct cmd_entry *, struct cmd_ctx *,
-		    int, char **);
-static int	to_instance(const struct sshconfig_host *, const char *,
-		    struct instance *, char **);
-static char	*differences(const struct instance *,
-		    const struct instance *);
-static char	*local_user(void);
+static int cmd_import_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+			   char **);
+static int to_instance(const struct sshconfig_host *, const char *,
+		       struct instance *, char **);
+static char *differences(const struct instance *, const struct instance *);
+static char *local_user(void);
 
 const struct cmd_entry cmd_import_entry = {
 	.name = "import",
 	.usage = "[SSH_CONFIG] [--match GLOB] [--dry-run] [--tag T]... "
 		 "[--provider P]",
 	.summary = "add instances from an OpenSSH client config",
-	.help = "Reads SSH_CONFIG (default ~/.ssh/config, following Include) "
-		"and adds each\nconcrete Host alias with its HostName, Port, "
-		"User and IdentityFile.\nWildcard patterns and Match blocks "
-		"are skipped and reported; a host\nbehind ProxyJump or "
-		"ProxyCommand is imported with a warning (not\nsupported "
-		"yet). Aliases already in the inventory are left unchanged.\n\n"
-		"  -m, --match GLOB   only aliases matching GLOB\n"
-		"  -n, --dry-run      show what would be added, change "
-		"nothing\n"
-		"  -t, --tag T        tag every imported instance; repeat for "
-		"more\n"
-		"      --provider P   set the provider of imported instances\n\n"
-		"Example: gpufleet import ~/.ssh/config --match 'a100-*' "
-		"--tag train\n",
+	.help =
+	    "Reads SSH_CONFIG (default ~/.ssh/config, following Include) "
+	    "and adds each\nconcrete Host alias with its HostName, Port, "
+	    "User and IdentityFile.\nWildcard patterns and Match blocks "
+	    "are skipped and reported; a host\nbehind ProxyJump or "
+	    "ProxyCommand is imported with a warning (not\nsupported "
+	    "yet). Aliases already in the inventory are left unchanged.\n\n"
+	    "  -m, --match GLOB   only aliases matching GLOB\n"
+	    "  -n, --dry-run      show what would be added, change "
+	    "nothing\n"
+	    "  -t, --tag T        tag every imported instance; repeat for "
+	    "more\n"
+	    "      --provider P   set the provider of imported instances\n\n"
+	    "Example: gpufleet import ~/.ssh/config --match 'a100-*' "
+	    "--tag train\n",
 	.exec = cmd_import_exec,
 };
 
@@ -75,14 +75,15 @@ local_user(void)
 /* Fill an instance from one host of the config; fails on invalid values. */
 static int
 to_instance(const struct sshconfig_host *h, const char *source,
-    struct instance *in, char **cause)
+	    struct instance *in, char **cause)
 {
 	char *why = NULL, *user = NULL;
 	int r = -1;
 
 	if (instance_set_field(in, "name", h->alias, &why) != 0 ||
-	    instance_set_field(in, "host", h->hostname != NULL ? h->hostname :
-	    h->alias, &why) != 0)
+	    instance_set_field(in, "host",
+			       h->hostname != NULL ? h->hostname : h->alias,
+			       &why) != 0)
 		goto out;
 	if (h->port != 0)
 		in->port = h->port;
@@ -97,7 +98,7 @@ to_instance(const struct sshconfig_host *h, const char *source,
 out:
 	if (r != 0) {
 		xasprintf(cause, "%s:%d: skipped Host %s: %s", h->file, h->line,
-		    h->alias, why);
+			  h->alias, why);
 		free(why);
 	}
 	free(user);
@@ -110,12 +111,12 @@ differences(const struct instance *stored, const struct instance *wanted)
 {
 	char *s = NULL, *tmp;
 
-#define DIFF(what, a, b, fmt)                                            \
-	do {                                                             \
-		xasprintf(&tmp, "%s%s" what " " fmt " -> " fmt,          \
-		    s != NULL ? s : "", s != NULL ? ", " : "", a, b);    \
-		free(s);                                                 \
-		s = tmp;                                                 \
+#define DIFF(what, a, b, fmt)                                                  \
+	do {                                                                   \
+		xasprintf(&tmp, "%s%s" what " " fmt " -> " fmt,                \
+			  s != NULL ? s : "", s != NULL ? ", " : "", a, b);    \
+		free(s);                                                       \
+		s = tmp;                                                       \
 	} while (0)
 
 	if (strcmp(stored->host, wanted->host) != 0)
@@ -126,16 +127,16 @@ differences(const struct instance *stored, const struct instance *wanted)
 		DIFF("user", stored->user, wanted->user, "%s");
 	if ((stored->identity == NULL) != (wanted->identity == NULL) ||
 	    (stored->identity != NULL &&
-	    strcmp(stored->identity, wanted->identity) != 0))
+	     strcmp(stored->identity, wanted->identity) != 0))
 		DIFF("identity", stored->identity ? stored->identity : "-",
-		    wanted->identity ? wanted->identity : "-", "%s");
+		     wanted->identity ? wanted->identity : "-", "%s");
 #undef DIFF
 	return s;
 }
 
 static int
 cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-    char **argv)
+		char **argv)
 {
 	struct sshconfig sc;
 	struct inventory *inv = NULL;
@@ -149,7 +150,7 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 
 	memset(&sc, 0, sizeof sc);
 	while ((ch = cmd_getopt(e, argc, argv, "m:nt:h", import_options,
-	    &status)) != -1) {
+				&status)) != -1) {
 		switch (ch) {
 		case -2:
 			goto out;
@@ -207,8 +208,8 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		instance_init(&in);
 		if (to_instance(h, path, &in, &cause) != 0 ||
 		    (provider != NULL &&
-		    instance_set_field(&in, "provider", provider,
-		    &cause) != 0)) {
+		     instance_set_field(&in, "provider", provider, &cause) !=
+			 0)) {
 			printf("skipped %s\n", cause);
 			free(cause);
 			cause = NULL;
@@ -230,7 +231,8 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		cause = NULL;
 		if (r == 0) {
 			if ((diff = differences(&old, &in)) != NULL) {
-				printf("differs %s: already in the inventory "
+				printf(
+				    "differs %s: already in the inventory "
 				    "with other settings (%s); not changed\n",
 				    in.name, diff);
 				differ++;
@@ -243,8 +245,8 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		}
 		if (h->proxy != NULL)
 			warn_msg("%s uses %s, which gpufleet does not support "
-			    "yet; connections to it will fail", h->alias,
-			    h->proxy);
+				 "yet; connections to it will fail",
+				 h->alias, h->proxy);
 		if (!dry && (r = inventory_add(inv, &in, &cause)) != 0) {
 			instance_clear(&in);
 			status = cmd_fail(-r, cause);
@@ -252,7 +254,7 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		}
 		target = instance_target(&in);
 		printf("%s %s: %s\n", dry ? "would add" : "added", in.name,
-		    target);
+		       target);
 		free(target);
 		added++;
 		instance_clear(&in);
@@ -263,11 +265,12 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	}
 	if (added == 0 && differ == 0)
 		printf("nothing to import: %d host%s already in the "
-		    "inventory, %d skipped\n", same, same == 1 ? "" : "s",
-		    skipped);
+		       "inventory, %d skipped\n",
+		       same, same == 1 ? "" : "s", skipped);
 	else
 		printf("%s %d, unchanged %d, differing %d, skipped %d\n",
-		    dry ? "would add" : "added", added, same, differ, skipped);
+		       dry ? "would add" : "added", added, same, differ,
+		       skipped);
 	status = GF_OK;
 out:
 	inventory_close(inv);

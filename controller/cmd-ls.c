@@ -15,15 +15,15 @@
 
 enum ls_format { LS_TABLE, LS_JSON, LS_SSH_CONFIG, LS_ANSIBLE };
 
-static int	cmd_ls_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-		    char **);
-static void	print_table(const struct instance *, size_t, int);
-static void	print_ssh_config(const struct instance *, size_t,
-		    const struct config *);
-static void	print_ansible(const struct instance *, size_t,
-		    const struct config *);
-static char	*ansible_group(const char *, const char *);
-static void	ansible_value(FILE *, const char *, const char *);
+static int cmd_ls_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+		       char **);
+static void print_table(const struct instance *, size_t, int);
+static void print_ssh_config(const struct instance *, size_t,
+			     const struct config *);
+static void print_ansible(const struct instance *, size_t,
+			  const struct config *);
+static char *ansible_group(const char *, const char *);
+static void ansible_value(FILE *, const char *, const char *);
 
 const struct cmd_entry cmd_ls_entry = {
 	.name = "ls",
@@ -44,13 +44,12 @@ const struct cmd_entry cmd_ls_entry = {
 	.exec = cmd_ls_exec,
 };
 
-static const struct option ls_options[] = {
-	{ "all", no_argument, NULL, 'a' },
-	{ "json", no_argument, NULL, 'j' },
-	{ "format", required_argument, NULL, 'f' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
+static const struct option ls_options[] = { { "all", no_argument, NULL, 'a' },
+					    { "json", no_argument, NULL, 'j' },
+					    { "format", required_argument, NULL,
+					      'f' },
+					    { "help", no_argument, NULL, 'h' },
+					    { NULL, 0, NULL, 0 } };
 
 static void
 print_table(const struct instance *list, size_t n, int all)
@@ -61,18 +60,19 @@ print_table(const struct instance *list, size_t n, int all)
 
 	if (all)
 		t = table_new(7, "NAME", "HOST", "PORT", "USER", "PROVIDER",
-		    "TAGS", "RELEASED");
+			      "TAGS", "RELEASED");
 	else
 		t = table_new(6, "NAME", "HOST", "PORT", "USER", "PROVIDER",
-		    "TAGS");
+			      "TAGS");
 	for (i = 0; i < n; i++) {
 		const struct instance *in = &list[i];
-		char *rel = in->released_at != 0 ?
-		    instance_format_time(in->released_at) : NULL;
+		char *rel = in->released_at != 0
+				? instance_format_time(in->released_at)
+				: NULL;
 		snprintf(port, sizeof port, "%d", in->port);
 		tags = tags_join(in, ",");
 		table_add(t, in->name, in->host, port, in->user, in->provider,
-		    tags, rel);
+			  tags, rel);
 		free(tags);
 		free(rel);
 	}
@@ -82,7 +82,7 @@ print_table(const struct instance *list, size_t n, int all)
 
 static void
 print_ssh_config(const struct instance *list, size_t n,
-    const struct config *config)
+		 const struct config *config)
 {
 	size_t i;
 	const char *id;
@@ -98,12 +98,13 @@ print_ssh_config(const struct instance *list, size_t n,
 		printf("\nHost %s\n", in->name);
 		if (*in->provider != '\0' || *tags != '\0')
 			printf("    # provider=%s tags=%s\n", in->provider,
-			    tags);
+			       tags);
 		printf("    HostName %s\n    Port %d\n    User %s\n", in->host,
-		    in->port, in->user);
+		       in->port, in->user);
 		if (id != NULL)
 			printf("    IdentityFile \"%s\"\n    IdentitiesOnly "
-			    "yes\n", id);
+			       "yes\n",
+			       id);
 		free(tags);
 	}
 }
@@ -141,14 +142,14 @@ ansible_value(FILE *f, const char *key, const char *value)
 
 static void
 print_ansible(const struct instance *list, size_t n,
-    const struct config *config)
+	      const struct config *config)
 {
 	char **groups = NULL, *g, port[16];
 	size_t ngroups = 0, i, j, k;
 	const char *id;
 
 	printf("# gpufleet inventory for Ansible: ansible -i FILE all -m "
-	    "ping\n[gpufleet]\n");
+	       "ping\n[gpufleet]\n");
 	for (i = 0; i < n; i++) {
 		const struct instance *in = &list[i];
 		if (in->released_at != 0)
@@ -161,13 +162,14 @@ print_ansible(const struct instance *list, size_t n,
 		id = in->identity != NULL ? in->identity : config->identity;
 		if (id != NULL)
 			ansible_value(stdout, "ansible_ssh_private_key_file",
-			    id);
+				      id);
 		printf("\n");
 		for (j = 0; j <= in->ntags; j++) {
 			if (j == in->ntags && *in->provider == '\0')
 				break;
-			g = j < in->ntags ? ansible_group("tag", in->tags[j]) :
-			    ansible_group("provider", in->provider);
+			g = j < in->ntags
+				? ansible_group("tag", in->tags[j])
+				: ansible_group("provider", in->provider);
 			for (k = 0; k < ngroups; k++) {
 				if (strcmp(groups[k], g) == 0)
 					break;
@@ -176,8 +178,8 @@ print_ansible(const struct instance *list, size_t n,
 				free(g);
 				continue;
 			}
-			groups = xreallocarray(groups, ngroups + 1,
-			    sizeof *groups);
+			groups =
+			    xreallocarray(groups, ngroups + 1, sizeof *groups);
 			groups[ngroups++] = g;
 		}
 	}
@@ -190,9 +192,10 @@ print_ansible(const struct instance *list, size_t n,
 			for (j = 0; j <= in->ntags; j++) {
 				if (j == in->ntags && *in->provider == '\0')
 					break;
-				g = j < in->ntags ?
-				    ansible_group("tag", in->tags[j]) :
-				    ansible_group("provider", in->provider);
+				g = j < in->ntags
+					? ansible_group("tag", in->tags[j])
+					: ansible_group("provider",
+							in->provider);
 				int same = strcmp(g, groups[k]) == 0;
 				free(g);
 				if (same) {
@@ -208,7 +211,7 @@ print_ansible(const struct instance *list, size_t n,
 
 static int
 cmd_ls_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-    char **argv)
+	    char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance *list = NULL;
@@ -219,8 +222,8 @@ cmd_ls_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	int ch, status, all = 0, r, *picked = NULL;
 	json_t *arr;
 
-	while ((ch = cmd_getopt(e, argc, argv, "af:jh", ls_options,
-	    &status)) != -1) {
+	while ((ch = cmd_getopt(e, argc, argv, "af:jh", ls_options, &status)) !=
+	       -1) {
 		switch (ch) {
 		case -2:
 			return status;
@@ -240,7 +243,9 @@ cmd_ls_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 			else if (strcmp(optarg, "ansible") == 0)
 				format = LS_ANSIBLE;
 			else
-				return cmd_usage_error(e, "unknown format '%s' "
+				return cmd_usage_error(
+				    e,
+				    "unknown format '%s' "
 				    "(table, json, ssh-config, ansible)",
 				    optarg);
 			break;

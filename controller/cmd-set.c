@@ -10,8 +10,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int	cmd_set_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-		    char **);
+static int cmd_set_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+			char **);
 
 const struct cmd_entry cmd_set_entry = {
 	.name = "set",
@@ -24,14 +24,12 @@ const struct cmd_entry cmd_set_entry = {
 	.exec = cmd_set_exec,
 };
 
-static const struct option set_options[] = {
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
+static const struct option set_options[] = { { "help", no_argument, NULL, 'h' },
+					     { NULL, 0, NULL, 0 } };
 
 static int
 cmd_set_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-    char **argv)
+	     char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
@@ -39,8 +37,8 @@ cmd_set_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	int ch, status, i, r;
 
 	memset(&in, 0, sizeof in);
-	while ((ch = cmd_getopt(e, argc, argv, "+h", set_options,
-	    &status)) != -1) {
+	while ((ch = cmd_getopt(e, argc, argv, "+h", set_options, &status)) !=
+	       -1) {
 		if (ch == -2)
 			return status;
 	}
@@ -51,7 +49,7 @@ cmd_set_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	for (i = optind + 1; i < argc; i++) {
 		if (strchr(argv[i], '=') == NULL || argv[i][0] == '=')
 			return cmd_usage_error(e, "'%s' is not FIELD=VALUE",
-			    argv[i]);
+					       argv[i]);
 	}
 
 	if ((status = cmd_open(ctx, &inv)) != 0)

@@ -7,8 +7,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int	cmd_tag_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-		    char **);
+static int cmd_tag_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+			char **);
 
 const struct cmd_entry cmd_tag_entry = {
 	.name = "tag",
@@ -22,7 +22,7 @@ const struct cmd_entry cmd_tag_entry = {
 
 static int
 cmd_tag_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-    char **argv)
+	     char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
@@ -32,7 +32,8 @@ cmd_tag_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	memset(&in, 0, sizeof in);
 	/* No getopt here: "-TAG" is an argument, not an option. */
 	for (i = 1; i < argc; i++) {
-		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0)
+		if (strcmp(argv[i], "--help") == 0 ||
+		    strcmp(argv[i], "-h") == 0)
 			return cmd_help(stdout, e->name);
 	}
 	if (argc < 2)
@@ -42,7 +43,7 @@ cmd_tag_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	for (i = 2; i < argc; i++) {
 		if (argv[i][0] != '+' && argv[i][0] != '-')
 			return cmd_usage_error(e, "'%s' must be +TAG or -TAG",
-			    argv[i]);
+					       argv[i]);
 		if (instance_check_tag(argv[i] + 1, &cause) != 0)
 			return cmd_fail(GF_EUSAGE, cause);
 	}

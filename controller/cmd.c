@@ -21,16 +21,11 @@ extern const struct cmd_entry cmd_tag_entry;
 extern const struct cmd_entry cmd_version_entry;
 
 const struct cmd_entry *const cmd_table[] = {
-	&cmd_add_entry,
-	&cmd_import_entry,
-	&cmd_ls_entry,
-	&cmd_show_entry,
-	&cmd_set_entry,
-	&cmd_tag_entry,
-	&cmd_rm_entry,
-	&cmd_help_entry,
-	&cmd_version_entry,
-	NULL
+	&cmd_add_entry,	    &cmd_import_entry,
+	&cmd_ls_entry,	    &cmd_show_entry,
+	&cmd_set_entry,	    &cmd_tag_entry,
+	&cmd_rm_entry,	    &cmd_help_entry,
+	&cmd_version_entry, NULL
 };
 
 static const char general_help[] =
@@ -71,7 +66,7 @@ cmd_find(const char *name, char **cause)
 		found = *e;
 		nfound++;
 		xasprintf(&tmp, "%s%s%s", list != NULL ? list : "",
-		    list != NULL ? ", " : "", (*e)->name);
+			  list != NULL ? ", " : "", (*e)->name);
 		free(list);
 		list = tmp;
 	}
@@ -81,10 +76,10 @@ cmd_find(const char *name, char **cause)
 	}
 	if (nfound > 1 && *name != '\0')
 		xasprintf(cause, "ambiguous command '%s', could be: %s", name,
-		    list);
+			  list);
 	else
 		xasprintf(cause, "unknown command '%s' (try 'gpufleet help')",
-		    name);
+			  name);
 	free(list);
 	return NULL;
 }
@@ -103,7 +98,9 @@ cmd_help(FILE *f, const char *name)
 	char *cause = NULL;
 
 	if (name == NULL) {
-		fprintf(f, "usage: gpufleet [--db PATH] [--config PATH] "
+		fprintf(
+		    f,
+		    "usage: gpufleet [--db PATH] [--config PATH] "
 		    "COMMAND [ARGS]\n\ngpufleet manages rented GPU instances: "
 		    "inventory, SSH, cost.\n\nCommands:\n");
 		for (ep = cmd_table; *ep != NULL; ep++)
@@ -117,9 +114,10 @@ cmd_help(FILE *f, const char *name)
 	fprintf(f, "\n%s\n", e->summary);
 	if (e->help != NULL && *e->help != '\0')
 		fprintf(f, "\n%s", e->help);
-	fprintf(f, "\nExit status: 0 success; 1 one or more hosts failed; 2 "
-	    "usage or validation error;\n3 database error; 4 configuration "
-	    "error.\n");
+	fprintf(f,
+		"\nExit status: 0 success; 1 one or more hosts failed; 2 "
+		"usage or validation error;\n3 database error; 4 configuration "
+		"error.\n");
 	return GF_OK;
 }
 
@@ -153,7 +151,7 @@ cmd_fail(int code, char *cause)
  */
 int
 cmd_getopt(const struct cmd_entry *e, int argc, char **argv,
-    const char *shortopts, const struct option *longopts, int *status)
+	   const char *shortopts, const struct option *longopts, int *status)
 {
 	int ch;
 
@@ -167,13 +165,13 @@ cmd_getopt(const struct cmd_entry *e, int argc, char **argv,
 	if (ch == '?' || ch == ':') {
 		if (optopt != 0 && ch == ':')
 			*status = cmd_usage_error(e, "option -%c needs a value",
-			    optopt);
+						  optopt);
 		else if (optopt != 0)
-			*status = cmd_usage_error(e, "unknown option -%c",
-			    optopt);
+			*status =
+			    cmd_usage_error(e, "unknown option -%c", optopt);
 		else
 			*status = cmd_usage_error(e, "bad option '%s'",
-			    argv[optind - 1]);
+						  argv[optind - 1]);
 		return -2;
 	}
 	return ch;
@@ -197,7 +195,7 @@ cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
  */
 int
 cmd_load_selected(struct inventory *inv, const char *text,
-    struct instance **list, size_t *n, char **cause)
+		  struct instance **list, size_t *n, char **cause)
 {
 	struct selector *sel;
 	struct instance *all;

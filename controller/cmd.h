@@ -13,40 +13,39 @@
 #include "inventory.h"
 
 struct cmd_ctx {
-	const char	*db_path;	/* --db, GPUFLEET_DB or the default */
-	struct config	*config;
+	const char *db_path; /* --db, GPUFLEET_DB or the default */
+	struct config *config;
 };
 
 struct cmd_entry {
-	const char	*name;
-	const char	*usage;		/* after "gpufleet NAME " */
-	const char	*summary;	/* one line for `gpufleet help` */
-	const char	*help;		/* the options and details */
-	int		(*exec)(const struct cmd_entry *, struct cmd_ctx *,
-			    int, char **);
+	const char *name;
+	const char *usage;   /* after "gpufleet NAME " */
+	const char *summary; /* one line for `gpufleet help` */
+	const char *help;    /* the options and details */
+	int (*exec)(const struct cmd_entry *, struct cmd_ctx *, int, char **);
 };
 
 extern const struct cmd_entry *const cmd_table[];
 
 const struct cmd_entry *cmd_find(const char *, char **);
-int	cmd_help(FILE *, const char *);
-void	cmd_usage(const struct cmd_entry *, FILE *);
-int	cmd_getopt(const struct cmd_entry *, int, char **, const char *,
-	    const struct option *, int *);
-int	cmd_usage_error(const struct cmd_entry *, const char *, ...)
-	    __attribute__((format(printf, 2, 3)));
-int	cmd_fail(int, char *);
-int	cmd_open(struct cmd_ctx *, struct inventory **);
-int	cmd_load_selected(struct inventory *, const char *, struct instance **,
-	    size_t *, char **);
+int cmd_help(FILE *, const char *);
+void cmd_usage(const struct cmd_entry *, FILE *);
+int cmd_getopt(const struct cmd_entry *, int, char **, const char *,
+	       const struct option *, int *);
+int cmd_usage_error(const struct cmd_entry *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+int cmd_fail(int, char *);
+int cmd_open(struct cmd_ctx *, struct inventory **);
+int cmd_load_selected(struct inventory *, const char *, struct instance **,
+		      size_t *, char **);
 
 /* output.c */
 struct table;
 struct table *table_new(size_t, ...);
-void	table_add(struct table *, ...);
-void	table_print(struct table *, FILE *);
-void	table_free(struct table *);
-void	json_print(json_t *, FILE *);
-char	*tags_join(const struct instance *, const char *);
+void table_add(struct table *, ...);
+void table_print(struct table *, FILE *);
+void table_free(struct table *);
+void json_print(json_t *, FILE *);
+char *tags_join(const struct instance *, const char *);
 
 #endif

@@ -14,16 +14,16 @@
 #include "xmalloc.h"
 
 struct parse_state {
-	struct config	*config;
-	FILE		*f;
-	int		 line;		/* lines read so far */
-	char		*error;		/* first complaint, without file:line */
-	int		 error_line;
+	struct config *config;
+	FILE *f;
+	int line;    /* lines read so far */
+	char *error; /* first complaint, without file:line */
+	int error_line;
 };
 
-static int	handler(void *, const char *, const char *, const char *);
-static int	parse_int(const char *, int, int, int *);
-static char	*reader(char *, int, void *);
+static int handler(void *, const char *, const char *, const char *);
+static int parse_int(const char *, int, int, int *);
+static char *reader(char *, int, void *);
 
 void
 config_defaults(struct config *c)
@@ -56,7 +56,7 @@ config_default_path(void)
 		xasprintf(&path, "%s/gpufleet/config.ini", xdg);
 	else
 		xasprintf(&path, "%s/.config/gpufleet/config.ini",
-		    home != NULL && *home != '\0' ? home : ".");
+			  home != NULL && *home != '\0' ? home : ".");
 	return path;
 }
 
@@ -127,22 +127,26 @@ handler(void *arg, const char *section, const char *key, const char *value)
 			else if (strcmp(value, "strict") == 0)
 				c->hostkey_policy = HOSTKEY_STRICT;
 			else {
-				xasprintf(&ps->error, "host_key_policy '%s' "
-				    "must be accept-new or strict", value);
+				xasprintf(&ps->error,
+					  "host_key_policy '%s' "
+					  "must be accept-new or strict",
+					  value);
 				return 0;
 			}
 			return 1;
 		}
 	} else {
-		xasprintf(&ps->error, "unknown section [%s] (known: "
-		    "[defaults], [ssh])", section);
+		xasprintf(&ps->error,
+			  "unknown section [%s] (known: "
+			  "[defaults], [ssh])",
+			  section);
 		return 0;
 	}
 	xasprintf(&ps->error, "unknown key '%s' in [%s]", key, section);
 	return 0;
 range:
 	xasprintf(&ps->error, "%s = '%s' is not a valid number in range", key,
-	    value);
+		  value);
 	return 0;
 bad:
 	xasprintf(&ps->error, "%s: %s", key, why);
@@ -178,7 +182,7 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 		return 0;
 	if ((ps.f = fopen(path, "r")) == NULL) {
 		xasprintf(cause, "cannot read config %s: %s", path,
-		    strerror(errno));
+			  strerror(errno));
 		return -1;
 	}
 	line = ini_parse_stream(reader, &ps, handler, &ps);
@@ -188,7 +192,7 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 			xasprintf(cause, "%s:%d: syntax error", path, line);
 		else
 			xasprintf(cause, "%s:%d: %s", path, ps.error_line,
-			    ps.error);
+				  ps.error);
 		free(ps.error);
 		return -1;
 	}

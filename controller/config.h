@@ -9,18 +9,18 @@
 enum hostkey_policy { HOSTKEY_ACCEPT_NEW, HOSTKEY_STRICT };
 
 struct config {
-	char			*path;		/* file read, or NULL */
-	char			*user;		/* [defaults] user */
-	char			*identity;	/* [defaults] identity, or NULL */
-	int			 connect_timeout;	/* [ssh] seconds */
-	int			 command_timeout;	/* [ssh] seconds, 0 none */
-	int			 fanout;		/* [ssh] */
-	enum hostkey_policy	 hostkey_policy;	/* [ssh] */
+	char *path;			    /* file read, or NULL */
+	char *user;			    /* [defaults] user */
+	char *identity;			    /* [defaults] identity, or NULL */
+	int connect_timeout;		    /* [ssh] seconds */
+	int command_timeout;		    /* [ssh] seconds, 0 none */
+	int fanout;			    /* [ssh] */
+	enum hostkey_policy hostkey_policy; /* [ssh] */
 };
 
-void	 config_defaults(struct config *);
-char	*config_default_path(void);
-int	 config_load(struct config *, const char *, int, char **);
-void	 config_clear(struct config *);
+void config_defaults(struct config *);
+char *config_default_path(void);
+int config_load(struct config *, const char *, int, char **);
+void config_clear(struct config *);
 
 #endif

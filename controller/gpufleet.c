@@ -44,7 +44,7 @@ main(int argc, char **argv)
 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "+hvV", global_options, NULL)) !=
-	    -1) {
+	       -1) {
 		switch (ch) {
 		case 'd':
 			db = optarg;
@@ -63,10 +63,11 @@ main(int argc, char **argv)
 		default:
 			if (optopt != 0)
 				error("unknown option -%c (try 'gpufleet "
-				    "help')", optopt);
+				      "help')",
+				      optopt);
 			else
 				error("bad option '%s' (try 'gpufleet help')",
-				    argv[optind - 1]);
+				      argv[optind - 1]);
 			return GF_EUSAGE;
 		}
 	}

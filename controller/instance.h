@@ -10,48 +10,46 @@
 
 #include <jansson.h>
 
-#define INSTANCE_DEFAULT_PORT		22
-#define INSTANCE_DEFAULT_USER		"root"
-#define INSTANCE_DEFAULT_REMOTE_DIR	"~/.cache/gpufleet"
-#define INSTANCE_DEFAULT_AUTHKEYS	"~/.ssh/authorized_keys"
+#define INSTANCE_DEFAULT_PORT	    22
+#define INSTANCE_DEFAULT_USER	    "root"
+#define INSTANCE_DEFAULT_REMOTE_DIR "~/.cache/gpufleet"
+#define INSTANCE_DEFAULT_AUTHKEYS   "~/.ssh/authorized_keys"
 
 struct instance {
-	int64_t	  id;		/* 0 until stored */
-	char	 *name;
-	char	 *host;
-	int	  port;
-	char	 *user;
-	char	 *provider;	/* "" when unknown */
-	char	 *region;	/* "" when unknown */
-	char	**tags;		/* sorted, unique */
-	size_t	  ntags;
-	char	 *identity;	/* key file, or NULL for the config default */
-	char	 *remote_dir;
-	char	 *authorized_keys_file;
-	char	 *notes;
-	char	 *source;	/* ssh_config it was imported from, or NULL */
-	int64_t	  created_at;	/* Unix seconds */
-	int64_t	  released_at;	/* 0 while in service */
+	int64_t id; /* 0 until stored */
+	char *name;
+	char *host;
+	int port;
+	char *user;
+	char *provider; /* "" when unknown */
+	char *region;	/* "" when unknown */
+	char **tags;	/* sorted, unique */
+	size_t ntags;
+	char *identity; /* key file, or NULL for the config default */
+	char *remote_dir;
+	char *authorized_keys_file;
+	char *notes;
+	char *source;	     /* ssh_config it was imported from, or NULL */
+	int64_t created_at;  /* Unix seconds */
+	int64_t released_at; /* 0 while in service */
 };
 
-void	 instance_init(struct instance *);
-void	 instance_clear(struct instance *);
-void	 instance_free_array(struct instance *, size_t);
-int	 instance_check_name(const char *, char **);
-int	 instance_check_host(const char *, char **);
-int	 instance_check_user(const char *, char **);
-int	 instance_check_tag(const char *, char **);
-int	 instance_parse_port(const char *, int *, char **);
-int	 instance_parse_hostspec(const char *, char **, char **, int *,
-	     char **);
-int	 instance_set_field(struct instance *, const char *, const char *,
-	     char **);
+void instance_init(struct instance *);
+void instance_clear(struct instance *);
+void instance_free_array(struct instance *, size_t);
+int instance_check_name(const char *, char **);
+int instance_check_host(const char *, char **);
+int instance_check_user(const char *, char **);
+int instance_check_tag(const char *, char **);
+int instance_parse_port(const char *, int *, char **);
+int instance_parse_hostspec(const char *, char **, char **, int *, char **);
+int instance_set_field(struct instance *, const char *, const char *, char **);
 const char *instance_field_names(void);
-int	 instance_has_tag(const struct instance *, const char *);
-int	 instance_add_tag(struct instance *, const char *);
-int	 instance_remove_tag(struct instance *, const char *);
-json_t	*instance_to_json(const struct instance *);
-char	*instance_format_time(int64_t);
-char	*instance_target(const struct instance *);
+int instance_has_tag(const struct instance *, const char *);
+int instance_add_tag(struct instance *, const char *);
+int instance_remove_tag(struct instance *, const char *);
+json_t *instance_to_json(const struct instance *);
+char *instance_format_time(int64_t);
+char *instance_target(const struct instance *);
 
 #endif

@@ -15,23 +15,21 @@
 
 #define BUSY_TIMEOUT_MS 10000
 
-static int	 db_error(struct inventory *, const char *, char **);
-static int	 make_dirs(const char *, char **);
-static int	 create_file(const char *, char **);
-static int	 exec_sql(sqlite3 *, const char *, char **);
-static int	 pragma_int(sqlite3 *, const char *, int *, char **);
-static int	 user_version(sqlite3 *, int *, char **);
-static int	 check_identity(sqlite3 *, const char *, int, char **);
-static int	 read_row(struct inventory *, sqlite3_stmt *,
-		     struct instance *, char **);
-static int	 load_tags(struct inventory *, struct instance *, char **);
-static int	 store_tags(struct inventory *, const struct instance *,
-		     char **);
-static void	 bind_fields(sqlite3_stmt *, const struct instance *);
-static char	*column_text(sqlite3_stmt *, int);
-static int	 name_taken(struct inventory *, const char *, int64_t, char **);
-static int	 exec_id(struct inventory *, const char *, int64_t, int64_t,
-		     char **);
+static int db_error(struct inventory *, const char *, char **);
+static int make_dirs(const char *, char **);
+static int create_file(const char *, char **);
+static int exec_sql(sqlite3 *, const char *, char **);
+static int pragma_int(sqlite3 *, const char *, int *, char **);
+static int user_version(sqlite3 *, int *, char **);
+static int check_identity(sqlite3 *, const char *, int, char **);
+static int read_row(struct inventory *, sqlite3_stmt *, struct instance *,
+		    char **);
+static int load_tags(struct inventory *, struct instance *, char **);
+static int store_tags(struct inventory *, const struct instance *, char **);
+static void bind_fields(sqlite3_stmt *, const struct instance *);
+static char *column_text(sqlite3_stmt *, int);
+static int name_taken(struct inventory *, const char *, int64_t, char **);
+static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 
 /*
  * The migrations, in order: step i takes the schema from version i to i + 1.
@@ -70,8 +68,8 @@ static const char *const migrations[] = {
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
-#define INSTANCE_COLUMNS                                                  \
-	"id, name, host, port, user, provider, region, identity, remote_dir," \
+#define INSTANCE_COLUMNS                                                       \
+	"id, name, host, port, user, provider, region, identity, remote_dir,"  \
 	" authorized_keys_file, notes, source, created_at, released_at"
 
 /* The schema version this build writes. */
@@ -92,7 +90,7 @@ inventory_default_path(void)
 		xasprintf(&path, "%s/gpufleet/fleet.db", xdg);
 	else
 		xasprintf(&path, "%s/.local/share/gpufleet/fleet.db",
-		    home != NULL && *home != '\0' ? home : ".");
+			  home != NULL && *home != '\0' ? home : ".");
 	return path;
 }
 
@@ -100,7 +98,7 @@ static int
 db_error(struct inventory *inv, const char *what, char **cause)
 {
 	xasprintf(cause, "database %s: %s: %s", inv->path, what,
-	    sqlite3_errmsg(inv->db));
+		  sqlite3_errmsg(inv->db));
 	return -GF_EDB;
 }
 
@@ -121,7 +119,7 @@ make_dirs(const char *file, char **cause)
 		*p = '\0';
 		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 			xasprintf(cause, "cannot create directory %s: %s", dir,
-			    strerror(errno));
+				  strerror(errno));
 			r = -GF_EDB;
 		}
 		*p = c;
@@ -144,7 +142,7 @@ create_file(const char *path, char **cause)
 		if (errno == EEXIST)
 			return 0;
 		xasprintf(cause, "cannot create database %s: %s", path,
-		    strerror(errno));
+			  strerror(errno));
 		return -GF_EDB;
 	}
 	close(fd);
@@ -204,20 +202,24 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
 	if (user_version(db, &version, &why) != 0 ||
 	    pragma_int(db, "PRAGMA application_id", &appid, &why) != 0 ||
 	    pragma_int(db, "SELECT count(*) FROM sqlite_schema", &ntables,
-	    &why) != 0) {
+		       &why) != 0) {
 		xasprintf(cause, "%s is not a usable database: %s", path, why);
 		free(why);
 		return -GF_EDB;
 	}
 	if (appid != INVENTORY_APPLICATION_ID && (appid != 0 || ntables != 0)) {
-		xasprintf(cause, "%s is not a gpufleet database (left "
-		    "untouched)", path);
+		xasprintf(cause,
+			  "%s is not a gpufleet database (left "
+			  "untouched)",
+			  path);
 		return -GF_EDB;
 	}
 	if (version > latest) {
-		xasprintf(cause, "%s has schema version %d, newer than this "
-		    "gpufleet understands (%d); upgrade gpufleet (the "
-		    "database was left untouched)", path, version, latest);
+		xasprintf(cause,
+			  "%s has schema version %d, newer than this "
+			  "gpufleet understands (%d); upgrade gpufleet (the "
+			  "database was left untouched)",
+			  path, version, latest);
 		return -GF_EDB;
 	}
 	return 0;
@@ -231,7 +233,7 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
  */
 int
 inventory_migrate(sqlite3 *db, const char *const *steps, int nsteps,
-    char **cause)
+		  char **cause)
 {
 	int version;
 	char *why = NULL, sql[64];
@@ -248,7 +250,7 @@ inventory_migrate(sqlite3 *db, const char *const *steps, int nsteps,
 		if (exec_sql(db, steps[version], &why) != 0)
 			goto fail_rollback;
 		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
-		    version + 1);
+			 version + 1);
 		if (exec_sql(db, sql, &why) != 0 ||
 		    exec_sql(db, "COMMIT", &why) != 0)
 			goto fail_rollback;
@@ -356,7 +358,7 @@ column_text(sqlite3_stmt *st, int col)
 /* Read one instance row (INSTANCE_COLUMNS order) and its tags. */
 static int
 read_row(struct inventory *inv, sqlite3_stmt *st, struct instance *in,
-    char **cause)
+	 char **cause)
 {
 	memset(in, 0, sizeof *in);
 	in->id = sqlite3_column_int64(st, 0);
@@ -382,8 +384,10 @@ load_tags(struct inventory *inv, struct instance *in, char **cause)
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(inv->db, "SELECT tag FROM instance_tag WHERE "
-	    "instance_id = ? ORDER BY tag", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(inv->db,
+			       "SELECT tag FROM instance_tag WHERE "
+			       "instance_id = ? ORDER BY tag",
+			       -1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot read tags", cause);
 	sqlite3_bind_int64(st, 1, in->id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -400,16 +404,19 @@ load_tags(struct inventory *inv, struct instance *in, char **cause)
  */
 int
 inventory_list(struct inventory *inv, int all, struct instance **list,
-    size_t *n, char **cause)
+	       size_t *n, char **cause)
 {
 	sqlite3_stmt *st;
 	struct instance *out = NULL;
 	size_t len = 0;
 	int rc, r = 0;
 
-	if (sqlite3_prepare_v2(inv->db, "SELECT " INSTANCE_COLUMNS " FROM "
-	    "instance WHERE ? OR released_at IS NULL ORDER BY name, "
-	    "released_at IS NOT NULL, id", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+		inv->db,
+		"SELECT " INSTANCE_COLUMNS " FROM "
+		"instance WHERE ? OR released_at IS NULL ORDER BY name, "
+		"released_at IS NOT NULL, id",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot list instances", cause);
 	sqlite3_bind_int(st, 1, all);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -432,14 +439,16 @@ inventory_list(struct inventory *inv, int all, struct instance **list,
 /* Look up an instance in service by name. */
 int
 inventory_get(struct inventory *inv, const char *name, struct instance *in,
-    char **cause)
+	      char **cause)
 {
 	sqlite3_stmt *st;
 	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db, "SELECT " INSTANCE_COLUMNS " FROM "
-	    "instance WHERE name = ? AND released_at IS NULL", -1, &st,
-	    NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+		inv->db,
+		"SELECT " INSTANCE_COLUMNS " FROM "
+		"instance WHERE name = ? AND released_at IS NULL",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot read instance", cause);
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(st);
@@ -486,8 +495,10 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 	size_t i;
 	int rc = SQLITE_DONE;
 
-	if (sqlite3_prepare_v2(inv->db, "DELETE FROM instance_tag WHERE "
-	    "instance_id = ?", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(inv->db,
+			       "DELETE FROM instance_tag WHERE "
+			       "instance_id = ?",
+			       -1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot store tags", cause);
 	sqlite3_bind_int64(st, 1, in->id);
 	rc = sqlite3_step(st);
@@ -495,8 +506,10 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 	if (rc != SQLITE_DONE)
 		return db_error(inv, "cannot store tags", cause);
 
-	if (sqlite3_prepare_v2(inv->db, "INSERT INTO instance_tag "
-	    "(instance_id, tag) VALUES (?, ?)", -1, &st, NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(inv->db,
+			       "INSERT INTO instance_tag "
+			       "(instance_id, tag) VALUES (?, ?)",
+			       -1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot store tags", cause);
 	for (i = 0; i < in->ntags && rc == SQLITE_DONE; i++) {
 		sqlite3_reset(st);
@@ -513,14 +526,15 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 /* Is the name taken by another instance in service? */
 static int
 name_taken(struct inventory *inv, const char *name, int64_t except,
-    char **cause)
+	   char **cause)
 {
 	sqlite3_stmt *st;
 	int rc;
 
-	if (sqlite3_prepare_v2(inv->db, "SELECT 1 FROM instance WHERE "
-	    "name = ? AND released_at IS NULL AND id != ?", -1, &st,
-	    NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(inv->db,
+			       "SELECT 1 FROM instance WHERE "
+			       "name = ? AND released_at IS NULL AND id != ?",
+			       -1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot read instance", cause);
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, except);
@@ -544,11 +558,13 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 
 	if ((r = name_taken(inv, in->name, 0, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db, "INSERT INTO instance (name, host, "
-	    "port, user, provider, region, identity, remote_dir, "
-	    "authorized_keys_file, notes, source, created_at) VALUES "
-	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", -1, &st, NULL) !=
-	    SQLITE_OK)
+	if (sqlite3_prepare_v2(
+		inv->db,
+		"INSERT INTO instance (name, host, "
+		"port, user, provider, region, identity, remote_dir, "
+		"authorized_keys_file, notes, source, created_at) VALUES "
+		"(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot add instance", cause);
 	bind_fields(st, in);
 	rc = sqlite3_step(st);
@@ -561,19 +577,20 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 
 /* Store every field and the tags of an existing instance. */
 int
-inventory_update(struct inventory *inv, const struct instance *in,
-    char **cause)
+inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 {
 	sqlite3_stmt *st;
 	int rc, r;
 
 	if ((r = name_taken(inv, in->name, in->id, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db, "UPDATE instance SET name = ?, "
-	    "host = ?, port = ?, user = ?, provider = ?, region = ?, "
-	    "identity = ?, remote_dir = ?, authorized_keys_file = ?, "
-	    "notes = ?, source = ?, created_at = ? WHERE id = ?", -1, &st,
-	    NULL) != SQLITE_OK)
+	if (sqlite3_prepare_v2(
+		inv->db,
+		"UPDATE instance SET name = ?, "
+		"host = ?, port = ?, user = ?, provider = ?, region = ?, "
+		"identity = ?, remote_dir = ?, authorized_keys_file = ?, "
+		"notes = ?, source = ?, created_at = ? WHERE id = ?",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot update instance", cause);
 	bind_fields(st, in);
 	sqlite3_bind_int64(st, 13, in->id);
@@ -586,7 +603,7 @@ inventory_update(struct inventory *inv, const struct instance *in,
 
 static int
 exec_id(struct inventory *inv, const char *sql, int64_t a, int64_t id,
-    char **cause)
+	char **cause)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -604,17 +621,17 @@ exec_id(struct inventory *inv, const char *sql, int64_t a, int64_t id,
 
 /* Mark an instance released at time now; its history stays. */
 int
-inventory_release(struct inventory *inv, int64_t id, int64_t now,
-    char **cause)
+inventory_release(struct inventory *inv, int64_t id, int64_t now, char **cause)
 {
-	return exec_id(inv, "UPDATE instance SET released_at = ? WHERE "
-	    "id = ? AND released_at IS NULL", now, id, cause);
+	return exec_id(inv,
+		       "UPDATE instance SET released_at = ? WHERE "
+		       "id = ? AND released_at IS NULL",
+		       now, id, cause);
 }
 
 /* Delete an instance and everything recorded about it. */
 int
 inventory_purge(struct inventory *inv, int64_t id, char **cause)
 {
-	return exec_id(inv, "DELETE FROM instance WHERE id = ?2", 0,
-	    id, cause);
+	return exec_id(inv, "DELETE FROM instance WHERE id = ?2", 0, id, cause);
 }

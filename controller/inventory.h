@@ -22,27 +22,25 @@
 #define INVENTORY_APPLICATION_ID 0x47464c54 /* "GFLT" */
 
 struct inventory {
-	sqlite3	*db;
-	char	*path;
-	int	 in_txn;
+	sqlite3 *db;
+	char *path;
+	int in_txn;
 };
 
-char	*inventory_default_path(void);
-int	 inventory_open(const char *, struct inventory **, char **);
-void	 inventory_close(struct inventory *);
-int	 inventory_migrate(sqlite3 *, const char *const *, int, char **);
-int	 inventory_schema_version(void);
-int	 inventory_begin(struct inventory *, char **);
-int	 inventory_commit(struct inventory *, char **);
-void	 inventory_rollback(struct inventory *);
-int	 inventory_list(struct inventory *, int, struct instance **, size_t *,
-	     char **);
-int	 inventory_get(struct inventory *, const char *, struct instance *,
-	     char **);
-int	 inventory_add(struct inventory *, struct instance *, char **);
-int	 inventory_update(struct inventory *, const struct instance *,
-	     char **);
-int	 inventory_release(struct inventory *, int64_t, int64_t, char **);
-int	 inventory_purge(struct inventory *, int64_t, char **);
+char *inventory_default_path(void);
+int inventory_open(const char *, struct inventory **, char **);
+void inventory_close(struct inventory *);
+int inventory_migrate(sqlite3 *, const char *const *, int, char **);
+int inventory_schema_version(void);
+int inventory_begin(struct inventory *, char **);
+int inventory_commit(struct inventory *, char **);
+void inventory_rollback(struct inventory *);
+int inventory_list(struct inventory *, int, struct instance **, size_t *,
+		   char **);
+int inventory_get(struct inventory *, const char *, struct instance *, char **);
+int inventory_add(struct inventory *, struct instance *, char **);
+int inventory_update(struct inventory *, const struct instance *, char **);
+int inventory_release(struct inventory *, int64_t, int64_t, char **);
+int inventory_purge(struct inventory *, int64_t, char **);
 
 #endif

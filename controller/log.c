@@ -55,5 +55,5 @@ fatal_impl(const char *func, const char *fmt, ...)
 	va_start(ap, fmt);
 	log_vmsg(LOG_ERROR, func, fmt, ap);
 	va_end(ap);
-	exit(70);	/* EX_SOFTWARE: an internal error */
+	exit(70); /* EX_SOFTWARE: an internal error */
 }

@@ -8,19 +8,19 @@
 
 enum log_level { LOG_QUIET, LOG_ERROR, LOG_WARN, LOG_INFO, LOG_DEBUG };
 
-void	log_set_level(enum log_level);
+void log_set_level(enum log_level);
 enum log_level log_get_level(void);
-void	log_msg(enum log_level, const char *, const char *, ...)
-	    __attribute__((format(printf, 3, 4)));
-void	fatal_impl(const char *, const char *, ...)
-	    __attribute__((format(printf, 2, 3), noreturn));
+void log_msg(enum log_level, const char *, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+void fatal_impl(const char *, const char *, ...)
+    __attribute__((format(printf, 2, 3), noreturn));
 
-#define error(...)  log_msg(LOG_ERROR, NULL, __VA_ARGS__)
-#define warn_msg(...)  log_msg(LOG_WARN, NULL, __VA_ARGS__)
-#define info(...)   log_msg(LOG_INFO, NULL, __VA_ARGS__)
-#define debug_f(...) log_msg(LOG_DEBUG, __func__, __VA_ARGS__)
-#define error_f(...) log_msg(LOG_ERROR, __func__, __VA_ARGS__)
-#define fatal(...)   fatal_impl(NULL, __VA_ARGS__)
-#define fatal_f(...) fatal_impl(__func__, __VA_ARGS__)
+#define error(...)    log_msg(LOG_ERROR, NULL, __VA_ARGS__)
+#define warn_msg(...) log_msg(LOG_WARN, NULL, __VA_ARGS__)
+#define info(...)     log_msg(LOG_INFO, NULL, __VA_ARGS__)
+#define debug_f(...)  log_msg(LOG_DEBUG, __func__, __VA_ARGS__)
+#define error_f(...)  log_msg(LOG_ERROR, __func__, __VA_ARGS__)
+#define fatal(...)    fatal_impl(NULL, __VA_ARGS__)
+#define fatal_f(...)  fatal_impl(__func__, __VA_ARGS__)
 
 #endif

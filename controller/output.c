@@ -8,13 +8,13 @@
 #include "xmalloc.h"
 
 struct table {
-	size_t	  ncols;
-	size_t	  nrows;	/* including the header */
-	char	**cells;	/* nrows * ncols */
-	size_t	 *width;
+	size_t ncols;
+	size_t nrows; /* including the header */
+	char **cells; /* nrows * ncols */
+	size_t *width;
 };
 
-static void	table_addv(struct table *, va_list);
+static void table_addv(struct table *, va_list);
 
 static void
 table_addv(struct table *t, va_list ap)
@@ -23,7 +23,7 @@ table_addv(struct table *t, va_list ap)
 	const char *s;
 
 	t->cells = xreallocarray(t->cells, (t->nrows + 1) * t->ncols,
-	    sizeof *t->cells);
+				 sizeof *t->cells);
 	for (i = 0; i < t->ncols; i++) {
 		s = va_arg(ap, const char *);
 		if (s == NULL || *s == '\0')

@@ -11,21 +11,21 @@
 enum term_kind { TERM_ALL, TERM_NAME, TERM_GLOB, TERM_TAG, TERM_PROVIDER };
 
 struct term {
-	enum term_kind	 kind;
-	int		 negated;
-	char		*arg;
+	enum term_kind kind;
+	int negated;
+	char *arg;
 };
 
 struct selector {
-	char		*text;
-	struct term	*terms;
-	size_t		 nterms;
-	int		 npositive;
+	char *text;
+	struct term *terms;
+	size_t nterms;
+	int npositive;
 };
 
-static int	parse_term(const char *, const char *, struct term *, char **);
-static int	check_glob(const char *, const char *, char **);
-static int	term_match(const struct term *, const struct instance *);
+static int parse_term(const char *, const char *, struct term *, char **);
+static int check_glob(const char *, const char *, char **);
+static int term_match(const struct term *, const struct instance *);
 
 /* Check a glob on names: name characters plus * ? [ ] ! ^. */
 static int
@@ -36,8 +36,10 @@ check_glob(const char *sel, const char *glob, char **cause)
 	for (p = (const unsigned char *)glob; *p != '\0'; p++) {
 		if (isascii(*p) && (isalnum(*p) || strchr("._-*?[]!^", *p)))
 			continue;
-		xasprintf(cause, "selector '%s': '%s' is not a name, glob, "
-		    "@TAG or provider:NAME", sel, glob);
+		xasprintf(cause,
+			  "selector '%s': '%s' is not a name, glob, "
+			  "@TAG or provider:NAME",
+			  sel, glob);
 		return -1;
 	}
 	return 0;
@@ -111,9 +113,9 @@ selector_parse(const char *text, struct selector **selp, char **cause)
 		if ((p = strchr(p, ',')) != NULL)
 			*p++ = '\0';
 		sel->terms = xreallocarray(sel->terms, sel->nterms + 1,
-		    sizeof *sel->terms);
-		if (parse_term(text, term, &sel->terms[sel->nterms],
-		    cause) != 0) {
+					   sizeof *sel->terms);
+		if (parse_term(text, term, &sel->terms[sel->nterms], cause) !=
+		    0) {
 			free(copy);
 			selector_free(sel);
 			return -1;
@@ -186,7 +188,7 @@ selector_match(const struct selector *sel, const struct instance *in)
  */
 int
 selector_select(const struct selector *sel, const struct instance *list,
-    size_t n, int *picked, char **cause)
+		size_t n, int *picked, char **cause)
 {
 	size_t i, j;
 	int count = 0, found;
@@ -198,7 +200,7 @@ selector_select(const struct selector *sel, const struct instance *list,
 			found = strcmp(list[j].name, sel->terms[i].arg) == 0;
 		if (!found) {
 			xasprintf(cause, "no instance named '%s'",
-			    sel->terms[i].arg);
+				  sel->terms[i].arg);
 			return -1;
 		}
 	}
@@ -208,7 +210,7 @@ selector_select(const struct selector *sel, const struct instance *list,
 	}
 	if (count == 0) {
 		xasprintf(cause, "selector '%s' matches no instance",
-		    sel->text);
+			  sel->text);
 		return -1;
 	}
 	return count;

@@ -9,25 +9,24 @@
 #include <stddef.h>
 
 struct sshconfig_host {
-	char	*alias;		/* the concrete Host alias */
-	char	*hostname;	/* HostName, or NULL: the alias itself */
-	int	 port;		/* Port, or 0 when not set */
-	char	*user;		/* User, or NULL */
-	char	*identity;	/* first IdentityFile, ~ expanded, or NULL */
-	char	*proxy;		/* "ProxyJump X" / "ProxyCommand X", or NULL */
-	char	*file;		/* file of the Host line that declared it */
-	int	 line;		/* its line number */
+	char *alias;	/* the concrete Host alias */
+	char *hostname; /* HostName, or NULL: the alias itself */
+	int port;	/* Port, or 0 when not set */
+	char *user;	/* User, or NULL */
+	char *identity; /* first IdentityFile, ~ expanded, or NULL */
+	char *proxy;	/* "ProxyJump X" / "ProxyCommand X", or NULL */
+	char *file;	/* file of the Host line that declared it */
+	int line;	/* its line number */
 };
 
 struct sshconfig {
-	struct sshconfig_host	*hosts;
-	size_t			 nhosts;
-	char			**notes;	/* skipped patterns, Match blocks */
-	size_t			 nnotes;
+	struct sshconfig_host *hosts;
+	size_t nhosts;
+	char **notes; /* skipped patterns, Match blocks */
+	size_t nnotes;
 };
 
-int	sshconfig_read(const char *, const char *, struct sshconfig *,
-	    char **);
-void	sshconfig_free(struct sshconfig *);
+int sshconfig_read(const char *, const char *, struct sshconfig *, char **);
+void sshconfig_free(struct sshconfig *);
 
 #endif

@@ -32,7 +32,7 @@ fleet_setup(void)
 		fleet[i].provider = strdup(rows[i].provider);
 		tags = strdup(rows[i].tags);
 		for (t = strtok_r(tags, ",", &save); t != NULL;
-		    t = strtok_r(NULL, ",", &save))
+		     t = strtok_r(NULL, ",", &save))
 			instance_add_tag(&fleet[i], t);
 		free(tags);
 	}
@@ -48,9 +48,9 @@ fleet_teardown(void)
 }
 
 struct sel_case {
-	const char	*selector;
-	const char	*expect;	/* picked names, or NULL for an error */
-	const char	*error;		/* a word the error must contain */
+	const char *selector;
+	const char *expect; /* picked names, or NULL for an error */
+	const char *error;  /* a word the error must contain */
 };
 
 static const struct sel_case cases[] = {
@@ -108,8 +108,8 @@ START_TEST(test_select)
 		ck_assert_msg(r < 0, "'%s' did not fail", c->selector);
 		ck_assert_ptr_nonnull(cause);
 		ck_assert_msg(strstr(cause, c->error) != NULL,
-		    "'%s': error '%s' lacks '%s'", c->selector, cause,
-		    c->error);
+			      "'%s': error '%s' lacks '%s'", c->selector, cause,
+			      c->error);
 		free(cause);
 		return;
 	}
@@ -119,7 +119,7 @@ START_TEST(test_select)
 			continue;
 		size_t len = strlen(got);
 		snprintf(got + len, sizeof got - len, "%s%s",
-		    len != 0 ? " " : "", fleet[i].name);
+			 len != 0 ? " " : "", fleet[i].name);
 	}
 	ck_assert_str_eq(got, c->expect);
 }
