@@ -11,6 +11,7 @@
 #include "xmalloc.h"
 
 extern const struct cmd_entry cmd_add_entry;
+extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_import_entry;
 extern const struct cmd_entry cmd_ls_entry;
@@ -20,13 +21,21 @@ extern const struct cmd_entry cmd_show_entry;
 extern const struct cmd_entry cmd_tag_entry;
 extern const struct cmd_entry cmd_version_entry;
 
+/* clang-format off */
 const struct cmd_entry *const cmd_table[] = {
-	&cmd_add_entry,	    &cmd_import_entry,
-	&cmd_ls_entry,	    &cmd_show_entry,
-	&cmd_set_entry,	    &cmd_tag_entry,
-	&cmd_rm_entry,	    &cmd_help_entry,
-	&cmd_version_entry, NULL
+	&cmd_add_entry,
+	&cmd_import_entry,
+	&cmd_ls_entry,
+	&cmd_show_entry,
+	&cmd_set_entry,
+	&cmd_tag_entry,
+	&cmd_rm_entry,
+	&cmd_exec_entry,
+	&cmd_help_entry,
+	&cmd_version_entry,
+	NULL
 };
+/* clang-format on */
 
 static const char general_help[] =
     "Global options (before COMMAND):\n"

@@ -64,6 +64,17 @@ static const char *const migrations[] = {
 	"  tag TEXT NOT NULL,"
 	"  PRIMARY KEY (instance_id, tag)"
 	") WITHOUT ROWID;",
+
+	/* 1 -> 2: host keys pinned per instance, not per address. */
+	"CREATE TABLE host_key ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  key_type TEXT NOT NULL,"
+	"  key_base64 TEXT NOT NULL,"
+	"  fingerprint TEXT NOT NULL,"
+	"  source TEXT NOT NULL,"
+	"  first_seen INTEGER NOT NULL"
+	");",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -1,0 +1,642 @@
+/*
+ * Run one command on every selected instance at once, from one process,
+ * and show the results the way pdsh, ClusterShell and Ansible users expect:
+ * lines prefixed with the host name as they arrive (default), hosts with
+ * identical results grouped (-b), one JSON object per host (--json), or
+ * one file per host and stream (-o DIR).
+ */
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cmd.h"
+#include "engine.h"
+#include "hostkey.h"
+#include "keyring.h"
+#include "log.h"
+#include "remote.h"
+#include "status.h"
+#include "xmalloc.h"
+
+#define LINE_MAX_BYTES (64 * 1024)
+#define CAPTURE_MAX    (1024 * 1024)
+
+enum exec_mode { MODE_PREFIX, MODE_GATHER, MODE_JSON, MODE_FILES };
+
+struct buf {
+	char *data;
+	size_t len;
+	size_t cap;
+	int truncated;
+};
+
+struct host_out {
+	struct buf stream[2]; /* stdout, stderr */
+	FILE *file[2];
+};
+
+struct exec_run {
+	enum exec_mode mode;
+	const char *outdir;
+	struct remote *remote;
+	struct host_out *outs;
+	size_t n;
+	size_t ndone;
+	size_t nok;
+	size_t nnonzero;
+	size_t nfailed;
+	size_t by_reason[EF_NKINDS];
+	int progress; /* stderr is a terminal */
+	int progress_shown;
+};
+
+static int cmd_exec_exec(const struct cmd_entry *, struct cmd_ctx *, int,
+			 char **);
+static void buf_append(struct buf *, const char *, size_t, size_t);
+static void progress_clear(struct exec_run *);
+static void progress_draw(struct exec_run *);
+static void emit_lines(struct exec_run *, struct engine_host *, int, int);
+static void on_output(struct engine_host *, int, const char *, size_t, void *);
+static void on_done(struct engine_host *, void *);
+static json_t *json_bytes(const struct buf *);
+static void print_gathered(struct exec_run *, struct engine_host *, size_t);
+static int read_stdin_file(const char *, char **, size_t *, char **);
+
+const struct cmd_entry cmd_exec_entry = {
+	.name = "exec",
+	.usage = "SELECTOR [options] -- COMMAND [ARG...]",
+	.summary = "run a command on every selected instance at once",
+	.help =
+	    "Each ARG reaches the remote command exactly as given (quoted "
+	    "for the\nremote shell); for shell syntax run sh -c 'a | b'.\n\n"
+	    "Output:\n"
+	    "  (default)            each line as it arrives, prefixed "
+	    "\"NAME: \";\n"
+	    "                       stderr lines go to stderr as \"NAME "
+	    "[stderr]: \"\n"
+	    "  -b, --gather         group hosts with identical stdout, "
+	    "stderr and exit\n"
+	    "                       status and print each group once\n"
+	    "      --json           one JSON object per host per line: "
+	    "name, exit_status,\n"
+	    "                       signal, stdout, stderr, duration_ms, "
+	    "error\n"
+	    "  -o, --output-dir DIR write DIR/NAME.out and DIR/NAME.err\n"
+	    "  --gather and --json hold at most 1 MiB of each stream per host;"
+	    "\n  the rest is dropped and marked truncated.\n\n"
+	    "Options:\n"
+	    "      --stdin FILE|-   send FILE (or standard input) to every "
+	    "host\n"
+	    "  -t, --timeout SECS   per-host limit for the command (default "
+	    "from config, 0: none)\n"
+	    "      --connect-timeout SECS  TCP + SSH handshake + login "
+	    "(default 10)\n"
+	    "  -f, --fanout N       hosts contacted at once (default 256)\n\n"
+	    "A summary goes to stderr at the end. Exit status 0 only if every "
+	    "host\nran the command and it returned 0; 1 otherwise; 130 after "
+	    "Ctrl-C.\n\n"
+	    "Examples:\n"
+	    "  gpufleet exec @train -- nvidia-smi\n"
+	    "  gpufleet exec all -b -- cat /etc/os-release\n"
+	    "  gpufleet exec 'a100-*' --json -- sh -c 'df -h / | tail -1'\n",
+	.exec = cmd_exec_exec,
+};
+
+enum { OPT_JSON = 256, OPT_STDIN, OPT_CONNECT_TIMEOUT };
+
+static const struct option exec_options[] = {
+	{ "gather", no_argument, NULL, 'b' },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "output-dir", required_argument, NULL, 'o' },
+	{ "stdin", required_argument, NULL, OPT_STDIN },
+	{ "timeout", required_argument, NULL, 't' },
+	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+	{ "fanout", required_argument, NULL, 'f' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 }
+};
+
+/* Append up to a cap; beyond it, only note the truncation. */
+static void
+buf_append(struct buf *b, const char *data, size_t len, size_t cap)
+{
+	if (cap != 0 && b->len + len > cap) {
+		b->truncated = 1;
+		len = b->len < cap ? cap - b->len : 0;
+	}
+	if (len == 0)
+		return;
+	if (b->len + len + 1 > b->cap) {
+		b->cap = (b->len + len + 1) * 2;
+		b->data = xreallocarray(b->data, 1, b->cap);
+	}
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+}
+
+static void
+progress_clear(struct exec_run *r)
+{
+	if (r->progress_shown) {
+		fputs("\r\033[K", stderr);
+		r->progress_shown = 0;
+	}
+}
+
+static void
+progress_draw(struct exec_run *r)
+{
+	if (!r->progress)
+		return;
+	fprintf(stderr, "\r\033[K[%zu/%zu done, %zu failed]", r->ndone, r->n,
+		r->nfailed + r->nnonzero);
+	fflush(stderr);
+	r->progress_shown = 1;
+}
+
+/*
+ * Print the complete lines of one host's stream with its name; with all,
+ * the unterminated rest too. Each line is one write, so lines of different
+ * hosts never tear.
+ */
+static void
+emit_lines(struct exec_run *r, struct engine_host *h, int is_stderr, int all)
+{
+	struct buf *b = &r->outs[h - r->remote->hosts].stream[is_stderr];
+	FILE *f = is_stderr ? stderr : stdout;
+	size_t start = 0, i;
+
+	for (i = 0; i < b->len; i++) {
+		if (b->data[i] != '\n' && i - start < LINE_MAX_BYTES)
+			continue;
+		progress_clear(r);
+		fprintf(f, "%s%s: %.*s\n", h->in->name,
+			is_stderr ? " [stderr]" : "", (int)(i - start),
+			b->data + start);
+		start = b->data[i] == '\n' ? i + 1 : i;
+	}
+	if (all && start < b->len) {
+		progress_clear(r);
+		fprintf(f, "%s%s: %.*s\n", h->in->name,
+			is_stderr ? " [stderr]" : "", (int)(b->len - start),
+			b->data + start);
+		start = b->len;
+	}
+	memmove(b->data, b->data + start, b->len - start);
+	b->len -= start;
+}
+
+static void
+on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
+	  void *arg)
+{
+	struct exec_run *r = arg;
+	struct host_out *o = &r->outs[h - r->remote->hosts];
+
+	switch (r->mode) {
+	case MODE_PREFIX:
+		buf_append(&o->stream[is_stderr], data, len, 0);
+		emit_lines(r, h, is_stderr, 0);
+		break;
+	case MODE_GATHER:
+	case MODE_JSON:
+		buf_append(&o->stream[is_stderr], data, len, CAPTURE_MAX);
+		break;
+	case MODE_FILES:
+		if (o->file[is_stderr] != NULL)
+			fwrite(data, 1, len, o->file[is_stderr]);
+		break;
+	}
+}
+
+/* A JSON string of the bytes, invalid UTF-8 replaced by U+FFFD. */
+static json_t *
+json_bytes(const struct buf *b)
+{
+	const unsigned char *p = (const unsigned char *)b->data;
+	struct buf clean = { NULL, 0, 0, 0 };
+	json_t *j;
+	size_t i = 0, n, k;
+
+	if (b->len == 0)
+		return json_string("");
+	if ((j = json_stringn(b->data, b->len)) != NULL)
+		return j;
+	while (i < b->len) {
+		if (p[i] < 0x80)
+			n = 1;
+		else if ((p[i] & 0xe0) == 0xc0 && p[i] >= 0xc2)
+			n = 2;
+		else if ((p[i] & 0xf0) == 0xe0)
+			n = 3;
+		else if ((p[i] & 0xf8) == 0xf0 && p[i] <= 0xf4)
+			n = 4;
+		else
+			n = 0;
+		for (k = 1; n != 0 && k < n; k++) {
+			if (i + k >= b->len || (p[i + k] & 0xc0) != 0x80)
+				n = 0;
+		}
+		if (n == 0 ||
+		    (n > 1 && json_stringn((const char *)p + i, n) == NULL)) {
+			buf_append(&clean, "\xef\xbf\xbd", 3, 0);
+			i++;
+		} else {
+			buf_append(&clean, (const char *)p + i, n, 0);
+			i += n;
+		}
+	}
+	j = json_stringn(clean.data, clean.len);
+	free(clean.data);
+	return j != NULL ? j : json_string("");
+}
+
+static void
+on_done(struct engine_host *h, void *arg)
+{
+	struct exec_run *r = arg;
+	struct host_out *o = &r->outs[h - r->remote->hosts];
+	json_t *j, *err;
+	int i;
+
+	r->ndone++;
+	if (h->fail != EF_NONE) {
+		r->nfailed++;
+		r->by_reason[h->fail]++;
+	} else if (h->exit_status != 0)
+		r->nnonzero++;
+	else
+		r->nok++;
+
+	switch (r->mode) {
+	case MODE_PREFIX:
+		emit_lines(r, h, 0, 1);
+		emit_lines(r, h, 1, 1);
+		for (i = 0; i < 2; i++) {
+			free(o->stream[i].data);
+			memset(&o->stream[i], 0, sizeof o->stream[i]);
+		}
+		/* FALLTHROUGH */
+	case MODE_FILES:
+		for (i = 0; i < 2; i++) {
+			if (o->file[i] != NULL)
+				fclose(o->file[i]);
+			o->file[i] = NULL;
+		}
+		progress_clear(r);
+		if (h->fail != EF_NONE)
+			error("%s: %s", h->in->name, h->fail_msg);
+		else if (h->exit_signal != NULL)
+			error("%s: killed by signal %s", h->in->name,
+			      h->exit_signal);
+		else if (h->exit_status != 0)
+			error("%s: exited with status %d", h->in->name,
+			      h->exit_status);
+		break;
+	case MODE_JSON:
+		j = json_object();
+		json_object_set_new(j, "name", json_string(h->in->name));
+		json_object_set_new(j, "exit_status",
+				    h->exit_status >= 0 &&
+					    h->exit_signal == NULL
+					? json_integer(h->exit_status)
+					: json_null());
+		json_object_set_new(j, "signal",
+				    h->exit_signal != NULL
+					? json_string(h->exit_signal)
+					: json_null());
+		json_object_set_new(j, "stdout", json_bytes(&o->stream[0]));
+		json_object_set_new(j, "stderr", json_bytes(&o->stream[1]));
+		json_object_set_new(j, "stdout_truncated",
+				    json_boolean(o->stream[0].truncated));
+		json_object_set_new(j, "stderr_truncated",
+				    json_boolean(o->stream[1].truncated));
+		json_object_set_new(j, "duration_ms",
+				    json_integer(h->end_ms - h->start_ms));
+		if (h->fail != EF_NONE) {
+			err = json_object();
+			json_object_set_new(
+			    err, "code",
+			    json_string(engine_fail_code(h->fail)));
+			json_object_set_new(err, "message",
+					    json_string(h->fail_msg));
+			json_object_set_new(j, "error", err);
+		} else
+			json_object_set_new(j, "error", json_null());
+		progress_clear(r);
+		json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		fputc('\n', stdout);
+		fflush(stdout);
+		json_decref(j);
+		for (i = 0; i < 2; i++) {
+			free(o->stream[i].data);
+			memset(&o->stream[i], 0, sizeof o->stream[i]);
+		}
+		break;
+	case MODE_GATHER:
+		break;
+	}
+	progress_draw(r);
+}
+
+/* Do two hosts have the same result, for --gather? */
+static int
+same_result(const struct exec_run *r, const struct engine_host *a,
+	    const struct engine_host *b)
+{
+	const struct host_out *oa = &r->outs[a - r->remote->hosts];
+	const struct host_out *ob = &r->outs[b - r->remote->hosts];
+	int i;
+
+	if (a->fail != b->fail || a->exit_status != b->exit_status)
+		return 0;
+	if ((a->exit_signal == NULL) != (b->exit_signal == NULL) ||
+	    (a->exit_signal != NULL &&
+	     strcmp(a->exit_signal, b->exit_signal) != 0))
+		return 0;
+	if (a->fail != EF_NONE)
+		return 1;
+	for (i = 0; i < 2; i++) {
+		if (oa->stream[i].len != ob->stream[i].len ||
+		    oa->stream[i].truncated != ob->stream[i].truncated ||
+		    (oa->stream[i].len != 0 &&
+		     memcmp(oa->stream[i].data, ob->stream[i].data,
+			    oa->stream[i].len) != 0))
+			return 0;
+	}
+	return 1;
+}
+
+/* Print hosts grouped by identical results (ClusterShell -b). */
+static void
+print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
+{
+	size_t i, j, count;
+	int *printed = xcalloc(n + 1, sizeof *printed), s;
+
+	for (i = 0; i < n; i++) {
+		const struct host_out *o = &r->outs[i];
+		if (printed[i])
+			continue;
+		printf("==== %s", hosts[i].in->name);
+		count = 1;
+		for (j = i + 1; j < n; j++) {
+			if (!printed[j] &&
+			    same_result(r, &hosts[i], &hosts[j])) {
+				printed[j] = 1;
+				printf(",%s", hosts[j].in->name);
+				count++;
+			}
+		}
+		printf(" (%zu host%s): ", count, count == 1 ? "" : "s");
+		if (hosts[i].fail != EF_NONE)
+			printf("failed: %s\n", engine_fail_code(hosts[i].fail));
+		else if (hosts[i].exit_signal != NULL)
+			printf("killed by signal %s\n", hosts[i].exit_signal);
+		else
+			printf("exit %d\n", hosts[i].exit_status);
+		if (hosts[i].fail != EF_NONE) {
+			for (j = i; j < n; j++) {
+				if (j == i ||
+				    (printed[j] &&
+				     hosts[j].fail == hosts[i].fail &&
+				     same_result(r, &hosts[i], &hosts[j])))
+					printf("  %s: %s\n", hosts[j].in->name,
+					       hosts[j].fail_msg);
+			}
+			continue;
+		}
+		for (s = 0; s < 2; s++) {
+			const struct buf *b = &o->stream[s];
+			if (b->len == 0 && !b->truncated)
+				continue;
+			if (s == 1)
+				printf("---- stderr\n");
+			fwrite(b->data, 1, b->len, stdout);
+			if (b->len > 0 && b->data[b->len - 1] != '\n')
+				printf("\n");
+			if (b->truncated)
+				printf("[output truncated at %d bytes]\n",
+				       CAPTURE_MAX);
+		}
+	}
+	free(printed);
+}
+
+/* Read the input sent to every host: a file, or "-" for stdin. */
+static int
+read_stdin_file(const char *path, char **data, size_t *len, char **cause)
+{
+	struct buf b = { NULL, 0, 0, 0 };
+	char chunk[65536];
+	ssize_t n;
+	int fd;
+
+	fd = strcmp(path, "-") == 0 ? STDIN_FILENO
+				    : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd == -1) {
+		xasprintf(cause, "cannot read --stdin %s: %s", path,
+			  strerror(errno));
+		return -1;
+	}
+	while ((n = read(fd, chunk, sizeof chunk)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0) {
+			xasprintf(cause, "cannot read --stdin %s: %s", path,
+				  strerror(errno));
+			free(b.data);
+			if (fd != STDIN_FILENO)
+				close(fd);
+			return -1;
+		}
+		buf_append(&b, chunk, (size_t)n, 0);
+	}
+	if (fd != STDIN_FILENO)
+		close(fd);
+	*data = b.data != NULL ? b.data : xstrdup("");
+	*len = b.len;
+	return 0;
+}
+
+static int
+parse_secs(const struct cmd_entry *e, const char *opt, const char *s, int min,
+	   int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > 604800)
+		return cmd_usage_error(e,
+				       "%s '%s' is not a number of seconds "
+				       "(%d-604800)",
+				       opt, s, min);
+	*out = (int)v;
+	return 0;
+}
+
+static int
+cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
+	      char **argv)
+{
+	struct exec_run run;
+	struct engine_settings set;
+	struct remote *remote = NULL;
+	const char *stdin_path = NULL, *reason_sep = "";
+	char *cause = NULL, *command = NULL, *stdin_data = NULL, *path;
+	size_t stdin_len = 0, i;
+	int ch, status, dashdash = 0, r, k;
+
+	memset(&run, 0, sizeof run);
+	memset(&set, 0, sizeof set);
+	set.fanout = ctx->config->fanout;
+	set.connect_timeout = ctx->config->connect_timeout;
+	set.command_timeout = ctx->config->command_timeout;
+	run.mode = MODE_PREFIX;
+	for (k = 1; k < argc; k++) {
+		if (strcmp(argv[k], "--") == 0) {
+			dashdash = k;
+			break;
+		}
+	}
+	while ((ch = cmd_getopt(e, dashdash ? dashdash : argc, argv, "bo:t:f:h",
+				exec_options, &status)) != -1) {
+		switch (ch) {
+		case -2:
+			return status;
+		case 'b':
+			run.mode = MODE_GATHER;
+			break;
+		case OPT_JSON:
+			run.mode = MODE_JSON;
+			break;
+		case 'o':
+			run.mode = MODE_FILES;
+			run.outdir = optarg;
+			break;
+		case OPT_STDIN:
+			stdin_path = optarg;
+			break;
+		case 't':
+			if ((status = parse_secs(e, "--timeout", optarg, 0,
+						 &set.command_timeout)) != 0)
+				return status;
+			break;
+		case OPT_CONNECT_TIMEOUT:
+			if ((status = parse_secs(e, "--connect-timeout", optarg,
+						 1, &set.connect_timeout)) != 0)
+				return status;
+			break;
+		case 'f':
+			if ((status = parse_secs(e, "--fanout", optarg, 1,
+						 &set.fanout)) != 0)
+				return status;
+			break;
+		}
+	}
+	/* Options may also follow the selector, before "--". */
+	if (optind < (dashdash ? dashdash : argc) - 1 ||
+	    optind >= (dashdash ? dashdash : argc))
+		return cmd_usage_error(e, "needs SELECTOR, then -- COMMAND");
+	if (!dashdash || dashdash + 1 >= argc)
+		return cmd_usage_error(e,
+				       "needs -- COMMAND after the SELECTOR");
+	if (run.mode == MODE_FILES && mkdir(run.outdir, 0755) != 0 &&
+	    errno != EEXIST)
+		return cmd_fail(GF_EUSAGE,
+				(xasprintf(&cause,
+					   "cannot create "
+					   "%s: %s",
+					   run.outdir, strerror(errno)),
+				 cause));
+	if (stdin_path != NULL &&
+	    read_stdin_file(stdin_path, &stdin_data, &stdin_len, &cause) != 0)
+		return cmd_fail(GF_EUSAGE, cause);
+
+	command = engine_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
+	if ((r = remote_open(ctx, argv[optind], &remote, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
+	run.remote = remote;
+	run.n = remote->n;
+	run.outs = xcalloc(remote->n, sizeof *run.outs);
+	run.progress =
+	    isatty(STDERR_FILENO) && getenv("GPUFLEET_NO_PROGRESS") == NULL;
+	if (run.mode == MODE_FILES) {
+		for (i = 0; i < remote->n; i++) {
+			for (k = 0; k < 2; k++) {
+				xasprintf(&path, "%s/%s.%s", run.outdir,
+					  remote->hosts[i].in->name,
+					  k ? "err" : "out");
+				run.outs[i].file[k] = fopen(path, "w");
+				if (run.outs[i].file[k] == NULL) {
+					xasprintf(&cause, "cannot write %s: %s",
+						  path, strerror(errno));
+					free(path);
+					status = cmd_fail(GF_EUSAGE, cause);
+					goto out;
+				}
+				free(path);
+			}
+		}
+	}
+	set.command = command;
+	set.stdin_data = stdin_data;
+	set.stdin_len = stdin_len;
+	set.handle_sigint = 1;
+	remote->ops.output = on_output;
+	remote->ops.done = on_done;
+	remote->ops.arg = &run;
+	if (remote_run(remote, &set) != 0) {
+		status = cmd_fail(GF_EHOSTS, xstrdup("cannot start the event "
+						     "loop"));
+		goto out;
+	}
+	progress_clear(&run);
+	if (run.mode == MODE_GATHER)
+		print_gathered(&run, remote->hosts, remote->n);
+	fflush(stdout);
+
+	fprintf(stderr,
+		"gpufleet: exec: %zu host%s: %zu ok, %zu exit "
+		"non-zero, %zu failed",
+		remote->n, remote->n == 1 ? "" : "s", run.nok, run.nnonzero,
+		run.nfailed);
+	for (k = 1; k < EF_NKINDS; k++) {
+		if (run.by_reason[k] == 0)
+			continue;
+		fprintf(stderr, "%s%s %zu", *reason_sep ? ", " : " (",
+			engine_fail_code(k), run.by_reason[k]);
+		reason_sep = ",";
+	}
+	fprintf(stderr, "%s\n", *reason_sep ? ")" : "");
+	if (run.by_reason[EF_INTERRUPTED] != 0)
+		status = 130;
+	else
+		status = run.nok == remote->n ? GF_OK : GF_EHOSTS;
+out:
+	if (run.outs != NULL) {
+		for (i = 0; i < run.n; i++) {
+			for (k = 0; k < 2; k++) {
+				free(run.outs[i].stream[k].data);
+				if (run.outs[i].file[k] != NULL)
+					fclose(run.outs[i].file[k]);
+			}
+		}
+		free(run.outs);
+	}
+	remote_close(remote);
+	free(command);
+	free(stdin_data);
+	return status;
+}

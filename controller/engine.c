@@ -1,0 +1,915 @@
+/*
+ * The SSH engine: many hosts, one libevent loop, libssh in non-blocking
+ * mode. See engine.h for the contract and ../shared/notes/libssh-0.10.md
+ * for the libssh behaviour this file works around:
+ *  - DNS and the TCP connect are ours (numeric at once, names by evdns), the
+ *    socket is handed over with SSH_OPTIONS_FD;
+ *  - config parsing and known_hosts files are switched off: host keys are
+ *    checked by the caller against the pins in SQLite;
+ *  - after every libssh call the fd event is re-armed from
+ *    ssh_get_poll_flags, and a pump timer catches data libssh took off the
+ *    socket during another call;
+ *  - channel data arrives through callbacks that only record it; libssh is
+ *    never called from inside its own callbacks;
+ *  - stdin is written in chunks of at most 32 KiB, only once libssh's
+ *    output has drained, because libssh writes on a blocking socket.
+ */
+
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/dns.h>
+#include <event2/event.h>
+#include <event2/util.h>
+#include <libssh/callbacks.h>
+#include <libssh/libssh.h>
+
+#include "engine.h"
+#include "log.h"
+#include "xmalloc.h"
+
+#define PUMP_MS	    100
+#define STDIN_CHUNK (32 * 1024)
+#define KEX_ALGORITHMS                                                         \
+	"curve25519-sha256,curve25519-sha256@libssh.org,"                      \
+	"ecdh-sha2-nistp256,diffie-hellman-group14-sha256"
+#define CIPHERS                                                                \
+	"aes128-gcm@openssh.com,chacha20-poly1305@openssh.com,"                \
+	"aes256-gcm@openssh.com,aes128-ctr,aes256-ctr"
+#define HOSTKEY_ALGORITHMS                                                     \
+	"ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"                 \
+	"ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256"
+
+enum conn_state {
+	CS_RESOLVE,
+	CS_TCP,
+	CS_HANDSHAKE,
+	CS_AUTH,
+	CS_OPEN,
+	CS_EXEC,
+	CS_RUN,
+};
+
+struct engine {
+	struct event_base *base;
+	struct evdns_base *dns;
+	const struct engine_settings *set;
+	const struct engine_ops *ops;
+	struct engine_host *hosts;
+	size_t n;
+	size_t next; /* next host to start */
+	size_t active;
+	size_t finished;
+	struct event *sigint;
+};
+
+struct engine_conn {
+	struct engine *e;
+	struct engine_host *h;
+	enum conn_state state;
+	struct evdns_getaddrinfo_request *dnsreq;
+	struct evutil_addrinfo *ai;
+	struct evutil_addrinfo *ai_next;
+	int fd;
+	int last_errno;
+	ssh_session s;
+	ssh_event sev;
+	ssh_channel ch;
+	struct ssh_channel_callbacks_struct cb;
+	struct event *ev;
+	struct event *timer;
+	int64_t deadline_ms; /* 0: none */
+	int key_index;
+	size_t stdin_off;
+	int eof_sent;
+	int got_exit;
+	int got_eof;
+	int got_close;
+};
+
+static const char *const fail_codes[EF_NKINDS] = {
+	[EF_NONE] = "ok",
+	[EF_RESOLVE] = "resolve",
+	[EF_REFUSED] = "refused",
+	[EF_UNREACHABLE] = "unreachable",
+	[EF_CONNECT_TIMEOUT] = "connect_timeout",
+	[EF_SSH] = "ssh_error",
+	[EF_HOSTKEY_CHANGED] = "hostkey_changed",
+	[EF_HOSTKEY_UNKNOWN] = "hostkey_unknown",
+	[EF_AUTH] = "auth",
+	[EF_TIMEOUT] = "timeout",
+	[EF_CHANNEL] = "channel",
+	[EF_UNSUPPORTED] = "unsupported",
+	[EF_INTERRUPTED] = "interrupted",
+};
+
+static void start_more(struct engine *);
+static void conn_start(struct engine *, struct engine_host *);
+static void conn_fail(struct engine_conn *, enum engine_fail, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+static void conn_finish(struct engine_conn *);
+static void conn_step(struct engine_conn *);
+static void conn_arm(struct engine_conn *, short);
+static void conn_arm_ssh(struct engine_conn *);
+static void conn_io_cb(evutil_socket_t, short, void *);
+static void conn_timer_cb(evutil_socket_t, short, void *);
+static void conn_dns_cb(int, struct evutil_addrinfo *, void *);
+static void conn_tcp_next(struct engine_conn *);
+static void conn_tcp_done(struct engine_conn *);
+static void conn_ssh_setup(struct engine_conn *);
+static int conn_check_hostkey(struct engine_conn *);
+static void conn_write_stdin(struct engine_conn *);
+static void conn_schedule_timer(struct engine_conn *);
+static void sigint_cb(evutil_socket_t, short, void *);
+static int data_cb(ssh_session, ssh_channel, void *, uint32_t, int, void *);
+static void eof_cb(ssh_session, ssh_channel, void *);
+static void close_cb(ssh_session, ssh_channel, void *);
+static void exit_status_cb(ssh_session, ssh_channel, int, void *);
+static void exit_signal_cb(ssh_session, ssh_channel, const char *, int,
+			   const char *, const char *, void *);
+
+/* The stable reason code of a failure, as printed in summaries and JSON. */
+const char *
+engine_fail_code(enum engine_fail f)
+{
+	if ((unsigned)f >= EF_NKINDS)
+		return "unknown";
+	return fail_codes[f];
+}
+
+int64_t
+engine_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Raise the open-file limit so that n connections fit. */
+void
+engine_raise_nofile(size_t n)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
+		return;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < n * 2 + 64) {
+		rl.rlim_cur = rl.rlim_max;
+		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
+			debug_f("setrlimit: %s", strerror(errno));
+	}
+}
+
+/*
+ * Quote argv for a POSIX shell: every argument in single quotes, each ' as
+ * '\''. Caller frees.
+ */
+char *
+engine_quote_argv(int argc, char **argv)
+{
+	size_t len = 1, i;
+	const char *p;
+	char *out, *o;
+	int k;
+
+	for (k = 0; k < argc; k++)
+		len += strlen(argv[k]) * 4 + 3;
+	o = out = xmalloc(len);
+	for (k = 0; k < argc; k++) {
+		if (k != 0)
+			*o++ = ' ';
+		*o++ = '\'';
+		for (p = argv[k]; *p != '\0'; p++) {
+			if (*p == '\'') {
+				for (i = 0; i < 4; i++)
+					*o++ = "'\\''"[i];
+			} else
+				*o++ = *p;
+		}
+		*o++ = '\'';
+	}
+	*o = '\0';
+	return out;
+}
+
+void
+engine_host_clear(struct engine_host *h)
+{
+	free(h->fail_msg);
+	free(h->exit_signal);
+	h->fail_msg = h->exit_signal = NULL;
+}
+
+/* Start hosts until the fan-out limit is reached. */
+static void
+start_more(struct engine *e)
+{
+	while (e->next < e->n && e->active < (size_t)e->set->fanout)
+		conn_start(e, &e->hosts[e->next++]);
+	if (e->finished == e->n)
+		event_base_loopbreak(e->base);
+}
+
+static void
+conn_start(struct engine *e, struct engine_host *h)
+{
+	struct engine_conn *c = xcalloc(1, sizeof *c);
+	struct evutil_addrinfo hints;
+	char port[16];
+	int r;
+
+	c->e = e;
+	c->h = h;
+	c->fd = -1;
+	h->conn = c;
+	h->exit_status = -1;
+	h->start_ms = engine_now_ms();
+	e->active++;
+	c->timer = evtimer_new(e->base, conn_timer_cb, c);
+	c->deadline_ms = h->start_ms + (int64_t)e->set->connect_timeout * 1000;
+	conn_schedule_timer(c);
+
+	if (h->fail != EF_NONE) {
+		/* Failed before it started (e.g. an unsupported ProxyJump). */
+		char *msg = h->fail_msg;
+		h->fail_msg = NULL;
+		conn_fail(c, h->fail, "%s", msg != NULL ? msg : "failed");
+		free(msg);
+		return;
+	}
+	if (h->nkeys == 0) {
+		conn_fail(c, EF_AUTH, "%s",
+			  h->keys_error != NULL ? h->keys_error
+						: "no identity to log in with");
+		return;
+	}
+	memset(&hints, 0, sizeof hints);
+	hints.ai_family = AF_UNSPEC;
+	hints.ai_socktype = SOCK_STREAM;
+	hints.ai_protocol = IPPROTO_TCP;
+	hints.ai_flags = EVUTIL_AI_NUMERICHOST | EVUTIL_AI_NUMERICSERV;
+	snprintf(port, sizeof port, "%d", h->in->port);
+	c->state = CS_RESOLVE;
+	r = evutil_getaddrinfo(h->in->host, port, &hints, &c->ai);
+	if (r == 0) {
+		c->ai_next = c->ai;
+		conn_tcp_next(c);
+		return;
+	}
+	/* Not numeric: ask evdns, which never blocks the loop. */
+	if (e->dns == NULL)
+		e->dns =
+		    evdns_base_new(e->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+	if (e->dns == NULL) {
+		conn_fail(c, EF_RESOLVE, "cannot resolve %s: no resolver",
+			  h->in->host);
+		return;
+	}
+	hints.ai_flags = EVUTIL_AI_NUMERICSERV | EVUTIL_AI_ADDRCONFIG;
+	c->dnsreq = evdns_getaddrinfo(e->dns, h->in->host, port, &hints,
+				      conn_dns_cb, c);
+}
+
+static void
+conn_dns_cb(int result, struct evutil_addrinfo *ai, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	c->dnsreq = NULL;
+	if (result == EVUTIL_EAI_CANCEL)
+		return;
+	if (result != 0) {
+		conn_fail(c, EF_RESOLVE, "cannot resolve %s: %s",
+			  c->h->in->host, evutil_gai_strerror(result));
+		return;
+	}
+	c->ai = c->ai_next = ai;
+	conn_tcp_next(c);
+}
+
+/* Try the next resolved address. */
+static void
+conn_tcp_next(struct engine_conn *c)
+{
+	struct evutil_addrinfo *ai;
+
+	c->state = CS_TCP;
+	while ((ai = c->ai_next) != NULL) {
+		c->ai_next = ai->ai_next;
+		c->fd = socket(ai->ai_family,
+			       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (c->fd == -1) {
+			c->last_errno = errno;
+			continue;
+		}
+		if (connect(c->fd, ai->ai_addr, ai->ai_addrlen) == 0) {
+			conn_tcp_done(c);
+			return;
+		}
+		if (errno == EINPROGRESS) {
+			conn_arm(c, EV_WRITE);
+			return;
+		}
+		c->last_errno = errno;
+		close(c->fd);
+		c->fd = -1;
+	}
+	switch (c->last_errno) {
+	case ECONNREFUSED:
+		conn_fail(c, EF_REFUSED, "connection refused (%s port %d)",
+			  c->h->in->host, c->h->in->port);
+		break;
+	case ETIMEDOUT:
+		conn_fail(c, EF_CONNECT_TIMEOUT, "TCP connect timed out");
+		break;
+	default:
+		conn_fail(c, EF_UNREACHABLE, "cannot connect to %s port %d: %s",
+			  c->h->in->host, c->h->in->port,
+			  strerror(c->last_errno));
+		break;
+	}
+}
+
+/* TCP is up: hand the socket to a new libssh session. */
+static void
+conn_tcp_done(struct engine_conn *c)
+{
+	int one = 1;
+
+	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	conn_ssh_setup(c);
+	if (c->s == NULL)
+		return;
+	c->state = CS_HANDSHAKE;
+	conn_step(c);
+}
+
+static void
+conn_ssh_setup(struct engine_conn *c)
+{
+	const struct instance *in = c->h->in;
+	const struct engine_ops *ops = c->e->ops;
+	const char *pinned = NULL;
+	char *hostkeys = NULL;
+	int no = 0, yes = 1, verbosity = SSH_LOG_NOLOG;
+	unsigned int port = in->port;
+	socket_t fd = c->fd;
+
+	if ((c->s = ssh_new()) == NULL) {
+		conn_fail(c, EF_SSH, "cannot create an SSH session");
+		return;
+	}
+	if (ops->hostkey_type != NULL)
+		pinned = ops->hostkey_type(c->h, ops->arg);
+	if (pinned != NULL && strcmp(pinned, "ssh-rsa") == 0)
+		xasprintf(&hostkeys, "rsa-sha2-512,rsa-sha2-256,%s",
+			  HOSTKEY_ALGORITHMS);
+	else if (pinned != NULL)
+		xasprintf(&hostkeys, "%s,%s", pinned, HOSTKEY_ALGORITHMS);
+	else
+		hostkeys = xstrdup(HOSTKEY_ALGORITHMS);
+
+	if (log_get_level() >= LOG_DEBUG && getenv("GPUFLEET_SSH_DEBUG"))
+		verbosity = SSH_LOG_PROTOCOL;
+	if (ssh_options_set(c->s, SSH_OPTIONS_LOG_VERBOSITY, &verbosity) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_PROCESS_CONFIG, &no) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_HOST, in->host) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_PORT, &port) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_USER, in->user) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS, "/dev/null") < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_GLOBAL_KNOWNHOSTS, "/dev/null") <
+		0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_KEY_EXCHANGE, KEX_ALGORITHMS) <
+		0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_HOSTKEYS, hostkeys) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_C_S, CIPHERS) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_CIPHERS_S_C, CIPHERS) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_COMPRESSION, "no") < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_NODELAY, &yes) < 0 ||
+	    ssh_options_set(c->s, SSH_OPTIONS_FD, &fd) < 0) {
+		conn_fail(c, EF_SSH, "cannot set SSH options: %s",
+			  ssh_get_error(c->s));
+		free(hostkeys);
+		return;
+	}
+	free(hostkeys);
+	ssh_set_blocking(c->s, 0);
+}
+
+/* Wait for the fd with the given events (the timer runs separately). */
+static void
+conn_arm(struct engine_conn *c, short what)
+{
+	if (c->ev == NULL)
+		c->ev = event_new(c->e->base, c->fd, what, conn_io_cb, c);
+	else {
+		event_del(c->ev);
+		event_assign(c->ev, c->e->base, c->fd, what, conn_io_cb, c);
+	}
+	event_add(c->ev, NULL);
+}
+
+/* Wait for what libssh wants: always input, output while it has some. */
+static void
+conn_arm_ssh(struct engine_conn *c)
+{
+	short what = EV_READ;
+
+	if (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)
+		what |= EV_WRITE;
+	conn_arm(c, what);
+}
+
+static void
+conn_io_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_conn *c = arg;
+	socklen_t len = sizeof c->last_errno;
+
+	(void)fd;
+	(void)what;
+	if (c->state == CS_TCP) {
+		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &c->last_errno,
+			       &len) != 0)
+			c->last_errno = errno;
+		if (c->last_errno == 0) {
+			conn_tcp_done(c);
+			return;
+		}
+		close(c->fd);
+		c->fd = -1;
+		conn_tcp_next(c);
+		return;
+	}
+	conn_step(c);
+}
+
+/* Re-arm the timer for the nearer of the deadline and the next pump. */
+static void
+conn_schedule_timer(struct engine_conn *c)
+{
+	int64_t now = engine_now_ms(), at;
+	struct timeval tv;
+
+	at = c->deadline_ms;
+	if (c->state == CS_RUN && (at == 0 || at > now + PUMP_MS))
+		at = now + PUMP_MS;
+	if (at == 0)
+		return;
+	if (at < now)
+		at = now;
+	tv.tv_sec = (at - now) / 1000;
+	tv.tv_usec = ((at - now) % 1000) * 1000;
+	evtimer_add(c->timer, &tv);
+}
+
+static void
+conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_conn *c = arg;
+	int secs;
+
+	(void)fd;
+	(void)what;
+	if (c->deadline_ms == 0 || engine_now_ms() < c->deadline_ms) {
+		/* The pump: handle what libssh may hold without a wake-up. */
+		conn_step(c);
+		return;
+	}
+	secs = c->e->set->connect_timeout;
+	switch (c->state) {
+	case CS_RESOLVE:
+		conn_fail(c, EF_RESOLVE, "resolving %s timed out after %ds",
+			  c->h->in->host, secs);
+		break;
+	case CS_TCP:
+		conn_fail(c, EF_CONNECT_TIMEOUT,
+			  "TCP connect timed out "
+			  "after %ds",
+			  secs);
+		break;
+	case CS_HANDSHAKE:
+		conn_fail(c, EF_CONNECT_TIMEOUT,
+			  "no SSH handshake within %ds "
+			  "(the host accepted TCP but did not speak SSH)",
+			  secs);
+		break;
+	case CS_AUTH:
+	case CS_OPEN:
+	case CS_EXEC:
+		conn_fail(c, EF_CONNECT_TIMEOUT,
+			  "session set-up timed out "
+			  "after %ds",
+			  secs);
+		break;
+	case CS_RUN:
+		conn_fail(c, EF_TIMEOUT, "command timed out after %ds",
+			  c->e->set->command_timeout);
+		break;
+	}
+}
+
+/*
+ * Check the server's host key through the caller; returns 0 to go on.
+ */
+static int
+conn_check_hostkey(struct engine_conn *c)
+{
+	const struct engine_ops *ops = c->e->ops;
+	ssh_key key = NULL;
+	unsigned char *hash = NULL;
+	size_t hlen;
+	char *b64 = NULL, *fp = NULL, *msg = NULL;
+	const char *type;
+	enum engine_fail fail = EF_NONE;
+	int r = -1;
+
+	if (ssh_get_server_publickey(c->s, &key) != SSH_OK ||
+	    ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK ||
+	    ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash,
+				   &hlen) != 0 ||
+	    (fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash,
+					   hlen)) == NULL) {
+		conn_fail(c, EF_SSH, "cannot read the server's host key");
+		goto out;
+	}
+	type = ssh_key_type_to_char(ssh_key_type(key));
+	if (ops->hostkey != NULL &&
+	    ops->hostkey(c->h, type, b64, fp, &fail, &msg, ops->arg) != 0) {
+		conn_fail(c, fail != EF_NONE ? fail : EF_HOSTKEY_CHANGED, "%s",
+			  msg != NULL ? msg : "host key refused");
+		free(msg);
+		goto out;
+	}
+	r = 0;
+out:
+	if (hash != NULL)
+		ssh_clean_pubkey_hash(&hash);
+	ssh_string_free_char(fp);
+	ssh_string_free_char(b64);
+	ssh_key_free(key);
+	return r;
+}
+
+/* Write what the remote window takes of stdin, then EOF. */
+static void
+conn_write_stdin(struct engine_conn *c)
+{
+	const struct engine_settings *set = c->e->set;
+	size_t left, n;
+	uint32_t window;
+	int w;
+
+	if (c->eof_sent)
+		return;
+	if (set->stdin_data != NULL && c->stdin_off < set->stdin_len) {
+		if (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)
+			return;
+		left = set->stdin_len - c->stdin_off;
+		window = ssh_channel_window_size(c->ch);
+		n = left < STDIN_CHUNK ? left : STDIN_CHUNK;
+		if (n > window)
+			n = window;
+		if (n == 0)
+			return;
+		w = ssh_channel_write(c->ch, set->stdin_data + c->stdin_off,
+				      (uint32_t)n);
+		if (w < 0) {
+			conn_fail(c, EF_SSH, "writing stdin: %s",
+				  ssh_get_error(c->s));
+			return;
+		}
+		c->stdin_off += (size_t)w;
+		if (c->stdin_off < set->stdin_len)
+			return;
+	}
+	if (ssh_channel_send_eof(c->ch) == SSH_ERROR) {
+		conn_fail(c, EF_SSH, "sending EOF: %s", ssh_get_error(c->s));
+		return;
+	}
+	c->eof_sent = 1;
+}
+
+/* Run the state machine as far as it goes without waiting. */
+static void
+conn_step(struct engine_conn *c)
+{
+	const struct engine_settings *set = c->e->set;
+	struct engine_host *h = c->h;
+	int rc;
+
+	switch (c->state) {
+	case CS_RESOLVE:
+	case CS_TCP:
+		return;
+	case CS_HANDSHAKE:
+		rc = ssh_connect(c->s);
+		if (rc == SSH_AGAIN)
+			break;
+		if (rc != SSH_OK) {
+			conn_fail(c, EF_SSH, "SSH handshake failed: %s",
+				  ssh_get_error(c->s));
+			return;
+		}
+		if (conn_check_hostkey(c) != 0)
+			return;
+		c->state = CS_AUTH;
+		/* FALLTHROUGH */
+	case CS_AUTH:
+		for (;;) {
+			rc = ssh_userauth_publickey(c->s, NULL,
+						    h->keys[c->key_index]);
+			if (rc == SSH_AUTH_AGAIN || rc == SSH_AUTH_SUCCESS)
+				break;
+			if (rc == SSH_AUTH_ERROR) {
+				conn_fail(c, EF_SSH, "authentication error: %s",
+					  ssh_get_error(c->s));
+				return;
+			}
+			if (++c->key_index == h->nkeys) {
+				conn_fail(c, EF_AUTH, "%s@%s refused our key%s",
+					  h->in->user, h->in->host,
+					  h->nkeys > 1 ? "s" : "");
+				return;
+			}
+		}
+		if (rc == SSH_AUTH_AGAIN)
+			break;
+		c->state = CS_OPEN;
+		/* FALLTHROUGH */
+	case CS_OPEN:
+		if (c->ch == NULL) {
+			if ((c->ch = ssh_channel_new(c->s)) == NULL) {
+				conn_fail(c, EF_CHANNEL,
+					  "cannot create a "
+					  "channel: %s",
+					  ssh_get_error(c->s));
+				return;
+			}
+			memset(&c->cb, 0, sizeof c->cb);
+			c->cb.userdata = c;
+			c->cb.channel_data_function = data_cb;
+			c->cb.channel_eof_function = eof_cb;
+			c->cb.channel_close_function = close_cb;
+			c->cb.channel_exit_status_function = exit_status_cb;
+			c->cb.channel_exit_signal_function = exit_signal_cb;
+			ssh_callbacks_init(&c->cb);
+			ssh_set_channel_callbacks(c->ch, &c->cb);
+		}
+		rc = ssh_channel_open_session(c->ch);
+		if (rc == SSH_AGAIN)
+			break;
+		if (rc != SSH_OK) {
+			conn_fail(c, EF_CHANNEL, "session channel refused: %s",
+				  ssh_get_error(c->s));
+			return;
+		}
+		c->state = CS_EXEC;
+		/* FALLTHROUGH */
+	case CS_EXEC:
+		rc = ssh_channel_request_exec(c->ch, set->command);
+		if (rc == SSH_AGAIN)
+			break;
+		if (rc != SSH_OK) {
+			conn_fail(c, EF_CHANNEL, "exec request refused: %s",
+				  ssh_get_error(c->s));
+			return;
+		}
+		c->state = CS_RUN;
+		c->deadline_ms =
+		    set->command_timeout > 0
+			? engine_now_ms() + (int64_t)set->command_timeout * 1000
+			: 0;
+		if ((c->sev = ssh_event_new()) == NULL ||
+		    ssh_event_add_session(c->sev, c->s) != SSH_OK) {
+			conn_fail(c, EF_SSH, "cannot poll the session");
+			return;
+		}
+		/* FALLTHROUGH */
+	case CS_RUN:
+		conn_write_stdin(c);
+		if (c->h->done)
+			return;
+		if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR &&
+		    !ssh_is_connected(c->s) && !c->got_close) {
+			conn_fail(c, EF_SSH, "connection lost: %s",
+				  ssh_get_error(c->s));
+			return;
+		}
+		if (c->got_close || (c->got_eof && c->got_exit) ||
+		    !ssh_is_connected(c->s)) {
+			if (!c->got_exit && !c->got_close &&
+			    h->exit_signal == NULL) {
+				conn_fail(c, EF_SSH,
+					  "connection closed "
+					  "before the command finished");
+				return;
+			}
+			conn_finish(c);
+			return;
+		}
+		conn_write_stdin(c);
+		if (c->h->done)
+			return;
+		break;
+	}
+	conn_arm_ssh(c);
+	conn_schedule_timer(c);
+}
+
+static int
+data_cb(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
+	void *arg)
+{
+	struct engine_conn *c = arg;
+	const struct engine_ops *ops = c->e->ops;
+
+	(void)s;
+	(void)ch;
+	if (ops->output != NULL && len > 0)
+		ops->output(c->h, is_stderr, data, len, ops->arg);
+	return (int)len;
+}
+
+static void
+eof_cb(ssh_session s, ssh_channel ch, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	(void)ch;
+	c->got_eof = 1;
+}
+
+static void
+close_cb(ssh_session s, ssh_channel ch, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	(void)ch;
+	c->got_close = 1;
+}
+
+static void
+exit_status_cb(ssh_session s, ssh_channel ch, int status, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	(void)ch;
+	c->h->exit_status = status;
+	c->got_exit = 1;
+}
+
+static void
+exit_signal_cb(ssh_session s, ssh_channel ch, const char *signal, int core,
+	       const char *errmsg, const char *lang, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	(void)ch;
+	(void)core;
+	(void)errmsg;
+	(void)lang;
+	free(c->h->exit_signal);
+	c->h->exit_signal = xstrdup(signal != NULL ? signal : "?");
+	c->got_exit = 1;
+}
+
+static void
+conn_fail(struct engine_conn *c, enum engine_fail fail, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (c->h->done)
+		return;
+	c->h->fail = fail;
+	va_start(ap, fmt);
+	xvasprintf(&c->h->fail_msg, fmt, ap);
+	va_end(ap);
+	conn_finish(c);
+}
+
+/*
+ * Tear down a connection and report the host. Hosts that failed are not
+ * sent a polite disconnect: they may be hung, and the socket may block.
+ */
+static void
+conn_finish(struct engine_conn *c)
+{
+	struct engine *e = c->e;
+	struct engine_host *h = c->h;
+
+	if (h->done)
+		return;
+	h->done = 1;
+	h->end_ms = engine_now_ms();
+	if (c->ev != NULL)
+		event_free(c->ev);
+	event_free(c->timer);
+	if (c->dnsreq != NULL)
+		evdns_getaddrinfo_cancel(c->dnsreq);
+	if (c->ai != NULL)
+		evutil_freeaddrinfo(c->ai);
+	if (c->fd != -1)
+		fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	if (c->sev != NULL) {
+		ssh_event_remove_session(c->sev, c->s);
+		ssh_event_free(c->sev);
+	}
+	if (c->s != NULL) {
+		if (h->fail == EF_NONE) {
+			if (c->ch != NULL)
+				ssh_channel_close(c->ch);
+			ssh_disconnect(c->s);
+		}
+		ssh_free(c->s);
+	}
+	if (c->fd != -1 && fcntl(c->fd, F_GETFD) != -1)
+		close(c->fd);
+	h->conn = NULL;
+	free(c);
+	e->active--;
+	e->finished++;
+	if (e->ops->done != NULL)
+		e->ops->done(h, e->ops->arg);
+	start_more(e);
+}
+
+/* Ctrl-C: start nothing more, close what is open, report the rest. */
+static void
+sigint_cb(evutil_socket_t sig, short what, void *arg)
+{
+	struct engine *e = arg;
+	size_t i;
+
+	(void)sig;
+	(void)what;
+	e->next = e->n;
+	for (i = 0; i < e->n; i++) {
+		struct engine_host *h = &e->hosts[i];
+		if (h->done)
+			continue;
+		if (h->conn != NULL)
+			conn_fail(h->conn, EF_INTERRUPTED, "interrupted");
+		else {
+			h->done = 1;
+			h->exit_status = -1;
+			h->fail = EF_INTERRUPTED;
+			h->fail_msg = xstrdup("interrupted before it started");
+			e->finished++;
+			if (e->ops->done != NULL)
+				e->ops->done(h, e->ops->arg);
+		}
+	}
+	event_base_loopbreak(e->base);
+}
+
+/*
+ * Run settings->command on hosts[0..n) and return when every host is done.
+ * Returns 0, or -1 if the loop could not start (then no host ran).
+ */
+int
+engine_run(struct engine_host *hosts, size_t n,
+	   const struct engine_settings *set, const struct engine_ops *ops)
+{
+	struct engine e;
+
+	memset(&e, 0, sizeof e);
+	e.set = set;
+	e.ops = ops;
+	e.hosts = hosts;
+	e.n = n;
+	if ((e.base = event_base_new()) == NULL)
+		return -1;
+	engine_raise_nofile(set->fanout < (int)n ? (size_t)set->fanout : n);
+	if (set->handle_sigint) {
+		e.sigint = evsignal_new(e.base, SIGINT, sigint_cb, &e);
+		evsignal_add(e.sigint, NULL);
+	}
+	start_more(&e);
+	if (e.finished < e.n)
+		event_base_dispatch(e.base);
+	if (e.sigint != NULL)
+		event_free(e.sigint);
+	if (e.dns != NULL)
+		evdns_base_free(e.dns, 1);
+	event_base_free(e.base);
+	return 0;
+}

@@ -1,0 +1,96 @@
+/*
+ * The SSH engine: runs one command on many hosts at once from a single
+ * libevent loop, with libssh 0.10 sessions in non-blocking mode.
+ *
+ * Per host: resolve (numeric at once, names through evdns), a non-blocking
+ * TCP connect of our own handed to libssh with SSH_OPTIONS_FD, the SSH
+ * handshake, the host key check (a callback, so keys stay pinned per
+ * instance in SQLite), public key authentication with keys loaded once for
+ * the whole run, one exec channel. Each phase has its own deadline; a host
+ * that fails gets a reason code and a message, and the others go on.
+ */
+#ifndef GPUFLEET_ENGINE_H
+#define GPUFLEET_ENGINE_H
+
+#include <libssh/libssh.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "instance.h"
+
+enum engine_fail {
+	EF_NONE,
+	EF_RESOLVE,	    /* name does not resolve */
+	EF_REFUSED,	    /* TCP connection refused */
+	EF_UNREACHABLE,	    /* no route, network down */
+	EF_CONNECT_TIMEOUT, /* TCP connect, handshake or auth too slow */
+	EF_SSH,		    /* protocol or transport error */
+	EF_HOSTKEY_CHANGED, /* key differs from the pinned one */
+	EF_HOSTKEY_UNKNOWN, /* strict policy and no known key */
+	EF_AUTH,	    /* every key was rejected */
+	EF_TIMEOUT,	    /* the command ran past --timeout */
+	EF_CHANNEL,	    /* channel open or exec refused */
+	EF_UNSUPPORTED,	    /* e.g. ProxyJump */
+	EF_INTERRUPTED,	    /* SIGINT before the host finished */
+	EF_NKINDS
+};
+
+#define ENGINE_MAX_KEYS 4
+
+struct engine_conn;
+
+struct engine_host {
+	const struct instance *in;
+	ssh_key keys[ENGINE_MAX_KEYS]; /* borrowed */
+	int nkeys;
+	const char *keys_error; /* why no key, if nkeys == 0 */
+
+	/* Results. */
+	enum engine_fail fail;
+	char *fail_msg;	   /* one line */
+	int exit_status;   /* -1 if none */
+	char *exit_signal; /* "KILL", or NULL */
+	int64_t start_ms;
+	int64_t end_ms;
+	int done;
+
+	void *user;		  /* the caller's */
+	struct engine_conn *conn; /* private */
+};
+
+struct engine_ops {
+	/* Output of the command as it arrives. */
+	void (*output)(struct engine_host *, int, const char *, size_t, void *);
+	/* A host finished (ok or failed). */
+	void (*done)(struct engine_host *, void *);
+	/*
+	 * Host key check: key type, base64 blob and SHA256 fingerprint.
+	 * Returns 0 to go on, or sets *fail and *msg (caller-allocated) to
+	 * refuse the host before any authentication.
+	 */
+	int (*hostkey)(struct engine_host *, const char *, const char *,
+		       const char *, enum engine_fail *, char **, void *);
+	/* The pinned key type for a host, to prefer it in the handshake. */
+	const char *(*hostkey_type)(struct engine_host *, void *);
+	void *arg;
+};
+
+struct engine_settings {
+	const char *command;
+	int fanout;
+	int connect_timeout;	/* seconds */
+	int command_timeout;	/* seconds, 0 for none */
+	const char *stdin_data; /* or NULL */
+	size_t stdin_len;
+	int handle_sigint;
+};
+
+const char *engine_fail_code(enum engine_fail);
+int64_t engine_now_ms(void);
+int engine_run(struct engine_host *, size_t, const struct engine_settings *,
+	       const struct engine_ops *);
+void engine_host_clear(struct engine_host *);
+char *engine_quote_argv(int, char **);
+void engine_raise_nofile(size_t);
+
+#endif

@@ -1,0 +1,294 @@
+/* Pinned host keys: lookup, pinning, the policy check, known_hosts export. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libssh/libssh.h>
+
+#include "hostkey.h"
+#include "log.h"
+#include "status.h"
+#include "xmalloc.h"
+
+static char *col(sqlite3_stmt *, int);
+static int known_hosts_has(const struct instance *, const char *, const char *);
+
+static char *
+col(sqlite3_stmt *st, int i)
+{
+	const unsigned char *s = sqlite3_column_text(st, i);
+
+	return xstrdup(s != NULL ? (const char *)s : "");
+}
+
+void
+hostkey_clear(struct hostkey *k)
+{
+	free(k->type);
+	free(k->base64);
+	free(k->fingerprint);
+	free(k->source);
+	memset(k, 0, sizeof *k);
+}
+
+/* The pinned key of an instance: 0 found, 1 none, or -GF_EDB. */
+int
+hostkey_get(struct inventory *inv, int64_t id, struct hostkey *k, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(k, 0, sizeof *k);
+	if (sqlite3_prepare_v2(
+		inv->db,
+		"SELECT key_type, key_base64, "
+		"fingerprint, source, first_seen FROM host_key WHERE "
+		"instance_id = ?",
+		-1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		k->type = col(st, 0);
+		k->base64 = col(st, 1);
+		k->fingerprint = col(st, 2);
+		k->source = col(st, 3);
+		k->first_seen = sqlite3_column_int64(st, 4);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 0;
+	if (rc == SQLITE_DONE)
+		return 1;
+fail:
+	xasprintf(cause, "database %s: reading host key: %s", inv->path,
+		  sqlite3_errmsg(inv->db));
+	return -GF_EDB;
+}
+
+/* Pin (or re-pin) the host key of an instance, in its own transaction. */
+int
+hostkey_pin(struct inventory *inv, int64_t id, const char *type,
+	    const char *base64, const char *fp, const char *source,
+	    char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = inventory_begin(inv, cause)) != 0)
+		return r;
+	if (sqlite3_prepare_v2(
+		inv->db,
+		"INSERT OR REPLACE INTO host_key "
+		"(instance_id, key_type, key_base64, fingerprint, source, "
+		"first_seen) VALUES (?, ?, ?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, base64, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	return inventory_commit(inv, cause);
+fail:
+	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
+		  sqlite3_errmsg(inv->db));
+	inventory_rollback(inv);
+	return -GF_EDB;
+}
+
+/* Forget the pinned key; the next contact decides by policy. */
+int
+hostkey_forget(struct inventory *inv, int64_t id, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+			       "DELETE FROM host_key WHERE "
+			       "instance_id = ?",
+			       -1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_DONE)
+		return 0;
+fail:
+	xasprintf(cause, "database %s: forgetting host key: %s", inv->path,
+		  sqlite3_errmsg(inv->db));
+	return -GF_EDB;
+}
+
+/*
+ * Is this key listed for the instance's HOST:PORT in the user's
+ * ~/.ssh/known_hosts (hashed entries included)?
+ */
+static int
+known_hosts_has(const struct instance *in, const char *type, const char *base64)
+{
+	struct ssh_knownhosts_entry *entry;
+	const char *home = getenv("HOME");
+	char *path, *host, line[16384];
+	int found = 0;
+	FILE *f;
+
+	if (home == NULL)
+		return 0;
+	xasprintf(&path, "%s/.ssh/known_hosts", home);
+	f = fopen(path, "r");
+	free(path);
+	if (f == NULL)
+		return 0;
+	if (in->port == 22)
+		host = xstrdup(in->host);
+	else
+		xasprintf(&host, "[%s]:%d", in->host, in->port);
+	while (!found && fgets(line, sizeof line, f) != NULL) {
+		char *b64 = NULL;
+		line[strcspn(line, "\r\n")] = '\0';
+		if (line[0] == '#' || line[0] == '@' || line[0] == '\0')
+			continue;
+		entry = NULL;
+		if (ssh_known_hosts_parse_line(host, line, &entry) != SSH_OK ||
+		    entry == NULL) {
+			ssh_knownhosts_entry_free(entry);
+			continue;
+		}
+		if (entry->publickey != NULL &&
+		    strcmp(ssh_key_type_to_char(ssh_key_type(entry->publickey)),
+			   type) == 0 &&
+		    ssh_pki_export_pubkey_base64(entry->publickey, &b64) ==
+			SSH_OK &&
+		    strcmp(b64, base64) == 0)
+			found = 1;
+		ssh_string_free_char(b64);
+		ssh_knownhosts_entry_free(entry);
+	}
+	fclose(f);
+	free(host);
+	return found;
+}
+
+/*
+ * Apply the policy to the key a host presented. Returns 0 to trust it
+ * (pinning it when new), or -1 with *fail and *msg set.
+ */
+int
+hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
+	       const struct instance *in, const char *type, const char *base64,
+	       const char *fp, enum engine_fail *fail, char **msg)
+{
+	struct hostkey k;
+	char *cause = NULL;
+	const char *source = NULL;
+	int r;
+
+	r = hostkey_get(inv, in->id, &k, &cause);
+	if (r < 0) {
+		*fail = EF_SSH;
+		*msg = cause;
+		return -1;
+	}
+	if (r == 0) {
+		int same =
+		    strcmp(k.type, type) == 0 && strcmp(k.base64, base64) == 0;
+		if (!same) {
+			*fail = EF_HOSTKEY_CHANGED;
+			xasprintf(
+			    msg,
+			    "HOST KEY CHANGED for %s (%s port %d): "
+			    "pinned %s %s, presented %s %s; refusing to "
+			    "connect. If the machine was really replaced, run: "
+			    "gpufleet hostkey accept %s",
+			    in->name, in->host, in->port, k.type, k.fingerprint,
+			    type, fp, in->name);
+		}
+		hostkey_clear(&k);
+		return same ? 0 : -1;
+	}
+	if (known_hosts_has(in, type, base64))
+		source = "known_hosts";
+	else if (policy == HOSTKEY_ACCEPT_NEW)
+		source = "first-use";
+	else {
+		*fail = EF_HOSTKEY_UNKNOWN;
+		xasprintf(msg,
+			  "unknown host key %s %s for %s and the policy is "
+			  "strict; to trust it run: gpufleet hostkey accept %s",
+			  type, fp, in->name, in->name);
+		return -1;
+	}
+	if (hostkey_pin(inv, in->id, type, base64, fp, source, &cause) != 0) {
+		*fail = EF_SSH;
+		*msg = cause;
+		return -1;
+	}
+	debug_f("%s: pinned %s %s (%s)", in->name, type, fp, source);
+	return 0;
+}
+
+/*
+ * Write every pinned key as "NAME TYPE BASE64" lines, for OpenSSH with
+ * HostKeyAlias=NAME. Written to a temporary file and renamed, mode 0600.
+ */
+int
+hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
+{
+	sqlite3_stmt *st;
+	char *tmp;
+	FILE *f;
+	int fd, rc;
+
+	xasprintf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	if (fd == -1 || (f = fdopen(fd, "w")) == NULL) {
+		xasprintf(cause, "cannot write %s: %s", tmp, strerror(errno));
+		if (fd != -1)
+			close(fd);
+		free(tmp);
+		return -GF_EUSAGE;
+	}
+	fprintf(f, "# written by gpufleet from its pinned host keys; "
+		   "use with HostKeyAlias=NAME\n");
+	rc = sqlite3_prepare_v2(
+	    inv->db,
+	    "SELECT i.name, k.key_type, "
+	    "k.key_base64 FROM host_key k JOIN instance i ON i.id = "
+	    "k.instance_id WHERE i.released_at IS NULL ORDER BY i.name",
+	    -1, &st, NULL);
+	if (rc == SQLITE_OK) {
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+			fprintf(f, "%s %s %s\n", sqlite3_column_text(st, 0),
+				sqlite3_column_text(st, 1),
+				sqlite3_column_text(st, 2));
+		sqlite3_finalize(st);
+	}
+	if (rc != SQLITE_DONE) {
+		xasprintf(cause, "database %s: %s", inv->path,
+			  sqlite3_errmsg(inv->db));
+		fclose(f);
+		unlink(tmp);
+		free(tmp);
+		return -GF_EDB;
+	}
+	if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 ||
+	    rename(tmp, path) != 0) {
+		xasprintf(cause, "cannot write %s: %s", path, strerror(errno));
+		unlink(tmp);
+		free(tmp);
+		return -GF_EUSAGE;
+	}
+	free(tmp);
+	return 0;
+}

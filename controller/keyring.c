@@ -1,0 +1,218 @@
+/* Loading private keys once per run, with at most one passphrase prompt. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "keyring.h"
+#include "log.h"
+#include "xmalloc.h"
+
+static char *read_passphrase(const char *);
+static int no_prompt(const char *, char *, size_t, int, int, void *);
+
+void
+keyring_init(struct keyring *kr)
+{
+	memset(kr, 0, sizeof *kr);
+}
+
+void
+keyring_free(struct keyring *kr)
+{
+	size_t i;
+
+	for (i = 0; i < kr->n; i++) {
+		free(kr->items[i].path);
+		ssh_key_free(kr->items[i].key);
+		free(kr->items[i].error);
+	}
+	free(kr->items);
+	if (kr->passphrase != NULL) {
+		explicit_bzero(kr->passphrase, strlen(kr->passphrase));
+		free(kr->passphrase);
+	}
+	memset(kr, 0, sizeof *kr);
+}
+
+/* Expand a leading ~/ with $HOME. Caller frees. */
+char *
+keyring_expand(const char *path)
+{
+	const char *home = getenv("HOME");
+	char *s;
+
+	if (strncmp(path, "~/", 2) == 0 && home != NULL) {
+		xasprintf(&s, "%s/%s", home, path + 2);
+		return s;
+	}
+	return xstrdup(path);
+}
+
+/* libssh must never prompt on its own from inside the loop. */
+static int
+no_prompt(const char *prompt, char *buf, size_t len, int echo, int verify,
+	  void *arg)
+{
+	(void)prompt;
+	(void)buf;
+	(void)len;
+	(void)echo;
+	(void)verify;
+	(void)arg;
+	return -1;
+}
+
+/*
+ * The passphrase from GPUFLEET_PASSPHRASE_FILE (its first line), else asked
+ * on the terminal without echo; NULL if neither. Caller frees.
+ */
+static char *
+read_passphrase(const char *path)
+{
+	const char *file = getenv("GPUFLEET_PASSPHRASE_FILE");
+	struct termios old, noecho;
+	char buf[1024];
+	FILE *f;
+	int fd;
+
+	if (file != NULL && *file != '\0') {
+		if ((f = fopen(file, "r")) == NULL) {
+			error("cannot read GPUFLEET_PASSPHRASE_FILE %s: %s",
+			      file, strerror(errno));
+			return NULL;
+		}
+		if (fgets(buf, sizeof buf, f) == NULL)
+			buf[0] = '\0';
+		fclose(f);
+		buf[strcspn(buf, "\r\n")] = '\0';
+		return xstrdup(buf);
+	}
+	if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1)
+		return NULL;
+	if (tcgetattr(fd, &old) != 0) {
+		close(fd);
+		return NULL;
+	}
+	noecho = old;
+	noecho.c_lflag &= ~(tcflag_t)ECHO;
+	dprintf(fd, "Passphrase for %s: ", path);
+	tcsetattr(fd, TCSAFLUSH, &noecho);
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	tcsetattr(fd, TCSAFLUSH, &old);
+	dprintf(fd, "\n");
+	close(fd);
+	if (n <= 0)
+		return NULL;
+	buf[n] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return xstrdup(buf);
+}
+
+/*
+ * The key at path, loaded on first use and cached. On failure returns NULL
+ * with *error set (owned by the keyring).
+ */
+ssh_key
+keyring_load(struct keyring *kr, const char *path, const char **error)
+{
+	struct keyring_item *it;
+	ssh_key key = NULL;
+	char *full = keyring_expand(path);
+	size_t i;
+	int rc;
+
+	for (i = 0; i < kr->n; i++) {
+		if (strcmp(kr->items[i].path, full) == 0) {
+			free(full);
+			*error = kr->items[i].error;
+			return kr->items[i].key;
+		}
+	}
+	kr->items = xreallocarray(kr->items, kr->n + 1, sizeof *kr->items);
+	it = &kr->items[kr->n++];
+	memset(it, 0, sizeof *it);
+	it->path = full;
+
+	if (access(full, R_OK) != 0) {
+		xasprintf(&it->error, "cannot read identity %s: %s", full,
+			  strerror(errno));
+		*error = it->error;
+		return NULL;
+	}
+	rc = ssh_pki_import_privkey_file(full, kr->passphrase, no_prompt, NULL,
+					 &key);
+	if (rc != SSH_OK && !kr->asked) {
+		/* Probably encrypted: get the passphrase once for the run. */
+		kr->asked = 1;
+		kr->passphrase = read_passphrase(full);
+		if (kr->passphrase != NULL)
+			rc = ssh_pki_import_privkey_file(full, kr->passphrase,
+							 no_prompt, NULL, &key);
+	}
+	if (rc != SSH_OK) {
+		xasprintf(&it->error,
+			  "cannot load identity %s (not a private "
+			  "key, or encrypted and no passphrase given: set "
+			  "GPUFLEET_PASSPHRASE_FILE or run on a terminal)",
+			  full);
+		*error = it->error;
+		return NULL;
+	}
+	it->key = key;
+	*error = NULL;
+	return key;
+}
+
+/*
+ * Fill a host's keys: its own identity, then the config's default, then
+ * (when neither is set) the usual ~/.ssh/id_* files that exist.
+ */
+void
+keyring_for_host(struct keyring *kr, const struct config *config,
+		 struct engine_host *h)
+{
+	static const char *const defaults[] = { "~/.ssh/id_ed25519",
+						"~/.ssh/id_ecdsa",
+						"~/.ssh/id_rsa", NULL };
+	const char *paths[ENGINE_MAX_KEYS], *err = NULL;
+	const char *const *d;
+	char *full;
+	ssh_key k;
+	int n = 0, i, j;
+
+	if (h->in->identity != NULL)
+		paths[n++] = h->in->identity;
+	if (config->identity != NULL)
+		paths[n++] = config->identity;
+	if (n == 0) {
+		for (d = defaults; *d != NULL && n < ENGINE_MAX_KEYS; d++) {
+			full = keyring_expand(*d);
+			if (access(full, F_OK) == 0)
+				paths[n++] = *d;
+			free(full);
+		}
+	}
+	h->nkeys = 0;
+	h->keys_error = NULL;
+	for (i = 0; i < n; i++) {
+		if ((k = keyring_load(kr, paths[i], &err)) == NULL) {
+			if (h->keys_error == NULL)
+				h->keys_error = err;
+			continue;
+		}
+		for (j = 0; j < h->nkeys; j++) {
+			if (h->keys[j] == k)
+				break;
+		}
+		if (j == h->nkeys)
+			h->keys[h->nkeys++] = k;
+	}
+	if (n == 0)
+		h->keys_error = "no identity: set one with --identity, in the "
+				"config, or create ~/.ssh/id_ed25519";
+}

@@ -1,0 +1,189 @@
+/* Preparing a run of the engine over selected instances. */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "hostkey.h"
+#include "log.h"
+#include "remote.h"
+#include "sshconfig.h"
+#include "status.h"
+#include "xmalloc.h"
+
+static void follow_ssh_config(struct remote *);
+static int check_hostkey(struct engine_host *, const char *, const char *,
+			 const char *, enum engine_fail *, char **, void *);
+static const char *pinned_type(struct engine_host *, void *);
+
+/*
+ * Instances imported from an ssh_config take its current HostName, Port,
+ * User and IdentityFile, so gpufleet and `ssh ALIAS` agree. A host behind
+ * ProxyJump/ProxyCommand fails with a clear reason instead of hanging.
+ */
+static void
+follow_ssh_config(struct remote *rm)
+{
+	const char *home = getenv("HOME");
+	struct sshconfig sc;
+	char *cause = NULL;
+	size_t i, j, k;
+
+	for (i = 0; i < rm->n; i++) {
+		const char *src = rm->list[i].source;
+		int seen = 0;
+		if (src == NULL)
+			continue;
+		for (j = 0; j < i && !seen; j++)
+			seen = rm->list[j].source != NULL &&
+			       strcmp(rm->list[j].source, src) == 0;
+		if (seen)
+			continue;
+		memset(&sc, 0, sizeof sc);
+		if (sshconfig_read(src, home != NULL ? home : "/", &sc,
+				   &cause) != 0) {
+			debug_f("%s: %s (using stored values)", src, cause);
+			free(cause);
+			cause = NULL;
+			continue;
+		}
+		for (j = i; j < rm->n; j++) {
+			struct instance *in = &rm->list[j];
+			if (in->source == NULL || strcmp(in->source, src) != 0)
+				continue;
+			for (k = 0; k < sc.nhosts; k++) {
+				const struct sshconfig_host *h = &sc.hosts[k];
+				if (strcmp(h->alias, in->name) != 0)
+					continue;
+				if (h->hostname != NULL &&
+				    instance_check_host(h->hostname, &cause) ==
+					0) {
+					free(in->host);
+					in->host = xstrdup(h->hostname);
+				}
+				free(cause);
+				cause = NULL;
+				if (h->port != 0)
+					in->port = h->port;
+				if (h->user != NULL &&
+				    instance_check_user(h->user, &cause) == 0) {
+					free(in->user);
+					in->user = xstrdup(h->user);
+				}
+				free(cause);
+				cause = NULL;
+				if (h->identity != NULL) {
+					free(in->identity);
+					in->identity = xstrdup(h->identity);
+				}
+				if (h->proxy != NULL) {
+					rm->hosts[j].fail = EF_UNSUPPORTED;
+					xasprintf(
+					    &rm->hosts[j].fail_msg,
+					    "%s (from %s) is not supported "
+					    "yet",
+					    h->proxy, src);
+				}
+				break;
+			}
+		}
+		sshconfig_free(&sc);
+	}
+}
+
+/* Open the inventory and prepare hosts for the instances selected. */
+int
+remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
+	    char **cause)
+{
+	struct remote *rm = xcalloc(1, sizeof *rm);
+	struct hostkey k;
+	size_t i;
+	int r;
+
+	*rmp = NULL;
+	rm->ctx = ctx;
+	keyring_init(&rm->keyring);
+	if ((r = inventory_open(ctx->db_path, &rm->inv, cause)) != 0 ||
+	    (r = cmd_load_selected(rm->inv, selector, &rm->list, &rm->n,
+				   cause)) != 0) {
+		remote_close(rm);
+		return r;
+	}
+	rm->hosts = xcalloc(rm->n, sizeof *rm->hosts);
+	rm->pinned_type = xcalloc(rm->n, sizeof *rm->pinned_type);
+	for (i = 0; i < rm->n; i++) {
+		rm->hosts[i].in = &rm->list[i];
+		rm->hosts[i].user = rm;
+		rm->hosts[i].exit_status = -1;
+		if ((r = hostkey_get(rm->inv, rm->list[i].id, &k, cause)) < 0) {
+			remote_close(rm);
+			return r;
+		}
+		if (r == 0)
+			rm->pinned_type[i] = xstrdup(k.type);
+		hostkey_clear(&k);
+	}
+	follow_ssh_config(rm);
+	for (i = 0; i < rm->n; i++)
+		keyring_for_host(&rm->keyring, ctx->config, &rm->hosts[i]);
+	rm->ops.hostkey = check_hostkey;
+	rm->ops.hostkey_type = pinned_type;
+	*rmp = rm;
+	return 0;
+}
+
+static int
+check_hostkey(struct engine_host *h, const char *type, const char *b64,
+	      const char *fp, enum engine_fail *fail, char **msg, void *arg)
+{
+	struct remote *rm = h->user;
+	char *cause = NULL;
+
+	(void)arg;
+	if (rm->repin) {
+		if (hostkey_pin(rm->inv, h->in->id, type, b64, fp, "accepted",
+				&cause) != 0) {
+			*fail = EF_SSH;
+			*msg = cause;
+			return -1;
+		}
+		return 0;
+	}
+	return hostkey_verify(rm->inv, rm->ctx->config->hostkey_policy, h->in,
+			      type, b64, fp, fail, msg);
+}
+
+static const char *
+pinned_type(struct engine_host *h, void *arg)
+{
+	struct remote *rm = h->user;
+
+	(void)arg;
+	return rm->pinned_type[h - rm->hosts];
+}
+
+/* Run the engine over every prepared host. */
+int
+remote_run(struct remote *rm, const struct engine_settings *set)
+{
+	return engine_run(rm->hosts, rm->n, set, &rm->ops);
+}
+
+void
+remote_close(struct remote *rm)
+{
+	size_t i;
+
+	if (rm == NULL)
+		return;
+	for (i = 0; rm->hosts != NULL && i < rm->n; i++)
+		engine_host_clear(&rm->hosts[i]);
+	for (i = 0; rm->pinned_type != NULL && i < rm->n; i++)
+		free(rm->pinned_type[i]);
+	free(rm->pinned_type);
+	free(rm->hosts);
+	instance_free_array(rm->list, rm->n);
+	keyring_free(&rm->keyring);
+	inventory_close(rm->inv);
+	free(rm);
+}

@@ -1,0 +1,29 @@
+/*
+ * What every command that reaches instances shares: load the selected
+ * instances (following the ssh_config they were imported from), their
+ * keys (once), the pinned host key check, and a run of the engine.
+ */
+#ifndef GPUFLEET_REMOTE_H
+#define GPUFLEET_REMOTE_H
+
+#include "cmd.h"
+#include "engine.h"
+#include "keyring.h"
+
+struct remote {
+	struct cmd_ctx *ctx;
+	struct inventory *inv;
+	struct instance *list;
+	size_t n;
+	struct engine_host *hosts; /* n, parallel to list */
+	char **pinned_type;	   /* n, or NULL entries */
+	struct keyring keyring;
+	struct engine_ops ops; /* output/done/arg: caller's */
+	int repin;	       /* hostkey accept: pin any key */
+};
+
+int remote_open(struct cmd_ctx *, const char *, struct remote **, char **);
+int remote_run(struct remote *, const struct engine_settings *);
+void remote_close(struct remote *);
+
+#endif
