@@ -12,8 +12,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int cmd_add_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			char **);
+static int cmd_add_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_add_entry = {
 	.name = "add",
@@ -52,8 +52,8 @@ enum {
 	OPT_JSON
 };
 
-static const struct option add_options[] = {
-	{ "port", required_argument, NULL, 'p' },
+static const struct option add_options[] = { { "port", required_argument, NULL,
+						 'p' },
 	{ "user", required_argument, NULL, 'u' },
 	{ "identity", required_argument, NULL, 'i' },
 	{ "provider", required_argument, NULL, OPT_PROVIDER },
@@ -63,13 +63,11 @@ static const struct option add_options[] = {
 	{ "remote-dir", required_argument, NULL, OPT_REMOTE_DIR },
 	{ "authorized-keys-file", required_argument, NULL, OPT_AUTHKEYS },
 	{ "json", no_argument, NULL, OPT_JSON },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static int
-cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	     char **argv)
+cmd_add_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct instance in;
 	struct inventory *inv = NULL;
@@ -80,8 +78,8 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	instance_init(&in);
 	free(in.user);
 	in.user = xstrdup(ctx->config->user);
-	while ((ch = cmd_getopt(e, argc, argv, "p:u:i:t:h", add_options,
-				&status)) != -1) {
+	while ((ch = cmd_getopt(
+		    e, argc, argv, "p:u:i:t:h", add_options, &status)) != -1) {
 		field = NULL;
 		switch (ch) {
 		case -2:
@@ -130,7 +128,7 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	}
 	if (instance_set_field(&in, "name", argv[optind], &cause) != 0 ||
 	    instance_parse_hostspec(argv[optind + 1], &spec_user, &spec_host,
-				    &spec_port, &cause) != 0)
+		&spec_port, &cause) != 0)
 		goto usage_fail;
 	in.host = spec_host;
 	spec_host = NULL;
@@ -140,9 +138,9 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 			goto usage_fail;
 		if (spec_port != 0 && spec_port != p) {
 			xasprintf(&cause,
-				  "port %d in '%s' conflicts with "
-				  "--port %d",
-				  spec_port, argv[optind + 1], p);
+			    "port %d in '%s' conflicts with "
+			    "--port %d",
+			    spec_port, argv[optind + 1], p);
 			goto usage_fail;
 		}
 		in.port = p;
@@ -150,7 +148,7 @@ cmd_add_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		in.port = spec_port;
 	if (user != NULL && spec_user != NULL && strcmp(user, spec_user)) {
 		xasprintf(&cause, "user '%s' in '%s' conflicts with --user %s",
-			  spec_user, argv[optind + 1], user);
+		    spec_user, argv[optind + 1], user);
 		goto usage_fail;
 	}
 	if (user == NULL)

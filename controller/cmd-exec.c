@@ -57,8 +57,8 @@ struct exec_run {
 	int progress_shown;
 };
 
-static int cmd_exec_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			 char **);
+static int cmd_exec_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void buf_append(struct buf *, const char *, size_t, size_t);
 static void progress_clear(struct exec_run *);
 static void progress_draw(struct exec_run *);
@@ -111,17 +111,15 @@ const struct cmd_entry cmd_exec_entry = {
 
 enum { OPT_JSON = 256, OPT_STDIN, OPT_CONNECT_TIMEOUT };
 
-static const struct option exec_options[] = {
-	{ "gather", no_argument, NULL, 'b' },
+static const struct option exec_options[] = { { "gather", no_argument, NULL,
+						  'b' },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "output-dir", required_argument, NULL, 'o' },
 	{ "stdin", required_argument, NULL, OPT_STDIN },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "fanout", required_argument, NULL, 'f' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 /* Append up to a cap; beyond it, only note the truncation. */
 static void
@@ -156,7 +154,7 @@ progress_draw(struct exec_run *r)
 	if (!r->progress)
 		return;
 	fprintf(stderr, "\r\033[K[%zu/%zu done, %zu failed]", r->ndone, r->n,
-		r->nfailed + r->nnonzero);
+	    r->nfailed + r->nnonzero);
 	fflush(stderr);
 	r->progress_shown = 1;
 }
@@ -178,15 +176,15 @@ emit_lines(struct exec_run *r, struct engine_host *h, int is_stderr, int all)
 			continue;
 		progress_clear(r);
 		fprintf(f, "%s%s: %.*s\n", h->in->name,
-			is_stderr ? " [stderr]" : "", (int)(i - start),
-			b->data + start);
+		    is_stderr ? " [stderr]" : "", (int)(i - start),
+		    b->data + start);
 		start = b->data[i] == '\n' ? i + 1 : i;
 	}
 	if (all && start < b->len) {
 		progress_clear(r);
 		fprintf(f, "%s%s: %.*s\n", h->in->name,
-			is_stderr ? " [stderr]" : "", (int)(b->len - start),
-			b->data + start);
+		    is_stderr ? " [stderr]" : "", (int)(b->len - start),
+		    b->data + start);
 		start = b->len;
 	}
 	memmove(b->data, b->data + start, b->len - start);
@@ -195,7 +193,7 @@ emit_lines(struct exec_run *r, struct engine_host *h, int is_stderr, int all)
 
 static void
 on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
-	  void *arg)
+    void *arg)
 {
 	struct exec_run *r = arg;
 	struct host_out *o = &r->outs[h - r->remote->hosts];
@@ -295,38 +293,35 @@ on_done(struct engine_host *h, void *arg)
 			error("%s: %s", h->in->name, h->fail_msg);
 		else if (h->exit_signal != NULL)
 			error("%s: killed by signal %s", h->in->name,
-			      h->exit_signal);
+			    h->exit_signal);
 		else if (h->exit_status != 0)
 			error("%s: exited with status %d", h->in->name,
-			      h->exit_status);
+			    h->exit_status);
 		break;
 	case MODE_JSON:
 		j = json_object();
 		json_object_set_new(j, "name", json_string(h->in->name));
 		json_object_set_new(j, "exit_status",
-				    h->exit_status >= 0 &&
-					    h->exit_signal == NULL
-					? json_integer(h->exit_status)
-					: json_null());
+		    h->exit_status >= 0 && h->exit_signal == NULL
+			? json_integer(h->exit_status)
+			: json_null());
 		json_object_set_new(j, "signal",
-				    h->exit_signal != NULL
-					? json_string(h->exit_signal)
-					: json_null());
+		    h->exit_signal != NULL ? json_string(h->exit_signal)
+					   : json_null());
 		json_object_set_new(j, "stdout", json_bytes(&o->stream[0]));
 		json_object_set_new(j, "stderr", json_bytes(&o->stream[1]));
 		json_object_set_new(j, "stdout_truncated",
-				    json_boolean(o->stream[0].truncated));
+		    json_boolean(o->stream[0].truncated));
 		json_object_set_new(j, "stderr_truncated",
-				    json_boolean(o->stream[1].truncated));
-		json_object_set_new(j, "duration_ms",
-				    json_integer(h->end_ms - h->start_ms));
+		    json_boolean(o->stream[1].truncated));
+		json_object_set_new(
+		    j, "duration_ms", json_integer(h->end_ms - h->start_ms));
 		if (h->fail != EF_NONE) {
 			err = json_object();
-			json_object_set_new(
-			    err, "code",
+			json_object_set_new(err, "code",
 			    json_string(engine_fail_code(h->fail)));
-			json_object_set_new(err, "message",
-					    json_string(h->fail_msg));
+			json_object_set_new(
+			    err, "message", json_string(h->fail_msg));
 			json_object_set_new(j, "error", err);
 		} else
 			json_object_set_new(j, "error", json_null());
@@ -349,7 +344,7 @@ on_done(struct engine_host *h, void *arg)
 /* Do two hosts have the same result, for --gather? */
 static int
 same_result(const struct exec_run *r, const struct engine_host *a,
-	    const struct engine_host *b)
+    const struct engine_host *b)
 {
 	const struct host_out *oa = &r->outs[a - r->remote->hosts];
 	const struct host_out *ob = &r->outs[b - r->remote->hosts];
@@ -359,7 +354,7 @@ same_result(const struct exec_run *r, const struct engine_host *a,
 		return 0;
 	if ((a->exit_signal == NULL) != (b->exit_signal == NULL) ||
 	    (a->exit_signal != NULL &&
-	     strcmp(a->exit_signal, b->exit_signal) != 0))
+		strcmp(a->exit_signal, b->exit_signal) != 0))
 		return 0;
 	if (a->fail != EF_NONE)
 		return 1;
@@ -367,7 +362,7 @@ same_result(const struct exec_run *r, const struct engine_host *a,
 		if (oa->stream[i].len != ob->stream[i].len ||
 		    oa->stream[i].truncated != ob->stream[i].truncated ||
 		    (oa->stream[i].len != 0 &&
-		     memcmp(oa->stream[i].data, ob->stream[i].data,
+			memcmp(oa->stream[i].data, ob->stream[i].data,
 			    oa->stream[i].len) != 0))
 			return 0;
 	}
@@ -406,10 +401,10 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 			for (j = i; j < n; j++) {
 				if (j == i ||
 				    (printed[j] &&
-				     hosts[j].fail == hosts[i].fail &&
-				     same_result(r, &hosts[i], &hosts[j])))
+					hosts[j].fail == hosts[i].fail &&
+					same_result(r, &hosts[i], &hosts[j])))
 					printf("  %s: %s\n", hosts[j].in->name,
-					       hosts[j].fail_msg);
+					    hosts[j].fail_msg);
 			}
 			continue;
 		}
@@ -424,7 +419,7 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 				printf("\n");
 			if (b->truncated)
 				printf("[output truncated at %d bytes]\n",
-				       CAPTURE_MAX);
+				    CAPTURE_MAX);
 		}
 	}
 	free(printed);
@@ -442,8 +437,8 @@ read_stdin_file(const char *path, char **data, size_t *len, char **cause)
 	fd = strcmp(path, "-") == 0 ? STDIN_FILENO
 				    : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd == -1) {
-		xasprintf(cause, "cannot read --stdin %s: %s", path,
-			  strerror(errno));
+		xasprintf(
+		    cause, "cannot read --stdin %s: %s", path, strerror(errno));
 		return -1;
 	}
 	while ((n = read(fd, chunk, sizeof chunk)) != 0) {
@@ -451,7 +446,7 @@ read_stdin_file(const char *path, char **data, size_t *len, char **cause)
 			continue;
 		if (n < 0) {
 			xasprintf(cause, "cannot read --stdin %s: %s", path,
-				  strerror(errno));
+			    strerror(errno));
 			free(b.data);
 			if (fd != STDIN_FILENO)
 				close(fd);
@@ -468,7 +463,7 @@ read_stdin_file(const char *path, char **data, size_t *len, char **cause)
 
 static int
 parse_secs(const struct cmd_entry *e, const char *opt, const char *s, int min,
-	   int *out)
+    int *out)
 {
 	char *end;
 	long v;
@@ -477,16 +472,16 @@ parse_secs(const struct cmd_entry *e, const char *opt, const char *s, int min,
 	v = strtol(s, &end, 10);
 	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > 604800)
 		return cmd_usage_error(e,
-				       "%s '%s' is not a number of seconds "
-				       "(%d-604800)",
-				       opt, s, min);
+		    "%s '%s' is not a number of seconds "
+		    "(%d-604800)",
+		    opt, s, min);
 	*out = (int)v;
 	return 0;
 }
 
 static int
-cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	      char **argv)
+cmd_exec_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct exec_run run;
 	struct engine_settings set;
@@ -509,7 +504,7 @@ cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		}
 	}
 	while ((ch = cmd_getopt(e, dashdash ? dashdash : argc, argv, "bo:t:f:h",
-				exec_options, &status)) != -1) {
+		    exec_options, &status)) != -1) {
 		switch (ch) {
 		case -2:
 			return status;
@@ -528,17 +523,17 @@ cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 			break;
 		case 't':
 			if ((status = parse_secs(e, "--timeout", optarg, 0,
-						 &set.command_timeout)) != 0)
+				 &set.command_timeout)) != 0)
 				return status;
 			break;
 		case OPT_CONNECT_TIMEOUT:
 			if ((status = parse_secs(e, "--connect-timeout", optarg,
-						 1, &set.connect_timeout)) != 0)
+				 1, &set.connect_timeout)) != 0)
 				return status;
 			break;
 		case 'f':
-			if ((status = parse_secs(e, "--fanout", optarg, 1,
-						 &set.fanout)) != 0)
+			if ((status = parse_secs(
+				 e, "--fanout", optarg, 1, &set.fanout)) != 0)
 				return status;
 			break;
 		}
@@ -548,16 +543,16 @@ cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	    optind >= (dashdash ? dashdash : argc))
 		return cmd_usage_error(e, "needs SELECTOR, then -- COMMAND");
 	if (!dashdash || dashdash + 1 >= argc)
-		return cmd_usage_error(e,
-				       "needs -- COMMAND after the SELECTOR");
+		return cmd_usage_error(
+		    e, "needs -- COMMAND after the SELECTOR");
 	if (run.mode == MODE_FILES && mkdir(run.outdir, 0755) != 0 &&
 	    errno != EEXIST)
 		return cmd_fail(GF_EUSAGE,
-				(xasprintf(&cause,
-					   "cannot create "
-					   "%s: %s",
-					   run.outdir, strerror(errno)),
-				 cause));
+		    (xasprintf(&cause,
+			 "cannot create "
+			 "%s: %s",
+			 run.outdir, strerror(errno)),
+			cause));
 	if (stdin_path != NULL &&
 	    read_stdin_file(stdin_path, &stdin_data, &stdin_len, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
@@ -576,12 +571,12 @@ cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		for (i = 0; i < remote->n; i++) {
 			for (k = 0; k < 2; k++) {
 				xasprintf(&path, "%s/%s.%s", run.outdir,
-					  remote->hosts[i].in->name,
-					  k ? "err" : "out");
+				    remote->hosts[i].in->name,
+				    k ? "err" : "out");
 				run.outs[i].file[k] = fopen(path, "w");
 				if (run.outs[i].file[k] == NULL) {
 					xasprintf(&cause, "cannot write %s: %s",
-						  path, strerror(errno));
+					    path, strerror(errno));
 					free(path);
 					status = cmd_fail(GF_EUSAGE, cause);
 					goto out;
@@ -598,8 +593,9 @@ cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	remote->ops.done = on_done;
 	remote->ops.arg = &run;
 	if (remote_run(remote, &set) != 0) {
-		status = cmd_fail(GF_EHOSTS, xstrdup("cannot start the event "
-						     "loop"));
+		status = cmd_fail(GF_EHOSTS,
+		    xstrdup("cannot start the event "
+			    "loop"));
 		goto out;
 	}
 	progress_clear(&run);
@@ -608,15 +604,15 @@ cmd_exec_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	fflush(stdout);
 
 	fprintf(stderr,
-		"gpufleet: exec: %zu host%s: %zu ok, %zu exit "
-		"non-zero, %zu failed",
-		remote->n, remote->n == 1 ? "" : "s", run.nok, run.nnonzero,
-		run.nfailed);
+	    "gpufleet: exec: %zu host%s: %zu ok, %zu exit "
+	    "non-zero, %zu failed",
+	    remote->n, remote->n == 1 ? "" : "s", run.nok, run.nnonzero,
+	    run.nfailed);
 	for (k = 1; k < EF_NKINDS; k++) {
 		if (run.by_reason[k] == 0)
 			continue;
 		fprintf(stderr, "%s%s %zu", *reason_sep ? ", " : " (",
-			engine_fail_code(k), run.by_reason[k]);
+		    engine_fail_code(k), run.by_reason[k]);
 		reason_sep = ",";
 	}
 	fprintf(stderr, "%s\n", *reason_sep ? ")" : "");

@@ -6,8 +6,8 @@
 #include "cmd.h"
 #include "status.h"
 
-static int cmd_help_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			 char **);
+static int cmd_help_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_help_entry = {
 	.name = "help",
@@ -18,8 +18,8 @@ const struct cmd_entry cmd_help_entry = {
 };
 
 static int
-cmd_help_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	      char **argv)
+cmd_help_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	(void)ctx;
 	if (argc == 2 &&

@@ -19,10 +19,10 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int cmd_import_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			   char **);
-static int to_instance(const struct sshconfig_host *, const char *,
-		       struct instance *, char **);
+static int cmd_import_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
+static int to_instance(
+    const struct sshconfig_host *, const char *, struct instance *, char **);
 static char *differences(const struct instance *, const struct instance *);
 static char *local_user(void);
 
@@ -51,14 +51,12 @@ const struct cmd_entry cmd_import_entry = {
 
 enum { OPT_PROVIDER = 256 };
 
-static const struct option import_options[] = {
-	{ "match", required_argument, NULL, 'm' },
+static const struct option import_options[] = { { "match", required_argument,
+						    NULL, 'm' },
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ "tag", required_argument, NULL, 't' },
 	{ "provider", required_argument, NULL, OPT_PROVIDER },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 /* The login name ssh would use when User is not set. Caller frees. */
 static char *
@@ -75,15 +73,14 @@ local_user(void)
 /* Fill an instance from one host of the config; fails on invalid values. */
 static int
 to_instance(const struct sshconfig_host *h, const char *source,
-	    struct instance *in, char **cause)
+    struct instance *in, char **cause)
 {
 	char *why = NULL, *user = NULL;
 	int r = -1;
 
 	if (instance_set_field(in, "name", h->alias, &why) != 0 ||
 	    instance_set_field(in, "host",
-			       h->hostname != NULL ? h->hostname : h->alias,
-			       &why) != 0)
+		h->hostname != NULL ? h->hostname : h->alias, &why) != 0)
 		goto out;
 	if (h->port != 0)
 		in->port = h->port;
@@ -98,7 +95,7 @@ to_instance(const struct sshconfig_host *h, const char *source,
 out:
 	if (r != 0) {
 		xasprintf(cause, "%s:%d: skipped Host %s: %s", h->file, h->line,
-			  h->alias, why);
+		    h->alias, why);
 		free(why);
 	}
 	free(user);
@@ -114,7 +111,7 @@ differences(const struct instance *stored, const struct instance *wanted)
 #define DIFF(what, a, b, fmt)                                                  \
 	do {                                                                   \
 		xasprintf(&tmp, "%s%s" what " " fmt " -> " fmt,                \
-			  s != NULL ? s : "", s != NULL ? ", " : "", a, b);    \
+		    s != NULL ? s : "", s != NULL ? ", " : "", a, b);          \
 		free(s);                                                       \
 		s = tmp;                                                       \
 	} while (0)
@@ -127,16 +124,16 @@ differences(const struct instance *stored, const struct instance *wanted)
 		DIFF("user", stored->user, wanted->user, "%s");
 	if ((stored->identity == NULL) != (wanted->identity == NULL) ||
 	    (stored->identity != NULL &&
-	     strcmp(stored->identity, wanted->identity) != 0))
+		strcmp(stored->identity, wanted->identity) != 0))
 		DIFF("identity", stored->identity ? stored->identity : "-",
-		     wanted->identity ? wanted->identity : "-", "%s");
+		    wanted->identity ? wanted->identity : "-", "%s");
 #undef DIFF
 	return s;
 }
 
 static int
-cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-		char **argv)
+cmd_import_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct sshconfig sc;
 	struct inventory *inv = NULL;
@@ -149,8 +146,8 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	int skipped = 0;
 
 	memset(&sc, 0, sizeof sc);
-	while ((ch = cmd_getopt(e, argc, argv, "m:nt:h", import_options,
-				&status)) != -1) {
+	while ((ch = cmd_getopt(
+		    e, argc, argv, "m:nt:h", import_options, &status)) != -1) {
 		switch (ch) {
 		case -2:
 			goto out;
@@ -208,8 +205,8 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		instance_init(&in);
 		if (to_instance(h, path, &in, &cause) != 0 ||
 		    (provider != NULL &&
-		     instance_set_field(&in, "provider", provider, &cause) !=
-			 0)) {
+			instance_set_field(&in, "provider", provider, &cause) !=
+			    0)) {
 			printf("skipped %s\n", cause);
 			free(cause);
 			cause = NULL;
@@ -246,7 +243,7 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		if (h->proxy != NULL)
 			warn_msg("%s uses %s, which gpufleet does not support "
 				 "yet; connections to it will fail",
-				 h->alias, h->proxy);
+			    h->alias, h->proxy);
 		if (!dry && (r = inventory_add(inv, &in, &cause)) != 0) {
 			instance_clear(&in);
 			status = cmd_fail(-r, cause);
@@ -254,7 +251,7 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		}
 		target = instance_target(&in);
 		printf("%s %s: %s\n", dry ? "would add" : "added", in.name,
-		       target);
+		    target);
 		free(target);
 		added++;
 		instance_clear(&in);
@@ -266,11 +263,10 @@ cmd_import_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	if (added == 0 && differ == 0)
 		printf("nothing to import: %d host%s already in the "
 		       "inventory, %d skipped\n",
-		       same, same == 1 ? "" : "s", skipped);
+		    same, same == 1 ? "" : "s", skipped);
 	else
 		printf("%s %d, unchanged %d, differing %d, skipped %d\n",
-		       dry ? "would add" : "added", added, same, differ,
-		       skipped);
+		    dry ? "would add" : "added", added, same, differ, skipped);
 	status = GF_OK;
 out:
 	inventory_close(inv);

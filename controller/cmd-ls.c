@@ -15,13 +15,13 @@
 
 enum ls_format { LS_TABLE, LS_JSON, LS_SSH_CONFIG, LS_ANSIBLE };
 
-static int cmd_ls_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-		       char **);
+static int cmd_ls_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void print_table(const struct instance *, size_t, int);
-static void print_ssh_config(const struct instance *, size_t,
-			     const struct config *);
-static void print_ansible(const struct instance *, size_t,
-			  const struct config *);
+static void print_ssh_config(
+    const struct instance *, size_t, const struct config *);
+static void print_ansible(
+    const struct instance *, size_t, const struct config *);
 static char *ansible_group(const char *, const char *);
 static void ansible_value(FILE *, const char *, const char *);
 
@@ -45,11 +45,9 @@ const struct cmd_entry cmd_ls_entry = {
 };
 
 static const struct option ls_options[] = { { "all", no_argument, NULL, 'a' },
-					    { "json", no_argument, NULL, 'j' },
-					    { "format", required_argument, NULL,
-					      'f' },
-					    { "help", no_argument, NULL, 'h' },
-					    { NULL, 0, NULL, 0 } };
+	{ "json", no_argument, NULL, 'j' },
+	{ "format", required_argument, NULL, 'f' },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static void
 print_table(const struct instance *list, size_t n, int all)
@@ -60,19 +58,19 @@ print_table(const struct instance *list, size_t n, int all)
 
 	if (all)
 		t = table_new(7, "NAME", "HOST", "PORT", "USER", "PROVIDER",
-			      "TAGS", "RELEASED");
+		    "TAGS", "RELEASED");
 	else
-		t = table_new(6, "NAME", "HOST", "PORT", "USER", "PROVIDER",
-			      "TAGS");
+		t = table_new(
+		    6, "NAME", "HOST", "PORT", "USER", "PROVIDER", "TAGS");
 	for (i = 0; i < n; i++) {
 		const struct instance *in = &list[i];
 		char *rel = in->released_at != 0
-				? instance_format_time(in->released_at)
-				: NULL;
+		    ? instance_format_time(in->released_at)
+		    : NULL;
 		snprintf(port, sizeof port, "%d", in->port);
 		tags = tags_join(in, ",");
 		table_add(t, in->name, in->host, port, in->user, in->provider,
-			  tags, rel);
+		    tags, rel);
 		free(tags);
 		free(rel);
 	}
@@ -81,8 +79,8 @@ print_table(const struct instance *list, size_t n, int all)
 }
 
 static void
-print_ssh_config(const struct instance *list, size_t n,
-		 const struct config *config)
+print_ssh_config(
+    const struct instance *list, size_t n, const struct config *config)
 {
 	size_t i;
 	const char *id;
@@ -97,14 +95,14 @@ print_ssh_config(const struct instance *list, size_t n,
 		tags = tags_join(in, ",");
 		printf("\nHost %s\n", in->name);
 		if (*in->provider != '\0' || *tags != '\0')
-			printf("    # provider=%s tags=%s\n", in->provider,
-			       tags);
+			printf(
+			    "    # provider=%s tags=%s\n", in->provider, tags);
 		printf("    HostName %s\n    Port %d\n    User %s\n", in->host,
-		       in->port, in->user);
+		    in->port, in->user);
 		if (id != NULL)
 			printf("    IdentityFile \"%s\"\n    IdentitiesOnly "
 			       "yes\n",
-			       id);
+			    id);
 		free(tags);
 	}
 }
@@ -141,8 +139,8 @@ ansible_value(FILE *f, const char *key, const char *value)
 }
 
 static void
-print_ansible(const struct instance *list, size_t n,
-	      const struct config *config)
+print_ansible(
+    const struct instance *list, size_t n, const struct config *config)
 {
 	char **groups = NULL, *g, port[16];
 	size_t ngroups = 0, i, j, k;
@@ -161,15 +159,15 @@ print_ansible(const struct instance *list, size_t n,
 		ansible_value(stdout, "ansible_user", in->user);
 		id = in->identity != NULL ? in->identity : config->identity;
 		if (id != NULL)
-			ansible_value(stdout, "ansible_ssh_private_key_file",
-				      id);
+			ansible_value(
+			    stdout, "ansible_ssh_private_key_file", id);
 		printf("\n");
 		for (j = 0; j <= in->ntags; j++) {
 			if (j == in->ntags && *in->provider == '\0')
 				break;
 			g = j < in->ntags
-				? ansible_group("tag", in->tags[j])
-				: ansible_group("provider", in->provider);
+			    ? ansible_group("tag", in->tags[j])
+			    : ansible_group("provider", in->provider);
 			for (k = 0; k < ngroups; k++) {
 				if (strcmp(groups[k], g) == 0)
 					break;
@@ -193,9 +191,8 @@ print_ansible(const struct instance *list, size_t n,
 				if (j == in->ntags && *in->provider == '\0')
 					break;
 				g = j < in->ntags
-					? ansible_group("tag", in->tags[j])
-					: ansible_group("provider",
-							in->provider);
+				    ? ansible_group("tag", in->tags[j])
+				    : ansible_group("provider", in->provider);
 				int same = strcmp(g, groups[k]) == 0;
 				free(g);
 				if (same) {
@@ -210,8 +207,8 @@ print_ansible(const struct instance *list, size_t n,
 }
 
 static int
-cmd_ls_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	    char **argv)
+cmd_ls_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance *list = NULL;
@@ -223,7 +220,7 @@ cmd_ls_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	json_t *arr;
 
 	while ((ch = cmd_getopt(e, argc, argv, "af:jh", ls_options, &status)) !=
-	       -1) {
+	    -1) {
 		switch (ch) {
 		case -2:
 			return status;
@@ -243,8 +240,7 @@ cmd_ls_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 			else if (strcmp(optarg, "ansible") == 0)
 				format = LS_ANSIBLE;
 			else
-				return cmd_usage_error(
-				    e,
+				return cmd_usage_error(e,
 				    "unknown format '%s' "
 				    "(table, json, ssh-config, ansible)",
 				    optarg);

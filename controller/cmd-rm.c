@@ -15,8 +15,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int cmd_rm_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-		       char **);
+static int cmd_rm_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int confirm(int, char **);
 
 const struct cmd_entry cmd_rm_entry = {
@@ -37,10 +37,9 @@ const struct cmd_entry cmd_rm_entry = {
 enum { OPT_PURGE = 256 };
 
 static const struct option rm_options[] = { { "purge", no_argument, NULL,
-					      OPT_PURGE },
-					    { "yes", no_argument, NULL, 'y' },
-					    { "help", no_argument, NULL, 'h' },
-					    { NULL, 0, NULL, 0 } };
+						OPT_PURGE },
+	{ "yes", no_argument, NULL, 'y' }, { "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 } };
 
 /* Ask on the terminal whether to delete n instances; 1 for yes. */
 static int
@@ -60,8 +59,8 @@ confirm(int n, char **names)
 }
 
 static int
-cmd_rm_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	    char **argv)
+cmd_rm_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
@@ -70,8 +69,8 @@ cmd_rm_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	time_t now = time(NULL);
 
 	memset(&in, 0, sizeof in);
-	while ((ch = cmd_getopt(e, argc, argv, "yh", rm_options, &status)) !=
-	       -1) {
+	while (
+	    (ch = cmd_getopt(e, argc, argv, "yh", rm_options, &status)) != -1) {
 		switch (ch) {
 		case -2:
 			return status;
@@ -91,8 +90,8 @@ cmd_rm_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	}
 	if (purge && !yes && !(isatty(STDIN_FILENO) && isatty(STDERR_FILENO)))
 		return cmd_usage_error(e,
-				       "--purge deletes history; add --yes "
-				       "to confirm (stdin is not a terminal)");
+		    "--purge deletes history; add --yes "
+		    "to confirm (stdin is not a terminal)");
 
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;

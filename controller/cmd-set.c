@@ -10,8 +10,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int cmd_set_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			char **);
+static int cmd_set_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_set_entry = {
 	.name = "set",
@@ -25,11 +25,11 @@ const struct cmd_entry cmd_set_entry = {
 };
 
 static const struct option set_options[] = { { "help", no_argument, NULL, 'h' },
-					     { NULL, 0, NULL, 0 } };
+	{ NULL, 0, NULL, 0 } };
 
 static int
-cmd_set_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	     char **argv)
+cmd_set_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
@@ -38,7 +38,7 @@ cmd_set_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 
 	memset(&in, 0, sizeof in);
 	while ((ch = cmd_getopt(e, argc, argv, "+h", set_options, &status)) !=
-	       -1) {
+	    -1) {
 		if (ch == -2)
 			return status;
 	}
@@ -48,8 +48,8 @@ cmd_set_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		return cmd_fail(GF_EUSAGE, cause);
 	for (i = optind + 1; i < argc; i++) {
 		if (strchr(argv[i], '=') == NULL || argv[i][0] == '=')
-			return cmd_usage_error(e, "'%s' is not FIELD=VALUE",
-					       argv[i]);
+			return cmd_usage_error(
+			    e, "'%s' is not FIELD=VALUE", argv[i]);
 	}
 
 	if ((status = cmd_open(ctx, &inv)) != 0)

@@ -5,8 +5,8 @@
 #include "cmd.h"
 #include "status.h"
 
-static int cmd_show_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			 char **);
+static int cmd_show_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_show_entry = {
 	.name = "show",
@@ -17,15 +17,13 @@ const struct cmd_entry cmd_show_entry = {
 	.exec = cmd_show_exec,
 };
 
-static const struct option show_options[] = {
-	{ "json", no_argument, NULL, 'j' },
-	{ "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 }
-};
+static const struct option show_options[] = { { "json", no_argument, NULL,
+						  'j' },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static int
-cmd_show_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	      char **argv)
+cmd_show_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
@@ -33,7 +31,7 @@ cmd_show_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 	int ch, status, json = 0, r;
 
 	while ((ch = cmd_getopt(e, argc, argv, "jh", show_options, &status)) !=
-	       -1) {
+	    -1) {
 		if (ch == -2)
 			return status;
 		if (ch == 'j')
@@ -69,12 +67,11 @@ cmd_show_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		       "notes:                %s\n"
 		       "source:               %s\n"
 		       "created_at:           %s\n",
-		       in.name, in.host, in.port, in.user, in.provider,
-		       in.region, tags,
-		       in.identity != NULL ? in.identity : "(config default)",
-		       in.remote_dir, in.authorized_keys_file, in.notes,
-		       in.source != NULL ? in.source : "(added by hand)",
-		       created);
+		    in.name, in.host, in.port, in.user, in.provider, in.region,
+		    tags,
+		    in.identity != NULL ? in.identity : "(config default)",
+		    in.remote_dir, in.authorized_keys_file, in.notes,
+		    in.source != NULL ? in.source : "(added by hand)", created);
 		free(tags);
 		free(created);
 	}

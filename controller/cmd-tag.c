@@ -7,8 +7,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int cmd_tag_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			char **);
+static int cmd_tag_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_tag_entry = {
 	.name = "tag",
@@ -21,8 +21,8 @@ const struct cmd_entry cmd_tag_entry = {
 };
 
 static int
-cmd_tag_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-	     char **argv)
+cmd_tag_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
@@ -42,8 +42,8 @@ cmd_tag_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		return cmd_fail(GF_EUSAGE, cause);
 	for (i = 2; i < argc; i++) {
 		if (argv[i][0] != '+' && argv[i][0] != '-')
-			return cmd_usage_error(e, "'%s' must be +TAG or -TAG",
-					       argv[i]);
+			return cmd_usage_error(
+			    e, "'%s' must be +TAG or -TAG", argv[i]);
 		if (instance_check_tag(argv[i] + 1, &cause) != 0)
 			return cmd_fail(GF_EUSAGE, cause);
 	}

@@ -6,8 +6,8 @@
 #include "gpufleet/version.h"
 #include "status.h"
 
-static int cmd_version_exec(const struct cmd_entry *, struct cmd_ctx *, int,
-			    char **);
+static int cmd_version_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_version_entry = {
 	.name = "version",
@@ -18,11 +18,11 @@ const struct cmd_entry cmd_version_entry = {
 };
 
 static int
-cmd_version_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
-		 char **argv)
+cmd_version_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	static const struct option lo[] = { { "help", no_argument, NULL, 'h' },
-					    { NULL, 0, NULL, 0 } };
+		{ NULL, 0, NULL, 0 } };
 	int ch, status;
 
 	(void)ctx;

@@ -13,11 +13,13 @@
 extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_help_entry;
+extern const struct cmd_entry cmd_hostkey_entry;
 extern const struct cmd_entry cmd_import_entry;
 extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
+extern const struct cmd_entry cmd_ssh_entry;
 extern const struct cmd_entry cmd_tag_entry;
 extern const struct cmd_entry cmd_version_entry;
 
@@ -31,6 +33,8 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_tag_entry,
 	&cmd_rm_entry,
 	&cmd_exec_entry,
+	&cmd_ssh_entry,
+	&cmd_hostkey_entry,
 	&cmd_help_entry,
 	&cmd_version_entry,
 	NULL
@@ -75,7 +79,7 @@ cmd_find(const char *name, char **cause)
 		found = *e;
 		nfound++;
 		xasprintf(&tmp, "%s%s%s", list != NULL ? list : "",
-			  list != NULL ? ", " : "", (*e)->name);
+		    list != NULL ? ", " : "", (*e)->name);
 		free(list);
 		list = tmp;
 	}
@@ -84,11 +88,11 @@ cmd_find(const char *name, char **cause)
 		return found;
 	}
 	if (nfound > 1 && *name != '\0')
-		xasprintf(cause, "ambiguous command '%s', could be: %s", name,
-			  list);
+		xasprintf(
+		    cause, "ambiguous command '%s', could be: %s", name, list);
 	else
-		xasprintf(cause, "unknown command '%s' (try 'gpufleet help')",
-			  name);
+		xasprintf(
+		    cause, "unknown command '%s' (try 'gpufleet help')", name);
 	free(list);
 	return NULL;
 }
@@ -107,8 +111,7 @@ cmd_help(FILE *f, const char *name)
 	char *cause = NULL;
 
 	if (name == NULL) {
-		fprintf(
-		    f,
+		fprintf(f,
 		    "usage: gpufleet [--db PATH] [--config PATH] "
 		    "COMMAND [ARGS]\n\ngpufleet manages rented GPU instances: "
 		    "inventory, SSH, cost.\n\nCommands:\n");
@@ -124,9 +127,9 @@ cmd_help(FILE *f, const char *name)
 	if (e->help != NULL && *e->help != '\0')
 		fprintf(f, "\n%s", e->help);
 	fprintf(f,
-		"\nExit status: 0 success; 1 one or more hosts failed; 2 "
-		"usage or validation error;\n3 database error; 4 configuration "
-		"error.\n");
+	    "\nExit status: 0 success; 1 one or more hosts failed; 2 "
+	    "usage or validation error;\n3 database error; 4 configuration "
+	    "error.\n");
 	return GF_OK;
 }
 
@@ -160,7 +163,7 @@ cmd_fail(int code, char *cause)
  */
 int
 cmd_getopt(const struct cmd_entry *e, int argc, char **argv,
-	   const char *shortopts, const struct option *longopts, int *status)
+    const char *shortopts, const struct option *longopts, int *status)
 {
 	int ch;
 
@@ -173,14 +176,14 @@ cmd_getopt(const struct cmd_entry *e, int argc, char **argv,
 	}
 	if (ch == '?' || ch == ':') {
 		if (optopt != 0 && ch == ':')
-			*status = cmd_usage_error(e, "option -%c needs a value",
-						  optopt);
+			*status = cmd_usage_error(
+			    e, "option -%c needs a value", optopt);
 		else if (optopt != 0)
 			*status =
 			    cmd_usage_error(e, "unknown option -%c", optopt);
 		else
-			*status = cmd_usage_error(e, "bad option '%s'",
-						  argv[optind - 1]);
+			*status = cmd_usage_error(
+			    e, "bad option '%s'", argv[optind - 1]);
 		return -2;
 	}
 	return ch;
@@ -204,7 +207,7 @@ cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
  */
 int
 cmd_load_selected(struct inventory *inv, const char *text,
-		  struct instance **list, size_t *n, char **cause)
+    struct instance **list, size_t *n, char **cause)
 {
 	struct selector *sel;
 	struct instance *all;

@@ -31,13 +31,13 @@ const struct cmd_entry *cmd_find(const char *, char **);
 int cmd_help(FILE *, const char *);
 void cmd_usage(const struct cmd_entry *, FILE *);
 int cmd_getopt(const struct cmd_entry *, int, char **, const char *,
-	       const struct option *, int *);
+    const struct option *, int *);
 int cmd_usage_error(const struct cmd_entry *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 int cmd_fail(int, char *);
 int cmd_open(struct cmd_ctx *, struct inventory **);
-int cmd_load_selected(struct inventory *, const char *, struct instance **,
-		      size_t *, char **);
+int cmd_load_selected(
+    struct inventory *, const char *, struct instance **, size_t *, char **);
 
 /* output.c */
 struct table;

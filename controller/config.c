@@ -56,7 +56,7 @@ config_default_path(void)
 		xasprintf(&path, "%s/gpufleet/config.ini", xdg);
 	else
 		xasprintf(&path, "%s/.config/gpufleet/config.ini",
-			  home != NULL && *home != '\0' ? home : ".");
+		    home != NULL && *home != '\0' ? home : ".");
 	return path;
 }
 
@@ -128,25 +128,25 @@ handler(void *arg, const char *section, const char *key, const char *value)
 				c->hostkey_policy = HOSTKEY_STRICT;
 			else {
 				xasprintf(&ps->error,
-					  "host_key_policy '%s' "
-					  "must be accept-new or strict",
-					  value);
+				    "host_key_policy '%s' "
+				    "must be accept-new or strict",
+				    value);
 				return 0;
 			}
 			return 1;
 		}
 	} else {
 		xasprintf(&ps->error,
-			  "unknown section [%s] (known: "
-			  "[defaults], [ssh])",
-			  section);
+		    "unknown section [%s] (known: "
+		    "[defaults], [ssh])",
+		    section);
 		return 0;
 	}
 	xasprintf(&ps->error, "unknown key '%s' in [%s]", key, section);
 	return 0;
 range:
-	xasprintf(&ps->error, "%s = '%s' is not a valid number in range", key,
-		  value);
+	xasprintf(
+	    &ps->error, "%s = '%s' is not a valid number in range", key, value);
 	return 0;
 bad:
 	xasprintf(&ps->error, "%s: %s", key, why);
@@ -181,8 +181,8 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 	if (access(path, F_OK) != 0 && !explicit)
 		return 0;
 	if ((ps.f = fopen(path, "r")) == NULL) {
-		xasprintf(cause, "cannot read config %s: %s", path,
-			  strerror(errno));
+		xasprintf(
+		    cause, "cannot read config %s: %s", path, strerror(errno));
 		return -1;
 	}
 	line = ini_parse_stream(reader, &ps, handler, &ps);
@@ -191,8 +191,8 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 		if (ps.error == NULL || line < ps.error_line)
 			xasprintf(cause, "%s:%d: syntax error", path, line);
 		else
-			xasprintf(cause, "%s:%d: %s", path, ps.error_line,
-				  ps.error);
+			xasprintf(
+			    cause, "%s:%d: %s", path, ps.error_line, ps.error);
 		free(ps.error);
 		return -1;
 	}

@@ -139,7 +139,7 @@ static void eof_cb(ssh_session, ssh_channel, void *);
 static void close_cb(ssh_session, ssh_channel, void *);
 static void exit_status_cb(ssh_session, ssh_channel, int, void *);
 static void exit_signal_cb(ssh_session, ssh_channel, const char *, int,
-			   const char *, const char *, void *);
+    const char *, const char *, void *);
 
 /* The stable reason code of a failure, as printed in summaries and JSON. */
 const char *
@@ -251,10 +251,10 @@ conn_start(struct engine *e, struct engine_host *h)
 		free(msg);
 		return;
 	}
-	if (h->nkeys == 0) {
+	if (h->nkeys == 0 && e->set->command != NULL) {
 		conn_fail(c, EF_AUTH, "%s",
-			  h->keys_error != NULL ? h->keys_error
-						: "no identity to log in with");
+		    h->keys_error != NULL ? h->keys_error
+					  : "no identity to log in with");
 		return;
 	}
 	memset(&hints, 0, sizeof hints);
@@ -276,12 +276,12 @@ conn_start(struct engine *e, struct engine_host *h)
 		    evdns_base_new(e->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
 	if (e->dns == NULL) {
 		conn_fail(c, EF_RESOLVE, "cannot resolve %s: no resolver",
-			  h->in->host);
+		    h->in->host);
 		return;
 	}
 	hints.ai_flags = EVUTIL_AI_NUMERICSERV | EVUTIL_AI_ADDRCONFIG;
-	c->dnsreq = evdns_getaddrinfo(e->dns, h->in->host, port, &hints,
-				      conn_dns_cb, c);
+	c->dnsreq = evdns_getaddrinfo(
+	    e->dns, h->in->host, port, &hints, conn_dns_cb, c);
 }
 
 static void
@@ -294,7 +294,7 @@ conn_dns_cb(int result, struct evutil_addrinfo *ai, void *arg)
 		return;
 	if (result != 0) {
 		conn_fail(c, EF_RESOLVE, "cannot resolve %s: %s",
-			  c->h->in->host, evutil_gai_strerror(result));
+		    c->h->in->host, evutil_gai_strerror(result));
 		return;
 	}
 	c->ai = c->ai_next = ai;
@@ -311,7 +311,7 @@ conn_tcp_next(struct engine_conn *c)
 	while ((ai = c->ai_next) != NULL) {
 		c->ai_next = ai->ai_next;
 		c->fd = socket(ai->ai_family,
-			       SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 		if (c->fd == -1) {
 			c->last_errno = errno;
 			continue;
@@ -331,15 +331,14 @@ conn_tcp_next(struct engine_conn *c)
 	switch (c->last_errno) {
 	case ECONNREFUSED:
 		conn_fail(c, EF_REFUSED, "connection refused (%s port %d)",
-			  c->h->in->host, c->h->in->port);
+		    c->h->in->host, c->h->in->port);
 		break;
 	case ETIMEDOUT:
 		conn_fail(c, EF_CONNECT_TIMEOUT, "TCP connect timed out");
 		break;
 	default:
 		conn_fail(c, EF_UNREACHABLE, "cannot connect to %s port %d: %s",
-			  c->h->in->host, c->h->in->port,
-			  strerror(c->last_errno));
+		    c->h->in->host, c->h->in->port, strerror(c->last_errno));
 		break;
 	}
 }
@@ -377,7 +376,7 @@ conn_ssh_setup(struct engine_conn *c)
 		pinned = ops->hostkey_type(c->h, ops->arg);
 	if (pinned != NULL && strcmp(pinned, "ssh-rsa") == 0)
 		xasprintf(&hostkeys, "rsa-sha2-512,rsa-sha2-256,%s",
-			  HOSTKEY_ALGORITHMS);
+		    HOSTKEY_ALGORITHMS);
 	else if (pinned != NULL)
 		xasprintf(&hostkeys, "%s,%s", pinned, HOSTKEY_ALGORITHMS);
 	else
@@ -402,7 +401,7 @@ conn_ssh_setup(struct engine_conn *c)
 	    ssh_options_set(c->s, SSH_OPTIONS_NODELAY, &yes) < 0 ||
 	    ssh_options_set(c->s, SSH_OPTIONS_FD, &fd) < 0) {
 		conn_fail(c, EF_SSH, "cannot set SSH options: %s",
-			  ssh_get_error(c->s));
+		    ssh_get_error(c->s));
 		free(hostkeys);
 		return;
 	}
@@ -443,8 +442,8 @@ conn_io_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (c->state == CS_TCP) {
-		if (getsockopt(c->fd, SOL_SOCKET, SO_ERROR, &c->last_errno,
-			       &len) != 0)
+		if (getsockopt(
+			c->fd, SOL_SOCKET, SO_ERROR, &c->last_errno, &len) != 0)
 			c->last_errno = errno;
 		if (c->last_errno == 0) {
 			conn_tcp_done(c);
@@ -494,31 +493,31 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	switch (c->state) {
 	case CS_RESOLVE:
 		conn_fail(c, EF_RESOLVE, "resolving %s timed out after %ds",
-			  c->h->in->host, secs);
+		    c->h->in->host, secs);
 		break;
 	case CS_TCP:
 		conn_fail(c, EF_CONNECT_TIMEOUT,
-			  "TCP connect timed out "
-			  "after %ds",
-			  secs);
+		    "TCP connect timed out "
+		    "after %ds",
+		    secs);
 		break;
 	case CS_HANDSHAKE:
 		conn_fail(c, EF_CONNECT_TIMEOUT,
-			  "no SSH handshake within %ds "
-			  "(the host accepted TCP but did not speak SSH)",
-			  secs);
+		    "no SSH handshake within %ds "
+		    "(the host accepted TCP but did not speak SSH)",
+		    secs);
 		break;
 	case CS_AUTH:
 	case CS_OPEN:
 	case CS_EXEC:
 		conn_fail(c, EF_CONNECT_TIMEOUT,
-			  "session set-up timed out "
-			  "after %ds",
-			  secs);
+		    "session set-up timed out "
+		    "after %ds",
+		    secs);
 		break;
 	case CS_RUN:
 		conn_fail(c, EF_TIMEOUT, "command timed out after %ds",
-			  c->e->set->command_timeout);
+		    c->e->set->command_timeout);
 		break;
 	}
 }
@@ -540,10 +539,10 @@ conn_check_hostkey(struct engine_conn *c)
 
 	if (ssh_get_server_publickey(c->s, &key) != SSH_OK ||
 	    ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK ||
-	    ssh_get_publickey_hash(key, SSH_PUBLICKEY_HASH_SHA256, &hash,
-				   &hlen) != 0 ||
-	    (fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash,
-					   hlen)) == NULL) {
+	    ssh_get_publickey_hash(
+		key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != 0 ||
+	    (fp = ssh_get_fingerprint_hash(
+		 SSH_PUBLICKEY_HASH_SHA256, hash, hlen)) == NULL) {
 		conn_fail(c, EF_SSH, "cannot read the server's host key");
 		goto out;
 	}
@@ -551,7 +550,7 @@ conn_check_hostkey(struct engine_conn *c)
 	if (ops->hostkey != NULL &&
 	    ops->hostkey(c->h, type, b64, fp, &fail, &msg, ops->arg) != 0) {
 		conn_fail(c, fail != EF_NONE ? fail : EF_HOSTKEY_CHANGED, "%s",
-			  msg != NULL ? msg : "host key refused");
+		    msg != NULL ? msg : "host key refused");
 		free(msg);
 		goto out;
 	}
@@ -586,11 +585,11 @@ conn_write_stdin(struct engine_conn *c)
 			n = window;
 		if (n == 0)
 			return;
-		w = ssh_channel_write(c->ch, set->stdin_data + c->stdin_off,
-				      (uint32_t)n);
+		w = ssh_channel_write(
+		    c->ch, set->stdin_data + c->stdin_off, (uint32_t)n);
 		if (w < 0) {
 			conn_fail(c, EF_SSH, "writing stdin: %s",
-				  ssh_get_error(c->s));
+			    ssh_get_error(c->s));
 			return;
 		}
 		c->stdin_off += (size_t)w;
@@ -622,28 +621,33 @@ conn_step(struct engine_conn *c)
 			break;
 		if (rc != SSH_OK) {
 			conn_fail(c, EF_SSH, "SSH handshake failed: %s",
-				  ssh_get_error(c->s));
+			    ssh_get_error(c->s));
 			return;
 		}
 		if (conn_check_hostkey(c) != 0)
 			return;
+		if (set->command == NULL) {
+			/* Handshake only: the host key was all we wanted. */
+			conn_finish(c);
+			return;
+		}
 		c->state = CS_AUTH;
 		/* FALLTHROUGH */
 	case CS_AUTH:
 		for (;;) {
-			rc = ssh_userauth_publickey(c->s, NULL,
-						    h->keys[c->key_index]);
+			rc = ssh_userauth_publickey(
+			    c->s, NULL, h->keys[c->key_index]);
 			if (rc == SSH_AUTH_AGAIN || rc == SSH_AUTH_SUCCESS)
 				break;
 			if (rc == SSH_AUTH_ERROR) {
 				conn_fail(c, EF_SSH, "authentication error: %s",
-					  ssh_get_error(c->s));
+				    ssh_get_error(c->s));
 				return;
 			}
 			if (++c->key_index == h->nkeys) {
 				conn_fail(c, EF_AUTH, "%s@%s refused our key%s",
-					  h->in->user, h->in->host,
-					  h->nkeys > 1 ? "s" : "");
+				    h->in->user, h->in->host,
+				    h->nkeys > 1 ? "s" : "");
 				return;
 			}
 		}
@@ -655,9 +659,9 @@ conn_step(struct engine_conn *c)
 		if (c->ch == NULL) {
 			if ((c->ch = ssh_channel_new(c->s)) == NULL) {
 				conn_fail(c, EF_CHANNEL,
-					  "cannot create a "
-					  "channel: %s",
-					  ssh_get_error(c->s));
+				    "cannot create a "
+				    "channel: %s",
+				    ssh_get_error(c->s));
 				return;
 			}
 			memset(&c->cb, 0, sizeof c->cb);
@@ -675,7 +679,7 @@ conn_step(struct engine_conn *c)
 			break;
 		if (rc != SSH_OK) {
 			conn_fail(c, EF_CHANNEL, "session channel refused: %s",
-				  ssh_get_error(c->s));
+			    ssh_get_error(c->s));
 			return;
 		}
 		c->state = CS_EXEC;
@@ -686,14 +690,13 @@ conn_step(struct engine_conn *c)
 			break;
 		if (rc != SSH_OK) {
 			conn_fail(c, EF_CHANNEL, "exec request refused: %s",
-				  ssh_get_error(c->s));
+			    ssh_get_error(c->s));
 			return;
 		}
 		c->state = CS_RUN;
-		c->deadline_ms =
-		    set->command_timeout > 0
-			? engine_now_ms() + (int64_t)set->command_timeout * 1000
-			: 0;
+		c->deadline_ms = set->command_timeout > 0
+		    ? engine_now_ms() + (int64_t)set->command_timeout * 1000
+		    : 0;
 		if ((c->sev = ssh_event_new()) == NULL ||
 		    ssh_event_add_session(c->sev, c->s) != SSH_OK) {
 			conn_fail(c, EF_SSH, "cannot poll the session");
@@ -707,7 +710,7 @@ conn_step(struct engine_conn *c)
 		if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR &&
 		    !ssh_is_connected(c->s) && !c->got_close) {
 			conn_fail(c, EF_SSH, "connection lost: %s",
-				  ssh_get_error(c->s));
+			    ssh_get_error(c->s));
 			return;
 		}
 		if (c->got_close || (c->got_eof && c->got_exit) ||
@@ -715,8 +718,8 @@ conn_step(struct engine_conn *c)
 			if (!c->got_exit && !c->got_close &&
 			    h->exit_signal == NULL) {
 				conn_fail(c, EF_SSH,
-					  "connection closed "
-					  "before the command finished");
+				    "connection closed "
+				    "before the command finished");
 				return;
 			}
 			conn_finish(c);
@@ -733,7 +736,7 @@ conn_step(struct engine_conn *c)
 
 static int
 data_cb(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
-	void *arg)
+    void *arg)
 {
 	struct engine_conn *c = arg;
 	const struct engine_ops *ops = c->e->ops;
@@ -778,7 +781,7 @@ exit_status_cb(ssh_session s, ssh_channel ch, int status, void *arg)
 
 static void
 exit_signal_cb(ssh_session s, ssh_channel ch, const char *signal, int core,
-	       const char *errmsg, const char *lang, void *arg)
+    const char *errmsg, const char *lang, void *arg)
 {
 	struct engine_conn *c = arg;
 
@@ -887,7 +890,7 @@ sigint_cb(evutil_socket_t sig, short what, void *arg)
  */
 int
 engine_run(struct engine_host *hosts, size_t n,
-	   const struct engine_settings *set, const struct engine_ops *ops)
+    const struct engine_settings *set, const struct engine_ops *ops)
 {
 	struct engine e;
 

@@ -69,7 +69,7 @@ struct engine_ops {
 	 * refuse the host before any authentication.
 	 */
 	int (*hostkey)(struct engine_host *, const char *, const char *,
-		       const char *, enum engine_fail *, char **, void *);
+	    const char *, enum engine_fail *, char **, void *);
 	/* The pinned key type for a host, to prefer it in the handshake. */
 	const char *(*hostkey_type)(struct engine_host *, void *);
 	void *arg;
@@ -88,7 +88,7 @@ struct engine_settings {
 const char *engine_fail_code(enum engine_fail);
 int64_t engine_now_ms(void);
 int engine_run(struct engine_host *, size_t, const struct engine_settings *,
-	       const struct engine_ops *);
+    const struct engine_ops *);
 void engine_host_clear(struct engine_host *);
 char *engine_quote_argv(int, char **);
 void engine_raise_nofile(size_t);

@@ -17,14 +17,12 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static const struct option global_options[] = {
-	{ "db", required_argument, NULL, 'd' },
+static const struct option global_options[] = { { "db", required_argument, NULL,
+						    'd' },
 	{ "config", required_argument, NULL, 'c' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ "help", no_argument, NULL, 'h' },
-	{ "version", no_argument, NULL, 'V' },
-	{ NULL, 0, NULL, 0 }
-};
+	{ "version", no_argument, NULL, 'V' }, { NULL, 0, NULL, 0 } };
 
 int
 main(int argc, char **argv)
@@ -44,7 +42,7 @@ main(int argc, char **argv)
 
 	opterr = 0;
 	while ((ch = getopt_long(argc, argv, "+hvV", global_options, NULL)) !=
-	       -1) {
+	    -1) {
 		switch (ch) {
 		case 'd':
 			db = optarg;
@@ -64,10 +62,10 @@ main(int argc, char **argv)
 			if (optopt != 0)
 				error("unknown option -%c (try 'gpufleet "
 				      "help')",
-				      optopt);
+				    optopt);
 			else
 				error("bad option '%s' (try 'gpufleet help')",
-				      argv[optind - 1]);
+				    argv[optind - 1]);
 			return GF_EUSAGE;
 		}
 	}

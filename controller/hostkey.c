@@ -44,8 +44,7 @@ hostkey_get(struct inventory *inv, int64_t id, struct hostkey *k, char **cause)
 	int rc;
 
 	memset(k, 0, sizeof *k);
-	if (sqlite3_prepare_v2(
-		inv->db,
+	if (sqlite3_prepare_v2(inv->db,
 		"SELECT key_type, key_base64, "
 		"fingerprint, source, first_seen FROM host_key WHERE "
 		"instance_id = ?",
@@ -67,23 +66,21 @@ hostkey_get(struct inventory *inv, int64_t id, struct hostkey *k, char **cause)
 		return 1;
 fail:
 	xasprintf(cause, "database %s: reading host key: %s", inv->path,
-		  sqlite3_errmsg(inv->db));
+	    sqlite3_errmsg(inv->db));
 	return -GF_EDB;
 }
 
 /* Pin (or re-pin) the host key of an instance, in its own transaction. */
 int
 hostkey_pin(struct inventory *inv, int64_t id, const char *type,
-	    const char *base64, const char *fp, const char *source,
-	    char **cause)
+    const char *base64, const char *fp, const char *source, char **cause)
 {
 	sqlite3_stmt *st = NULL;
 	int r, rc;
 
 	if ((r = inventory_begin(inv, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(
-		inv->db,
+	if (sqlite3_prepare_v2(inv->db,
 		"INSERT OR REPLACE INTO host_key "
 		"(instance_id, key_type, key_base64, fingerprint, source, "
 		"first_seen) VALUES (?, ?, ?, ?, ?, ?)",
@@ -102,7 +99,7 @@ hostkey_pin(struct inventory *inv, int64_t id, const char *type,
 	return inventory_commit(inv, cause);
 fail:
 	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
-		  sqlite3_errmsg(inv->db));
+	    sqlite3_errmsg(inv->db));
 	inventory_rollback(inv);
 	return -GF_EDB;
 }
@@ -115,9 +112,9 @@ hostkey_forget(struct inventory *inv, int64_t id, char **cause)
 	int rc;
 
 	if (sqlite3_prepare_v2(inv->db,
-			       "DELETE FROM host_key WHERE "
-			       "instance_id = ?",
-			       -1, &st, NULL) != SQLITE_OK)
+		"DELETE FROM host_key WHERE "
+		"instance_id = ?",
+		-1, &st, NULL) != SQLITE_OK)
 		goto fail;
 	sqlite3_bind_int64(st, 1, id);
 	rc = sqlite3_step(st);
@@ -126,7 +123,7 @@ hostkey_forget(struct inventory *inv, int64_t id, char **cause)
 		return 0;
 fail:
 	xasprintf(cause, "database %s: forgetting host key: %s", inv->path,
-		  sqlite3_errmsg(inv->db));
+	    sqlite3_errmsg(inv->db));
 	return -GF_EDB;
 }
 
@@ -167,7 +164,7 @@ known_hosts_has(const struct instance *in, const char *type, const char *base64)
 		}
 		if (entry->publickey != NULL &&
 		    strcmp(ssh_key_type_to_char(ssh_key_type(entry->publickey)),
-			   type) == 0 &&
+			type) == 0 &&
 		    ssh_pki_export_pubkey_base64(entry->publickey, &b64) ==
 			SSH_OK &&
 		    strcmp(b64, base64) == 0)
@@ -186,8 +183,8 @@ known_hosts_has(const struct instance *in, const char *type, const char *base64)
  */
 int
 hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
-	       const struct instance *in, const char *type, const char *base64,
-	       const char *fp, enum engine_fail *fail, char **msg)
+    const struct instance *in, const char *type, const char *base64,
+    const char *fp, enum engine_fail *fail, char **msg)
 {
 	struct hostkey k;
 	char *cause = NULL;
@@ -205,8 +202,7 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 		    strcmp(k.type, type) == 0 && strcmp(k.base64, base64) == 0;
 		if (!same) {
 			*fail = EF_HOSTKEY_CHANGED;
-			xasprintf(
-			    msg,
+			xasprintf(msg,
 			    "HOST KEY CHANGED for %s (%s port %d): "
 			    "pinned %s %s, presented %s %s; refusing to "
 			    "connect. If the machine was really replaced, run: "
@@ -224,12 +220,13 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 	else {
 		*fail = EF_HOSTKEY_UNKNOWN;
 		xasprintf(msg,
-			  "unknown host key %s %s for %s and the policy is "
-			  "strict; to trust it run: gpufleet hostkey accept %s",
-			  type, fp, in->name, in->name);
+		    "unknown host key %s %s for %s and the policy is "
+		    "strict; to trust it run: gpufleet hostkey accept %s",
+		    type, fp, in->name, in->name);
 		return -1;
 	}
-	if (hostkey_pin(inv, in->id, type, base64, fp, source, &cause) != 0) {
+	if (hostkey_pin(inv, in->id, type, base64, fp, source, &cause) != 0 ||
+	    hostkey_sync(inv, &cause) != 0) {
 		*fail = EF_SSH;
 		*msg = cause;
 		return -1;
@@ -259,10 +256,10 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 		free(tmp);
 		return -GF_EUSAGE;
 	}
-	fprintf(f, "# written by gpufleet from its pinned host keys; "
-		   "use with HostKeyAlias=NAME\n");
-	rc = sqlite3_prepare_v2(
-	    inv->db,
+	fprintf(f,
+	    "# written by gpufleet from its pinned host keys; "
+	    "use with HostKeyAlias=NAME\n");
+	rc = sqlite3_prepare_v2(inv->db,
 	    "SELECT i.name, k.key_type, "
 	    "k.key_base64 FROM host_key k JOIN instance i ON i.id = "
 	    "k.instance_id WHERE i.released_at IS NULL ORDER BY i.name",
@@ -270,13 +267,13 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 	if (rc == SQLITE_OK) {
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 			fprintf(f, "%s %s %s\n", sqlite3_column_text(st, 0),
-				sqlite3_column_text(st, 1),
-				sqlite3_column_text(st, 2));
+			    sqlite3_column_text(st, 1),
+			    sqlite3_column_text(st, 2));
 		sqlite3_finalize(st);
 	}
 	if (rc != SQLITE_DONE) {
 		xasprintf(cause, "database %s: %s", inv->path,
-			  sqlite3_errmsg(inv->db));
+		    sqlite3_errmsg(inv->db));
 		fclose(f);
 		unlink(tmp);
 		free(tmp);
@@ -291,4 +288,30 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 	}
 	free(tmp);
 	return 0;
+}
+
+/* The known_hosts file kept beside the database. Caller frees. */
+char *
+hostkey_known_hosts_path(struct inventory *inv)
+{
+	const char *slash = strrchr(inv->path, '/');
+	char *path;
+
+	if (slash == NULL)
+		return xstrdup("known_hosts");
+	xasprintf(
+	    &path, "%.*s/known_hosts", (int)(slash - inv->path), inv->path);
+	return path;
+}
+
+/* Rewrite the known_hosts file beside the database from the pins. */
+int
+hostkey_sync(struct inventory *inv, char **cause)
+{
+	char *path = hostkey_known_hosts_path(inv);
+	int r;
+
+	r = hostkey_write_known_hosts(inv, path, cause);
+	free(path);
+	return r;
 }

@@ -28,12 +28,14 @@ struct hostkey {
 
 int hostkey_get(struct inventory *, int64_t, struct hostkey *, char **);
 int hostkey_pin(struct inventory *, int64_t, const char *, const char *,
-		const char *, const char *, char **);
+    const char *, const char *, char **);
 int hostkey_forget(struct inventory *, int64_t, char **);
 void hostkey_clear(struct hostkey *);
 int hostkey_verify(struct inventory *, enum hostkey_policy,
-		   const struct instance *, const char *, const char *,
-		   const char *, enum engine_fail *, char **);
+    const struct instance *, const char *, const char *, const char *,
+    enum engine_fail *, char **);
 int hostkey_write_known_hosts(struct inventory *, const char *, char **);
+char *hostkey_known_hosts_path(struct inventory *);
+int hostkey_sync(struct inventory *, char **);
 
 #endif

@@ -82,12 +82,12 @@ check_ident(const char *what, const char *s, char **cause)
 	}
 	if (len > NAME_MAX_LEN) {
 		xasprintf(cause, "%s '%.70s...' is longer than %d characters",
-			  what, s, NAME_MAX_LEN);
+		    what, s, NAME_MAX_LEN);
 		return -1;
 	}
 	if (!isascii((unsigned char)s[0]) || !isalnum((unsigned char)s[0])) {
 		xasprintf(cause, "%s '%s' must start with a letter or digit",
-			  what, s);
+		    what, s);
 		return -1;
 	}
 	for (i = 1; i < len; i++) {
@@ -96,9 +96,9 @@ check_ident(const char *what, const char *s, char **cause)
 		    (isalnum(c) || c == '.' || c == '_' || c == '-'))
 			continue;
 		xasprintf(cause,
-			  "%s '%s' may only contain letters, digits, "
-			  "'.', '_' and '-'",
-			  what, s);
+		    "%s '%s' may only contain letters, digits, "
+		    "'.', '_' and '-'",
+		    what, s);
 		return -1;
 	}
 	return 0;
@@ -111,8 +111,9 @@ instance_check_name(const char *s, char **cause)
 	if (check_ident("name", s, cause) != 0)
 		return -1;
 	if (strcmp(s, "all") == 0) {
-		xasprintf(cause, "name 'all' is reserved (it selects every "
-				 "instance)");
+		xasprintf(cause,
+		    "name 'all' is reserved (it selects every "
+		    "instance)");
 		return -1;
 	}
 	return 0;
@@ -147,23 +148,24 @@ instance_check_host(const char *s, char **cause)
 		unsigned char c = s[i];
 		if (c == ':')
 			colons++;
-		if (isascii(c) && (isalnum(c) || c == '.' || c == '-' ||
-				   c == '_' || c == ':'))
+		if (isascii(c) &&
+		    (isalnum(c) || c == '.' || c == '-' || c == '_' ||
+			c == ':'))
 			continue;
 		if (c == '%' && colons > 0 && i + 1 < len)
 			continue;
 		xasprintf(cause,
-			  "host '%s' contains '%s%c'; only letters, "
-			  "digits, '.', '-', '_' and IPv6 ':' are allowed",
-			  s, c < 0x20 || c >= 0x7f ? "\\x" : "",
-			  c < 0x20 || c >= 0x7f ? '?' : c);
+		    "host '%s' contains '%s%c'; only letters, "
+		    "digits, '.', '-', '_' and IPv6 ':' are allowed",
+		    s, c < 0x20 || c >= 0x7f ? "\\x" : "",
+		    c < 0x20 || c >= 0x7f ? '?' : c);
 		return -1;
 	}
 	if (colons == 1) {
 		xasprintf(cause,
-			  "host '%s' has a single ':'; write a port as "
-			  "HOST:PORT or IPv6 as [ADDR]:PORT",
-			  s);
+		    "host '%s' has a single ':'; write a port as "
+		    "HOST:PORT or IPv6 as [ADDR]:PORT",
+		    s);
 		return -1;
 	}
 	return 0;
@@ -191,9 +193,9 @@ instance_check_user(const char *s, char **cause)
 		if (c == '$' && i == len - 1 && i > 0)
 			continue;
 		xasprintf(cause,
-			  "user '%s' may only contain letters, digits, "
-			  "'.', '_' and '-'",
-			  s);
+		    "user '%s' may only contain letters, digits, "
+		    "'.', '_' and '-'",
+		    s);
 		return -1;
 	}
 	return 0;
@@ -231,8 +233,8 @@ instance_parse_port(const char *s, int *port, char **cause)
  * port is given.
  */
 int
-instance_parse_hostspec(const char *spec, char **user, char **host, int *port,
-			char **cause)
+instance_parse_hostspec(
+    const char *spec, char **user, char **host, int *port, char **cause)
 {
 	const char *at, *h, *end, *colon;
 	char *u = NULL, *hs = NULL, *ps = NULL;
@@ -249,27 +251,27 @@ instance_parse_hostspec(const char *spec, char **user, char **host, int *port,
 
 	if (*h == '[') {
 		if ((end = strchr(h, ']')) == NULL) {
-			xasprintf(cause, "host spec '%s' has '[' without ']'",
-				  spec);
+			xasprintf(
+			    cause, "host spec '%s' has '[' without ']'", spec);
 			goto out;
 		}
 		hs = xstrndup(h + 1, end - h - 1);
 		if (strchr(hs, ':') == NULL) {
 			xasprintf(cause,
-				  "'[%s]' in '%s' is not an IPv6 "
-				  "address",
-				  hs, spec);
+			    "'[%s]' in '%s' is not an IPv6 "
+			    "address",
+			    hs, spec);
 			goto out;
 		}
 		if (end[1] == ':')
 			ps = xstrdup(end + 2);
 		else if (end[1] != '\0') {
 			xasprintf(cause, "unexpected '%s' after ']' in '%s'",
-				  end + 1, spec);
+			    end + 1, spec);
 			goto out;
 		}
 	} else if ((colon = strchr(h, ':')) != NULL &&
-		   strchr(colon + 1, ':') == NULL) {
+	    strchr(colon + 1, ':') == NULL) {
 		hs = xstrndup(h, colon - h);
 		ps = xstrdup(colon + 1);
 	} else
@@ -303,9 +305,9 @@ check_text(const char *what, const char *s, size_t max, char **cause)
 	for (p = (const unsigned char *)s; *p != '\0'; p++) {
 		if (*p < 0x20 || *p == 0x7f) {
 			xasprintf(cause,
-				  "%s contains a control character "
-				  "(0x%02x)",
-				  what, *p);
+			    "%s contains a control character "
+			    "(0x%02x)",
+			    what, *p);
 			return -1;
 		}
 	}
@@ -329,7 +331,7 @@ check_remote_path(const char *what, const char *s, char **cause)
 		p += 2;
 	else if (*p != '/') {
 		xasprintf(cause, "%s '%s' must be absolute or start with ~/",
-			  what, s);
+		    what, s);
 		return -1;
 	}
 	for (; *p != '\0'; p++) {
@@ -337,9 +339,9 @@ check_remote_path(const char *what, const char *s, char **cause)
 		if (isascii(c) && (isalnum(c) || strchr("/._+-", c) != NULL))
 			continue;
 		xasprintf(cause,
-			  "%s '%s' may only contain letters, digits "
-			  "and '/._+-' (after an optional leading ~/)",
-			  what, s);
+		    "%s '%s' may only contain letters, digits "
+		    "and '/._+-' (after an optional leading ~/)",
+		    what, s);
 		return -1;
 	}
 	if (strlen(s) > PATH_MAX_LEN) {
@@ -379,8 +381,8 @@ instance_field_names(void)
 
 /* Validate and set one field by name. */
 int
-instance_set_field(struct instance *in, const char *field, const char *value,
-		   char **cause)
+instance_set_field(
+    struct instance *in, const char *field, const char *value, char **cause)
 {
 	char *tmp;
 
@@ -404,8 +406,8 @@ instance_set_field(struct instance *in, const char *field, const char *value,
 	if (strcmp(field, "provider") == 0 || strcmp(field, "region") == 0) {
 		if (*value != '\0' && check_ident(field, value, cause) != 0)
 			return -1;
-		return set_string(field[0] == 'p' ? &in->provider : &in->region,
-				  value);
+		return set_string(
+		    field[0] == 'p' ? &in->provider : &in->region, value);
 	}
 	if (strcmp(field, "identity") == 0) {
 		if (check_text("identity", value, PATH_MAX_LEN, cause) != 0)
@@ -420,7 +422,7 @@ instance_set_field(struct instance *in, const char *field, const char *value,
 			return -1;
 		return set_string(field[0] == 'r' ? &in->remote_dir
 						  : &in->authorized_keys_file,
-				  value);
+		    value);
 	}
 	if (strcmp(field, "notes") == 0 || strcmp(field, "note") == 0) {
 		if (check_text("notes", value, NOTES_MAX_LEN, cause) != 0)
@@ -429,7 +431,7 @@ instance_set_field(struct instance *in, const char *field, const char *value,
 	}
 	tmp = xstrdup(field);
 	xasprintf(cause, "unknown field '%s' (valid fields: %s)", tmp,
-		  instance_field_names());
+	    instance_field_names());
 	free(tmp);
 	return -1;
 }
@@ -475,7 +477,7 @@ instance_remove_tag(struct instance *in, const char *tag)
 			continue;
 		free(in->tags[i]);
 		memmove(&in->tags[i], &in->tags[i + 1],
-			(in->ntags - i - 1) * sizeof *in->tags);
+		    (in->ntags - i - 1) * sizeof *in->tags);
 		in->ntags--;
 		return 1;
 	}
@@ -529,15 +531,13 @@ instance_to_json(const struct instance *in)
 	json_object_set_new(o, "region", json_string(in->region));
 	json_object_set_new(o, "tags", tags);
 	json_object_set_new(o, "identity",
-			    in->identity != NULL ? json_string(in->identity)
-						 : json_null());
+	    in->identity != NULL ? json_string(in->identity) : json_null());
 	json_object_set_new(o, "remote_dir", json_string(in->remote_dir));
-	json_object_set_new(o, "authorized_keys_file",
-			    json_string(in->authorized_keys_file));
+	json_object_set_new(
+	    o, "authorized_keys_file", json_string(in->authorized_keys_file));
 	json_object_set_new(o, "notes", json_string(in->notes));
 	json_object_set_new(o, "source",
-			    in->source != NULL ? json_string(in->source)
-					       : json_null());
+	    in->source != NULL ? json_string(in->source) : json_null());
 	json_object_set_new(o, "created_at", json_time(in->created_at));
 	json_object_set_new(o, "released_at", json_time(in->released_at));
 	return o;
@@ -551,6 +551,6 @@ instance_target(const struct instance *in)
 	int v6 = strchr(in->host, ':') != NULL;
 
 	xasprintf(&s, "%s@%s%s%s:%d", in->user, v6 ? "[" : "", in->host,
-		  v6 ? "]" : "", in->port);
+	    v6 ? "]" : "", in->port);
 	return s;
 }

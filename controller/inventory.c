@@ -22,8 +22,8 @@ static int exec_sql(sqlite3 *, const char *, char **);
 static int pragma_int(sqlite3 *, const char *, int *, char **);
 static int user_version(sqlite3 *, int *, char **);
 static int check_identity(sqlite3 *, const char *, int, char **);
-static int read_row(struct inventory *, sqlite3_stmt *, struct instance *,
-		    char **);
+static int read_row(
+    struct inventory *, sqlite3_stmt *, struct instance *, char **);
 static int load_tags(struct inventory *, struct instance *, char **);
 static int store_tags(struct inventory *, const struct instance *, char **);
 static void bind_fields(sqlite3_stmt *, const struct instance *);
@@ -101,7 +101,7 @@ inventory_default_path(void)
 		xasprintf(&path, "%s/gpufleet/fleet.db", xdg);
 	else
 		xasprintf(&path, "%s/.local/share/gpufleet/fleet.db",
-			  home != NULL && *home != '\0' ? home : ".");
+		    home != NULL && *home != '\0' ? home : ".");
 	return path;
 }
 
@@ -109,7 +109,7 @@ static int
 db_error(struct inventory *inv, const char *what, char **cause)
 {
 	xasprintf(cause, "database %s: %s: %s", inv->path, what,
-		  sqlite3_errmsg(inv->db));
+	    sqlite3_errmsg(inv->db));
 	return -GF_EDB;
 }
 
@@ -130,7 +130,7 @@ make_dirs(const char *file, char **cause)
 		*p = '\0';
 		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
 			xasprintf(cause, "cannot create directory %s: %s", dir,
-				  strerror(errno));
+			    strerror(errno));
 			r = -GF_EDB;
 		}
 		*p = c;
@@ -153,7 +153,7 @@ create_file(const char *path, char **cause)
 		if (errno == EEXIST)
 			return 0;
 		xasprintf(cause, "cannot create database %s: %s", path,
-			  strerror(errno));
+		    strerror(errno));
 		return -GF_EDB;
 	}
 	close(fd);
@@ -213,24 +213,24 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
 	if (user_version(db, &version, &why) != 0 ||
 	    pragma_int(db, "PRAGMA application_id", &appid, &why) != 0 ||
 	    pragma_int(db, "SELECT count(*) FROM sqlite_schema", &ntables,
-		       &why) != 0) {
+		&why) != 0) {
 		xasprintf(cause, "%s is not a usable database: %s", path, why);
 		free(why);
 		return -GF_EDB;
 	}
 	if (appid != INVENTORY_APPLICATION_ID && (appid != 0 || ntables != 0)) {
 		xasprintf(cause,
-			  "%s is not a gpufleet database (left "
-			  "untouched)",
-			  path);
+		    "%s is not a gpufleet database (left "
+		    "untouched)",
+		    path);
 		return -GF_EDB;
 	}
 	if (version > latest) {
 		xasprintf(cause,
-			  "%s has schema version %d, newer than this "
-			  "gpufleet understands (%d); upgrade gpufleet (the "
-			  "database was left untouched)",
-			  path, version, latest);
+		    "%s has schema version %d, newer than this "
+		    "gpufleet understands (%d); upgrade gpufleet (the "
+		    "database was left untouched)",
+		    path, version, latest);
 		return -GF_EDB;
 	}
 	return 0;
@@ -243,8 +243,8 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
  * never applies a step twice.
  */
 int
-inventory_migrate(sqlite3 *db, const char *const *steps, int nsteps,
-		  char **cause)
+inventory_migrate(
+    sqlite3 *db, const char *const *steps, int nsteps, char **cause)
 {
 	int version;
 	char *why = NULL, sql[64];
@@ -260,8 +260,8 @@ inventory_migrate(sqlite3 *db, const char *const *steps, int nsteps,
 		}
 		if (exec_sql(db, steps[version], &why) != 0)
 			goto fail_rollback;
-		snprintf(sql, sizeof sql, "PRAGMA user_version = %d",
-			 version + 1);
+		snprintf(
+		    sql, sizeof sql, "PRAGMA user_version = %d", version + 1);
 		if (exec_sql(db, sql, &why) != 0 ||
 		    exec_sql(db, "COMMIT", &why) != 0)
 			goto fail_rollback;
@@ -368,8 +368,8 @@ column_text(sqlite3_stmt *st, int col)
 
 /* Read one instance row (INSTANCE_COLUMNS order) and its tags. */
 static int
-read_row(struct inventory *inv, sqlite3_stmt *st, struct instance *in,
-	 char **cause)
+read_row(
+    struct inventory *inv, sqlite3_stmt *st, struct instance *in, char **cause)
 {
 	memset(in, 0, sizeof *in);
 	in->id = sqlite3_column_int64(st, 0);
@@ -396,9 +396,9 @@ load_tags(struct inventory *inv, struct instance *in, char **cause)
 	int rc;
 
 	if (sqlite3_prepare_v2(inv->db,
-			       "SELECT tag FROM instance_tag WHERE "
-			       "instance_id = ? ORDER BY tag",
-			       -1, &st, NULL) != SQLITE_OK)
+		"SELECT tag FROM instance_tag WHERE "
+		"instance_id = ? ORDER BY tag",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot read tags", cause);
 	sqlite3_bind_int64(st, 1, in->id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
@@ -415,15 +415,14 @@ load_tags(struct inventory *inv, struct instance *in, char **cause)
  */
 int
 inventory_list(struct inventory *inv, int all, struct instance **list,
-	       size_t *n, char **cause)
+    size_t *n, char **cause)
 {
 	sqlite3_stmt *st;
 	struct instance *out = NULL;
 	size_t len = 0;
 	int rc, r = 0;
 
-	if (sqlite3_prepare_v2(
-		inv->db,
+	if (sqlite3_prepare_v2(inv->db,
 		"SELECT " INSTANCE_COLUMNS " FROM "
 		"instance WHERE ? OR released_at IS NULL ORDER BY name, "
 		"released_at IS NOT NULL, id",
@@ -449,14 +448,13 @@ inventory_list(struct inventory *inv, int all, struct instance **list,
 
 /* Look up an instance in service by name. */
 int
-inventory_get(struct inventory *inv, const char *name, struct instance *in,
-	      char **cause)
+inventory_get(
+    struct inventory *inv, const char *name, struct instance *in, char **cause)
 {
 	sqlite3_stmt *st;
 	int rc, r;
 
-	if (sqlite3_prepare_v2(
-		inv->db,
+	if (sqlite3_prepare_v2(inv->db,
 		"SELECT " INSTANCE_COLUMNS " FROM "
 		"instance WHERE name = ? AND released_at IS NULL",
 		-1, &st, NULL) != SQLITE_OK)
@@ -507,9 +505,9 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 	int rc = SQLITE_DONE;
 
 	if (sqlite3_prepare_v2(inv->db,
-			       "DELETE FROM instance_tag WHERE "
-			       "instance_id = ?",
-			       -1, &st, NULL) != SQLITE_OK)
+		"DELETE FROM instance_tag WHERE "
+		"instance_id = ?",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot store tags", cause);
 	sqlite3_bind_int64(st, 1, in->id);
 	rc = sqlite3_step(st);
@@ -518,9 +516,9 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 		return db_error(inv, "cannot store tags", cause);
 
 	if (sqlite3_prepare_v2(inv->db,
-			       "INSERT INTO instance_tag "
-			       "(instance_id, tag) VALUES (?, ?)",
-			       -1, &st, NULL) != SQLITE_OK)
+		"INSERT INTO instance_tag "
+		"(instance_id, tag) VALUES (?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot store tags", cause);
 	for (i = 0; i < in->ntags && rc == SQLITE_DONE; i++) {
 		sqlite3_reset(st);
@@ -536,16 +534,16 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 
 /* Is the name taken by another instance in service? */
 static int
-name_taken(struct inventory *inv, const char *name, int64_t except,
-	   char **cause)
+name_taken(
+    struct inventory *inv, const char *name, int64_t except, char **cause)
 {
 	sqlite3_stmt *st;
 	int rc;
 
 	if (sqlite3_prepare_v2(inv->db,
-			       "SELECT 1 FROM instance WHERE "
-			       "name = ? AND released_at IS NULL AND id != ?",
-			       -1, &st, NULL) != SQLITE_OK)
+		"SELECT 1 FROM instance WHERE "
+		"name = ? AND released_at IS NULL AND id != ?",
+		-1, &st, NULL) != SQLITE_OK)
 		return db_error(inv, "cannot read instance", cause);
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, except);
@@ -569,8 +567,7 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 
 	if ((r = name_taken(inv, in->name, 0, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(
-		inv->db,
+	if (sqlite3_prepare_v2(inv->db,
 		"INSERT INTO instance (name, host, "
 		"port, user, provider, region, identity, remote_dir, "
 		"authorized_keys_file, notes, source, created_at) VALUES "
@@ -595,8 +592,7 @@ inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 
 	if ((r = name_taken(inv, in->name, in->id, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(
-		inv->db,
+	if (sqlite3_prepare_v2(inv->db,
 		"UPDATE instance SET name = ?, "
 		"host = ?, port = ?, user = ?, provider = ?, region = ?, "
 		"identity = ?, remote_dir = ?, authorized_keys_file = ?, "
@@ -613,8 +609,8 @@ inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 }
 
 static int
-exec_id(struct inventory *inv, const char *sql, int64_t a, int64_t id,
-	char **cause)
+exec_id(
+    struct inventory *inv, const char *sql, int64_t a, int64_t id, char **cause)
 {
 	sqlite3_stmt *st;
 	int rc;
@@ -635,9 +631,9 @@ int
 inventory_release(struct inventory *inv, int64_t id, int64_t now, char **cause)
 {
 	return exec_id(inv,
-		       "UPDATE instance SET released_at = ? WHERE "
-		       "id = ? AND released_at IS NULL",
-		       now, id, cause);
+	    "UPDATE instance SET released_at = ? WHERE "
+	    "id = ? AND released_at IS NULL",
+	    now, id, cause);
 }
 
 /* Delete an instance and everything recorded about it. */

@@ -35,8 +35,8 @@ int inventory_schema_version(void);
 int inventory_begin(struct inventory *, char **);
 int inventory_commit(struct inventory *, char **);
 void inventory_rollback(struct inventory *);
-int inventory_list(struct inventory *, int, struct instance **, size_t *,
-		   char **);
+int inventory_list(
+    struct inventory *, int, struct instance **, size_t *, char **);
 int inventory_get(struct inventory *, const char *, struct instance *, char **);
 int inventory_add(struct inventory *, struct instance *, char **);
 int inventory_update(struct inventory *, const struct instance *, char **);

@@ -55,8 +55,8 @@ keyring_expand(const char *path)
 
 /* libssh must never prompt on its own from inside the loop. */
 static int
-no_prompt(const char *prompt, char *buf, size_t len, int echo, int verify,
-	  void *arg)
+no_prompt(
+    const char *prompt, char *buf, size_t len, int echo, int verify, void *arg)
 {
 	(void)prompt;
 	(void)buf;
@@ -83,7 +83,7 @@ read_passphrase(const char *path)
 	if (file != NULL && *file != '\0') {
 		if ((f = fopen(file, "r")) == NULL) {
 			error("cannot read GPUFLEET_PASSPHRASE_FILE %s: %s",
-			      file, strerror(errno));
+			    file, strerror(errno));
 			return NULL;
 		}
 		if (fgets(buf, sizeof buf, f) == NULL)
@@ -140,26 +140,26 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
 
 	if (access(full, R_OK) != 0) {
 		xasprintf(&it->error, "cannot read identity %s: %s", full,
-			  strerror(errno));
+		    strerror(errno));
 		*error = it->error;
 		return NULL;
 	}
-	rc = ssh_pki_import_privkey_file(full, kr->passphrase, no_prompt, NULL,
-					 &key);
+	rc = ssh_pki_import_privkey_file(
+	    full, kr->passphrase, no_prompt, NULL, &key);
 	if (rc != SSH_OK && !kr->asked) {
 		/* Probably encrypted: get the passphrase once for the run. */
 		kr->asked = 1;
 		kr->passphrase = read_passphrase(full);
 		if (kr->passphrase != NULL)
-			rc = ssh_pki_import_privkey_file(full, kr->passphrase,
-							 no_prompt, NULL, &key);
+			rc = ssh_pki_import_privkey_file(
+			    full, kr->passphrase, no_prompt, NULL, &key);
 	}
 	if (rc != SSH_OK) {
 		xasprintf(&it->error,
-			  "cannot load identity %s (not a private "
-			  "key, or encrypted and no passphrase given: set "
-			  "GPUFLEET_PASSPHRASE_FILE or run on a terminal)",
-			  full);
+		    "cannot load identity %s (not a private "
+		    "key, or encrypted and no passphrase given: set "
+		    "GPUFLEET_PASSPHRASE_FILE or run on a terminal)",
+		    full);
 		*error = it->error;
 		return NULL;
 	}
@@ -173,12 +173,11 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
  * (when neither is set) the usual ~/.ssh/id_* files that exist.
  */
 void
-keyring_for_host(struct keyring *kr, const struct config *config,
-		 struct engine_host *h)
+keyring_for_host(
+    struct keyring *kr, const struct config *config, struct engine_host *h)
 {
 	static const char *const defaults[] = { "~/.ssh/id_ed25519",
-						"~/.ssh/id_ecdsa",
-						"~/.ssh/id_rsa", NULL };
+		"~/.ssh/id_ecdsa", "~/.ssh/id_rsa", NULL };
 	const char *paths[ENGINE_MAX_KEYS], *err = NULL;
 	const char *const *d;
 	char *full;

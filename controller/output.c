@@ -22,8 +22,8 @@ table_addv(struct table *t, va_list ap)
 	size_t i, len;
 	const char *s;
 
-	t->cells = xreallocarray(t->cells, (t->nrows + 1) * t->ncols,
-				 sizeof *t->cells);
+	t->cells = xreallocarray(
+	    t->cells, (t->nrows + 1) * t->ncols, sizeof *t->cells);
 	for (i = 0; i < t->ncols; i++) {
 		s = va_arg(ap, const char *);
 		if (s == NULL || *s == '\0')

@@ -12,7 +12,7 @@
 
 static void follow_ssh_config(struct remote *);
 static int check_hostkey(struct engine_host *, const char *, const char *,
-			 const char *, enum engine_fail *, char **, void *);
+    const char *, enum engine_fail *, char **, void *);
 static const char *pinned_type(struct engine_host *, void *);
 
 /*
@@ -35,12 +35,12 @@ follow_ssh_config(struct remote *rm)
 			continue;
 		for (j = 0; j < i && !seen; j++)
 			seen = rm->list[j].source != NULL &&
-			       strcmp(rm->list[j].source, src) == 0;
+			    strcmp(rm->list[j].source, src) == 0;
 		if (seen)
 			continue;
 		memset(&sc, 0, sizeof sc);
-		if (sshconfig_read(src, home != NULL ? home : "/", &sc,
-				   &cause) != 0) {
+		if (sshconfig_read(
+			src, home != NULL ? home : "/", &sc, &cause) != 0) {
 			debug_f("%s: %s (using stored values)", src, cause);
 			free(cause);
 			cause = NULL;
@@ -77,8 +77,7 @@ follow_ssh_config(struct remote *rm)
 				}
 				if (h->proxy != NULL) {
 					rm->hosts[j].fail = EF_UNSUPPORTED;
-					xasprintf(
-					    &rm->hosts[j].fail_msg,
+					xasprintf(&rm->hosts[j].fail_msg,
 					    "%s (from %s) is not supported "
 					    "yet",
 					    h->proxy, src);
@@ -93,7 +92,7 @@ follow_ssh_config(struct remote *rm)
 /* Open the inventory and prepare hosts for the instances selected. */
 int
 remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
-	    char **cause)
+    char **cause)
 {
 	struct remote *rm = xcalloc(1, sizeof *rm);
 	struct hostkey k;
@@ -104,8 +103,8 @@ remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
 	rm->ctx = ctx;
 	keyring_init(&rm->keyring);
 	if ((r = inventory_open(ctx->db_path, &rm->inv, cause)) != 0 ||
-	    (r = cmd_load_selected(rm->inv, selector, &rm->list, &rm->n,
-				   cause)) != 0) {
+	    (r = cmd_load_selected(
+		 rm->inv, selector, &rm->list, &rm->n, cause)) != 0) {
 		remote_close(rm);
 		return r;
 	}
@@ -134,15 +133,24 @@ remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
 
 static int
 check_hostkey(struct engine_host *h, const char *type, const char *b64,
-	      const char *fp, enum engine_fail *fail, char **msg, void *arg)
+    const char *fp, enum engine_fail *fail, char **msg, void *arg)
 {
 	struct remote *rm = h->user;
 	char *cause = NULL;
 
 	(void)arg;
 	if (rm->repin) {
+		if (rm->expect_fp != NULL && strcmp(rm->expect_fp, fp) != 0) {
+			*fail = EF_HOSTKEY_CHANGED;
+			xasprintf(msg,
+			    "presented %s %s, not the expected %s; "
+			    "nothing pinned",
+			    type, fp, rm->expect_fp);
+			return -1;
+		}
 		if (hostkey_pin(rm->inv, h->in->id, type, b64, fp, "accepted",
-				&cause) != 0) {
+			&cause) != 0 ||
+		    hostkey_sync(rm->inv, &cause) != 0) {
 			*fail = EF_SSH;
 			*msg = cause;
 			return -1;
@@ -150,7 +158,7 @@ check_hostkey(struct engine_host *h, const char *type, const char *b64,
 		return 0;
 	}
 	return hostkey_verify(rm->inv, rm->ctx->config->hostkey_policy, h->in,
-			      type, b64, fp, fail, msg);
+	    type, b64, fp, fail, msg);
 }
 
 static const char *

@@ -20,6 +20,7 @@ struct remote {
 	struct keyring keyring;
 	struct engine_ops ops; /* output/done/arg: caller's */
 	int repin;	       /* hostkey accept: pin any key */
+	const char *expect_fp; /* with repin: only this key */
 };
 
 int remote_open(struct cmd_ctx *, const char *, struct remote **, char **);

@@ -37,9 +37,9 @@ check_glob(const char *sel, const char *glob, char **cause)
 		if (isascii(*p) && (isalnum(*p) || strchr("._-*?[]!^", *p)))
 			continue;
 		xasprintf(cause,
-			  "selector '%s': '%s' is not a name, glob, "
-			  "@TAG or provider:NAME",
-			  sel, glob);
+		    "selector '%s': '%s' is not a name, glob, "
+		    "@TAG or provider:NAME",
+		    sel, glob);
 		return -1;
 	}
 	return 0;
@@ -112,8 +112,8 @@ selector_parse(const char *text, struct selector **selp, char **cause)
 		term = p;
 		if ((p = strchr(p, ',')) != NULL)
 			*p++ = '\0';
-		sel->terms = xreallocarray(sel->terms, sel->nterms + 1,
-					   sizeof *sel->terms);
+		sel->terms = xreallocarray(
+		    sel->terms, sel->nterms + 1, sizeof *sel->terms);
 		if (parse_term(text, term, &sel->terms[sel->nterms], cause) !=
 		    0) {
 			free(copy);
@@ -188,7 +188,7 @@ selector_match(const struct selector *sel, const struct instance *in)
  */
 int
 selector_select(const struct selector *sel, const struct instance *list,
-		size_t n, int *picked, char **cause)
+    size_t n, int *picked, char **cause)
 {
 	size_t i, j;
 	int count = 0, found;
@@ -199,8 +199,8 @@ selector_select(const struct selector *sel, const struct instance *list,
 		for (found = 0, j = 0; j < n && !found; j++)
 			found = strcmp(list[j].name, sel->terms[i].arg) == 0;
 		if (!found) {
-			xasprintf(cause, "no instance named '%s'",
-				  sel->terms[i].arg);
+			xasprintf(
+			    cause, "no instance named '%s'", sel->terms[i].arg);
 			return -1;
 		}
 	}
@@ -209,8 +209,8 @@ selector_select(const struct selector *sel, const struct instance *list,
 		count += picked[i];
 	}
 	if (count == 0) {
-		xasprintf(cause, "selector '%s' matches no instance",
-			  sel->text);
+		xasprintf(
+		    cause, "selector '%s' matches no instance", sel->text);
 		return -1;
 	}
 	return count;

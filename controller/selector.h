@@ -21,7 +21,7 @@ struct selector;
 int selector_parse(const char *, struct selector **, char **);
 void selector_free(struct selector *);
 int selector_match(const struct selector *, const struct instance *);
-int selector_select(const struct selector *, const struct instance *, size_t,
-		    int *, char **);
+int selector_select(
+    const struct selector *, const struct instance *, size_t, int *, char **);
 
 #endif

@@ -98,24 +98,23 @@ static const struct sc_keyword {
 	{ "ProxyCommand", SC_K_PROXYCOMMAND },
 };
 
-static int sc_read_file(struct sc_parser *, const char *, int, int,
-			const char *, int, char **);
-static int sc_parse_line(struct sc_parser *, char *, const char *, int, int,
-			 char **);
-static int sc_host_line(struct sc_parser *, char **, size_t, const char *, int,
-			char **);
-static int sc_include_line(struct sc_parser *, char **, size_t, const char *,
-			   int, int, char **);
+static int sc_read_file(
+    struct sc_parser *, const char *, int, int, const char *, int, char **);
+static int sc_parse_line(
+    struct sc_parser *, char *, const char *, int, int, char **);
+static int sc_host_line(
+    struct sc_parser *, char **, size_t, const char *, int, char **);
+static int sc_include_line(
+    struct sc_parser *, char **, size_t, const char *, int, int, char **);
 static int sc_option_line(struct sc_parser *, const struct sc_keyword *,
-			  char **, size_t, const char *, const char *, int,
-			  char **);
+    char **, size_t, const char *, const char *, int, char **);
 static int sc_split(const char *, char ***, size_t *);
 static void sc_free_argv(char **, size_t);
 static int sc_parse_port(const char *);
 static int sc_match(const char *, const char *);
 static const struct sc_keyword *sc_lookup(const char *);
-static struct sc_rec *sc_add_rec(struct sc_parser *, enum sc_kind, const char *,
-				 int);
+static struct sc_rec *sc_add_rec(
+    struct sc_parser *, enum sc_kind, const char *, int);
 static const char *sc_add_file(struct sc_parser *, const char *);
 static void sc_add_alias(struct sshconfig *, const char *, const char *, int);
 static void sc_add_note(struct sshconfig *, const char *, ...)
@@ -136,8 +135,8 @@ static void sc_parser_free(struct sc_parser *);
  * allocated one-line message naming the file (and line); caller frees it.
  */
 int
-sshconfig_read(const char *path, const char *home, struct sshconfig *out,
-	       char **cause)
+sshconfig_read(
+    const char *path, const char *home, struct sshconfig *out, char **cause)
 {
 	struct sc_parser p;
 	size_t i;
@@ -190,7 +189,7 @@ sshconfig_free(struct sshconfig *cfg)
  */
 static int
 sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
-	     const char *from, int fromline, char **cause)
+    const char *from, int fromline, char **cause)
 {
 	FILE *f;
 	struct stat sb;
@@ -200,8 +199,8 @@ sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
 	int lineno = 0, err = 0, r = -1;
 
 	if (depth > SSHCONFIG_MAX_DEPTH) {
-		sc_error(cause, "%s:%d: Include nesting too deep", from,
-			 fromline);
+		sc_error(
+		    cause, "%s:%d: Include nesting too deep", from, fromline);
 		return -1;
 	}
 	if ((f = fopen(path, "r")) == NULL) {
@@ -211,7 +210,7 @@ sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
 			sc_error(cause, "%s: %s", path, strerror(errno));
 		else
 			sc_error(cause, "%s:%d: %s: %s", from, fromline, path,
-				 strerror(errno));
+			    strerror(errno));
 		return -1;
 	}
 	if (fstat(fileno(f), &sb) == -1)
@@ -226,7 +225,7 @@ sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
 			sc_error(cause, "%s: %s", path, strerror(err));
 		else
 			sc_error(cause, "%s:%d: %s: %s", from, fromline, path,
-				 strerror(err));
+			    strerror(err));
 		return -1;
 	}
 
@@ -262,7 +261,7 @@ out:
  */
 static int
 sc_parse_line(struct sc_parser *p, char *line, const char *file, int lineno,
-	      int depth, char **cause)
+    int depth, char **cause)
 {
 	const struct sc_keyword *k;
 	char *kw, *rest, **argv = NULL, sep;
@@ -291,7 +290,7 @@ sc_parse_line(struct sc_parser *p, char *line, const char *file, int lineno,
 	k = sc_lookup(kw);
 	if (*rest == '\0') {
 		sc_error(cause, "%s:%d: %.100s needs a value", file, lineno,
-			 k != NULL ? k->name : kw);
+		    k != NULL ? k->name : kw);
 		return -1;
 	}
 	if (sc_split(rest, &argv, &argc) != 0) {
@@ -311,8 +310,7 @@ sc_parse_line(struct sc_parser *p, char *line, const char *file, int lineno,
 		break;
 	case SC_K_MATCH:
 		sc_add_note(p->out,
-			    "%s:%d: Match block skipped (not supported)", file,
-			    lineno);
+		    "%s:%d: Match block skipped (not supported)", file, lineno);
 		sc_add_rec(p, SC_MATCH, file, lineno);
 		r = 0;
 		break;
@@ -331,7 +329,7 @@ out:
 /* Record a Host line, noting skipped patterns and adding concrete aliases. */
 static int
 sc_host_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
-	     int lineno, char **cause)
+    int lineno, char **cause)
 {
 	struct sc_rec *rec;
 	size_t i;
@@ -339,7 +337,7 @@ sc_host_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
 	for (i = 0; i < argc; i++) {
 		if (*argv[i] == '\0') {
 			sc_error(cause, "%s:%d: Host has an empty pattern",
-				 file, lineno);
+			    file, lineno);
 			sc_free_argv(argv, argc);
 			return -1;
 		}
@@ -347,14 +345,14 @@ sc_host_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
 	for (i = 0; i < argc; i++) {
 		if (*argv[i] == '!')
 			sc_add_note(p->out,
-				    "%s:%d: skipped pattern '%s' "
-				    "(negated)",
-				    file, lineno, argv[i]);
+			    "%s:%d: skipped pattern '%s' "
+			    "(negated)",
+			    file, lineno, argv[i]);
 		else if (strpbrk(argv[i], "*?") != NULL)
 			sc_add_note(p->out,
-				    "%s:%d: skipped pattern '%s' "
-				    "(wildcard)",
-				    file, lineno, argv[i]);
+			    "%s:%d: skipped pattern '%s' "
+			    "(wildcard)",
+			    file, lineno, argv[i]);
 		else
 			sc_add_alias(p->out, argv[i], file, lineno);
 	}
@@ -371,7 +369,7 @@ sc_host_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
  */
 static int
 sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
-		int lineno, int depth, char **cause)
+    int lineno, int depth, char **cause)
 {
 	glob_t gl;
 	char *path;
@@ -381,7 +379,7 @@ sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
 	for (i = 0; i < argc; i++) {
 		if (*argv[i] == '\0') {
 			sc_error(cause, "%s:%d: Include has an empty path",
-				 file, lineno);
+			    file, lineno);
 			return -1;
 		}
 		if (argv[i][0] == '~' &&
@@ -394,8 +392,8 @@ sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
 		isglob = strpbrk(argv[i], "*?[") != NULL;
 
 		if (!isglob && *path != '~') {
-			r = sc_read_file(p, path, depth + 1, 1, file, lineno,
-					 cause);
+			r = sc_read_file(
+			    p, path, depth + 1, 1, file, lineno, cause);
 			free(path);
 			if (r != 0)
 				return -1;
@@ -403,15 +401,15 @@ sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
 		}
 
 		memset(&gl, 0, sizeof gl);
-		r = glob(path, GLOB_TILDE | (isglob ? 0 : GLOB_NOCHECK), NULL,
-			 &gl);
+		r = glob(
+		    path, GLOB_TILDE | (isglob ? 0 : GLOB_NOCHECK), NULL, &gl);
 		if (r == GLOB_NOMATCH) {
 			free(path);
 			continue;
 		}
 		if (r != 0) {
 			sc_error(cause, "%s:%d: glob failed for %s", file,
-				 lineno, path);
+			    lineno, path);
 			globfree(&gl);
 			free(path);
 			return -1;
@@ -419,7 +417,7 @@ sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
 		free(path);
 		for (j = 0; j < gl.gl_pathc; j++) {
 			if (sc_read_file(p, gl.gl_pathv[j], depth + 1, !isglob,
-					 file, lineno, cause) != 0) {
+				file, lineno, cause) != 0) {
 				globfree(&gl);
 				return -1;
 			}
@@ -435,8 +433,7 @@ sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
  */
 static int
 sc_option_line(struct sc_parser *p, const struct sc_keyword *k, char **argv,
-	       size_t argc, const char *rest, const char *file, int lineno,
-	       char **cause)
+    size_t argc, const char *rest, const char *file, int lineno, char **cause)
 {
 	struct sc_rec *rec;
 	char *value;
@@ -444,8 +441,8 @@ sc_option_line(struct sc_parser *p, const struct sc_keyword *k, char **argv,
 	int port = 0;
 
 	if (argc == 0 || *argv[0] == '\0') {
-		sc_error(cause, "%s:%d: %s needs a value", file, lineno,
-			 k->name);
+		sc_error(
+		    cause, "%s:%d: %s needs a value", file, lineno, k->name);
 		return -1;
 	}
 	if (k->key == SC_K_PROXYJUMP || k->key == SC_K_PROXYCOMMAND) {
@@ -459,13 +456,13 @@ sc_option_line(struct sc_parser *p, const struct sc_keyword *k, char **argv,
 	} else {
 		if (argc > 1) {
 			sc_error(cause, "%s:%d: %s takes one value", file,
-				 lineno, k->name);
+			    lineno, k->name);
 			return -1;
 		}
 		if (k->key == SC_K_PORT &&
 		    (port = sc_parse_port(argv[0])) == -1) {
 			sc_error(cause, "%s:%d: bad port '%.100s'", file,
-				 lineno, argv[0]);
+			    lineno, argv[0]);
 			return -1;
 		}
 		value = xstrdup(argv[0]);
@@ -503,8 +500,8 @@ sc_split(const char *s, char ***argvp, size_t *argcp)
 		for (j = 0; s[i] != '\0'; i++) {
 			if (s[i] == '\\' &&
 			    (s[i + 1] == '\'' || s[i + 1] == '"' ||
-			     s[i + 1] == '\\' ||
-			     (quote == '\0' && s[i + 1] == ' ')))
+				s[i + 1] == '\\' ||
+				(quote == '\0' && s[i + 1] == ' ')))
 				arg[j++] = s[++i];
 			else if (quote == '\0' && (s[i] == ' ' || s[i] == '\t'))
 				break;
@@ -624,8 +621,8 @@ sc_add_file(struct sc_parser *p, const char *path)
 
 /* Add a concrete alias unless an earlier Host line declared it already. */
 static void
-sc_add_alias(struct sshconfig *cfg, const char *alias, const char *file,
-	     int line)
+sc_add_alias(
+    struct sshconfig *cfg, const char *alias, const char *file, int line)
 {
 	struct sshconfig_host *h;
 	size_t i;
@@ -772,20 +769,18 @@ sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
 	if (user != NULL)
 		h->user = xstrdup(user);
 	if (identity != NULL)
-		h->identity =
-		    sc_identity(identity, p->home,
-				h->hostname != NULL ? h->hostname : h->alias);
+		h->identity = sc_identity(identity, p->home,
+		    h->hostname != NULL ? h->hostname : h->alias);
 	if (proxy != NULL && strcasecmp(proxy->value, "none") != 0) {
 		xasprintf(&h->proxy, "%s %s",
-			  proxy->key == SC_K_PROXYJUMP ? "ProxyJump"
-						       : "ProxyCommand",
-			  proxy->value);
+		    proxy->key == SC_K_PROXYJUMP ? "ProxyJump" : "ProxyCommand",
+		    proxy->value);
 	}
 	if (!applied)
 		sc_add_note(p->out,
-			    "%s:%d: alias '%s' never takes effect "
-			    "(negated or conditionally included)",
-			    h->file, h->line, h->alias);
+		    "%s:%d: alias '%s' never takes effect "
+		    "(negated or conditionally included)",
+		    h->file, h->line, h->alias);
 }
 
 /*

@@ -76,3 +76,24 @@ finish() {
 	printf '%d passed, %d failed\n' $((checks - failures)) "$failures"
 	[ "$failures" = 0 ]
 }
+
+# fleet_up N [harness up options]: start N sandbox instances behind real
+# sshd on 127.0.0.1 and import them into this test's inventory. Sets D (the
+# fleet directory). The fleet goes down when the test exits.
+fleet() { bash "$GPUFLEET_HARNESS" -d "$D" "$@"; }
+fleet_up() {
+	local base=${FLEET_BASE:-/var/lib/gpufleet-test}
+	[ "$(id -u)" = 0 ] || base=${XDG_STATE_HOME:-$HOME/.local/state}/gpufleet-harness
+	mkdir -p "$base/fleets"
+	D=$(mktemp -d "$base/fleets/t.XXXXXX")
+	chmod 755 "$D"
+	rmdir "$D"
+	cleanup_hooks+=("bash '$GPUFLEET_HARNESS' -d '$D' down")
+	bash "$GPUFLEET_HARNESS" -d "$D" up "$@" --owner $$ ||
+	    { echo "fleet up failed" >&2; exit 1; }
+	"$GPUFLEET" import "$D/ssh_config" >/dev/null ||
+	    { echo "import failed" >&2; exit 1; }
+}
+
+# instance_dir NAME: the sandbox directory of one instance.
+instance_dir() { awk -v n="$1" '$1 == n { print $4 }' "$D/instances.tsv"; }
