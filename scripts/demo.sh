@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# README command 1: install what is missing, build, start a sandbox fleet
+# of 3 instances (real sshd on 127.0.0.1), manage it with gpufleet from a
+# throw-away inventory, and stop the sandbox again.
+set -euo pipefail
+top=$(cd "$(dirname "$0")/.." && pwd)
+
+bash "$top/scripts/deps.sh"
+BUILD_DIR=$top/build bash "$top/scripts/build.sh" >/dev/null
+
+gpufleet() { "$top/build/gpufleet" "$@"; }
+fleet() { bash "$top/tests/harness/fleet" -d "$D" "$@"; }
+show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
+
+work=$(mktemp -d /tmp/gpufleet-demo.XXXXXX)
+export GPUFLEET_DB=$work/fleet.db XDG_CONFIG_HOME=$work/config
+D=""
+cleanup() {
+	[ -n "$D" ] && fleet down >/dev/null 2>&1 || true
+	rm -rf "$work"
+}
+trap cleanup EXIT INT TERM
+
+base=/var/lib/gpufleet-test/fleets
+[ "$(id -u)" = 0 ] || base=${XDG_STATE_HOME:-$HOME/.local/state}/gpufleet-harness/fleets
+mkdir -p "$base"
+D=$(mktemp -d "$base/demo.XXXXXX")
+rmdir "$D"
+show "tests/harness/fleet up 3 --prefix gpu    # 3 sandbox instances, real sshd"
+fleet up 3 --prefix gpu --owner $$
+cat "$D/instances.tsv" | awk '{ printf "  %s on 127.0.0.1:%s (user %s)\n", $1, $2, $3 }'
+key=$D/client/id_ed25519
+port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
+user=$(awk 'NR == 1 { print $3 }' "$D/instances.tsv")
+
+show gpufleet add gpu-1 "$user@127.0.0.1:$(port gpu-1)" --identity KEY --provider autodl --tag train
+gpufleet add gpu-1 "$user@127.0.0.1:$(port gpu-1)" --identity "$key" \
+    --provider autodl --region beijing-b --tag train
+show gpufleet add gpu-2 "$user@127.0.0.1:$(port gpu-2)" --identity KEY --provider vast --tag train
+gpufleet add gpu-2 "$user@127.0.0.1:$(port gpu-2)" --identity "$key" \
+    --provider vast --tag train
+show gpufleet import FLEET/ssh_config --match gpu-3 --provider runpod --tag dev
+gpufleet import "$D/ssh_config" --match gpu-3 --provider runpod --tag dev
+
+show gpufleet ls
+gpufleet ls
+show gpufleet ls @train --format ansible
+gpufleet ls @train --format ansible
+
+show gpufleet exec all -- uname -s
+gpufleet exec all -- uname -s
+show "gpufleet exec @train -b -- sh -c 'echo \$GPUFLEET_INSTANCE | wc -c'"
+gpufleet exec @train -b -- sh -c 'echo $GPUFLEET_INSTANCE | wc -c'
+show gpufleet hostkey show gpu-1
+gpufleet hostkey show gpu-1
+show gpufleet ssh gpu-2 -- echo hello from gpu-2
+gpufleet ssh gpu-2 -- echo hello from gpu-2
+
+show "tests/harness/fleet down"
+fleet down
+D=""
+echo "demo done: the sandbox fleet is stopped and the demo inventory removed."
