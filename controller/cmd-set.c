@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "log.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -34,7 +35,7 @@ cmd_set_exec(
 	struct inventory *inv = NULL;
 	struct instance in;
 	char *cause = NULL, *field, *eq;
-	int ch, status, i, r;
+	int ch, status, i, r, detaches = 0;
 
 	memset(&in, 0, sizeof in);
 	while ((ch = cmd_getopt(e, argc, argv, "+h", set_options, &status)) !=
@@ -60,12 +61,26 @@ cmd_set_exec(
 	for (i = optind + 1; i < argc; i++) {
 		eq = strchr(argv[i], '=');
 		field = xstrndup(argv[i], eq - argv[i]);
+		if (strcmp(field, "host") == 0 || strcmp(field, "port") == 0 ||
+		    strcmp(field, "user") == 0 ||
+		    strcmp(field, "identity") == 0)
+			detaches = 1;
 		r = instance_set_field(&in, field, eq + 1, &cause);
 		free(field);
 		if (r != 0) {
 			r = -GF_EUSAGE;
 			goto fail;
 		}
+	}
+	/*
+	 * Setting what an ssh_config says takes the instance over by hand:
+	 * from now on it no longer follows that file.
+	 */
+	if (in.source != NULL && detaches) {
+		warn_msg("%s no longer follows %s (set by hand)", in.name,
+		    in.source);
+		free(in.source);
+		in.source = NULL;
 	}
 	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
 	    (r = inventory_commit(inv, &cause)) != 0)

@@ -62,6 +62,15 @@ expect_match() {
 	fi
 }
 
+# expect_contains TEXT FIXED_STRING DESCRIPTION
+expect_contains() {
+	checks=$((checks + 1))
+	case $1 in
+	*"$2"*) ;;
+	*) fail "$3: [$1] does not contain [$2]" ;;
+	esac
+}
+
 # expect_one_error_line DESCRIPTION: stderr is one line "gpufleet: ...".
 expect_one_error_line() {
 	checks=$((checks + 1))
