@@ -12,7 +12,12 @@
  *  - channel data arrives through callbacks that only record it; libssh is
  *    never called from inside its own callbacks;
  *  - stdin is written in chunks of at most 32 KiB, only once libssh's
- *    output has drained, because libssh writes on a blocking socket.
+ *    output has drained, because libssh writes on a blocking socket;
+ *  - ssh-agent's protocol is synchronous (poll(-1) inside libssh), so an
+ *    agent login is handed, session and all, to one worker thread; the
+ *    loop does not touch that session until the worker hands it back. A
+ *    host whose deadline passes meanwhile is reported failed at once and
+ *    its session left to the worker to free ("orphan").
  */
 
 #include <sys/resource.h>
@@ -25,6 +30,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +39,7 @@
 
 #include <event2/dns.h>
 #include <event2/event.h>
+#include <event2/thread.h>
 #include <event2/util.h>
 #include <libssh/callbacks.h>
 #include <libssh/libssh.h>
@@ -74,6 +81,15 @@ struct engine {
 	size_t active;
 	size_t finished;
 	struct event *sigint;
+
+	/* The ssh-agent worker: a queue of connections, under lock. */
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	pthread_t worker;
+	int worker_started;
+	int worker_busy;
+	int worker_stop;
+	struct engine_conn *queue;
 };
 
 struct engine_conn {
@@ -98,6 +114,13 @@ struct engine_conn {
 	int got_exit;
 	int got_eof;
 	int got_close;
+
+	/* ssh-agent login, shared with the worker under e->lock. */
+	struct engine_conn *queue_next;
+	struct event *agent_ev;
+	int in_agent;
+	int orphan;
+	int agent_rc;
 };
 
 static const char *const fail_codes[EF_NKINDS] = {
@@ -134,6 +157,10 @@ static int conn_check_hostkey(struct engine_conn *);
 static void conn_write_stdin(struct engine_conn *);
 static void conn_schedule_timer(struct engine_conn *);
 static void sigint_cb(evutil_socket_t, short, void *);
+static void agent_submit(struct engine_conn *);
+static void *agent_worker(void *);
+static void agent_done_cb(evutil_socket_t, short, void *);
+static void conn_release(struct engine_conn *);
 static int data_cb(ssh_session, ssh_channel, void *, uint32_t, int, void *);
 static void eof_cb(ssh_session, ssh_channel, void *);
 static void close_cb(ssh_session, ssh_channel, void *);
@@ -486,7 +513,8 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (c->deadline_ms == 0 || engine_now_ms() < c->deadline_ms) {
 		/* The pump: handle what libssh may hold without a wake-up. */
-		conn_step(c);
+		if (!c->in_agent)
+			conn_step(c);
 		return;
 	}
 	secs = c->e->set->connect_timeout;
@@ -635,6 +663,10 @@ conn_step(struct engine_conn *c)
 		/* FALLTHROUGH */
 	case CS_AUTH:
 		for (;;) {
+			if (h->keys[c->key_index] == NULL) {
+				agent_submit(c);
+				return;
+			}
 			rc = ssh_userauth_publickey(
 			    c->s, NULL, h->keys[c->key_index]);
 			if (rc == SSH_AUTH_AGAIN || rc == SSH_AUTH_SUCCESS)
@@ -810,9 +842,54 @@ conn_fail(struct engine_conn *c, enum engine_fail fail, const char *fmt, ...)
 }
 
 /*
- * Tear down a connection and report the host. Hosts that failed are not
- * sent a polite disconnect: they may be hung, and the socket may block.
+ * Free what a connection holds on the loop's side, and its session unless
+ * the agent worker has it (then the worker frees it when it returns).
+ * Hosts that failed are not sent a polite disconnect: they may be hung, and
+ * the socket may block.
  */
+static void
+conn_release(struct engine_conn *c)
+{
+	struct engine *e = c->e;
+	int orphan = 0;
+
+	if (c->ev != NULL)
+		event_free(c->ev);
+	event_free(c->timer);
+	if (c->dnsreq != NULL)
+		evdns_getaddrinfo_cancel(c->dnsreq);
+	if (c->ai != NULL)
+		evutil_freeaddrinfo(c->ai);
+	if (c->agent_ev != NULL) {
+		pthread_mutex_lock(&e->lock);
+		event_free(c->agent_ev);
+		c->agent_ev = NULL;
+		if (c->in_agent)
+			orphan = c->orphan = 1;
+		pthread_mutex_unlock(&e->lock);
+	}
+	if (orphan)
+		return;
+	if (c->fd != -1)
+		fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
+	if (c->sev != NULL) {
+		ssh_event_remove_session(c->sev, c->s);
+		ssh_event_free(c->sev);
+	}
+	if (c->s != NULL) {
+		if (c->h->fail == EF_NONE) {
+			if (c->ch != NULL)
+				ssh_channel_close(c->ch);
+			ssh_disconnect(c->s);
+		}
+		ssh_free(c->s);
+	}
+	if (c->fd != -1 && fcntl(c->fd, F_GETFD) != -1)
+		close(c->fd);
+	free(c);
+}
+
+/* Report the host done and free its connection. */
 static void
 conn_finish(struct engine_conn *c)
 {
@@ -823,36 +900,129 @@ conn_finish(struct engine_conn *c)
 		return;
 	h->done = 1;
 	h->end_ms = engine_now_ms();
-	if (c->ev != NULL)
-		event_free(c->ev);
-	event_free(c->timer);
-	if (c->dnsreq != NULL)
-		evdns_getaddrinfo_cancel(c->dnsreq);
-	if (c->ai != NULL)
-		evutil_freeaddrinfo(c->ai);
-	if (c->fd != -1)
-		fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
-	if (c->sev != NULL) {
-		ssh_event_remove_session(c->sev, c->s);
-		ssh_event_free(c->sev);
-	}
-	if (c->s != NULL) {
-		if (h->fail == EF_NONE) {
-			if (c->ch != NULL)
-				ssh_channel_close(c->ch);
-			ssh_disconnect(c->s);
-		}
-		ssh_free(c->s);
-	}
-	if (c->fd != -1 && fcntl(c->fd, F_GETFD) != -1)
-		close(c->fd);
 	h->conn = NULL;
-	free(c);
+	conn_release(c);
 	e->active--;
 	e->finished++;
 	if (e->ops->done != NULL)
 		e->ops->done(h, e->ops->arg);
 	start_more(e);
+}
+
+/* Hand a connection to the agent worker for an ssh-agent login. */
+static void
+agent_submit(struct engine_conn *c)
+{
+	struct engine *e = c->e;
+	struct engine_conn *q;
+
+	if (c->ev != NULL)
+		event_del(c->ev);
+	if (c->agent_ev == NULL)
+		c->agent_ev = event_new(e->base, -1, 0, agent_done_cb, c);
+	pthread_mutex_lock(&e->lock);
+	if (!e->worker_started) {
+		if (pthread_create(&e->worker, NULL, agent_worker, e) != 0) {
+			pthread_mutex_unlock(&e->lock);
+			conn_fail(c, EF_AUTH,
+			    "cannot start the ssh-agent "
+			    "worker");
+			return;
+		}
+		e->worker_started = 1;
+	}
+	c->in_agent = 1;
+	c->queue_next = NULL;
+	if (e->queue == NULL)
+		e->queue = c;
+	else {
+		for (q = e->queue; q->queue_next != NULL; q = q->queue_next)
+			;
+		q->queue_next = c;
+	}
+	pthread_cond_signal(&e->wake);
+	pthread_mutex_unlock(&e->lock);
+}
+
+/*
+ * The worker: one ssh-agent login at a time, in blocking mode, bounded by
+ * the connection's deadline on the SSH side (the agent side has no bound:
+ * that is why it runs here).
+ */
+static void *
+agent_worker(void *arg)
+{
+	struct engine *e = arg;
+	struct engine_conn *c;
+	long secs;
+	int rc;
+
+	pthread_mutex_lock(&e->lock);
+	for (;;) {
+		while (e->queue == NULL && !e->worker_stop)
+			pthread_cond_wait(&e->wake, &e->lock);
+		if (e->queue == NULL)
+			break;
+		c = e->queue;
+		e->queue = c->queue_next;
+		e->worker_busy = 1;
+		pthread_mutex_unlock(&e->lock);
+
+		secs = (long)((c->deadline_ms - engine_now_ms()) / 1000) + 1;
+		if (secs < 1)
+			secs = 1;
+		ssh_options_set(c->s, SSH_OPTIONS_TIMEOUT, &secs);
+		ssh_set_blocking(c->s, 1);
+		rc = ssh_userauth_agent(c->s, NULL);
+		ssh_set_blocking(c->s, 0);
+
+		pthread_mutex_lock(&e->lock);
+		e->worker_busy = 0;
+		c->in_agent = 0;
+		c->agent_rc = rc;
+		if (c->orphan) {
+			/* The loop gave up on this host; free it here. */
+			ssh_free(c->s);
+			if (c->fd != -1 && fcntl(c->fd, F_GETFD) != -1)
+				close(c->fd);
+			free(c);
+		} else
+			event_active(c->agent_ev, EV_READ, 1);
+	}
+	pthread_mutex_unlock(&e->lock);
+	return NULL;
+}
+
+/* Back from the worker: go on with the login. */
+static void
+agent_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_conn *c = arg;
+	struct engine_host *h = c->h;
+
+	(void)fd;
+	(void)what;
+	if (h->done)
+		return;
+	if (c->agent_rc == SSH_AUTH_SUCCESS) {
+		c->state = CS_OPEN;
+		conn_step(c);
+		return;
+	}
+	if (c->agent_rc == SSH_AUTH_ERROR) {
+		conn_fail(c, EF_SSH, "authentication error (ssh-agent): %s",
+		    ssh_get_error(c->s));
+		return;
+	}
+	if (++c->key_index == h->nkeys) {
+		conn_fail(c, EF_AUTH,
+		    "%s@%s refused our keys (ssh-agent "
+		    "included)",
+		    h->in->user, h->in->host);
+		return;
+	}
+	c->state = CS_AUTH;
+	conn_step(c);
 }
 
 /* Ctrl-C: start nothing more, close what is open, report the rest. */
@@ -892,27 +1062,58 @@ int
 engine_run(struct engine_host *hosts, size_t n,
     const struct engine_settings *set, const struct engine_ops *ops)
 {
-	struct engine e;
+	static int threads_ready;
+	struct engine *e;
+	int busy = 0;
 
-	memset(&e, 0, sizeof e);
-	e.set = set;
-	e.ops = ops;
-	e.hosts = hosts;
-	e.n = n;
-	if ((e.base = event_base_new()) == NULL)
+	if (!threads_ready) {
+		if (evthread_use_pthreads() != 0)
+			return -1;
+		threads_ready = 1;
+	}
+	e = xcalloc(1, sizeof *e);
+	pthread_mutex_init(&e->lock, NULL);
+	pthread_cond_init(&e->wake, NULL);
+	e->set = set;
+	e->ops = ops;
+	e->hosts = hosts;
+	e->n = n;
+	if ((e->base = event_base_new()) == NULL) {
+		free(e);
 		return -1;
+	}
 	engine_raise_nofile(set->fanout < (int)n ? (size_t)set->fanout : n);
 	if (set->handle_sigint) {
-		e.sigint = evsignal_new(e.base, SIGINT, sigint_cb, &e);
-		evsignal_add(e.sigint, NULL);
+		e->sigint = evsignal_new(e->base, SIGINT, sigint_cb, e);
+		evsignal_add(e->sigint, NULL);
 	}
-	start_more(&e);
-	if (e.finished < e.n)
-		event_base_dispatch(e.base);
-	if (e.sigint != NULL)
-		event_free(e.sigint);
-	if (e.dns != NULL)
-		evdns_base_free(e.dns, 1);
-	event_base_free(e.base);
+	start_more(e);
+	if (e->finished < e->n)
+		event_base_dispatch(e->base);
+	if (e->worker_started) {
+		pthread_mutex_lock(&e->lock);
+		e->worker_stop = 1;
+		pthread_cond_signal(&e->wake);
+		busy = e->worker_busy || e->queue != NULL;
+		pthread_mutex_unlock(&e->lock);
+		if (busy)
+			pthread_detach(e->worker);
+		else
+			pthread_join(e->worker, NULL);
+	}
+	if (e->sigint != NULL)
+		event_free(e->sigint);
+	if (e->dns != NULL)
+		evdns_base_free(e->dns, 1);
+	event_base_free(e->base);
+	/*
+	 * A worker stuck in the agent keeps using e (its lock, its queue of
+	 * orphans, which it frees): then e is left to it.
+	 */
+	if (!busy) {
+		pthread_mutex_destroy(&e->lock);
+		pthread_cond_destroy(&e->wake);
+		free(e);
+	}
 	return 0;
 }

@@ -35,13 +35,13 @@ enum engine_fail {
 	EF_NKINDS
 };
 
-#define ENGINE_MAX_KEYS 4
+#define ENGINE_MAX_KEYS 6
 
 struct engine_conn;
 
 struct engine_host {
 	const struct instance *in;
-	ssh_key keys[ENGINE_MAX_KEYS]; /* borrowed */
+	ssh_key keys[ENGINE_MAX_KEYS]; /* borrowed; NULL: ask ssh-agent */
 	int nkeys;
 	const char *keys_error; /* why no key, if nkeys == 0 */
 

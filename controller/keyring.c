@@ -169,8 +169,10 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
 }
 
 /*
- * Fill a host's keys: its own identity, then the config's default, then
- * (when neither is set) the usual ~/.ssh/id_* files that exist.
+ * Fill a host's keys, in the order they are tried: its own identity, the
+ * keys of ssh-agent (a NULL entry; only if SSH_AUTH_SOCK is set), then the
+ * config's default identity or, when neither identity is set, the usual
+ * ~/.ssh/id_* files that exist.
  */
 void
 keyring_for_host(
@@ -179,17 +181,20 @@ keyring_for_host(
 	static const char *const defaults[] = { "~/.ssh/id_ed25519",
 		"~/.ssh/id_ecdsa", "~/.ssh/id_rsa", NULL };
 	const char *paths[ENGINE_MAX_KEYS], *err = NULL;
+	const char *sock = getenv("SSH_AUTH_SOCK");
 	const char *const *d;
 	char *full;
 	ssh_key k;
-	int n = 0, i, j;
+	int n = 0, i, j, agent_at = -1;
 
 	if (h->in->identity != NULL)
 		paths[n++] = h->in->identity;
+	if (sock != NULL && *sock != '\0')
+		agent_at = n;
 	if (config->identity != NULL)
 		paths[n++] = config->identity;
-	if (n == 0) {
-		for (d = defaults; *d != NULL && n < ENGINE_MAX_KEYS; d++) {
+	if (h->in->identity == NULL && config->identity == NULL) {
+		for (d = defaults; *d != NULL && n < ENGINE_MAX_KEYS - 1; d++) {
 			full = keyring_expand(*d);
 			if (access(full, F_OK) == 0)
 				paths[n++] = *d;
@@ -198,7 +203,11 @@ keyring_for_host(
 	}
 	h->nkeys = 0;
 	h->keys_error = NULL;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i <= n; i++) {
+		if (i == agent_at)
+			h->keys[h->nkeys++] = NULL;
+		if (i == n)
+			break;
 		if ((k = keyring_load(kr, paths[i], &err)) == NULL) {
 			if (h->keys_error == NULL)
 				h->keys_error = err;
@@ -211,7 +220,8 @@ keyring_for_host(
 		if (j == h->nkeys)
 			h->keys[h->nkeys++] = k;
 	}
-	if (n == 0)
+	if (h->nkeys == 0 && h->keys_error == NULL)
 		h->keys_error = "no identity: set one with --identity, in the "
-				"config, or create ~/.ssh/id_ed25519";
+				"config, or create ~/.ssh/id_ed25519 (or run "
+				"ssh-agent)";
 }

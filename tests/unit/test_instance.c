@@ -18,7 +18,7 @@ static const struct spec_case spec_cases[] = {
 	{ "example.com", 1, NULL, "example.com", 0 },
 	{ "root@1.2.3.4", 1, "root", "1.2.3.4", 0 },
 	{ "ubuntu@host-1.example.com:2222", 1, "ubuntu", "host-1.example.com",
-	  2222 },
+	    2222 },
 	{ "h:22", 1, NULL, "h", 22 },
 	{ "[::1]:2222", 1, NULL, "::1", 2222 },
 	{ "u@[fe80::1%eth0]:22", 1, "u", "fe80::1%eth0", 22 },
@@ -82,11 +82,11 @@ static const struct field_case field_cases[] = {
 	{ "name", "a100-1", 1 },
 	{ "name", "A.b_c-9", 1 },
 	{ "name",
-	  "x123456789012345678901234567890123456789012345678901234567890123",
-	  0 }, /* 64 characters */
+	    "x123456789012345678901234567890123456789012345678901234567890123",
+	    0 }, /* 64 characters */
 	{ "name",
-	  "x12345678901234567890123456789012345678901234567890123456789012",
-	  1 }, /* 63 characters */
+	    "x12345678901234567890123456789012345678901234567890123456789012",
+	    1 }, /* 63 characters */
 	{ "name", "-a", 0 },
 	{ "name", ".a", 0 },
 	{ "name", "a b", 0 },
@@ -136,8 +136,8 @@ START_TEST(test_set_field)
 	instance_init(&in);
 	r = instance_set_field(&in, c->field, c->value, &cause);
 	if (c->ok)
-		ck_assert_msg(r == 0, "%s=%s refused: %s", c->field, c->value,
-			      cause);
+		ck_assert_msg(
+		    r == 0, "%s=%s refused: %s", c->field, c->value, cause);
 	else {
 		ck_assert_msg(r == -1, "%s=%s accepted", c->field, c->value);
 		ck_assert_ptr_nonnull(cause);
@@ -204,10 +204,10 @@ main(void)
 	SRunner *sr;
 	int failed;
 
-	tcase_add_loop_test(tc, test_hostspec, 0,
-			    sizeof spec_cases / sizeof spec_cases[0]);
-	tcase_add_loop_test(tc, test_set_field, 0,
-			    sizeof field_cases / sizeof field_cases[0]);
+	tcase_add_loop_test(
+	    tc, test_hostspec, 0, sizeof spec_cases / sizeof spec_cases[0]);
+	tcase_add_loop_test(
+	    tc, test_set_field, 0, sizeof field_cases / sizeof field_cases[0]);
 	tcase_add_test(tc, test_unknown_field_lists_valid);
 	tcase_add_test(tc, test_tags_sorted_unique);
 	tcase_add_test(tc, test_target);

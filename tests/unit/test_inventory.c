@@ -87,13 +87,13 @@ START_TEST(test_create_modes)
 	ck_assert_int_eq(stat(path_in("a"), &st), 0);
 	ck_assert_int_eq(st.st_mode & 0777, 0700);
 	ck_assert_int_eq(query_int(inv->db, "PRAGMA user_version"),
-			 inventory_schema_version());
+	    inventory_schema_version());
 	ck_assert_int_eq(query_int(inv->db, "PRAGMA application_id"),
-			 INVENTORY_APPLICATION_ID);
+	    INVENTORY_APPLICATION_ID);
 	ck_assert_int_eq(query_int(inv->db, "PRAGMA foreign_keys"), 1);
 	ck_assert_int_eq(
 	    query_int(inv->db,
-		      "SELECT journal_mode = 'wal' FROM pragma_journal_mode"),
+		"SELECT journal_mode = 'wal' FROM pragma_journal_mode"),
 	    1);
 	inventory_close(inv);
 	/* Reopening an up-to-date database works and changes nothing. */
@@ -113,12 +113,12 @@ START_TEST(test_newer_refused_untouched)
 
 	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
 	ck_assert_int_eq(sqlite3_exec(db,
-				      "PRAGMA application_id = "
-				      "1195789396; CREATE TABLE future (x); "
-				      "INSERT INTO future VALUES "
-				      "(42); PRAGMA user_version = 99",
-				      NULL, NULL, NULL),
-			 SQLITE_OK);
+			     "PRAGMA application_id = "
+			     "1195789396; CREATE TABLE future (x); "
+			     "INSERT INTO future VALUES "
+			     "(42); PRAGMA user_version = 99",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
 	sqlite3_close(db);
 	before = slurp(path, &nb);
 
@@ -197,9 +197,10 @@ START_TEST(test_migrate_steps)
 	ck_assert_int_eq(inventory_migrate(db, steps, 3, &cause), -1);
 	ck_assert_ptr_nonnull(strstr(cause, "nosuchtable"));
 	ck_assert_int_eq(query_int(db, "PRAGMA user_version"), 2);
-	ck_assert_int_eq(query_int(db, "SELECT count(*) FROM sqlite_schema "
-				       "WHERE name = 'c'"),
-			 0);
+	ck_assert_int_eq(query_int(db,
+			     "SELECT count(*) FROM sqlite_schema "
+			     "WHERE name = 'c'"),
+	    0);
 	free(cause);
 	sqlite3_close(db);
 }
@@ -216,8 +217,7 @@ START_TEST(test_migrate_keeps_data)
 
 	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
 	ck_assert_int_eq(
-	    sqlite3_exec(
-		inv->db,
+	    sqlite3_exec(inv->db,
 		"INSERT INTO instance (name, "
 		"host, created_at) VALUES ('old-1', '10.0.0.1', 1700000000); "
 		"INSERT INTO instance_tag VALUES (1, 'keep')",
@@ -225,8 +225,8 @@ START_TEST(test_migrate_keeps_data)
 	    SQLITE_OK);
 	inventory_close(inv);
 	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
-	ck_assert_int_eq(query_int(db, "PRAGMA user_version"),
-			 inventory_schema_version());
+	ck_assert_int_eq(
+	    query_int(db, "PRAGMA user_version"), inventory_schema_version());
 	sqlite3_close(db);
 	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
 	ck_assert_int_eq(inventory_list(inv, 0, &list, &n, &cause), 0);
@@ -304,9 +304,9 @@ START_TEST(test_round_trip)
 	ck_assert_int_eq(inventory_purge(inv, got.id, &cause), 0);
 	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
 	ck_assert_int_eq(query_int(inv->db,
-				   "SELECT count(*) FROM "
-				   "instance_tag WHERE instance_id = 1"),
-			 0);
+			     "SELECT count(*) FROM "
+			     "instance_tag WHERE instance_id = 1"),
+	    0);
 	ck_assert_int_eq(inventory_list(inv, 1, &list, &n, &cause), 0);
 	ck_assert_uint_eq(n, 1);
 	instance_free_array(list, n);

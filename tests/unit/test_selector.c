@@ -108,8 +108,8 @@ START_TEST(test_select)
 		ck_assert_msg(r < 0, "'%s' did not fail", c->selector);
 		ck_assert_ptr_nonnull(cause);
 		ck_assert_msg(strstr(cause, c->error) != NULL,
-			      "'%s': error '%s' lacks '%s'", c->selector, cause,
-			      c->error);
+		    "'%s': error '%s' lacks '%s'", c->selector, cause,
+		    c->error);
 		free(cause);
 		return;
 	}
@@ -119,7 +119,7 @@ START_TEST(test_select)
 			continue;
 		size_t len = strlen(got);
 		snprintf(got + len, sizeof got - len, "%s%s",
-			 len != 0 ? " " : "", fleet[i].name);
+		    len != 0 ? " " : "", fleet[i].name);
 	}
 	ck_assert_str_eq(got, c->expect);
 }

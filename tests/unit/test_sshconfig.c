@@ -45,8 +45,8 @@ static char *write_temp(const char *, size_t);
 static void remove_temp(char *);
 static char *join_aliases(const struct sshconfig *);
 static char *join_notes(const struct sshconfig *);
-static const struct sshconfig_host *find_host(const struct sshconfig *,
-					      const char *);
+static const struct sshconfig_host *find_host(
+    const struct sshconfig *, const char *);
 static void check_host(const struct sshconfig *, const struct host_case *);
 static void assert_str_or_null(const char *, const char *, const char *);
 static Suite *sshconfig_suite(void);
@@ -54,40 +54,40 @@ static Suite *sshconfig_suite(void);
 static const struct host_case host_cases[] = {
 	/* Basic blocks. */
 	{ "basic.conf", "web", "10.0.0.5", 2222, "alice", "@H@/.ssh/id_web",
-	  NULL },
+	    NULL },
 	{ "basic.conf", "db", "db.internal", 0, "bob", NULL, NULL },
 	/* Keyword case, Key=Value, Key = Value, quoting, comments. */
 	{ "forms.conf", "eq1", "eq1.example", 2200, "carol", NULL, NULL },
 	{ "forms.conf", "eq2", "quoted host", 22, "dave", NULL, NULL },
 	{ "forms.conf", "quoted-alias", "ab cd", 0, "single q",
-	  "@H@/keys/my key", NULL },
+	    "@H@/keys/my key", NULL },
 	{ "forms.conf", "spaced alias", "ab cd", 0, "single q",
-	  "@H@/keys/my key", NULL },
+	    "@H@/keys/my key", NULL },
 	{ "forms.conf", "odd", "x#not-a-comment", 0, "=eq", "@H@", NULL },
 	/* First obtained value wins; Host * at the end fills the gaps. */
 	{ "defaults.conf", "alpha", "alpha.example.com", 2201, "alpha-user",
-	  "@H@/.ssh/id_alpha", NULL },
+	    "@H@/.ssh/id_alpha", NULL },
 	{ "defaults.conf", "beta", "beta.example.com", 2201, "beta-user",
-	  "@H@/.ssh/id_beta.example.com", NULL },
+	    "@H@/.ssh/id_beta.example.com", NULL },
 	{ "defaults.conf", "gamma", NULL, 22, "ubuntu", "@H@/.ssh/id_gamma",
-	  NULL },
+	    NULL },
 	{ "neverapplies.conf", "lonely", NULL, 0, "star", NULL, NULL },
 	/* Lines before any Host apply to all. */
 	{ "global.conf", "one", "one.example", 2000, "early", NULL, NULL },
 	{ "global.conf", "two", NULL, 2000, "early", NULL, NULL },
 	/* Negation, multiple aliases per line, the shared proxy slot. */
 	{ "negation.conf", "gpu-1", NULL, 2022, "gpu", NULL,
-	  "ProxyJump bastion.example:2222" },
+	    "ProxyJump bastion.example:2222" },
 	{ "negation.conf", "gpu-2", NULL, 0, "gpu", NULL,
-	  "ProxyJump bastion.example:2222" },
+	    "ProxyJump bastion.example:2222" },
 	{ "negation.conf", "gpu-secure", NULL, 2022, "gpu", NULL,
-	  "ProxyCommand ssh -W %h:%p jump  # kept verbatim" },
+	    "ProxyCommand ssh -W %h:%p jump  # kept verbatim" },
 	{ "proxy.conf", "nojump", NULL, 0, NULL, NULL, NULL },
 	{ "proxy.conf", "cmd", NULL, 0, NULL, NULL,
-	  "ProxyCommand nc -X connect -x proxy:8080 %h %p" },
+	    "ProxyCommand nc -X connect -x proxy:8080 %h %p" },
 	{ "proxy.conf", "nocmd", NULL, 0, NULL, NULL, NULL },
 	{ "proxy.conf", "chain", NULL, 0, NULL, NULL,
-	  "ProxyJump alice@hop1,hop2:2200" },
+	    "ProxyJump alice@hop1,hop2:2200" },
 	{ "proxy.conf", "plain", NULL, 0, NULL, NULL, "ProxyJump fallback" },
 	/* Match blocks never apply. */
 	{ "patterns.conf", "real", NULL, 2022, NULL, NULL, NULL },
@@ -96,7 +96,7 @@ static const struct host_case host_cases[] = {
 	{ "include.conf", "inc-a", "a.example", 2100, NULL, NULL, NULL },
 	{ "include.conf", "inc-b", NULL, 2100, "b-user", NULL, NULL },
 	{ "include.conf", "main", NULL, 2100, "main-user", "@H@/.ssh/id_main",
-	  NULL },
+	    NULL },
 	{ "include.conf", "inc-c", NULL, 2100, NULL, NULL, NULL },
 	{ "include.conf", "other", "other.example", 2100, NULL, NULL, NULL },
 };
@@ -105,29 +105,31 @@ static const struct list_case list_cases[] = {
 	{ "basic.conf", "web|db", "" },
 	{ "forms.conf", "eq1|eq2|quoted-alias|spaced alias|odd", "" },
 	{ "defaults.conf", "alpha|beta|gamma",
-	  "@D@/defaults.conf:21: skipped pattern '*' (wildcard)\n" },
+	    "@D@/defaults.conf:21: skipped pattern '*' (wildcard)\n" },
 	{ "global.conf", "one|two", "" },
 	{ "negation.conf", "gpu-1|gpu-2|gpu-secure",
-	  "@D@/negation.conf:1: skipped pattern '*' (wildcard)\n"
-	  "@D@/negation.conf:1: skipped pattern '!gpu-secure' (negated)\n"
-	  "@D@/negation.conf:7: skipped pattern '!gpu-2' (negated)\n"
-	  "@D@/negation.conf:7: skipped pattern 'gpu-*' (wildcard)\n" },
+	    "@D@/negation.conf:1: skipped pattern '*' (wildcard)\n"
+	    "@D@/negation.conf:1: skipped pattern '!gpu-secure' (negated)\n"
+	    "@D@/negation.conf:7: skipped pattern '!gpu-2' (negated)\n"
+	    "@D@/negation.conf:7: skipped pattern 'gpu-*' (wildcard)\n" },
 	{ "proxy.conf", "nojump|cmd|nocmd|chain|plain",
-	  "@D@/proxy.conf:11: skipped pattern '*' (wildcard)\n" },
+	    "@D@/proxy.conf:11: skipped pattern '*' (wildcard)\n" },
 	{ "patterns.conf", "real|late",
-	  "@D@/patterns.conf:1: skipped pattern '*.corp' (wildcard)\n"
-	  "@D@/patterns.conf:1: skipped pattern 'web?' (wildcard)\n"
-	  "@D@/patterns.conf:4: Match block skipped (not supported)\n"
-	  "@D@/patterns.conf:10: Match block skipped (not supported)\n" },
+	    "@D@/patterns.conf:1: skipped pattern '*.corp' (wildcard)\n"
+	    "@D@/patterns.conf:1: skipped pattern 'web?' (wildcard)\n"
+	    "@D@/patterns.conf:4: Match block skipped (not supported)\n"
+	    "@D@/patterns.conf:10: Match block skipped (not supported)\n" },
 	{ "neverapplies.conf", "lonely",
-	  "@D@/neverapplies.conf:2: skipped pattern '!lonely' (negated)\n"
-	  "@D@/neverapplies.conf:4: skipped pattern '*' (wildcard)\n"
-	  "@D@/neverapplies.conf:2: alias 'lonely' never takes effect (negated "
-	  "or conditionally included)\n" },
+	    "@D@/neverapplies.conf:2: skipped pattern '!lonely' (negated)\n"
+	    "@D@/neverapplies.conf:4: skipped pattern '*' (wildcard)\n"
+	    "@D@/neverapplies.conf:2: alias 'lonely' never takes effect "
+	    "(negated "
+	    "or conditionally included)\n" },
 	{ "include.conf", "inc-a|inc-b|main|inc-c|other",
-	  "@H@/.ssh/conf.d/20-second.conf:3: skipped pattern '*' (wildcard)\n"
-	  "@H@/.ssh/cond.conf:2: alias 'inc-c' never takes effect (negated or "
-	  "conditionally included)\n" },
+	    "@H@/.ssh/conf.d/20-second.conf:3: skipped pattern '*' (wildcard)\n"
+	    "@H@/.ssh/cond.conf:2: alias 'inc-c' never takes effect (negated "
+	    "or "
+	    "conditionally included)\n" },
 };
 
 /* Where each alias was declared: file:line of its first Host line. */
@@ -142,17 +144,17 @@ static const struct error_case origin_cases[] = {
 
 static const struct error_case error_cases[] = {
 	{ "@D@/does-not-exist.conf",
-	  "@D@/does-not-exist.conf: No such file or directory" },
+	    "@D@/does-not-exist.conf: No such file or directory" },
 	{ "@D@", "@D@: Is a directory" },
 	{ "@D@/missing-include.conf",
-	  "@D@/missing-include.conf:2: @H@/.ssh/nope.conf: No such file or "
-	  "directory" },
+	    "@D@/missing-include.conf:2: @H@/.ssh/nope.conf: No such file or "
+	    "directory" },
 	{ "@H@/.ssh/loop.conf",
-	  "@H@/.ssh/loop.conf:1: Include nesting too deep" },
+	    "@H@/.ssh/loop.conf:1: Include nesting too deep" },
 	{ "@D@/badport.conf", "@D@/badport.conf:2: bad port '70000'" },
 	{ "@D@/noport.conf", "@D@/noport.conf:2: Port needs a value" },
 	{ "@D@/unterminated.conf",
-	  "@D@/unterminated.conf:2: unterminated quote" },
+	    "@D@/unterminated.conf:2: unterminated quote" },
 };
 
 static const struct error_case snippet_errors[] = {
@@ -168,7 +170,7 @@ static const struct error_case snippet_errors[] = {
 	{ "Port 22x\n", "@F@:1: bad port '22x'" },
 	{ "Port ssh\n", "@F@:1: bad port 'ssh'" },
 	{ "Port 99999999999999999999999\n",
-	  "@F@:1: bad port '99999999999999999999999'" },
+	    "@F@:1: bad port '99999999999999999999999'" },
 	{ "Host a\nHost b\n\tPort 22 23\n", "@F@:3: Port takes one value" },
 	{ "Host nevermatched\n\tPort 1x\n", "@F@:2: bad port '1x'" },
 	{ "HostName\n", "@F@:1: HostName needs a value" },
@@ -187,56 +189,56 @@ static const struct error_case snippet_errors[] = {
 	{ "Unknown \"open\n", "@F@:1: unterminated quote" },
 	{ "User a b\n", "@F@:1: User takes one value" },
 	{ "Include /nonexistent-gpufleet-test/x.conf\n",
-	  "@F@:1: /nonexistent-gpufleet-test/x.conf: No such file or "
-	  "directory" },
+	    "@F@:1: /nonexistent-gpufleet-test/x.conf: No such file or "
+	    "directory" },
 };
 
 static const struct host_case snippet_hosts[] = {
 	{ "Frobnicate yes\nSendEnv LANG LC_*\nHost x\n\tUser u\n", "x", NULL, 0,
-	  "u", NULL, NULL },
+	    "u", NULL, NULL },
 	{ "Host x\r\n\tUser u\r\n\tPort 2222\r\n", "x", NULL, 2222, "u", NULL,
-	  NULL },
+	    NULL },
 	{ "Host x\n\tPort 65535\n", "x", NULL, 65535, NULL, NULL, NULL },
 	{ "Host x\n\tPort 1\n", "x", NULL, 1, NULL, NULL, NULL },
 	{ "Host x\n\tPort 022\n", "x", NULL, 22, NULL, NULL, NULL },
 	{ "  # indented comment\n\n\t\nHost x\t# c\n  User u#tail\n", "x", NULL,
-	  0, "u#tail", NULL, NULL },
+	    0, "u#tail", NULL, NULL },
 	{ "Host x\n\tUser=u\n", "x", NULL, 0, "u", NULL, NULL },
 	{ "Host x\n\tUser = u\n", "x", NULL, 0, "u", NULL, NULL },
 	{ "Host x\n\tUser==u\n", "x", NULL, 0, "=u", NULL, NULL },
 	{ "Host x\n\tUser a\\\"b\n", "x", NULL, 0, "a\"b", NULL, NULL },
 	{ "Host x\n\tUser \"a # b\"\n", "x", NULL, 0, "a # b", NULL, NULL },
 	{ "Host x\n\tuSeR mixed\n\thOSTnAME H\n", "x", "H", 0, "mixed", NULL,
-	  NULL },
+	    NULL },
 	{ "Host x\n\tHostName %h.%%.%p\n", "x", "x.%.%p", 0, NULL, NULL, NULL },
 	{ "Host x\n\tHostName real\n\tIdentityFile ~/k_%h_%u_%r_%%h\n", "x",
-	  "real", 0, NULL, "@H@/k_real_%u_%r_%%h", NULL },
+	    "real", 0, NULL, "@H@/k_real_%u_%r_%%h", NULL },
 	{ "Host x\n\tIdentityFile ~user/k\n", "x", NULL, 0, NULL, "~user/k",
-	  NULL },
+	    NULL },
 	{ "Host x\n\tIdentityFile /abs/~/k\n", "x", NULL, 0, NULL, "/abs/~/k",
-	  NULL },
+	    NULL },
 	{ "Host x\n\tIdentityFile none\n\tIdentityFile k2\n", "x", NULL, 0,
-	  NULL, "k2", NULL },
+	    NULL, "k2", NULL },
 	{ "Host x\n\tProxyJump NONE\n\tProxyCommand nc %h %p\n", "x", NULL, 0,
-	  NULL, NULL, NULL },
+	    NULL, NULL, NULL },
 	{ "Host x\n\tProxyCommand=  sh -c \"a # b\"\n", "x", NULL, 0, NULL,
-	  NULL, "ProxyCommand sh -c \"a # b\"" },
+	    NULL, "ProxyCommand sh -c \"a # b\"" },
 	{ "Host x\n\tProxyJump = j1,j2\t# why\n", "x", NULL, 0, NULL, NULL,
-	  "ProxyJump j1,j2" },
+	    "ProxyJump j1,j2" },
 	{ "Host X\n\tUser upper\nHost x\n\tUser lower\n", "x", NULL, 0, "lower",
-	  NULL, NULL },
+	    NULL, NULL },
 	{ "Host x\n\tInclude nomatch-*.conf\n\tUser after\n", "x", NULL, 0,
-	  "after", NULL, NULL },
+	    "after", NULL, NULL },
 	{ "Host a?c\n\tUser q\nHost abc\n", "abc", NULL, 0, "q", NULL, NULL },
 	{ "Host *b*c*\n\tUser star\nHost abbbc\n", "abbbc", NULL, 0, "star",
-	  NULL, NULL },
+	    NULL, NULL },
 	{ "Host *x\n\tUser star\nHost abbbc\n", "abbbc", NULL, 0, NULL, NULL,
-	  NULL },
+	    NULL },
 	{ "Host !x *\n\tUser neg\nHost x y\n", "x", NULL, 0, NULL, NULL, NULL },
 	{ "Host !x *\n\tUser neg\nHost x y\n", "y", NULL, 0, "neg", NULL,
-	  NULL },
+	    NULL },
 	{ "Host x\nMatch all\n\tUser m\nHost *\n\tUser star\n", "x", NULL, 0,
-	  "star", NULL, NULL },
+	    "star", NULL, NULL },
 };
 
 static const char *
@@ -303,7 +305,7 @@ write_temp(const char *text, size_t len)
 	FILE *f;
 
 	xasprintf(&dir, "%s/sshconfig-test.XXXXXX",
-		  tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
+	    tmp != NULL && *tmp != '\0' ? tmp : "/tmp");
 	ck_assert_ptr_nonnull(mkdtemp(dir));
 	xasprintf(&path, "%s/config", dir);
 	free(dir);
@@ -336,7 +338,7 @@ join_aliases(const struct sshconfig *cfg)
 
 	for (i = 0; i < cfg->nhosts; i++) {
 		xasprintf(&next, "%s%s%s", out, i == 0 ? "" : "|",
-			  cfg->hosts[i].alias);
+		    cfg->hosts[i].alias);
 		free(out);
 		out = next;
 	}
@@ -375,14 +377,14 @@ assert_str_or_null(const char *what, const char *got, const char *want)
 	char *w;
 
 	if (want == NULL) {
-		ck_assert_msg(got == NULL, "%s: want NULL, got '%s'", what,
-			      got);
+		ck_assert_msg(
+		    got == NULL, "%s: want NULL, got '%s'", what, got);
 		return;
 	}
 	w = subst(want, NULL);
 	ck_assert_msg(got != NULL, "%s: want '%s', got NULL", what, w);
-	ck_assert_msg(strcmp(got, w) == 0, "%s: want '%s', got '%s'", what, w,
-		      got);
+	ck_assert_msg(
+	    strcmp(got, w) == 0, "%s: want '%s', got '%s'", what, w, got);
 	free(w);
 }
 
@@ -408,7 +410,7 @@ START_TEST(test_hosts)
 	char *path = fixture(c->file), *home = home_dir(), *cause = NULL;
 
 	ck_assert_msg(sshconfig_read(path, home, &cfg, &cause) == 0, "%s: %s",
-		      c->file, cause);
+	    c->file, cause);
 	check_host(&cfg, c);
 	sshconfig_free(&cfg);
 	free(path);
@@ -424,7 +426,7 @@ START_TEST(test_lists)
 	char *aliases, *notes, *want;
 
 	ck_assert_msg(sshconfig_read(path, home, &cfg, &cause) == 0, "%s: %s",
-		      c->file, cause);
+	    c->file, cause);
 	aliases = join_aliases(&cfg);
 	ck_assert_str_eq(aliases, c->aliases);
 	notes = join_notes(&cfg);
@@ -511,8 +513,8 @@ START_TEST(test_snippet_hosts)
 	char *path = write_temp(c->file, strlen(c->file));
 	char *home = home_dir(), *cause = NULL;
 
-	ck_assert_msg(sshconfig_read(path, home, &cfg, &cause) == 0, "%s",
-		      cause);
+	ck_assert_msg(
+	    sshconfig_read(path, home, &cfg, &cause) == 0, "%s", cause);
 	check_host(&cfg, c);
 	sshconfig_free(&cfg);
 	free(home);
@@ -546,8 +548,8 @@ START_TEST(test_include_depth)
 	free(path);
 	xasprintf(&path, "%s/n0", dir);
 	if (levels == 16) {
-		ck_assert_msg(sshconfig_read(path, home, &cfg, &cause) == 0,
-			      "%s", cause);
+		ck_assert_msg(
+		    sshconfig_read(path, home, &cfg, &cause) == 0, "%s", cause);
 		ck_assert_uint_eq(cfg.nhosts, 1);
 		ck_assert_str_eq(cfg.hosts[0].user, "bottom");
 		sshconfig_free(&cfg);
@@ -580,8 +582,8 @@ START_TEST(test_nul_bytes)
 	char *path = write_temp(text, sizeof text - 1), *home = home_dir();
 	char *cause = NULL, *aliases;
 
-	ck_assert_msg(sshconfig_read(path, home, &cfg, &cause) == 0, "%s",
-		      cause);
+	ck_assert_msg(
+	    sshconfig_read(path, home, &cfg, &cause) == 0, "%s", cause);
 	aliases = join_aliases(&cfg);
 	ck_assert_str_eq(aliases, "x|y");
 	free(aliases);
@@ -605,8 +607,8 @@ START_TEST(test_long_lines)
 	memset(text + i, 'h', n);
 	memcpy(text + i + n, "\n", 2);
 	path = write_temp(text, strlen(text));
-	ck_assert_msg(sshconfig_read(path, home, &cfg, &cause) == 0, "%s",
-		      cause);
+	ck_assert_msg(
+	    sshconfig_read(path, home, &cfg, &cause) == 0, "%s", cause);
 	ck_assert_uint_eq(strlen(cfg.hosts[0].hostname), n);
 	sshconfig_free(&cfg);
 	remove_temp(path);
@@ -628,43 +630,11 @@ END_TEST
 /* Random soups of config tokens and bytes either parse or fail cleanly. */
 START_TEST(test_garbage)
 {
-	static const char *const tokens[] = { "Host",
-					      "host",
-					      "Match",
-					      "Port",
-					      "User",
-					      "HostName",
-					      "IdentityFile",
-					      "ProxyJump",
-					      "ProxyCommand",
-					      "none",
-					      "*",
-					      "?",
-					      "!",
-					      "!x",
-					      "x",
-					      "~",
-					      "~/",
-					      "%h",
-					      "%d",
-					      "%",
-					      "%%",
-					      "\"",
-					      "'",
-					      "\\",
-					      "#",
-					      "=",
-					      " ",
-					      "\t",
-					      "\n",
-					      "\r",
-					      "\n",
-					      "22",
-					      "99999",
-					      "a b",
-					      "\0",
-					      "\xff",
-					      "\x01" };
+	static const char *const tokens[] = { "Host", "host", "Match", "Port",
+		"User", "HostName", "IdentityFile", "ProxyJump", "ProxyCommand",
+		"none", "*", "?", "!", "!x", "x", "~", "~/", "%h", "%d", "%",
+		"%%", "\"", "'", "\\", "#", "=", " ", "\t", "\n", "\r", "\n",
+		"22", "99999", "a b", "\0", "\xff", "\x01" };
 	static char buf[4096];
 	unsigned long seed = 12345;
 	struct sshconfig cfg;
@@ -676,7 +646,7 @@ START_TEST(test_garbage)
 		len = 0;
 		for (n = 0; n < 200; n++) {
 			seed = seed * 6364136223846793005UL +
-			       1442695040888963407UL;
+			    1442695040888963407UL;
 			t = (seed >> 33) % (sizeof tokens / sizeof tokens[0]);
 			if (tokens[t][0] == '\0')
 				buf[len++] = '\0';

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Keys held by ssh-agent: used when the instance has no identity of its
+# own, and a stuck agent stalls only the hosts that need it.
+. "$(dirname "$0")/../e2e/lib.sh"
+export GPUFLEET_NO_PROGRESS=1
+unset SSH_AUTH_SOCK SSH_AGENT_PID
+
+fleet_up 6
+for n in 1 2 3; do run set "inst-$n" identity=; done
+
+agent_pids=()
+start_agent() {	# start_agent SOCKET: an ssh-agent holding the fleet key
+	local out
+	out=$(ssh-agent -a "$1" -s) || { fail "ssh-agent"; return 1; }
+	eval "$out" >/dev/null
+	agent_pids+=("$SSH_AGENT_PID")
+	SSH_AUTH_SOCK=$1 ssh-add -q "$D/client/id_ed25519" 2>/dev/null
+}
+cleanup_hooks+=('for p in "${agent_pids[@]}"; do kill -CONT $p; kill $p; done')
+
+# No identity anywhere and no agent: a clear reason, no hang.
+run exec inst-1 -- true
+expect_rc 1 "no key at all"
+expect_match "$err" "no identity" "no identity message"
+
+start_agent "$T/agent.sock"
+SSH_AUTH_SOCK=$T/agent.sock run exec 'inst-1,inst-2,inst-3' -- echo via agent
+expect_rc 0 "login with the agent's key"
+expect_eq "$(printf '%s\n' "$out" | grep -c ': via agent$')" 3 "three hosts"
+
+# An agent that accepts connections and never answers (SIGSTOP).
+start_agent "$T/stuck.sock"
+kill -STOP "$SSH_AGENT_PID"
+start=$(date +%s%N)
+SSH_AUTH_SOCK=$T/stuck.sock run exec all --json --connect-timeout 2 -- echo ok
+elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+expect_rc 1 "stuck agent fails its hosts"
+for n in 1 2 3; do
+	expect_match "$(printf '%s\n' "$out" | grep "\"inst-$n\"")" \
+	    '"code":"connect_timeout"' "inst-$n waits for the agent, then fails"
+done
+for n in 4 5 6; do
+	line=$(printf '%s\n' "$out" | grep "\"inst-$n\"")
+	expect_match "$line" '"stdout":"ok\\n".*"error":null' "inst-$n ran"
+	ms=$(printf '%s' "$line" | sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p')
+	checks=$((checks + 1))
+	[ "${ms:-99999}" -lt 1500 ] || fail "inst-$n held up by the agent: ${ms} ms"
+done
+checks=$((checks + 1))
+[ "$elapsed" -lt 6000 ] || fail "run took ${elapsed} ms with a stuck agent"
+
+finish
