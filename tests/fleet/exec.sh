@@ -84,6 +84,18 @@ expect_match "$out" '"stdout_truncated":true' "--json caps and marks"
 run exec inst-3 -b -- head -c 3000000 /dev/zero
 expect_match "$out" "output truncated at 1048576 bytes" "--gather caps and marks"
 
+# --- --fanout bounds how many hosts run at once ---------------------------
+shared=$(mktemp -d /tmp/gpufleet-fanout.XXXXXX)
+chmod 1777 "$shared"
+cleanup_hooks+=("rm -rf '$shared'")
+run exec 'inst-[1-6]' -f 2 -- sh -c "echo s >>$shared/log; sleep 0.3; echo e >>$shared/log"
+expect_rc 0 "exec --fanout 2"
+most=$(awk '$1 == "s" { n++; if (n > m) m = n } $1 == "e" { n-- } END { print m }' \
+    "$shared/log")
+expect_eq "$most" 2 "never more than 2 hosts at once"
+run exec all -f 0 -- true
+expect_rc 2 "--fanout 0 is a usage error"
+
 # --- failure isolation ----------------------------------------------------
 # Pin every host key first, so a changed one can be noticed.
 run exec all -- true
