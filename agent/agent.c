@@ -17,8 +17,9 @@ usage(FILE *f)
 int
 main(int argc, char **argv)
 {
-	if (argc == 2 && (strcmp(argv[1], "--version") == 0 ||
-			  strcmp(argv[1], "version") == 0)) {
+	if (argc == 2 &&
+	    (strcmp(argv[1], "--version") == 0 ||
+		strcmp(argv[1], "version") == 0)) {
 		printf("gpufleet-agent %s\n", GPUFLEET_VERSION);
 		return 0;
 	}
