@@ -68,6 +68,7 @@ enum conn_state {
 	CS_OPEN,
 	CS_EXEC,
 	CS_RUN,
+	CS_IDLE, /* held open between runs (keep_open) */
 };
 
 struct engine {
@@ -114,6 +115,7 @@ struct engine_conn {
 	int got_exit;
 	int got_eof;
 	int got_close;
+	int reused; /* this run started on a held session */
 
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
@@ -254,11 +256,29 @@ start_more(struct engine *e)
 static void
 conn_start(struct engine *e, struct engine_host *h)
 {
-	struct engine_conn *c = xcalloc(1, sizeof *c);
+	struct engine_conn *c;
 	struct evutil_addrinfo hints;
 	char port[16];
 	int r;
 
+	if ((c = h->conn) != NULL && c->state == CS_IDLE &&
+	    h->fail == EF_NONE) {
+		/* A session held from the last run: only a new channel. */
+		c->reused = 1;
+		c->got_exit = c->got_eof = c->got_close = 0;
+		c->eof_sent = 0;
+		c->stdin_off = 0;
+		c->key_index = 0;
+		h->exit_status = -1;
+		h->start_ms = engine_now_ms();
+		e->active++;
+		c->deadline_ms =
+		    h->start_ms + (int64_t)e->set->connect_timeout * 1000;
+		c->state = CS_OPEN;
+		conn_step(c);
+		return;
+	}
+	c = xcalloc(1, sizeof *c);
 	c->e = e;
 	c->h = h;
 	c->fd = -1;
@@ -512,13 +532,23 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	if (c->deadline_ms == 0 || engine_now_ms() < c->deadline_ms) {
-		/* The pump: handle what libssh may hold without a wake-up. */
-		if (!c->in_agent)
+		/*
+		 * Early (timers may fire a millisecond before our clock says
+		 * so) or the pump: handle what libssh may hold without a
+		 * wake-up. conn_step re-arms the timer; otherwise do it here,
+		 * or the deadline would never come.
+		 */
+		if (!c->in_agent && c->state >= CS_HANDSHAKE &&
+		    c->state <= CS_RUN)
 			conn_step(c);
+		else
+			conn_schedule_timer(c);
 		return;
 	}
 	secs = c->e->set->connect_timeout;
 	switch (c->state) {
+	case CS_IDLE:
+		break;
 	case CS_RESOLVE:
 		conn_fail(c, EF_RESOLVE, "resolving %s timed out after %ds",
 		    c->h->in->host, secs);
@@ -642,6 +672,7 @@ conn_step(struct engine_conn *c)
 	switch (c->state) {
 	case CS_RESOLVE:
 	case CS_TCP:
+	case CS_IDLE:
 		return;
 	case CS_HANDSHAKE:
 		rc = ssh_connect(c->s);
@@ -834,6 +865,18 @@ conn_fail(struct engine_conn *c, enum engine_fail fail, const char *fmt, ...)
 
 	if (c->h->done)
 		return;
+	if (c->reused && c->state >= CS_OPEN && c->state <= CS_EXEC &&
+	    (fail == EF_SSH || fail == EF_CHANNEL)) {
+		/* The held session died while idle: start over, once. */
+		struct engine *e = c->e;
+		struct engine_host *h = c->h;
+		debug_f("%s: held session is gone, reconnecting", h->in->name);
+		h->conn = NULL;
+		conn_release(c);
+		e->active--;
+		conn_start(e, h);
+		return;
+	}
 	c->h->fail = fail;
 	va_start(ap, fmt);
 	xvasprintf(&c->h->fail_msg, fmt, ap);
@@ -900,8 +943,28 @@ conn_finish(struct engine_conn *c)
 		return;
 	h->done = 1;
 	h->end_ms = engine_now_ms();
-	h->conn = NULL;
-	conn_release(c);
+	if (e->set->keep_open && h->fail == EF_NONE && c->s != NULL &&
+	    ssh_is_connected(c->s)) {
+		/* Keep the session for the next run; drop the channel. */
+		if (c->sev != NULL) {
+			ssh_event_remove_session(c->sev, c->s);
+			ssh_event_free(c->sev);
+			c->sev = NULL;
+		}
+		if (c->ch != NULL) {
+			ssh_channel_close(c->ch);
+			ssh_channel_free(c->ch);
+			c->ch = NULL;
+		}
+		if (c->ev != NULL)
+			event_del(c->ev);
+		evtimer_del(c->timer);
+		c->state = CS_IDLE;
+		c->reused = 0;
+	} else {
+		h->conn = NULL;
+		conn_release(c);
+	}
 	e->active--;
 	e->finished++;
 	if (e->ops->done != NULL)
@@ -1054,33 +1117,49 @@ sigint_cb(evutil_socket_t sig, short what, void *arg)
 	event_base_loopbreak(e->base);
 }
 
-/*
- * Run settings->command on hosts[0..n) and return when every host is done.
- * Returns 0, or -1 if the loop could not start (then no host ran).
- */
-int
-engine_run(struct engine_host *hosts, size_t n,
-    const struct engine_settings *set, const struct engine_ops *ops)
+/* A new engine: one event loop, reused by every run. NULL on failure. */
+struct engine *
+engine_new(void)
 {
 	static int threads_ready;
 	struct engine *e;
-	int busy = 0;
 
 	if (!threads_ready) {
 		if (evthread_use_pthreads() != 0)
-			return -1;
+			return NULL;
 		threads_ready = 1;
 	}
 	e = xcalloc(1, sizeof *e);
+	if ((e->base = event_base_new()) == NULL) {
+		free(e);
+		return NULL;
+	}
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->wake, NULL);
+	return e;
+}
+
+/*
+ * Run settings->command on hosts[0..n) and return when every host is done.
+ * With keep_open, sessions stay open in the hosts for the next run on the
+ * same engine. Returns 0, or -1 if the loop could not start.
+ */
+int
+engine_run(struct engine *e, struct engine_host *hosts, size_t n,
+    const struct engine_settings *set, const struct engine_ops *ops)
+{
+	size_t i;
+
 	e->set = set;
 	e->ops = ops;
 	e->hosts = hosts;
 	e->n = n;
-	if ((e->base = event_base_new()) == NULL) {
-		free(e);
-		return -1;
+	e->next = e->active = e->finished = 0;
+	for (i = 0; i < n; i++) {
+		hosts[i].done = 0;
+		hosts[i].exit_status = -1;
+		free(hosts[i].exit_signal);
+		hosts[i].exit_signal = NULL;
 	}
 	engine_raise_nofile(set->fanout < (int)n ? (size_t)set->fanout : n);
 	if (set->handle_sigint) {
@@ -1090,6 +1169,37 @@ engine_run(struct engine_host *hosts, size_t n,
 	start_more(e);
 	if (e->finished < e->n)
 		event_base_dispatch(e->base);
+	if (e->sigint != NULL) {
+		event_free(e->sigint);
+		e->sigint = NULL;
+	}
+	return 0;
+}
+
+/* Close the session a host holds open, if any. */
+void
+engine_forget(struct engine_host *h)
+{
+	struct engine_conn *c = h->conn;
+
+	if (c == NULL)
+		return;
+	h->conn = NULL;
+	conn_release(c);
+}
+
+/*
+ * Free the engine, after engine_forget on every host that may hold a
+ * session. A worker stuck in ssh-agent keeps using e (its lock, its queue
+ * of orphans, which it frees), so then e is left to it.
+ */
+void
+engine_free(struct engine *e)
+{
+	int busy = 0;
+
+	if (e == NULL)
+		return;
 	if (e->worker_started) {
 		pthread_mutex_lock(&e->lock);
 		e->worker_stop = 1;
@@ -1101,19 +1211,12 @@ engine_run(struct engine_host *hosts, size_t n,
 		else
 			pthread_join(e->worker, NULL);
 	}
-	if (e->sigint != NULL)
-		event_free(e->sigint);
 	if (e->dns != NULL)
 		evdns_base_free(e->dns, 1);
 	event_base_free(e->base);
-	/*
-	 * A worker stuck in the agent keeps using e (its lock, its queue of
-	 * orphans, which it frees): then e is left to it.
-	 */
 	if (!busy) {
 		pthread_mutex_destroy(&e->lock);
 		pthread_cond_destroy(&e->wake);
 		free(e);
 	}
-	return 0;
 }

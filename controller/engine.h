@@ -83,12 +83,18 @@ struct engine_settings {
 	const char *stdin_data; /* or NULL */
 	size_t stdin_len;
 	int handle_sigint;
+	int keep_open; /* hold sessions for the next run (watch) */
 };
 
 const char *engine_fail_code(enum engine_fail);
 int64_t engine_now_ms(void);
-int engine_run(struct engine_host *, size_t, const struct engine_settings *,
-    const struct engine_ops *);
+struct engine;
+
+struct engine *engine_new(void);
+int engine_run(struct engine *, struct engine_host *, size_t,
+    const struct engine_settings *, const struct engine_ops *);
+void engine_forget(struct engine_host *);
+void engine_free(struct engine *);
 void engine_host_clear(struct engine_host *);
 char *engine_quote_argv(int, char **);
 void engine_raise_nofile(size_t);

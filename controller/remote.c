@@ -174,7 +174,9 @@ pinned_type(struct engine_host *h, void *arg)
 int
 remote_run(struct remote *rm, const struct engine_settings *set)
 {
-	return engine_run(rm->hosts, rm->n, set, &rm->ops);
+	if (rm->engine == NULL && (rm->engine = engine_new()) == NULL)
+		return -1;
+	return engine_run(rm->engine, rm->hosts, rm->n, set, &rm->ops);
 }
 
 void
@@ -184,8 +186,11 @@ remote_close(struct remote *rm)
 
 	if (rm == NULL)
 		return;
-	for (i = 0; rm->hosts != NULL && i < rm->n; i++)
+	for (i = 0; rm->hosts != NULL && i < rm->n; i++) {
+		engine_forget(&rm->hosts[i]);
 		engine_host_clear(&rm->hosts[i]);
+	}
+	engine_free(rm->engine);
 	for (i = 0; rm->pinned_type != NULL && i < rm->n; i++)
 		free(rm->pinned_type[i]);
 	free(rm->pinned_type);

@@ -11,6 +11,7 @@
 #include "keyring.h"
 
 struct remote {
+	struct engine *engine;
 	struct cmd_ctx *ctx;
 	struct inventory *inv;
 	struct instance *list;
