@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Benchmark `gpufleet exec` against pdsh, ClusterShell (clush) and
+# parallel-ssh, side by side, on a sandbox fleet of real sshd on 127.0.0.1.
+#
+#   bash bench/exec.sh [N...]        (default: 50 200)
+#
+# For each N: start a fleet of N instances (tests/harness/fleet), import it
+# into a throw-away gpufleet database, warm up, then run `true` and
+# `seq 100` on all N hosts with fan-out N with every tool, several times,
+# measuring wall time, client CPU, sshd CPU and memory; then stop the fleet.
+# The OpenSSH-based tools are measured twice: with their defaults, and with
+# `-o KexAlgorithms=curve25519-sha256` (OpenSSH 9's default post-quantum kex
+# costs ~135 ms of client CPU per connection; gpufleet uses curve25519).
+# Every run is verified (all N hosts ran the command, N logins in the sshd
+# logs); a failed run is reported as failed and not timed.
+#
+# Tables go to stdout and to bench/results/exec-DATE.txt (kept out of git by
+# bench/.gitignore).  Progress goes to stderr.
+#
+# Environment: BENCH_REPS (runs per row, default 3), BENCH_SLOW_REPS (runs
+# per row for the OpenSSH-default-kex rows, default 2: they take ~5x
+# longer), BENCH_TIMEOUT (seconds before one run is killed, default 180).
+#
+# Installs what is missing (pdsh clustershell pssh time, via apt-get) and
+# builds gpufleet (scripts/build.sh) if build/gpufleet is missing or broken.
+# Only 127.0.0.1 is ever contacted.  Works from any directory.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+here=$top/bench
+reps=${BENCH_REPS:-3}
+slow_reps=${BENCH_SLOW_REPS:-2}
+run_timeout=${BENCH_TIMEOUT:-180}
+
+if [ $# -eq 0 ]; then set -- 50 200; fi
+for n in "$@"; do
+	case $n in
+	'' | *[!0-9]* | 0*) echo "usage: bash bench/exec.sh [N...]  (N a positive integer)" >&2; exit 2 ;;
+	esac
+done
+
+sudo=
+[ "$(id -u)" = 0 ] || sudo=sudo
+
+# ---- tools -------------------------------------------------------------------
+need=()
+command -v pdsh >/dev/null || need+=(pdsh)
+command -v clush >/dev/null || need+=(clustershell)
+command -v parallel-ssh >/dev/null || need+=(pssh)
+[ -x /usr/bin/time ] || need+=(time)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+	echo "bench: installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+	    { $sudo apt-get update -qq >/dev/null 2>&1 || true
+	      $sudo apt-get install -y -qq "${need[@]}" >/dev/null ||
+	          echo "bench: could not install all of: ${need[*]} (missing tools are skipped)" >&2; }
+fi
+[ -x /usr/bin/time ] || { echo "bench: /usr/bin/time is required" >&2; exit 1; }
+py=/usr/bin/python3
+[ -x "$py" ] || py=$(command -v python3)
+have() { command -v "$1" >/dev/null && echo 1 || echo 0; }
+
+# ---- gpufleet ----------------------------------------------------------------
+gf=$top/build/gpufleet
+if ! "$gf" --version >/dev/null 2>&1; then
+	echo "bench: building gpufleet" >&2
+	bash "$top/scripts/build.sh" >/dev/null ||
+	    { bash "$top/scripts/deps.sh" && bash "$top/scripts/build.sh" >/dev/null; }
+fi
+
+# ---- work directory: the fleet's login user must be able to traverse it -----
+if [ "$(id -u)" = 0 ]; then
+	base=/var/lib/gpufleet-test/bench
+else
+	base=${XDG_STATE_HOME:-$HOME/.local/state}/gpufleet-bench
+fi
+mkdir -p "$base"
+work=$(mktemp -d "$base/exec.XXXXXX")
+chmod 755 "$work"
+fleet_dir=
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	if [ -n "$fleet_dir" ]; then
+		bash "$top/tests/harness/fleet" -d "$fleet_dir" down >/dev/null 2>&1 ||
+		    echo "bench: fleet down failed for $fleet_dir" >&2
+	fi
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A private copy: others may rebuild build/ while the benchmark runs.
+cp "$gf" "$work/gpufleet"
+gf=$work/gpufleet
+: >"$work/gpufleet.ini" # empty config: every default (accept-new, fan-out 256)
+
+mkdir -p "$here/results"
+results=$here/results/exec-$(date +%Y-%m-%d-%H%M%S).txt
+{
+	echo "gpufleet exec benchmark, $(date -u '+%Y-%m-%d %H:%M:%S UTC'), Ns: $*"
+	echo "machine: $(nproc) CPUs, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo)," \
+	    "$(uname -sr), load average at start $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "gpufleet: $("$gf" --version) (build/gpufleet of $(date -u -r "$top/build/gpufleet" '+%H:%M UTC');" \
+	    "checkout at git $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')$(
+	    git -C "$top" diff --quiet HEAD -- controller include agent CMakeLists.txt 2>/dev/null || echo ', with uncommitted changes'))," \
+	    "libssh $(dpkg-query -W -f='${Version}' libssh-4 2>/dev/null || echo '?')"
+	echo "peers: $(pdsh -V 2>&1 | head -1 || true); $(clush --version 2>&1 || true);" \
+	    "parallel-ssh $(parallel-ssh --version 2>&1 || true); $(ssh -V 2>&1)"
+	echo "all tools log in as the fleet user with the fleet key, host keys checked"
+	echo "(OpenSSH tools: -F fleet/ssh_config: StrictHostKeyChecking yes against"
+	echo "fleet/known_hosts, BatchMode; gpufleet: keys pinned on first contact in the"
+	echo "warm-up, checked on every timed run); pdsh -S -R ssh -f N, clush -S -f N,"
+	echo "parallel-ssh -p N -i, gpufleet exec all -f N."
+	echo "wall, client CPU (user+sys of the tool and its children) and sshd CPU are"
+	echo "medians; peak RSS is the largest single process of any run, tree RSS the"
+	echo "largest sum of RSS over the tool and its children (sampled every 100 ms)."
+	echo "x gpufleet = wall / gpufleet's wall for the same command and N."
+	echo
+} | tee "$results"
+
+for n in "$@"; do
+	fleet_dir=$work/fleet-$n
+	echo "bench: N=$n: starting the fleet" >&2
+	bash "$top/tests/harness/fleet" -d "$fleet_dir" up "$n" --owner $$
+	GPUFLEET_DB=$work/fleet.db GPUFLEET_CONFIG=$work/gpufleet.ini \
+	    "$gf" import "$fleet_dir/ssh_config" >/dev/null
+	"$py" "$here/exec_bench.py" run --fleet "$fleet_dir" --n "$n" --gpufleet "$gf" \
+	    --work "$work" --reps "$reps" --slow-reps "$slow_reps" --timeout "$run_timeout" \
+	    --results "$results" --have-pdsh "$(have pdsh)" --have-clush "$(have clush)" \
+	    --have-pssh "$(have parallel-ssh)"
+	bash "$top/tests/harness/fleet" -d "$fleet_dir" down >/dev/null
+	fleet_dir=
+	# the next N gets a fresh database (instance names are reused)
+	rm -f "$work"/fleet.db* "$work"/known_hosts
+done
+echo "bench: results in ${results#"$top"/}" >&2

@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""Measure `gpufleet exec` against pdsh, clush and parallel-ssh on one
+sandbox fleet.  Driven by bench/exec.sh, which installs the tools, builds
+gpufleet, starts and stops the fleet; this file only runs and measures.
+
+  exec_bench.py run --fleet DIR --n N --gpufleet BIN --work DIR
+                    --reps R --slow-reps S --timeout SECS --results FILE
+
+Every run is one command line under /usr/bin/time, started in its own
+session (so a run that hangs can be killed with all its children) with
+stdout and stderr going to files.  A run counts only if it is verified:
+
+  * every host ran the command: exit status 0 (pdsh and clush with -S, so
+    that they return the largest remote status; 255 when ssh failed),
+    parallel-ssh's "[SUCCESS]" line for each host, gpufleet's summary
+    "N hosts: N ok";
+  * for `seq 100`, each of the N hosts printed exactly 1..100, in order;
+  * the sshd logs gained exactly N "Accepted publickey" lines (N fresh
+    logins, as the fleet user, with the fleet key).
+
+A failed run is reported as failed (with the reason) and left out of the
+medians.  Measured per run: wall time, user+sys CPU of the tool and its
+children (from /usr/bin/time, i.e. wait4 rusage), the largest RSS of any
+single process of the run (%M), the summed RSS of the tool and all its
+descendants (sampled every 100 ms), and the CPU the fleet's sshd
+processes spent (cutime+cstime of the sshd listeners, read once every
+connection of the run has ended).
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+PAGE = os.sysconf("SC_PAGE_SIZE")
+TICK = os.sysconf("SC_CLK_TCK")
+KEX = "curve25519-sha256"
+SAMPLE_S = 0.1
+
+
+# --------------------------------------------------------------- /proc helpers
+
+
+def children(pid):
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    out.extend(int(x) for x in f.read().split())
+            except OSError:
+                pass
+    except OSError:
+        pass
+    return out
+
+
+def rss_bytes(pid):
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def tree_rss(root):
+    """Summed RSS of root's descendants (root is /usr/bin/time: excluded)."""
+    total, stack, seen = 0, children(root), set()
+    while stack:
+        p = stack.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += rss_bytes(p)
+        stack.extend(children(p))
+    return total
+
+
+def child_cpu_ticks(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        # after the comm: state is fields[0]; cutime, cstime are stat 16, 17
+        return int(fields[13]) + int(fields[14])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------- the fleet
+
+
+class Fleet:
+    def __init__(self, d, n):
+        self.dir = d
+        self.n = n
+        self.ssh_config = os.path.join(d, "ssh_config")
+        self.names = []
+        with open(os.path.join(d, "instances.tsv")) as f:
+            for line in f:
+                if line.strip():
+                    self.names.append(line.split("\t")[0])
+        if len(self.names) != n:
+            sys.exit(f"bench: fleet has {len(self.names)} instances, expected {n}")
+        groups = os.path.join(d, "groups")
+        self.groups = sorted(os.path.join(groups, g) for g in os.listdir(groups))
+        self.log_pos = {}
+        for g in self.groups:
+            self.log_pos[g] = self._log_size(g)
+
+    def listeners(self):
+        pids = []
+        for g in self.groups:
+            try:
+                with open(os.path.join(g, "sshd.pid")) as f:
+                    pids.append(int(f.read().split()[0]))
+            except (OSError, ValueError, IndexError):
+                pass
+        return pids
+
+    @staticmethod
+    def _log_size(g):
+        try:
+            return os.path.getsize(os.path.join(g, "sshd.log"))
+        except OSError:
+            return 0
+
+    def drain(self, limit=10.0):
+        """Wait until no sshd listener has a connection process left."""
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            if not any(children(p) for p in self.listeners()):
+                return True
+            time.sleep(0.02)
+        return False
+
+    def sshd_ticks(self):
+        total = 0
+        for p in self.listeners():
+            t = child_cpu_ticks(p)
+            if t is None:
+                return None
+            total += t
+        return total
+
+    def new_logins(self):
+        """'Accepted publickey' lines logged since the last call."""
+        count = 0
+        for g in self.groups:
+            path = os.path.join(g, "sshd.log")
+            try:
+                with open(path, "rb") as f:
+                    f.seek(self.log_pos[g])
+                    data = f.read()
+                    self.log_pos[g] = f.tell()
+            except OSError:
+                continue
+            count += data.count(b"Accepted publickey for ")
+        return count
+
+
+# ------------------------------------------------------------------- the tools
+
+
+class Tool:
+    """One row of the table: a tool with one set of options."""
+
+    def __init__(self, name, variant, slow=False):
+        self.name = name
+        self.variant = variant
+        self.slow = slow  # OpenSSH default kex: fewer repetitions
+
+    def argv_env(self, fl, cmd, ctx):
+        raise NotImplementedError
+
+    def verify(self, fl, cmd, rc, out, err):
+        """Return None if every host ran cmd, else the reason."""
+        raise NotImplementedError
+
+
+def check_prefixed(fl, cmd, out):
+    """'NAME: line' output: each host printed exactly seq 1..100."""
+    if cmd == "true":
+        return None if not out.strip() else "unexpected output"
+    want = [str(i) for i in range(1, 101)]
+    got = {}
+    for line in out.splitlines():
+        name, sep, rest = line.partition(": ")
+        if not sep:
+            return f"unparsable line {line[:60]!r}"
+        got.setdefault(name, []).append(rest)
+    bad = [h for h in fl.names if got.get(h) != want]
+    extra = set(got) - set(fl.names)
+    if bad or extra:
+        return (f"{len(fl.names) - len(bad)}/{len(fl.names)} hosts printed 1..100"
+                + (f", unknown hosts {sorted(extra)[:3]}" if extra else ""))
+    return None
+
+
+def first_line(s):
+    for line in s.splitlines():
+        if line.strip():
+            return line.strip()[:160]
+    return ""
+
+
+class Gpufleet(Tool):
+    def __init__(self, binary, work):
+        super().__init__("gpufleet", "(its engine)")
+        self.binary = binary
+        self.work = work
+
+    def argv_env(self, fl, cmd, ctx):
+        env = dict(ctx, GPUFLEET_DB=os.path.join(self.work, "fleet.db"),
+                   GPUFLEET_CONFIG=os.path.join(self.work, "gpufleet.ini"),
+                   GPUFLEET_NO_PROGRESS="1")
+        return [self.binary, "exec", "all", "-f", str(fl.n), "--"] + cmd.split(), env
+
+    def verify(self, fl, cmd, rc, out, err):
+        n = fl.n
+        if rc != 0 or f"{n} hosts: {n} ok" not in err:
+            return f"exit {rc}: {first_line(err)}"
+        return check_prefixed(fl, cmd, out)
+
+
+class Pdsh(Tool):
+    def argv_env(self, fl, cmd, ctx):
+        extra = f"-F {fl.ssh_config}"
+        if self.variant != "defaults":
+            extra += f" -o KexAlgorithms={KEX}"
+        env = dict(ctx, PDSH_SSH_ARGS_APPEND=extra)
+        return ["pdsh", "-S", "-R", "ssh", "-f", str(fl.n),
+                "-w", f"inst-[1-{fl.n}]", cmd], env
+
+    def verify(self, fl, cmd, rc, out, err):
+        if rc != 0:
+            return f"exit {rc}: {first_line(err)}"
+        return check_prefixed(fl, cmd, out)
+
+
+class Clush(Tool):
+    def argv_env(self, fl, cmd, ctx):
+        opts = f"-F {fl.ssh_config}"
+        if self.variant != "defaults":
+            opts += f" -o KexAlgorithms={KEX}"
+        return ["clush", "-S", "-o", opts, "-f", str(fl.n),
+                "-w", f"inst-[1-{fl.n}]", cmd], dict(ctx)
+
+    def verify(self, fl, cmd, rc, out, err):
+        if rc != 0:
+            return f"exit {rc}: {first_line(err)}"
+        return check_prefixed(fl, cmd, out)
+
+
+PSSH_STATUS = re.compile(r"^\[\d+\] \d\d:\d\d:\d\d \[(SUCCESS|FAILURE)\] (\S+)")
+
+
+class Pssh(Tool):
+    def __init__(self, variant, hostfile, slow=False):
+        super().__init__("parallel-ssh", variant, slow)
+        self.hostfile = hostfile
+
+    def argv_env(self, fl, cmd, ctx):
+        opts = f"-F {fl.ssh_config}"
+        if self.variant != "defaults":
+            opts += f" -o KexAlgorithms={KEX}"
+        # -i: each host's output after its status line (its usual mode)
+        return ["parallel-ssh", "-x", opts, "-p", str(fl.n), "-h", self.hostfile,
+                "-i", cmd], dict(ctx)
+
+    def verify(self, fl, cmd, rc, out, err):
+        blocks, cur = {}, None
+        for line in out.splitlines():
+            m = PSSH_STATUS.match(line)
+            if m:
+                if m.group(1) != "SUCCESS":
+                    return f"exit {rc}: {line[:160]}"
+                cur = m.group(2)
+                blocks[cur] = []
+            elif cur is not None:
+                blocks[cur].append(line)
+            else:
+                return f"unparsable line {line[:60]!r}"
+        if rc != 0:
+            return f"exit {rc}: {first_line(out) or first_line(err)}"
+        if sorted(blocks) != sorted(fl.names):
+            return f"{len(blocks)}/{fl.n} hosts reported SUCCESS"
+        want = [] if cmd == "true" else [str(i) for i in range(1, 101)]
+        bad = [h for h, lines in blocks.items() if lines != want]
+        if bad:
+            return f"{fl.n - len(bad)}/{fl.n} hosts printed the expected output"
+        return None
+
+
+# ---------------------------------------------------------------------- a run
+
+
+def run_once(tool, fl, cmd, work, timeout, ctx):
+    argv, env = tool.argv_env(fl, cmd, ctx)
+    tfile = os.path.join(work, "time.out")
+    outf = os.path.join(work, "run.stdout")
+    errf = os.path.join(work, "run.stderr")
+    fl.drain()
+    fl.new_logins()  # skip whatever came before
+    ticks0 = fl.sshd_ticks()
+    with open(outf, "wb") as o, open(errf, "wb") as e:
+        t0 = time.monotonic()
+        p = subprocess.Popen(["/usr/bin/time", "-o", tfile, "-f", "%e %U %S %M"] + argv,
+                             stdin=subprocess.DEVNULL, stdout=o, stderr=e, env=env,
+                             start_new_session=True)
+        peak_tree = 0
+        timed_out = False
+        try:
+            while True:
+                try:
+                    p.wait(timeout=SAMPLE_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    peak_tree = max(peak_tree, tree_rss(p.pid))
+                    if time.monotonic() - t0 > timeout:
+                        timed_out = True
+                        os.killpg(p.pid, signal.SIGKILL)
+                        p.wait()
+                        break
+        except BaseException:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+            raise
+        wall_outer = time.monotonic() - t0
+    drained = fl.drain()
+    ticks1 = fl.sshd_ticks()
+    logins = fl.new_logins()
+    with open(outf, errors="replace") as f:
+        out = f.read()
+    with open(errf, errors="replace") as f:
+        err = f.read()
+    res = {"tool": tool.name, "variant": tool.variant, "cmd": cmd, "rc": p.returncode}
+    try:
+        with open(tfile) as f:
+            lines = f.read().strip().splitlines()
+        e, u, s, m = lines[-1].split()
+        res.update(wall=float(e), cpu=round(float(u) + float(s), 2), maxrss=int(m) * 1024)
+    except (OSError, ValueError, IndexError):
+        res.update(wall=round(wall_outer, 3), cpu=None, maxrss=None)
+    res["tree_rss"] = max(peak_tree, res.get("maxrss") or 0)
+    res["sshd_cpu"] = (None if ticks0 is None or ticks1 is None
+                       else round((ticks1 - ticks0) / TICK, 2))
+    if timed_out:
+        res["error"] = f"timed out after {timeout} s (killed)"
+    else:
+        # the exit status of the tool is what time reports as its own
+        rc = p.returncode
+        res["error"] = tool.verify(fl, cmd, rc, out, err)
+        if res["error"] is None and logins != fl.n:
+            res["error"] = f"sshd logged {logins} logins, expected {fl.n}"
+    if res["error"] is None and not drained:
+        res["note"] = "sshd connections still open 10 s after the run"
+    return res
+
+
+# ---------------------------------------------------------------- the report
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+def fmt(x, spec):
+    return "-" if x is None else format(x, spec)
+
+
+def table(n, rows, runs, reps, slow_reps):
+    cmds = ["true", "seq 100"]
+    lines = []
+    head = (f"{'command':<8} {'tool':<13} {'variant':<15} {'ok':>5} {'wall s':>7} "
+            f"{'x gpufleet':>10} {'client CPU s':>12} {'sshd CPU s':>10} "
+            f"{'peak RSS MiB':>12} {'tree RSS MiB':>12}")
+    lines.append(f"N = {n} (fan-out {n}; medians of {reps} runs, {slow_reps} for "
+                 f"OpenSSH default kex)")
+    lines.append(head)
+    lines.append("-" * len(head))
+    failures = []
+    for cmd in cmds:
+        base = None
+        stats = []
+        for t in rows:
+            rs = [r for r in runs if r["tool"] == t.name and r["variant"] == t.variant
+                  and r["cmd"] == cmd]
+            ok = [r for r in rs if r["error"] is None]
+            for r in rs:
+                if r["error"] is not None:
+                    failures.append(f"  {cmd}: {t.name} {t.variant}: {r['error']}")
+            st = {
+                "ok": f"{len(ok)}/{len(rs)}",
+                "wall": median([r["wall"] for r in ok]),
+                "cpu": median([r["cpu"] for r in ok]),
+                "sshd": median([r["sshd_cpu"] for r in ok]),
+                "rss": max([r["maxrss"] for r in ok if r["maxrss"]], default=None),
+                "tree": max([r["tree_rss"] for r in ok if r["tree_rss"]], default=None),
+            }
+            if t.name == "gpufleet":
+                base = st["wall"]
+            stats.append((t, st))
+        for t, st in stats:
+            if st["ok"] == "0/0":
+                lines.append(f"{cmd:<8} {t.name:<13} {t.variant:<15} {'-':>5} "
+                             f"{'not run':>7}")
+                continue
+            if st["wall"] is None:
+                lines.append(f"{cmd:<8} {t.name:<13} {t.variant:<15} {st['ok']:>5} "
+                             f"{'FAILED':>7}")
+                continue
+            ratio = st["wall"] / base if base else None
+            mib = 1024 * 1024
+            lines.append(
+                f"{cmd:<8} {t.name:<13} {t.variant:<15} {st['ok']:>5} "
+                f"{st['wall']:>7.2f} {fmt(ratio, '>10.2f'):>10} "
+                f"{fmt(st['cpu'], '>12.2f'):>12} {fmt(st['sshd'], '>10.2f'):>10} "
+                f"{fmt(st['rss'] and st['rss'] / mib, '>12.1f'):>12} "
+                f"{fmt(st['tree'] and st['tree'] / mib, '>12.1f'):>12}")
+    if failures:
+        lines.append("failed runs (not in the medians):")
+        lines.extend(failures)
+    return "\n".join(lines)
+
+
+def cmd_run(a):
+    fl = Fleet(a.fleet, a.n)
+    hostfile = os.path.join(a.work, f"hosts-{a.n}")
+    with open(hostfile, "w") as f:
+        f.write("\n".join(fl.names) + "\n")
+    ctx = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PDSH_", "GPUFLEET_", "SSH_AUTH_SOCK"))}
+    rows = [Gpufleet(a.gpufleet, a.work)]
+    missing = []
+    for name, ok in (("pdsh", a.have_pdsh), ("clush", a.have_clush),
+                     ("parallel-ssh", a.have_pssh)):
+        if not ok:
+            missing.append(name)
+            continue
+        for variant, slow in (("defaults", True), (f"kex {KEX.split('-')[0]}", False)):
+            if name == "pdsh":
+                rows.append(Pdsh("pdsh", variant, slow))
+            elif name == "clush":
+                rows.append(Clush("clush", variant, slow))
+            else:
+                rows.append(Pssh(variant, hostfile, slow))
+
+    log = open(os.path.join(a.work, f"runs-{a.n}.jsonl"), "a")
+    runs = []
+
+    def progress(msg):
+        print(f"bench: N={a.n}: {msg}", file=sys.stderr, flush=True)
+
+    # warm-up: one verified `true` per tool (fast variant); also pins the
+    # host keys in gpufleet's throw-away database (accept-new)
+    for t in rows:
+        if t.slow:
+            continue
+        r = run_once(t, fl, "true", a.work, a.timeout, ctx)
+        progress(f"warm-up {t.name} {t.variant}: "
+                 + ("ok" if r["error"] is None else f"FAILED: {r['error']}")
+                 + f" ({r['wall']:.2f} s)")
+
+    t_start = time.monotonic()
+    for rep in range(a.reps):
+        k = rep % len(rows)
+        order = rows[k:] + rows[:k]  # rotate so no tool always goes first
+        for cmd in ("true", "seq 100"):
+            for t in order:
+                if t.slow and rep >= a.slow_reps:
+                    continue
+                r = run_once(t, fl, cmd, a.work, a.timeout, ctx)
+                r["rep"] = rep + 1
+                runs.append(r)
+                log.write(json.dumps(r) + "\n")
+                log.flush()
+                progress(f"rep {rep + 1} {cmd!r:10} {t.name:<12} {t.variant:<15} "
+                         + (f"{r['wall']:6.2f} s" if r["error"] is None
+                            else f"FAILED: {r['error']}"))
+    elapsed = time.monotonic() - t_start
+    text = table(a.n, rows, runs, a.reps, a.slow_reps)
+    if missing:
+        text += "\nnot measured (not installed): " + ", ".join(missing)
+    text += f"\n(timed runs took {elapsed:.0f} s; load average after: " \
+            f"{open('/proc/loadavg').read().split()[0]})\n"
+    print(text, flush=True)
+    with open(a.results, "a") as f:
+        f.write(text + "\n")
+        f.write(f"raw runs, N = {a.n} (wall s, client CPU s, sshd CPU s, peak RSS KiB, tree RSS KiB):\n")
+        for r in runs:
+            f.write(f"  rep {r['rep']} {r['cmd']:<8} {r['tool']:<13} {r['variant']:<15} "
+                    f"{r['wall']:>7.2f} {fmt(r['cpu'], '.2f'):>6} {fmt(r['sshd_cpu'], '.2f'):>6} "
+                    f"{fmt(r['maxrss'] and r['maxrss'] // 1024, 'd'):>7} "
+                    f"{fmt(r['tree_rss'] and r['tree_rss'] // 1024, 'd'):>8} "
+                    f"{'ok' if r['error'] is None else 'FAILED: ' + r['error']}\n")
+        f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run")
+    r.add_argument("--fleet", required=True)
+    r.add_argument("--n", type=int, required=True)
+    r.add_argument("--gpufleet", required=True)
+    r.add_argument("--work", required=True)
+    r.add_argument("--reps", type=int, default=3)
+    r.add_argument("--slow-reps", type=int, default=2)
+    r.add_argument("--timeout", type=float, default=180)
+    r.add_argument("--results", required=True)
+    r.add_argument("--have-pdsh", type=int, default=1)
+    r.add_argument("--have-clush", type=int, default=1)
+    r.add_argument("--have-pssh", type=int, default=1)
+    a = ap.parse_args()
+    try:
+        cmd_run(a)
+    except KeyboardInterrupt:
+        print("bench: interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()
