@@ -13,6 +13,7 @@
 extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_help_entry;
+extern const struct cmd_entry cmd_history_entry;
 extern const struct cmd_entry cmd_hostkey_entry;
 extern const struct cmd_entry cmd_import_entry;
 extern const struct cmd_entry cmd_ls_entry;
@@ -20,6 +21,7 @@ extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
 extern const struct cmd_entry cmd_ssh_entry;
+extern const struct cmd_entry cmd_status_entry;
 extern const struct cmd_entry cmd_tag_entry;
 extern const struct cmd_entry cmd_version_entry;
 
@@ -32,6 +34,8 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_set_entry,
 	&cmd_tag_entry,
 	&cmd_rm_entry,
+	&cmd_status_entry,
+	&cmd_history_entry,
 	&cmd_exec_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,

@@ -1,6 +1,7 @@
 /* Reading config.ini with inih, with file:line in every complaint. */
 
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,6 +35,11 @@ config_defaults(struct config *c)
 	c->command_timeout = 0;
 	c->fanout = 256;
 	c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
+	c->status_raw_hours = 48;
+	c->status_agg_days = 90;
+	c->status_idle_util = 5;
+	c->status_stale_minutes = 30;
+	c->status_timeout = 20;
 }
 
 void
@@ -42,6 +48,8 @@ config_clear(struct config *c)
 	free(c->path);
 	free(c->user);
 	free(c->identity);
+	free(c->progress_file);
+	free(c->nvidia_smi);
 	memset(c, 0, sizeof *c);
 }
 
@@ -135,10 +143,52 @@ handler(void *arg, const char *section, const char *key, const char *value)
 			}
 			return 1;
 		}
+	} else if (strcmp(section, "status") == 0) {
+		static const struct {
+			const char *key;
+			int min, max;
+			size_t off;
+		} ints[] = {
+			{ "raw_retention_hours", 1, 24 * 365,
+			    offsetof(struct config, status_raw_hours) },
+			{ "aggregate_retention_days", 1, 3650,
+			    offsetof(struct config, status_agg_days) },
+			{ "idle_util_percent", 0, 100,
+			    offsetof(struct config, status_idle_util) },
+			{ "stale_progress_minutes", 1, 100000,
+			    offsetof(struct config, status_stale_minutes) },
+			{ "timeout", 5, 3600,
+			    offsetof(struct config, status_timeout) },
+		};
+		size_t i;
+		for (i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+			if (strcmp(key, ints[i].key) != 0)
+				continue;
+			if (parse_int(value, ints[i].min, ints[i].max,
+				(int *)((char *)c + ints[i].off)) != 0)
+				goto range;
+			return 1;
+		}
+		if (strcmp(key, "progress_file") == 0 ||
+		    strcmp(key, "nvidia_smi") == 0) {
+			char **dst =
+			    key[0] == 'p' ? &c->progress_file : &c->nvidia_smi;
+			if (strpbrk(value, " \t'\"\\$`;&|<>(){}*?[]!#") !=
+			    NULL) {
+				xasprintf(&ps->error,
+				    "%s '%s' may not contain "
+				    "blanks or shell characters",
+				    key, value);
+				return 0;
+			}
+			free(*dst);
+			*dst = *value != '\0' ? xstrdup(value) : NULL;
+			return 1;
+		}
 	} else {
 		xasprintf(&ps->error,
 		    "unknown section [%s] (known: "
-		    "[defaults], [ssh])",
+		    "[defaults], [ssh], [status])",
 		    section);
 		return 0;
 	}

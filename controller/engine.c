@@ -247,8 +247,14 @@ engine_host_clear(struct engine_host *h)
 static void
 start_more(struct engine *e)
 {
-	while (e->next < e->n && e->active < (size_t)e->set->fanout)
+	while (e->next < e->n && e->active < (size_t)e->set->fanout) {
+		if (e->hosts[e->next].skip) {
+			e->hosts[e->next++].done = 1;
+			e->finished++;
+			continue;
+		}
 		conn_start(e, &e->hosts[e->next++]);
+	}
 	if (e->finished == e->n)
 		event_base_loopbreak(e->base);
 }
@@ -298,7 +304,7 @@ conn_start(struct engine *e, struct engine_host *h)
 		free(msg);
 		return;
 	}
-	if (h->nkeys == 0 && e->set->command != NULL) {
+	if (h->nkeys == 0 && (e->set->command != NULL || h->command != NULL)) {
 		conn_fail(c, EF_AUTH, "%s",
 		    h->keys_error != NULL ? h->keys_error
 					  : "no identity to log in with");
@@ -685,7 +691,7 @@ conn_step(struct engine_conn *c)
 		}
 		if (conn_check_hostkey(c) != 0)
 			return;
-		if (set->command == NULL) {
+		if (set->command == NULL && h->command == NULL) {
 			/* Handshake only: the host key was all we wanted. */
 			conn_finish(c);
 			return;
@@ -748,7 +754,8 @@ conn_step(struct engine_conn *c)
 		c->state = CS_EXEC;
 		/* FALLTHROUGH */
 	case CS_EXEC:
-		rc = ssh_channel_request_exec(c->ch, set->command);
+		rc = ssh_channel_request_exec(
+		    c->ch, h->command != NULL ? h->command : set->command);
 		if (rc == SSH_AGAIN)
 			break;
 		if (rc != SSH_OK) {

@@ -44,6 +44,8 @@ struct engine_host {
 	ssh_key keys[ENGINE_MAX_KEYS]; /* borrowed; NULL: ask ssh-agent */
 	int nkeys;
 	const char *keys_error; /* why no key, if nkeys == 0 */
+	const char *command;	/* or NULL: the run's command */
+	int skip;		/* leave this host out of the run */
 
 	/* Results. */
 	enum engine_fail fail;

@@ -75,6 +75,57 @@ static const char *const migrations[] = {
 	"  source TEXT NOT NULL,"
 	"  first_seen INTEGER NOT NULL"
 	");",
+
+	/*
+	 * 2 -> 3: what status saw. Raw samples (kept 48 h by default), then
+	 * 5-minute aggregates (mean and max, kept 90 days); the last report
+	 * of each instance for the controller's own view.
+	 */
+	"CREATE TABLE sample_host ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  container_start INTEGER,"
+	"  load1 REAL,"
+	"  mem_available_kib INTEGER,"
+	"  net_rx_bytes INTEGER,"
+	"  net_tx_bytes INTEGER,"
+	"  sessions INTEGER,"
+	"  PRIMARY KEY (instance_id, t)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE sample_gpu ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  gpu INTEGER NOT NULL,"
+	"  util REAL,"
+	"  mem_used_mib REAL,"
+	"  mem_total_mib REAL,"
+	"  temp_c REAL,"
+	"  power_w REAL,"
+	"  nprocs INTEGER,"
+	"  PRIMARY KEY (instance_id, t, gpu)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE sample_gpu_5m ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  gpu INTEGER NOT NULL,"
+	"  n INTEGER NOT NULL,"
+	"  util_mean REAL, util_max REAL,"
+	"  mem_mean REAL, mem_max REAL,"
+	"  mem_total_mib REAL,"
+	"  temp_max REAL, power_mean REAL,"
+	"  PRIMARY KEY (instance_id, t, gpu)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE last_status ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  error TEXT,"
+	"  report TEXT"
+	");",
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

@@ -1,0 +1,198 @@
+/* Finding the agent binary and the remote commands that run or deploy it. */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "deploy.h"
+#include "xmalloc.h"
+
+#ifndef GPUFLEET_LIBEXECDIR
+#define GPUFLEET_LIBEXECDIR "/usr/local/libexec/gpufleet"
+#endif
+
+#define AGENT_MAX_BYTES (64 * 1024 * 1024)
+
+static int read_file(const char *, char **, size_t *);
+
+static int
+read_file(const char *path, char **data, size_t *len)
+{
+	struct stat st;
+	ssize_t n;
+	size_t off = 0;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > AGENT_MAX_BYTES) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	*data = xmalloc((size_t)st.st_size + 1);
+	while (off < (size_t)st.st_size) {
+		n = read(fd, *data + off, (size_t)st.st_size - off);
+		if (n <= 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			free(*data);
+			close(fd);
+			return -1;
+		}
+		off += (size_t)n;
+	}
+	close(fd);
+	*len = off;
+	return 0;
+}
+
+/*
+ * Load the agent: $GPUFLEET_AGENT, else gpufleet-agent beside this
+ * executable, else the installed libexec copy.
+ */
+int
+deploy_load(struct agent_bin *ab, char **cause)
+{
+	const char *env = getenv("GPUFLEET_AGENT");
+	char self[PATH_MAX], *slash, *cand[3] = { NULL, NULL, NULL };
+	uint64_t h = 1469598103934665603ULL;
+	ssize_t n;
+	size_t i;
+	int k, nc = 0;
+
+	memset(ab, 0, sizeof *ab);
+	if (env != NULL && *env != '\0')
+		cand[nc++] = xstrdup(env);
+	else {
+		n = readlink("/proc/self/exe", self, sizeof self - 1);
+		if (n > 0) {
+			self[n] = '\0';
+			if ((slash = strrchr(self, '/')) != NULL) {
+				*slash = '\0';
+				xasprintf(
+				    &cand[nc++], "%s/gpufleet-agent", self);
+			}
+		}
+		cand[nc++] = xstrdup(GPUFLEET_LIBEXECDIR "/gpufleet-agent");
+	}
+	for (k = 0; k < nc && ab->path == NULL; k++) {
+		if (read_file(cand[k], &ab->data, &ab->len) == 0)
+			ab->path = xstrdup(cand[k]);
+	}
+	if (ab->path == NULL)
+		xasprintf(cause,
+		    "cannot find the agent binary (tried %s%s%s); "
+		    "set GPUFLEET_AGENT",
+		    cand[0], nc > 1 ? ", " : "", nc > 1 ? cand[1] : "");
+	for (k = 0; k < nc; k++)
+		free(cand[k]);
+	if (ab->path == NULL)
+		return -1;
+	/* FNV-1a 64: names the content; the upload itself is size-checked. */
+	for (i = 0; i < ab->len; i++) {
+		h ^= (unsigned char)ab->data[i];
+		h *= 1099511628211ULL;
+	}
+	snprintf(ab->hash, sizeof ab->hash, "%016llx", (unsigned long long)h);
+	return 0;
+}
+
+void
+deploy_free(struct agent_bin *ab)
+{
+	free(ab->path);
+	free(ab->data);
+	memset(ab, 0, sizeof *ab);
+}
+
+/*
+ * The one round trip of a status: run the agent if it is there, else exit
+ * DEPLOY_EXIT_MISSING. remote_dir is validated to need no quoting (an
+ * optional leading ~/ must stay unquoted to expand). Caller frees.
+ */
+char *
+deploy_run_command(
+    const struct instance *in, const struct agent_bin *ab, const char *args)
+{
+	char *s;
+
+	xasprintf(&s,
+	    "d=%s; a=\"$d/gpufleet-agent-%s\"; "
+	    "if [ -x \"$a\" ]; then \"$a\" report --dir \"$d\" %s; exit $?; "
+	    "fi; exit %d",
+	    in->remote_dir, ab->hash, args, DEPLOY_EXIT_MISSING);
+	return s;
+}
+
+/* Upload (the binary arrives on stdin) and run. Caller frees. */
+char *
+deploy_upload_command(
+    const struct instance *in, const struct agent_bin *ab, const char *args)
+{
+	char *s;
+
+	xasprintf(&s,
+	    "case $(uname -m) in x86_64|amd64) ;; *) echo \"the host is "
+	    "$(uname -m); the agent is built for x86_64\" >&2; exit %d;; esac; "
+	    "umask 077; d=%s; a=\"$d/gpufleet-agent-%s\"; "
+	    "t=\"$d/.gpufleet-agent-%s.$$\"; "
+	    "mkdir -p \"$d\" || exit %d; "
+	    "cat >\"$t\" || { rm -f \"$t\"; exit %d; }; "
+	    "[ \"$(wc -c <\"$t\")\" -eq %zu ] || { rm -f \"$t\"; "
+	    "echo \"upload truncated\" >&2; exit %d; }; "
+	    "chmod 700 \"$t\" && mv -f \"$t\" \"$a\" || { rm -f \"$t\"; "
+	    "exit %d; }; "
+	    "\"$a\" report --dir \"$d\" %s",
+	    DEPLOY_EXIT_ARCH, in->remote_dir, ab->hash, ab->hash,
+	    DEPLOY_EXIT_WRITE, DEPLOY_EXIT_WRITE, ab->len, DEPLOY_EXIT_SHORT,
+	    DEPLOY_EXIT_WRITE, args);
+	return s;
+}
+
+/*
+ * Why a deploy-and-run failed, in one line, from its exit status and the
+ * first line of its stderr. Caller frees.
+ */
+char *
+deploy_explain(int status, const char *err, const struct instance *in)
+{
+	char *s,
+	    *line = xstrndup(
+		err != NULL ? err : "", err != NULL ? strcspn(err, "\n") : 0);
+
+	switch (status) {
+	case DEPLOY_EXIT_ARCH:
+		xasprintf(&s, "cannot run the agent: %s", line);
+		break;
+	case DEPLOY_EXIT_WRITE:
+		xasprintf(&s, "cannot write the agent to %s: %s",
+		    in->remote_dir, *line != '\0' ? line : "no write access");
+		break;
+	case DEPLOY_EXIT_SHORT:
+		xasprintf(&s,
+		    "agent upload to %s arrived truncated (disk "
+		    "full?)",
+		    in->remote_dir);
+		break;
+	case 126:
+		xasprintf(&s,
+		    "cannot execute the agent in %s (mounted "
+		    "noexec?): %s",
+		    in->remote_dir, line);
+		break;
+	default:
+		xasprintf(&s, "agent failed with status %d: %s", status,
+		    *line != '\0' ? line : "no message");
+		break;
+	}
+	free(line);
+	return s;
+}

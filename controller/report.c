@@ -1,0 +1,290 @@
+/* Parsing and checking the agent's JSON report. */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "report.h"
+#include "xmalloc.h"
+
+static int get_obj(json_t *, const char *, json_t **, char **);
+static int get_int(json_t *, const char *, int, int64_t *, char **);
+static int get_num(json_t *, const char *, double *, char **);
+static int get_str(json_t *, const char *, int, char **, char **);
+static int parse_host(json_t *, struct report *, char **);
+static int parse_gpu(json_t *, struct report_gpu *, char **);
+
+static int
+get_obj(json_t *o, const char *key, json_t **out, char **cause)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (!json_is_object(v)) {
+		xasprintf(cause, "'%s' is missing or not an object", key);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* An integer field; with nullable, null (or absent) gives 0. */
+static int
+get_int(json_t *o, const char *key, int nullable, int64_t *out, char **cause)
+{
+	json_t *v = json_object_get(o, key);
+
+	if ((v == NULL || json_is_null(v)) && nullable) {
+		*out = 0;
+		return 0;
+	}
+	if (!json_is_integer(v)) {
+		xasprintf(cause, "'%s' is missing or not an integer", key);
+		return -1;
+	}
+	*out = json_integer_value(v);
+	return 0;
+}
+
+/* A number field; null or absent gives NAN. */
+static int
+get_num(json_t *o, const char *key, double *out, char **cause)
+{
+	json_t *v = json_object_get(o, key);
+
+	if (v == NULL || json_is_null(v)) {
+		*out = NAN;
+		return 0;
+	}
+	if (!json_is_number(v)) {
+		xasprintf(cause, "'%s' is not a number", key);
+		return -1;
+	}
+	*out = json_number_value(v);
+	if (!isfinite(*out)) {
+		xasprintf(cause, "'%s' is not finite", key);
+		return -1;
+	}
+	return 0;
+}
+
+/* A string field (copied); with nullable, null or absent gives NULL. */
+static int
+get_str(json_t *o, const char *key, int nullable, char **out, char **cause)
+{
+	json_t *v = json_object_get(o, key);
+
+	if ((v == NULL || json_is_null(v)) && nullable) {
+		*out = NULL;
+		return 0;
+	}
+	if (!json_is_string(v)) {
+		xasprintf(cause, "'%s' is missing or not a string", key);
+		return -1;
+	}
+	*out = xstrndup(json_string_value(v), json_string_length(v));
+	return 0;
+}
+
+static int
+parse_host(json_t *h, struct report *r, char **cause)
+{
+	json_t *load;
+	int64_t v;
+	size_t i;
+
+	if (get_str(h, "hostname", 0, &r->hostname, cause) != 0 ||
+	    get_str(h, "kernel", 1, &r->kernel, cause) != 0 ||
+	    get_int(h, "boot_time", 1, &r->boot_time, cause) != 0 ||
+	    get_int(h, "container_start", 1, &r->container_start, cause) != 0 ||
+	    get_int(h, "mem_total_kib", 1, &r->mem_total_kib, cause) != 0 ||
+	    get_int(h, "mem_available_kib", 1, &r->mem_available_kib, cause) !=
+		0 ||
+	    get_int(h, "net_rx_bytes", 1, &r->net_rx_bytes, cause) != 0 ||
+	    get_int(h, "net_tx_bytes", 1, &r->net_tx_bytes, cause) != 0)
+		return -1;
+	if (get_int(h, "cpus", 1, &v, cause) != 0)
+		return -1;
+	r->cpus = v < 0 || v > 1000000 ? 0 : (int)v;
+	if (get_int(h, "sessions", 1, &v, cause) != 0)
+		return -1;
+	r->sessions = v < 0 || v > 1000000 ? 0 : (int)v;
+	load = json_object_get(h, "load");
+	for (i = 0; i < 3; i++) {
+		json_t *x =
+		    json_is_array(load) ? json_array_get(load, i) : NULL;
+		r->load[i] = json_is_number(x) ? json_number_value(x) : NAN;
+	}
+	return 0;
+}
+
+static int
+parse_gpu(json_t *g, struct report_gpu *gpu, char **cause)
+{
+	json_t *procs, *p;
+	int64_t v;
+	size_t i;
+
+	if (!json_is_object(g)) {
+		xasprintf(cause, "a GPU entry is not an object");
+		return -1;
+	}
+	if (get_int(g, "index", 0, &v, cause) != 0)
+		return -1;
+	if (v < 0 || v > 1024) {
+		xasprintf(
+		    cause, "GPU index %lld is out of range", (long long)v);
+		return -1;
+	}
+	gpu->index = (int)v;
+	if (get_str(g, "uuid", 1, &gpu->uuid, cause) != 0 ||
+	    get_str(g, "name", 1, &gpu->name, cause) != 0 ||
+	    get_num(g, "util_gpu", &gpu->util_gpu, cause) != 0 ||
+	    get_num(g, "util_mem", &gpu->util_mem, cause) != 0 ||
+	    get_num(g, "mem_used_mib", &gpu->mem_used_mib, cause) != 0 ||
+	    get_num(g, "mem_total_mib", &gpu->mem_total_mib, cause) != 0 ||
+	    get_num(g, "temp_c", &gpu->temp_c, cause) != 0 ||
+	    get_num(g, "power_w", &gpu->power_w, cause) != 0 ||
+	    get_num(g, "power_limit_w", &gpu->power_limit_w, cause) != 0)
+		return -1;
+	procs = json_object_get(g, "processes");
+	if (procs == NULL || json_is_null(procs))
+		return 0;
+	if (!json_is_array(procs)) {
+		xasprintf(cause, "'processes' is not an array");
+		return -1;
+	}
+	gpu->procs = xcalloc(json_array_size(procs) + 1, sizeof *gpu->procs);
+	json_array_foreach(procs, i, p)
+	{
+		struct report_proc *rp = &gpu->procs[gpu->nprocs];
+		if (!json_is_object(p) ||
+		    get_int(p, "pid", 0, &v, cause) != 0) {
+			if (*cause == NULL)
+				xasprintf(cause,
+				    "a process entry is not an "
+				    "object");
+			return -1;
+		}
+		rp->pid = (long)v;
+		gpu->nprocs++;
+		if (get_str(p, "name", 1, &rp->name, cause) != 0 ||
+		    get_num(p, "mem_mib", &rp->mem_mib, cause) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * Parse a report. On failure *cause says what is wrong (caller frees) and
+ * r holds nothing to free.
+ */
+int
+report_parse(const char *buf, size_t len, struct report *r, char **cause)
+{
+	json_error_t jerr;
+	json_t *doc = NULL, *host, *gpus, *g, *prog;
+	int64_t schema;
+	char *why = NULL;
+	size_t i;
+
+	memset(r, 0, sizeof *r);
+	if (len == 0) {
+		xasprintf(cause, "empty agent report");
+		return -1;
+	}
+	if (len > REPORT_MAX_BYTES) {
+		xasprintf(cause, "agent report is larger than %d bytes",
+		    REPORT_MAX_BYTES);
+		return -1;
+	}
+	doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+	if (doc == NULL) {
+		xasprintf(cause, "agent report is not JSON (%s at byte %d)",
+		    jerr.text, jerr.position);
+		return -1;
+	}
+	if (!json_is_object(doc)) {
+		why = xstrdup("not a JSON object");
+		goto fail;
+	}
+	if (get_int(doc, "schema", 0, &schema, &why) != 0)
+		goto fail;
+	if (schema != REPORT_SCHEMA) {
+		xasprintf(&why,
+		    "schema %lld, this gpufleet reads schema %d "
+		    "(agent and controller versions differ)",
+		    (long long)schema, REPORT_SCHEMA);
+		goto fail;
+	}
+	if (get_int(doc, "time", 0, &r->time, &why) != 0 ||
+	    get_str(doc, "agent_version", 1, &r->agent_version, &why) != 0 ||
+	    get_obj(doc, "host", &host, &why) != 0 ||
+	    parse_host(host, r, &why) != 0 ||
+	    get_str(doc, "gpu_error", 1, &r->gpu_error, &why) != 0 ||
+	    get_str(doc, "driver_version", 1, &r->driver_version, &why) != 0 ||
+	    get_str(doc, "cuda_version", 1, &r->cuda_version, &why) != 0)
+		goto fail;
+	gpus = json_object_get(doc, "gpus");
+	if (!json_is_array(gpus)) {
+		why = xstrdup("'gpus' is missing or not an array");
+		goto fail;
+	}
+	if (json_array_size(gpus) > 1024) {
+		why = xstrdup("too many GPUs");
+		goto fail;
+	}
+	r->gpus = xcalloc(json_array_size(gpus) + 1, sizeof *r->gpus);
+	json_array_foreach(gpus, i, g)
+	{
+		r->ngpus++;
+		if (parse_gpu(g, &r->gpus[i], &why) != 0)
+			goto fail;
+	}
+	prog = json_object_get(doc, "progress");
+	if (prog != NULL && !json_is_null(prog)) {
+		json_t *tr;
+		if (!json_is_object(prog)) {
+			why = xstrdup("'progress' is not an object");
+			goto fail;
+		}
+		r->has_progress = 1;
+		if (get_str(prog, "text", 0, &r->progress_text, &why) != 0 ||
+		    get_int(prog, "mtime", 1, &r->progress_mtime, &why) != 0)
+			goto fail;
+		tr = json_object_get(prog, "truncated");
+		r->progress_truncated = json_is_true(tr);
+	}
+	json_decref(doc);
+	return 0;
+fail:
+	xasprintf(cause, "bad agent report: %s", why);
+	free(why);
+	json_decref(doc);
+	report_free(r);
+	return -1;
+}
+
+void
+report_free(struct report *r)
+{
+	size_t i, j;
+
+	for (i = 0; i < r->ngpus; i++) {
+		for (j = 0; j < r->gpus[i].nprocs; j++)
+			free(r->gpus[i].procs[j].name);
+		free(r->gpus[i].procs);
+		free(r->gpus[i].uuid);
+		free(r->gpus[i].name);
+	}
+	free(r->gpus);
+	free(r->agent_version);
+	free(r->hostname);
+	free(r->kernel);
+	free(r->gpu_error);
+	free(r->driver_version);
+	free(r->cuda_version);
+	free(r->progress_text);
+	memset(r, 0, sizeof *r);
+}

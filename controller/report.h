@@ -1,0 +1,66 @@
+/*
+ * The agent's report as the controller reads it: `gpufleet-agent report`
+ * prints one JSON document (schema in agent/REPORT.md). Anything that is
+ * not a well-formed report of the schema this build knows is refused with
+ * a one-line reason, and nothing of it is used.
+ */
+#ifndef GPUFLEET_REPORT_H
+#define GPUFLEET_REPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define REPORT_SCHEMA	 1
+#define REPORT_MAX_BYTES (1024 * 1024)
+
+struct report_proc {
+	long pid;
+	char *name;
+	double mem_mib; /* NAN if unknown */
+};
+
+/* Numbers nvidia-smi could not give are NAN. */
+struct report_gpu {
+	int index;
+	char *uuid;
+	char *name;
+	double util_gpu;
+	double util_mem;
+	double mem_used_mib;
+	double mem_total_mib;
+	double temp_c;
+	double power_w;
+	double power_limit_w;
+	struct report_proc *procs;
+	size_t nprocs;
+};
+
+struct report {
+	int64_t time;
+	char *agent_version;
+	char *hostname;
+	char *kernel;
+	int64_t boot_time;
+	int64_t container_start; /* 0 if unknown */
+	double load[3];
+	int cpus;
+	int64_t mem_total_kib;
+	int64_t mem_available_kib;
+	int64_t net_rx_bytes;
+	int64_t net_tx_bytes;
+	int sessions;
+	struct report_gpu *gpus;
+	size_t ngpus;
+	char *gpu_error; /* or NULL */
+	char *driver_version;
+	char *cuda_version;
+	int has_progress;
+	char *progress_text;
+	int progress_truncated;
+	int64_t progress_mtime;
+};
+
+int report_parse(const char *, size_t, struct report *, char **);
+void report_free(struct report *);
+
+#endif
