@@ -166,11 +166,15 @@ classify(struct status_run *run, size_t i)
 		s->state = "error";
 		goto failed;
 	}
-	if (h->exit_status != 0 || h->exit_signal != NULL) {
+	if (h->exit_signal != NULL) {
 		s->state = "agent error";
-		s->error =
-		    deploy_explain(h->exit_signal != NULL ? -1 : h->exit_status,
-			s->err.data, h->in);
+		xasprintf(&s->error, "the agent was killed by signal %s",
+		    h->exit_signal);
+		return;
+	}
+	if (h->exit_status != 0) {
+		s->state = "agent error";
+		s->error = deploy_explain(h->exit_status, s->err.data, h->in);
 		return;
 	}
 	if (s->out.over) {

@@ -249,7 +249,7 @@ start_more(struct engine *e)
 {
 	while (e->next < e->n && e->active < (size_t)e->set->fanout) {
 		if (e->hosts[e->next].skip) {
-			e->hosts[e->next++].done = 1;
+			e->next++;
 			e->finished++;
 			continue;
 		}
@@ -1163,6 +1163,8 @@ engine_run(struct engine *e, struct engine_host *hosts, size_t n,
 	e->n = n;
 	e->next = e->active = e->finished = 0;
 	for (i = 0; i < n; i++) {
+		if (hosts[i].skip)
+			continue; /* keeps the results of its last run */
 		hosts[i].done = 0;
 		hosts[i].exit_status = -1;
 		free(hosts[i].exit_signal);

@@ -4,13 +4,14 @@
  * not a well-formed report of the schema this build knows is refused with
  * a one-line reason, and nothing of it is used.
  */
-#ifndef GPUFLEET_REPORT_H
-#define GPUFLEET_REPORT_H
+#ifndef GPUFLEET_CONTROLLER_REPORT_H
+#define GPUFLEET_CONTROLLER_REPORT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define REPORT_SCHEMA	 1
+#include "gpufleet/report.h" /* REPORT_SCHEMA, shared with the agent */
+
 #define REPORT_MAX_BYTES (1024 * 1024)
 
 struct report_proc {

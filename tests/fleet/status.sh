@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# gpufleet status and history on a sandbox fleet with simulated GPUs: the
+# table, deploy-once, concurrent deploys, hosts that cannot run the agent,
+# garbage reports, watch reusing connections, and retention.
+. "$(dirname "$0")/../e2e/lib.sh"
+export GPUFLEET_NO_PROGRESS=1
+: "${GPUFLEET_AGENT:=$(dirname "$GPUFLEET")/gpufleet-agent}"
+export GPUFLEET_AGENT
+data=$GPUFLEET_SRC/tests/data/agent
+db=$XDG_DATA_HOME/gpufleet/fleet.db
+sql() { sqlite3 "$db" "$@"; }
+
+fleet_up 6
+gpu() {	# gpu NAME FIXTURE: a fake nvidia-smi fed from a fixture set
+	local dir
+	dir=$(instance_dir "$1")
+	cp "$data/fake-nvidia-smi" "$dir/bin/nvidia-smi"
+	cp -r "$data/gpus/$2/." "$dir/gpu/"
+}
+gpu inst-1 a100
+gpu inst-2 h100x8
+gpu inst-3 hang
+gpu inst-5 rtx4090
+h1=$(instance_dir inst-1)/home
+mkdir -p "$h1/.gpufleet"
+printf 'epoch 3 step 1200 loss 0.412\n' >"$h1/.gpufleet/progress"
+touch -d '-2 hours' "$h1/.gpufleet/progress"
+fleet break inst-6 refuse
+
+logins() {	# logins: accepted SSH logins on the whole fleet so far
+	grep -h "Accepted publickey" "$D"/groups/*/sshd.log \
+	    "$D"/instances/*/sshd/sshd.log 2>/dev/null | wc -l
+}
+
+# --- first status: deploys, reports, stores ------------------------------
+start=$(date +%s%N)
+run status
+elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+expect_rc 1 "one unreachable instance gives 1"
+row() { printf '%s\n' "$out" | grep "^$1 "; }
+expect_match "$(row inst-1)" '^inst-1 +up +2xA100-80G +97,93 +72,72/80 +65C +611/800W +python,python3 ' \
+    "A100 row"
+expect_match "$(row inst-1)" 'epoch 3 step 1200 loss 0.412 \(2h0[0-9]m ago\)' \
+    "progress text and age"
+expect_match "$(row inst-2)" '^inst-2 +up +8xH100-80G +100,100,99,100,100,98,100,100 ' \
+    "8xH100 row"
+expect_match "$(row inst-3)" '^inst-3 +up +\(nvidia-smi timed out after 4.5s\)' \
+    "hanging nvidia-smi: a report with gpu_error"
+expect_match "$(row inst-4)" '^inst-4 +up +\(nvidia-smi not found\)' "no nvidia-smi"
+expect_match "$(row inst-5)" '^inst-5 +up +1xRTX4090-24G ' "RTX 4090 row"
+expect_match "$(row inst-6)" '^inst-6 +unreachable: connection refused' \
+    "unreachable row"
+checks=$((checks + 1))
+[ "$elapsed" -lt 9000 ] || fail "status took ${elapsed} ms"
+agent=$(ls "$h1"/.cache/gpufleet/gpufleet-agent-* 2>/dev/null)
+checks=$((checks + 1))
+[ -n "$agent" ] && cmp -s "$agent" "$GPUFLEET_AGENT" ||
+    fail "agent not deployed intact"
+expect_eq "$(stat -c %a "$agent")" 700 "agent mode 0700"
+expect_eq "$(ls -A "$h1/.cache/gpufleet" | grep -c '^\.')" 0 "no temp file left"
+expect_eq "$(sql 'SELECT count(*) FROM sample_gpu')" 11 "GPU samples stored (2+8+1)"
+expect_eq "$(sql 'SELECT count(*) FROM sample_host')" 5 "host samples stored"
+expect_eq "$(sql "SELECT state FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-6'")" \
+    unreachable "controller's view stored"
+
+# --- a second status uploads nothing ---------------------------------------
+mtime=$(stat -c %Y.%N "$agent")
+before=$(logins)
+sleep 1
+run status 'inst-[1-5]'
+expect_rc 0 "second status"
+expect_eq "$(stat -c %Y.%N "$agent")" "$mtime" "agent not uploaded again"
+expect_eq $(( $(logins) - before )) 5 "one login per instance, one round trip"
+
+# --- JSON: the full reports plus the controller's view ---------------------
+run status inst-1,inst-6 --json
+expect_match "$out" '"state": "up"' "json state"
+expect_match "$out" '"util_gpu": 97' "json report"
+expect_match "$out" '"error": "connection refused' "json error"
+expect_match "$out" '"driver_version": "535.104.05"' "driver version"
+expect_match "$out" '"cuda_version": "12.2"' "CUDA version"
+
+# --- two controllers deploying at once do not corrupt the binary ---------
+for n in 1 2 3; do rm -rf "$(instance_dir inst-$n)/home/.cache/gpufleet"; done
+"$GPUFLEET" status 'inst-[1-3]' >"$T/a.out" 2>&1 &
+a=$!
+"$GPUFLEET" status 'inst-[1-3]' >"$T/b.out" 2>&1 &
+b=$!
+wait $a; ra=$?
+wait $b; rb=$?
+expect_eq "$ra$rb" 00 "both concurrent deploys succeed"
+for n in 1 2 3; do
+	f=$(ls "$(instance_dir inst-$n)"/home/.cache/gpufleet/gpufleet-agent-*)
+	checks=$((checks + 1))
+	cmp -s "$f" "$GPUFLEET_AGENT" || fail "inst-$n agent corrupted"
+done
+
+# --- hosts that cannot run the agent ---------------------------------------
+run set inst-4 remote_dir=/proc/gpufleet-cannot
+run status inst-4
+expect_rc 1 "unwritable remote dir"
+expect_match "$out" "inst-4 +agent error: cannot write the agent to /proc/gpufleet-cannot" \
+    "unwritable remote dir reason"
+# Another architecture: a uname that says aarch64 first in PATH.
+rm -rf "$(instance_dir inst-5)/home/.cache/gpufleet"
+printf '#!/bin/sh\n[ "$1" = -m ] && echo aarch64 || /bin/uname "$@"\n' \
+    >"$(instance_dir inst-5)/bin/uname"
+chmod 755 "$(instance_dir inst-5)/bin/uname"
+run status inst-5
+expect_match "$out" "inst-5 +agent error: cannot run the agent: the host is aarch64; the agent is built for x86_64" \
+    "other architecture reason"
+rm "$(instance_dir inst-5)/bin/uname"
+nx=$(mktemp -d /var/lib/gpufleet-test/noexec.XXXXXX)
+if mount -t tmpfs -o noexec,size=16m tmpfs "$nx" 2>/dev/null; then
+	cleanup_hooks+=("umount '$nx'; rmdir '$nx'")
+	chmod 1777 "$nx"
+	run set inst-4 "remote_dir=$nx/agent"
+	run status inst-4
+	expect_match "$out" "inst-4 +agent error: cannot execute the agent in $nx/agent \(mounted noexec\?\)" \
+	    "noexec mount reason"
+else
+	rmdir "$nx"
+	echo "note: cannot mount tmpfs here; noexec case not exercised" >&2
+fi
+run set inst-4 'remote_dir=~/.cache/gpufleet'
+
+# --- garbage, truncated, wrong-version and oversized reports ---------------
+cat >"$T/bad-agent" <<'EOS'
+#!/bin/sh
+[ "$1" = report ] || exit 2
+case $GPUFLEET_INSTANCE in
+inst-1) echo 'this is not json' ;;
+inst-2) printf '{"schema":1,"time":1,"host":{"hostname":"x"' ;;
+inst-3) echo '{"schema":2,"time":1,"host":{"hostname":"x"},"gpus":[]}' ;;
+inst-4) head -c 2000000 /dev/zero | tr '\0' ' ' ; echo '{}' ;;
+*) exit 86 ;;
+esac
+EOS
+chmod 755 "$T/bad-agent"
+gsql() { sql "SELECT count(*) FROM sample_gpu"; }
+before=$(gsql)
+hbefore=$(sql "SELECT count(*) FROM sample_host")
+GPUFLEET_AGENT=$T/bad-agent run status 'inst-[1-5]'
+expect_rc 1 "bad reports fail their hosts"
+expect_match "$(row inst-1)" "agent error: agent report is not JSON" "garbage"
+expect_match "$(row inst-2)" "agent error: agent report is not JSON" "truncated"
+expect_match "$(row inst-3)" "agent error: bad agent report: schema 2" "wrong version"
+expect_match "$(row inst-4)" "agent error: agent report is larger than 1048576 bytes" \
+    "oversized"
+expect_eq "$(sql "SELECT count(*) FROM sample_host")" "$((hbefore))" \
+    "nothing stored from bad reports (inst-5 runs its old agent: no new file)"
+# Restore: the real agent is deployed again under its own hash.
+run status 'inst-[1-5]'
+expect_rc 0 "back to the real agent"; [ "$rc" = 0 ] || echo "$out $err" >&2
+
+# --- watch reuses the SSH sessions ----------------------------------------
+before=$(logins)
+run status 'inst-[1-3]' --watch 1 --count 3
+expect_rc 0 "watch"
+expect_eq "$(printf '%s\n' "$out" | grep -c '^gpufleet status, every 1s')" 3 \
+    "three refreshes"
+expect_eq $(( $(logins) - before )) 3 "one login per instance for three refreshes"
+
+# --- history and retention ---------------------------------------------------
+run history inst-1 --json
+expect_match "$out" '"util_mean": 97.0' "history points"
+run history inst-1
+expect_match "$out" "^inst-1 GPU 0  .* util mean 97% max 97%  mem mean 72.5/80 GiB" \
+    "history sparkline line"
+id=$(sql "SELECT id FROM instance WHERE name = 'inst-1'")
+old=$(( $(date +%s) - 50 * 3600 ))
+old=$(( old / 300 * 300 ))
+sql "INSERT INTO sample_gpu VALUES ($id, $old, 0, 10, 1000, 81920, 50, 100, 1),
+     ($id, $((old + 60)), 0, 30, 3000, 81920, 60, 200, 1);
+     INSERT INTO sample_host (instance_id, t) VALUES ($id, $old);"
+run status inst-1
+expect_eq "$(sql "SELECT count(*) FROM sample_gpu WHERE t < $((old + 3600))")" 0 \
+    "raw samples past 48 h are folded"
+expect_eq "$(sql "SELECT n, util_mean, util_max, mem_max FROM sample_gpu_5m WHERE instance_id = $id AND t = $old AND gpu = 0")" \
+    "2|20.0|30.0|3000.0" "into a 5-minute aggregate (mean and max)"
+run history inst-1 --since -3d --json
+expect_match "$out" '"n": 2' "history reads aggregates too"
+sql "INSERT INTO sample_gpu_5m VALUES ($id, $(( $(date +%s) - 91 * 86400 )), 0, 1, 1, 1, 1, 1, 1, 1, 1)"
+run status inst-1
+expect_eq "$(sql "SELECT count(*) FROM sample_gpu_5m WHERE t < $(( $(date +%s) - 90 * 86400 ))")" 0 \
+    "aggregates past 90 days are dropped"
+
+finish
