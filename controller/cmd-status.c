@@ -74,7 +74,7 @@ const struct cmd_entry cmd_status_entry = {
 	.help =
 	    "Runs the agent on every selected instance (all by default) in one "
 	    "round\ntrip, uploading it first where it is missing, and shows:"
-	    "\n  NAME STATE GPUS UTIL% MEM(GiB) TEMP POWER PROCS LOAD UP "
+	    "\n  NAME STATE GPUS UTIL% MEM(GiB) TEMP POWER PROCS SESS LOAD UP "
 	    "PROGRESS\n"
 	    "STATE is up, unreachable, auth failed, host key changed, agent "
 	    "error\nor error. UP is the time since the container started "
@@ -395,14 +395,14 @@ render_table(struct status_run *run)
 	struct table *t;
 	size_t i, j, k;
 
-	t = table_new(11, "NAME", "STATE", "GPUS", "UTIL%", "MEM(GiB)", "TEMP",
-	    "POWER", "PROCS", "LOAD", "UP", "PROGRESS");
+	t = table_new(12, "NAME", "STATE", "GPUS", "UTIL%", "MEM(GiB)", "TEMP",
+	    "POWER", "PROCS", "SESS", "LOAD", "UP", "PROGRESS");
 	for (i = 0; i < run->rm->n; i++) {
 		struct shost *s = &run->sh[i];
 		const struct report *r = &s->rep;
 		char *gpus = NULL, *util = NULL, *mem = NULL, *temp = NULL;
 		char *power = NULL, *procs = NULL, *load = NULL, *up = NULL;
-		char *prog = NULL, *state = NULL;
+		char *prog = NULL, *state = NULL, *sess;
 		double tmax = NAN, pw = 0, pl = 0;
 		size_t nprocs = 0;
 
@@ -410,7 +410,7 @@ render_table(struct status_run *run)
 			xasprintf(&state, "%s: %s", s->state,
 			    s->error != NULL ? s->error : "");
 			table_add(t, run->rm->list[i].name, state, NULL, NULL,
-			    NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+			    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
 			free(state);
 			continue;
 		}
@@ -475,8 +475,10 @@ render_table(struct status_run *run)
 		}
 		if (r->ngpus == 0 && r->gpu_error != NULL)
 			xasprintf(&gpus, "(%s)", r->gpu_error);
+		xasprintf(&sess, "%d", r->sessions);
 		table_add(t, run->rm->list[i].name, s->state, gpus, util, mem,
-		    temp, power, procs, load, up, prog);
+		    temp, power, procs, sess, load, up, prog);
+		free(sess);
 		free(gpus);
 		free(util);
 		free(mem);

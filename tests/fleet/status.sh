@@ -72,6 +72,17 @@ expect_rc 0 "second status"
 expect_eq "$(stat -c %Y.%N "$agent")" "$mtime" "agent not uploaded again"
 expect_eq $(( $(logins) - before )) 5 "one login per instance, one round trip"
 
+# --- colour on a terminal only, and never with NO_COLOR -------------------
+checks=$((checks + 1))
+if printf '%s' "$out" | grep -q $'\033'; then fail "escape codes in piped output"; fi
+env -u NO_COLOR script -qec "'$GPUFLEET' status inst-1" "$T/tty1" >/dev/null 2>&1
+expect_contains "$(cat "$T/tty1")" $'\033[31mepoch 3 step 1200' \
+    "stale progress in red on a terminal"
+NO_COLOR=1 script -qec "'$GPUFLEET' status inst-1" "$T/tty2" >/dev/null 2>&1
+expect_contains "$(cat "$T/tty2")" "epoch 3 step 1200" "NO_COLOR output"
+checks=$((checks + 1))
+if grep -q $'\033\[3' "$T/tty2"; then fail "NO_COLOR still coloured"; fi
+
 # --- JSON: the full reports plus the controller's view ---------------------
 run status inst-1,inst-6 --json
 expect_match "$out" '"state": "up"' "json state"
