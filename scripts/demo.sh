@@ -47,10 +47,27 @@ gpufleet ls
 show gpufleet ls @train --format ansible
 gpufleet ls @train --format ansible
 
+# Simulated GPUs: a fake nvidia-smi on each instance's PATH, fed from
+# fixtures in the real nvidia-smi CSV format.
+idir() { awk -v n="$1" '$1 == n { print $4 }' "$D/instances.tsv"; }
+for n in gpu-1:a100 gpu-2:h100x8; do
+	cp "$top/tests/data/agent/fake-nvidia-smi" "$(idir "${n%%:*}")/bin/nvidia-smi"
+	cp -r "$top/tests/data/agent/gpus/${n#*:}/." "$(idir "${n%%:*}")/gpu/"
+done
+mkdir -p "$(idir gpu-1)/home/.gpufleet"
+echo "epoch 3 step 1200 loss 0.412" >"$(idir gpu-1)/home/.gpufleet/progress"
+chown -R "$user" "$(idir gpu-1)/home/.gpufleet" 2>/dev/null || true
+
 show gpufleet exec all -- uname -s
 gpufleet exec all -- uname -s
 show "gpufleet exec @train -b -- sh -c 'echo \$GPUFLEET_INSTANCE | wc -c'"
 gpufleet exec @train -b -- sh -c 'echo $GPUFLEET_INSTANCE | wc -c'
+show "gpufleet status          # deploys the agent, then one round trip per instance"
+gpufleet status || true
+show "gpufleet status @train --json | head -12"
+gpufleet status @train --json | head -12
+show gpufleet history gpu-2
+gpufleet history gpu-2
 show gpufleet hostkey show gpu-1
 gpufleet hostkey show gpu-1
 show gpufleet ssh gpu-2 -- echo hello from gpu-2
