@@ -93,12 +93,13 @@ main(int argc, char **argv)
 		    inventory_commit(inv, &cause) != 0)
 			goto fail;
 	}
-	sqlite3_exec(inv->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL,
-	    NULL);
+	sqlite3_exec(
+	    inv->db, "PRAGMA wal_checkpoint(TRUNCATE)", NULL, NULL, NULL);
 	snprintf(wal, sizeof wal, "%s-wal", argv[1]);
 	printf("%d instances x %d GPUs, one sample a minute for %d days: "
-	    "database %.1f MiB (WAL %.1f MiB), %.0f s of CPU\n", n, ngpu, days,
-	    file_size(argv[1]) / 1048576.0, file_size(wal) / 1048576.0,
+	       "database %.1f MiB (WAL %.1f MiB), %.0f s of CPU\n",
+	    n, ngpu, days, file_size(argv[1]) / 1048576.0,
+	    file_size(wal) / 1048576.0,
 	    (double)(clock() - c0) / CLOCKS_PER_SEC);
 	inventory_close(inv);
 	free(ids);
