@@ -82,6 +82,7 @@ struct engine {
 	size_t active;
 	size_t finished;
 	struct event *sigint;
+	size_t max_active; /* what the open-file limit allows */
 
 	/* The ssh-agent worker: a queue of connections, under lock. */
 	pthread_mutex_t lock;
@@ -188,19 +189,27 @@ engine_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Raise the open-file limit so that n connections fit. */
-void
+/*
+ * Raise the open-file limit so that n connections fit; returns how many
+ * connections the limit allows (each holds one socket, plus a reserve for
+ * the database, output files and libraries).
+ */
+size_t
 engine_raise_nofile(size_t n)
 {
 	struct rlimit rl;
 
 	if (getrlimit(RLIMIT_NOFILE, &rl) != 0)
-		return;
-	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < n * 2 + 64) {
+		return n;
+	if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < n + 64) {
 		rl.rlim_cur = rl.rlim_max;
 		if (setrlimit(RLIMIT_NOFILE, &rl) != 0)
 			debug_f("setrlimit: %s", strerror(errno));
+		getrlimit(RLIMIT_NOFILE, &rl);
 	}
+	if (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur >= n + 64)
+		return n;
+	return rl.rlim_cur > 96 ? (size_t)rl.rlim_cur - 64 : 32;
 }
 
 /*
@@ -247,7 +256,8 @@ engine_host_clear(struct engine_host *h)
 static void
 start_more(struct engine *e)
 {
-	while (e->next < e->n && e->active < (size_t)e->set->fanout) {
+	while (e->next < e->n && e->active < (size_t)e->set->fanout &&
+	    e->active < e->max_active) {
 		if (e->hosts[e->next].skip) {
 			e->next++;
 			e->finished++;
@@ -1170,7 +1180,11 @@ engine_run(struct engine *e, struct engine_host *hosts, size_t n,
 		free(hosts[i].exit_signal);
 		hosts[i].exit_signal = NULL;
 	}
-	engine_raise_nofile(set->fanout < (int)n ? (size_t)set->fanout : n);
+	e->max_active =
+	    engine_raise_nofile(set->fanout < (int)n ? (size_t)set->fanout : n);
+	if (e->max_active < (size_t)set->fanout && e->max_active < n)
+		debug_f("open-file limit allows %zu connections at once",
+		    e->max_active);
 	if (set->handle_sigint) {
 		e->sigint = evsignal_new(e->base, SIGINT, sigint_cb, e);
 		evsignal_add(e->sigint, NULL);

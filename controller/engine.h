@@ -99,6 +99,6 @@ void engine_forget(struct engine_host *);
 void engine_free(struct engine *);
 void engine_host_clear(struct engine_host *);
 char *engine_quote_argv(int, char **);
-void engine_raise_nofile(size_t);
+size_t engine_raise_nofile(size_t);
 
 #endif
