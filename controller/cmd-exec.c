@@ -568,6 +568,9 @@ cmd_exec_exec(
 	run.progress =
 	    isatty(STDERR_FILENO) && getenv("GPUFLEET_NO_PROGRESS") == NULL;
 	if (run.mode == MODE_FILES) {
+		/* Two files per host stay open for the run, plus the fan-out.
+		 */
+		engine_raise_nofile(2 * remote->n + (size_t)set.fanout);
 		for (i = 0; i < remote->n; i++) {
 			for (k = 0; k < 2; k++) {
 				xasprintf(&path, "%s/%s.%s", run.outdir,

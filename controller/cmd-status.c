@@ -25,7 +25,8 @@
 #include "timeparse.h"
 #include "xmalloc.h"
 
-#define ERR_CAP 4096
+#define ERR_CAP		   4096
+#define STATUS_INTERRUPTED 130
 
 struct capture {
 	char *data;
@@ -240,6 +241,13 @@ run_once(struct status_run *run, int keep, char **cause)
 		goto out;
 	}
 	for (i = 0; i < rm->n; i++) {
+		if (rm->hosts[i].fail == EF_INTERRUPTED) {
+			/* Ctrl-C: no upload pass, nothing stored. */
+			r = -STATUS_INTERRUPTED;
+			goto out;
+		}
+	}
+	for (i = 0; i < rm->n; i++) {
 		struct engine_host *h = &rm->hosts[i];
 		h->skip = !(h->fail == EF_NONE &&
 		    h->exit_status == DEPLOY_EXIT_MISSING);
@@ -262,6 +270,12 @@ run_once(struct status_run *run, int keep, char **cause)
 			*cause = xstrdup("cannot start the event loop");
 			r = -GF_EHOSTS;
 			goto out;
+		}
+		for (i = 0; i < rm->n; i++) {
+			if (rm->hosts[i].fail == EF_INTERRUPTED) {
+				r = -STATUS_INTERRUPTED;
+				goto out;
+			}
 		}
 	}
 	run->now = (int64_t)time(NULL);
@@ -594,8 +608,13 @@ cmd_status_exec(
 		signal(SIGINT, on_sigint);
 
 	for (;;) {
-		if ((r = run_once(&run, watch > 0, &cause)) != 0 ||
-		    (r = store(&run, &cause)) != 0) {
+		r = run_once(&run, watch > 0, &cause);
+		if (r == -STATUS_INTERRUPTED) {
+			error("status: interrupted; nothing stored");
+			status = STATUS_INTERRUPTED;
+			break;
+		}
+		if (r != 0 || (r = store(&run, &cause)) != 0) {
 			status = cmd_fail(-r, cause);
 			break;
 		}

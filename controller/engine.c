@@ -68,7 +68,8 @@ enum conn_state {
 	CS_OPEN,
 	CS_EXEC,
 	CS_RUN,
-	CS_IDLE, /* held open between runs (keep_open) */
+	CS_IDLE,  /* held open between runs (keep_open) */
+	CS_AGENT, /* the ssh-agent worker has the session */
 };
 
 struct engine {
@@ -116,7 +117,8 @@ struct engine_conn {
 	int got_exit;
 	int got_eof;
 	int got_close;
-	int reused; /* this run started on a held session */
+	int reused;	 /* this run started on a held session */
+	int ssh_started; /* ssh_connect has taken the socket */
 
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
@@ -155,7 +157,7 @@ static void conn_timer_cb(evutil_socket_t, short, void *);
 static void conn_dns_cb(int, struct evutil_addrinfo *, void *);
 static void conn_tcp_next(struct engine_conn *);
 static void conn_tcp_done(struct engine_conn *);
-static void conn_ssh_setup(struct engine_conn *);
+static int conn_ssh_setup(struct engine_conn *);
 static int conn_check_hostkey(struct engine_conn *);
 static void conn_write_stdin(struct engine_conn *);
 static void conn_schedule_timer(struct engine_conn *);
@@ -352,9 +354,9 @@ conn_dns_cb(int result, struct evutil_addrinfo *ai, void *arg)
 {
 	struct engine_conn *c = arg;
 
-	c->dnsreq = NULL;
 	if (result == EVUTIL_EAI_CANCEL)
-		return;
+		return; /* c was freed by conn_release */
+	c->dnsreq = NULL;
 	if (result != 0) {
 		conn_fail(c, EF_RESOLVE, "cannot resolve %s: %s",
 		    c->h->in->host, evutil_gai_strerror(result));
@@ -413,14 +415,14 @@ conn_tcp_done(struct engine_conn *c)
 	int one = 1;
 
 	setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	conn_ssh_setup(c);
-	if (c->s == NULL)
-		return;
+	if (conn_ssh_setup(c) != 0)
+		return; /* c is gone */
 	c->state = CS_HANDSHAKE;
 	conn_step(c);
 }
 
-static void
+/* A libssh session over our socket; on failure c is failed and freed. */
+static int
 conn_ssh_setup(struct engine_conn *c)
 {
 	const struct instance *in = c->h->in;
@@ -433,7 +435,7 @@ conn_ssh_setup(struct engine_conn *c)
 
 	if ((c->s = ssh_new()) == NULL) {
 		conn_fail(c, EF_SSH, "cannot create an SSH session");
-		return;
+		return -1;
 	}
 	if (ops->hostkey_type != NULL)
 		pinned = ops->hostkey_type(c->h, ops->arg);
@@ -449,7 +451,6 @@ conn_ssh_setup(struct engine_conn *c)
 		verbosity = SSH_LOG_PROTOCOL;
 	if (ssh_options_set(c->s, SSH_OPTIONS_LOG_VERBOSITY, &verbosity) < 0 ||
 	    ssh_options_set(c->s, SSH_OPTIONS_PROCESS_CONFIG, &no) < 0 ||
-	    ssh_options_set(c->s, SSH_OPTIONS_HOST, in->host) < 0 ||
 	    ssh_options_set(c->s, SSH_OPTIONS_PORT, &port) < 0 ||
 	    ssh_options_set(c->s, SSH_OPTIONS_USER, in->user) < 0 ||
 	    ssh_options_set(c->s, SSH_OPTIONS_KNOWNHOSTS, "/dev/null") < 0 ||
@@ -463,13 +464,22 @@ conn_ssh_setup(struct engine_conn *c)
 	    ssh_options_set(c->s, SSH_OPTIONS_COMPRESSION, "no") < 0 ||
 	    ssh_options_set(c->s, SSH_OPTIONS_NODELAY, &yes) < 0 ||
 	    ssh_options_set(c->s, SSH_OPTIONS_FD, &fd) < 0) {
-		conn_fail(c, EF_SSH, "cannot set SSH options: %s",
-		    ssh_get_error(c->s));
+		char *why = xstrdup(ssh_get_error(c->s));
 		free(hostkeys);
-		return;
+		conn_fail(c, EF_SSH, "cannot set SSH options: %s", why);
+		free(why);
+		return -1;
 	}
 	free(hostkeys);
+	/*
+	 * The host name only labels the session (known_hosts is ours): a
+	 * name libssh refuses, such as one with '_', must not stop it.
+	 */
+	if (ssh_options_set(c->s, SSH_OPTIONS_HOST, in->host) < 0)
+		debug_f("%s: libssh refuses host name %s; going on without",
+		    in->name, in->host);
 	ssh_set_blocking(c->s, 0);
+	return 0;
 }
 
 /* Wait for the fd with the given events (the timer runs separately). */
@@ -564,6 +574,12 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 	secs = c->e->set->connect_timeout;
 	switch (c->state) {
 	case CS_IDLE:
+		break;
+	case CS_AGENT:
+		conn_fail(c, EF_CONNECT_TIMEOUT,
+		    "ssh-agent did not answer "
+		    "within %ds",
+		    secs);
 		break;
 	case CS_RESOLVE:
 		conn_fail(c, EF_RESOLVE, "resolving %s timed out after %ds",
@@ -689,8 +705,10 @@ conn_step(struct engine_conn *c)
 	case CS_RESOLVE:
 	case CS_TCP:
 	case CS_IDLE:
+	case CS_AGENT:
 		return;
 	case CS_HANDSHAKE:
+		c->ssh_started = 1;
 		rc = ssh_connect(c->s);
 		if (rc == SSH_AGAIN)
 			break;
@@ -785,7 +803,7 @@ conn_step(struct engine_conn *c)
 		/* FALLTHROUGH */
 	case CS_RUN:
 		conn_write_stdin(c);
-		if (c->h->done)
+		if (h->done)
 			return;
 		if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR &&
 		    !ssh_is_connected(c->s) && !c->got_close) {
@@ -806,7 +824,7 @@ conn_step(struct engine_conn *c)
 			return;
 		}
 		conn_write_stdin(c);
-		if (c->h->done)
+		if (h->done)
 			return;
 		break;
 	}
@@ -822,7 +840,8 @@ data_cb(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
 	const struct engine_ops *ops = c->e->ops;
 
 	(void)s;
-	(void)ch;
+	if (ch != c->ch)
+		return (int)len; /* a channel of an earlier run */
 	if (ops->output != NULL && len > 0)
 		ops->output(c->h, is_stderr, data, len, ops->arg);
 	return (int)len;
@@ -834,7 +853,8 @@ eof_cb(ssh_session s, ssh_channel ch, void *arg)
 	struct engine_conn *c = arg;
 
 	(void)s;
-	(void)ch;
+	if (ch != c->ch)
+		return;
 	c->got_eof = 1;
 }
 
@@ -844,7 +864,8 @@ close_cb(ssh_session s, ssh_channel ch, void *arg)
 	struct engine_conn *c = arg;
 
 	(void)s;
-	(void)ch;
+	if (ch != c->ch)
+		return;
 	c->got_close = 1;
 }
 
@@ -854,7 +875,8 @@ exit_status_cb(ssh_session s, ssh_channel ch, int status, void *arg)
 	struct engine_conn *c = arg;
 
 	(void)s;
-	(void)ch;
+	if (ch != c->ch)
+		return;
 	c->h->exit_status = status;
 	c->got_exit = 1;
 }
@@ -866,7 +888,8 @@ exit_signal_cb(ssh_session s, ssh_channel ch, const char *signal, int core,
 	struct engine_conn *c = arg;
 
 	(void)s;
-	(void)ch;
+	if (ch != c->ch)
+		return;
 	(void)core;
 	(void)errmsg;
 	(void)lang;
@@ -936,16 +959,25 @@ conn_release(struct engine_conn *c)
 		ssh_event_remove_session(c->sev, c->s);
 		ssh_event_free(c->sev);
 	}
-	if (c->s != NULL) {
-		if (c->h->fail == EF_NONE) {
-			if (c->ch != NULL)
-				ssh_channel_close(c->ch);
-			ssh_disconnect(c->s);
-		}
+	/*
+	 * Who closes the socket: ssh_free does once ssh_connect has taken it,
+	 * unless ssh_disconnect ran first (then, as before ssh_connect, we
+	 * do). Never probe with fcntl: the worker thread opens fds too.
+	 */
+	if (c->s != NULL && c->ssh_started && c->h->fail == EF_NONE) {
+		if (c->ch != NULL)
+			ssh_channel_close(c->ch);
+		ssh_disconnect(c->s);
 		ssh_free(c->s);
-	}
-	if (c->fd != -1 && fcntl(c->fd, F_GETFD) != -1)
 		close(c->fd);
+	} else if (c->s != NULL && c->ssh_started)
+		ssh_free(c->s);
+	else {
+		if (c->s != NULL)
+			ssh_free(c->s);
+		if (c->fd != -1)
+			close(c->fd);
+	}
 	free(c);
 }
 
@@ -969,6 +1001,11 @@ conn_finish(struct engine_conn *c)
 			c->sev = NULL;
 		}
 		if (c->ch != NULL) {
+			/*
+			 * libssh still runs a freed channel's callbacks when
+			 * its CLOSE arrives later; detach ours first.
+			 */
+			ssh_remove_channel_callbacks(c->ch, &c->cb);
 			ssh_channel_close(c->ch);
 			ssh_channel_free(c->ch);
 			c->ch = NULL;
@@ -1012,6 +1049,8 @@ agent_submit(struct engine_conn *c)
 		e->worker_started = 1;
 	}
 	c->in_agent = 1;
+	c->state = CS_AGENT;
+	conn_schedule_timer(c);
 	c->queue_next = NULL;
 	if (e->queue == NULL)
 		e->queue = c;
@@ -1045,6 +1084,12 @@ agent_worker(void *arg)
 			break;
 		c = e->queue;
 		e->queue = c->queue_next;
+		if (c->orphan) {
+			/* Given up on while queued: never ask the agent. */
+			ssh_free(c->s); /* closes the socket too */
+			free(c);
+			continue;
+		}
 		e->worker_busy = 1;
 		pthread_mutex_unlock(&e->lock);
 
@@ -1062,9 +1107,7 @@ agent_worker(void *arg)
 		c->agent_rc = rc;
 		if (c->orphan) {
 			/* The loop gave up on this host; free it here. */
-			ssh_free(c->s);
-			if (c->fd != -1 && fcntl(c->fd, F_GETFD) != -1)
-				close(c->fd);
+			ssh_free(c->s); /* closes the socket too */
 			free(c);
 		} else
 			event_active(c->agent_ev, EV_READ, 1);
@@ -1084,6 +1127,7 @@ agent_done_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (h->done)
 		return;
+	c->state = CS_AUTH;
 	if (c->agent_rc == SSH_AUTH_SUCCESS) {
 		c->state = CS_OPEN;
 		conn_step(c);
@@ -1125,6 +1169,7 @@ sigint_cb(evutil_socket_t sig, short what, void *arg)
 			h->done = 1;
 			h->exit_status = -1;
 			h->fail = EF_INTERRUPTED;
+			free(h->fail_msg);
 			h->fail_msg = xstrdup("interrupted before it started");
 			e->finished++;
 			if (e->ops->done != NULL)

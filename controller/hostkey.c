@@ -225,8 +225,8 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 		    type, fp, in->name, in->name);
 		return -1;
 	}
-	if (hostkey_pin(inv, in->id, type, base64, fp, source, &cause) != 0 ||
-	    hostkey_sync(inv, &cause) != 0) {
+	/* The known_hosts file is rewritten once after the run (remote.c). */
+	if (hostkey_pin(inv, in->id, type, base64, fp, source, &cause) != 0) {
 		*fail = EF_SSH;
 		*msg = cause;
 		return -1;
@@ -279,9 +279,13 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 		free(tmp);
 		return -GF_EDB;
 	}
-	if (fflush(f) != 0 || fsync(fileno(f)) != 0 || fclose(f) != 0 ||
-	    rename(tmp, path) != 0) {
-		xasprintf(cause, "cannot write %s: %s", path, strerror(errno));
+	rc = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
+	if (fclose(f) != 0 && rc == 0)
+		rc = errno;
+	if (rc == 0 && rename(tmp, path) != 0)
+		rc = errno;
+	if (rc != 0) {
+		xasprintf(cause, "cannot write %s: %s", path, strerror(rc));
 		unlink(tmp);
 		free(tmp);
 		return -GF_EUSAGE;

@@ -174,9 +174,27 @@ pinned_type(struct engine_host *h, void *arg)
 int
 remote_run(struct remote *rm, const struct engine_settings *set)
 {
+	char *cause = NULL;
+	size_t i;
+	int r, pinned = rm->repin;
+
 	if (rm->engine == NULL && (rm->engine = engine_new()) == NULL)
 		return -1;
-	return engine_run(rm->engine, rm->hosts, rm->n, set, &rm->ops);
+	r = engine_run(rm->engine, rm->hosts, rm->n, set, &rm->ops);
+	/*
+	 * Keys pinned on first contact: rewrite the known_hosts file that
+	 * gpufleet ssh uses, once for the whole run.
+	 */
+	for (i = 0; i < rm->n; i++) {
+		if (rm->pinned_type[i] == NULL && !rm->hosts[i].skip &&
+		    rm->hosts[i].fail != EF_HOSTKEY_UNKNOWN)
+			pinned = 1;
+	}
+	if (pinned && hostkey_sync(rm->inv, &cause) != 0) {
+		warn_msg("%s", cause);
+		free(cause);
+	}
+	return r;
 }
 
 void

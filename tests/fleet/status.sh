@@ -172,6 +172,34 @@ expect_eq "$(printf '%s\n' "$out" | grep -c '^gpufleet status, every 1s')" 3 \
     "three refreshes"
 expect_eq $(( $(logins) - before )) 3 "one login per instance for three refreshes"
 
+# --- a hung instance: reported after the connect timeout, others unaffected
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[ssh]\nconnect_timeout = 3\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+fleet break inst-2 hang
+start=$(date +%s%N)
+run status 'inst-[1-3]'
+elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
+expect_match "$(row inst-2)" "^inst-2 +unreachable: no SSH handshake within 3s" "hung instance"
+expect_match "$(row inst-1)" "^inst-1 +up +2xA100-80G" "others unaffected by the hung one"
+checks=$((checks + 1))
+[ "$elapsed" -lt 6000 ] || fail "status with a hung instance took ${elapsed} ms"
+
+# Ctrl-C: exit 130 and nothing stored.
+seen=$(sql "SELECT t FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-1'")
+sleep 1
+"$GPUFLEET" status 'inst-[1-3]' >"$T/int.out" 2>"$T/int.err" &
+pid=$!
+sleep 1
+kill -INT $pid
+wait $pid
+rc=$?
+expect_rc 130 "status interrupted"
+expect_match "$(cat "$T/int.err")" "interrupted; nothing stored" "interrupt message"
+expect_eq "$(sql "SELECT t FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-1'")" \
+    "$seen" "nothing stored after Ctrl-C"
+fleet heal inst-2
+rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
+
 # --- history and retention ---------------------------------------------------
 run history inst-1 --json
 expect_match "$out" '"util_mean": 97.0' "history points"
