@@ -187,8 +187,10 @@ emit_lines(struct exec_run *r, struct engine_host *h, int is_stderr, int all)
 		    b->data + start);
 		start = b->len;
 	}
-	memmove(b->data, b->data + start, b->len - start);
-	b->len -= start;
+	if (start > 0) {
+		memmove(b->data, b->data + start, b->len - start);
+		b->len -= start;
+	}
 }
 
 static void

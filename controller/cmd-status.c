@@ -487,8 +487,10 @@ render_table(struct status_run *run)
 			    stale ? off : "");
 			free(ago);
 		}
-		if (r->ngpus == 0 && r->gpu_error != NULL)
+		if (r->ngpus == 0 && r->gpu_error != NULL) {
+			free(gpus);
 			xasprintf(&gpus, "(%s)", r->gpu_error);
+		}
 		xasprintf(&sess, "%d", r->sessions);
 		table_add(t, run->rm->list[i].name, s->state, gpus, util, mem,
 		    temp, power, procs, sess, load, up, prog);

@@ -69,16 +69,24 @@ expect_eq "$out" "inst-2: HELLO" "--stdin -"
 /usr/bin/time -f %M -o "$T/rss" "$GPUFLEET" exec inst-3 -o "$T/big" -- \
     head -c 104857600 /dev/zero 2>/dev/null
 expect_eq "$(stat -c %s "$T/big/inst-3.out")" 104857600 "100 MB to -o"
-rss=$(cat "$T/rss")
-checks=$((checks + 1))
-[ "$rss" -lt 60000 ] || fail "-o held the output: max RSS ${rss} KiB"
+# The memory bound holds for the real build; under ASan the RSS measures
+# the sanitizer's quarantine, not what gpufleet holds.
+bounded_rss() {	# bounded_rss DESCRIPTION
+	local rss
+	rss=$(tail -1 "$T/rss")
+	if [ "${GPUFLEET_SANITIZED:-OFF}" = ON ]; then
+		echo "note: $1: RSS ${rss} KiB not checked under ASan" >&2
+		return
+	fi
+	checks=$((checks + 1))
+	[ "$rss" -lt 60000 ] || fail "$1: max RSS ${rss} KiB"
+}
+bounded_rss "-o held the output"
 /usr/bin/time -f %M -o "$T/rss" "$GPUFLEET" exec inst-3 -- \
     sh -c 'yes 0123456789abcdef | head -c 104857600' 2>/dev/null |
     awk 'END { print NR }' >"$T/lines"
 expect_eq "$(cat "$T/lines")" 6168095 "100 MB of lines, prefixed, streamed"
-rss=$(cat "$T/rss")
-checks=$((checks + 1))
-[ "$rss" -lt 60000 ] || fail "prefix mode held the output: max RSS ${rss} KiB"
+bounded_rss "prefix mode held the output"
 run exec inst-3 --json -- head -c 3000000 /dev/zero
 expect_match "$out" '"stdout_truncated":true' "--json caps and marks"
 run exec inst-3 -b -- head -c 3000000 /dev/zero
