@@ -1,0 +1,863 @@
+/* The billing model: prices, rules and the cost of a ledger (see billing.h). */
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "billing.h"
+#include "xmalloc.h"
+
+__extension__ typedef __int128 i128;
+
+#define BYTES_PER_GB 1000000000
+
+static money_t saturate(i128);
+static i128 ceil_div(i128, i128);
+static money_t add_sat(money_t, money_t);
+static const char *parse_decimal(const char *, size_t, money_t *);
+static int parse_price_as(
+    const char *, const char *, money_t *, enum billing_per *, char **);
+static int currency_ok(const char *);
+static int64_t clip(int64_t, int64_t, int64_t);
+static money_t run_charge_at(
+    const struct billing_rule *, const struct billing_interval *, int64_t);
+static int64_t run_billed_at(
+    const struct billing_rule *, const struct billing_interval *, int64_t);
+static money_t stopped_charge_at(
+    const struct billing_rule *, const struct billing_interval *, int64_t);
+static int check_amount(const char *, money_t, char **);
+static int check_time(const char *, int64_t, char **);
+
+/* Clamp a 128-bit value into the money_t range. */
+static money_t
+saturate(i128 v)
+{
+	if (v > (i128)INT64_MAX)
+		return INT64_MAX;
+	if (v < (i128)INT64_MIN)
+		return INT64_MIN;
+	return (money_t)v;
+}
+
+/* Divide a non-negative numerator by a positive denominator, rounding up. */
+static i128
+ceil_div(i128 num, i128 den)
+{
+	if (num <= 0)
+		return 0;
+	return (num + den - 1) / den;
+}
+
+/* Add two amounts, saturating instead of wrapping. */
+static money_t
+add_sat(money_t a, money_t b)
+{
+	return saturate((i128)a + b);
+}
+
+/*
+ * Read an unsigned decimal of at most 4 decimals from s[0..len) into minor
+ * units; returns NULL, or why it is not an amount (to follow "amount 'x'").
+ */
+static const char *
+parse_decimal(const char *s, size_t len, money_t *out)
+{
+	money_t units = 0, frac = 0;
+	size_t i = 0, nd = 0;
+
+	if (len == 0)
+		return "is empty";
+	if (s[0] == '-')
+		return "is negative";
+	if (memchr(s, ',', len) != NULL)
+		return "must use '.' for decimals and no thousands separators "
+		       "(e.g. 1137.50)";
+	while (i < len && isdigit((unsigned char)s[i])) {
+		units = units * 10 + (s[i] - '0');
+		if (units > BILLING_AMOUNT_MAX / BILLING_MINOR_PER_UNIT)
+			return "is too large (at most 1000000000)";
+		i++;
+	}
+	if (i == 0)
+		return "is not a number (e.g. 2.69)";
+	if (i < len && s[i] == '.') {
+		i++;
+		while (i < len && isdigit((unsigned char)s[i])) {
+			if (++nd > 4)
+				return "has more than 4 decimals";
+			frac = frac * 10 + (s[i] - '0');
+			i++;
+		}
+		if (nd == 0)
+			return "is not a number (e.g. 2.69)";
+		while (nd++ < 4)
+			frac *= 10;
+	}
+	if (i != len)
+		return "is not a number (e.g. 2.69)";
+	*out = units * BILLING_MINOR_PER_UNIT + frac;
+	if (*out > BILLING_AMOUNT_MAX)
+		return "is too large (at most 1000000000)";
+	return NULL;
+}
+
+/* Parse an amount: digits with at most 4 decimals, no sign, no separators. */
+int
+billing_parse_amount(const char *text, money_t *out, char **cause)
+{
+	const char *why;
+	money_t v;
+
+	if ((why = parse_decimal(text, strlen(text), &v)) != NULL) {
+		xasprintf(cause, "amount '%s' %s", text, why);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+/* Parse AMOUNT/PERIOD, naming the value as what in errors. */
+static int
+parse_price_as(const char *what, const char *text, money_t *out,
+    enum billing_per *per, char **cause)
+{
+	static const struct {
+		const char *name;
+		enum billing_per per;
+	} periods[] = {
+		{ "s", BILL_PER_SECOND },
+		{ "sec", BILL_PER_SECOND },
+		{ "second", BILL_PER_SECOND },
+		{ "min", BILL_PER_MINUTE },
+		{ "minute", BILL_PER_MINUTE },
+		{ "h", BILL_PER_HOUR },
+		{ "hr", BILL_PER_HOUR },
+		{ "hour", BILL_PER_HOUR },
+		{ "d", BILL_PER_DAY },
+		{ "day", BILL_PER_DAY },
+	};
+	const char *slash = strrchr(text, '/'), *why, *name;
+	money_t v;
+	size_t i;
+
+	if (slash == NULL) {
+		xasprintf(cause,
+		    "%s '%s' has no period (e.g. 2.69/h, 0.05/min, "
+		    "0.001/s, 60/day)",
+		    what, text);
+		return -1;
+	}
+	if ((why = parse_decimal(text, (size_t)(slash - text), &v)) != NULL) {
+		xasprintf(cause, "%s '%s': amount %s", what, text, why);
+		return -1;
+	}
+	name = slash + 1;
+	for (i = 0; i < sizeof periods / sizeof periods[0]; i++) {
+		if (strcasecmp(name, periods[i].name) == 0) {
+			*out = v;
+			*per = periods[i].per;
+			return 0;
+		}
+	}
+	if (strcasecmp(name, "m") == 0)
+		xasprintf(cause,
+		    "%s '%s': '/m' is ambiguous (write /min for a minute)",
+		    what, text);
+	else if (strncasecmp(name, "mo", 2) == 0)
+		xasprintf(cause,
+		    "%s '%s': a monthly plan goes in monthly_price, not price",
+		    what, text);
+	else
+		xasprintf(cause,
+		    "%s '%s': unknown period '%s' (use /s, /min, /h or /day)",
+		    what, text, name);
+	return -1;
+}
+
+/* Parse a price such as 2.69/h; the amount and its period are kept as given. */
+int
+billing_parse_price(
+    const char *text, money_t *out, enum billing_per *per, char **cause)
+{
+	return parse_price_as("price", text, out, per, cause);
+}
+
+/* Parse a storage price (any period) into an exact price per day. */
+int
+billing_parse_stopped_price(const char *text, money_t *per_day, char **cause)
+{
+	enum billing_per per;
+	money_t v;
+
+	if (parse_price_as("stopped price", text, &v, &per, cause) != 0)
+		return -1;
+	v *= 86400 / billing_per_seconds(per);
+	if (v > BILLING_AMOUNT_MAX) {
+		xasprintf(cause,
+		    "stopped price '%s' is too large (at most 1000000000/day)",
+		    text);
+		return -1;
+	}
+	*per_day = v;
+	return 0;
+}
+
+/* Parse AMOUNT/GB. */
+int
+billing_parse_egress_price(const char *text, money_t *per_gb, char **cause)
+{
+	const char *slash = strrchr(text, '/'), *why;
+	money_t v;
+
+	if (slash == NULL || strcasecmp(slash + 1, "GB") != 0) {
+		xasprintf(cause,
+		    "egress price '%s' must be AMOUNT/GB (e.g. 0.80/GB)", text);
+		return -1;
+	}
+	if ((why = parse_decimal(text, (size_t)(slash - text), &v)) != NULL) {
+		xasprintf(cause, "egress price '%s': amount %s", text, why);
+		return -1;
+	}
+	*per_gb = v;
+	return 0;
+}
+
+/* Parse a duration: "0", or parts 2w, 3d, 1h, 30m, 90s in that order. */
+int
+billing_parse_duration(const char *text, int64_t *out, char **cause)
+{
+	static const char order[] = "wdhms";
+	static const int64_t mult[] = { 7 * 86400, 86400, 3600, 60, 1 };
+	const char *s = text, *u;
+	int64_t total = 0, n;
+	int last = -1, digits;
+
+	if (*text == '\0') {
+		xasprintf(cause, "duration is empty (e.g. 90s, 10m, 1h30m)");
+		return -1;
+	}
+	if (strcmp(text, "0") == 0) {
+		*out = 0;
+		return 0;
+	}
+	while (*s != '\0') {
+		n = 0;
+		digits = 0;
+		while (isdigit((unsigned char)*s)) {
+			n = n * 10 + (*s++ - '0');
+			digits++;
+			if (n > BILLING_DURATION_MAX)
+				goto too_long;
+		}
+		if (digits == 0)
+			goto bad;
+		if (*s == '\0') {
+			xasprintf(cause,
+			    "duration '%s' needs a unit (s, m, h, d or w), "
+			    "e.g. 90s",
+			    text);
+			return -1;
+		}
+		if ((u = strchr(order, *s)) == NULL || u - order <= last)
+			goto bad;
+		last = (int)(u - order);
+		s++;
+		if (n > BILLING_DURATION_MAX / mult[last])
+			goto too_long;
+		total += n * mult[last];
+		if (total > BILLING_DURATION_MAX)
+			goto too_long;
+	}
+	*out = total;
+	return 0;
+too_long:
+	xasprintf(cause, "duration '%s' is longer than %lld days", text,
+	    (long long)(BILLING_DURATION_MAX / 86400));
+	return -1;
+bad:
+	xasprintf(cause,
+	    "duration '%s' is not like 90s, 10m, 1h30m, 2d or 0 "
+	    "(units w d h m s, largest first)",
+	    text);
+	return -1;
+}
+
+/* Parse a billing unit: second, minute or hour. */
+int
+billing_parse_unit(const char *text, enum billing_unit *out, char **cause)
+{
+	if (strcmp(text, "second") == 0)
+		*out = BILL_SECOND;
+	else if (strcmp(text, "minute") == 0)
+		*out = BILL_MINUTE;
+	else if (strcmp(text, "hour") == 0)
+		*out = BILL_HOUR;
+	else {
+		xasprintf(
+		    cause, "billing '%s' must be second, minute or hour", text);
+		return -1;
+	}
+	return 0;
+}
+
+/* Whether s is three uppercase ASCII letters. */
+static int
+currency_ok(const char *s)
+{
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		if (s[i] < 'A' || s[i] > 'Z')
+			return 0;
+	}
+	return s[3] == '\0';
+}
+
+/* Parse a currency code into buf (size >= 4), uppercasing it. */
+int
+billing_parse_currency(const char *text, char *buf, size_t size, char **cause)
+{
+	char up[4];
+	size_t i;
+
+	if (strlen(text) != 3 || size < sizeof up)
+		goto bad;
+	for (i = 0; i < 3; i++)
+		up[i] = (char)toupper((unsigned char)text[i]);
+	up[3] = '\0';
+	if (!currency_ok(up))
+		goto bad;
+	xstrlcpy(buf, up, size);
+	return 0;
+bad:
+	xasprintf(cause,
+	    "currency '%s' must be a three-letter code (e.g. CNY, USD, EUR)",
+	    text);
+	return -1;
+}
+
+/* The name billing_parse_unit reads. */
+const char *
+billing_unit_name(enum billing_unit unit)
+{
+	switch (unit) {
+	case BILL_SECOND:
+		return "second";
+	case BILL_MINUTE:
+		return "minute";
+	case BILL_HOUR:
+		return "hour";
+	}
+	return "?";
+}
+
+/* The short period name that billing_parse_price reads back. */
+const char *
+billing_per_name(enum billing_per per)
+{
+	switch (per) {
+	case BILL_PER_SECOND:
+		return "s";
+	case BILL_PER_MINUTE:
+		return "min";
+	case BILL_PER_HOUR:
+		return "h";
+	case BILL_PER_DAY:
+		return "day";
+	}
+	return "?";
+}
+
+/* Seconds in one billing unit. */
+int64_t
+billing_unit_seconds(enum billing_unit unit)
+{
+	switch (unit) {
+	case BILL_SECOND:
+		return 1;
+	case BILL_MINUTE:
+		return 60;
+	case BILL_HOUR:
+		return 3600;
+	}
+	return 1;
+}
+
+/* Seconds in one price period. */
+int64_t
+billing_per_seconds(enum billing_per per)
+{
+	switch (per) {
+	case BILL_PER_SECOND:
+		return 1;
+	case BILL_PER_MINUTE:
+		return 60;
+	case BILL_PER_HOUR:
+		return 3600;
+	case BILL_PER_DAY:
+		return 86400;
+	}
+	return 3600;
+}
+
+/* A free rule billed per second in currency (NULL: none yet). */
+void
+billing_rule_init(struct billing_rule *rule, const char *currency)
+{
+	memset(rule, 0, sizeof *rule);
+	rule->price_per = BILL_PER_HOUR;
+	rule->unit = BILL_SECOND;
+	if (currency != NULL)
+		xstrlcpy(rule->currency, currency, sizeof rule->currency);
+}
+
+/* Refuse an amount outside [0, BILLING_AMOUNT_MAX]. */
+static int
+check_amount(const char *what, money_t v, char **cause)
+{
+	if (v >= 0 && v <= BILLING_AMOUNT_MAX)
+		return 0;
+	xasprintf(
+	    cause, "%s %lld (minor units) is out of range", what, (long long)v);
+	return -1;
+}
+
+/* Check every field of a rule. */
+int
+billing_rule_validate(const struct billing_rule *rule, char **cause)
+{
+	if (check_amount("price", rule->price, cause) != 0 ||
+	    check_amount("stopped price", rule->stopped_per_day, cause) != 0 ||
+	    check_amount("monthly price", rule->monthly_price, cause) != 0 ||
+	    check_amount("egress price", rule->egress_per_gb, cause) != 0)
+		return -1;
+	if ((unsigned)rule->price_per > BILL_PER_DAY) {
+		xasprintf(cause, "price period %d is not known",
+		    (int)rule->price_per);
+		return -1;
+	}
+	if ((unsigned)rule->unit > BILL_HOUR) {
+		xasprintf(
+		    cause, "billing unit %d is not known", (int)rule->unit);
+		return -1;
+	}
+	if (rule->min_billed < 0 || rule->min_billed > BILLING_MIN_BILLED_MAX) {
+		xasprintf(cause, "min_billed %llds is out of range (0 to 30d)",
+		    (long long)rule->min_billed);
+		return -1;
+	}
+	if (memchr(rule->currency, '\0', sizeof rule->currency) == NULL ||
+	    !currency_ok(rule->currency)) {
+		xasprintf(cause,
+		    "currency '%.*s' must be three uppercase letters "
+		    "(e.g. CNY, USD)",
+		    (int)sizeof rule->currency, rule->currency);
+		return -1;
+	}
+	return 0;
+}
+
+/* price per period applied to secs, rounded up to the minor unit. */
+money_t
+billing_price_for(money_t price, enum billing_per per, int64_t secs)
+{
+	if (price <= 0 || secs <= 0)
+		return 0;
+	return saturate(ceil_div((i128)price * secs, billing_per_seconds(per)));
+}
+
+/* The rule's price for one hour, rounded up to the minor unit. */
+money_t
+billing_hourly_price(const struct billing_rule *rule)
+{
+	return billing_price_for(rule->price, rule->price_per, 3600);
+}
+
+/* Billed seconds for one run of secs: minimum, then whole units. */
+int64_t
+billing_billed_seconds(const struct billing_rule *rule, int64_t secs)
+{
+	int64_t unit = billing_unit_seconds(rule->unit);
+
+	if (secs < rule->min_billed)
+		secs = rule->min_billed;
+	if (secs <= 0)
+		return 0;
+	return saturate(ceil_div(secs, unit) * unit);
+}
+
+/* The cost of one run of secs (negative counts as 0); billed may be NULL. */
+money_t
+billing_run_cost(const struct billing_rule *rule, int64_t secs, int64_t *billed)
+{
+	int64_t b = billing_billed_seconds(rule, secs);
+
+	if (billed != NULL)
+		*billed = b;
+	return billing_price_for(rule->price, rule->price_per, b);
+}
+
+/* Storage for secs of stopped time, prorated per second. */
+money_t
+billing_stopped_cost(const struct billing_rule *rule, int64_t secs)
+{
+	return billing_price_for(rule->stopped_per_day, BILL_PER_DAY, secs);
+}
+
+/* Egress for bytes, a GB being 10^9 bytes. */
+money_t
+billing_egress_cost(const struct billing_rule *rule, int64_t bytes)
+{
+	if (rule->egress_per_gb <= 0 || bytes <= 0)
+		return 0;
+	return saturate(
+	    ceil_div((i128)rule->egress_per_gb * bytes, BYTES_PER_GB));
+}
+
+/* Clamp v into [lo, hi]. */
+static int64_t
+clip(int64_t v, int64_t lo, int64_t hi)
+{
+	return v < lo ? lo : v > hi ? hi : v;
+}
+
+/* What a run has been charged by time t: as if it had stopped at t. */
+static money_t
+run_charge_at(const struct billing_rule *rule,
+    const struct billing_interval *iv, int64_t t)
+{
+	if (t <= iv->start)
+		return 0;
+	return billing_run_cost(
+	    rule, clip(t, iv->start, iv->end) - iv->start, NULL);
+}
+
+/* The billed seconds of a run by time t, as run_charge_at. */
+static int64_t
+run_billed_at(const struct billing_rule *rule,
+    const struct billing_interval *iv, int64_t t)
+{
+	if (t <= iv->start)
+		return 0;
+	return billing_billed_seconds(
+	    rule, clip(t, iv->start, iv->end) - iv->start);
+}
+
+/* What a stopped interval has been charged for storage by time t. */
+static money_t
+stopped_charge_at(const struct billing_rule *rule,
+    const struct billing_interval *iv, int64_t t)
+{
+	return billing_stopped_cost(
+	    rule, clip(t, iv->start, iv->end) - iv->start);
+}
+
+/* Refuse a time outside [0, BILLING_TIME_MAX]. */
+static int
+check_time(const char *what, int64_t t, char **cause)
+{
+	if (t >= 0 && t <= BILLING_TIME_MAX)
+		return 0;
+	xasprintf(cause, "%s %lld is out of range", what, (long long)t);
+	return -1;
+}
+
+/*
+ * Cost of one instance's ledger (sorted, non-overlapping intervals) in the
+ * window [from, to), attributed as incurred (see billing.h).
+ */
+int
+billing_window(const struct billing_rule *rule,
+    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
+    struct billing_total *total, char **cause)
+{
+	const struct billing_interval *v;
+	int64_t lo, hi, prev_end = 0;
+	size_t i;
+
+	memset(total, 0, sizeof *total);
+	if (billing_rule_validate(rule, cause) != 0)
+		return -1;
+	xstrlcpy(total->currency, rule->currency, sizeof total->currency);
+	if (check_time("window start", from, cause) != 0 ||
+	    check_time("window end", to, cause) != 0)
+		return -1;
+	if (from > to) {
+		xasprintf(cause, "window ends (%lld) before it starts (%lld)",
+		    (long long)to, (long long)from);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		v = &iv[i];
+		if (check_time("interval start", v->start, cause) != 0 ||
+		    check_time("interval end", v->end, cause) != 0)
+			return -1;
+		if (v->end < v->start) {
+			xasprintf(cause,
+			    "interval %lld..%lld ends before it starts",
+			    (long long)v->start, (long long)v->end);
+			return -1;
+		}
+		if (i > 0 && v->start < prev_end) {
+			xasprintf(cause,
+			    "interval %lld..%lld overlaps the one before it "
+			    "(ending %lld)",
+			    (long long)v->start, (long long)v->end,
+			    (long long)prev_end);
+			return -1;
+		}
+		prev_end = v->end;
+
+		lo = v->start > from ? v->start : from;
+		hi = v->end < to ? v->end : to;
+		switch (v->state) {
+		case BILL_RUNNING:
+			if (hi > lo)
+				total->running_secs += hi - lo;
+			if (v->start >= from && v->start < to)
+				total->starts++;
+			total->billed_secs += run_billed_at(rule, v, to) -
+			    run_billed_at(rule, v, from);
+			total->compute = add_sat(total->compute,
+			    run_charge_at(rule, v, to) -
+				run_charge_at(rule, v, from));
+			break;
+		case BILL_STOPPED:
+			if (hi > lo)
+				total->stopped_secs += hi - lo;
+			total->storage = add_sat(total->storage,
+			    stopped_charge_at(rule, v, to) -
+				stopped_charge_at(rule, v, from));
+			break;
+		case BILL_UNKNOWN:
+			if (hi > lo)
+				total->unknown_secs += hi - lo;
+			break;
+		default:
+			xasprintf(cause, "interval %lld..%lld has state %d",
+			    (long long)v->start, (long long)v->end,
+			    (int)v->state);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/* Add src into dst; refuses different currencies (an empty dst adopts). */
+int
+billing_total_add(
+    struct billing_total *dst, const struct billing_total *src, char **cause)
+{
+	if (dst->currency[0] == '\0')
+		xstrlcpy(dst->currency, src->currency, sizeof dst->currency);
+	else if (strcmp(dst->currency, src->currency) != 0) {
+		xasprintf(cause, "cannot add %s to %s: different currencies",
+		    src->currency, dst->currency);
+		return -1;
+	}
+	dst->running_secs += src->running_secs;
+	dst->billed_secs += src->billed_secs;
+	dst->starts += src->starts;
+	dst->stopped_secs += src->stopped_secs;
+	dst->unknown_secs += src->unknown_secs;
+	dst->compute = add_sat(dst->compute, src->compute);
+	dst->storage = add_sat(dst->storage, src->storage);
+	return 0;
+}
+
+/* Add amount to the sum for currency, starting one if needed. */
+int
+billing_sums_add(struct billing_sums *sums, const char *currency,
+    money_t amount, char **cause)
+{
+	struct billing_sum *s;
+	size_t i;
+
+	if (strlen(currency) != 3 || !currency_ok(currency)) {
+		xasprintf(cause,
+		    "currency '%s' must be three uppercase letters", currency);
+		return -1;
+	}
+	for (i = 0; i < sums->n; i++) {
+		if (strcmp(sums->v[i].currency, currency) == 0)
+			break;
+	}
+	if (i == sums->n) {
+		sums->v = xreallocarray(sums->v, sums->n + 1, sizeof *sums->v);
+		s = &sums->v[sums->n++];
+		xstrlcpy(s->currency, currency, sizeof s->currency);
+		s->amount = 0;
+	}
+	s = &sums->v[i];
+	if (__builtin_add_overflow(s->amount, amount, &s->amount)) {
+		xasprintf(cause, "sum in %s overflows", currency);
+		return -1;
+	}
+	return 0;
+}
+
+/* The sum for currency, 0 if there is none. */
+money_t
+billing_sums_get(const struct billing_sums *sums, const char *currency)
+{
+	size_t i;
+
+	for (i = 0; i < sums->n; i++) {
+		if (strcmp(sums->v[i].currency, currency) == 0)
+			return sums->v[i].amount;
+	}
+	return 0;
+}
+
+/* Free the sums and empty them. */
+void
+billing_sums_free(struct billing_sums *sums)
+{
+	free(sums->v);
+	sums->v = NULL;
+	sums->n = 0;
+}
+
+/*
+ * Hours of use per day above which the monthly plan is cheaper: monthly
+ * price / hourly price / 30 days. -1 without a monthly plan or a price.
+ */
+int
+billing_monthly_breakeven(const struct billing_rule *rule, double *hours)
+{
+	if (rule->monthly_price <= 0 || rule->price <= 0)
+		return -1;
+	*hours = (double)rule->monthly_price *
+	    (double)billing_per_seconds(rule->price_per) /
+	    ((double)rule->price * 3600.0) / BILLING_MONTH_DAYS;
+	return 0;
+}
+
+/*
+ * What the monthly plan saves over a 30-day month of hours_per_day (clamped
+ * to 0..24) paid by the second at the rule's price; negative if it costs
+ * more, 0 without a monthly plan. Unit rounding and minimum charges are left
+ * out, so hourly spend and the savings are lower bounds.
+ */
+money_t
+billing_monthly_savings(const struct billing_rule *rule, double hours_per_day)
+{
+	int64_t secs;
+
+	if (rule->monthly_price <= 0)
+		return 0;
+	if (!(hours_per_day > 0))
+		hours_per_day = 0;
+	if (hours_per_day > 24)
+		hours_per_day = 24;
+	/* Non-negative and at most 2592000: + 0.5 rounds to nearest. */
+	secs = (int64_t)(hours_per_day * 3600.0 * BILLING_MONTH_DAYS + 0.5);
+	return billing_price_for(rule->price, rule->price_per, secs) -
+	    rule->monthly_price;
+}
+
+/* The monthly-plan comparison at hours_per_day; -1 without a plan or price. */
+int
+billing_advise_monthly(const struct billing_rule *rule, double hours_per_day,
+    struct billing_advice *adv)
+{
+	memset(adv, 0, sizeof *adv);
+	if (billing_monthly_breakeven(rule, &adv->breakeven_hours_per_day) != 0)
+		return -1;
+	adv->used_hours_per_day = hours_per_day;
+	adv->monthly_price = rule->monthly_price;
+	adv->savings = billing_monthly_savings(rule, hours_per_day);
+	adv->hourly_month = adv->savings + rule->monthly_price;
+	return 0;
+}
+
+/*
+ * Seconds until balance is spent at burn_per_hour, rounded down: 0 with
+ * *secs set; 1 when it never runs out (burn 0, *secs = INT64_MAX); -1 for a
+ * negative burn. A balance at or below 0 has 0 seconds left.
+ */
+int
+billing_runway(money_t balance, money_t burn_per_hour, int64_t *secs)
+{
+	if (burn_per_hour < 0)
+		return -1;
+	if (balance <= 0) {
+		*secs = 0;
+		return 0;
+	}
+	if (burn_per_hour == 0) {
+		*secs = INT64_MAX;
+		return 1;
+	}
+	*secs = saturate((i128)balance * 3600 / burn_per_hour);
+	return 0;
+}
+
+/*
+ * For display: 2 decimals rounded half away from zero, thousands grouped
+ * with ',', then the currency if any: "1,137.50 CNY". Caller frees.
+ */
+char *
+billing_format(money_t m, const char *currency)
+{
+	unsigned long long a, cents, whole;
+	char digits[32], grouped[48], *out;
+	size_t len, i, j = 0;
+	int neg = m < 0;
+
+	a = neg ? 0ULL - (unsigned long long)m : (unsigned long long)m;
+	cents = a / 100 + (a % 100 >= 50);
+	if (cents == 0)
+		neg = 0;
+	whole = cents / 100;
+	snprintf(digits, sizeof digits, "%llu", whole);
+	len = strlen(digits);
+	for (i = 0; i < len; i++) {
+		if (i > 0 && (len - i) % 3 == 0)
+			grouped[j++] = ',';
+		grouped[j++] = digits[i];
+	}
+	grouped[j] = '\0';
+	xasprintf(&out, "%s%s.%02llu%s%s", neg ? "-" : "", grouped, cents % 100,
+	    currency != NULL && *currency != '\0' ? " " : "",
+	    currency != NULL ? currency : "");
+	return out;
+}
+
+/*
+ * Exact, for round trips and JSON strings: 2 to 4 decimals, no grouping,
+ * no currency ("2.69", "0.0001", "60.00"). Caller frees.
+ */
+char *
+billing_format_exact(money_t m)
+{
+	unsigned long long a, frac;
+	const char *sign = m < 0 ? "-" : "";
+	char *out;
+
+	a = m < 0 ? 0ULL - (unsigned long long)m : (unsigned long long)m;
+	frac = a % BILLING_MINOR_PER_UNIT;
+	if (frac % 100 == 0)
+		xasprintf(&out, "%s%llu.%02llu", sign,
+		    a / BILLING_MINOR_PER_UNIT, frac / 100);
+	else if (frac % 10 == 0)
+		xasprintf(&out, "%s%llu.%03llu", sign,
+		    a / BILLING_MINOR_PER_UNIT, frac / 10);
+	else
+		xasprintf(&out, "%s%llu.%04llu", sign,
+		    a / BILLING_MINOR_PER_UNIT, frac);
+	return out;
+}
+
+/* A price as billing_parse_price reads it: "2.69/h". Caller frees. */
+char *
+billing_format_price(money_t price, enum billing_per per)
+{
+	char *amount = billing_format_exact(price), *out;
+
+	xasprintf(&out, "%s/%s", amount, billing_per_name(per));
+	free(amount);
+	return out;
+}

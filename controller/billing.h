@@ -1,0 +1,192 @@
+/*
+ * The billing model: prices, billing rules and what a ledger of intervals
+ * costs. Pure and clock-free: every time is a parameter (Unix seconds), so
+ * tests drive it with tables.
+ *
+ * Money. money_t is an integer count of minor units of 1/10000 of the
+ * currency unit (2.69 CNY is 26900). Amounts in different currencies are
+ * never added: struct billing_total and struct billing_sums carry their
+ * currency and refuse (or keep apart) anything else.
+ *
+ * Rounding. Every computed charge is rounded UP to the next minor unit, once,
+ * on the exact rational value (price * seconds / period, in 128-bit
+ * integers), as platforms never bill fractions in the renter's favour. Sums
+ * are of already-rounded charges. Nothing wraps: results beyond the money_t
+ * range saturate at BILLING_MONEY_MAX (far beyond any real bill).
+ *
+ * One run (one start..stop of an instance) under a rule:
+ *   billed  = max(ran, min_billed), rounded up to whole units (second,
+ *             minute or hour); the same as taking the larger of the two
+ *             after rounding each, so the order does not matter.
+ *             A run of 0 s is still a start: it is billed min_billed
+ *             (rounded up to units), which is 0 when there is no minimum.
+ *   cost    = ceil(price * billed / period of the price).
+ * Each run is rounded on its own, so under hourly billing three 5-minute
+ * runs in one hour cost three hours.
+ *
+ * While stopped: storage costs stopped_per_day prorated per second of
+ * stopped time, ceil(stopped_per_day * seconds / 86400). Platforms vary
+ * (some charge per started hour or day of storage); this is the model.
+ *
+ * Egress: ceil(egress_per_gb * bytes / 10^9); a GB is 10^9 bytes.
+ *
+ * Report windows. A run's cost is attributed as it is incurred: its charge
+ * up to time t is what it would have cost had it stopped at t (0 before it
+ * starts, the minimum charge and the first started unit as soon as it
+ * starts, its whole cost once it ends). A window [from, to) gets the growth
+ * of that charge over the window. So a run is billed exactly once in total,
+ * consecutive windows (days of a month) add up to the whole window to the
+ * minor unit, a window that has ended never changes as a run goes on, and
+ * a started unit is charged when it starts, as prepaid platforms deduct it.
+ * Storage is attributed the same way. The ledger given to billing_window is
+ * sorted and non-overlapping (touching and zero-length intervals are fine);
+ * a run still going is passed with end = now. Time covered by no interval
+ * counts nowhere: the ledger passes BILL_UNKNOWN intervals for stretches it
+ * cannot account for, and no interval for time the instance did not exist
+ * (before it was added, after it was released).
+ *
+ * Monthly plans are compared over a 30-day month, hourly use priced per
+ * second with no unit rounding or minimum (so the savings shown are a lower
+ * bound). Runway is balance / burn per hour, rounded down to the second.
+ *
+ * Display. billing_format() shows 2 decimals, rounded half away from zero
+ * from the minor units; totals are summed in minor units and then
+ * formatted, so displayed rows may differ from the displayed total by a
+ * cent. JSON should carry money as the exact integer minor units (with
+ * "minor_per_unit": 10000), optionally with billing_format_exact()'s string.
+ */
+#ifndef GPUFLEET_BILLING_H
+#define GPUFLEET_BILLING_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int64_t money_t;
+
+#define BILLING_MINOR_PER_UNIT 10000
+#define BILLING_MONEY_MAX      INT64_MAX
+/* Largest amount a price, balance or plan may state: 10^9 units. */
+#define BILLING_AMOUNT_MAX ((money_t)1000000000 * BILLING_MINOR_PER_UNIT)
+/* Longest duration billing_parse_duration accepts; longest min_billed. */
+#define BILLING_DURATION_MAX   ((int64_t)3650 * 86400)
+#define BILLING_MIN_BILLED_MAX ((int64_t)30 * 86400)
+/* Interval and window times must lie in [0, BILLING_TIME_MAX] (year 9999). */
+#define BILLING_TIME_MAX ((int64_t)253402300799)
+/* Days in the month that monthly plans are compared over. */
+#define BILLING_MONTH_DAYS 30
+
+/* The period a price is stated for. */
+enum billing_per {
+	BILL_PER_SECOND,
+	BILL_PER_MINUTE,
+	BILL_PER_HOUR,
+	BILL_PER_DAY,
+};
+
+/* The unit each running interval is rounded up to. */
+enum billing_unit {
+	BILL_SECOND,
+	BILL_MINUTE,
+	BILL_HOUR,
+};
+
+enum billing_state {
+	BILL_RUNNING,
+	BILL_STOPPED,
+	BILL_UNKNOWN,
+};
+
+struct billing_rule {
+	money_t price;		    /* per price_per */
+	enum billing_per price_per; /* as the user gave it */
+	enum billing_unit unit;
+	int64_t min_billed;	 /* seconds, minimum charge per start */
+	money_t stopped_per_day; /* storage while stopped, 0 if none */
+	money_t monthly_price;	 /* the monthly plan, 0 if none */
+	money_t egress_per_gb;	 /* 0 if none */
+	char currency[8];	 /* ISO 4217: three uppercase letters */
+};
+
+/* One ledger interval [start, end) in Unix seconds. */
+struct billing_interval {
+	int64_t start;
+	int64_t end;
+	enum billing_state state;
+};
+
+/* What one instance's ledger costs in a window, in one currency. */
+struct billing_total {
+	char currency[8];
+	int64_t running_secs; /* running time inside the window */
+	int64_t billed_secs;  /* billed time attributed to the window */
+	int64_t starts;	      /* runs that started inside the window */
+	int64_t stopped_secs;
+	int64_t unknown_secs;
+	money_t compute;
+	money_t storage;
+};
+
+/* Per-currency sums, in order of first appearance. */
+struct billing_sum {
+	char currency[8];
+	money_t amount;
+};
+struct billing_sums {
+	struct billing_sum *v;
+	size_t n;
+};
+
+/* Monthly plan against paying by the hour at some usage. */
+struct billing_advice {
+	double used_hours_per_day;
+	double breakeven_hours_per_day; /* above this the plan pays off */
+	money_t hourly_month;		/* 30 days at that usage, hourly */
+	money_t monthly_price;
+	money_t savings; /* hourly_month - monthly_price; < 0: plan costs */
+};
+
+/* Parsing: 0 or -1 with *cause set (naming the value; caller frees). */
+int billing_parse_amount(const char *, money_t *, char **);
+int billing_parse_price(const char *, money_t *, enum billing_per *, char **);
+int billing_parse_stopped_price(const char *, money_t *, char **);
+int billing_parse_egress_price(const char *, money_t *, char **);
+int billing_parse_duration(const char *, int64_t *, char **);
+int billing_parse_unit(const char *, enum billing_unit *, char **);
+int billing_parse_currency(const char *, char *, size_t, char **);
+
+const char *billing_unit_name(enum billing_unit);
+const char *billing_per_name(enum billing_per);
+int64_t billing_unit_seconds(enum billing_unit);
+int64_t billing_per_seconds(enum billing_per);
+
+void billing_rule_init(struct billing_rule *, const char *);
+int billing_rule_validate(const struct billing_rule *, char **);
+
+/* Charges: each rounded up to the minor unit. */
+money_t billing_price_for(money_t, enum billing_per, int64_t);
+money_t billing_hourly_price(const struct billing_rule *);
+int64_t billing_billed_seconds(const struct billing_rule *, int64_t);
+money_t billing_run_cost(const struct billing_rule *, int64_t, int64_t *);
+money_t billing_stopped_cost(const struct billing_rule *, int64_t);
+money_t billing_egress_cost(const struct billing_rule *, int64_t);
+
+int billing_window(const struct billing_rule *, const struct billing_interval *,
+    size_t, int64_t, int64_t, struct billing_total *, char **);
+int billing_total_add(
+    struct billing_total *, const struct billing_total *, char **);
+int billing_sums_add(struct billing_sums *, const char *, money_t, char **);
+money_t billing_sums_get(const struct billing_sums *, const char *);
+void billing_sums_free(struct billing_sums *);
+
+int billing_monthly_breakeven(const struct billing_rule *, double *);
+money_t billing_monthly_savings(const struct billing_rule *, double);
+int billing_advise_monthly(
+    const struct billing_rule *, double, struct billing_advice *);
+int billing_runway(money_t, money_t, int64_t *);
+
+/* Formatting; caller frees. */
+char *billing_format(money_t, const char *);
+char *billing_format_exact(money_t);
+char *billing_format_price(money_t, enum billing_per);
+
+#endif

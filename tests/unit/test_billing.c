@@ -1,0 +1,1325 @@
+/*
+ * The billing model, one row per case, every amount worked out by hand in
+ * the row's comment. Money is in minor units of 1/10000: 2.69 CNY = 26900.
+ * Most rows use 2.69 CNY/h, so one second costs 26900/3600 = 7.47 minor.
+ */
+
+#include <check.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "billing.h"
+#include "xmalloc.h"
+
+#define MIN  60
+#define HOUR 3600
+#define DAY  86400
+/* 2026-10-31, 2026-11-01, 2026-12-01 at 00:00:00Z */
+#define OCT31 1793404800LL
+#define NOV1  1793491200LL
+#define DEC1  1796083200LL
+
+#define P269 26900 /* 2.69 */
+
+static void rule_make(struct billing_rule *, money_t, enum billing_per,
+    enum billing_unit, int64_t, money_t);
+static void total_eq(
+    const struct billing_total *, const struct billing_total *, const char *);
+static size_t ledger_make(struct billing_interval *, size_t);
+static void window(const struct billing_rule *, const struct billing_interval *,
+    size_t, int64_t, int64_t, struct billing_total *);
+static void add(struct billing_total *, const struct billing_total *);
+
+/* A rule in CNY with the fields the tables vary. */
+static void
+rule_make(struct billing_rule *r, money_t price, enum billing_per per,
+    enum billing_unit unit, int64_t min_billed, money_t stopped_per_day)
+{
+	billing_rule_init(r, "CNY");
+	r->price = price;
+	r->price_per = per;
+	r->unit = unit;
+	r->min_billed = min_billed;
+	r->stopped_per_day = stopped_per_day;
+}
+
+/*
+ * Every field of two totals is equal. Checked with if, not ck_assert, as the
+ * property loops call this often and Check records every passing assert.
+ */
+static void
+total_eq(const struct billing_total *got, const struct billing_total *want,
+    const char *what)
+{
+	if (strcmp(got->currency, want->currency) == 0 &&
+	    got->running_secs == want->running_secs &&
+	    got->billed_secs == want->billed_secs &&
+	    got->starts == want->starts &&
+	    got->stopped_secs == want->stopped_secs &&
+	    got->unknown_secs == want->unknown_secs &&
+	    got->compute == want->compute && got->storage == want->storage)
+		return;
+	ck_abort_msg("%s: got %s running %lld billed %lld starts %lld "
+		     "stopped %lld unknown %lld compute %lld storage %lld; "
+		     "want %s %lld %lld %lld %lld %lld %lld %lld",
+	    what, got->currency, (long long)got->running_secs,
+	    (long long)got->billed_secs, (long long)got->starts,
+	    (long long)got->stopped_secs, (long long)got->unknown_secs,
+	    (long long)got->compute, (long long)got->storage, want->currency,
+	    (long long)want->running_secs, (long long)want->billed_secs,
+	    (long long)want->starts, (long long)want->stopped_secs,
+	    (long long)want->unknown_secs, (long long)want->compute,
+	    (long long)want->storage);
+}
+
+/* billing_window, aborting the test with its cause on failure. */
+static void
+window(const struct billing_rule *r, const struct billing_interval *iv,
+    size_t n, int64_t from, int64_t to, struct billing_total *total)
+{
+	char *cause = NULL;
+
+	if (billing_window(r, iv, n, from, to, total, &cause) != 0)
+		ck_abort_msg("window %lld..%lld: %s", (long long)from,
+		    (long long)to, cause);
+}
+
+/* Add part into sum, aborting on failure. */
+static void
+add(struct billing_total *sum, const struct billing_total *part)
+{
+	char *cause = NULL;
+
+	if (billing_total_add(sum, part, &cause) != 0)
+		ck_abort_msg("%s", cause);
+}
+
+/* ---- parsing ---- */
+
+struct amount_case {
+	const char *text;
+	int ok;
+	money_t want;
+	const char *why; /* part of the error */
+};
+
+static const struct amount_case amounts[] = {
+	{ "2.69", 1, 26900, NULL },
+	{ "0.5", 1, 5000, NULL },
+	{ "0", 1, 0, NULL },
+	{ "1137.50", 1, 11375000, NULL },
+	{ "0.0001", 1, 1, NULL },
+	{ "007.5", 1, 75000, NULL },
+	{ "1000000000", 1, 10000000000000LL, NULL },
+	{ "", 0, 0, "empty" },
+	{ "-1", 0, 0, "negative" },
+	{ "-0.5", 0, 0, "negative" },
+	{ "1,137.50", 0, 0, "separators" },
+	{ "2,69", 0, 0, "separators" },
+	{ "1e3", 0, 0, "not a number" },
+	{ "2.", 0, 0, "not a number" },
+	{ ".5", 0, 0, "not a number" },
+	{ "2.69001", 0, 0, "4 decimals" },
+	{ " 2", 0, 0, "not a number" },
+	{ "2 ", 0, 0, "not a number" },
+	{ "+2", 0, 0, "not a number" },
+	{ "abc", 0, 0, "not a number" },
+	{ "0x10", 0, 0, "not a number" },
+	{ "inf", 0, 0, "not a number" },
+	{ "1000000000.0001", 0, 0, "too large" },
+	{ "99999999999999999999", 0, 0, "too large" },
+};
+
+START_TEST(test_parse_amount)
+{
+	const struct amount_case *c = &amounts[_i];
+	char *cause = NULL, *quoted;
+	money_t got = -1;
+	int r = billing_parse_amount(c->text, &got, &cause);
+
+	if (c->ok) {
+		ck_assert_msg(r == 0, "'%s' refused: %s", c->text, cause);
+		ck_assert_msg(got == c->want, "'%s' gave %lld, want %lld",
+		    c->text, (long long)got, (long long)c->want);
+		return;
+	}
+	ck_assert_msg(
+	    r == -1, "'%s' accepted as %lld", c->text, (long long)got);
+	quoted = NULL;
+	ck_assert_int_ge(xasprintf(&quoted, "amount '%s'", c->text), 0);
+	ck_assert_msg(strstr(cause, quoted) != NULL, "cause: %s", cause);
+	ck_assert_msg(strstr(cause, c->why) != NULL, "cause: %s", cause);
+	free(quoted);
+	free(cause);
+}
+END_TEST
+
+struct price_case {
+	const char *text;
+	int ok;
+	money_t want;
+	enum billing_per per;
+	const char *why;
+};
+
+static const struct price_case prices[] = {
+	{ "2.69/h", 1, 26900, BILL_PER_HOUR, NULL },
+	{ "2.69/hour", 1, 26900, BILL_PER_HOUR, NULL },
+	{ "2.69/hr", 1, 26900, BILL_PER_HOUR, NULL },
+	{ "2.69/H", 1, 26900, BILL_PER_HOUR, NULL },
+	{ "0.05/min", 1, 500, BILL_PER_MINUTE, NULL },
+	{ "0.05/minute", 1, 500, BILL_PER_MINUTE, NULL },
+	{ "0.001/s", 1, 10, BILL_PER_SECOND, NULL },
+	{ "0.001/sec", 1, 10, BILL_PER_SECOND, NULL },
+	{ "0.001/second", 1, 10, BILL_PER_SECOND, NULL },
+	{ "60/day", 1, 600000, BILL_PER_DAY, NULL },
+	{ "60/d", 1, 600000, BILL_PER_DAY, NULL },
+	{ "0/h", 1, 0, BILL_PER_HOUR, NULL },
+	{ "2.69", 0, 0, 0, "no period" },
+	{ "2.69/m", 0, 0, 0, "ambiguous" },
+	{ "2.69/month", 0, 0, 0, "monthly_price" },
+	{ "2.69/week", 0, 0, 0, "unknown period 'week'" },
+	{ "2.69/", 0, 0, 0, "unknown period ''" },
+	{ "-2.69/h", 0, 0, 0, "negative" },
+	{ "/h", 0, 0, 0, "empty" },
+	{ "1e3/h", 0, 0, 0, "not a number" },
+	{ "2.69/h/h", 0, 0, 0, "not a number" },
+	{ "2,69/h", 0, 0, 0, "separators" },
+	{ "2.69001/h", 0, 0, 0, "4 decimals" },
+};
+
+START_TEST(test_parse_price)
+{
+	const struct price_case *c = &prices[_i];
+	char *cause = NULL, *quoted = NULL;
+	enum billing_per per = BILL_PER_DAY;
+	money_t got = -1;
+	int r = billing_parse_price(c->text, &got, &per, &cause);
+
+	if (c->ok) {
+		ck_assert_msg(r == 0, "'%s' refused: %s", c->text, cause);
+		ck_assert_msg(got == c->want, "'%s' gave %lld, want %lld",
+		    c->text, (long long)got, (long long)c->want);
+		ck_assert_int_eq(per, c->per);
+		return;
+	}
+	ck_assert_msg(r == -1, "'%s' accepted", c->text);
+	ck_assert_int_ge(xasprintf(&quoted, "price '%s'", c->text), 0);
+	ck_assert_msg(strstr(cause, quoted) != NULL, "cause: %s", cause);
+	ck_assert_msg(strstr(cause, c->why) != NULL, "cause: %s", cause);
+	free(quoted);
+	free(cause);
+}
+END_TEST
+
+struct other_price_case {
+	int egress; /* else stopped */
+	const char *text;
+	int ok;
+	money_t want;
+};
+
+static const struct other_price_case other_prices[] = {
+	{ 0, "1.20/day", 1, 12000 },
+	{ 0, "1.2/d", 1, 12000 },
+	/* 0.05/h * 24 = 1.20/day */
+	{ 0, "0.05/h", 1, 12000 },
+	/* 0.0001/s * 86400 = 8.64/day */
+	{ 0, "0.0001/s", 1, 86400 },
+	{ 0, "1.20", 0, 0 },
+	{ 0, "-1/day", 0, 0 },
+	/* 20000000/h * 24 = 480000000/day: fine; 50000000/h * 24 is not */
+	{ 0, "20000000/h", 1, 200000000000LL * 24 },
+	{ 0, "50000000/h", 0, 0 },
+	{ 1, "0.80/GB", 1, 8000 },
+	{ 1, "0.8/gb", 1, 8000 },
+	{ 1, "0.80", 0, 0 },
+	{ 1, "0.80/TB", 0, 0 },
+	{ 1, "x/GB", 0, 0 },
+};
+
+START_TEST(test_parse_other_price)
+{
+	const struct other_price_case *c = &other_prices[_i];
+	char *cause = NULL, *quoted = NULL;
+	money_t got = -1;
+	int r;
+
+	if (c->egress)
+		r = billing_parse_egress_price(c->text, &got, &cause);
+	else
+		r = billing_parse_stopped_price(c->text, &got, &cause);
+	if (c->ok) {
+		ck_assert_msg(r == 0, "'%s' refused: %s", c->text, cause);
+		ck_assert_msg(got == c->want, "'%s' gave %lld, want %lld",
+		    c->text, (long long)got, (long long)c->want);
+		return;
+	}
+	ck_assert_msg(r == -1, "'%s' accepted", c->text);
+	ck_assert_int_ge(xasprintf(&quoted, "%s price '%s'",
+			     c->egress ? "egress" : "stopped", c->text),
+	    0);
+	ck_assert_msg(strstr(cause, quoted) != NULL, "cause: %s", cause);
+	free(quoted);
+	free(cause);
+}
+END_TEST
+
+struct duration_case {
+	const char *text;
+	int ok;
+	int64_t want;
+	const char *why;
+};
+
+static const struct duration_case durations[] = {
+	{ "10m", 1, 600, NULL },
+	{ "1h", 1, 3600, NULL },
+	{ "90s", 1, 90, NULL },
+	{ "1h30m", 1, 5400, NULL },
+	{ "2d", 1, 172800, NULL },
+	{ "0", 1, 0, NULL },
+	{ "0s", 1, 0, NULL },
+	{ "1w", 1, 604800, NULL },
+	/* 86400 + 7200 + 180 + 4 */
+	{ "1d2h3m4s", 1, 93784, NULL },
+	{ "3650d", 1, 3650LL * 86400, NULL },
+	{ "", 0, 0, "empty" },
+	{ "90", 0, 0, "needs a unit" },
+	{ "1h30", 0, 0, "needs a unit" },
+	{ "-5m", 0, 0, "not like" },
+	{ "1h1h", 0, 0, "not like" },
+	{ "30m1h", 0, 0, "not like" },
+	{ "1.5h", 0, 0, "not like" },
+	{ "1y", 0, 0, "not like" },
+	{ "h", 0, 0, "not like" },
+	{ "10 m", 0, 0, "not like" },
+	{ "10M", 0, 0, "not like" },
+	{ "3651d", 0, 0, "longer than 3650 days" },
+	{ "99999999999999999999s", 0, 0, "longer than" },
+};
+
+START_TEST(test_parse_duration)
+{
+	const struct duration_case *c = &durations[_i];
+	char *cause = NULL;
+	int64_t got = -1;
+	int r = billing_parse_duration(c->text, &got, &cause);
+
+	if (c->ok) {
+		ck_assert_msg(r == 0, "'%s' refused: %s", c->text, cause);
+		ck_assert_msg(got == c->want, "'%s' gave %lld, want %lld",
+		    c->text, (long long)got, (long long)c->want);
+		return;
+	}
+	ck_assert_msg(
+	    r == -1, "'%s' accepted as %lld", c->text, (long long)got);
+	if (*c->text != '\0')
+		ck_assert_msg(
+		    strstr(cause, c->text) != NULL, "cause: %s", cause);
+	ck_assert_msg(strstr(cause, c->why) != NULL, "cause: %s", cause);
+	free(cause);
+}
+END_TEST
+
+START_TEST(test_parse_unit_currency)
+{
+	static const char *bad_units[] = { "Hour", "sec", "", "hours" };
+	static const char *bad_currencies[] = { "CN", "CNYY", "C1Y", "" };
+	enum billing_unit u;
+	char cur[8], *cause = NULL;
+	size_t i;
+
+	ck_assert_int_eq(billing_parse_unit("second", &u, &cause), 0);
+	ck_assert_int_eq(u, BILL_SECOND);
+	ck_assert_int_eq(billing_parse_unit("minute", &u, &cause), 0);
+	ck_assert_int_eq(u, BILL_MINUTE);
+	ck_assert_int_eq(billing_parse_unit("hour", &u, &cause), 0);
+	ck_assert_int_eq(u, BILL_HOUR);
+	ck_assert_str_eq(billing_unit_name(BILL_MINUTE), "minute");
+	for (i = 0; i < sizeof bad_units / sizeof bad_units[0]; i++) {
+		ck_assert_int_eq(
+		    billing_parse_unit(bad_units[i], &u, &cause), -1);
+		ck_assert_ptr_nonnull(strstr(cause, "billing '"));
+		ck_assert_ptr_nonnull(strstr(cause, bad_units[i]));
+		free(cause);
+	}
+	ck_assert_int_eq(
+	    billing_parse_currency("cny", cur, sizeof cur, &cause), 0);
+	ck_assert_str_eq(cur, "CNY");
+	ck_assert_int_eq(
+	    billing_parse_currency("USD", cur, sizeof cur, &cause), 0);
+	ck_assert_str_eq(cur, "USD");
+	for (i = 0; i < sizeof bad_currencies / sizeof bad_currencies[0]; i++) {
+		ck_assert_int_eq(billing_parse_currency(bad_currencies[i], cur,
+				     sizeof cur, &cause),
+		    -1);
+		ck_assert_ptr_nonnull(strstr(cause, "currency '"));
+		ck_assert_ptr_nonnull(strstr(cause, bad_currencies[i]));
+		free(cause);
+	}
+}
+END_TEST
+
+START_TEST(test_rule_validate)
+{
+	struct billing_rule r;
+	char *cause = NULL;
+
+	rule_make(&r, P269, BILL_PER_HOUR, BILL_MINUTE, 600, 12000);
+	r.monthly_price = 17400000;
+	r.egress_per_gb = 8000;
+	ck_assert_msg(billing_rule_validate(&r, &cause) == 0, "%s", cause);
+
+	r.price = -1;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "price"));
+	free(cause);
+	r.price = BILLING_AMOUNT_MAX + 1;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	free(cause);
+	r.price = P269;
+
+	r.min_billed = -1;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "min_billed"));
+	free(cause);
+	r.min_billed = 31 * DAY;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	free(cause);
+	r.min_billed = 0;
+
+	r.unit = (enum billing_unit)7;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	free(cause);
+	r.unit = BILL_HOUR;
+
+	memcpy(r.currency, "cny", 4);
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "currency 'cny'"));
+	free(cause);
+	r.currency[0] = '\0';
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	free(cause);
+	memcpy(r.currency, "CNYX", 5);
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	free(cause);
+}
+END_TEST
+
+/* ---- one run ---- */
+
+struct run_case {
+	const char *what;
+	money_t price;
+	enum billing_per per;
+	enum billing_unit unit;
+	int64_t min_billed;
+	int64_t secs;
+	int64_t want_billed;
+	money_t want_cost;
+};
+
+static const struct run_case runs[] = {
+	/* Same 2.69/h, 10 min: 26900 * 600/3600 = 4483.33 -> 4484. */
+	{ "10m per second", P269, BILL_PER_HOUR, BILL_SECOND, 0, 600, 600,
+	    4484 },
+	{ "10m per minute", P269, BILL_PER_HOUR, BILL_MINUTE, 0, 600, 600,
+	    4484 },
+	/* A started hour is a whole hour: 26900. */
+	{ "10m per hour", P269, BILL_PER_HOUR, BILL_HOUR, 0, 600, 3600, 26900 },
+	/* 10m01s: 26900 * 601/3600 = 4490.81 -> 4491. */
+	{ "601s per second", P269, BILL_PER_HOUR, BILL_SECOND, 0, 601, 601,
+	    4491 },
+	/* 11 started minutes: 26900 * 660/3600 = 4931.67 -> 4932. */
+	{ "601s per minute", P269, BILL_PER_HOUR, BILL_MINUTE, 0, 601, 660,
+	    4932 },
+	{ "601s per hour", P269, BILL_PER_HOUR, BILL_HOUR, 0, 601, 3600,
+	    26900 },
+	/* 1h00m01s starts a second hour: 2 * 26900 = 53800. */
+	{ "3601s per hour", P269, BILL_PER_HOUR, BILL_HOUR, 0, 3601, 7200,
+	    53800 },
+	{ "1h per second", P269, BILL_PER_HOUR, BILL_SECOND, 0, 3600, 3600,
+	    26900 },
+	/* Start and stop within one unit. 30 s in one minute: 26900/60 =
+	   448.33 -> 449. */
+	{ "30s per minute", P269, BILL_PER_HOUR, BILL_MINUTE, 0, 30, 60, 449 },
+	{ "1s per hour", P269, BILL_PER_HOUR, BILL_HOUR, 0, 1, 3600, 26900 },
+	/* One second: 26900/3600 = 7.47 -> 8. */
+	{ "1s per second", P269, BILL_PER_HOUR, BILL_SECOND, 0, 1, 1, 8 },
+	/* A zero-length run costs the minimum charge only. */
+	{ "0s, no minimum", P269, BILL_PER_HOUR, BILL_HOUR, 0, 0, 0, 0 },
+	{ "0s, minimum 10m", P269, BILL_PER_HOUR, BILL_SECOND, 600, 0, 600,
+	    4484 },
+	{ "negative, no minimum", P269, BILL_PER_HOUR, BILL_MINUTE, 0, -5, 0,
+	    0 },
+	/* Minimum charge: 90 s billed as 10 min = 4484 (as above). */
+	{ "90s, minimum 10m", P269, BILL_PER_HOUR, BILL_SECOND, 600, 90, 600,
+	    4484 },
+	/* Above the minimum it no longer matters: 15 min = 26900/4 = 6725. */
+	{ "15m, minimum 10m", P269, BILL_PER_HOUR, BILL_SECOND, 600, 900, 900,
+	    6725 },
+	/* Minimum 90 s, then whole minutes: 2 min = 26900/30 = 896.67 ->
+	   897. */
+	{ "30s, minimum 90s, per minute", P269, BILL_PER_HOUR, BILL_MINUTE, 90,
+	    30, 120, 897 },
+	{ "30s, minimum 10m, per hour", P269, BILL_PER_HOUR, BILL_HOUR, 600, 30,
+	    3600, 26900 },
+	/* 0.05/min billed per minute is exact: 7m30s -> 8 min = 0.40. */
+	{ "0.05/min, 450s per minute", 500, BILL_PER_MINUTE, BILL_MINUTE, 0,
+	    450, 480, 4000 },
+	/* Per second: 500 * 450/60 = 3750 exactly. */
+	{ "0.05/min, 450s per second", 500, BILL_PER_MINUTE, BILL_SECOND, 0,
+	    450, 450, 3750 },
+	/* 0.001/s by the hour: 61 min -> 2 h = 7200 * 10 = 72000. */
+	{ "0.001/s, 3660s per hour", 10, BILL_PER_SECOND, BILL_HOUR, 0, 3660,
+	    7200, 72000 },
+	/* 60/day for one hour: 600000 * 3600/86400 = 25000 exactly. */
+	{ "60/day, 1h per second", 600000, BILL_PER_DAY, BILL_SECOND, 0, 3600,
+	    3600, 25000 },
+	/* 61 s -> 2 min: 600000 * 120/86400 = 833.33 -> 834. */
+	{ "60/day, 61s per minute", 600000, BILL_PER_DAY, BILL_MINUTE, 0, 61,
+	    120, 834 },
+	{ "free", 0, BILL_PER_HOUR, BILL_HOUR, 0, 601, 3600, 0 },
+	/* A year at 2.69/h: 26900 * 8760 = 235644000 (23,564.40). */
+	{ "a year", P269, BILL_PER_HOUR, BILL_HOUR, 0, 365 * DAY, 365 * DAY,
+	    235644000 },
+};
+
+START_TEST(test_run_cost)
+{
+	const struct run_case *c = &runs[_i];
+	struct billing_rule r;
+	int64_t billed = -1;
+	money_t cost;
+
+	rule_make(&r, c->price, c->per, c->unit, c->min_billed, 0);
+	cost = billing_run_cost(&r, c->secs, &billed);
+	ck_assert_msg(billed == c->want_billed, "%s: billed %lld, want %lld",
+	    c->what, (long long)billed, (long long)c->want_billed);
+	ck_assert_msg(cost == c->want_cost, "%s: cost %lld, want %lld", c->what,
+	    (long long)cost, (long long)c->want_cost);
+	ck_assert_int_eq(billing_run_cost(&r, c->secs, NULL), cost);
+}
+END_TEST
+
+struct other_cost_case {
+	const char *what;
+	int egress;
+	money_t price; /* per day, or per GB */
+	int64_t amount;
+	money_t want;
+};
+
+static const struct other_cost_case other_costs[] = {
+	/* Storage 1.20/day = 12000 per day, prorated per second. */
+	{ "3 days stopped", 0, 12000, 3 * DAY, 36000 },
+	{ "36h stopped", 0, 12000, 36 * HOUR, 18000 },
+	/* 12000/86400 = 0.139 -> 1. */
+	{ "1s stopped", 0, 12000, 1, 1 },
+	{ "0s stopped", 0, 12000, 0, 0 },
+	{ "no storage price", 0, 0, DAY, 0 },
+	/* Egress 0.80/GB = 8000 per 10^9 bytes. */
+	{ "1.5 GB", 1, 8000, 1500000000, 12000 },
+	{ "1 byte", 1, 8000, 1, 1 },
+	{ "0 bytes", 1, 8000, 0, 0 },
+	{ "1 TB", 1, 8000, 1000000000000LL, 8000000 },
+	{ "no egress price", 1, 0, 1000000000000LL, 0 },
+};
+
+START_TEST(test_other_cost)
+{
+	const struct other_cost_case *c = &other_costs[_i];
+	struct billing_rule r;
+	money_t got;
+
+	rule_make(&r, P269, BILL_PER_HOUR, BILL_SECOND, 0, 0);
+	if (c->egress) {
+		r.egress_per_gb = c->price;
+		got = billing_egress_cost(&r, c->amount);
+	} else {
+		r.stopped_per_day = c->price;
+		got = billing_stopped_cost(&r, c->amount);
+	}
+	ck_assert_msg(got == c->want, "%s: %lld, want %lld", c->what,
+	    (long long)got, (long long)c->want);
+}
+END_TEST
+
+/* ---- windows ---- */
+
+struct window_case {
+	const char *what;
+	enum billing_unit unit;
+	int64_t min_billed;
+	money_t stopped_per_day;
+	struct billing_interval iv[4];
+	size_t n;
+	int64_t from, to;
+	struct billing_total want; /* currency filled in by the test */
+};
+
+#define RUN(a, b)                                                              \
+	{                                                                      \
+		(a), (b), BILL_RUNNING                                         \
+	}
+#define STOP(a, b)                                                             \
+	{                                                                      \
+		(a), (b), BILL_STOPPED                                         \
+	}
+#define UNK(a, b)                                                              \
+	{                                                                      \
+		(a), (b), BILL_UNKNOWN                                         \
+	}
+/* running, billed, starts, stopped, unknown, compute, storage */
+#define TOTAL(ru, bi, st, so, un, co, sto)                                     \
+	{                                                                      \
+		"", (ru), (bi), (st), (so), (un), (co), (sto)                  \
+	}
+
+static const struct window_case windows[] = {
+	/* 22:00 Oct 31 to 02:00 Nov 1 per second: two hours each side,
+	   2 * 26900 = 53800 each. */
+	{ "per second, before midnight", BILL_SECOND, 0, 0,
+	    { RUN(NOV1 - 2 * HOUR, NOV1 + 2 * HOUR) }, 1, OCT31, NOV1,
+	    TOTAL(7200, 7200, 1, 0, 0, 53800, 0) },
+	{ "per second, after midnight", BILL_SECOND, 0, 0,
+	    { RUN(NOV1 - 2 * HOUR, NOV1 + 2 * HOUR) }, 1, NOV1, NOV1 + DAY,
+	    TOTAL(7200, 7200, 0, 0, 0, 53800, 0) },
+	/* 23:30 to 00:10 per hour: the one hour is charged when it starts,
+	   on Oct 31 (26900); Nov 1 has 10 min of running and no charge. */
+	{ "per hour, 40m over midnight, Oct 31", BILL_HOUR, 0, 0,
+	    { RUN(NOV1 - 1800, NOV1 + 600) }, 1, OCT31, NOV1,
+	    TOTAL(1800, 3600, 1, 0, 0, 26900, 0) },
+	{ "per hour, 40m over midnight, Nov 1", BILL_HOUR, 0, 0,
+	    { RUN(NOV1 - 1800, NOV1 + 600) }, 1, NOV1, NOV1 + DAY,
+	    TOTAL(600, 0, 0, 0, 0, 0, 0) },
+	/* 23:30 to 00:40: the second hour starts at 00:30, on Nov 1. */
+	{ "per hour, 70m over midnight, Nov 1", BILL_HOUR, 0, 0,
+	    { RUN(NOV1 - 1800, NOV1 + 2400) }, 1, NOV1, NOV1 + DAY,
+	    TOTAL(2400, 3600, 0, 0, 0, 26900, 0) },
+	/* Three 5-minute runs in one hour, per hour: each start is billed
+	   an hour, 3 * 26900 = 80700 for 15 minutes of running. */
+	{ "three short runs per hour", BILL_HOUR, 0, 0,
+	    { RUN(NOV1 + 10 * HOUR, NOV1 + 10 * HOUR + 300),
+		RUN(NOV1 + 10 * HOUR + 600, NOV1 + 10 * HOUR + 900),
+		RUN(NOV1 + 10 * HOUR + 1800, NOV1 + 10 * HOUR + 2100) },
+	    3, NOV1 + 10 * HOUR, NOV1 + 11 * HOUR,
+	    TOTAL(900, 10800, 3, 0, 0, 80700, 0) },
+	/* The same per second: each run rounds on its own, 26900 * 300/3600
+	   = 2241.67 -> 2242, three times 6726 (one 15-minute run: 6725). */
+	{ "three short runs per second", BILL_SECOND, 0, 0,
+	    { RUN(NOV1 + 10 * HOUR, NOV1 + 10 * HOUR + 300),
+		RUN(NOV1 + 10 * HOUR + 600, NOV1 + 10 * HOUR + 900),
+		RUN(NOV1 + 10 * HOUR + 1800, NOV1 + 10 * HOUR + 2100) },
+	    3, NOV1 + 10 * HOUR, NOV1 + 11 * HOUR,
+	    TOTAL(900, 900, 3, 0, 0, 6726, 0) },
+	/* Nov 1 09:00-21:00 running (12 * 26900 = 322800), then stopped for
+	   three days at 1.20/day: Nov 1 has 3 h stopped (12000/8 = 1500),
+	   Nov 2 a whole day (12000), Nov 4 21 h (12000 * 21/24 = 10500). */
+	{ "stopped, day 1", BILL_SECOND, 0, 12000,
+	    { RUN(NOV1 + 9 * HOUR, NOV1 + 21 * HOUR),
+		STOP(NOV1 + 21 * HOUR, NOV1 + 3 * DAY + 21 * HOUR) },
+	    2, NOV1, NOV1 + DAY,
+	    TOTAL(43200, 43200, 1, 10800, 0, 322800, 1500) },
+	{ "stopped, day 2", BILL_SECOND, 0, 12000,
+	    { RUN(NOV1 + 9 * HOUR, NOV1 + 21 * HOUR),
+		STOP(NOV1 + 21 * HOUR, NOV1 + 3 * DAY + 21 * HOUR) },
+	    2, NOV1 + DAY, NOV1 + 2 * DAY, TOTAL(0, 0, 0, DAY, 0, 0, 12000) },
+	{ "stopped, day 4", BILL_SECOND, 0, 12000,
+	    { RUN(NOV1 + 9 * HOUR, NOV1 + 21 * HOUR),
+		STOP(NOV1 + 21 * HOUR, NOV1 + 3 * DAY + 21 * HOUR) },
+	    2, NOV1 + 3 * DAY, NOV1 + 4 * DAY,
+	    TOTAL(0, 0, 0, 21 * HOUR, 0, 0, 10500) },
+	/* All four days: 1500 + 12000 + 12000 + 10500 = 36000 = 3 days. */
+	{ "stopped, four days", BILL_SECOND, 0, 12000,
+	    { RUN(NOV1 + 9 * HOUR, NOV1 + 21 * HOUR),
+		STOP(NOV1 + 21 * HOUR, NOV1 + 3 * DAY + 21 * HOUR) },
+	    2, NOV1, NOV1 + 4 * DAY,
+	    TOTAL(43200, 43200, 1, 3 * DAY, 0, 322800, 36000) },
+	/* Nov 30 21:00 to Dec 1 01:00 per second: November 3 h (80700),
+	   December 1 h (26900). */
+	{ "month end, November", BILL_SECOND, 0, 0,
+	    { RUN(DEC1 - 3 * HOUR, DEC1 + HOUR) }, 1, NOV1, DEC1,
+	    TOTAL(10800, 10800, 1, 0, 0, 80700, 0) },
+	{ "month end, December", BILL_SECOND, 0, 0,
+	    { RUN(DEC1 - 3 * HOUR, DEC1 + HOUR) }, 1, DEC1, DEC1 + 31 * DAY,
+	    TOTAL(3600, 3600, 0, 0, 0, 26900, 0) },
+	/* Stopped over the month end at 1.20/day: half a day each, 6000. */
+	{ "stopped over month end", BILL_SECOND, 0, 12000,
+	    { STOP(DEC1 - 12 * HOUR, DEC1 + 12 * HOUR) }, 1, NOV1, DEC1,
+	    TOTAL(0, 0, 0, 43200, 0, 0, 6000) },
+	{ "unknown costs nothing", BILL_SECOND, 0, 12000,
+	    { UNK(NOV1 + HOUR, NOV1 + 3 * HOUR) }, 1, NOV1, NOV1 + DAY,
+	    TOTAL(0, 0, 0, 0, 7200, 0, 0) },
+	/* A zero-length run with a 10 min minimum: 4484, where it starts. */
+	{ "0s run, minimum 10m", BILL_SECOND, 600, 0,
+	    { RUN(NOV1 + 5 * HOUR, NOV1 + 5 * HOUR) }, 1, NOV1, NOV1 + DAY,
+	    TOTAL(0, 600, 1, 0, 0, 4484, 0) },
+	{ "0s run at the window end", BILL_SECOND, 600, 0,
+	    { RUN(NOV1 + 5 * HOUR, NOV1 + 5 * HOUR) }, 1, NOV1, NOV1 + 5 * HOUR,
+	    TOTAL(0, 0, 0, 0, 0, 0, 0) },
+	/* 2 min over midnight with a 10 min minimum: the minimum (4484) is
+	   charged at the start, on Oct 31; Nov 1 gets nothing. */
+	{ "minimum over midnight, Oct 31", BILL_SECOND, 600, 0,
+	    { RUN(NOV1 - 60, NOV1 + 60) }, 1, OCT31, NOV1,
+	    TOTAL(60, 600, 1, 0, 0, 4484, 0) },
+	{ "minimum over midnight, Nov 1", BILL_SECOND, 600, 0,
+	    { RUN(NOV1 - 60, NOV1 + 60) }, 1, NOV1, NOV1 + DAY,
+	    TOTAL(60, 0, 0, 0, 0, 0, 0) },
+	{ "outside the window", BILL_SECOND, 600, 12000,
+	    { RUN(NOV1 - 2 * DAY, NOV1 - DAY), STOP(NOV1 - DAY, NOV1) }, 2,
+	    NOV1, NOV1 + DAY, TOTAL(0, 0, 0, 0, 0, 0, 0) },
+	{ "empty ledger", BILL_HOUR, 600, 12000, { RUN(0, 0) }, 0, NOV1,
+	    NOV1 + DAY, TOTAL(0, 0, 0, 0, 0, 0, 0) },
+};
+
+START_TEST(test_window)
+{
+	const struct window_case *c = &windows[_i];
+	struct billing_rule r;
+	struct billing_total got, want = c->want;
+	char *cause = NULL;
+
+	rule_make(&r, P269, BILL_PER_HOUR, c->unit, c->min_billed,
+	    c->stopped_per_day);
+	memcpy(want.currency, "CNY", 4);
+	ck_assert_msg(
+	    billing_window(&r, c->iv, c->n, c->from, c->to, &got, &cause) == 0,
+	    "%s: %s", c->what, cause);
+	total_eq(&got, &want, c->what);
+}
+END_TEST
+
+struct window_error_case {
+	struct billing_interval iv[2];
+	size_t n;
+	int64_t from, to;
+	const char *why;
+};
+
+static const struct window_error_case window_errors[] = {
+	{ { RUN(NOV1, NOV1 + 1) }, 1, NOV1 + 1, NOV1, "ends (1793491200)" },
+	{ { RUN(NOV1 + 5, NOV1) }, 1, NOV1, DEC1, "ends before it starts" },
+	{ { RUN(NOV1, NOV1 + 10), STOP(NOV1 + 5, NOV1 + 20) }, 2, NOV1, DEC1,
+	    "overlaps" },
+	{ { RUN(NOV1 + 10, NOV1 + 20), STOP(NOV1, NOV1 + 5) }, 2, NOV1, DEC1,
+	    "overlaps" },
+	{ { { NOV1, NOV1 + 10, (enum billing_state)9 } }, 1, NOV1, DEC1,
+	    "state 9" },
+	{ { RUN(-5, 10) }, 1, NOV1, DEC1, "interval start -5" },
+	{ { RUN(0, 10) }, 1, -1, DEC1, "window start -1" },
+};
+
+START_TEST(test_window_error)
+{
+	const struct window_error_case *c = &window_errors[_i];
+	struct billing_rule r;
+	struct billing_total got;
+	char *cause = NULL;
+
+	rule_make(&r, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0);
+	ck_assert_int_eq(
+	    billing_window(&r, c->iv, c->n, c->from, c->to, &got, &cause), -1);
+	ck_assert_msg(strstr(cause, c->why) != NULL, "cause: %s", cause);
+	free(cause);
+
+	r.currency[0] = '\0';
+	ck_assert_int_eq(
+	    billing_window(&r, c->iv, 0, NOV1, DEC1, &got, &cause), -1);
+	free(cause);
+}
+END_TEST
+
+/* ---- currencies ---- */
+
+START_TEST(test_currencies)
+{
+	struct billing_total cny, usd, sum;
+	struct billing_rule r;
+	struct billing_sums sums = { NULL, 0 };
+	struct billing_interval iv[] = { RUN(NOV1, NOV1 + HOUR) };
+	char *cause = NULL;
+
+	rule_make(&r, P269, BILL_PER_HOUR, BILL_SECOND, 0, 0);
+	ck_assert_int_eq(
+	    billing_window(&r, iv, 1, NOV1, DEC1, &cny, &cause), 0);
+	/* 1.10 USD/h for the same hour: 11000. */
+	memcpy(r.currency, "USD", 4);
+	r.price = 11000;
+	ck_assert_int_eq(
+	    billing_window(&r, iv, 1, NOV1, DEC1, &usd, &cause), 0);
+	ck_assert_str_eq(usd.currency, "USD");
+
+	/* Totals never mix: an empty total adopts, another currency is
+	   refused and leaves the sum as it was. */
+	memset(&sum, 0, sizeof sum);
+	ck_assert_int_eq(billing_total_add(&sum, &cny, &cause), 0);
+	ck_assert_int_eq(billing_total_add(&sum, &cny, &cause), 0);
+	ck_assert_int_eq(billing_total_add(&sum, &usd, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "USD"));
+	ck_assert_ptr_nonnull(strstr(cause, "CNY"));
+	free(cause);
+	ck_assert_str_eq(sum.currency, "CNY");
+	ck_assert_int_eq(sum.compute, 2 * 26900);
+	ck_assert_int_eq(sum.running_secs, 2 * HOUR);
+
+	/* Per-currency sums keep them apart: CNY 26900 + 26900, USD 11000. */
+	ck_assert_int_eq(
+	    billing_sums_add(&sums, "CNY", cny.compute, &cause), 0);
+	ck_assert_int_eq(
+	    billing_sums_add(&sums, "USD", usd.compute, &cause), 0);
+	ck_assert_int_eq(
+	    billing_sums_add(&sums, "CNY", cny.compute, &cause), 0);
+	ck_assert_uint_eq(sums.n, 2);
+	ck_assert_str_eq(sums.v[0].currency, "CNY");
+	ck_assert_int_eq(billing_sums_get(&sums, "CNY"), 53800);
+	ck_assert_int_eq(billing_sums_get(&sums, "USD"), 11000);
+	ck_assert_int_eq(billing_sums_get(&sums, "EUR"), 0);
+	ck_assert_int_eq(billing_sums_add(&sums, "cny", 1, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "'cny'"));
+	free(cause);
+	ck_assert_int_eq(billing_sums_add(&sums, "USD", INT64_MAX, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "overflows"));
+	free(cause);
+	billing_sums_free(&sums);
+	ck_assert_uint_eq(sums.n, 0);
+}
+END_TEST
+
+/* ---- properties ---- */
+
+static const struct {
+	money_t price;
+	enum billing_per per;
+} property_prices[] = {
+	{ P269, BILL_PER_HOUR },
+	{ 500, BILL_PER_MINUTE },
+	{ 10, BILL_PER_SECOND },
+	{ 600000, BILL_PER_DAY },
+	{ 1, BILL_PER_DAY },
+};
+static const int64_t property_mins[] = { 0, 1, 90, 600, 3600 };
+#define NPRICES (sizeof property_prices / sizeof property_prices[0])
+#define NMINS	(sizeof property_mins / sizeof property_mins[0])
+
+/* Cost and billed time never decrease as a run grows, for every unit. */
+START_TEST(test_monotonic)
+{
+	struct billing_rule r;
+	int64_t s, b, prev_b;
+	money_t c, prev_c, st, prev_st;
+	size_t p, m;
+	int u;
+
+	for (u = BILL_SECOND; u <= BILL_HOUR; u++)
+		for (p = 0; p < NPRICES; p++)
+			for (m = 0; m < NMINS; m++) {
+				rule_make(&r, property_prices[p].price,
+				    property_prices[p].per,
+				    (enum billing_unit)u, property_mins[m],
+				    12000);
+				prev_c = prev_b = prev_st = 0;
+				for (s = 0; s <= 10000; s++) {
+					c = billing_run_cost(&r, s, &b);
+					st = billing_stopped_cost(&r, s);
+					if (c < prev_c || b < prev_b ||
+					    st < prev_st || b < s ||
+					    b < property_mins[m])
+						ck_abort_msg(
+						    "unit %d price %zu "
+						    "min %zu: wrong at "
+						    "%lld s",
+						    u, p, m, (long long)s);
+					prev_c = c;
+					prev_b = b;
+					prev_st = st;
+				}
+			}
+}
+END_TEST
+
+/* For the same price, per second <= per minute <= per hour. */
+START_TEST(test_unit_order)
+{
+	struct billing_rule r;
+	money_t c[3];
+	int64_t s;
+	size_t p, m;
+	int u;
+
+	for (p = 0; p < NPRICES; p++)
+		for (m = 0; m < NMINS; m++)
+			for (s = 0; s <= 10000; s++) {
+				for (u = BILL_SECOND; u <= BILL_HOUR; u++) {
+					rule_make(&r, property_prices[p].price,
+					    property_prices[p].per,
+					    (enum billing_unit)u,
+					    property_mins[m], 0);
+					c[u] = billing_run_cost(&r, s, NULL);
+				}
+				if (c[0] > c[1] || c[1] > c[2])
+					ck_abort_msg("price %zu min %zu %lld "
+						     "s: %lld %lld %lld",
+					    p, m, (long long)s, (long long)c[0],
+					    (long long)c[1], (long long)c[2]);
+			}
+}
+END_TEST
+
+#define LEDGER_MAX 2000
+#define LEDGER_T0  (OCT31 - 6 * DAY)
+#define LEDGER_T1  (DEC1 + 5 * DAY)
+
+/*
+ * A deterministic ledger from Oct 25 to Dec 6: runs, stops and unknown
+ * stretches of 0 s to a few days, with gaps, over every midnight.
+ */
+static size_t
+ledger_make(struct billing_interval *iv, size_t max)
+{
+	uint64_t x = 88172645463325252ULL;
+	int64_t t = LEDGER_T0, len;
+	size_t n = 0;
+
+	while (t < LEDGER_T1 && n < max) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		switch (x % 8) {
+		case 0:
+			len = 0;
+			break;
+		case 1:
+			len = (int64_t)(x >> 8) % (3 * DAY);
+			break;
+		case 2:
+			len = (int64_t)(x >> 8) % 120;
+			break;
+		default:
+			len = (int64_t)(x >> 8) % (5 * HOUR);
+			break;
+		}
+		iv[n].start = t;
+		iv[n].end = t + len;
+		iv[n].state = (x >> 40) % 5 == 0 ? BILL_STOPPED
+		    : (x >> 40) % 5 == 1	 ? BILL_UNKNOWN
+						 : BILL_RUNNING;
+		t += len + ((x >> 50) % 3 == 0 ? (int64_t)(x >> 52) % 7200 : 0);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Windows partition exactly: the days of November add up to November, the
+ * hours of a day to that day, arbitrary cuts to the whole, and the whole
+ * ledger to the sum of its runs' and stops' own costs, to the minor unit.
+ */
+START_TEST(test_partition)
+{
+	static struct billing_interval iv[LEDGER_MAX];
+	struct billing_total whole, part, sum, want;
+	struct billing_rule r;
+	size_t n = ledger_make(iv, LEDGER_MAX), i, m, crossings, months;
+	int64_t t, cut, b, end = LEDGER_T1 + 7 * DAY;
+	uint64_t x = 2463534242ULL;
+	int u;
+
+	ck_assert_uint_gt(n, 100);
+	/* The ledger has runs over both month ends and many midnights. */
+	for (i = 0, crossings = 0, months = 0; i < n; i++) {
+		if (iv[i].start / DAY != iv[i].end / DAY &&
+		    iv[i].end % DAY != 0)
+			crossings++;
+		if ((iv[i].start < NOV1 && iv[i].end > NOV1) ||
+		    (iv[i].start < DEC1 && iv[i].end > DEC1)) {
+			ck_assert_int_eq(iv[i].state, BILL_RUNNING);
+			months++;
+		}
+	}
+	ck_assert_uint_gt(crossings, 20);
+	ck_assert_uint_eq(months, 2);
+	for (u = BILL_SECOND; u <= BILL_HOUR; u++)
+		for (m = 0; m < NMINS; m++) {
+			rule_make(&r, P269, BILL_PER_HOUR, (enum billing_unit)u,
+			    property_mins[m], 12000);
+
+			window(&r, iv, n, NOV1, DEC1, &whole);
+			memset(&sum, 0, sizeof sum);
+			for (t = NOV1; t < DEC1; t += DAY) {
+				window(&r, iv, n, t, t + DAY, &part);
+				add(&sum, &part);
+			}
+			total_eq(&sum, &whole, "days of November");
+			ck_assert_int_gt(whole.compute, 0);
+			ck_assert_int_gt(whole.storage, 0);
+			ck_assert_int_gt(whole.unknown_secs, 0);
+
+			window(&r, iv, n, NOV1 + DAY, NOV1 + 2 * DAY, &whole);
+			memset(&sum, 0, sizeof sum);
+			for (t = NOV1 + DAY; t < NOV1 + 2 * DAY; t += HOUR) {
+				window(&r, iv, n, t, t + HOUR, &part);
+				add(&sum, &part);
+			}
+			total_eq(&sum, &whole, "hours of Nov 2");
+
+			window(&r, iv, n, LEDGER_T0, end, &whole);
+			memset(&sum, 0, sizeof sum);
+			for (t = LEDGER_T0; t < end; t = cut) {
+				x ^= x << 13;
+				x ^= x >> 17;
+				x ^= x << 5;
+				cut = t + (int64_t)(x % (2 * DAY));
+				if (cut > end)
+					cut = end;
+				window(&r, iv, n, t, cut, &part);
+				add(&sum, &part);
+			}
+			total_eq(&sum, &whole, "arbitrary cuts");
+
+			memset(&want, 0, sizeof want);
+			memcpy(want.currency, "CNY", 4);
+			for (i = 0; i < n; i++) {
+				t = iv[i].end - iv[i].start;
+				if (iv[i].state == BILL_RUNNING) {
+					want.compute +=
+					    billing_run_cost(&r, t, &b);
+					want.billed_secs += b;
+					want.running_secs += t;
+					want.starts++;
+				} else if (iv[i].state == BILL_STOPPED) {
+					want.storage +=
+					    billing_stopped_cost(&r, t);
+					want.stopped_secs += t;
+				} else
+					want.unknown_secs += t;
+			}
+			total_eq(&whole, &want, "whole ledger");
+		}
+}
+END_TEST
+
+/*
+ * A window that has ended never changes as a run goes on, and a window the
+ * run is in never loses money as the run grows.
+ */
+START_TEST(test_window_stable)
+{
+	struct billing_interval iv = RUN(NOV1 + 100, NOV1 + 100);
+	struct billing_total closed, open, first, prev;
+	struct billing_rule r;
+	size_t m;
+	int u;
+
+	memset(&first, 0, sizeof first);
+	for (u = BILL_SECOND; u <= BILL_HOUR; u++)
+		for (m = 0; m < NMINS; m++) {
+			rule_make(&r, P269, BILL_PER_HOUR, (enum billing_unit)u,
+			    property_mins[m], 0);
+			memset(&prev, 0, sizeof prev);
+			for (iv.end = iv.start; iv.end <= iv.start + 10000;
+			     iv.end++) {
+				window(&r, &iv, 1, NOV1, NOV1 + 3000, &closed);
+				window(&r, &iv, 1, NOV1, NOV1 + DAY, &open);
+				if (iv.end == NOV1 + 3000)
+					first = closed;
+				if (iv.end > NOV1 + 3000)
+					total_eq(
+					    &closed, &first, "closed window");
+				if (open.compute < prev.compute ||
+				    open.billed_secs < prev.billed_secs)
+					ck_abort_msg("unit %d min %zu: window "
+						     "lost money at end %lld",
+					    u, m, (long long)iv.end);
+				prev = open;
+			}
+		}
+}
+END_TEST
+
+/* ---- advice, runway, formatting ---- */
+
+START_TEST(test_monthly)
+{
+	struct billing_rule r;
+	struct billing_advice adv;
+	double h = 0;
+
+	/* 4.99/h against 1,740/month: 1740 / 4.99 / 30 = 11.623 h/day. */
+	rule_make(&r, 49900, BILL_PER_HOUR, BILL_SECOND, 0, 0);
+	r.monthly_price = 17400000;
+	ck_assert_int_eq(billing_monthly_breakeven(&r, &h), 0);
+	ck_assert_double_eq_tol(h, 11.6232, 0.0001);
+	/* 19.2 h/day * 30 = 576 h * 4.99 = 2,874.24; minus 1,740 saves
+	   1,134.24. */
+	ck_assert_int_eq(billing_monthly_savings(&r, 19.2), 11342400);
+	/* Unused, the plan costs its whole price. */
+	ck_assert_int_eq(billing_monthly_savings(&r, 0), -17400000);
+	/* Usage is clamped to 24 h: 720 h * 4.99 = 3,592.80 - 1,740. */
+	ck_assert_int_eq(billing_monthly_savings(&r, 30), 18528000);
+	ck_assert_int_eq(billing_monthly_savings(&r, -3), -17400000);
+	ck_assert_int_eq(billing_advise_monthly(&r, 19.2, &adv), 0);
+	ck_assert_int_eq(adv.hourly_month, 28742400);
+	ck_assert_int_eq(adv.monthly_price, 17400000);
+	ck_assert_int_eq(adv.savings, 11342400);
+	ck_assert_double_eq_tol(adv.breakeven_hours_per_day, 11.6232, 0.0001);
+	ck_assert_double_eq_tol(adv.used_hours_per_day, 19.2, 1e-9);
+
+	/* 120/day = 5/h against 2,400/month: 2400 / 5 / 30 = 16 h/day, and
+	   at 16 h/day: 480 h * 5 = 2,400, saving nothing. */
+	rule_make(&r, 1200000, BILL_PER_DAY, BILL_HOUR, 0, 0);
+	r.monthly_price = 24000000;
+	ck_assert_int_eq(billing_monthly_breakeven(&r, &h), 0);
+	ck_assert_double_eq_tol(h, 16.0, 1e-9);
+	ck_assert_int_eq(billing_monthly_savings(&r, 16), 0);
+
+	/* No plan, or a free machine: no break-even. */
+	r.monthly_price = 0;
+	ck_assert_int_eq(billing_monthly_breakeven(&r, &h), -1);
+	ck_assert_int_eq(billing_monthly_savings(&r, 10), 0);
+	ck_assert_int_eq(billing_advise_monthly(&r, 10, &adv), -1);
+	r.monthly_price = 24000000;
+	r.price = 0;
+	ck_assert_int_eq(billing_monthly_breakeven(&r, &h), -1);
+}
+END_TEST
+
+struct runway_case {
+	money_t balance, burn;
+	int ret;
+	int64_t want;
+};
+
+static const struct runway_case runways[] = {
+	/* 182.40 at 7.38/h: 182.40 / 7.38 = 24.7154 h = 88975.6 s, rounded
+	   down: 88975 s (24h42m55s). */
+	{ 1824000, 73800, 0, 88975 },
+	{ 100000, 100000, 0, 3600 },
+	{ 0, 73800, 0, 0 },
+	{ -5000, 73800, 0, 0 },
+	{ 0, 0, 0, 0 },
+	{ 1824000, 0, 1, INT64_MAX },
+	{ 1824000, -1, -1, -7 },
+	/* 1 minor unit at 1/h lasts an hour. */
+	{ 1, 1, 0, 3600 },
+};
+
+START_TEST(test_runway)
+{
+	const struct runway_case *c = &runways[_i];
+	int64_t secs = -7;
+
+	ck_assert_int_eq(billing_runway(c->balance, c->burn, &secs), c->ret);
+	ck_assert_int_eq(secs, c->want);
+}
+END_TEST
+
+struct format_case {
+	money_t m;
+	const char *currency;
+	const char *display;
+	const char *exact;
+};
+
+static const struct format_case formats[] = {
+	{ 11375000, "CNY", "1,137.50 CNY", "1137.50" },
+	{ 0, "CNY", "0.00 CNY", "0.00" },
+	{ 26900, "CNY", "2.69 CNY", "2.69" },
+	/* 0.4484 -> 0.45 (44.84 cents, half up); 0.4449 -> 0.44. */
+	{ 4484, "CNY", "0.45 CNY", "0.4484" },
+	{ 4449, "USD", "0.44 USD", "0.4449" },
+	{ 4450, "USD", "0.45 USD", "0.445" },
+	{ -11375000, "CNY", "-1,137.50 CNY", "-1137.50" },
+	{ -4450, "CNY", "-0.45 CNY", "-0.445" },
+	/* -0.0049 shows as 0.00, not -0.00. */
+	{ -49, "CNY", "0.00 CNY", "-0.0049" },
+	{ 1, NULL, "0.00", "0.0001" },
+	{ 600000, "", "60.00", "60.00" },
+	{ 5000, NULL, "0.50", "0.50" },
+	{ 10, NULL, "0.00", "0.001" },
+	{ 12345, NULL, "1.23", "1.2345" },
+	/* 999.995 -> 1,000.00 */
+	{ 9999950, "EUR", "1,000.00 EUR", "999.995" },
+	{ 1000000000000LL, NULL, "100,000,000.00", "100000000.00" },
+	{ INT64_MAX, NULL, "922,337,203,685,477.58", "922337203685477.5807" },
+	{ INT64_MIN, NULL, "-922,337,203,685,477.58", "-922337203685477.5808" },
+};
+
+START_TEST(test_format)
+{
+	const struct format_case *c = &formats[_i];
+	char *s = billing_format(c->m, c->currency), *cause = NULL;
+	money_t back;
+
+	ck_assert_str_eq(s, c->display);
+	free(s);
+	s = billing_format_exact(c->m);
+	ck_assert_str_eq(s, c->exact);
+	if (c->m >= 0 && c->m <= BILLING_AMOUNT_MAX) {
+		ck_assert_msg(
+		    billing_parse_amount(s, &back, &cause) == 0, "%s", cause);
+		ck_assert_int_eq(back, c->m);
+	}
+	free(s);
+}
+END_TEST
+
+START_TEST(test_format_price)
+{
+	static const struct {
+		money_t price;
+		enum billing_per per;
+		const char *want;
+	} cases[] = {
+		{ 26900, BILL_PER_HOUR, "2.69/h" },
+		{ 500, BILL_PER_MINUTE, "0.05/min" },
+		{ 10, BILL_PER_SECOND, "0.001/s" },
+		{ 600000, BILL_PER_DAY, "60.00/day" },
+	};
+	enum billing_per per;
+	char *s, *cause = NULL;
+	money_t back;
+	size_t i;
+
+	for (i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+		s = billing_format_price(cases[i].price, cases[i].per);
+		ck_assert_str_eq(s, cases[i].want);
+		ck_assert_int_eq(
+		    billing_parse_price(s, &back, &per, &cause), 0);
+		ck_assert_int_eq(back, cases[i].price);
+		ck_assert_int_eq(per, cases[i].per);
+		free(s);
+	}
+	/* Hourly prices: 0.05/min = 3.00/h, 0.001/s = 3.60/h, 60/day =
+	   2.50/h, 1/day = 0.041666.. -> 0.0417 (rounded up). */
+	{
+		struct billing_rule r;
+
+		rule_make(&r, 500, BILL_PER_MINUTE, BILL_SECOND, 0, 0);
+		ck_assert_int_eq(billing_hourly_price(&r), 30000);
+		rule_make(&r, 10, BILL_PER_SECOND, BILL_SECOND, 0, 0);
+		ck_assert_int_eq(billing_hourly_price(&r), 36000);
+		rule_make(&r, 600000, BILL_PER_DAY, BILL_SECOND, 0, 0);
+		ck_assert_int_eq(billing_hourly_price(&r), 25000);
+		rule_make(&r, 10000, BILL_PER_DAY, BILL_SECOND, 0, 0);
+		ck_assert_int_eq(billing_hourly_price(&r), 417);
+	}
+}
+END_TEST
+
+/*
+ * The hand-written parsers on 100000 generated strings: each either
+ * succeeds with a value in range that formats and parses back, or fails
+ * with a cause naming the text (and, under ASan, never reads astray).
+ */
+START_TEST(test_parse_generated)
+{
+	static const char *tokens[] = { "0", "1", "9", "2.69", "0.0001",
+		"12345", "99999999", ".", ",", "-", "+", " ", "/", "h", "min",
+		"s", "day", "d", "m", "w", "e", "1h", "30m", "GB", "hour" };
+	uint64_t x = 0x9e3779b97f4a7c15ULL;
+	char text[64], *cause, *back_text;
+	enum billing_per per;
+	money_t v, back;
+	int64_t d;
+	size_t ntok, i, len;
+	int k;
+
+	for (k = 0; k < 100000; k++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		text[0] = '\0';
+		ntok = (size_t)(x % 6);
+		/* At most 5 tokens of at most 8 bytes: never truncated. */
+		for (i = 0, len = 0; i < ntok; i++)
+			len += xstrlcpy(text + len,
+			    tokens[(x >> (8 + 8 * i)) %
+				(sizeof tokens / sizeof tokens[0])],
+			    sizeof text - len);
+
+		cause = NULL;
+		if (billing_parse_amount(text, &v, &cause) == 0) {
+			back_text = billing_format_exact(v);
+			if (v < 0 || v > BILLING_AMOUNT_MAX ||
+			    billing_parse_amount(back_text, &back, &cause) !=
+				0 ||
+			    back != v)
+				ck_abort_msg(
+				    "amount '%s' -> %lld", text, (long long)v);
+			free(back_text);
+		} else if (cause == NULL || strstr(cause, text) == NULL)
+			ck_abort_msg("amount '%s': cause %s", text, cause);
+		free(cause);
+
+		cause = NULL;
+		if (billing_parse_price(text, &v, &per, &cause) == 0) {
+			back_text = billing_format_price(v, per);
+			if (v < 0 || v > BILLING_AMOUNT_MAX ||
+			    billing_parse_price(
+				back_text, &back, &per, &cause) != 0 ||
+			    back != v)
+				ck_abort_msg(
+				    "price '%s' -> %lld", text, (long long)v);
+			free(back_text);
+		} else if (cause == NULL || strstr(cause, text) == NULL)
+			ck_abort_msg("price '%s': cause %s", text, cause);
+		free(cause);
+
+		cause = NULL;
+		if (billing_parse_duration(text, &d, &cause) == 0) {
+			if (d < 0 || d > BILLING_DURATION_MAX)
+				ck_abort_msg("duration '%s' -> %lld", text,
+				    (long long)d);
+		} else if (cause == NULL || strstr(cause, text) == NULL)
+			ck_abort_msg("duration '%s': cause %s", text, cause);
+		free(cause);
+	}
+}
+END_TEST
+
+#define LOOP(tc, fn, table)                                                    \
+	tcase_add_loop_test(tc, fn, 0, (int)(sizeof table / sizeof table[0]))
+
+int
+main(void)
+{
+	Suite *s = suite_create("billing");
+	TCase *tc = tcase_create("core");
+	TCase *props = tcase_create("properties");
+	SRunner *sr;
+	int failed;
+
+	LOOP(tc, test_parse_amount, amounts);
+	LOOP(tc, test_parse_price, prices);
+	LOOP(tc, test_parse_other_price, other_prices);
+	LOOP(tc, test_parse_duration, durations);
+	tcase_add_test(tc, test_parse_unit_currency);
+	tcase_add_test(tc, test_rule_validate);
+	LOOP(tc, test_run_cost, runs);
+	LOOP(tc, test_other_cost, other_costs);
+	LOOP(tc, test_window, windows);
+	LOOP(tc, test_window_error, window_errors);
+	tcase_add_test(tc, test_currencies);
+	tcase_add_test(tc, test_monthly);
+	LOOP(tc, test_runway, runways);
+	LOOP(tc, test_format, formats);
+	tcase_add_test(tc, test_format_price);
+	suite_add_tcase(s, tc);
+
+	tcase_set_timeout(props, 100);
+	tcase_add_test(props, test_monotonic);
+	tcase_add_test(props, test_unit_order);
+	tcase_add_test(props, test_partition);
+	tcase_add_test(props, test_window_stable);
+	tcase_add_test(props, test_parse_generated);
+	suite_add_tcase(s, props);
+
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
