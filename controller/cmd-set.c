@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "ledger.h"
 #include "log.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -18,10 +19,16 @@ const struct cmd_entry cmd_set_entry = {
 	.name = "set",
 	.usage = "NAME FIELD=VALUE...",
 	.summary = "change fields of an instance",
-	.help = "FIELD is one of: name, host, port, user, provider, region,\n"
-		"identity (empty: use the config default), remote_dir,\n"
-		"authorized_keys_file, notes. Tags: see `gpufleet tag`.\n\n"
-		"Example: gpufleet set a100-1 port=32456 region=beijing-b\n",
+	.help =
+	    "FIELD is one of: name, host, port, user, provider, region,\n"
+	    "identity (empty: use the config default), remote_dir,\n"
+	    "authorized_keys_file, notes. Tags: see `gpufleet tag`.\n\n"
+	    "Pricing (see README, \"Billing\"):\n"
+	    "  price=2.69/h (also /min, /s, /day)   currency=CNY\n"
+	    "  billing=second|minute|hour           min_billed=10m\n"
+	    "  stopped_price=5/day  monthly_price=1500  egress_price=0.8/GB\n\n"
+	    "Example: gpufleet set a100-1 port=32456 price=2.69/h "
+	    "billing=second\n",
 	.exec = cmd_set_exec,
 };
 
@@ -35,7 +42,8 @@ cmd_set_exec(
 	struct inventory *inv = NULL;
 	struct instance in;
 	char *cause = NULL, *field, *eq;
-	int ch, status, i, r, detaches = 0;
+	struct billing_rule rule;
+	int ch, status, i, r, detaches = 0, known, priced = 0, has_price;
 
 	memset(&in, 0, sizeof in);
 	while ((ch = cmd_getopt(e, argc, argv, "+h", set_options, &status)) !=
@@ -56,7 +64,8 @@ cmd_set_exec(
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
-	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0)
+	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0 ||
+	    (r = ledger_price_get(inv, in.id, &rule, &has_price, &cause)) != 0)
 		goto fail;
 	for (i = optind + 1; i < argc; i++) {
 		eq = strchr(argv[i], '=');
@@ -65,7 +74,20 @@ cmd_set_exec(
 		    strcmp(field, "user") == 0 ||
 		    strcmp(field, "identity") == 0)
 			detaches = 1;
-		r = instance_set_field(&in, field, eq + 1, &cause);
+		r = ledger_price_field(&rule, field, eq + 1, &known, &cause);
+		if (known)
+			priced = 1;
+		else if (r == 0)
+			r = instance_set_field(&in, field, eq + 1, &cause);
+		if (r != 0 && !known &&
+		    strstr(cause, "unknown field") != NULL) {
+			free(cause);
+			xasprintf(&cause,
+			    "unknown field '%s' (valid fields: %s, "
+			    "price, currency, billing, min_billed, "
+			    "stopped_price, monthly_price, egress_price)",
+			    field, instance_field_names());
+		}
 		free(field);
 		if (r != 0) {
 			r = -GF_EUSAGE;
@@ -81,6 +103,13 @@ cmd_set_exec(
 		    in.source);
 		free(in.source);
 		in.source = NULL;
+	}
+	if (priced &&
+	    ((r = billing_rule_validate(&rule, &cause)) != 0 ||
+		(r = ledger_price_put(inv, in.id, &rule, &cause)) != 0)) {
+		if (r == -1)
+			r = -GF_EUSAGE;
+		goto fail;
 	}
 	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
 	    (r = inventory_commit(inv, &cause)) != 0)

@@ -17,6 +17,7 @@
 
 #include "cmd.h"
 #include "deploy.h"
+#include "ledger.h"
 #include "log.h"
 #include "remote.h"
 #include "report.h"
@@ -308,6 +309,12 @@ store(struct status_run *run, char **cause)
 		int64_t id = run->rm->list[i].id;
 		if (s->have_report &&
 		    (r = samples_store(inv, id, run->now, &s->rep, cause)) != 0)
+			goto fail;
+		/* The ledger: first sighting, restarts, outages. */
+		if ((s->have_report || strcmp(s->state, "unreachable") == 0) &&
+		    (r = ledger_observe(inv, id, run->now,
+			 s->have_report ? s->rep.container_start : 0,
+			 s->have_report, cause)) != 0)
 			goto fail;
 		if ((r = samples_last_status(inv, id, run->now, s->state,
 			 s->error, s->have_report ? s->out.data : NULL,

@@ -11,12 +11,16 @@
 #include "xmalloc.h"
 
 extern const struct cmd_entry cmd_add_entry;
+extern const struct cmd_entry cmd_advise_entry;
+extern const struct cmd_entry cmd_cost_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
 extern const struct cmd_entry cmd_hostkey_entry;
 extern const struct cmd_entry cmd_import_entry;
 extern const struct cmd_entry cmd_ls_entry;
+extern const struct cmd_entry cmd_mark_entry;
+extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
@@ -36,6 +40,10 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_rm_entry,
 	&cmd_status_entry,
 	&cmd_history_entry,
+	&cmd_cost_entry,
+	&cmd_mark_entry,
+	&cmd_provider_entry,
+	&cmd_advise_entry,
 	&cmd_exec_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,

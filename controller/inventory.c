@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "inventory.h"
+#include "ledger.h"
 #include "log.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -129,6 +130,9 @@ static const char *const migrations[] = {
 	"  error TEXT,"
 	"  report TEXT"
 	");",
+
+	/* 3 -> 4: prices, the ledger, incidents, providers (ledger.h). */
+	LEDGER_SCHEMA_SQL,
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

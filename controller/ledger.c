@@ -1,0 +1,498 @@
+/* Prices, the ledger of state changes, and what status observes. */
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger.h"
+#include "status.h"
+#include "xmalloc.h"
+
+static int db_fail(struct inventory *, const char *, char **);
+static int per_from_name(const char *, enum billing_per *);
+static int unit_from_name(const char *, enum billing_unit *);
+static int64_t egress_bytes(struct inventory *, int64_t, int64_t, int64_t);
+static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
+static int count_incidents(
+    struct inventory *, int64_t, const char *, int64_t, int64_t);
+
+static int
+db_fail(struct inventory *inv, const char *what, char **cause)
+{
+	xasprintf(cause, "database %s: %s: %s", inv->path, what,
+	    sqlite3_errmsg(inv->db));
+	return -GF_EDB;
+}
+
+static int
+per_from_name(const char *s, enum billing_per *per)
+{
+	enum billing_per p;
+
+	for (p = BILL_PER_SECOND; p <= BILL_PER_DAY; p++) {
+		if (strcmp(billing_per_name(p), s) == 0) {
+			*per = p;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+static int
+unit_from_name(const char *s, enum billing_unit *unit)
+{
+	enum billing_unit u;
+
+	for (u = BILL_SECOND; u <= BILL_HOUR; u++) {
+		if (strcmp(billing_unit_name(u), s) == 0) {
+			*unit = u;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/*
+ * The price of an instance; *has is 0 (and rule holds defaults in CNY)
+ * when none was set.
+ */
+int
+ledger_price_get(struct inventory *inv, int64_t id, struct billing_rule *rule,
+    int *has, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	billing_rule_init(rule, "CNY");
+	*has = 0;
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT price, price_per, unit, "
+		"min_billed, stopped_per_day, monthly_price, egress_per_gb, "
+		"currency FROM instance_price WHERE instance_id = ?",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "reading a price", cause);
+	sqlite3_bind_int64(st, 1, id);
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW) {
+		const char *cur = (const char *)sqlite3_column_text(st, 7);
+		rule->price = sqlite3_column_int64(st, 0);
+		per_from_name(
+		    (const char *)sqlite3_column_text(st, 1), &rule->price_per);
+		unit_from_name(
+		    (const char *)sqlite3_column_text(st, 2), &rule->unit);
+		rule->min_billed = sqlite3_column_int64(st, 3);
+		rule->stopped_per_day = sqlite3_column_int64(st, 4);
+		rule->monthly_price = sqlite3_column_int64(st, 5);
+		rule->egress_per_gb = sqlite3_column_int64(st, 6);
+		snprintf(rule->currency, sizeof rule->currency, "%s",
+		    cur != NULL ? cur : "CNY");
+		*has = 1;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
+		return db_fail(inv, "reading a price", cause);
+	return 0;
+}
+
+/* Store the price of an instance (inside the caller's transaction). */
+int
+ledger_price_put(struct inventory *inv, int64_t id,
+    const struct billing_rule *rule, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT OR REPLACE INTO "
+		"instance_price (instance_id, price, price_per, unit, "
+		"min_billed, "
+		"stopped_per_day, monthly_price, egress_per_gb, currency) "
+		"VALUES "
+		"(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "storing a price", cause);
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, rule->price);
+	sqlite3_bind_text(
+	    st, 3, billing_per_name(rule->price_per), -1, SQLITE_STATIC);
+	sqlite3_bind_text(
+	    st, 4, billing_unit_name(rule->unit), -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 5, rule->min_billed);
+	sqlite3_bind_int64(st, 6, rule->stopped_per_day);
+	sqlite3_bind_int64(st, 7, rule->monthly_price);
+	sqlite3_bind_int64(st, 8, rule->egress_per_gb);
+	sqlite3_bind_text(st, 9, rule->currency, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "storing a price", cause);
+	return 0;
+}
+
+/*
+ * Set one pricing field of `set`: price, currency, billing, min_billed,
+ * stopped_price, monthly_price, egress_price. *known is 0 if field is not
+ * a pricing field (then nothing is changed and 0 returned).
+ */
+int
+ledger_price_field(struct billing_rule *rule, const char *field,
+    const char *value, int *known, char **cause)
+{
+	*known = 1;
+	if (strcmp(field, "price") == 0)
+		return billing_parse_price(
+		    value, &rule->price, &rule->price_per, cause);
+	if (strcmp(field, "currency") == 0)
+		return billing_parse_currency(
+		    value, rule->currency, sizeof rule->currency, cause);
+	if (strcmp(field, "billing") == 0)
+		return billing_parse_unit(value, &rule->unit, cause);
+	if (strcmp(field, "min_billed") == 0) {
+		if (billing_parse_duration(value, &rule->min_billed, cause) !=
+		    0)
+			return -1;
+		if (rule->min_billed > BILLING_MIN_BILLED_MAX) {
+			xasprintf(cause,
+			    "min_billed '%s' is longer than 30 days", value);
+			return -1;
+		}
+		return 0;
+	}
+	if (strcmp(field, "stopped_price") == 0)
+		return billing_parse_stopped_price(
+		    value, &rule->stopped_per_day, cause);
+	if (strcmp(field, "monthly_price") == 0)
+		return billing_parse_amount(value, &rule->monthly_price, cause);
+	if (strcmp(field, "egress_price") == 0)
+		return billing_parse_egress_price(
+		    value, &rule->egress_per_gb, cause);
+	*known = 0;
+	return 0;
+}
+
+/* Record a state change of an instance at time t. */
+int
+ledger_add(struct inventory *inv, int64_t id, int64_t t, const char *state,
+    const char *source, const char *note, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT INTO ledger (instance_id, t, "
+		"state, source, note) VALUES (?, ?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "writing the ledger", cause);
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, t);
+	sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, source, -1, SQLITE_STATIC);
+	if (note != NULL)
+		sqlite3_bind_text(st, 5, note, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "writing the ledger", cause);
+	return 0;
+}
+
+/* An instance's ledger in time order. *ev (caller frees) gets *n events. */
+int
+ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
+    size_t *n, char **cause)
+{
+	sqlite3_stmt *st;
+	struct ledger_event *v = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT t, state, source FROM ledger "
+		"WHERE instance_id = ? ORDER BY t, id",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "reading the ledger", cause);
+	sqlite3_bind_int64(st, 1, id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		v = xreallocarray(v, len + 1, sizeof *v);
+		v[len].t = sqlite3_column_int64(st, 0);
+		snprintf(v[len].state, sizeof v[len].state, "%s",
+		    sqlite3_column_text(st, 1));
+		snprintf(v[len].source, sizeof v[len].source, "%s",
+		    sqlite3_column_text(st, 2));
+		len++;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		free(v);
+		return db_fail(inv, "reading the ledger", cause);
+	}
+	*ev = v;
+	*n = len;
+	return 0;
+}
+
+/*
+ * Turn state changes into billing intervals up to time end: each state
+ * holds until the next change; released ends everything (no interval);
+ * several changes at the same second keep the last. iv needs room for n
+ * intervals; returns how many were written.
+ */
+size_t
+ledger_intervals(const struct ledger_event *ev, size_t n, int64_t end,
+    struct billing_interval *iv)
+{
+	size_t i, k = 0;
+	int64_t to;
+
+	for (i = 0; i < n; i++) {
+		to = i + 1 < n ? ev[i + 1].t : end;
+		if (to > end)
+			to = end;
+		if (to <= ev[i].t || strcmp(ev[i].state, "released") == 0)
+			continue;
+		iv[k].start = ev[i].t;
+		iv[k].end = to;
+		if (strcmp(ev[i].state, "running") == 0)
+			iv[k].state = BILL_RUNNING;
+		else if (strcmp(ev[i].state, "stopped") == 0)
+			iv[k].state = BILL_STOPPED;
+		else
+			iv[k].state = BILL_UNKNOWN;
+		if (k > 0 && iv[k - 1].state == iv[k].state &&
+		    iv[k - 1].end == iv[k].start && iv[k].state != BILL_RUNNING)
+			iv[k - 1].end = iv[k].end;
+		else
+			k++;
+	}
+	return k;
+}
+
+/* Record an incident (restart, outage) of an instance. */
+int
+ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
+    const char *detail, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT INTO incident (instance_id, "
+		"t, kind, detail) VALUES (?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "recording an incident", cause);
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, t);
+	sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
+	if (detail != NULL)
+		sqlite3_bind_text(st, 4, detail, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "recording an incident", cause);
+	return 0;
+}
+
+/*
+ * What a status run saw of an instance at time now: reachable with a
+ * container that started at container_start (0: unknown), or not. Records
+ * only changes: the first sighting (running since the container started),
+ * a container start that moved while gpufleet did not stop the instance
+ * (an unexpected restart), an instance going unreachable (unknown from
+ * then: an outage) and coming back.
+ */
+int
+ledger_observe(struct inventory *inv, int64_t id, int64_t now,
+    int64_t container_start, int reachable, char **cause)
+{
+	struct ledger_event *ev = NULL, *last;
+	size_t n = 0, i;
+	int64_t prev_start = 0;
+	int r;
+	char detail[96];
+
+	if ((r = ledger_events(inv, id, &ev, &n, cause)) != 0)
+		return r;
+	last = n > 0 ? &ev[n - 1] : NULL;
+	if (!reachable) {
+		if (last != NULL && strcmp(last->state, "running") == 0 &&
+		    strcmp(last->source, "observed") == 0) {
+			r = ledger_add(inv, id, now, "unknown", "observed",
+			    "unreachable", cause);
+			if (r == 0)
+				r = ledger_incident(
+				    inv, id, now, "outage_start", NULL, cause);
+		}
+		goto out;
+	}
+	/* The last observed container start, from the samples. */
+	{
+		sqlite3_stmt *st;
+		if (sqlite3_prepare_v2(inv->db,
+			"SELECT container_start FROM "
+			"sample_host WHERE instance_id = ? AND t < ? AND "
+			"container_start IS NOT NULL ORDER BY t DESC LIMIT 1",
+			-1, &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_int64(st, 1, id);
+			sqlite3_bind_int64(st, 2, now);
+			if (sqlite3_step(st) == SQLITE_ROW)
+				prev_start = sqlite3_column_int64(st, 0);
+			sqlite3_finalize(st);
+		}
+	}
+	if (last == NULL) {
+		r = ledger_add(inv, id,
+		    container_start != 0 && container_start <= now
+			? container_start
+			: now,
+		    "running", "observed", "first seen running", cause);
+		goto out;
+	}
+	if (strcmp(last->state, "unknown") == 0 &&
+	    strcmp(last->source, "observed") == 0) {
+		r = ledger_add(inv, id, now, "running", "observed",
+		    "reachable again", cause);
+		if (r == 0)
+			r = ledger_incident(
+			    inv, id, now, "outage_end", NULL, cause);
+		if (r != 0)
+			goto out;
+	}
+	if (container_start != 0 && prev_start != 0 &&
+	    container_start != prev_start) {
+		/* Did gpufleet (or the user) stop it since the last start? */
+		int stopped = 0;
+		for (i = 0; i < n; i++) {
+			if (ev[i].t > prev_start &&
+			    strcmp(ev[i].state, "stopped") == 0)
+				stopped = 1;
+		}
+		if (!stopped) {
+			snprintf(detail, sizeof detail,
+			    "container start moved "
+			    "from %lld to %lld",
+			    (long long)prev_start, (long long)container_start);
+			r = ledger_incident(
+			    inv, id, container_start, "restart", detail, cause);
+		}
+	}
+out:
+	free(ev);
+	return r;
+}
+
+/* Bytes sent in [from, to) from the agent's counters (resets handled). */
+static int64_t
+egress_bytes(struct inventory *inv, int64_t id, int64_t from, int64_t to)
+{
+	sqlite3_stmt *st;
+	int64_t prev = -1, sum = 0, v;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT net_tx_bytes FROM sample_host "
+		"WHERE instance_id = ? AND t >= ? AND t < ? AND net_tx_bytes "
+		"IS "
+		"NOT NULL ORDER BY t",
+		-1, &st, NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, from);
+	sqlite3_bind_int64(st, 3, to);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		v = sqlite3_column_int64(st, 0);
+		if (prev >= 0)
+			sum += v >= prev ? v - prev : v;
+		prev = v;
+	}
+	sqlite3_finalize(st);
+	return sum;
+}
+
+/*
+ * The share of sampled time in [from, to) during which every GPU was below
+ * the idle threshold; NAN without samples. Raw samples count one each, a
+ * 5-minute aggregate as many as it holds (idle only if its max was idle).
+ */
+static double
+idle_fraction(
+    struct inventory *inv, int64_t id, int64_t from, int64_t to, int threshold)
+{
+	sqlite3_stmt *st;
+	double idle = 0, all = 0;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT sum(w), sum(CASE WHEN u < ?4 THEN w ELSE 0 END) FROM ("
+		"  SELECT t, 1 AS w, max(util) AS u FROM sample_gpu WHERE "
+		"  instance_id = ?1 AND t >= ?2 AND t < ?3 GROUP BY t"
+		"  UNION ALL SELECT t, max(n), max(util_max) FROM "
+		"sample_gpu_5m "
+		"  WHERE instance_id = ?1 AND t >= ?2 AND t < ?3 GROUP BY t)",
+		-1, &st, NULL) != SQLITE_OK)
+		return NAN;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_int64(st, 2, from);
+	sqlite3_bind_int64(st, 3, to);
+	sqlite3_bind_int(st, 4, threshold);
+	if (sqlite3_step(st) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) != SQLITE_NULL) {
+		all = sqlite3_column_double(st, 0);
+		idle = sqlite3_column_double(st, 1);
+	}
+	sqlite3_finalize(st);
+	return all > 0 ? idle / all : NAN;
+}
+
+static int
+count_incidents(struct inventory *inv, int64_t id, const char *kind,
+    int64_t from, int64_t to)
+{
+	sqlite3_stmt *st;
+	int n = 0;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT count(*) FROM incident WHERE "
+		"instance_id = ? AND kind = ? AND t >= ? AND t < ?",
+		-1, &st, NULL) != SQLITE_OK)
+		return 0;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 3, from);
+	sqlite3_bind_int64(st, 4, to);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* Cost one instance over [from, to), all figures in c. */
+int
+ledger_cost(struct inventory *inv, const struct config *cf,
+    struct ledger_cost *c, int64_t from, int64_t to, int64_t now, char **cause)
+{
+	struct ledger_event *ev = NULL;
+	struct billing_interval *iv;
+	size_t n = 0, k;
+	int r;
+
+	if ((r = ledger_price_get(
+		 inv, c->in->id, &c->rule, &c->priced, cause)) != 0 ||
+	    (r = ledger_events(inv, c->in->id, &ev, &n, cause)) != 0)
+		return r;
+	iv = xcalloc(n + 1, sizeof *iv);
+	k = ledger_intervals(ev, n, to < now ? to : now, iv);
+	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
+	r = billing_window(&c->rule, iv, k, from, to, &c->total, cause);
+	free(iv);
+	free(ev);
+	if (r != 0)
+		return -GF_EDB;
+	c->egress = billing_egress_cost(
+	    &c->rule, egress_bytes(inv, c->in->id, from, to));
+	c->idle_frac =
+	    idle_fraction(inv, c->in->id, from, to, cf->status_idle_util);
+	c->idle = isnan(c->idle_frac)
+	    ? 0
+	    : (money_t)ceil((double)c->total.compute * c->idle_frac);
+	c->restarts = count_incidents(inv, c->in->id, "restart", from, to);
+	c->outages = count_incidents(inv, c->in->id, "outage_start", from, to);
+	return 0;
+}

@@ -1,0 +1,97 @@
+/*
+ * What an instance costs is derived, never stored as a running total: from
+ * its price (instance_price) and its ledger of state changes (running,
+ * stopped, released, unknown), each with its source: observed (status saw
+ * it), performed (gpufleet did it) or stated (`gpufleet mark`). A
+ * corrected entry corrects every report.
+ */
+#ifndef GPUFLEET_LEDGER_H
+#define GPUFLEET_LEDGER_H
+
+#include <stdint.h>
+
+#include "billing.h"
+#include "config.h"
+#include "instance.h"
+#include "inventory.h"
+
+#define LEDGER_SCHEMA_SQL                                                      \
+	"CREATE TABLE instance_price ("                                        \
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"            \
+	"    ON DELETE CASCADE,"                                               \
+	"  price INTEGER NOT NULL,"                                            \
+	"  price_per TEXT NOT NULL,"                                           \
+	"  unit TEXT NOT NULL,"                                                \
+	"  min_billed INTEGER NOT NULL,"                                       \
+	"  stopped_per_day INTEGER NOT NULL,"                                  \
+	"  monthly_price INTEGER NOT NULL,"                                    \
+	"  egress_per_gb INTEGER NOT NULL,"                                    \
+	"  currency TEXT NOT NULL"                                             \
+	");"                                                                   \
+	"CREATE TABLE ledger ("                                                \
+	"  id INTEGER PRIMARY KEY,"                                            \
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"               \
+	"    ON DELETE CASCADE,"                                               \
+	"  t INTEGER NOT NULL,"                                                \
+	"  state TEXT NOT NULL CHECK (state IN"                                \
+	"    ('running', 'stopped', 'released', 'unknown')),"                  \
+	"  source TEXT NOT NULL CHECK (source IN"                              \
+	"    ('observed', 'performed', 'stated')),"                            \
+	"  note TEXT"                                                          \
+	");"                                                                   \
+	"CREATE INDEX ledger_instance_t ON ledger(instance_id, t);"            \
+	"CREATE TABLE incident ("                                              \
+	"  id INTEGER PRIMARY KEY,"                                            \
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"               \
+	"    ON DELETE CASCADE,"                                               \
+	"  t INTEGER NOT NULL,"                                                \
+	"  kind TEXT NOT NULL,"                                                \
+	"  detail TEXT"                                                        \
+	");"                                                                   \
+	"CREATE TABLE provider ("                                              \
+	"  name TEXT PRIMARY KEY,"                                             \
+	"  currency TEXT NOT NULL,"                                            \
+	"  balance INTEGER,"                                                   \
+	"  balance_at INTEGER,"                                                \
+	"  low_balance INTEGER,"                                               \
+	"  release_after_days INTEGER"                                         \
+	");"
+
+struct ledger_cost {
+	const struct instance *in;
+	struct billing_rule rule;
+	int priced;
+	int running_now;
+	struct billing_total total;
+	money_t egress;
+	double idle_frac; /* NAN: no samples */
+	money_t idle;
+	int restarts;
+	int outages;
+};
+
+struct ledger_event {
+	int64_t t;
+	char state[12];	 /* running stopped released unknown */
+	char source[12]; /* observed performed stated */
+};
+
+int ledger_price_get(
+    struct inventory *, int64_t, struct billing_rule *, int *, char **);
+int ledger_price_put(
+    struct inventory *, int64_t, const struct billing_rule *, char **);
+int ledger_price_field(
+    struct billing_rule *, const char *, const char *, int *, char **);
+int ledger_add(struct inventory *, int64_t, int64_t, const char *, const char *,
+    const char *, char **);
+int ledger_events(
+    struct inventory *, int64_t, struct ledger_event **, size_t *, char **);
+size_t ledger_intervals(
+    const struct ledger_event *, size_t, int64_t, struct billing_interval *);
+int ledger_incident(
+    struct inventory *, int64_t, int64_t, const char *, const char *, char **);
+int ledger_cost(struct inventory *, const struct config *, struct ledger_cost *,
+    int64_t, int64_t, int64_t, char **);
+int ledger_observe(struct inventory *, int64_t, int64_t, int64_t, int, char **);
+
+#endif

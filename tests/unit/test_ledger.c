@@ -1,0 +1,155 @@
+/* The ledger: intervals from state changes, and what status observes. */
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ledger.h"
+
+struct iv_case {
+	const char *events; /* "t:state ..." */
+	int64_t end;
+	const char *want; /* "start-end:R|S|U ..." */
+};
+
+static const struct iv_case iv_cases[] = {
+	{ "", 100, "" },
+	{ "10:running", 100, "10-100:R" },
+	{ "10:running 40:stopped", 100, "10-40:R 40-100:S" },
+	{ "10:running 40:stopped 60:running", 50, "10-40:R 40-50:S" },
+	{ "10:running 40:released", 100, "10-40:R" },
+	{ "10:running 40:unknown 70:running", 100, "10-40:R 40-70:U 70-100:R" },
+	/* Two changes at the same second: the later one holds. */
+	{ "10:running 10:stopped", 100, "10-100:S" },
+	/* Runs stay separate (each start is billed); stops merge. */
+	{ "10:running 20:running", 30, "10-20:R 20-30:R" },
+	{ "10:stopped 20:stopped", 30, "10-30:S" },
+	{ "200:running", 100, "" },
+};
+
+START_TEST(test_intervals)
+{
+	const struct iv_case *c = &iv_cases[_i];
+	struct ledger_event ev[8];
+	struct billing_interval iv[8];
+	char *copy = strdup(c->events), *tok, *save, got[256] = "";
+	size_t n = 0, k, i;
+
+	for (tok = strtok_r(copy, " ", &save); tok != NULL;
+	     tok = strtok_r(NULL, " ", &save)) {
+		ev[n].t = strtoll(tok, NULL, 10);
+		snprintf(ev[n].state, sizeof ev[n].state, "%s",
+		    strchr(tok, ':') + 1);
+		snprintf(ev[n].source, sizeof ev[n].source, "stated");
+		n++;
+	}
+	free(copy);
+	k = ledger_intervals(ev, n, c->end, iv);
+	for (i = 0; i < k; i++) {
+		size_t len = strlen(got);
+		snprintf(got + len, sizeof got - len, "%s%lld-%lld:%c",
+		    i ? " " : "", (long long)iv[i].start, (long long)iv[i].end,
+		    iv[i].state == BILL_RUNNING	      ? 'R'
+			: iv[i].state == BILL_STOPPED ? 'S'
+						      : 'U');
+	}
+	ck_assert_str_eq(got, c->want);
+}
+END_TEST
+
+static int
+count(struct inventory *inv, const char *sql)
+{
+	sqlite3_stmt *st;
+	int v = -1;
+
+	ck_assert_int_eq(
+	    sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Sightings, a restart nobody asked for, an outage and the way back. */
+START_TEST(test_observe)
+{
+	char dir[] = "/tmp/gpufleet-ledger.XXXXXX", path[64], *cause = NULL;
+	struct inventory *inv;
+	struct instance in;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/fleet.db", dir);
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	instance_init(&in);
+	in.name = strdup("a1");
+	in.host = strdup("10.0.0.1");
+	in.created_at = 1;
+	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
+
+	/* First sighting: running since the container started. */
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1000, 900, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM ledger WHERE state = "
+			     "'running' AND source = 'observed'"),
+	    900);
+	ck_assert_int_eq(
+	    sqlite3_exec(inv->db,
+		"INSERT INTO sample_host "
+		"(instance_id, t, container_start) VALUES (1, 1000, 900)",
+		NULL, NULL, NULL),
+	    SQLITE_OK);
+	/* Same container: nothing new. */
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1060, 900, 1, &cause), 0);
+	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 1);
+	/* The container start moved and nobody stopped it: a restart. */
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1200, 1150, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM incident WHERE kind = "
+			     "'restart'"),
+	    1150);
+	/* Unreachable: unknown from then on, an outage. */
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1300, 0, 0, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM ledger WHERE state = "
+			     "'unknown'"),
+	    1300);
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1360, 0, 0, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT count(*) FROM ledger WHERE state "
+			     "= 'unknown'"),
+	    1);
+	/* Back: running again, the outage ends. */
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1400, 1150, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT count(*) FROM incident WHERE "
+			     "kind = 'outage_end'"),
+	    1);
+	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 3);
+	instance_clear(&in);
+	inventory_close(inv);
+	snprintf(path, sizeof path, "rm -rf %s", dir);
+	ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("ledger");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_loop_test(
+	    tc, test_intervals, 0, sizeof iv_cases / sizeof iv_cases[0]);
+	tcase_add_test(tc, test_observe);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
