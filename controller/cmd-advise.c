@@ -202,6 +202,65 @@ cmd_advise_exec(
 		free(ev);
 		ev = NULL;
 	}
+	/* Provider balances that run out within a day. */
+	{
+		struct instance *all = NULL;
+		size_t na = 0, k;
+		sqlite3_stmt *st;
+		if (sqlite3_prepare_v2(inv->db,
+			"SELECT name, currency, "
+			"balance, balance_at FROM provider WHERE balance IS "
+			"NOT "
+			"NULL",
+			-1, &st, NULL) == SQLITE_OK &&
+		    inventory_list(inv, 0, &all, &na, &cause) == 0) {
+			while (sqlite3_step(st) == SQLITE_ROW) {
+				const char *pn =
+				    (const char *)sqlite3_column_text(st, 0);
+				const char *cur =
+				    (const char *)sqlite3_column_text(st, 1);
+				money_t left = sqlite3_column_int64(st, 2);
+				int64_t at = sqlite3_column_int64(st, 3), secs;
+				money_t burnh = 0;
+				for (k = 0; k < na; k++) {
+					struct ledger_cost c;
+					if (strcmp(all[k].provider, pn) != 0)
+						continue;
+					memset(&c, 0, sizeof c);
+					c.in = &all[k];
+					if (ledger_cost(inv, ctx->config, &c,
+						at, now, now, &cause) != 0 ||
+					    !c.priced ||
+					    strcmp(c.rule.currency, cur) != 0) {
+						free(cause);
+						cause = NULL;
+						continue;
+					}
+					left -= c.total.compute +
+					    c.total.storage + c.egress;
+					if (c.running_now)
+						burnh += billing_hourly_price(
+						    &c.rule);
+				}
+				if (billing_runway(left, burnh, &secs) == 0 &&
+				    secs < 86400) {
+					a = billing_format(left, cur);
+					b = timeparse_duration(secs);
+					emit(arr, json, "runway", pn,
+					    "%s left runs "
+					    "out in %s: top up or stop "
+					    "instances",
+					    a, b);
+					free(a);
+					free(b);
+					said++;
+				}
+			}
+		}
+		sqlite3_finalize(st);
+		instance_free_array(all, na);
+		free(cause);
+	}
 	if (json)
 		json_print(arr, stdout);
 	else {

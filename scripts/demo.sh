@@ -73,6 +73,23 @@ gpufleet hostkey show gpu-1
 show gpufleet ssh gpu-2 -- echo hello from gpu-2
 gpufleet ssh gpu-2 -- echo hello from gpu-2
 
+show gpufleet set gpu-1 price=4.98/h billing=second monthly_price=2599
+gpufleet set gpu-1 price=4.98/h billing=second monthly_price=2599
+gpufleet set gpu-2 price=2.40/h currency=USD billing=minute min_billed=10m
+gpufleet set gpu-3 price=2.28/h billing=hour stopped_price=0.5/day
+show "gpufleet mark gpu-3 running --at -3h; gpufleet mark gpu-3 stopped --at -50m"
+gpufleet mark gpu-3 running --at -3h
+gpufleet mark gpu-3 stopped --at -50m
+show gpufleet provider add autodl --balance 40 --low-balance 50
+gpufleet set gpu-1 provider=autodl >/dev/null
+gpufleet provider add autodl --balance 40 --low-balance 50
+show gpufleet cost --since -4h
+gpufleet cost --since -4h
+show gpufleet provider ls
+gpufleet provider ls
+show gpufleet advise
+gpufleet advise
+
 show "tests/harness/fleet down"
 fleet down
 D=""

@@ -120,6 +120,11 @@ run advise old-1
 expect_match "$out" "old-1: stopped 3 days; autodl releases instances stopped 4 days" \
     "release deadline"
 
+run provider set autodl --balance 3
+run advise
+expect_match "$out" "autodl: [0-9.]+ CNY left runs out in [0-9hm]+: top up or stop instances" \
+    "runway under a day"
+
 # --- released instances stay in the history ----------------------------------
 run mark inst-3 released
 run ls inst-3
