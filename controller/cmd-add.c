@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "ledger.h"
 #include "inventory.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -37,6 +38,10 @@ const struct cmd_entry cmd_add_entry = {
 		"~/.cache/gpufleet)\n"
 		"      --authorized-keys-file PATH  (default "
 		"~/.ssh/authorized_keys)\n"
+		"      --price P         e.g. 2.69/h (more pricing fields: "
+		"gpufleet set)\n"
+		"      --billing U       second, minute or hour\n"
+		"      --currency C      e.g. CNY (default), USD\n"
 		"      --json            print the added instance as JSON\n\n"
 		"Example: gpufleet add a100-1 root@connect.example.com:"
 		"32455 --provider autodl --tag train\n",
@@ -49,7 +54,10 @@ enum {
 	OPT_NOTE,
 	OPT_REMOTE_DIR,
 	OPT_AUTHKEYS,
-	OPT_JSON
+	OPT_JSON,
+	OPT_PRICE,
+	OPT_BILLING,
+	OPT_CURRENCY
 };
 
 static const struct option add_options[] = { { "port", required_argument, NULL,
@@ -63,6 +71,9 @@ static const struct option add_options[] = { { "port", required_argument, NULL,
 	{ "remote-dir", required_argument, NULL, OPT_REMOTE_DIR },
 	{ "authorized-keys-file", required_argument, NULL, OPT_AUTHKEYS },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "price", required_argument, NULL, OPT_PRICE },
+	{ "billing", required_argument, NULL, OPT_BILLING },
+	{ "currency", required_argument, NULL, OPT_CURRENCY },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static int
@@ -73,9 +84,11 @@ cmd_add_exec(
 	struct inventory *inv = NULL;
 	const char *port = NULL, *user = NULL, *field = NULL;
 	char *cause = NULL, *spec_user = NULL, *spec_host = NULL;
-	int ch, status, spec_port = 0, json = 0, r;
+	struct billing_rule rule;
+	int ch, status, spec_port = 0, json = 0, r, known, priced = 0;
 
 	instance_init(&in);
+	billing_rule_init(&rule, "CNY");
 	free(in.user);
 	in.user = xstrdup(ctx->config->user);
 	while ((ch = cmd_getopt(
@@ -115,6 +128,17 @@ cmd_add_exec(
 			break;
 		case OPT_JSON:
 			json = 1;
+			break;
+		case OPT_PRICE:
+		case OPT_BILLING:
+		case OPT_CURRENCY:
+			if (ledger_price_field(&rule,
+				ch == OPT_PRICE		? "price"
+				    : ch == OPT_BILLING ? "billing"
+							: "currency",
+				optarg, &known, &cause) != 0)
+				goto usage_fail;
+			priced = 1;
 			break;
 		}
 		if (field != NULL &&
@@ -161,6 +185,8 @@ cmd_add_exec(
 		goto out;
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
 	    (r = inventory_add(inv, &in, &cause)) != 0 ||
+	    (priced &&
+		(r = ledger_price_put(inv, in.id, &rule, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;

@@ -202,6 +202,39 @@ cmd_advise_exec(
 		free(ev);
 		ev = NULL;
 	}
+	/* Observed availability and restarts per provider, last 30 days. */
+	for (i = 0; i < n; i++) {
+		int64_t run = 0, unk = 0;
+		int restarts = 0, outages = 0, seen = 0;
+		size_t j;
+		for (j = 0; j < i && !seen; j++)
+			seen = strcmp(list[j].provider, list[i].provider) == 0;
+		if (seen || *list[i].provider == '\0')
+			continue;
+		for (j = i; j < n; j++) {
+			struct ledger_cost c;
+			if (strcmp(list[j].provider, list[i].provider) != 0)
+				continue;
+			memset(&c, 0, sizeof c);
+			c.in = &list[j];
+			if ((r = ledger_cost(inv, ctx->config, &c,
+				 now - 30 * 86400, now, now, &cause)) != 0)
+				goto fail;
+			run += c.total.running_secs;
+			unk += c.total.unknown_secs;
+			restarts += c.restarts;
+			outages += c.outages;
+		}
+		if (run + unk == 0)
+			continue;
+		emit(arr, json, "availability", list[i].provider,
+		    "observed "
+		    "availability %.2f%% over 30 days, %d outage%s, %d "
+		    "unexpected restart%s",
+		    100.0 * run / (run + unk), outages, outages == 1 ? "" : "s",
+		    restarts, restarts == 1 ? "" : "s");
+	}
+
 	/* Provider balances that run out within a day. */
 	{
 		struct instance *all = NULL;

@@ -125,6 +125,18 @@ run advise
 expect_match "$out" "autodl: [0-9.]+ CNY left runs out in [0-9hm]+: top up or stop instances" \
     "runway under a day"
 
+expect_match "$out" "vast: observed availability [0-9.]+% over 30 days, 0 outages, 0 unexpected restarts" \
+    "availability per provider"
+
+run add priced-at-add 10.255.0.2 --price 0.9/h --billing minute --currency USD
+expect_rc 0 "add --price"
+expect_eq "$(sql "SELECT price, price_per, unit, currency FROM instance_price p JOIN instance i ON i.id = p.instance_id WHERE i.name = 'priced-at-add'")" \
+    "9000|h|minute|USD" "price stored at add"
+run add bad-price 10.255.0.3 --price 0.9
+expect_rc 2 "add with a bad price"
+run show bad-price
+expect_rc 2 "nothing added on a bad price"
+
 # --- released instances stay in the history ----------------------------------
 run mark inst-3 released
 run ls inst-3
