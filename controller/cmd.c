@@ -14,10 +14,12 @@ extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_advise_entry;
 extern const struct cmd_entry cmd_cost_entry;
 extern const struct cmd_entry cmd_exec_entry;
+extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
 extern const struct cmd_entry cmd_hostkey_entry;
 extern const struct cmd_entry cmd_import_entry;
+extern const struct cmd_entry cmd_keys_entry;
 extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_provider_entry;
@@ -47,6 +49,8 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_exec_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,
+	&cmd_keys_entry,
+	&cmd_harden_entry,
 	&cmd_help_entry,
 	&cmd_version_entry,
 	NULL

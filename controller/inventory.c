@@ -10,6 +10,7 @@
 
 #include "inventory.h"
 #include "ledger.h"
+#include "keys.h"
 #include "log.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -133,6 +134,9 @@ static const char *const migrations[] = {
 
 	/* 3 -> 4: prices, the ledger, incidents, providers (ledger.h). */
 	LEDGER_SCHEMA_SQL,
+
+	/* 4 -> 5: managed SSH keys and key rotations (keys.h). */
+	KEYS_SCHEMA_SQL,
 };
 
 #define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))

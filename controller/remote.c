@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "hostkey.h"
+#include "keys.h"
 #include "log.h"
 #include "remote.h"
 #include "sshconfig.h"
@@ -123,8 +124,15 @@ remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
 		hostkey_clear(&k);
 	}
 	follow_ssh_config(rm);
-	for (i = 0; i < rm->n; i++)
+	for (i = 0; i < rm->n; i++) {
+		/* A key gpufleet rotated in wins over an ssh_config's. */
+		if ((r = keys_apply_current(rm->inv, &rm->list[i], cause)) <
+		    0) {
+			remote_close(rm);
+			return r;
+		}
 		keyring_for_host(&rm->keyring, ctx->config, &rm->hosts[i]);
+	}
 	rm->ops.hostkey = check_hostkey;
 	rm->ops.hostkey_type = pinned_type;
 	*rmp = rm;

@@ -1,0 +1,290 @@
+/*
+ * Report how exposed each selected instance is, changing nothing: whether
+ * sshd accepts passwords (from `sshd -T` where the login user may run it,
+ * else the config files), the authorized_keys entries that are not
+ * gpufleet's keys, and private keys in the remote home that anyone can read.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmd.h"
+#include "engine.h"
+#include "keys.h"
+#include "log.h"
+#include "remote.h"
+#include "status.h"
+#include "xmalloc.h"
+
+#define HARDEN_OUT_MAX (256 * 1024)
+
+struct harden_out {
+	char *data;
+	size_t len;
+};
+
+static int cmd_harden_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
+static void on_output(struct engine_host *, int, const char *, size_t, void *);
+static char *probe_script(const char *);
+static int report_host(struct remote *, size_t, struct harden_out *, json_t *);
+
+const struct cmd_entry cmd_harden_entry = {
+	.name = "harden",
+	.usage = "SELECTOR [--json]",
+	.summary =
+	    "report password login, unmanaged keys, readable private keys",
+	.help = "Per instance, reports (and changes nothing):\n"
+		"  - whether sshd accepts password logins: `sshd -T` where "
+		"the login user\n"
+		"    may run it, else PasswordAuthentication in "
+		"/etc/ssh/sshd_config.d/*.conf\n"
+		"    and /etc/ssh/sshd_config (OpenSSH's default is yes);\n"
+		"  - authorized_keys entries that are not keys gpufleet "
+		"manages;\n"
+		"  - private keys in the remote home readable by anyone.\n"
+		"Exit status 1 when any instance has a finding or fails.\n",
+	.exec = cmd_harden_exec,
+};
+
+static const struct option harden_options[] = {
+	{ "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static void
+on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
+    void *arg)
+{
+	struct remote *rm = h->user;
+	struct harden_out *o = &((struct harden_out *)arg)[h - rm->hosts];
+
+	if (is_stderr)
+		return;
+	if (len > HARDEN_OUT_MAX - o->len)
+		len = HARDEN_OUT_MAX - o->len;
+	o->data = xreallocarray(o->data, 1, o->len + len + 1);
+	memcpy(o->data + o->len, data, len);
+	o->len += len;
+	o->data[o->len] = '\0';
+}
+
+/*
+ * The probe, one POSIX sh script: "password VALUE SOURCE", then "key LINE"
+ * per authorized_keys line, then "readable PATH" per exposed private key.
+ * Caller frees.
+ */
+static char *
+probe_script(const char *akpath)
+{
+	static const char body[] =
+	    "pa= src=\n"
+	    "S=$(command -v sshd 2>/dev/null || echo /usr/sbin/sshd)\n"
+	    "if [ -x \"$S\" ] && t=$(\"$S\" -T 2>/dev/null); then\n"
+	    "\tpa=$(printf '%s\\n' \"$t\" | awk '$1 == "
+	    "\"passwordauthentication\" { print $2; exit }')\n"
+	    "\tsrc='sshd -T'\n"
+	    "fi\n"
+	    "if [ -z \"$pa\" ]; then\n"
+	    "\tfor f in /etc/ssh/sshd_config.d/*.conf /etc/ssh/sshd_config; "
+	    "do\n"
+	    "\t\t[ -r \"$f\" ] || continue\n"
+	    "\t\tv=$(awk 'tolower($1) == \"match\" { exit } tolower($1) == "
+	    "\"passwordauthentication\" { print tolower($2); exit }' \"$f\")\n"
+	    "\t\t[ -n \"$v\" ] && { pa=$v; src=$f; break; }\n"
+	    "\tdone\n"
+	    "fi\n"
+	    "[ -n \"$pa\" ] || { pa=yes; src=default; }\n"
+	    "echo \"password $pa $src\"\n"
+	    "[ ! -f \"$ak\" ] || sed 's/^/key /' -- \"$ak\"\n"
+	    "echo\n"
+	    "find \"$HOME\" -maxdepth 3 -type f \\( -name 'id_*' -o -name "
+	    "'*.pem' -o -name '*.key' \\) ! -name '*.pub' -perm -004 "
+	    "2>/dev/null | sed 's/^/readable /'\n"
+	    "exit 0\n";
+	char *qpath = keys_quote_path(akpath), *script, *q, *cmd;
+
+	xasprintf(&script, "ak=%s\n%s", qpath, body);
+	q = keys_shell_quote(script);
+	xasprintf(&cmd, "sh -c %s", q);
+	free(q);
+	free(script);
+	free(qpath);
+	return cmd;
+}
+
+/* Print one host's findings; returns how many. */
+static int
+report_host(struct remote *rm, size_t i, struct harden_out *o, json_t *arr)
+{
+	const char *name = rm->hosts[i].in->name, *type, *blob, *comment;
+	char *line, *save = NULL, *buf, *cause = NULL, *copy;
+	json_t *j = NULL, *unmanaged = NULL, *readable = NULL;
+	int findings = 0, m;
+
+	if (arr != NULL) {
+		j = json_object();
+		json_object_set_new(j, "name", json_string(name));
+		unmanaged = json_array();
+		readable = json_array();
+	}
+	copy = xstrdup(o->data != NULL ? o->data : "");
+	for (line = strtok_r(copy, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (strncmp(line, "password ", 9) == 0) {
+			char *v = line + 9, *src = strchr(v, ' ');
+			if (src != NULL)
+				*src++ = '\0';
+			if (strcmp(v, "no") != 0) {
+				findings++;
+				if (j == NULL)
+					printf("%s: password login: %s (%s)\n",
+					    name, v, src != NULL ? src : "?");
+			}
+			if (j != NULL) {
+				json_object_set_new(j,
+				    "password_authentication", json_string(v));
+				json_object_set_new(j, "password_source",
+				    json_string(src != NULL ? src : ""));
+			}
+		} else if (strncmp(line, "key ", 4) == 0) {
+			if (keys_parse_line(
+				line + 4, &buf, &type, &blob, &comment) == 0) {
+				m = keys_is_managed_blob(rm->inv, blob, &cause);
+				free(cause);
+				cause = NULL;
+				if (m == 0) {
+					findings++;
+					if (j == NULL)
+						printf("%s: key not managed by "
+						       "gpufleet: %s %.16s... "
+						       "%s\n",
+						    name, type, blob, comment);
+					else
+						json_array_append_new(unmanaged,
+						    json_string(line + 4));
+				}
+			}
+			free(buf);
+		} else if (strncmp(line, "readable ", 9) == 0) {
+			findings++;
+			if (j == NULL)
+				printf("%s: private key readable by anyone: "
+				       "%s\n",
+				    name, line + 9);
+			else
+				json_array_append_new(
+				    readable, json_string(line + 9));
+		}
+	}
+	free(copy);
+	if (j != NULL) {
+		json_object_set_new(j, "unmanaged_keys", unmanaged);
+		json_object_set_new(j, "readable_private_keys", readable);
+		json_object_set_new(j, "error", json_null());
+		json_array_append_new(arr, j);
+	} else if (findings == 0)
+		printf("%s: ok\n", name);
+	return findings;
+}
+
+static int
+cmd_harden_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct remote *rm = NULL;
+	struct engine_settings set;
+	struct harden_out *outs = NULL;
+	struct keys_key k;
+	ssh_key *managed = NULL;
+	json_t *arr = NULL, *j;
+	char *cause = NULL, *pass;
+	size_t i;
+	int64_t kid;
+	int ch, status, r, json = 0, bad = 0;
+
+	while ((ch = cmd_getopt(e, argc, argv, "h", harden_options, &status)) !=
+	    -1) {
+		if (ch == -2)
+			return status;
+		json = 1;
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error(e, "needs one SELECTOR");
+	pass = keys_read_passphrase(&cause);
+	if (cause != NULL)
+		return cmd_fail(GF_EUSAGE, cause);
+	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {
+		free(pass);
+		return cmd_fail(-r, cause);
+	}
+	outs = xcalloc(rm->n, sizeof *outs);
+	managed = xcalloc(rm->n, sizeof *managed);
+	for (i = 0; i < rm->n; i++) {
+		struct engine_host *h = &rm->hosts[i];
+		h->command = probe_script(h->in->authorized_keys_file);
+		/* Log in with the managed key where there is one. */
+		if (keys_instance_key(rm->inv, h->in->id, &kid, &cause) == 0 &&
+		    keys_get(rm->inv, kid, &k, &cause) == 0) {
+			if (keys_load(k.path, pass, &managed[i], &cause) == 0) {
+				h->keys[0] = managed[i];
+				h->nkeys = 1;
+			}
+			keys_key_clear(&k);
+		}
+		free(cause);
+		cause = NULL;
+	}
+	memset(&set, 0, sizeof set);
+	set.command = "true";
+	set.fanout = ctx->config->fanout;
+	set.connect_timeout = ctx->config->connect_timeout;
+	set.command_timeout = 120;
+	set.handle_sigint = 1;
+	rm->ops.output = on_output;
+	rm->ops.arg = outs;
+	remote_run(rm, &set);
+	if (json)
+		arr = json_array();
+	for (i = 0; i < rm->n; i++) {
+		struct engine_host *h = &rm->hosts[i];
+		if (h->fail != EF_NONE || h->exit_status != 0) {
+			bad = 1;
+			if (arr != NULL) {
+				j = json_object();
+				json_object_set_new(
+				    j, "name", json_string(h->in->name));
+				json_object_set_new(j, "error",
+				    json_string(h->fail_msg != NULL
+					    ? h->fail_msg
+					    : "probe failed"));
+				json_array_append_new(arr, j);
+			} else
+				printf("%s: failed: %s\n", h->in->name,
+				    h->fail_msg != NULL ? h->fail_msg
+							: "probe failed");
+			continue;
+		}
+		if (report_host(rm, i, &outs[i], arr) > 0)
+			bad = 1;
+	}
+	if (arr != NULL)
+		json_print(arr, stdout);
+	status = bad ? GF_EHOSTS : GF_OK;
+	for (i = 0; i < rm->n; i++) {
+		free((char *)rm->hosts[i].command);
+		rm->hosts[i].command = NULL;
+		free(outs[i].data);
+		ssh_key_free(managed[i]);
+	}
+	free(outs);
+	free(managed);
+	if (pass != NULL) {
+		explicit_bzero(pass, strlen(pass));
+		free(pass);
+	}
+	remote_close(rm);
+	return status;
+}

@@ -1,0 +1,1150 @@
+/* Managed SSH keys: files, the inventory's key tables, rotation state. */
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "keys.h"
+#include "log.h"
+#include "status.h"
+#include "xmalloc.h"
+
+static char *col(sqlite3_stmt *, int);
+static int db_fail(struct inventory *, const char *, char **);
+static int exec_sql(struct inventory *, const char *, char **);
+static void read_key_row(sqlite3_stmt *, struct keys_key *);
+static char *shell_quote(const char *);
+
+const char *const keys_schema_sql = KEYS_SCHEMA_SQL;
+
+#define KEY_COLUMNS                                                            \
+	"id, name, key_type, path, pubkey, key_base64, fingerprint, "          \
+	"created_at, deleted_at"
+
+static char *
+col(sqlite3_stmt *st, int i)
+{
+	const unsigned char *s = sqlite3_column_text(st, i);
+
+	return s != NULL ? xstrdup((const char *)s) : NULL;
+}
+
+static int
+db_fail(struct inventory *inv, const char *what, char **cause)
+{
+	xasprintf(cause, "database %s: %s: %s", inv->path, what,
+	    sqlite3_errmsg(inv->db));
+	return -GF_EDB;
+}
+
+static int
+exec_sql(struct inventory *inv, const char *sql, char **cause)
+{
+	if (sqlite3_exec(inv->db, sql, NULL, NULL, NULL) != SQLITE_OK)
+		return db_fail(inv, sql, cause);
+	return 0;
+}
+
+void
+keys_key_clear(struct keys_key *k)
+{
+	free(k->name);
+	free(k->type);
+	free(k->path);
+	free(k->pubkey);
+	free(k->blob);
+	free(k->fingerprint);
+	memset(k, 0, sizeof *k);
+}
+
+void
+keys_free_array(struct keys_key *k, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		keys_key_clear(&k[i]);
+	free(k);
+}
+
+void
+keys_rotation_clear(struct keys_rotation *r)
+{
+	free(r->old_path);
+	free(r->old_blob);
+	free(r->old_type);
+	free(r->state);
+	free(r->error);
+	memset(r, 0, sizeof *r);
+}
+
+/* The keys directory, $XDG_DATA_HOME/gpufleet/keys. Caller frees. */
+char *
+keys_dir(void)
+{
+	const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
+	char *path;
+
+	if (xdg != NULL && *xdg == '/')
+		xasprintf(&path, "%s/gpufleet/keys", xdg);
+	else
+		xasprintf(&path, "%s/.local/share/gpufleet/keys",
+		    home != NULL && *home != '\0' ? home : ".");
+	return path;
+}
+
+/*
+ * Create dir and its parents, each new one 0700 whatever the umask; an
+ * existing keys directory open to group or others is refused.
+ */
+int
+keys_make_dir(const char *dir, char **cause)
+{
+	char *p, *d = xstrdup(dir);
+	struct stat sb;
+	int r = 0;
+	char c;
+
+	for (p = d + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		c = *p;
+		*p = '\0';
+		if (mkdir(d, 0700) == 0) {
+			if (chmod(d, 0700) != 0) {
+				xasprintf(cause,
+				    "cannot set the mode of %s: %s", d,
+				    strerror(errno));
+				r = -GF_EUSAGE;
+				goto out;
+			}
+		} else if (errno != EEXIST) {
+			xasprintf(cause, "cannot create directory %s: %s", d,
+			    strerror(errno));
+			r = -GF_EUSAGE;
+			goto out;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+		xasprintf(cause, "%s is not a directory", dir);
+		r = -GF_EUSAGE;
+	} else if ((sb.st_mode & 077) != 0) {
+		xasprintf(cause,
+		    "keys directory %s is mode %03o, open to others; "
+		    "chmod 700 it",
+		    dir, (unsigned)(sb.st_mode & 0777));
+		r = -GF_EUSAGE;
+	}
+out:
+	free(d);
+	return r;
+}
+
+/*
+ * Write a new private key file: created 0600 with O_EXCL (an existing file
+ * is never overwritten), mode forced to 0600 whatever the umask, synced.
+ */
+int
+keys_write_private(const char *path, const char *data, size_t len, char **cause)
+{
+	ssize_t n;
+	size_t off = 0;
+	int fd;
+
+	fd = open(
+	    path, O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1) {
+		xasprintf(cause, "cannot create %s: %s", path, strerror(errno));
+		return errno == EEXIST ? -GF_EUSAGE : -GF_EDB;
+	}
+	if (fchmod(fd, 0600) != 0)
+		goto fail;
+	while (off < len) {
+		n = write(fd, data + off, len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			goto fail;
+		off += (size_t)n;
+	}
+	if (fsync(fd) != 0)
+		goto fail;
+	if (close(fd) != 0) {
+		fd = -1;
+		goto fail;
+	}
+	return 0;
+fail:
+	xasprintf(cause, "cannot write %s: %s", path, strerror(errno));
+	if (fd != -1)
+		close(fd);
+	unlink(path);
+	return -GF_EDB;
+}
+
+/* A key name: 1-64 of A-Z a-z 0-9 . _ -, not starting with a dot. */
+int
+keys_check_name(const char *name, char **cause)
+{
+	size_t n = strlen(name);
+
+	if (n == 0 || n > 64 || name[0] == '.' || name[0] == '-' ||
+	    strspn(name,
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		"0123456789._-") != n) {
+		xasprintf(cause,
+		    "bad key name '%s' (1-64 of A-Z a-z 0-9 . _ -, "
+		    "not starting with . or -)",
+		    name);
+		return -GF_EUSAGE;
+	}
+	return 0;
+}
+
+/* The public key comment, gpufleet:NAME:YYYY-MM-DD (UTC). Caller frees. */
+char *
+keys_comment(const char *name, time_t when)
+{
+	struct tm tm;
+	char date[16], *s;
+
+	gmtime_r(&when, &tm);
+	strftime(date, sizeof date, "%Y-%m-%d", &tm);
+	xasprintf(&s, "gpufleet:%s:%s", name, date);
+	return s;
+}
+
+/* Parse --type: ed25519 (default), ecdsa (P-256) or rsa (3072 bits). */
+int
+keys_parse_type(
+    const char *s, enum ssh_keytypes_e *type, int *bits, char **cause)
+{
+	if (s == NULL || strcmp(s, "ed25519") == 0) {
+		*type = SSH_KEYTYPE_ED25519;
+		*bits = 0;
+	} else if (strcmp(s, "ecdsa") == 0) {
+		*type = SSH_KEYTYPE_ECDSA_P256;
+		*bits = 256;
+	} else if (strcmp(s, "rsa") == 0) {
+		*type = SSH_KEYTYPE_RSA;
+		*bits = 3072;
+	} else {
+		xasprintf(
+		    cause, "unknown key type '%s' (ed25519, ecdsa, rsa)", s);
+		return -GF_EUSAGE;
+	}
+	return 0;
+}
+
+/*
+ * The passphrase for gpufleet's keys: the first line of the file named by
+ * GPUFLEET_KEYS_PASSPHRASE_FILE, or NULL (keys unencrypted). Caller frees.
+ */
+char *
+keys_read_passphrase(char **cause)
+{
+	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
+	char buf[1024];
+	FILE *f;
+
+	*cause = NULL;
+	if (file == NULL || *file == '\0')
+		return NULL;
+	if ((f = fopen(file, "r")) == NULL) {
+		xasprintf(cause,
+		    "cannot read GPUFLEET_KEYS_PASSPHRASE_FILE %s: %s", file,
+		    strerror(errno));
+		return NULL;
+	}
+	if (fgets(buf, sizeof buf, f) == NULL)
+		buf[0] = '\0';
+	fclose(f);
+	buf[strcspn(buf, "\r\n")] = '\0';
+	return xstrdup(buf);
+}
+
+/* The type name, base64 blob and SHA256 fingerprint of a key. */
+int
+keys_describe(ssh_key key, char **type, char **blob, char **fp, char **cause)
+{
+	unsigned char *hash = NULL;
+	size_t hlen = 0;
+	char *b64 = NULL, *f;
+
+	if (ssh_pki_export_pubkey_base64(key, &b64) != SSH_OK ||
+	    ssh_get_publickey_hash(
+		key, SSH_PUBLICKEY_HASH_SHA256, &hash, &hlen) != 0) {
+		ssh_string_free_char(b64);
+		xasprintf(cause, "cannot export a public key");
+		return -GF_EUSAGE;
+	}
+	f = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, hlen);
+	ssh_clean_pubkey_hash(&hash);
+	*type = xstrdup(ssh_key_type_to_char(ssh_key_type(key)));
+	*blob = xstrdup(b64);
+	*fp = xstrdup(f != NULL ? f : "");
+	ssh_string_free_char(b64);
+	ssh_string_free_char(f);
+	return 0;
+}
+
+/*
+ * Generate a key NAME in dir: the private key DIR/NAME (0600, O_EXCL,
+ * encrypted when passphrase is not NULL) and DIR/NAME.pub. Fills k (caller
+ * clears) and, if keyp is not NULL, the key itself (caller frees).
+ */
+int
+keys_generate(const char *dir, const char *typename, const char *name,
+    const char *passphrase, time_t now, struct keys_key *k, ssh_key *keyp,
+    char **cause)
+{
+	enum ssh_keytypes_e type;
+	ssh_key key = NULL;
+	char *priv = NULL, *comment = NULL, *pubpath = NULL, *line = NULL;
+	int bits, r;
+
+	memset(k, 0, sizeof *k);
+	if ((r = keys_parse_type(typename, &type, &bits, cause)) != 0 ||
+	    (r = keys_check_name(name, cause)) != 0 ||
+	    (r = keys_make_dir(dir, cause)) != 0)
+		return r;
+	if (ssh_pki_generate(type, bits, &key) != SSH_OK) {
+		xasprintf(cause, "cannot generate a %s key",
+		    typename != NULL ? typename : "ed25519");
+		return -GF_EUSAGE;
+	}
+	if (ssh_pki_export_privkey_base64(key, passphrase, NULL, NULL, &priv) !=
+	    SSH_OK) {
+		xasprintf(cause, "cannot export the new private key");
+		r = -GF_EUSAGE;
+		goto out;
+	}
+	xasprintf(&k->path, "%s/%s", dir, name);
+	xasprintf(&pubpath, "%s/%s.pub", dir, name);
+	if ((r = keys_describe(
+		 key, &k->type, &k->blob, &k->fingerprint, cause)) != 0)
+		goto out;
+	comment = keys_comment(name, now);
+	xasprintf(&line, "%s %s %s\n", k->type, k->blob, comment);
+	if ((r = keys_write_private(k->path, priv, strlen(priv), cause)) != 0)
+		goto out;
+	if ((r = keys_write_private(pubpath, line, strlen(line), cause)) != 0) {
+		unlink(k->path);
+		goto out;
+	}
+	line[strlen(line) - 1] = '\0';
+	k->pubkey = line;
+	line = NULL;
+	k->name = xstrdup(name);
+	k->created_at = now;
+out:
+	if (priv != NULL) {
+		explicit_bzero(priv, strlen(priv));
+		ssh_string_free_char(priv);
+	}
+	free(comment);
+	free(pubpath);
+	free(line);
+	if (r != 0)
+		keys_key_clear(k);
+	if (r == 0 && keyp != NULL)
+		*keyp = key;
+	else
+		ssh_key_free(key);
+	return r;
+}
+
+/* Load a private key file, never prompting. Caller frees *keyp. */
+int
+keys_load(const char *path, const char *passphrase, ssh_key *keyp, char **cause)
+{
+	*keyp = NULL;
+	if (ssh_pki_import_privkey_file(path, passphrase, NULL, NULL, keyp) !=
+	    SSH_OK) {
+		xasprintf(cause,
+		    "cannot load key %s (missing, or encrypted: set "
+		    "GPUFLEET_KEYS_PASSPHRASE_FILE)",
+		    path);
+		return -GF_EUSAGE;
+	}
+	return 0;
+}
+
+/* Is s a plausible base64 key blob (safe to put in single quotes)? */
+int
+keys_valid_blob(const char *s)
+{
+	size_t n = strlen(s);
+
+	return n > 0 && n < 16384 &&
+	    strspn(s,
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		"0123456789+/=") == n;
+}
+
+/* Single-quote s for sh. Caller frees. */
+static char *
+shell_quote(const char *s)
+{
+	size_t n = 2, i;
+	char *q, *p;
+
+	for (i = 0; s[i] != '\0'; i++)
+		n += s[i] == '\'' ? 4 : 1;
+	p = q = xmalloc(n + 1);
+	*p++ = '\'';
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s[i] == '\'') {
+			memcpy(p, "'\\''", 4);
+			p += 4;
+		} else
+			*p++ = s[i];
+	}
+	*p++ = '\'';
+	*p = '\0';
+	return q;
+}
+
+/*
+ * The remote edit of authorized_keys as one POSIX sh script. Every line
+ * that is not the key to remove stays byte for byte, in order, including
+ * blank lines, comments, options and a missing final newline (a newline is
+ * added before an appended key only where it is missing). A line is the
+ * key to remove when the field after its key type is exactly the blob;
+ * comments are never compared. Nothing is written when nothing would change
+ * (same mtime on a rerun). The new file is written next to the old one
+ * (cp -p keeps mode and owner), checked, synced and renamed over it; a
+ * symlink, a non-regular or read-only file is refused, never replaced.
+ * Prints "changed" or "unchanged". Caller frees.
+ */
+char *
+keys_authkeys_script(const char *path, const char *add, const char *del)
+{
+	static const char body[] =
+	    "prog='function kt(t) { return t ~ "
+	    "/^(ssh-|ecdsa-sha2-|sk-ssh-|sk-ecdsa-)/ }\n"
+	    "function blob(i) { for (i = 1; i < NF; i++) if (kt($i)) return "
+	    "$(i + 1); return \"\" }\n"
+	    "{ b = blob() }\n"
+	    "mode == \"check\" { if (del != \"\" && b == del) need = 1; if "
+	    "(addb != \"\" && b == addb) have = 1; next }\n"
+	    "del != \"\" && b == del { next }\n"
+	    "addb != \"\" && b == addb { have = 1 }\n"
+	    "{ if (k) printf \"\\n\"; printf \"%s\", $0; k = 1; last = NR }\n"
+	    "END {\n"
+	    "\tif (mode == \"check\") { if (need || (addb != \"\" && !have)) "
+	    "print \"change\"; exit 0 }\n"
+	    "\tterm = 1\n"
+	    "\tif (k && (last != NR || !nonl)) printf \"\\n\"; else if (k) "
+	    "term = 0\n"
+	    "\tif (addb != \"\" && !have) { if (!term) printf \"\\n\"; printf "
+	    "\"%s\\n\", add }\n"
+	    "}'\n"
+	    "dir=${ak%/*}\n"
+	    "[ -n \"$dir\" ] || dir=/\n"
+	    "if [ ! -d \"$dir\" ]; then\n"
+	    "\tmkdir -p -- \"$dir\" && chmod 700 -- \"$dir\" ||\n"
+	    "\t    { echo \"cannot create $dir\" >&2; exit 3; }\n"
+	    "fi\n"
+	    "if [ -L \"$ak\" ]; then\n"
+	    "\techo \"$ak is a symbolic link; refusing to replace it (make it "
+	    "a plain file)\" >&2\n"
+	    "\texit 4\n"
+	    "fi\n"
+	    "if [ -e \"$ak\" ] && [ ! -f \"$ak\" ]; then\n"
+	    "\techo \"$ak is not a regular file\" >&2\n"
+	    "\texit 4\n"
+	    "fi\n"
+	    "nonl=0\n"
+	    "if [ -f \"$ak\" ]; then\n"
+	    "\t[ -r \"$ak\" ] || { echo \"$ak is not readable\" >&2; exit 5; "
+	    "}\n"
+	    "\t[ -s \"$ak\" ] && [ -n \"$(tail -c 1 -- \"$ak\")\" ] && nonl=1\n"
+	    "\tc=$(awk -v mode=check -v add=\"$add\" -v addb=\"$addb\" -v "
+	    "del=\"$del\" \"$prog\" \"$ak\") ||\n"
+	    "\t    { echo \"cannot read $ak\" >&2; exit 5; }\n"
+	    "\t[ -n \"$c\" ] || { echo unchanged; exit 0; }\n"
+	    "\t[ -w \"$ak\" ] || { echo \"$ak is read-only; not changed\" >&2; "
+	    "exit 5; }\n"
+	    "elif [ -z \"$addb\" ]; then\n"
+	    "\techo unchanged\n"
+	    "\texit 0\n"
+	    "fi\n"
+	    "tmp=$dir/.gpufleet-authorized_keys.$$\n"
+	    "trap 'rm -f -- \"$tmp\"' EXIT\n"
+	    "if [ -f \"$ak\" ]; then\n"
+	    "\tcp -p -- \"$ak\" \"$tmp\" || { echo \"cannot write in $dir\" "
+	    ">&2; exit 6; }\n"
+	    "\tawk -v mode=write -v nonl=$nonl -v add=\"$add\" -v "
+	    "addb=\"$addb\" -v del=\"$del\" \"$prog\" \"$ak\" >\"$tmp\" ||\n"
+	    "\t    { echo \"cannot write $tmp\" >&2; exit 6; }\n"
+	    "else\n"
+	    "\tprintf '%s\\n' \"$add\" >\"$tmp\" || { echo \"cannot write in "
+	    "$dir\" >&2; exit 6; }\n"
+	    "fi\n"
+	    "c=$(awk -v mode=check -v add=\"$add\" -v addb=\"$addb\" -v "
+	    "del=\"$del\" \"$prog\" \"$tmp\")\n"
+	    "if [ -n \"$c\" ] || { [ -n \"$addb\" ] && [ ! -s \"$tmp\" ]; }; "
+	    "then\n"
+	    "\techo \"the new $ak did not come out as written; not changed\" "
+	    ">&2\n"
+	    "\texit 6\n"
+	    "fi\n"
+	    "sync -- \"$tmp\" 2>/dev/null || sync\n"
+	    "mv -f -- \"$tmp\" \"$ak\" || { echo \"cannot rename into $ak\" "
+	    ">&2; exit 6; }\n"
+	    "trap - EXIT\n"
+	    "sync -- \"$dir\" 2>/dev/null || sync\n"
+	    "if command -v restorecon >/dev/null 2>&1; then restorecon -F -- "
+	    "\"$ak\" 2>/dev/null || :; fi\n"
+	    "echo changed\n";
+	const char *addblob = "";
+	char *qpath, *qadd, *qaddb, *qdel, *script, *cmd, *qs, *b = NULL;
+	size_t n;
+
+	if (add != NULL && (addblob = strchr(add, ' ')) != NULL) {
+		n = strcspn(addblob + 1, " ");
+		b = xstrndup(addblob + 1, n);
+	}
+	if (strncmp(path, "~/", 2) == 0) {
+		qs = shell_quote(path + 2);
+		xasprintf(&qpath, "\"$HOME\"/%s", qs);
+		free(qs);
+	} else
+		qpath = shell_quote(path);
+	qadd = shell_quote(add != NULL ? add : "");
+	qaddb = shell_quote(b != NULL ? b : "");
+	qdel = shell_quote(del != NULL ? del : "");
+	xasprintf(&script,
+	    "umask 077\nPATH=$PATH:/usr/sbin:/sbin\nak=%s\nadd=%s\naddb=%s\n"
+	    "del=%s\n%s",
+	    qpath, qadd, qaddb, qdel, body);
+	qs = shell_quote(script);
+	xasprintf(&cmd, "sh -c %s", qs);
+	free(qs);
+	free(script);
+	free(qpath);
+	free(qadd);
+	free(qaddb);
+	free(qdel);
+	free(b);
+	return cmd;
+}
+
+static void
+read_key_row(sqlite3_stmt *st, struct keys_key *k)
+{
+	k->id = sqlite3_column_int64(st, 0);
+	k->name = col(st, 1);
+	k->type = col(st, 2);
+	k->path = col(st, 3);
+	k->pubkey = col(st, 4);
+	k->blob = col(st, 5);
+	k->fingerprint = col(st, 6);
+	k->created_at = sqlite3_column_int64(st, 7);
+	k->deleted_at = sqlite3_column_int64(st, 8);
+}
+
+/* Record a new managed key; sets k->id. */
+int
+keys_add(struct inventory *inv, struct keys_key *k, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT INTO managed_key (name, key_type, path, pubkey, "
+		"key_base64, fingerprint, created_at) VALUES "
+		"(?, ?, ?, ?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "recording a key", cause);
+	sqlite3_bind_text(st, 1, k->name, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 2, k->type, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, k->path, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, k->pubkey, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, k->blob, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 6, k->fingerprint, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 7, k->created_at);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_CONSTRAINT) {
+		xasprintf(cause, "a key named '%s' exists already", k->name);
+		return -GF_EUSAGE;
+	}
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "recording a key", cause);
+	k->id = sqlite3_last_insert_rowid(inv->db);
+	return 0;
+}
+
+/* A managed key by id: 0, 1 if none, or -GF_EDB. Caller clears k. */
+int
+keys_get(struct inventory *inv, int64_t id, struct keys_key *k, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(k, 0, sizeof *k);
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT " KEY_COLUMNS " FROM managed_key WHERE id = ?", -1, &st,
+		NULL) != SQLITE_OK)
+		return db_fail(inv, "reading a key", cause);
+	sqlite3_bind_int64(st, 1, id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		read_key_row(st, k);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 0;
+	if (rc == SQLITE_DONE)
+		return 1;
+	return db_fail(inv, "reading a key", cause);
+}
+
+/* A managed key by name: 0, 1 if none, or -GF_EDB. Caller clears k. */
+int
+keys_get_by_name(
+    struct inventory *inv, const char *name, struct keys_key *k, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(k, 0, sizeof *k);
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT " KEY_COLUMNS " FROM managed_key WHERE name = ?", -1,
+		&st, NULL) != SQLITE_OK)
+		return db_fail(inv, "reading a key", cause);
+	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		read_key_row(st, k);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 0;
+	if (rc == SQLITE_DONE)
+		return 1;
+	return db_fail(inv, "reading a key", cause);
+}
+
+/* Every managed key, oldest first. Caller frees with keys_free_array. */
+int
+keys_list(struct inventory *inv, struct keys_key **out, size_t *n, char **cause)
+{
+	struct keys_key *list = NULL;
+	sqlite3_stmt *st;
+	size_t cnt = 0;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT " KEY_COLUMNS " FROM managed_key ORDER BY id", -1, &st,
+		NULL) != SQLITE_OK)
+		return db_fail(inv, "listing keys", cause);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		list = xreallocarray(list, cnt + 1, sizeof *list);
+		memset(&list[cnt], 0, sizeof list[cnt]);
+		read_key_row(st, &list[cnt++]);
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		keys_free_array(list, cnt);
+		return db_fail(inv, "listing keys", cause);
+	}
+	*out = list;
+	*n = cnt;
+	return 0;
+}
+
+/* The managed key an instance uses: 0 with *key_id, 1 if none, or -GF_EDB. */
+int
+keys_instance_key(
+    struct inventory *inv, int64_t instance_id, int64_t *key_id, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	*key_id = 0;
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT key_id FROM instance_key WHERE instance_id = ?", -1,
+		&st, NULL) != SQLITE_OK)
+		return db_fail(inv, "reading an instance's key", cause);
+	sqlite3_bind_int64(st, 1, instance_id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*key_id = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 0;
+	if (rc == SQLITE_DONE)
+		return 1;
+	return db_fail(inv, "reading an instance's key", cause);
+}
+
+/* The active instances using a key, "a,b,c" (or ""). Caller frees. */
+char *
+keys_instances_using(struct inventory *inv, int64_t key_id)
+{
+	sqlite3_stmt *st;
+	char *s = xstrdup(""), *t;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT i.name FROM instance_key k JOIN instance i ON "
+		"i.id = k.instance_id WHERE k.key_id = ? AND i.released_at "
+		"IS NULL ORDER BY i.name",
+		-1, &st, NULL) != SQLITE_OK)
+		return s;
+	sqlite3_bind_int64(st, 1, key_id);
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		xasprintf(&t, "%s%s%s", s, *s != '\0' ? "," : "",
+		    (const char *)sqlite3_column_text(st, 0));
+		free(s);
+		s = t;
+	}
+	sqlite3_finalize(st);
+	return s;
+}
+
+/*
+ * Is a key still needed: used by an instance, or the old or new key of a
+ * rotation not yet past step 6? 1 yes, 0 no, or -GF_EDB.
+ */
+int
+keys_in_use(struct inventory *inv, int64_t key_id, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, used = 0;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT (SELECT count(*) FROM instance_key WHERE key_id = ?1) "
+		"+ (SELECT count(*) FROM key_rotation WHERE step < 6 AND "
+		"state != 'done' AND (old_key_id = ?1 OR new_key_id = ?1))",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "checking a key's use", cause);
+	sqlite3_bind_int64(st, 1, key_id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		used = sqlite3_column_int64(st, 0) > 0;
+	sqlite3_finalize(st);
+	if (rc != SQLITE_ROW)
+		return db_fail(inv, "checking a key's use", cause);
+	return used;
+}
+
+/*
+ * Make an instance use a managed key: instance_key and the instance's
+ * identity, so `gpufleet ssh` and the ssh-config export follow it.
+ */
+int
+keys_set_instance_key(struct inventory *inv, int64_t instance_id,
+    const struct keys_key *k, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT OR REPLACE INTO instance_key (instance_id, key_id, "
+		"since) VALUES (?, ?, strftime('%s','now'))",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "switching an instance's key", cause);
+	sqlite3_bind_int64(st, 1, instance_id);
+	sqlite3_bind_int64(st, 2, k->id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "switching an instance's key", cause);
+	if (sqlite3_prepare_v2(inv->db,
+		"UPDATE instance SET identity = ? WHERE id = ?", -1, &st,
+		NULL) != SQLITE_OK)
+		return db_fail(inv, "switching an instance's key", cause);
+	sqlite3_bind_text(st, 1, k->path, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 2, instance_id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "switching an instance's key", cause);
+	return 0;
+}
+
+/* Record that a key's private file is gone. */
+int
+keys_mark_deleted(struct inventory *inv, int64_t id, time_t when, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"UPDATE managed_key SET deleted_at = ? WHERE id = ?", -1, &st,
+		NULL) != SQLITE_OK)
+		return db_fail(inv, "retiring a key", cause);
+	sqlite3_bind_int64(st, 1, (int64_t)when);
+	sqlite3_bind_int64(st, 2, id);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "retiring a key", cause);
+	return 0;
+}
+
+/* The rotation row of an instance: 0, 1 if none, or -GF_EDB. */
+int
+keys_rotation_get(struct inventory *inv, int64_t instance_id,
+    struct keys_rotation *r, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	memset(r, 0, sizeof *r);
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT old_key_id, old_path, old_type, old_base64, "
+		"new_key_id, step, state, error, keep_old FROM key_rotation "
+		"WHERE instance_id = ?",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "reading a rotation", cause);
+	sqlite3_bind_int64(st, 1, instance_id);
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		r->instance_id = instance_id;
+		r->old_key_id = sqlite3_column_int64(st, 0);
+		r->old_path = col(st, 1);
+		r->old_type = col(st, 2);
+		r->old_blob = col(st, 3);
+		r->new_key_id = sqlite3_column_int64(st, 4);
+		r->step = sqlite3_column_int(st, 5);
+		r->state = col(st, 6);
+		r->error = col(st, 7);
+		r->keep_old = sqlite3_column_int(st, 8);
+	}
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 0;
+	if (rc == SQLITE_DONE)
+		return 1;
+	return db_fail(inv, "reading a rotation", cause);
+}
+
+/* Write the rotation row of an instance (inside the caller's transaction). */
+int
+keys_rotation_put(
+    struct inventory *inv, const struct keys_rotation *r, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT OR REPLACE INTO key_rotation (instance_id, "
+		"old_key_id, old_path, old_type, old_base64, new_key_id, "
+		"step, state, error, keep_old, updated_at) VALUES "
+		"(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%s','now'))",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "recording a rotation step", cause);
+	sqlite3_bind_int64(st, 1, r->instance_id);
+	if (r->old_key_id != 0)
+		sqlite3_bind_int64(st, 2, r->old_key_id);
+	sqlite3_bind_text(st, 3, r->old_path, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, r->old_type, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, r->old_blob, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, r->new_key_id);
+	sqlite3_bind_int(st, 7, r->step);
+	sqlite3_bind_text(st, 8, r->state, -1, SQLITE_STATIC);
+	if (r->error != NULL)
+		sqlite3_bind_text(st, 9, r->error, -1, SQLITE_STATIC);
+	sqlite3_bind_int(st, 10, r->keep_old);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "recording a rotation step", cause);
+	return 0;
+}
+
+/* synchronous=FULL on this connection: intent records must survive power loss.
+ */
+int
+keys_sync_full(struct inventory *inv, char **cause)
+{
+	return exec_sql(inv, "PRAGMA synchronous = FULL", cause);
+}
+
+/*
+ * Take the rotation lock of this database for this process: refused while
+ * another live process holds it; a lock of a dead process is taken over.
+ */
+int
+keys_lock(struct inventory *inv, char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int64_t pid = 0, since = 0;
+	int r, rc;
+
+	if ((r = inventory_begin(inv, cause)) != 0)
+		return r;
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT pid, started_at FROM key_lock WHERE id = 1", -1, &st,
+		NULL) != SQLITE_OK)
+		goto fail;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		pid = sqlite3_column_int64(st, 0);
+		since = sqlite3_column_int64(st, 1);
+	} else if (rc != SQLITE_DONE)
+		goto fail;
+	sqlite3_finalize(st);
+	st = NULL;
+	if (pid != 0 && pid != (int64_t)getpid() &&
+	    (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
+		inventory_rollback(inv);
+		xasprintf(cause,
+		    "another key rotation (pid %lld, since %lld) is running "
+		    "on %s; not starting a second one",
+		    (long long)pid, (long long)since, inv->path);
+		return -GF_EUSAGE;
+	}
+	if (pid != 0 && pid != (int64_t)getpid())
+		info("taking over the rotation lock of pid %lld, which is gone",
+		    (long long)pid);
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT OR REPLACE INTO key_lock (id, pid, started_at) VALUES "
+		"(1, ?, strftime('%s','now'))",
+		-1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, (int64_t)getpid());
+	if (sqlite3_step(st) != SQLITE_DONE)
+		goto fail;
+	sqlite3_finalize(st);
+	return inventory_commit(inv, cause);
+fail:
+	r = db_fail(inv, "taking the rotation lock", cause);
+	sqlite3_finalize(st);
+	inventory_rollback(inv);
+	return r;
+}
+
+/* Release this process's rotation lock. */
+void
+keys_unlock(struct inventory *inv)
+{
+	sqlite3_stmt *st;
+
+	if (sqlite3_prepare_v2(inv->db, "DELETE FROM key_lock WHERE pid = ?",
+		-1, &st, NULL) != SQLITE_OK)
+		return;
+	sqlite3_bind_int64(st, 1, (int64_t)getpid());
+	sqlite3_step(st);
+	sqlite3_finalize(st);
+}
+
+/* Remember that a key was taken off an instance (in the caller's write). */
+int
+keys_retire_blob(struct inventory *inv, int64_t instance_id, const char *type,
+    const char *blob, const char *reason, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT OR REPLACE INTO retired_key (instance_id, key_type, "
+		"key_base64, reason, retired_at) VALUES (?, ?, ?, ?, "
+		"strftime('%s','now'))",
+		-1, &st, NULL) != SQLITE_OK)
+		return db_fail(inv, "recording a retired key", cause);
+	sqlite3_bind_int64(st, 1, instance_id);
+	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, blob, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, reason, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return db_fail(inv, "recording a retired key", cause);
+	return 0;
+}
+
+/*
+ * Keys taken off an instance that are back in its authorized_keys text
+ * (platforms re-add console keys at container start): returns how many,
+ * with *found "TYPE SHA256:... (rotated), ..." (caller frees), or -GF_EDB.
+ */
+int
+keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
+    char **found, char **cause)
+{
+	sqlite3_stmt *st;
+	const char *p, *e, *blob;
+	char *s = xstrdup(""), *t, *type, *b64, *fp, *why;
+	ssh_key key;
+	size_t blen;
+	int n = 0, rc;
+
+	*found = NULL;
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT key_type, key_base64, reason FROM retired_key WHERE "
+		"instance_id = ? ORDER BY retired_at",
+		-1, &st, NULL) != SQLITE_OK) {
+		free(s);
+		return db_fail(inv, "reading retired keys", cause);
+	}
+	sqlite3_bind_int64(st, 1, instance_id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		blob = (const char *)sqlite3_column_text(st, 1);
+		blen = strlen(blob);
+		/* The blob as a whole whitespace-separated field. */
+		for (p = text; (p = strstr(p, blob)) != NULL; p += blen) {
+			e = p + blen;
+			if ((p == text || p[-1] == ' ' || p[-1] == '\t') &&
+			    (*e == '\0' || *e == ' ' || *e == '\t' ||
+				*e == '\r' || *e == '\n'))
+				break;
+		}
+		if (p == NULL)
+			continue;
+		fp = why = NULL;
+		key = NULL;
+		if (ssh_pki_import_pubkey_base64(blob,
+			ssh_key_type_from_name(
+			    (const char *)sqlite3_column_text(st, 0)),
+			&key) == SSH_OK &&
+		    keys_describe(key, &type, &b64, &fp, &why) == 0) {
+			free(type);
+			free(b64);
+		}
+		free(why);
+		ssh_key_free(key);
+		xasprintf(&t, "%s%s%s %s (%s)", s, n > 0 ? ", " : "",
+		    (const char *)sqlite3_column_text(st, 0),
+		    fp != NULL ? fp : "?",
+		    (const char *)sqlite3_column_text(st, 2));
+		free(fp);
+		free(s);
+		s = t;
+		n++;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		free(s);
+		return db_fail(inv, "reading retired keys", cause);
+	}
+	if (n > 0)
+		*found = s;
+	else
+		free(s);
+	return n;
+}
+
+/*
+ * Point an instance loaded for a run at its managed key, if it has one:
+ * after a rotation the key in an imported ssh_config is the old one.
+ * Returns 1 if changed, 0 if the instance has no managed key, or -GF_EDB.
+ */
+int
+keys_apply_current(struct inventory *inv, struct instance *in, char **cause)
+{
+	struct keys_key k;
+	int64_t kid;
+	int r;
+
+	if ((r = keys_instance_key(inv, in->id, &kid, cause)) != 0)
+		return r == 1 ? 0 : r;
+	if ((r = keys_get(inv, kid, &k, cause)) != 0)
+		return r == 1 ? 0 : r;
+	free(in->identity);
+	in->identity = k.path;
+	k.path = NULL;
+	keys_key_clear(&k);
+	return 1;
+}
+
+/* A command printing the authorized_keys file (nothing if missing). Caller
+ * frees. */
+char *
+keys_cat_script(const char *path)
+{
+	char *qpath, *qs, *script, *cmd;
+
+	if (strncmp(path, "~/", 2) == 0) {
+		qs = shell_quote(path + 2);
+		xasprintf(&qpath, "\"$HOME\"/%s", qs);
+		free(qs);
+	} else
+		qpath = shell_quote(path);
+	xasprintf(&script, "ak=%s; [ ! -e \"$ak\" ] || cat -- \"$ak\"", qpath);
+	qs = shell_quote(script);
+	xasprintf(&cmd, "sh -c %s", qs);
+	free(qs);
+	free(script);
+	free(qpath);
+	return cmd;
+}
+
+/* Is blob one of gpufleet's keys? 1 yes, 0 no, or -GF_EDB. */
+int
+keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT 1 FROM managed_key WHERE key_base64 = ?", -1, &st,
+		NULL) != SQLITE_OK)
+		return db_fail(inv, "reading keys", cause);
+	sqlite3_bind_text(st, 1, blob, -1, SQLITE_STATIC);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc == SQLITE_ROW)
+		return 1;
+	if (rc == SQLITE_DONE)
+		return 0;
+	return db_fail(inv, "reading keys", cause);
+}
+
+/*
+ * Split an authorized_keys line: its key type, blob and comment (pointers
+ * into a copy the caller frees with *buf). 0, or -1 if no key is on it.
+ */
+int
+keys_parse_line(const char *line, char **buf, const char **type,
+    const char **blob, const char **comment)
+{
+	char *s = xstrdup(line), *f[64], *save = NULL, *p;
+	int n = 0, i;
+
+	*buf = s;
+	for (p = strtok_r(s, " \t\r\n", &save); p != NULL && n < 64;
+	     p = strtok_r(NULL, " \t\r\n", &save))
+		f[n++] = p;
+	if (n > 0 && f[0][0] == '#')
+		return -1;
+	for (i = 0; i + 1 < n; i++) {
+		if (strncmp(f[i], "ssh-", 4) == 0 ||
+		    strncmp(f[i], "ecdsa-sha2-", 11) == 0 ||
+		    strncmp(f[i], "sk-", 3) == 0) {
+			*type = f[i];
+			*blob = f[i + 1];
+			*comment = i + 2 < n ? f[i + 2] : "";
+			return 0;
+		}
+	}
+	return -1;
+}
+
+/* Single-quote s for a POSIX shell. Caller frees. */
+char *
+keys_shell_quote(const char *s)
+{
+	return shell_quote(s);
+}
+
+/* A remote path for sh, a leading ~/ as "$HOME"/. Caller frees. */
+char *
+keys_quote_path(const char *path)
+{
+	char *q, *s;
+
+	if (strncmp(path, "~/", 2) != 0)
+		return shell_quote(path);
+	q = shell_quote(path + 2);
+	xasprintf(&s, "\"$HOME\"/%s", q);
+	free(q);
+	return s;
+}

@@ -1,0 +1,163 @@
+/*
+ * SSH keys that gpufleet manages: generated here, stored under
+ * $XDG_DATA_HOME/gpufleet/keys/ (directory 0700, private keys 0600 created
+ * with O_EXCL), recorded in the inventory with the instances that use them,
+ * and the durable state of key rotations.
+ *
+ * Functions return 0 or a negative status (-GF_EUSAGE, -GF_EDB) with *cause
+ * set (caller frees).
+ */
+#ifndef GPUFLEET_KEYS_H
+#define GPUFLEET_KEYS_H
+
+#include <libssh/libssh.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "inventory.h"
+
+/*
+ * managed_key: every key gpufleet generated; the private key stays at path
+ * until deleted_at. instance_key: the key each instance logs in with now
+ * (step 4 of a rotation switches it). key_rotation: one row per instance
+ * being (or last) rotated, with the last step done; a rerun continues from
+ * it. retired_key: keys taken off an instance (rotated out or revoked), to
+ * notice a platform putting one back. key_lock: at most one rotation per
+ * database, by pid.
+ */
+#define KEYS_SCHEMA_SQL                                                        \
+	"CREATE TABLE managed_key ("                                           \
+	"  id INTEGER PRIMARY KEY,"                                            \
+	"  name TEXT NOT NULL UNIQUE,"                                         \
+	"  key_type TEXT NOT NULL,"                                            \
+	"  path TEXT NOT NULL,"                                                \
+	"  pubkey TEXT NOT NULL,"                                              \
+	"  key_base64 TEXT NOT NULL,"                                          \
+	"  fingerprint TEXT NOT NULL,"                                         \
+	"  created_at INTEGER NOT NULL,"                                       \
+	"  deleted_at INTEGER"                                                 \
+	");"                                                                   \
+	"CREATE TABLE instance_key ("                                          \
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"            \
+	"    ON DELETE CASCADE,"                                               \
+	"  key_id INTEGER NOT NULL REFERENCES managed_key(id),"                \
+	"  since INTEGER NOT NULL"                                             \
+	");"                                                                   \
+	"CREATE TABLE key_rotation ("                                          \
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"            \
+	"    ON DELETE CASCADE,"                                               \
+	"  old_key_id INTEGER REFERENCES managed_key(id),"                     \
+	"  old_path TEXT NOT NULL,"                                            \
+	"  old_type TEXT NOT NULL,"                                            \
+	"  old_base64 TEXT NOT NULL,"                                          \
+	"  new_key_id INTEGER NOT NULL REFERENCES managed_key(id),"            \
+	"  step INTEGER NOT NULL CHECK (step BETWEEN 0 AND 7),"                \
+	"  state TEXT NOT NULL,"                                               \
+	"  error TEXT,"                                                        \
+	"  keep_old INTEGER NOT NULL DEFAULT 0,"                               \
+	"  updated_at INTEGER NOT NULL"                                        \
+	");"                                                                   \
+	"CREATE TABLE retired_key ("                                           \
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"               \
+	"    ON DELETE CASCADE,"                                               \
+	"  key_type TEXT NOT NULL,"                                            \
+	"  key_base64 TEXT NOT NULL,"                                          \
+	"  reason TEXT NOT NULL,"                                              \
+	"  retired_at INTEGER NOT NULL,"                                       \
+	"  PRIMARY KEY (instance_id, key_base64)"                              \
+	") WITHOUT ROWID;"                                                     \
+	"CREATE TABLE key_lock ("                                              \
+	"  id INTEGER PRIMARY KEY CHECK (id = 1),"                             \
+	"  pid INTEGER NOT NULL,"                                              \
+	"  started_at INTEGER NOT NULL"                                        \
+	");"
+
+/* The same, for code that wants a variable. */
+extern const char *const keys_schema_sql;
+
+/* The steps of a rotation, recorded per host once done. */
+enum keys_step {
+	KEYS_STEP_NONE,
+	KEYS_STEP_INTENT,   /* 1: intent recorded, new key generated */
+	KEYS_STEP_ADDED,    /* 2: new key in authorized_keys */
+	KEYS_STEP_VERIFIED, /* 3: a fresh login with only the new key worked */
+	KEYS_STEP_SWITCHED, /* 4: the inventory uses the new key */
+	KEYS_STEP_REMOVED,  /* 5: old key removed from authorized_keys */
+	KEYS_STEP_REFUSED,  /* 6: a login with only the old key is refused */
+	KEYS_STEP_RETIRED,  /* 7: old private key retired; rotation done */
+};
+
+struct keys_key {
+	int64_t id;
+	char *name;
+	char *type;	   /* "ssh-ed25519" */
+	char *path;	   /* private key file */
+	char *pubkey;	   /* "TYPE BASE64 gpufleet:NAME:DATE" */
+	char *blob;	   /* BASE64 */
+	char *fingerprint; /* "SHA256:..." */
+	int64_t created_at;
+	int64_t deleted_at; /* private key deleted, or 0 */
+};
+
+struct keys_rotation {
+	int64_t instance_id;
+	int64_t old_key_id; /* 0: the old key is not managed by gpufleet */
+	char *old_path;
+	char *old_blob;
+	char *old_type;
+	int64_t new_key_id;
+	int step;
+	char *state; /* "running", "failed", "reverted", "done" */
+	char *error; /* or NULL */
+	int keep_old;
+};
+
+void keys_key_clear(struct keys_key *);
+void keys_free_array(struct keys_key *, size_t);
+void keys_rotation_clear(struct keys_rotation *);
+char *keys_dir(void);
+int keys_make_dir(const char *, char **);
+int keys_write_private(const char *, const char *, size_t, char **);
+int keys_check_name(const char *, char **);
+char *keys_comment(const char *, time_t);
+int keys_parse_type(const char *, enum ssh_keytypes_e *, int *, char **);
+char *keys_read_passphrase(char **);
+int keys_generate(const char *, const char *, const char *, const char *,
+    time_t, struct keys_key *, ssh_key *, char **);
+int keys_describe(ssh_key, char **, char **, char **, char **);
+int keys_load(const char *, const char *, ssh_key *, char **);
+int keys_valid_blob(const char *);
+char *keys_authkeys_script(const char *, const char *, const char *);
+char *keys_cat_script(const char *);
+char *keys_shell_quote(const char *);
+char *keys_quote_path(const char *);
+int keys_is_managed_blob(struct inventory *, const char *, char **);
+int keys_parse_line(
+    const char *, char **, const char **, const char **, const char **);
+
+int keys_add(struct inventory *, struct keys_key *, char **);
+int keys_get(struct inventory *, int64_t, struct keys_key *, char **);
+int keys_get_by_name(
+    struct inventory *, const char *, struct keys_key *, char **);
+int keys_list(struct inventory *, struct keys_key **, size_t *, char **);
+int keys_instance_key(struct inventory *, int64_t, int64_t *, char **);
+char *keys_instances_using(struct inventory *, int64_t);
+int keys_in_use(struct inventory *, int64_t, char **);
+int keys_set_instance_key(
+    struct inventory *, int64_t, const struct keys_key *, char **);
+int keys_mark_deleted(struct inventory *, int64_t, time_t, char **);
+int keys_rotation_get(
+    struct inventory *, int64_t, struct keys_rotation *, char **);
+int keys_rotation_put(
+    struct inventory *, const struct keys_rotation *, char **);
+int keys_retire_blob(struct inventory *, int64_t, const char *, const char *,
+    const char *, char **);
+int keys_reinjected(
+    struct inventory *, int64_t, const char *, char **, char **);
+int keys_apply_current(struct inventory *, struct instance *, char **);
+int keys_lock(struct inventory *, char **);
+void keys_unlock(struct inventory *);
+int keys_sync_full(struct inventory *, char **);
+
+#endif

@@ -1,0 +1,292 @@
+#!/usr/bin/env bash
+# gpufleet keys against a real sshd fleet: rotation that keeps every other
+# authorized_keys byte, StrictModes, a SIGKILL after every step then a rerun,
+# a verification failure, files that must not be touched, unreachable hosts,
+# two rotations at once, re-injected keys, --revoke, --shared and harden.
+. "$(dirname "$0")/../e2e/lib.sh"
+export GPUFLEET_NO_PROGRESS=1
+KEYS=$XDG_DATA_HOME/gpufleet/keys
+
+# port NAME, akfile NAME (with D set to the instance's fleet)
+port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
+akfile() { printf '%s/home/.ssh/authorized_keys' "$(instance_dir "$1")"; }
+
+# login NAME KEYFILE: does a fresh ssh login with only that key work?
+login() {
+	ssh -F /dev/null -i "$2" -o IdentitiesOnly=yes -o BatchMode=yes \
+	    -o UserKnownHostsFile="$D/known_hosts" -o StrictHostKeyChecking=yes \
+	    -o ControlPath=none -o ConnectTimeout=5 -p "$(port "$1")" \
+	    "$(awk -v n="$1" '$1 == n { print $3 }' "$D/instances.tsv")@127.0.0.1" \
+	    true </dev/null >/dev/null 2>&1
+}
+
+# current_key NAME: the private key file gpufleet uses for NAME now.
+current_key() {
+	"$GPUFLEET" keys ls --json | jq -r --arg n "$1" \
+	    '.[] | select((.instances | split(",")) | index($n)) | .path'
+}
+
+# expected ORIG OLDBLOB NEWLINE: ORIG minus lines with that blob, plus NEWLINE.
+expected() {
+	python3 - "$1" "$2" "$3" <<'PY'
+import sys
+data = open(sys.argv[1], 'rb').read()
+old, new = sys.argv[2].encode(), sys.argv[3].encode()
+out = []
+for line in data.splitlines(keepends=True):
+    f = line.split()
+    blob = None
+    for i in range(len(f) - 1):
+        if f[i].startswith((b'ssh-', b'ecdsa-sha2-', b'sk-')):
+            blob = f[i + 1]
+            break
+    if blob != old:
+        out.append(line)
+res = b''.join(out)
+if res and not res.endswith(b'\n'):
+    res += b'\n'
+sys.stdout.buffer.write(res + new + b'\n')
+PY
+}
+
+# --- 20 instances, seeded files, byte for byte ---------------------------
+fleet_up 20
+D20=$D
+client_blob=$(awk '{ print $2 }' "$D/client/id_ed25519.pub")
+client_line=$(cat "$D/client/id_ed25519.pub")
+for n in $(seq 1 20); do
+	f=$(akfile inst-$n)
+	case $((n % 4)) in
+	0) printf '# managed by hand\n\n%s\n\nssh-rsa AAAAB3NzaOTHER other@host\n' "$client_line" >"$f" ;;
+	1) printf 'from="127.0.0.1",no-pty %s\r\n# trailing comment\nssh-ed25519 AAAAC3OTHER%s x' "$client_line" "$n" >"$f" ;;
+	2) printf 'command="echo a b" ssh-ed25519 AAAAC3KEEP k\n%s\n\n\n' "$client_line" >"$f" ;;
+	3) printf '%s' "$client_line" >"$f" ;;
+	esac
+	cp "$f" "$T/orig-$n"
+done
+run keys rotate all
+expect_rc 0 "rotate 20 instances"
+expect_eq "$(printf '%s\n' "$out" | grep -c ': rotated to ')" 20 "20 rotated"
+expect_contains "$err" "20 hosts: 20 rotated, 0 failed" "summary"
+for n in $(seq 1 20); do
+	key=$(current_key inst-$n)
+	checks=$((checks + 1))
+	[ -n "$key" ] && [ -f "$key" ] || { fail "inst-$n has no current key"; continue; }
+	expected "$T/orig-$n" "$client_blob" "$(cat "$key.pub")" >"$T/want-$n"
+	checks=$((checks + 1))
+	cmp -s "$T/want-$n" "$(akfile inst-$n)" ||
+	    fail "inst-$n: authorized_keys differs: $(diff <(od -c "$T/want-$n") <(od -c "$(akfile inst-$n)") | head -5)"
+	checks=$((checks + 1))
+	login inst-$n "$key" || fail "inst-$n: new key does not log in"
+	checks=$((checks + 1))
+	! login inst-$n "$D/client/id_ed25519" || fail "inst-$n: old key still logs in"
+done
+expect_eq "$(ls "$D/client/id_ed25519")" "$D/client/id_ed25519" \
+    "the user's own key is never deleted"
+run keys status
+expect_eq "$(printf '%s\n' "$out" | grep -c 'done, step 7/7')" 20 "status: 20 done"
+# Imported from an ssh_config whose IdentityFile is the old key: exec and
+# ssh must use the rotated key, not what the file says.
+run exec all -- echo after-rotation
+expect_rc 0 "exec after rotation on imported instances"
+expect_eq "$(printf '%s\n' "$out" | grep -c ': after-rotation$')" 20 "all 20 answer"
+run ssh inst-5 -- echo via-ssh
+expect_eq "$out" "via-ssh" "gpufleet ssh with the rotated key"
+
+# A second rotation removes gpufleet's first key file once unused.
+first=$(current_key inst-1)
+run keys rotate 'inst-1,inst-2'
+expect_rc 0 "second rotation"
+checks=$((checks + 1))
+[ ! -e "$first" ] && [ ! -e "$first.pub" ] || fail "old managed key not deleted"
+run keys ls
+expect_match "$out" "inst-1-[0-9-]+ +ssh-ed25519 +SHA256:[^ ]+ +[0-9]+s +deleted +-" "ls shows deleted key"
+run keys rotate inst-3 --keep-old
+kept=$("$GPUFLEET" keys ls | awk '$1 ~ /^inst-3-/ && $5 == "present" && $6 == "-" { print $1 }')
+checks=$((checks + 1))
+[ -n "$kept" ] && [ -f "$KEYS/$kept" ] || fail "--keep-old deleted the old key"
+
+# --dry-run changes nothing.
+cp "$(akfile inst-4)" "$T/before-dry"
+run keys rotate inst-4 --dry-run
+expect_rc 0 "dry run"
+expect_match "$out" "^inst-4: would replace .* with a new ed25519 key$" "dry run line"
+checks=$((checks + 1))
+cmp -s "$T/before-dry" "$(akfile inst-4)" || fail "dry run changed the file"
+
+# --- a rotated-out key put back by the platform is noticed ------------------
+printf '%s\n' "$client_line" >>"$(akfile inst-5)"
+run keys check 'inst-5,inst-6'
+expect_rc 1 "check finds a re-injected key"
+expect_match "$out" "^inst-5: warning: a key taken off is back in authorized_keys: ssh-ed25519 SHA256:[^ ]+ \(rotated\)$" "inst-5 warned"
+expect_match "$out" "^inst-6: ok$" "inst-6 clean"
+expect_contains "$err" "inst-5: a key taken off is back" "warning on stderr"
+
+# --- --revoke: a compromised key leaves every selected instance -------------
+ssh-keygen -q -t ed25519 -N '' -C leaked -f "$T/leaked"
+for n in 6 7; do
+	printf '%s\n' "$(cat "$T/leaked.pub")" >>"$(akfile inst-$n)"
+	cp "$(akfile inst-$n)" "$T/rv-$n"
+done
+run keys rotate 'inst-6,inst-7' --revoke "$T/leaked.pub"
+expect_rc 0 "revoke"
+expect_match "$out" "^inst-6: revoked SHA256:" "inst-6 revoked"
+for n in 6 7; do
+	checks=$((checks + 1))
+	grep -v leaked "$T/rv-$n" | cmp -s - "$(akfile inst-$n)" ||
+	    fail "inst-$n: revoke changed more than the leaked line"
+	checks=$((checks + 1))
+	! login inst-$n "$T/leaked" || fail "inst-$n: leaked key still logs in"
+	checks=$((checks + 1))
+	login inst-$n "$(current_key inst-$n)" || fail "inst-$n: current key lost by revoke"
+done
+run keys rotate inst-6 --revoke "$(current_key inst-6).pub"
+expect_rc 1 "revoking the key gpufleet uses is refused"
+expect_contains "$out" "rotate first" "refusal says what to do"
+checks=$((checks + 1))
+login inst-6 "$(current_key inst-6)" || fail "inst-6: refused revoke lost the key"
+
+# --- --shared: one key for the selected set ----------------------------------
+D=$D20
+run keys rotate 'inst-9,inst-10' --shared
+expect_rc 0 "shared rotation"
+expect_eq "$(current_key inst-9)" "$(current_key inst-10)" "one key for both"
+expect_match "$(current_key inst-9)" "/shared-[0-9-]+$" "shared key name"
+checks=$((checks + 1))
+login inst-10 "$(current_key inst-10)" || fail "shared key does not log in"
+
+# --- harden reports and changes nothing ---------------------------------------
+printf 'no-pty ssh-rsa AAAAB3NzaUNMANAGED someone@else\n' >>"$(akfile inst-11)"
+cp "$D/client/id_ed25519" "$(instance_dir inst-11)/home/id_rsa"
+chmod 0644 "$(instance_dir inst-11)/home/id_rsa"
+cp "$(akfile inst-11)" "$T/h-before"
+run harden 'inst-11,inst-13'
+expect_rc 1 "harden finds something"
+expect_match "$out" "^inst-11: password login: [a-z]+ \(" "password login reported"
+expect_match "$out" "^inst-11: key not managed by gpufleet: ssh-rsa AAAAB3NzaUNMANAG\.\.\. someone@else$" "unmanaged key reported"
+expect_match "$out" "^inst-11: private key readable by anyone: .*/inst-11/home/id_rsa$" "readable key reported"
+expect_eq "$(printf '%s\n' "$out" | grep '^inst-13: key not managed')" \
+    "inst-13: key not managed by gpufleet: ssh-ed25519 AAAAC3OTHER13... x" \
+    "inst-13: only the seeded foreign key is reported"
+checks=$((checks + 1))
+cmp -s "$T/h-before" "$(akfile inst-11)" || fail "harden changed authorized_keys"
+expect_eq "$(stat -c %a "$(instance_dir inst-11)/home/id_rsa")" 644 "harden changed no mode"
+run harden inst-11 --json
+expect_eq "$(printf '%s' "$out" | jq -r '.[0].unmanaged_keys[0]')" \
+    "no-pty ssh-rsa AAAAB3NzaUNMANAGED someone@else" "harden --json"
+
+# --- crash after every step, then rerun -----------------------------------
+# ok_after_kill NAME: some key gpufleet holds logs in; the file is whole.
+ok_after_kill() {
+	local n=$1 k ok=0 f
+	f=$(akfile "$n")
+	for k in "$KEYS"/*; do
+		case $k in *.pub) continue ;; esac
+		[ -f "$k" ] && login "$n" "$k" && { ok=1; break; }
+	done
+	checks=$((checks + 1))
+	[ $ok = 1 ] || fail "after kill at step $2: no key gpufleet holds logs in to $n"
+	checks=$((checks + 1))
+	[ -s "$f" ] && [ -z "$(tail -c 1 "$f")" ] &&
+	    ! grep -Eqv '^(ssh-ed25519 [A-Za-z0-9+/=]+ gpufleet:[^ ]+|# managed by hand|ssh-rsa AAAAB3NzaOTHER other@host|)$' "$f" ||
+	    fail "after kill at step $2: $f is empty or partial: $(cat -A "$f")"
+}
+for step in 1 2 3 4 5 6 7; do
+	GPUFLEET_TEST_CRASH_AT=$step "$GPUFLEET" keys rotate 'inst-8,inst-12' \
+	    >"$T/out" 2>"$T/err"
+	rc=$?
+	expect_rc 137 "SIGKILL after step $step"
+	for n in inst-8 inst-12; do ok_after_kill $n $step; done
+	cp "$(akfile inst-8)" "$T/ak-before"
+	touch -d '2020-01-01' "$(akfile inst-8)"
+	m1=$(stat -c %Y "$(akfile inst-8)")
+	run keys rotate 'inst-8,inst-12'
+	expect_rc 0 "rerun after a kill at step $step"
+	expect_eq "$(printf '%s\n' "$out" | grep -c ': rotated to ')" 2 "rerun after step $step finishes both"
+	if [ "$step" -ge 5 ]; then
+		expect_eq "$(stat -c %Y "$(akfile inst-8)")" "$m1" \
+		    "rerun after step $step changes no file (mtime)"
+	fi
+	for n in inst-8 inst-12; do
+		checks=$((checks + 1))
+		login $n "$(current_key $n)" || fail "$n: current key fails after rerun (step $step)"
+	done
+	run keys status 'inst-8,inst-12'
+	expect_eq "$(printf '%s\n' "$out" | grep -c 'done, step 7/7')" 2 "status after rerun of step $step"
+done
+
+# --- StrictModes yes ---------------------------------------------------------
+fleet_up 2 --strict-modes --prefix strict
+run keys rotate 'strict-*'
+expect_rc 0 "rotate under StrictModes yes"
+for n in strict-1 strict-2; do
+	checks=$((checks + 1))
+	login $n "$(current_key $n)" || fail "$n: new key does not log in (StrictModes)"
+	expect_eq "$(stat -c %a "$(dirname "$(akfile $n)")")" 700 "$n ~/.ssh mode"
+	expect_eq "$(stat -c %a "$(akfile $n)")" 600 "$n authorized_keys mode"
+done
+DS=$D
+
+# --- verification failure: the sshd refuses the new key type ----------------
+fleet_up 2 --group-size 1 --prefix pk
+g=$(grep -l "$(instance_dir pk-1)/home" "$D"/groups/*/sshd_config)
+printf '\tPubkeyAcceptedAlgorithms ssh-ed25519\n' >>"$g"
+/usr/sbin/sshd -t -f "$g" || fail "sshd -t rejects the edited config"
+kill -HUP "$(cat "$(dirname "$g")/sshd.pid")"
+for i in $(seq 50); do login pk-1 "$D/client/id_ed25519" && break; sleep 0.1; done
+cp "$(akfile pk-1)" "$T/pk-before"
+run keys rotate 'pk-*' --type ecdsa
+expect_rc 1 "one host cannot verify"
+expect_match "$out" "^pk-1: failed: the new key did not log in \(.*\); removed it again, the old key stays$" "pk-1 reported"
+expect_match "$out" "^pk-2: rotated to " "pk-2 rotated"
+checks=$((checks + 1))
+cmp -s "$T/pk-before" "$(akfile pk-1)" || fail "pk-1 authorized_keys not restored"
+checks=$((checks + 1))
+login pk-1 "$D/client/id_ed25519" || fail "pk-1: old key lost"
+run keys status pk-1
+expect_match "$out" "pk-1 .* reverted, step 2/7" "status shows reverted"
+
+# --- files that must not be touched, an unreachable host --------------------
+fleet_up 5 --group-size 1 --prefix bad
+chmod 0400 "$(akfile bad-1)"
+mv "$(akfile bad-2)" "$(akfile bad-2).real"
+ln -s "$(akfile bad-2).real" "$(akfile bad-2)"
+chmod 0500 "$(dirname "$(akfile bad-3)")"
+fleet break bad-4 refuse >/dev/null
+for n in 1 2 3; do cp -P "$(akfile bad-$n)" "$T/bad-$n"; done
+cp "$(akfile bad-2).real" "$T/bad-2.real"
+run keys rotate 'bad-*'
+expect_rc 1 "bad hosts fail"
+expect_match "$out" "^bad-1: failed: step 2 \(add the new key\): exit 5: .*read-only" "read-only reported"
+expect_match "$out" "^bad-2: failed: step 2 \(add the new key\): exit 4: .*symbolic link" "symlink reported"
+expect_match "$out" "^bad-3: failed: step 2 \(add the new key\): exit 6: .*cannot write in " "unwritable ~/.ssh reported"
+expect_match "$out" "^bad-4: failed: step 2 \(add the new key\): .*refused" "unreachable reported"
+expect_match "$out" "^bad-5: rotated to " "bad-5 rotated"
+for n in 1 3; do
+	checks=$((checks + 1))
+	cmp -s "$T/bad-$n" "$(akfile bad-$n)" || fail "bad-$n changed"
+	checks=$((checks + 1))
+	login bad-$n "$D/client/id_ed25519" || fail "bad-$n: old key lost"
+done
+checks=$((checks + 1))
+[ -L "$(akfile bad-2)" ] && cmp -s "$T/bad-2.real" "$(akfile bad-2).real" ||
+    fail "bad-2 symlink replaced or target changed"
+chmod 0700 "$(dirname "$(akfile bad-3)")"
+fleet heal bad-4 >/dev/null
+run keys rotate 'bad-3,bad-4'
+expect_rc 0 "failed hosts rotate on rerun once fixed"
+
+# --- two rotations at once ---------------------------------------------------
+fleet break bad-4 silent >/dev/null
+"$GPUFLEET" keys rotate bad-4 >"$T/bg.out" 2>&1 &
+bg=$!
+sleep 1.5
+run keys rotate bad-5
+expect_rc 2 "a second rotation refuses"
+expect_match "$err" "another key rotation \(pid $bg, since [0-9]+\) is running" "refusal names the pid"
+fleet heal bad-4 >/dev/null
+wait $bg
+run keys rotate bad-5
+expect_rc 0 "after the first ends, a rotation runs"
+
+finish
