@@ -123,8 +123,9 @@ const struct cmd_entry cmd_keys_entry = {
 	    "authorized_keys\n"
 	    "        (platforms re-add console keys when a container "
 	    "starts)\n\n"
-	    "A passphrase for new keys: the first line of the file named by\n"
-	    "GPUFLEET_KEYS_PASSPHRASE_FILE.\n",
+	    "A passphrase for new keys: the first line of the file named by "
+	    "[keys]\npassphrase_file in the config (or the environment "
+	    "variable\nGPUFLEET_KEYS_PASSPHRASE_FILE, which overrides it).\n",
 	.exec = cmd_keys_exec,
 };
 

@@ -50,6 +50,7 @@ config_clear(struct config *c)
 	free(c->identity);
 	free(c->progress_file);
 	free(c->nvidia_smi);
+	free(c->keys_passphrase_file);
 	memset(c, 0, sizeof *c);
 }
 
@@ -185,10 +186,17 @@ handler(void *arg, const char *section, const char *key, const char *value)
 			*dst = *value != '\0' ? xstrdup(value) : NULL;
 			return 1;
 		}
+	} else if (strcmp(section, "keys") == 0) {
+		if (strcmp(key, "passphrase_file") == 0) {
+			free(c->keys_passphrase_file);
+			c->keys_passphrase_file =
+			    *value != '\0' ? xstrdup(value) : NULL;
+			return 1;
+		}
 	} else {
 		xasprintf(&ps->error,
 		    "unknown section [%s] (known: "
-		    "[defaults], [ssh], [status])",
+		    "[defaults], [ssh], [status], [keys])",
 		    section);
 		return 0;
 	}

@@ -17,12 +17,13 @@ struct config {
 	int fanout;			    /* [ssh] */
 	enum hostkey_policy hostkey_policy; /* [ssh] */
 	int status_raw_hours;		    /* [status] raw_retention_hours */
-	int status_agg_days;	  /* [status] aggregate_retention_days */
-	int status_idle_util;	  /* [status] idle_util_percent */
-	int status_stale_minutes; /* [status] stale_progress_minutes */
-	int status_timeout;	  /* [status] timeout */
-	char *progress_file;	  /* [status] progress_file, or NULL */
-	char *nvidia_smi;	  /* [status] nvidia_smi, or NULL */
+	int status_agg_days;	    /* [status] aggregate_retention_days */
+	int status_idle_util;	    /* [status] idle_util_percent */
+	int status_stale_minutes;   /* [status] stale_progress_minutes */
+	int status_timeout;	    /* [status] timeout */
+	char *progress_file;	    /* [status] progress_file, or NULL */
+	char *nvidia_smi;	    /* [status] nvidia_smi, or NULL */
+	char *keys_passphrase_file; /* [keys] passphrase_file, or NULL */
 };
 
 void config_defaults(struct config *);

@@ -13,7 +13,7 @@ fleet() { bash "$top/tests/harness/fleet" -d "$D" "$@"; }
 show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
 work=$(mktemp -d /tmp/gpufleet-demo.XXXXXX)
-export GPUFLEET_DB=$work/fleet.db XDG_CONFIG_HOME=$work/config
+export GPUFLEET_DB=$work/fleet.db XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data
 D=""
 cleanup() {
 	[ -n "$D" ] && fleet down >/dev/null 2>&1 || true
@@ -89,6 +89,13 @@ show gpufleet provider ls
 gpufleet provider ls
 show gpufleet advise
 gpufleet advise
+
+show gpufleet keys rotate all
+gpufleet keys rotate all
+show gpufleet keys ls
+gpufleet keys ls
+show "gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'   # logged in with the new keys"
+gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'
 
 show "tests/harness/fleet down"
 fleet down

@@ -40,6 +40,20 @@ expect_match "$err" "missing.ini" "missing config named"
 GPUFLEET_CONFIG="$T/bad.ini" run ls
 expect_rc 4 "GPUFLEET_CONFIG is read"
 
+# [keys] passphrase_file encrypts the keys gpufleet makes.
+printf 'correct horse\n' >"$T/pass"
+printf '[keys]\npassphrase_file = %s\n' "$T/pass" >"$T/keys.ini"
+run --config "$T/keys.ini" keys gen --name enc
+expect_rc 0 "keys gen with a passphrase file"
+key=$XDG_DATA_HOME/gpufleet/keys/enc
+checks=$((checks + 1))
+ssh-keygen -y -P '' -f "$key" >/dev/null 2>&1 && fail "key not encrypted"
+checks=$((checks + 1))
+ssh-keygen -y -P 'correct horse' -f "$key" >/dev/null 2>&1 ||
+    fail "key not encrypted with the configured passphrase"
+expect_eq "$(stat -c %a "$key")" 600 "generated key mode"
+expect_eq "$(stat -c %a "$(dirname "$key")")" 700 "keys directory mode"
+
 run --config "$GPUFLEET_SRC/config/gpufleet.ini.example" ls
 expect_rc 0 "the shipped example config parses"
 
