@@ -27,7 +27,8 @@ usage(FILE *f)
 	fprintf(f,
 	    "usage: gpufleet-agent [--version | --help]\n"
 	    "       gpufleet-agent report [--nvidia-smi PATH] "
-	    "[--progress PATH] [--dir DIR] [--proc ROOT]\n");
+	    "[--progress PATH] [--dir DIR] [--proc ROOT]\n"
+	    "                      [--authorized-keys PATH]\n");
 }
 
 /* Make sure fds 0-2 are open, so pipes never take their numbers. */
@@ -47,9 +48,9 @@ static int
 cmd_report(int argc, char **argv)
 {
 	static const char *names[] = { "--nvidia-smi", "--progress", "--dir",
-		"--proc", NULL };
+		"--proc", "--authorized-keys", NULL };
 	struct report_opts o;
-	const char **slot[4];
+	const char **slot[5];
 	const char *value = NULL;
 	size_t nl;
 	char *out;
@@ -60,6 +61,7 @@ cmd_report(int argc, char **argv)
 	slot[1] = &o.progress;
 	slot[2] = &o.dir;
 	slot[3] = &o.proc;
+	slot[4] = &o.authorized_keys;
 	for (i = 1; i < argc; i++) {
 		for (k = 0; names[k] != NULL; k++) {
 			nl = strlen(names[k]);

@@ -173,10 +173,11 @@ void progress_free(struct progress *);
 
 /* report.c */
 struct report_opts {
-	const char *nvidia_smi; /* NULL: search PATH */
-	const char *progress;	/* NULL: ~/.gpufleet/progress */
-	const char *dir;	/* NULL: ~/.cache/gpufleet */
-	const char *proc;	/* NULL: /proc */
+	const char *nvidia_smi;	     /* NULL: search PATH */
+	const char *progress;	     /* NULL: ~/.gpufleet/progress */
+	const char *dir;	     /* NULL: ~/.cache/gpufleet */
+	const char *proc;	     /* NULL: /proc */
+	const char *authorized_keys; /* NULL: not reported */
 	long gpu_timeout_ms;
 };
 

@@ -58,6 +58,50 @@ report_expand_home(const char *path)
  * Collect everything and return the report as one line of JSON with a
  * newline; now is the agent's clock. Caller frees.
  */
+static void authorized_keys_write(struct jsonw *, const char *);
+
+/*
+ * The keys in an authorized_keys file, as "TYPE BLOB" strings: the token
+ * after the first key-type token of each line (options may precede it).
+ */
+static void
+authorized_keys_write(struct jsonw *w, const char *path)
+{
+	struct buf b;
+	char *line, *save = NULL, *tok, *save2, *prev, *s;
+
+	memset(&b, 0, sizeof b);
+	jsonw_object_begin(w, "authorized_keys");
+	jsonw_string(w, "path", path);
+	if (buf_read_file(&b, path, 256 * 1024) != 0) {
+		jsonw_string(w, "error", strerror(errno));
+		jsonw_object_end(w);
+		return;
+	}
+	buf_add(&b, "", 1);
+	jsonw_array_begin(w, "keys");
+	for (line = strtok_r(b.data, "\n", &save); line != NULL;
+	     line = strtok_r(NULL, "\n", &save)) {
+		prev = NULL;
+		for (tok = strtok_r(line, " \t\r", &save2); tok != NULL;
+		     tok = strtok_r(NULL, " \t\r", &save2)) {
+			if (prev != NULL) {
+				xasprintf(&s, "%s %s", prev, tok);
+				jsonw_string(w, NULL, s);
+				free(s);
+				break;
+			}
+			if (strncmp(tok, "ssh-", 4) == 0 ||
+			    strncmp(tok, "ecdsa-sha2-", 11) == 0 ||
+			    strncmp(tok, "sk-", 3) == 0)
+				prev = tok;
+		}
+	}
+	jsonw_array_end(w);
+	jsonw_object_end(w);
+	buf_free(&b);
+}
+
 char *
 report_build(const struct report_opts *o, time_t now)
 {
@@ -83,6 +127,11 @@ report_build(const struct report_opts *o, time_t now)
 	host_write(&w, &host);
 	gpu_write(&w, &gpu);
 	progress_write(&w, &pr);
+	if (o->authorized_keys != NULL) {
+		char *ak = report_expand_home(o->authorized_keys);
+		authorized_keys_write(&w, ak);
+		free(ak);
+	}
 	jsonw_object_end(&w);
 	buf_add(&w.out, "\n", 1);
 

@@ -17,6 +17,7 @@
 
 #include "cmd.h"
 #include "deploy.h"
+#include "keys.h"
 #include "ledger.h"
 #include "log.h"
 #include "remote.h"
@@ -310,6 +311,23 @@ store(struct status_run *run, char **cause)
 		if (s->have_report &&
 		    (r = samples_store(inv, id, run->now, &s->rep, cause)) != 0)
 			goto fail;
+		/* A key rotated out that a platform put back. */
+		if (s->have_report && s->rep.authorized_keys != NULL) {
+			char *found = NULL;
+			r = keys_reinjected(
+			    inv, id, s->rep.authorized_keys, &found, cause);
+			if (r < 0)
+				goto fail;
+			if (r > 0)
+				warn_msg(
+				    "%s: a key gpufleet took off is back in "
+				    "%s (re-added by the platform?): %s; see "
+				    "gpufleet keys check %s",
+				    run->rm->list[i].name,
+				    run->rm->list[i].authorized_keys_file,
+				    found, run->rm->list[i].name);
+			free(found);
+		}
 		/* The ledger: first sighting, restarts, outages. */
 		if ((s->have_report || strcmp(s->state, "unreachable") == 0) &&
 		    (r = ledger_observe(inv, id, run->now,

@@ -126,9 +126,10 @@ deploy_run_command(
 
 	xasprintf(&s,
 	    "d=%s; a=\"$d/gpufleet-agent-%s\"; "
-	    "if [ -x \"$a\" ]; then \"$a\" report --dir \"$d\" %s; exit $?; "
-	    "fi; exit %d",
-	    in->remote_dir, ab->hash, args, DEPLOY_EXIT_MISSING);
+	    "if [ -x \"$a\" ]; then \"$a\" report --dir \"$d\" "
+	    "--authorized-keys %s %s; exit $?; fi; exit %d",
+	    in->remote_dir, ab->hash, in->authorized_keys_file, args,
+	    DEPLOY_EXIT_MISSING);
 	return s;
 }
 
@@ -150,10 +151,10 @@ deploy_upload_command(
 	    "echo \"upload truncated\" >&2; exit %d; }; "
 	    "chmod 700 \"$t\" && mv -f \"$t\" \"$a\" || { rm -f \"$t\"; "
 	    "exit %d; }; "
-	    "\"$a\" report --dir \"$d\" %s",
+	    "\"$a\" report --dir \"$d\" --authorized-keys %s %s",
 	    DEPLOY_EXIT_ARCH, in->remote_dir, ab->hash, ab->hash,
 	    DEPLOY_EXIT_WRITE, DEPLOY_EXIT_WRITE, ab->len, DEPLOY_EXIT_SHORT,
-	    DEPLOY_EXIT_WRITE, args);
+	    DEPLOY_EXIT_WRITE, in->authorized_keys_file, args);
 	return s;
 }
 

@@ -242,6 +242,29 @@ report_parse(const char *buf, size_t len, struct report *r, char **cause)
 		if (parse_gpu(g, &r->gpus[i], &why) != 0)
 			goto fail;
 	}
+	{
+		json_t *ak = json_object_get(doc, "authorized_keys"), *keys, *k;
+		keys = json_is_object(ak) ? json_object_get(ak, "keys") : NULL;
+		if (json_is_array(keys)) {
+			size_t aklen = 1;
+			json_array_foreach(keys, i, k)
+			{
+				if (json_is_string(k))
+					aklen += json_string_length(k) + 1;
+			}
+			r->authorized_keys = xcalloc(1, aklen);
+			json_array_foreach(keys, i, k)
+			{
+				if (!json_is_string(k))
+					continue;
+				strncat(r->authorized_keys,
+				    json_string_value(k),
+				    aklen - strlen(r->authorized_keys) - 1);
+				strncat(r->authorized_keys, "\n",
+				    aklen - strlen(r->authorized_keys) - 1);
+			}
+		}
+	}
 	prog = json_object_get(doc, "progress");
 	if (prog != NULL && !json_is_null(prog)) {
 		json_t *tr;
@@ -286,5 +309,6 @@ report_free(struct report *r)
 	free(r->driver_version);
 	free(r->cuda_version);
 	free(r->progress_text);
+	free(r->authorized_keys);
 	memset(r, 0, sizeof *r);
 }

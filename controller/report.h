@@ -59,6 +59,7 @@ struct report {
 	char *progress_text;
 	int progress_truncated;
 	int64_t progress_mtime;
+	char *authorized_keys; /* "TYPE BLOB" lines, or NULL */
 };
 
 int report_parse(const char *, size_t, struct report *, char **);

@@ -121,6 +121,14 @@ expect_rc 1 "check finds a re-injected key"
 expect_match "$out" "^inst-5: warning: a key taken off is back in authorized_keys: ssh-ed25519 SHA256:[^ ]+ \(rotated\)$" "inst-5 warned"
 expect_match "$out" "^inst-6: ok$" "inst-6 clean"
 expect_contains "$err" "inst-5: a key taken off is back" "warning on stderr"
+# ... and status, on its normal round trip, warns too.
+: "${GPUFLEET_AGENT:=$(dirname "$GPUFLEET")/gpufleet-agent}"
+export GPUFLEET_AGENT
+run status 'inst-5,inst-6'
+expect_match "$err" "warning: inst-5: a key gpufleet took off is back in ~/.ssh/authorized_keys \(re-added by the platform\?\): ssh-ed25519 SHA256:" \
+    "status warns of a re-injected key"
+checks=$((checks + 1))
+case $err in *inst-6:*key*) fail "status warned about inst-6" ;; esac
 
 # --- --revoke: a compromised key leaves every selected instance -------------
 ssh-keygen -q -t ed25519 -N '' -C leaked -f "$T/leaked"
