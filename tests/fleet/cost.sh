@@ -81,6 +81,14 @@ expect_match "$out" "2026-11-02 +37.48 CNY" "day 2"
 expect_match "$out" "2026-11-03 +24.00 CNY" "day 3: a full day of storage"
 run cost $W --by provider
 expect_match "$out" "autodl +2 +" "per provider"
+# The default window is this month: month to date and a projection at
+# the current burn (two CNY instances observed running at 2.69/h each).
+run cost
+expect_match "$out" "total [0-9,.]+ CNY month to date; burning 5.38 CNY/h, projected [0-9,.]+ CNY by the end of the month" \
+    "month to date and projection"
+run cost --json
+expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"currency":"CNY","total":[0-9]+,"burn_per_hour":53800,"projected_month_end":[0-9]+' \
+    "projection in JSON"
 # Days add up to the window to the minor unit.
 d2=$( "$GPUFLEET" cost inst-2 --since 2026-11-02T00:00:00Z --until 2026-11-03T00:00:00Z --json | tr -d ' \n' | grep -o '"totals":\[{"currency":"CNY","total":[0-9]*' | grep -o '[0-9]*$')
 d3=$( "$GPUFLEET" cost inst-2 --since 2026-11-03T00:00:00Z --until 2026-11-04T00:00:00Z --json | tr -d ' \n' | grep -o '"totals":\[{"currency":"CNY","total":[0-9]*' | grep -o '[0-9]*$')
