@@ -125,7 +125,9 @@ const struct cmd_entry cmd_keys_entry = {
 	    "starts)\n\n"
 	    "A passphrase for new keys: the first line of the file named by "
 	    "[keys]\npassphrase_file in the config (or the environment "
-	    "variable\nGPUFLEET_KEYS_PASSPHRASE_FILE, which overrides it).\n",
+	    "variable\nGPUFLEET_KEYS_PASSPHRASE_FILE, which overrides it); "
+	    "\"ask\": "
+	    "asked once per\nrun on the terminal.\n",
 	.exec = cmd_keys_exec,
 };
 

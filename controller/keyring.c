@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "keyring.h"
+#include "keys.h"
 #include "log.h"
 #include "xmalloc.h"
 
@@ -35,6 +36,11 @@ keyring_free(struct keyring *kr)
 	if (kr->passphrase != NULL) {
 		explicit_bzero(kr->passphrase, strlen(kr->passphrase));
 		free(kr->passphrase);
+	}
+	if (kr->keys_passphrase != NULL) {
+		explicit_bzero(
+		    kr->keys_passphrase, strlen(kr->keys_passphrase));
+		free(kr->keys_passphrase);
 	}
 	memset(kr, 0, sizeof *kr);
 }
@@ -101,9 +107,9 @@ read_passphrase(const char *path)
 	noecho = old;
 	noecho.c_lflag &= ~(tcflag_t)ECHO;
 	dprintf(fd, "Passphrase for %s: ", path);
-	tcsetattr(fd, TCSAFLUSH, &noecho);
+	tcsetattr(fd, TCSANOW, &noecho); /* keep typed-ahead input */
 	ssize_t n = read(fd, buf, sizeof buf - 1);
-	tcsetattr(fd, TCSAFLUSH, &old);
+	tcsetattr(fd, TCSANOW, &old);
 	dprintf(fd, "\n");
 	close(fd);
 	if (n <= 0)
@@ -154,6 +160,16 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
 			rc = ssh_pki_import_privkey_file(
 			    full, kr->passphrase, no_prompt, NULL, &key);
 	}
+	if (rc != SSH_OK && !kr->keys_asked) {
+		/* Keys gpufleet made use the [keys] passphrase. */
+		char *why = NULL;
+		kr->keys_asked = 1;
+		kr->keys_passphrase = keys_read_passphrase(&why);
+		free(why);
+	}
+	if (rc != SSH_OK && kr->keys_passphrase != NULL)
+		rc = ssh_pki_import_privkey_file(
+		    full, kr->keys_passphrase, no_prompt, NULL, &key);
 	if (rc != SSH_OK) {
 		xasprintf(&it->error,
 		    "cannot load identity %s (not a private "

@@ -23,6 +23,8 @@ struct keyring {
 	size_t n;
 	char *passphrase;
 	int asked;
+	char *keys_passphrase; /* [keys] passphrase_file, read once */
+	int keys_asked;
 };
 
 void keyring_init(struct keyring *);

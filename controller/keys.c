@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "keys.h"
@@ -252,6 +253,7 @@ keys_parse_type(
 char *
 keys_read_passphrase(char **cause)
 {
+	static char *asked; /* "ask": one prompt per run */
 	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
 	char buf[1024];
 	FILE *f;
@@ -259,6 +261,41 @@ keys_read_passphrase(char **cause)
 	*cause = NULL;
 	if (file == NULL || *file == '\0')
 		return NULL;
+	if (strcmp(file, "ask") == 0) {
+		struct termios old, noecho;
+		ssize_t n;
+		int fd;
+
+		if (asked != NULL)
+			return xstrdup(asked);
+		if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
+		    tcgetattr(fd, &old) != 0) {
+			if (fd != -1)
+				close(fd);
+			xasprintf(cause,
+			    "[keys] passphrase_file is 'ask' but "
+			    "there is no terminal to ask on");
+			return NULL;
+		}
+		noecho = old;
+		noecho.c_lflag &= ~(tcflag_t)ECHO;
+		dprintf(fd, "Passphrase for gpufleet's keys: ");
+		/* TCSANOW: keep what was typed ahead. */
+		tcsetattr(fd, TCSANOW, &noecho);
+		n = read(fd, buf, sizeof buf - 1);
+		tcsetattr(fd, TCSANOW, &old);
+		dprintf(fd, "\n");
+		close(fd);
+		buf[n > 0 ? n : 0] = '\0';
+		buf[strcspn(buf, "\r\n")] = '\0';
+		if (*buf == '\0') {
+			xasprintf(cause, "empty passphrase");
+			return NULL;
+		}
+		asked = xstrdup(buf);
+		explicit_bzero(buf, sizeof buf);
+		return xstrdup(asked);
+	}
 	if ((f = fopen(file, "r")) == NULL) {
 		xasprintf(cause,
 		    "cannot read GPUFLEET_KEYS_PASSPHRASE_FILE %s: %s", file,

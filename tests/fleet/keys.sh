@@ -130,6 +130,34 @@ expect_match "$err" "warning: inst-5: a key gpufleet took off is back in ~/.ssh/
 checks=$((checks + 1))
 case $err in *inst-6:*key*) fail "status warned about inst-6" ;; esac
 
+# --- encrypted managed keys: rotate, then exec decrypts with [keys] -------
+printf 'managed secret\n' >"$T/keypass"
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[keys]\npassphrase_file = %s\n' "$T/keypass" >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+D=$D20
+run keys rotate inst-19
+expect_rc 0 "rotation with an encrypted new key"
+enc=$(current_key inst-19)
+checks=$((checks + 1))
+ssh-keygen -y -P '' -f "$enc" >/dev/null 2>&1 && fail "new key not encrypted"
+run exec inst-19 -- echo decrypted
+expect_eq "$out" "inst-19: decrypted" "exec decrypts the managed key with [keys] passphrase_file"
+# passphrase_file = ask: asked once on the terminal for the whole run (a
+# second prompt would wait for input that never comes, and time out).
+printf '[keys]\npassphrase_file = ask\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+(sleep 2; printf 'typed at the prompt\n') | timeout 90 script -qec \
+    "'$GPUFLEET' keys rotate 'inst-17,inst-18'" "$T/ask.log" >/dev/null 2>&1
+rc=$?
+expect_rc 0 "rotation asking the passphrase on the terminal"
+expect_eq "$(grep -c "Passphrase for gpufleet's keys" "$T/ask.log")" 1 \
+    "asked once for two hosts"
+for n in 17 18; do
+	checks=$((checks + 1))
+	ssh-keygen -y -P 'typed at the prompt' -f "$(current_key inst-$n)" \
+	    >/dev/null 2>&1 || fail "inst-$n key not encrypted with the typed passphrase"
+done
+rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
+
 # --- --revoke: a compromised key leaves every selected instance -------------
 ssh-keygen -q -t ed25519 -N '' -C leaked -f "$T/leaked"
 for n in 6 7; do
