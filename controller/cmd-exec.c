@@ -20,6 +20,7 @@
 #include "engine.h"
 #include "hostkey.h"
 #include "keyring.h"
+#include "keys.h"
 #include "log.h"
 #include "remote.h"
 #include "status.h"
@@ -68,6 +69,9 @@ static void on_done(struct engine_host *, void *);
 static json_t *json_bytes(const struct buf *);
 static void print_gathered(struct exec_run *, struct engine_host *, size_t);
 static int read_stdin_file(const char *, char **, size_t *, char **);
+static int has_retired_keys(struct remote *);
+static void check_reinjected(struct remote *, struct engine_settings *);
+static void ak_output(struct engine_host *, int, const char *, size_t, void *);
 
 const struct cmd_entry cmd_exec_entry = {
 	.name = "exec",
@@ -427,6 +431,111 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 	free(printed);
 }
 
+/* Does any selected instance have keys gpufleet took off it? */
+static int
+has_retired_keys(struct remote *rm)
+{
+	sqlite3_stmt *st;
+	size_t i;
+	int found = 0;
+
+	if (sqlite3_prepare_v2(rm->inv->db,
+		"SELECT 1 FROM retired_key WHERE "
+		"instance_id = ? LIMIT 1",
+		-1, &st, NULL) != SQLITE_OK)
+		return 0;
+	for (i = 0; i < rm->n && !found; i++) {
+		sqlite3_reset(st);
+		sqlite3_bind_int64(st, 1, rm->list[i].id);
+		found = sqlite3_step(st) == SQLITE_ROW;
+	}
+	sqlite3_finalize(st);
+	return found;
+}
+
+static void
+ak_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
+    void *arg)
+{
+	struct buf *bufs = arg;
+	struct remote *rm = h->user;
+
+	if (!is_stderr)
+		buf_append(&bufs[h - rm->hosts], data, len, 256 * 1024);
+}
+
+/*
+ * After the command: on the sessions still open, read authorized_keys of
+ * instances with retired keys (one more channel, no new login) and warn
+ * where a platform put one back.
+ */
+static void
+check_reinjected(struct remote *rm, struct engine_settings *set)
+{
+	struct engine_settings s2 = *set;
+	struct buf *bufs = xcalloc(rm->n + 1, sizeof *bufs);
+	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *found, *cause;
+	size_t i;
+	int r;
+
+	for (i = 0; i < rm->n; i++) {
+		struct engine_host *h = &rm->hosts[i];
+		sqlite3_stmt *st;
+		h->skip = h->fail != EF_NONE;
+		if (!h->skip &&
+		    sqlite3_prepare_v2(rm->inv->db,
+			"SELECT 1 FROM "
+			"retired_key WHERE instance_id = ?",
+			-1, &st, NULL) == SQLITE_OK) {
+			sqlite3_bind_int64(st, 1, rm->list[i].id);
+			h->skip = sqlite3_step(st) != SQLITE_ROW;
+			sqlite3_finalize(st);
+		}
+		if (h->skip)
+			continue;
+		xasprintf(&cmds[i], "cat %s 2>/dev/null; exit 0",
+		    rm->list[i].authorized_keys_file);
+		h->command = cmds[i];
+	}
+	s2.command = NULL;
+	s2.stdin_data = NULL;
+	s2.stdin_len = 0;
+	s2.keep_open = 0;
+	s2.handle_sigint = 1;
+	rm->ops.output = ak_output;
+	rm->ops.done = NULL;
+	rm->ops.arg = bufs;
+	if (remote_run(rm, &s2) == 0) {
+		for (i = 0; i < rm->n; i++) {
+			if (rm->hosts[i].skip || rm->hosts[i].fail != EF_NONE ||
+			    bufs[i].data == NULL)
+				continue;
+			bufs[i].data[bufs[i].len] = '\0';
+			found = cause = NULL;
+			r = keys_reinjected(rm->inv, rm->list[i].id,
+			    bufs[i].data, &found, &cause);
+			if (r > 0)
+				warn_msg(
+				    "%s: a key gpufleet took off is back in "
+				    "%s (re-added by the platform?): %s; see "
+				    "gpufleet keys check %s",
+				    rm->list[i].name,
+				    rm->list[i].authorized_keys_file, found,
+				    rm->list[i].name);
+			free(found);
+			free(cause);
+		}
+	}
+	for (i = 0; i < rm->n; i++) {
+		rm->hosts[i].command = NULL;
+		rm->hosts[i].skip = 0;
+		free(cmds[i]);
+		free(bufs[i].data);
+	}
+	free(cmds);
+	free(bufs);
+}
+
 /* Read the input sent to every host: a file, or "-" for stdin. */
 static int
 read_stdin_file(const char *path, char **data, size_t *len, char **cause)
@@ -597,6 +706,8 @@ cmd_exec_exec(
 	remote->ops.output = on_output;
 	remote->ops.done = on_done;
 	remote->ops.arg = &run;
+	/* Hold sessions where a re-injected key must be looked for after. */
+	set.keep_open = has_retired_keys(remote);
 	if (remote_run(remote, &set) != 0) {
 		status = cmd_fail(GF_EHOSTS,
 		    xstrdup("cannot start the event "
@@ -606,6 +717,8 @@ cmd_exec_exec(
 	progress_clear(&run);
 	if (run.mode == MODE_GATHER)
 		print_gathered(&run, remote->hosts, remote->n);
+	if (set.keep_open && run.by_reason[EF_INTERRUPTED] == 0)
+		check_reinjected(remote, &set);
 	fflush(stdout);
 
 	fprintf(stderr,

@@ -129,6 +129,16 @@ expect_match "$err" "warning: inst-5: a key gpufleet took off is back in ~/.ssh/
     "status warns of a re-injected key"
 checks=$((checks + 1))
 case $err in *inst-6:*key*) fail "status warned about inst-6" ;; esac
+# ... and so does exec, after the command, on the same sessions.
+before=$(grep -h "Accepted publickey" "$D"/groups/*/sshd.log "$D"/instances/*/sshd/sshd.log 2>/dev/null | wc -l)
+run exec 'inst-5,inst-6' -- echo hi
+expect_rc 0 "exec with a re-injected key"
+expect_match "$err" "warning: inst-5: a key gpufleet took off is back in ~/.ssh/authorized_keys" \
+    "exec warns of a re-injected key"
+checks=$((checks + 1))
+case $err in *inst-6:*key*) fail "exec warned about inst-6" ;; esac
+after=$(grep -h "Accepted publickey" "$D"/groups/*/sshd.log "$D"/instances/*/sshd/sshd.log 2>/dev/null | wc -l)
+expect_eq $((after - before)) 2 "the check reuses the sessions (no new login)"
 
 # --- encrypted managed keys: rotate, then exec decrypts with [keys] -------
 printf 'managed secret\n' >"$T/keypass"
