@@ -3,6 +3,7 @@
  * global options and the configuration, then runs one command.
  */
 
+#include <errno.h>
 #include <getopt.h>
 #include <locale.h>
 #include <signal.h>
@@ -100,8 +101,9 @@ main(int argc, char **argv)
 	optind = 0;
 	status = e->exec(e, &ctx, argc, argv);
 
-	if (fflush(stdout) != 0 && status == GF_OK) {
-		error("write error on standard output");
+	/* A reader that went away (| head) is not an error; a full disk is. */
+	if (fflush(stdout) != 0 && status == GF_OK && errno != EPIPE) {
+		error("write error on standard output: %s", strerror(errno));
 		status = GF_EHOSTS;
 	}
 	config_clear(&config);

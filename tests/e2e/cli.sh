@@ -206,6 +206,18 @@ run --db "$T/text.db" ls
 expect_rc 3 "a text file is not a database"
 expect_one_error_line "text file database"
 
+# --- a reader that goes away is not an error; a full disk is ----------
+"$GPUFLEET" ls | true
+expect_eq "${PIPESTATUS[0]}" 0 "ls into a closed pipe exits 0, silently"
+if [ -w /dev/full ]; then
+	run ls
+	"$GPUFLEET" ls >/dev/full 2>"$T/full.err"
+	rc=$?
+	expect_rc 1 "write error to a full device"
+	expect_match "$(cat "$T/full.err")" "write error on standard output" \
+	    "full device reported"
+fi
+
 # --- help and version --------------------------------------------------
 run --version
 expect_match "$out" "^gpufleet [0-9]+\.[0-9]+\.[0-9]+$" "--version"
