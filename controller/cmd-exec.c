@@ -69,6 +69,7 @@ static void on_done(struct engine_host *, void *);
 static json_t *json_bytes(const struct buf *);
 static void print_gathered(struct exec_run *, struct engine_host *, size_t);
 static int read_stdin_file(const char *, char **, size_t *, char **);
+static int has_retired_key(struct remote *, size_t);
 static int has_retired_keys(struct remote *);
 static void check_reinjected(struct remote *, struct engine_settings *);
 static void ak_output(struct engine_host *, int, const char *, size_t, void *);
@@ -431,12 +432,11 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 	free(printed);
 }
 
-/* Does any selected instance have keys gpufleet took off it? */
+/* Has gpufleet taken keys off this instance (so they may come back)? */
 static int
-has_retired_keys(struct remote *rm)
+has_retired_key(struct remote *rm, size_t i)
 {
 	sqlite3_stmt *st;
-	size_t i;
 	int found = 0;
 
 	if (sqlite3_prepare_v2(rm->inv->db,
@@ -444,13 +444,23 @@ has_retired_keys(struct remote *rm)
 		"instance_id = ? LIMIT 1",
 		-1, &st, NULL) != SQLITE_OK)
 		return 0;
-	for (i = 0; i < rm->n && !found; i++) {
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, rm->list[i].id);
-		found = sqlite3_step(st) == SQLITE_ROW;
-	}
+	sqlite3_bind_int64(st, 1, rm->list[i].id);
+	found = sqlite3_step(st) == SQLITE_ROW;
 	sqlite3_finalize(st);
 	return found;
+}
+
+/* Does any selected instance have keys gpufleet took off it? */
+static int
+has_retired_keys(struct remote *rm)
+{
+	size_t i;
+
+	for (i = 0; i < rm->n; i++) {
+		if (has_retired_key(rm, i))
+			return 1;
+	}
+	return 0;
 }
 
 static void
@@ -474,23 +484,12 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 {
 	struct engine_settings s2 = *set;
 	struct buf *bufs = xcalloc(rm->n + 1, sizeof *bufs);
-	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *found, *cause;
+	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *cause;
 	size_t i;
-	int r;
 
 	for (i = 0; i < rm->n; i++) {
 		struct engine_host *h = &rm->hosts[i];
-		sqlite3_stmt *st;
-		h->skip = h->fail != EF_NONE;
-		if (!h->skip &&
-		    sqlite3_prepare_v2(rm->inv->db,
-			"SELECT 1 FROM "
-			"retired_key WHERE instance_id = ?",
-			-1, &st, NULL) == SQLITE_OK) {
-			sqlite3_bind_int64(st, 1, rm->list[i].id);
-			h->skip = sqlite3_step(st) != SQLITE_ROW;
-			sqlite3_finalize(st);
-		}
+		h->skip = h->fail != EF_NONE || !has_retired_key(rm, i);
 		if (h->skip)
 			continue;
 		xasprintf(&cmds[i], "cat %s 2>/dev/null; exit 0",
@@ -511,18 +510,9 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 			    bufs[i].data == NULL)
 				continue;
 			bufs[i].data[bufs[i].len] = '\0';
-			found = cause = NULL;
-			r = keys_reinjected(rm->inv, rm->list[i].id,
-			    bufs[i].data, &found, &cause);
-			if (r > 0)
-				warn_msg(
-				    "%s: a key gpufleet took off is back in "
-				    "%s (re-added by the platform?): %s; see "
-				    "gpufleet keys check %s",
-				    rm->list[i].name,
-				    rm->list[i].authorized_keys_file, found,
-				    rm->list[i].name);
-			free(found);
+			cause = NULL;
+			keys_warn_reinjected(
+			    rm->inv, &rm->list[i], bufs[i].data, &cause);
 			free(cause);
 		}
 	}

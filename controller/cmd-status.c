@@ -312,22 +312,10 @@ store(struct status_run *run, char **cause)
 		    (r = samples_store(inv, id, run->now, &s->rep, cause)) != 0)
 			goto fail;
 		/* A key rotated out that a platform put back. */
-		if (s->have_report && s->rep.authorized_keys != NULL) {
-			char *found = NULL;
-			r = keys_reinjected(
-			    inv, id, s->rep.authorized_keys, &found, cause);
-			if (r < 0)
-				goto fail;
-			if (r > 0)
-				warn_msg(
-				    "%s: a key gpufleet took off is back in "
-				    "%s (re-added by the platform?): %s; see "
-				    "gpufleet keys check %s",
-				    run->rm->list[i].name,
-				    run->rm->list[i].authorized_keys_file,
-				    found, run->rm->list[i].name);
-			free(found);
-		}
+		if (s->have_report && s->rep.authorized_keys != NULL &&
+		    (r = keys_warn_reinjected(inv, &run->rm->list[i],
+			 s->rep.authorized_keys, cause)) < 0)
+			goto fail;
 		/* The ledger: first sighting, restarts, outages. */
 		if ((s->have_report || strcmp(s->state, "unreachable") == 0) &&
 		    (r = ledger_observe(inv, id, run->now,

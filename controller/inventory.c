@@ -17,7 +17,6 @@
 
 #define BUSY_TIMEOUT_MS 10000
 
-static int db_error(struct inventory *, const char *, char **);
 static int make_dirs(const char *, char **);
 static int create_file(const char *, char **);
 static int exec_sql(sqlite3 *, const char *, char **);
@@ -167,8 +166,9 @@ inventory_default_path(void)
 	return path;
 }
 
-static int
-db_error(struct inventory *inv, const char *what, char **cause)
+/* Set *cause to "database PATH: WHAT: sqlite's message"; -GF_EDB. */
+int
+inventory_error(struct inventory *inv, const char *what, char **cause)
 {
 	xasprintf(cause, "database %s: %s: %s", inv->path, what,
 	    sqlite3_errmsg(inv->db));
@@ -353,7 +353,7 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	inv = xcalloc(1, sizeof *inv);
 	inv->path = xstrdup(path);
 	if (sqlite3_open_v2(path, &inv->db, flags, NULL) != SQLITE_OK) {
-		r = db_error(inv, "cannot open", cause);
+		r = inventory_error(inv, "cannot open", cause);
 		goto fail;
 	}
 	sqlite3_extended_result_codes(inv->db, 1);
@@ -396,7 +396,7 @@ inventory_begin(struct inventory *inv, char **cause)
 {
 	if (sqlite3_exec(inv->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) !=
 	    SQLITE_OK)
-		return db_error(inv, "cannot start a write", cause);
+		return inventory_error(inv, "cannot start a write", cause);
 	inv->in_txn = 1;
 	return 0;
 }
@@ -405,7 +405,7 @@ int
 inventory_commit(struct inventory *inv, char **cause)
 {
 	if (sqlite3_exec(inv->db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-		int r = db_error(inv, "commit failed", cause);
+		int r = inventory_error(inv, "commit failed", cause);
 		inventory_rollback(inv);
 		return r;
 	}
@@ -461,13 +461,13 @@ load_tags(struct inventory *inv, struct instance *in, char **cause)
 		"SELECT tag FROM instance_tag WHERE "
 		"instance_id = ? ORDER BY tag",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot read tags", cause);
+		return inventory_error(inv, "cannot read tags", cause);
 	sqlite3_bind_int64(st, 1, in->id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		instance_add_tag(in, (const char *)sqlite3_column_text(st, 0));
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_error(inv, "cannot read tags", cause);
+		return inventory_error(inv, "cannot read tags", cause);
 	return 0;
 }
 
@@ -489,7 +489,7 @@ inventory_list(struct inventory *inv, int all, struct instance **list,
 		"instance WHERE ? OR released_at IS NULL ORDER BY name, "
 		"released_at IS NOT NULL, id",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot list instances", cause);
+		return inventory_error(inv, "cannot list instances", cause);
 	sqlite3_bind_int(st, 1, all);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		out = xreallocarray(out, len + 1, sizeof *out);
@@ -497,7 +497,7 @@ inventory_list(struct inventory *inv, int all, struct instance **list,
 			break;
 	}
 	if (r == 0 && rc != SQLITE_DONE)
-		r = db_error(inv, "cannot list instances", cause);
+		r = inventory_error(inv, "cannot list instances", cause);
 	sqlite3_finalize(st);
 	if (r != 0) {
 		instance_free_array(out, len);
@@ -520,7 +520,7 @@ inventory_get(
 		"SELECT " INSTANCE_COLUMNS " FROM "
 		"instance WHERE name = ? AND released_at IS NULL",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot read instance", cause);
+		return inventory_error(inv, "cannot read instance", cause);
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
@@ -529,7 +529,7 @@ inventory_get(
 		xasprintf(cause, "no instance named '%s'", name);
 		r = -GF_EUSAGE;
 	} else
-		r = db_error(inv, "cannot read instance", cause);
+		r = inventory_error(inv, "cannot read instance", cause);
 	sqlite3_finalize(st);
 	return r;
 }
@@ -570,18 +570,18 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 		"DELETE FROM instance_tag WHERE "
 		"instance_id = ?",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot store tags", cause);
+		return inventory_error(inv, "cannot store tags", cause);
 	sqlite3_bind_int64(st, 1, in->id);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_error(inv, "cannot store tags", cause);
+		return inventory_error(inv, "cannot store tags", cause);
 
 	if (sqlite3_prepare_v2(inv->db,
 		"INSERT INTO instance_tag "
 		"(instance_id, tag) VALUES (?, ?)",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot store tags", cause);
+		return inventory_error(inv, "cannot store tags", cause);
 	for (i = 0; i < in->ntags && rc == SQLITE_DONE; i++) {
 		sqlite3_reset(st);
 		sqlite3_bind_int64(st, 1, in->id);
@@ -590,7 +590,7 @@ store_tags(struct inventory *inv, const struct instance *in, char **cause)
 	}
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_error(inv, "cannot store tags", cause);
+		return inventory_error(inv, "cannot store tags", cause);
 	return 0;
 }
 
@@ -606,7 +606,7 @@ name_taken(
 		"SELECT 1 FROM instance WHERE "
 		"name = ? AND released_at IS NULL AND id != ?",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot read instance", cause);
+		return inventory_error(inv, "cannot read instance", cause);
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, except);
 	rc = sqlite3_step(st);
@@ -616,7 +616,7 @@ name_taken(
 		return -GF_EUSAGE;
 	}
 	if (rc != SQLITE_DONE)
-		return db_error(inv, "cannot read instance", cause);
+		return inventory_error(inv, "cannot read instance", cause);
 	return 0;
 }
 
@@ -635,12 +635,12 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 		"authorized_keys_file, notes, source, created_at) VALUES "
 		"(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot add instance", cause);
+		return inventory_error(inv, "cannot add instance", cause);
 	bind_fields(st, in);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_error(inv, "cannot add instance", cause);
+		return inventory_error(inv, "cannot add instance", cause);
 	in->id = sqlite3_last_insert_rowid(inv->db);
 	return store_tags(inv, in, cause);
 }
@@ -660,13 +660,13 @@ inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 		"identity = ?, remote_dir = ?, authorized_keys_file = ?, "
 		"notes = ?, source = ?, created_at = ? WHERE id = ?",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot update instance", cause);
+		return inventory_error(inv, "cannot update instance", cause);
 	bind_fields(st, in);
 	sqlite3_bind_int64(st, 13, in->id);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_error(inv, "cannot update instance", cause);
+		return inventory_error(inv, "cannot update instance", cause);
 	return store_tags(inv, in, cause);
 }
 
@@ -678,13 +678,13 @@ exec_id(
 	int rc;
 
 	if (sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return db_error(inv, "cannot change instance", cause);
+		return inventory_error(inv, "cannot change instance", cause);
 	sqlite3_bind_int64(st, 1, a);
 	sqlite3_bind_int64(st, 2, id);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_error(inv, "cannot change instance", cause);
+		return inventory_error(inv, "cannot change instance", cause);
 	return 0;
 }
 

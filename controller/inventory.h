@@ -32,6 +32,7 @@ int inventory_open(const char *, struct inventory **, char **);
 void inventory_close(struct inventory *);
 int inventory_migrate(sqlite3 *, const char *const *, int, char **);
 int inventory_schema_version(void);
+int inventory_error(struct inventory *, const char *, char **);
 int inventory_begin(struct inventory *, char **);
 int inventory_commit(struct inventory *, char **);
 void inventory_rollback(struct inventory *);

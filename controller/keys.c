@@ -17,7 +17,6 @@
 #include "xmalloc.h"
 
 static char *col(sqlite3_stmt *, int);
-static int db_fail(struct inventory *, const char *, char **);
 static int exec_sql(struct inventory *, const char *, char **);
 static void read_key_row(sqlite3_stmt *, struct keys_key *);
 static char *shell_quote(const char *);
@@ -37,18 +36,10 @@ col(sqlite3_stmt *st, int i)
 }
 
 static int
-db_fail(struct inventory *inv, const char *what, char **cause)
-{
-	xasprintf(cause, "database %s: %s: %s", inv->path, what,
-	    sqlite3_errmsg(inv->db));
-	return -GF_EDB;
-}
-
-static int
 exec_sql(struct inventory *inv, const char *sql, char **cause)
 {
 	if (sqlite3_exec(inv->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		return db_fail(inv, sql, cause);
+		return inventory_error(inv, sql, cause);
 	return 0;
 }
 
@@ -603,7 +594,7 @@ keys_add(struct inventory *inv, struct keys_key *k, char **cause)
 		"key_base64, fingerprint, created_at) VALUES "
 		"(?, ?, ?, ?, ?, ?, ?)",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "recording a key", cause);
+		return inventory_error(inv, "recording a key", cause);
 	sqlite3_bind_text(st, 1, k->name, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 2, k->type, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, k->path, -1, SQLITE_STATIC);
@@ -618,7 +609,7 @@ keys_add(struct inventory *inv, struct keys_key *k, char **cause)
 		return -GF_EUSAGE;
 	}
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "recording a key", cause);
+		return inventory_error(inv, "recording a key", cause);
 	k->id = sqlite3_last_insert_rowid(inv->db);
 	return 0;
 }
@@ -634,7 +625,7 @@ keys_get(struct inventory *inv, int64_t id, struct keys_key *k, char **cause)
 	if (sqlite3_prepare_v2(inv->db,
 		"SELECT " KEY_COLUMNS " FROM managed_key WHERE id = ?", -1, &st,
 		NULL) != SQLITE_OK)
-		return db_fail(inv, "reading a key", cause);
+		return inventory_error(inv, "reading a key", cause);
 	sqlite3_bind_int64(st, 1, id);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		read_key_row(st, k);
@@ -643,7 +634,7 @@ keys_get(struct inventory *inv, int64_t id, struct keys_key *k, char **cause)
 		return 0;
 	if (rc == SQLITE_DONE)
 		return 1;
-	return db_fail(inv, "reading a key", cause);
+	return inventory_error(inv, "reading a key", cause);
 }
 
 /* A managed key by name: 0, 1 if none, or -GF_EDB. Caller clears k. */
@@ -658,7 +649,7 @@ keys_get_by_name(
 	if (sqlite3_prepare_v2(inv->db,
 		"SELECT " KEY_COLUMNS " FROM managed_key WHERE name = ?", -1,
 		&st, NULL) != SQLITE_OK)
-		return db_fail(inv, "reading a key", cause);
+		return inventory_error(inv, "reading a key", cause);
 	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		read_key_row(st, k);
@@ -667,7 +658,7 @@ keys_get_by_name(
 		return 0;
 	if (rc == SQLITE_DONE)
 		return 1;
-	return db_fail(inv, "reading a key", cause);
+	return inventory_error(inv, "reading a key", cause);
 }
 
 /* Every managed key, oldest first. Caller frees with keys_free_array. */
@@ -684,7 +675,7 @@ keys_list(struct inventory *inv, struct keys_key **out, size_t *n, char **cause)
 	if (sqlite3_prepare_v2(inv->db,
 		"SELECT " KEY_COLUMNS " FROM managed_key ORDER BY id", -1, &st,
 		NULL) != SQLITE_OK)
-		return db_fail(inv, "listing keys", cause);
+		return inventory_error(inv, "listing keys", cause);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		list = xreallocarray(list, cnt + 1, sizeof *list);
 		memset(&list[cnt], 0, sizeof list[cnt]);
@@ -693,7 +684,7 @@ keys_list(struct inventory *inv, struct keys_key **out, size_t *n, char **cause)
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
 		keys_free_array(list, cnt);
-		return db_fail(inv, "listing keys", cause);
+		return inventory_error(inv, "listing keys", cause);
 	}
 	*out = list;
 	*n = cnt;
@@ -712,7 +703,7 @@ keys_instance_key(
 	if (sqlite3_prepare_v2(inv->db,
 		"SELECT key_id FROM instance_key WHERE instance_id = ?", -1,
 		&st, NULL) != SQLITE_OK)
-		return db_fail(inv, "reading an instance's key", cause);
+		return inventory_error(inv, "reading an instance's key", cause);
 	sqlite3_bind_int64(st, 1, instance_id);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		*key_id = sqlite3_column_int64(st, 0);
@@ -721,7 +712,7 @@ keys_instance_key(
 		return 0;
 	if (rc == SQLITE_DONE)
 		return 1;
-	return db_fail(inv, "reading an instance's key", cause);
+	return inventory_error(inv, "reading an instance's key", cause);
 }
 
 /* The active instances using a key, "a,b,c" (or ""). Caller frees. */
@@ -763,13 +754,13 @@ keys_in_use(struct inventory *inv, int64_t key_id, char **cause)
 		"+ (SELECT count(*) FROM key_rotation WHERE step < 6 AND "
 		"state != 'done' AND (old_key_id = ?1 OR new_key_id = ?1))",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "checking a key's use", cause);
+		return inventory_error(inv, "checking a key's use", cause);
 	sqlite3_bind_int64(st, 1, key_id);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		used = sqlite3_column_int64(st, 0) > 0;
 	sqlite3_finalize(st);
 	if (rc != SQLITE_ROW)
-		return db_fail(inv, "checking a key's use", cause);
+		return inventory_error(inv, "checking a key's use", cause);
 	return used;
 }
 
@@ -788,23 +779,27 @@ keys_set_instance_key(struct inventory *inv, int64_t instance_id,
 		"INSERT OR REPLACE INTO instance_key (instance_id, key_id, "
 		"since) VALUES (?, ?, strftime('%s','now'))",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "switching an instance's key", cause);
+		return inventory_error(
+		    inv, "switching an instance's key", cause);
 	sqlite3_bind_int64(st, 1, instance_id);
 	sqlite3_bind_int64(st, 2, k->id);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "switching an instance's key", cause);
+		return inventory_error(
+		    inv, "switching an instance's key", cause);
 	if (sqlite3_prepare_v2(inv->db,
 		"UPDATE instance SET identity = ? WHERE id = ?", -1, &st,
 		NULL) != SQLITE_OK)
-		return db_fail(inv, "switching an instance's key", cause);
+		return inventory_error(
+		    inv, "switching an instance's key", cause);
 	sqlite3_bind_text(st, 1, k->path, -1, SQLITE_STATIC);
 	sqlite3_bind_int64(st, 2, instance_id);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "switching an instance's key", cause);
+		return inventory_error(
+		    inv, "switching an instance's key", cause);
 	return 0;
 }
 
@@ -818,13 +813,13 @@ keys_mark_deleted(struct inventory *inv, int64_t id, time_t when, char **cause)
 	if (sqlite3_prepare_v2(inv->db,
 		"UPDATE managed_key SET deleted_at = ? WHERE id = ?", -1, &st,
 		NULL) != SQLITE_OK)
-		return db_fail(inv, "retiring a key", cause);
+		return inventory_error(inv, "retiring a key", cause);
 	sqlite3_bind_int64(st, 1, (int64_t)when);
 	sqlite3_bind_int64(st, 2, id);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "retiring a key", cause);
+		return inventory_error(inv, "retiring a key", cause);
 	return 0;
 }
 
@@ -842,7 +837,7 @@ keys_rotation_get(struct inventory *inv, int64_t instance_id,
 		"new_key_id, step, state, error, keep_old FROM key_rotation "
 		"WHERE instance_id = ?",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "reading a rotation", cause);
+		return inventory_error(inv, "reading a rotation", cause);
 	sqlite3_bind_int64(st, 1, instance_id);
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		r->instance_id = instance_id;
@@ -861,7 +856,7 @@ keys_rotation_get(struct inventory *inv, int64_t instance_id,
 		return 0;
 	if (rc == SQLITE_DONE)
 		return 1;
-	return db_fail(inv, "reading a rotation", cause);
+	return inventory_error(inv, "reading a rotation", cause);
 }
 
 /* Write the rotation row of an instance (inside the caller's transaction). */
@@ -878,7 +873,7 @@ keys_rotation_put(
 		"step, state, error, keep_old, updated_at) VALUES "
 		"(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%s','now'))",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "recording a rotation step", cause);
+		return inventory_error(inv, "recording a rotation step", cause);
 	sqlite3_bind_int64(st, 1, r->instance_id);
 	if (r->old_key_id != 0)
 		sqlite3_bind_int64(st, 2, r->old_key_id);
@@ -894,7 +889,7 @@ keys_rotation_put(
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "recording a rotation step", cause);
+		return inventory_error(inv, "recording a rotation step", cause);
 	return 0;
 }
 
@@ -953,7 +948,7 @@ keys_lock(struct inventory *inv, char **cause)
 	sqlite3_finalize(st);
 	return inventory_commit(inv, cause);
 fail:
-	r = db_fail(inv, "taking the rotation lock", cause);
+	r = inventory_error(inv, "taking the rotation lock", cause);
 	sqlite3_finalize(st);
 	inventory_rollback(inv);
 	return r;
@@ -986,7 +981,7 @@ keys_retire_blob(struct inventory *inv, int64_t instance_id, const char *type,
 		"key_base64, reason, retired_at) VALUES (?, ?, ?, ?, "
 		"strftime('%s','now'))",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "recording a retired key", cause);
+		return inventory_error(inv, "recording a retired key", cause);
 	sqlite3_bind_int64(st, 1, instance_id);
 	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
 	sqlite3_bind_text(st, 3, blob, -1, SQLITE_STATIC);
@@ -994,7 +989,7 @@ keys_retire_blob(struct inventory *inv, int64_t instance_id, const char *type,
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "recording a retired key", cause);
+		return inventory_error(inv, "recording a retired key", cause);
 	return 0;
 }
 
@@ -1020,7 +1015,7 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
 		"instance_id = ? ORDER BY retired_at",
 		-1, &st, NULL) != SQLITE_OK) {
 		free(s);
-		return db_fail(inv, "reading retired keys", cause);
+		return inventory_error(inv, "reading retired keys", cause);
 	}
 	sqlite3_bind_int64(st, 1, instance_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -1060,7 +1055,7 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
 		free(s);
-		return db_fail(inv, "reading retired keys", cause);
+		return inventory_error(inv, "reading retired keys", cause);
 	}
 	if (n > 0)
 		*found = s;
@@ -1124,7 +1119,7 @@ keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 	if (sqlite3_prepare_v2(inv->db,
 		"SELECT 1 FROM managed_key WHERE key_base64 = ?", -1, &st,
 		NULL) != SQLITE_OK)
-		return db_fail(inv, "reading keys", cause);
+		return inventory_error(inv, "reading keys", cause);
 	sqlite3_bind_text(st, 1, blob, -1, SQLITE_STATIC);
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
@@ -1132,7 +1127,7 @@ keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 		return 1;
 	if (rc == SQLITE_DONE)
 		return 0;
-	return db_fail(inv, "reading keys", cause);
+	return inventory_error(inv, "reading keys", cause);
 }
 
 /*
@@ -1184,4 +1179,25 @@ keys_quote_path(const char *path)
 	xasprintf(&s, "\"$HOME\"/%s", q);
 	free(q);
 	return s;
+}
+
+/*
+ * Warn, naming the instance, where a key gpufleet took off is back in the
+ * authorized_keys text read from it (status and exec call this on their
+ * normal contact). Returns what keys_reinjected does.
+ */
+int
+keys_warn_reinjected(struct inventory *inv, const struct instance *in,
+    const char *text, char **cause)
+{
+	char *found = NULL;
+	int r;
+
+	r = keys_reinjected(inv, in->id, text, &found, cause);
+	if (r > 0)
+		warn_msg("%s: a key gpufleet took off is back in %s (re-added "
+			 "by the platform?): %s; see gpufleet keys check %s",
+		    in->name, in->authorized_keys_file, found, in->name);
+	free(found);
+	return r;
 }

@@ -153,6 +153,8 @@ int keys_rotation_put(
     struct inventory *, const struct keys_rotation *, char **);
 int keys_retire_blob(struct inventory *, int64_t, const char *, const char *,
     const char *, char **);
+int keys_warn_reinjected(
+    struct inventory *, const struct instance *, const char *, char **);
 int keys_reinjected(
     struct inventory *, int64_t, const char *, char **, char **);
 int keys_apply_current(struct inventory *, struct instance *, char **);

@@ -8,21 +8,12 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static int db_fail(struct inventory *, const char *, char **);
 static int per_from_name(const char *, enum billing_per *);
 static int unit_from_name(const char *, enum billing_unit *);
 static int64_t egress_bytes(struct inventory *, int64_t, int64_t, int64_t);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
 static int count_incidents(
     struct inventory *, int64_t, const char *, int64_t, int64_t);
-
-static int
-db_fail(struct inventory *inv, const char *what, char **cause)
-{
-	xasprintf(cause, "database %s: %s: %s", inv->path, what,
-	    sqlite3_errmsg(inv->db));
-	return -GF_EDB;
-}
 
 static int
 per_from_name(const char *s, enum billing_per *per)
@@ -70,7 +61,7 @@ ledger_price_get(struct inventory *inv, int64_t id, struct billing_rule *rule,
 		"min_billed, stopped_per_day, monthly_price, egress_per_gb, "
 		"currency FROM instance_price WHERE instance_id = ?",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "reading a price", cause);
+		return inventory_error(inv, "reading a price", cause);
 	sqlite3_bind_int64(st, 1, id);
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
@@ -90,7 +81,7 @@ ledger_price_get(struct inventory *inv, int64_t id, struct billing_rule *rule,
 	}
 	sqlite3_finalize(st);
 	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return db_fail(inv, "reading a price", cause);
+		return inventory_error(inv, "reading a price", cause);
 	return 0;
 }
 
@@ -110,7 +101,7 @@ ledger_price_put(struct inventory *inv, int64_t id,
 		"VALUES "
 		"(?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "storing a price", cause);
+		return inventory_error(inv, "storing a price", cause);
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, rule->price);
 	sqlite3_bind_text(
@@ -125,7 +116,7 @@ ledger_price_put(struct inventory *inv, int64_t id,
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "storing a price", cause);
+		return inventory_error(inv, "storing a price", cause);
 	return 0;
 }
 
@@ -182,7 +173,7 @@ ledger_add(struct inventory *inv, int64_t id, int64_t t, const char *state,
 		"INSERT INTO ledger (instance_id, t, "
 		"state, source, note) VALUES (?, ?, ?, ?, ?)",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "writing the ledger", cause);
+		return inventory_error(inv, "writing the ledger", cause);
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, t);
 	sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
@@ -192,7 +183,7 @@ ledger_add(struct inventory *inv, int64_t id, int64_t t, const char *state,
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "writing the ledger", cause);
+		return inventory_error(inv, "writing the ledger", cause);
 	return 0;
 }
 
@@ -210,7 +201,7 @@ ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
 		"SELECT t, state, source FROM ledger "
 		"WHERE instance_id = ? ORDER BY t, id",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "reading the ledger", cause);
+		return inventory_error(inv, "reading the ledger", cause);
 	sqlite3_bind_int64(st, 1, id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		v = xreallocarray(v, len + 1, sizeof *v);
@@ -224,7 +215,7 @@ ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE) {
 		free(v);
-		return db_fail(inv, "reading the ledger", cause);
+		return inventory_error(inv, "reading the ledger", cause);
 	}
 	*ev = v;
 	*n = len;
@@ -279,7 +270,7 @@ ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
 		"INSERT INTO incident (instance_id, "
 		"t, kind, detail) VALUES (?, ?, ?, ?)",
 		-1, &st, NULL) != SQLITE_OK)
-		return db_fail(inv, "recording an incident", cause);
+		return inventory_error(inv, "recording an incident", cause);
 	sqlite3_bind_int64(st, 1, id);
 	sqlite3_bind_int64(st, 2, t);
 	sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
@@ -288,7 +279,7 @@ ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
 	rc = sqlite3_step(st);
 	sqlite3_finalize(st);
 	if (rc != SQLITE_DONE)
-		return db_fail(inv, "recording an incident", cause);
+		return inventory_error(inv, "recording an incident", cause);
 	return 0;
 }
 

@@ -21,9 +21,7 @@ step(struct inventory *inv, sqlite3_stmt *st, const char *what, char **cause)
 	sqlite3_finalize(st);
 	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
 		return 0;
-	xasprintf(cause, "database %s: %s: %s", inv->path, what,
-	    sqlite3_errmsg(inv->db));
-	return -GF_EDB;
+	return inventory_error(inv, what, cause);
 }
 
 /* Bind a number, NAN as NULL. */
@@ -123,6 +121,12 @@ int
 samples_rollup(struct inventory *inv, int64_t now, int raw_hours, int agg_days,
     char **cause)
 {
+	static const char *const drops[] = {
+		"DELETE FROM sample_gpu WHERE t < ?",
+		"DELETE FROM sample_host WHERE t < ?",
+		"DELETE FROM sample_gpu_5m WHERE t < ?",
+	};
+	size_t i;
 	int64_t cutoff = (now - (int64_t)raw_hours * 3600) / BUCKET * BUCKET;
 	int64_t agg_cutoff = now - (int64_t)agg_days * 86400;
 	sqlite3_stmt *st;
@@ -159,25 +163,16 @@ samples_rollup(struct inventory *inv, int64_t now, int raw_hours, int agg_days,
 	sqlite3_bind_int64(st, 1, cutoff);
 	if ((r = step(inv, st, "folding samples", cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db, "DELETE FROM sample_gpu WHERE t < ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return step(inv, NULL, "folding samples", cause);
-	sqlite3_bind_int64(st, 1, cutoff);
-	if ((r = step(inv, st, "folding samples", cause)) != 0)
-		return r;
-	if (sqlite3_prepare_v2(inv->db, "DELETE FROM sample_host WHERE t < ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return step(inv, NULL, "folding samples", cause);
-	sqlite3_bind_int64(st, 1, cutoff);
-	if ((r = step(inv, st, "folding samples", cause)) != 0)
-		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		"DELETE FROM sample_gpu_5m WHERE "
-		"t < ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return step(inv, NULL, "expiring aggregates", cause);
-	sqlite3_bind_int64(st, 1, agg_cutoff);
-	return step(inv, st, "expiring aggregates", cause);
+	/* Then drop what was folded, and aggregates past their time. */
+	for (i = 0; i < sizeof drops / sizeof drops[0]; i++) {
+		if (sqlite3_prepare_v2(inv->db, drops[i], -1, &st, NULL) !=
+		    SQLITE_OK)
+			return step(inv, NULL, "expiring samples", cause);
+		sqlite3_bind_int64(st, 1, i < 2 ? cutoff : agg_cutoff);
+		if ((r = step(inv, st, "expiring samples", cause)) != 0)
+			return r;
+	}
+	return 0;
 }
 
 /*
