@@ -180,6 +180,16 @@ expect_eq "$(printf '%s' "$out" | grep -c '"name": "box"')" 0 "box purged"
 expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 1 \
     "released cpu-1 kept, new one purged"
 
+# On a terminal, --purge asks; only "y" deletes.
+run add ask-1 10.7.7.7
+(sleep 1; printf 'n\n') | script -qec "'$GPUFLEET' rm --purge ask-1" "$T/rm1" >/dev/null 2>&1
+expect_contains "$(cat "$T/rm1")" "Delete ask-1 and all their history? [y/N]" "purge asks"
+run show ask-1
+expect_rc 0 "answer n keeps the instance"
+(sleep 1; printf 'y\n') | script -qec "'$GPUFLEET' rm --purge ask-1" "$T/rm2" >/dev/null 2>&1
+run ls --all --json
+expect_eq "$(printf '%s' "$out" | grep -c '"ask-1"')" 0 "answer y deletes it"
+
 # --- --db and GPUFLEET_DB ----------------------------------------------
 run --db "$T/other/x.db" add o1 10.9.9.9
 expect_rc 0 "--db"

@@ -123,6 +123,15 @@ GPUFLEET_PASSPHRASE_FILE=$T/pass timeout 20 "$GPUFLEET" exec 'inst-1,inst-2,inst
 rc=$?
 expect_rc 0 "encrypted key, passphrase from a file read once"
 expect_eq "$(grep -c ': ok$' "$T/pp.out")" 3 "three hosts with one passphrase"
+# Without a passphrase file: asked once on the terminal for all hosts (a
+# second prompt would wait for input that never comes).
+(sleep 2; printf 'correct horse\n') | timeout 60 script -qec \
+    "'$GPUFLEET' exec 'inst-1,inst-2,inst-3' -- echo ok" "$T/tty-pass" \
+    >/dev/null 2>&1
+rc=$?
+expect_rc 0 "passphrase asked on the terminal"
+expect_eq "$(grep -c 'Passphrase for' "$T/tty-pass")" 1 "asked once for three hosts"
+expect_eq "$(grep -c ': ok' "$T/tty-pass")" 3 "three hosts logged in"
 printf 'wrong\n' >"$T/wrongpass"
 GPUFLEET_PASSPHRASE_FILE=$T/wrongpass run exec inst-1 -- true
 expect_rc 1 "wrong passphrase"
