@@ -1,0 +1,152 @@
+/*
+ * Escaping of untrusted text for terminals.  Everything an instance sends
+ * (banners, progress lines, GPU and process names, error text) goes through
+ * here before it reaches a table or a message.
+ *
+ * Kept as is: printable ASCII and well-formed UTF-8 of printable code points.
+ * Escaped: backslash as \\, the C escapes \a \b \t \n \v \f \r, ESC as \e,
+ * every other C0 control, DEL, C1 controls (U+0080-U+009F, which some
+ * terminals obey as CSI/OSC) and each byte of invalid UTF-8 as \xHH.
+ */
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vis.h"
+#include "xmalloc.h"
+
+static size_t vis_utf8_len(const unsigned char *, size_t);
+
+/* Length of the well-formed, printable UTF-8 sequence at p, or 0. */
+static size_t
+vis_utf8_len(const unsigned char *p, size_t left)
+{
+	uint32_t cp;
+	size_t n, i;
+
+	if (p[0] < 0xc2)
+		return 0;
+	if (p[0] < 0xe0) {
+		n = 2;
+		cp = p[0] & 0x1f;
+	} else if (p[0] < 0xf0) {
+		n = 3;
+		cp = p[0] & 0x0f;
+	} else if (p[0] < 0xf5) {
+		n = 4;
+		cp = p[0] & 0x07;
+	} else
+		return 0;
+	if (left < n)
+		return 0;
+	for (i = 1; i < n; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		cp = (cp << 6) | (p[i] & 0x3f);
+	}
+	if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) ||
+	    cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+		return 0;
+	if (cp >= 0x80 && cp <= 0x9f)
+		return 0; /* C1 controls */
+	return n;
+}
+
+/* Whether len bytes at p hold anything vis_buf would escape. */
+int
+vis_needed(const void *p, size_t len)
+{
+	const unsigned char *s = p;
+	size_t i = 0, n;
+
+	while (i < len) {
+		if (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\') {
+			i++;
+			continue;
+		}
+		if ((n = vis_utf8_len(s + i, len - i)) == 0)
+			return 1;
+		i += n;
+	}
+	return 0;
+}
+
+/* The len bytes at p, escaped for a terminal. Caller frees. */
+char *
+vis_buf(const void *p, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	const unsigned char *s = p;
+	char *out, *o;
+	size_t i = 0, n;
+	const char *esc;
+
+	if (len > (SIZE_MAX - 1) / 4)
+		len = (SIZE_MAX - 1) / 4;
+	o = out = xmalloc(len * 4 + 1);
+	while (i < len) {
+		if (s[i] >= 0x20 && s[i] < 0x7f && s[i] != '\\') {
+			*o++ = (char)s[i++];
+			continue;
+		}
+		if ((n = vis_utf8_len(s + i, len - i)) != 0) {
+			memcpy(o, s + i, n);
+			o += n;
+			i += n;
+			continue;
+		}
+		esc = NULL;
+		switch (s[i]) {
+		case '\\':
+			esc = "\\\\";
+			break;
+		case '\a':
+			esc = "\\a";
+			break;
+		case '\b':
+			esc = "\\b";
+			break;
+		case '\t':
+			esc = "\\t";
+			break;
+		case '\n':
+			esc = "\\n";
+			break;
+		case '\v':
+			esc = "\\v";
+			break;
+		case '\f':
+			esc = "\\f";
+			break;
+		case '\r':
+			esc = "\\r";
+			break;
+		case 0x1b:
+			esc = "\\e";
+			break;
+		}
+		if (esc != NULL) {
+			memcpy(o, esc, 2);
+			o += 2;
+		} else {
+			*o++ = '\\';
+			*o++ = 'x';
+			*o++ = hex[s[i] >> 4];
+			*o++ = hex[s[i] & 0xf];
+		}
+		i++;
+	}
+	*o = '\0';
+	return out;
+}
+
+/* A NUL-terminated string, escaped for a terminal; NULL stays NULL. Caller
+ * frees. */
+char *
+vis_str(const char *s)
+{
+	if (s == NULL)
+		return NULL;
+	return vis_buf(s, strlen(s));
+}

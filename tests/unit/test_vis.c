@@ -1,0 +1,80 @@
+/* Escaping of untrusted text for terminals, one row per case. */
+
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "vis.h"
+
+struct vis_case {
+	const char *in;
+	size_t len;
+	const char *want;
+};
+
+#define S(x) x, sizeof(x) - 1
+
+static const struct vis_case cases[] = {
+	{ S("plain text 123"), "plain text 123" },
+	{ S(""), "" },
+	{ S("\x1b]0;title\a\x1b[2J"), "\\e]0;title\\a\\e[2J" },
+	{ S("a\tb\nc\rd"), "a\\tb\\nc\\rd" },
+	{ S("back\\slash"), "back\\\\slash" },
+	{ S("nul\0byte"), "nul\\x00byte" },
+	{ S("del\x7f"), "del\\x7f" },
+	{ S("caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87"),
+	    "caf\xc3\xa9 \xe4\xb8\xad\xe6\x96\x87" },
+	{ S("emoji \xf0\x9f\x98\x80"), "emoji \xf0\x9f\x98\x80" },
+	/* C1 CSI (U+009B) encoded in UTF-8 */
+	{ S("c1 \xc2\x9b"
+	    "2J"),
+	    "c1 \\xc2\\x9b2J" },
+	/* raw 8-bit CSI, overlong, surrogate, truncated */
+	{ S("\x9b"
+	    "2J"),
+	    "\\x9b2J" },
+	{ S("\xc0\xaf"), "\\xc0\\xaf" },
+	{ S("\xed\xa0\x80"), "\\xed\\xa0\\x80" },
+	{ S("\xe4\xb8"), "\\xe4\\xb8" },
+	{ S("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80" },
+};
+
+START_TEST(test_vis)
+{
+	const struct vis_case *c = &cases[_i];
+	char *got = vis_buf(c->in, c->len);
+
+	ck_assert_str_eq(got, c->want);
+	ck_assert_int_eq(vis_needed(c->in, c->len),
+	    strcmp(got, c->in) != 0 || strlen(c->want) != c->len);
+	free(got);
+}
+END_TEST
+
+START_TEST(test_vis_str)
+{
+	char *got = vis_str("x\x1b[31my");
+
+	ck_assert_str_eq(got, "x\\e[31my");
+	free(got);
+	ck_assert_ptr_null(vis_str(NULL));
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("vis");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_loop_test(tc, test_vis, 0, sizeof cases / sizeof cases[0]);
+	tcase_add_test(tc, test_vis_str);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
