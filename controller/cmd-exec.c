@@ -101,8 +101,15 @@ const struct cmd_entry cmd_exec_entry = {
 	    "host\n"
 	    "  -t, --timeout SECS   per-host limit for the command (default "
 	    "from config, 0: none)\n"
-	    "      --connect-timeout SECS  TCP + SSH handshake + login "
-	    "(default 10)\n"
+	    "      --connect-timeout SECS  name, TCP connect and the server's "
+	    "SSH banner\n"
+	    "                       (default 10)\n"
+	    "      --setup-timeout SECS    key exchange and login fail after "
+	    "SECS\n"
+	    "                       without a byte from the server, or 10 x "
+	    "SECS in\n"
+	    "                       all (default 30; a slow server is not a "
+	    "dead one)\n"
 	    "  -f, --fanout N       hosts contacted at once (default 256)\n\n"
 	    "A summary goes to stderr at the end. Exit status 0 only if every "
 	    "host\nran the command and it returned 0; 1 otherwise; 130 after "
@@ -114,7 +121,7 @@ const struct cmd_entry cmd_exec_entry = {
 	.exec = cmd_exec_exec,
 };
 
-enum { OPT_JSON = 256, OPT_STDIN, OPT_CONNECT_TIMEOUT };
+enum { OPT_JSON = 256, OPT_STDIN, OPT_CONNECT_TIMEOUT, OPT_SETUP_TIMEOUT };
 
 static const struct option exec_options[] = { { "gather", no_argument, NULL,
 						  'b' },
@@ -123,6 +130,7 @@ static const struct option exec_options[] = { { "gather", no_argument, NULL,
 	{ "stdin", required_argument, NULL, OPT_STDIN },
 	{ "timeout", required_argument, NULL, 't' },
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
+	{ "setup-timeout", required_argument, NULL, OPT_SETUP_TIMEOUT },
 	{ "fanout", required_argument, NULL, 'f' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
@@ -596,6 +604,7 @@ cmd_exec_exec(
 	memset(&set, 0, sizeof set);
 	set.fanout = ctx->config->fanout;
 	set.connect_timeout = ctx->config->connect_timeout;
+	set.setup_timeout = ctx->config->setup_timeout;
 	set.command_timeout = ctx->config->command_timeout;
 	run.mode = MODE_PREFIX;
 	for (k = 1; k < argc; k++) {
@@ -630,6 +639,11 @@ cmd_exec_exec(
 		case OPT_CONNECT_TIMEOUT:
 			if ((status = parse_secs(e, "--connect-timeout", optarg,
 				 1, &set.connect_timeout)) != 0)
+				return status;
+			break;
+		case OPT_SETUP_TIMEOUT:
+			if ((status = parse_secs(e, "--setup-timeout", optarg,
+				 1, &set.setup_timeout)) != 0)
 				return status;
 			break;
 		case 'f':

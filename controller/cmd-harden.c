@@ -241,6 +241,7 @@ cmd_harden_exec(
 	set.command = "true";
 	set.fanout = ctx->config->fanout;
 	set.connect_timeout = ctx->config->connect_timeout;
+	set.setup_timeout = ctx->config->setup_timeout;
 	set.command_timeout = 120;
 	set.handle_sigint = 1;
 	rm->ops.output = on_output;

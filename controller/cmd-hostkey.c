@@ -133,6 +133,7 @@ hostkey_accept(struct cmd_ctx *ctx, const char *name, const char *fp)
 	set.command = NULL;
 	set.fanout = 1;
 	set.connect_timeout = ctx->config->connect_timeout;
+	set.setup_timeout = ctx->config->setup_timeout;
 	rm->repin = 1;
 	rm->expect_fp = fp;
 	if (remote_run(rm, &set) != 0 || rm->hosts[0].fail != EF_NONE) {

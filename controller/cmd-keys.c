@@ -555,6 +555,7 @@ run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
 	set.command = "true";
 	set.fanout = rm->ctx->config->fanout;
 	set.connect_timeout = rm->ctx->config->connect_timeout;
+	set.setup_timeout = rm->ctx->config->setup_timeout;
 	set.command_timeout = 120;
 	rm->ops.output = on_output;
 	rm->ops.done = NULL;

@@ -81,6 +81,7 @@ cmd_ssh_exec(
 		memset(&set, 0, sizeof set);
 		set.fanout = 1;
 		set.connect_timeout = ctx->config->connect_timeout;
+		set.setup_timeout = ctx->config->setup_timeout;
 		if (remote_run(rm, &set) != 0 || rm->hosts[0].fail != EF_NONE) {
 			error("%s: %s", in->name,
 			    rm->hosts[0].fail_msg != NULL

@@ -215,6 +215,7 @@ run_once(struct status_run *run, int keep, char **cause)
 	memset(&set, 0, sizeof set);
 	set.fanout = run->ctx->config->fanout;
 	set.connect_timeout = run->ctx->config->connect_timeout;
+	set.setup_timeout = run->ctx->config->setup_timeout;
 	set.command_timeout = run->ctx->config->status_timeout;
 	set.handle_sigint = 1;
 	set.keep_open = keep;

@@ -32,6 +32,7 @@ config_defaults(struct config *c)
 	memset(c, 0, sizeof *c);
 	c->user = xstrdup(INSTANCE_DEFAULT_USER);
 	c->connect_timeout = 10;
+	c->setup_timeout = 30;
 	c->command_timeout = 0;
 	c->fanout = 256;
 	c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
@@ -116,6 +117,11 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	} else if (strcmp(section, "ssh") == 0) {
 		if (strcmp(key, "connect_timeout") == 0) {
 			if (parse_int(value, 1, 3600, &c->connect_timeout) != 0)
+				goto range;
+			return 1;
+		}
+		if (strcmp(key, "setup_timeout") == 0) {
+			if (parse_int(value, 1, 3600, &c->setup_timeout) != 0)
 				goto range;
 			return 1;
 		}

@@ -13,6 +13,7 @@ struct config {
 	char *user;			    /* [defaults] user */
 	char *identity;			    /* [defaults] identity, or NULL */
 	int connect_timeout;		    /* [ssh] seconds */
+	int setup_timeout;		    /* [ssh] seconds of silence */
 	int command_timeout;		    /* [ssh] seconds, 0 none */
 	int fanout;			    /* [ssh] */
 	enum hostkey_policy hostkey_policy; /* [ssh] */

@@ -50,6 +50,10 @@
 
 #define PUMP_MS	    100
 #define STDIN_CHUNK (32 * 1024)
+/* Set-up: fail after this long without a byte from the server... */
+#define SETUP_IDLE_DEFAULT 30
+/* ...or after this many times that long in all. */
+#define SETUP_CAP_FACTOR 10
 #define KEX_ALGORITHMS                                                         \
 	"curve25519-sha256,curve25519-sha256@libssh.org,"                      \
 	"ecdh-sha2-nistp256,diffie-hellman-group14-sha256"
@@ -109,8 +113,12 @@ struct engine_conn {
 	ssh_channel ch;
 	struct ssh_channel_callbacks_struct cb;
 	struct event *ev;
-	struct event *timer;
-	int64_t deadline_ms; /* 0: none */
+	struct event *deadline; /* the phase's deadline, added once */
+	struct event *pump;	/* while running, catches what libssh holds */
+	int64_t deadline_ms;	/* the phase's hard limit; 0: none */
+	int64_t idle_limit_ms;	/* set-up: no bytes for this long; 0: off */
+	int64_t last_read_ms;	/* when the socket last woke us to read */
+	int banner_seen;	/* the server's SSH banner has come */
 	int key_index;
 	size_t stdin_off;
 	int eof_sent;
@@ -153,14 +161,18 @@ static void conn_step(struct engine_conn *);
 static void conn_arm(struct engine_conn *, short);
 static void conn_arm_ssh(struct engine_conn *);
 static void conn_io_cb(evutil_socket_t, short, void *);
-static void conn_timer_cb(evutil_socket_t, short, void *);
+static void conn_deadline_cb(evutil_socket_t, short, void *);
+static void conn_pump_cb(evutil_socket_t, short, void *);
 static void conn_dns_cb(int, struct evutil_addrinfo *, void *);
 static void conn_tcp_next(struct engine_conn *);
 static void conn_tcp_done(struct engine_conn *);
 static int conn_ssh_setup(struct engine_conn *);
 static int conn_check_hostkey(struct engine_conn *);
 static void conn_write_stdin(struct engine_conn *);
-static void conn_schedule_timer(struct engine_conn *);
+static void conn_phase(struct engine_conn *, int64_t, int64_t);
+static void conn_setup_phase(struct engine_conn *);
+static int64_t conn_idle_ms(struct engine_conn *, int64_t);
+static void conn_deadline_fail(struct engine_conn *, int);
 static void sigint_cb(evutil_socket_t, short, void *);
 static void agent_submit(struct engine_conn *);
 static void *agent_worker(void *);
@@ -290,9 +302,8 @@ conn_start(struct engine *e, struct engine_host *h)
 		h->exit_status = -1;
 		h->start_ms = engine_now_ms();
 		e->active++;
-		c->deadline_ms =
-		    h->start_ms + (int64_t)e->set->connect_timeout * 1000;
 		c->state = CS_OPEN;
+		conn_setup_phase(c);
 		conn_step(c);
 		return;
 	}
@@ -304,9 +315,10 @@ conn_start(struct engine *e, struct engine_host *h)
 	h->exit_status = -1;
 	h->start_ms = engine_now_ms();
 	e->active++;
-	c->timer = evtimer_new(e->base, conn_timer_cb, c);
-	c->deadline_ms = h->start_ms + (int64_t)e->set->connect_timeout * 1000;
-	conn_schedule_timer(c);
+	c->deadline = evtimer_new(e->base, conn_deadline_cb, c);
+	c->pump = event_new(e->base, -1, EV_PERSIST, conn_pump_cb, c);
+	/* Like OpenSSH's ConnectTimeout: name, TCP and the server's banner. */
+	conn_phase(c, h->start_ms + (int64_t)e->set->connect_timeout * 1000, 0);
 
 	if (h->fail != EF_NONE) {
 		/* Failed before it started (e.g. an unsupported ProxyJump). */
@@ -513,7 +525,8 @@ conn_io_cb(evutil_socket_t fd, short what, void *arg)
 	socklen_t len = sizeof c->last_errno;
 
 	(void)fd;
-	(void)what;
+	if (what & EV_READ)
+		c->last_read_ms = engine_now_ms();
 	if (c->state == CS_TCP) {
 		if (getsockopt(
 			c->fd, SOL_SOCKET, SO_ERROR, &c->last_errno, &len) != 0)
@@ -530,56 +543,116 @@ conn_io_cb(evutil_socket_t fd, short what, void *arg)
 	conn_step(c);
 }
 
-/* Re-arm the timer for the nearer of the deadline and the next pump. */
+/*
+ * Enter a phase with its deadlines: a hard limit at_ms (0: none) and, for
+ * set-up, a limit on silence from the server (idle_ms, 0: none). The
+ * deadline timer is added here and in its own callback only, never from
+ * the I/O path: re-adding a timer that has fired but not yet run takes it
+ * off libevent's active list, and a peer that keeps sending would then
+ * hold the deadline off for ever.
+ */
 static void
-conn_schedule_timer(struct engine_conn *c)
+conn_phase(struct engine_conn *c, int64_t at_ms, int64_t idle_ms)
 {
-	int64_t now = engine_now_ms(), at;
+	int64_t now = engine_now_ms(), at = at_ms;
 	struct timeval tv;
 
-	at = c->deadline_ms;
-	if (c->state == CS_RUN && (at == 0 || at > now + PUMP_MS))
-		at = now + PUMP_MS;
+	c->deadline_ms = at_ms;
+	c->idle_limit_ms = idle_ms;
+	c->last_read_ms = now;
+	if (idle_ms != 0 && (at == 0 || at > now + idle_ms))
+		at = now + idle_ms;
+	evtimer_del(c->deadline);
 	if (at == 0)
 		return;
 	if (at < now)
 		at = now;
 	tv.tv_sec = (at - now) / 1000;
 	tv.tv_usec = ((at - now) % 1000) * 1000;
-	evtimer_add(c->timer, &tv);
+	evtimer_add(c->deadline, &tv);
+}
+
+/*
+ * Set-up after the banner (key exchange, login, channel, exec request):
+ * a slow server is not a dead one, so the limit is silence, under an
+ * overall cap.
+ */
+static void
+conn_setup_phase(struct engine_conn *c)
+{
+	const struct engine_settings *set = c->e->set;
+	int64_t idle =
+	    (set->setup_timeout > 0 ? set->setup_timeout : SETUP_IDLE_DEFAULT) *
+	    (int64_t)1000;
+
+	conn_phase(c, engine_now_ms() + idle * SETUP_CAP_FACTOR, idle);
+}
+
+/*
+ * How long the server has sent nothing: the kernel's count where it has
+ * one (it sees bytes libssh read during another call), otherwise the
+ * last time the socket woke us to read.
+ */
+static int64_t
+conn_idle_ms(struct engine_conn *c, int64_t now)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof ti;
+	int64_t idle = now - c->last_read_ms;
+
+	if (c->fd != -1 &&
+	    getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
+	    len >= sizeof ti && (int64_t)ti.tcpi_last_data_recv < idle)
+		idle = ti.tcpi_last_data_recv;
+	return idle;
 }
 
 static void
-conn_timer_cb(evutil_socket_t fd, short what, void *arg)
+conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
 {
 	struct engine_conn *c = arg;
-	int secs;
+	int64_t now = engine_now_ms(), idle, at;
+	struct timeval tv;
 
 	(void)fd;
 	(void)what;
-	if (c->deadline_ms == 0 || engine_now_ms() < c->deadline_ms) {
-		/*
-		 * Early (timers may fire a millisecond before our clock says
-		 * so) or the pump: handle what libssh may hold without a
-		 * wake-up. conn_step re-arms the timer; otherwise do it here,
-		 * or the deadline would never come.
-		 */
-		if (!c->in_agent && c->state >= CS_HANDSHAKE &&
-		    c->state <= CS_RUN)
-			conn_step(c);
-		else
-			conn_schedule_timer(c);
+	if (c->deadline_ms != 0 && now >= c->deadline_ms) {
+		conn_deadline_fail(c, 0);
 		return;
 	}
-	secs = c->e->set->connect_timeout;
+	if (c->idle_limit_ms == 0) {
+		/* Early by a millisecond: come back at the deadline. */
+		at = c->deadline_ms;
+	} else {
+		idle = conn_idle_ms(c, now);
+		if (idle >= c->idle_limit_ms) {
+			conn_deadline_fail(c, 1);
+			return;
+		}
+		at = now + (c->idle_limit_ms - idle);
+		if (c->deadline_ms != 0 && at > c->deadline_ms)
+			at = c->deadline_ms;
+	}
+	if (at == 0)
+		return;
+	if (at <= now)
+		at = now + 1;
+	tv.tv_sec = (at - now) / 1000;
+	tv.tv_usec = ((at - now) % 1000) * 1000;
+	evtimer_add(c->deadline, &tv);
+}
+
+/* Say why the phase's deadline failed the host (idle: silence). */
+static void
+conn_deadline_fail(struct engine_conn *c, int idle)
+{
+	const struct engine_settings *set = c->e->set;
+	int secs = set->connect_timeout;
+	long quiet = (long)(c->idle_limit_ms / 1000);
+	long cap = quiet * SETUP_CAP_FACTOR;
+
 	switch (c->state) {
 	case CS_IDLE:
-		break;
-	case CS_AGENT:
-		conn_fail(c, EF_CONNECT_TIMEOUT,
-		    "ssh-agent did not answer "
-		    "within %ds",
-		    secs);
 		break;
 	case CS_RESOLVE:
 		conn_fail(c, EF_RESOLVE, "resolving %s timed out after %ds",
@@ -587,29 +660,49 @@ conn_timer_cb(evutil_socket_t fd, short what, void *arg)
 		break;
 	case CS_TCP:
 		conn_fail(c, EF_CONNECT_TIMEOUT,
-		    "TCP connect timed out "
-		    "after %ds",
-		    secs);
+		    "TCP connect timed out after %ds", secs);
 		break;
 	case CS_HANDSHAKE:
-		conn_fail(c, EF_CONNECT_TIMEOUT,
-		    "no SSH handshake within %ds "
-		    "(the host accepted TCP but did not speak SSH)",
-		    secs);
-		break;
+		if (!c->banner_seen) {
+			conn_fail(c, EF_CONNECT_TIMEOUT,
+			    "no SSH banner within %ds (the host accepted TCP "
+			    "but did not speak SSH)",
+			    secs);
+			break;
+		}
+		/* FALLTHROUGH */
+	case CS_AGENT:
 	case CS_AUTH:
 	case CS_OPEN:
 	case CS_EXEC:
-		conn_fail(c, EF_CONNECT_TIMEOUT,
-		    "session set-up timed out "
-		    "after %ds",
-		    secs);
+		if (idle)
+			conn_fail(c, EF_CONNECT_TIMEOUT,
+			    "session set-up stalled: nothing from the server "
+			    "for %lds%s",
+			    quiet,
+			    c->state == CS_AGENT ? " (waiting for ssh-agent)"
+						 : "");
+		else
+			conn_fail(c, EF_CONNECT_TIMEOUT,
+			    "session set-up did not finish within %lds", cap);
 		break;
 	case CS_RUN:
 		conn_fail(c, EF_TIMEOUT, "command timed out after %ds",
-		    c->e->set->command_timeout);
+		    set->command_timeout);
 		break;
 	}
+}
+
+/* While the command runs: handle what libssh may hold without a wake-up. */
+static void
+conn_pump_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)fd;
+	(void)what;
+	if (c->state == CS_RUN)
+		conn_step(c);
 }
 
 /*
@@ -710,6 +803,10 @@ conn_step(struct engine_conn *c)
 	case CS_HANDSHAKE:
 		c->ssh_started = 1;
 		rc = ssh_connect(c->s);
+		if (!c->banner_seen && ssh_get_serverbanner(c->s) != NULL) {
+			c->banner_seen = 1;
+			conn_setup_phase(c);
+		}
 		if (rc == SSH_AGAIN)
 			break;
 		if (rc != SSH_OK) {
@@ -792,9 +889,15 @@ conn_step(struct engine_conn *c)
 			return;
 		}
 		c->state = CS_RUN;
-		c->deadline_ms = set->command_timeout > 0
-		    ? engine_now_ms() + (int64_t)set->command_timeout * 1000
-		    : 0;
+		conn_phase(c,
+		    set->command_timeout > 0
+			? engine_now_ms() + (int64_t)set->command_timeout * 1000
+			: 0,
+		    0);
+		{
+			struct timeval pump = { 0, PUMP_MS * 1000 };
+			event_add(c->pump, &pump);
+		}
 		if ((c->sev = ssh_event_new()) == NULL ||
 		    ssh_event_add_session(c->sev, c->s) != SSH_OK) {
 			conn_fail(c, EF_SSH, "cannot poll the session");
@@ -829,7 +932,6 @@ conn_step(struct engine_conn *c)
 		break;
 	}
 	conn_arm_ssh(c);
-	conn_schedule_timer(c);
 }
 
 static int
@@ -938,7 +1040,8 @@ conn_release(struct engine_conn *c)
 
 	if (c->ev != NULL)
 		event_free(c->ev);
-	event_free(c->timer);
+	event_free(c->deadline);
+	event_free(c->pump);
 	if (c->dnsreq != NULL)
 		evdns_getaddrinfo_cancel(c->dnsreq);
 	if (c->ai != NULL)
@@ -1012,7 +1115,8 @@ conn_finish(struct engine_conn *c)
 		}
 		if (c->ev != NULL)
 			event_del(c->ev);
-		evtimer_del(c->timer);
+		evtimer_del(c->deadline);
+		event_del(c->pump);
 		c->state = CS_IDLE;
 		c->reused = 0;
 	} else {
@@ -1050,7 +1154,6 @@ agent_submit(struct engine_conn *c)
 	}
 	c->in_agent = 1;
 	c->state = CS_AGENT;
-	conn_schedule_timer(c);
 	c->queue_next = NULL;
 	if (e->queue == NULL)
 		e->queue = c;
@@ -1093,7 +1196,7 @@ agent_worker(void *arg)
 		e->worker_busy = 1;
 		pthread_mutex_unlock(&e->lock);
 
-		secs = (long)((c->deadline_ms - engine_now_ms()) / 1000) + 1;
+		secs = (long)(c->idle_limit_ms / 1000) + 1;
 		if (secs < 1)
 			secs = 1;
 		ssh_options_set(c->s, SSH_OPTIONS_TIMEOUT, &secs);

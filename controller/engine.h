@@ -6,8 +6,12 @@
  * TCP connect of our own handed to libssh with SSH_OPTIONS_FD, the SSH
  * handshake, the host key check (a callback, so keys stay pinned per
  * instance in SQLite), public key authentication with keys loaded once for
- * the whole run, one exec channel. Each phase has its own deadline; a host
- * that fails gets a reason code and a message, and the others go on.
+ * the whole run, one exec channel. Each phase has its own deadline, which
+ * holds whatever the peer sends: connect_timeout for the name, TCP and the
+ * server's banner (as OpenSSH's ConnectTimeout); then set-up fails after
+ * setup_timeout seconds in which the server sent nothing, or ten times that
+ * in all; then the command has command_timeout. A host that fails gets a
+ * reason code and a message, and the others go on.
  */
 #ifndef GPUFLEET_ENGINE_H
 #define GPUFLEET_ENGINE_H
@@ -23,7 +27,7 @@ enum engine_fail {
 	EF_RESOLVE,	    /* name does not resolve */
 	EF_REFUSED,	    /* TCP connection refused */
 	EF_UNREACHABLE,	    /* no route, network down */
-	EF_CONNECT_TIMEOUT, /* TCP connect, handshake or auth too slow */
+	EF_CONNECT_TIMEOUT, /* no banner in time, or set-up stalled */
 	EF_SSH,		    /* protocol or transport error */
 	EF_HOSTKEY_CHANGED, /* key differs from the pinned one */
 	EF_HOSTKEY_UNKNOWN, /* strict policy and no known key */
@@ -80,7 +84,8 @@ struct engine_ops {
 struct engine_settings {
 	const char *command;
 	int fanout;
-	int connect_timeout;	/* seconds */
+	int connect_timeout;	/* seconds: name, TCP and SSH banner */
+	int setup_timeout;	/* seconds of server silence in set-up; 0: 30 */
 	int command_timeout;	/* seconds, 0 for none */
 	const char *stdin_data; /* or NULL */
 	size_t stdin_len;

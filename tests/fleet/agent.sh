@@ -32,7 +32,8 @@ expect_eq "$(printf '%s\n' "$out" | grep -c ': via agent$')" 3 "three hosts"
 start_agent "$T/stuck.sock"
 kill -STOP "$SSH_AGENT_PID"
 start=$(date +%s%N)
-SSH_AUTH_SOCK=$T/stuck.sock run exec all --json --connect-timeout 2 -- echo ok
+SSH_AUTH_SOCK=$T/stuck.sock run exec all --json --connect-timeout 2 \
+    --setup-timeout 2 -- echo ok
 elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_rc 1 "stuck agent fails its hosts"
 for n in 1 2 3; do
