@@ -187,7 +187,7 @@ classify(struct status_run *run, size_t i)
 		return;
 	}
 	if (report_parse(s->out.data != NULL ? s->out.data : "", s->out.len,
-		&s->rep, &cause) != 0) {
+		run->now, &s->rep, &cause) != 0) {
 		s->state = "agent error";
 		s->error = cause;
 		return;
