@@ -390,8 +390,9 @@ egress_bytes(struct inventory *inv, int64_t id, int64_t from, int64_t to)
 	sqlite3_bind_int64(st, 3, to);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		v = sqlite3_column_int64(st, 0);
-		if (prev >= 0)
-			sum += v >= prev ? v - prev : v;
+		if (prev >= 0 && v >= 0 &&
+		    __builtin_add_overflow(sum, v >= prev ? v - prev : v, &sum))
+			sum = INT64_MAX;
 		prev = v;
 	}
 	sqlite3_finalize(st);
@@ -478,6 +479,10 @@ ledger_cost(struct inventory *inv, const struct config *cf,
 		return -GF_EDB;
 	c->egress = billing_egress_cost(
 	    &c->rule, egress_bytes(inv, c->in->id, from, to));
+	c->amount = c->total.compute;
+	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
+	    billing_add(&c->amount, c->egress, cause) != 0)
+		return -GF_EDB;
 	c->idle_frac =
 	    idle_fraction(inv, c->in->id, from, to, cf->status_idle_util);
 	c->idle = isnan(c->idle_frac)

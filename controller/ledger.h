@@ -64,6 +64,7 @@ struct ledger_cost {
 	int running_now;
 	struct billing_total total;
 	money_t egress;
+	money_t amount;	  /* compute + storage + egress */
 	double idle_frac; /* NAN: no samples */
 	money_t idle;
 	int restarts;
