@@ -77,6 +77,15 @@ struct ledger_event {
 	char source[12]; /* observed performed stated */
 };
 
+/* One ledger row as `gpufleet ledger` lists it. */
+struct ledger_entry {
+	int64_t id;
+	int64_t t;
+	char state[12];
+	char source[12];
+	char *note; /* or NULL */
+};
+
 int ledger_price_get(
     struct inventory *, int64_t, struct billing_rule *, int *, char **);
 int ledger_price_put(
@@ -94,5 +103,10 @@ int ledger_incident(
 int ledger_cost(struct inventory *, const struct config *, struct ledger_cost *,
     int64_t, int64_t, int64_t, char **);
 int ledger_observe(struct inventory *, int64_t, int64_t, int64_t, int, char **);
+int ledger_entries(
+    struct inventory *, int64_t, struct ledger_entry **, size_t *, char **);
+void ledger_entries_free(struct ledger_entry *, size_t);
+int ledger_delete(struct inventory *, int64_t, int64_t, char **);
+int ledger_move(struct inventory *, int64_t, int64_t, int64_t, char **);
 
 #endif
