@@ -132,3 +132,13 @@ tags_join(const struct instance *in, const char *sep)
 	}
 	return s;
 }
+
+/* Print "NAME: failed: WHY" on stdout, WHY (remote text) escaped. */
+void
+cmd_print_failed(const char *name, const char *why)
+{
+	char *safe = vis_str(why != NULL ? why : "failed");
+
+	printf("%s: failed: %s\n", name, safe);
+	free(safe);
+}
