@@ -28,6 +28,7 @@ static int64_t run_billed_at(
 static money_t stopped_charge_at(
     const struct billing_rule *, const struct billing_interval *, int64_t);
 static int check_amount(const char *, money_t, char **);
+static int over_ceiling(money_t, int64_t);
 static int check_time(const char *, int64_t, char **);
 
 /* Clamp a 128-bit value into the money_t range. */
@@ -103,6 +104,13 @@ parse_decimal(const char *s, size_t len, money_t *out)
 	return NULL;
 }
 
+/* Whether price per secs of time comes to more than the hourly ceiling. */
+static int
+over_ceiling(money_t price, int64_t secs)
+{
+	return (i128)price * 3600 > (i128)BILLING_PRICE_MAX_HOUR * secs;
+}
+
 /* Parse an amount: digits with at most 4 decimals, no sign, no separators. */
 int
 billing_parse_amount(const char *text, money_t *out, char **cause)
@@ -156,6 +164,14 @@ parse_price_as(const char *what, const char *text, money_t *out,
 	name = slash + 1;
 	for (i = 0; i < sizeof periods / sizeof periods[0]; i++) {
 		if (strcasecmp(name, periods[i].name) == 0) {
+			if (over_ceiling(
+				v, billing_per_seconds(periods[i].per))) {
+				xasprintf(cause,
+				    "%s '%s' is too high (at most 1000000 an "
+				    "hour)",
+				    what, text);
+				return -1;
+			}
 			*out = v;
 			*per = periods[i].per;
 			return 0;
@@ -193,14 +209,8 @@ billing_parse_stopped_price(const char *text, money_t *per_day, char **cause)
 
 	if (parse_price_as("stopped price", text, &v, &per, cause) != 0)
 		return -1;
-	v *= 86400 / billing_per_seconds(per);
-	if (v > BILLING_AMOUNT_MAX) {
-		xasprintf(cause,
-		    "stopped price '%s' is too large (at most 1000000000/day)",
-		    text);
-		return -1;
-	}
-	*per_day = v;
+	/* At most 10^6 an hour (checked above): 2.4 * 10^11 a day. */
+	*per_day = v * (86400 / billing_per_seconds(per));
 	return 0;
 }
 
@@ -218,6 +228,11 @@ billing_parse_egress_price(const char *text, money_t *per_gb, char **cause)
 	}
 	if ((why = parse_decimal(text, (size_t)(slash - text), &v)) != NULL) {
 		xasprintf(cause, "egress price '%s': amount %s", text, why);
+		return -1;
+	}
+	if (v > BILLING_PRICE_MAX_HOUR) {
+		xasprintf(cause,
+		    "egress price '%s' is too high (at most 1000000/GB)", text);
 		return -1;
 	}
 	*per_gb = v;
@@ -436,6 +451,14 @@ billing_rule_validate(const struct billing_rule *rule, char **cause)
 	if ((unsigned)rule->price_per > BILL_PER_DAY) {
 		xasprintf(cause, "price period %d is not known",
 		    (int)rule->price_per);
+		return -1;
+	}
+	if (over_ceiling(rule->price, billing_per_seconds(rule->price_per)) ||
+	    over_ceiling(rule->stopped_per_day, 86400) ||
+	    rule->egress_per_gb > BILLING_PRICE_MAX_HOUR) {
+		xasprintf(cause,
+		    "a price of this instance is above 1000000 an hour "
+		    "(or /GB); correct it with gpufleet set");
 		return -1;
 	}
 	if ((unsigned)rule->unit > BILL_HOUR) {
@@ -673,6 +696,7 @@ billing_sums_add(struct billing_sums *sums, const char *currency,
     money_t amount, char **cause)
 {
 	struct billing_sum *s;
+	money_t v;
 	size_t i;
 
 	if (strlen(currency) != 3 || !currency_ok(currency)) {
@@ -691,10 +715,30 @@ billing_sums_add(struct billing_sums *sums, const char *currency,
 		s->amount = 0;
 	}
 	s = &sums->v[i];
-	if (__builtin_add_overflow(s->amount, amount, &s->amount)) {
+	if (__builtin_add_overflow(s->amount, amount, &v)) {
 		xasprintf(cause, "sum in %s overflows", currency);
 		return -1;
 	}
+	s->amount = v;
+	return 0;
+}
+
+/*
+ * Add amount to *sum; one that would leave the money_t range fails with
+ * *cause set and *sum unchanged.
+ */
+int
+billing_add(money_t *sum, money_t amount, char **cause)
+{
+	money_t v;
+
+	if (__builtin_add_overflow(*sum, amount, &v)) {
+		xasprintf(cause,
+		    "a sum of amounts overflows (a price or a stored "
+		    "report is wrong)");
+		return -1;
+	}
+	*sum = v;
 	return 0;
 }
 

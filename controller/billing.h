@@ -11,8 +11,10 @@
  * Rounding. Every computed charge is rounded UP to the next minor unit, once,
  * on the exact rational value (price * seconds / period, in 128-bit
  * integers), as platforms never bill fractions in the renter's favour. Sums
- * are of already-rounded charges. Nothing wraps: results beyond the money_t
- * range saturate at BILLING_MONEY_MAX (far beyond any real bill).
+ * are of already-rounded charges. Nothing wraps: prices above
+ * BILLING_PRICE_MAX_HOUR are refused, results beyond the money_t range
+ * saturate at BILLING_MONEY_MAX (far beyond any real bill), and sums of
+ * amounts (billing_add, billing_sums_add) fail with a message instead.
  *
  * One run (one start..stop of an instance) under a rule:
  *   billed  = max(ran, min_billed), rounded up to whole units (second,
@@ -67,6 +69,13 @@ typedef int64_t money_t;
 #define BILLING_MONEY_MAX      INT64_MAX
 /* Largest amount a price, balance or plan may state: 10^9 units. */
 #define BILLING_AMOUNT_MAX ((money_t)1000000000 * BILLING_MINOR_PER_UNIT)
+/*
+ * Highest price accepted, as what it comes to in an hour: 10^6 units (for
+ * storage, the same per hour of stopped time; for egress, per GB). A
+ * ceiling far above any real rate, so that no sum over any fleet and any
+ * window can leave the money_t range.
+ */
+#define BILLING_PRICE_MAX_HOUR ((money_t)1000000 * BILLING_MINOR_PER_UNIT)
 /* Longest duration billing_parse_duration accepts; longest min_billed. */
 #define BILLING_DURATION_MAX   ((int64_t)3650 * 86400)
 #define BILLING_MIN_BILLED_MAX ((int64_t)30 * 86400)
@@ -175,6 +184,7 @@ int billing_window(const struct billing_rule *, const struct billing_interval *,
 int billing_total_add(
     struct billing_total *, const struct billing_total *, char **);
 int billing_sums_add(struct billing_sums *, const char *, money_t, char **);
+int billing_add(money_t *, money_t, char **);
 money_t billing_sums_get(const struct billing_sums *, const char *);
 void billing_sums_free(struct billing_sums *);
 

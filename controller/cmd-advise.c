@@ -269,12 +269,19 @@ cmd_advise_exec(
 						cause = NULL;
 						continue;
 					}
-					left -= c.total.compute +
-					    c.total.storage + c.egress;
-					if (c.running_now)
-						burnh += billing_hourly_price(
-						    &c.rule);
+					if (billing_add(&left, -c.amount,
+						&cause) != 0 ||
+					    (c.running_now &&
+						billing_add(&burnh,
+						    billing_hourly_price(
+							&c.rule),
+						    &cause) != 0)) {
+						r = -GF_EUSAGE;
+						break;
+					}
 				}
+				if (r != 0)
+					break;
 				if (billing_runway(left, burnh, &secs) == 0 &&
 				    secs < 86400) {
 					a = billing_format(left, cur);
@@ -292,6 +299,8 @@ cmd_advise_exec(
 		}
 		sqlite3_finalize(st);
 		instance_free_array(all, na);
+		if (r != 0)
+			goto fail;
 		free(cause);
 	}
 	if (json)

@@ -21,6 +21,7 @@
 
 enum cost_by { BY_INSTANCE, BY_PROVIDER, BY_DAY };
 
+static int projection(money_t, money_t, int64_t, money_t *, char **);
 static int cmd_cost_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
@@ -69,6 +70,19 @@ month_start(int64_t t, int next)
 	tm.tm_mon += next;
 	tm.tm_isdst = -1;
 	return (int64_t)mktime(&tm);
+}
+
+/*
+ * The month-end projection: total plus burn_per_hour for secs more, or -1
+ * with *cause where that leaves the money range.
+ */
+static int
+projection(money_t total, money_t burn_per_hour, int64_t secs, money_t *out,
+    char **cause)
+{
+	*out = total;
+	return billing_add(
+	    out, billing_price_for(burn_per_hour, BILL_PER_HOUR, secs), cause);
 }
 
 static json_t *
@@ -162,16 +176,15 @@ cmd_cost_exec(
 			status = cmd_fail(-r, cause);
 			goto out;
 		}
-		money_t sum = rows[i].total.compute + rows[i].total.storage +
-		    rows[i].egress;
-		if (billing_sums_add(
-			&totals, rows[i].rule.currency, sum, &cause) != 0) {
+		if (billing_sums_add(&totals, rows[i].rule.currency,
+			rows[i].amount, &cause) != 0 ||
+		    (rows[i].running_now && rows[i].priced &&
+			billing_sums_add(&burn, rows[i].rule.currency,
+			    billing_hourly_price(&rows[i].rule),
+			    &cause) != 0)) {
 			status = cmd_fail(GF_EUSAGE, cause);
 			goto out;
 		}
-		if (rows[i].running_now && rows[i].priced)
-			billing_sums_add(&burn, rows[i].rule.currency,
-			    billing_hourly_price(&rows[i].rule), &cause);
 	}
 	eom = month_start(to > 0 ? to - 1 : to, 1);
 
@@ -217,9 +230,7 @@ cmd_cost_exec(
 			json_object_set_new(x, "idle",
 			    isnan(cr->idle_frac) ? json_null()
 						 : money_json(cr->idle));
-			json_object_set_new(x, "total",
-			    money_json(cr->total.compute + cr->total.storage +
-				cr->egress));
+			json_object_set_new(x, "total", money_json(cr->amount));
 			json_object_set_new(
 			    x, "restarts", json_integer(cr->restarts));
 			json_object_set_new(
@@ -228,18 +239,26 @@ cmd_cost_exec(
 		}
 		for (i = 0; i < totals.n; i++) {
 			json_t *x = json_object();
-			money_t bh =
-			    billing_sums_get(&burn, totals.v[i].currency);
+			money_t bh = billing_sums_get(
+				    &burn, totals.v[i].currency),
+				proj;
 			json_object_set_new(
 			    x, "currency", json_string(totals.v[i].currency));
 			json_object_set_new(
 			    x, "total", money_json(totals.v[i].amount));
 			json_object_set_new(x, "burn_per_hour", money_json(bh));
-			if (to >= now - 60 && eom > now)
-				json_object_set_new(x, "projected_month_end",
-				    money_json(totals.v[i].amount +
-					(money_t)ceil((double)bh *
-					    (double)(eom - now) / 3600.0)));
+			if (to >= now - 60 && eom > now) {
+				if (projection(totals.v[i].amount, bh,
+					eom - now, &proj, &cause) != 0) {
+					json_decref(o);
+					json_decref(arr);
+					json_decref(tot);
+					status = cmd_fail(GF_EUSAGE, cause);
+					goto out;
+				}
+				json_object_set_new(
+				    x, "projected_month_end", money_json(proj));
+			}
 			json_array_append_new(tot, x);
 		}
 		json_object_set_new(o, "instances", arr);
@@ -271,9 +290,8 @@ cmd_cost_exec(
 				    cr->idle_frac * 100);
 				free(m);
 			}
-			char *tot = billing_format(
-			    cr->total.compute + cr->total.storage + cr->egress,
-			    cr->rule.currency);
+			char *tot =
+			    billing_format(cr->amount, cr->rule.currency);
 			if (!cr->priced) {
 				free(tot);
 				tot = xstrdup("(no price)");
@@ -314,8 +332,12 @@ cmd_cost_exec(
 				cnt++;
 				run += rows[j].total.running_secs;
 				unk += rows[j].total.unknown_secs;
-				sum += rows[j].total.compute +
-				    rows[j].total.storage + rows[j].egress;
+				if (billing_add(&sum, rows[j].amount, &cause) !=
+				    0) {
+					table_free(t);
+					status = cmd_fail(GF_EUSAGE, cause);
+					goto out;
+				}
 				rs += rows[j].restarts;
 				out += rows[j].outages;
 			}
@@ -363,10 +385,13 @@ cmd_cost_exec(
 					cause = NULL;
 					continue;
 				}
-				billing_sums_add(&ds, dr.rule.currency,
-				    dr.total.compute + dr.total.storage +
-					dr.egress,
-				    &cause);
+				if (billing_sums_add(&ds, dr.rule.currency,
+					dr.amount, &cause) != 0) {
+					billing_sums_free(&ds);
+					table_free(t);
+					status = cmd_fail(GF_EUSAGE, cause);
+					goto out;
+				}
 			}
 			for (i = 0; i < ds.n; i++) {
 				a = billing_format(
@@ -380,15 +405,19 @@ cmd_cost_exec(
 		table_free(t);
 	}
 	for (i = 0; i < totals.n; i++) {
-		money_t bh = billing_sums_get(&burn, totals.v[i].currency);
+		money_t bh = billing_sums_get(&burn, totals.v[i].currency),
+			proj;
+		if (to >= now - 60 && eom > now && since_s == NULL &&
+		    projection(totals.v[i].amount, bh, eom - now, &proj,
+			&cause) != 0) {
+			status = cmd_fail(GF_EUSAGE, cause);
+			goto out;
+		}
 		a = billing_format(totals.v[i].amount, totals.v[i].currency);
 		printf("total %s", a);
 		free(a);
 		if (to >= now - 60 && eom > now && since_s == NULL) {
-			b = billing_format(totals.v[i].amount +
-				(money_t)ceil(
-				    (double)bh * (double)(eom - now) / 3600.0),
-			    totals.v[i].currency);
+			b = billing_format(proj, totals.v[i].currency);
 			c2 = billing_format(bh, totals.v[i].currency);
 			printf(" month to date; burning %s/h, projected %s by "
 			       "the end of the month",

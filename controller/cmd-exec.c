@@ -24,6 +24,7 @@
 #include "log.h"
 #include "remote.h"
 #include "status.h"
+#include "vis.h"
 #include "xmalloc.h"
 
 #define LINE_MAX_BYTES (64 * 1024)
@@ -161,13 +162,18 @@ progress_clear(struct exec_run *r)
 	}
 }
 
+/*
+ * Draw the progress line on stderr. It starts with CAN, which ends any
+ * escape sequence a host's output left open (an OSC title without its
+ * BEL), so the terminal never reads our line as part of one.
+ */
 static void
 progress_draw(struct exec_run *r)
 {
 	if (!r->progress)
 		return;
-	fprintf(stderr, "\r\033[K[%zu/%zu done, %zu failed]", r->ndone, r->n,
-	    r->nfailed + r->nnonzero);
+	fprintf(stderr, "\030\r\033[K[%zu/%zu done, %zu failed]", r->ndone,
+	    r->n, r->nfailed + r->nnonzero);
 	fflush(stderr);
 	r->progress_shown = 1;
 }
@@ -390,6 +396,7 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 {
 	size_t i, j, count;
 	int *printed = xcalloc(n + 1, sizeof *printed), s;
+	char *safe;
 
 	for (i = 0; i < n; i++) {
 		const struct host_out *o = &r->outs[i];
@@ -408,18 +415,23 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 		printf(" (%zu host%s): ", count, count == 1 ? "" : "s");
 		if (hosts[i].fail != EF_NONE)
 			printf("failed: %s\n", engine_fail_code(hosts[i].fail));
-		else if (hosts[i].exit_signal != NULL)
-			printf("killed by signal %s\n", hosts[i].exit_signal);
-		else
+		else if (hosts[i].exit_signal != NULL) {
+			safe = vis_str(hosts[i].exit_signal);
+			printf("killed by signal %s\n", safe);
+			free(safe);
+		} else
 			printf("exit %d\n", hosts[i].exit_status);
 		if (hosts[i].fail != EF_NONE) {
 			for (j = i; j < n; j++) {
 				if (j == i ||
 				    (printed[j] &&
 					hosts[j].fail == hosts[i].fail &&
-					same_result(r, &hosts[i], &hosts[j])))
+					same_result(r, &hosts[i], &hosts[j]))) {
+					safe = vis_str(hosts[j].fail_msg);
 					printf("  %s: %s\n", hosts[j].in->name,
-					    hosts[j].fail_msg);
+					    safe != NULL ? safe : "failed");
+					free(safe);
+				}
 			}
 			continue;
 		}
@@ -726,10 +738,10 @@ cmd_exec_exec(
 	fflush(stdout);
 
 	fprintf(stderr,
-	    "gpufleet: exec: %zu host%s: %zu ok, %zu exit "
+	    "%sgpufleet: exec: %zu host%s: %zu ok, %zu exit "
 	    "non-zero, %zu failed",
-	    remote->n, remote->n == 1 ? "" : "s", run.nok, run.nnonzero,
-	    run.nfailed);
+	    run.progress ? "\030" : "", remote->n, remote->n == 1 ? "" : "s",
+	    run.nok, run.nnonzero, run.nfailed);
 	for (k = 1; k < EF_NKINDS; k++) {
 		if (run.by_reason[k] == 0)
 			continue;

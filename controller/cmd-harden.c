@@ -263,7 +263,7 @@ cmd_harden_exec(
 					    : "probe failed"));
 				json_array_append_new(arr, j);
 			} else
-				printf("%s: failed: %s\n", h->in->name,
+				cmd_print_failed(h->in->name,
 				    h->fail_msg != NULL ? h->fail_msg
 							: "probe failed");
 			continue;

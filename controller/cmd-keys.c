@@ -1247,7 +1247,7 @@ keys_rotate(struct cmd_ctx *ctx, int argc, char **argv)
 			fputc('\n', stdout);
 			json_decref(o);
 		} else if (rt->failed)
-			printf("%s: failed: %s\n", name, rt->error);
+			cmd_print_failed(name, rt->error);
 		else
 			printf("%s: rotated to %s (%s)\n", name, rt->newk.name,
 			    rt->newk.fingerprint);
@@ -1356,14 +1356,14 @@ keys_check(struct cmd_ctx *ctx, int argc, char **argv)
 			free(why);
 		}
 		if (rt->failed) {
-			printf("%s: failed: %s\n", name, rt->error);
+			cmd_print_failed(name, rt->error);
 			bad = 1;
 			continue;
 		}
 		r = keys_reinjected(rm->inv, rm->hosts[i].in->id,
 		    rt->outlen != 0 ? rt->out : "", &found, &cause);
 		if (r < 0) {
-			printf("%s: failed: %s\n", name, cause);
+			cmd_print_failed(name, cause);
 			free(cause);
 			cause = NULL;
 			bad = 1;
@@ -1515,7 +1515,7 @@ keys_revoke(
 			fputc('\n', stdout);
 			json_decref(o);
 		} else if (rt->failed)
-			printf("%s: failed: %s\n", name, rt->error);
+			cmd_print_failed(name, rt->error);
 		else
 			printf("%s: %s %s\n", name,
 			    rt->untouched ? "not present:" : "revoked", fp);

@@ -99,14 +99,20 @@ provider_runway(struct inventory *inv, const struct config *cf,
 			break;
 		if (!c.priced || strcmp(c.rule.currency, p->currency) != 0)
 			continue;
-		spent += c.total.compute + c.total.storage + c.egress;
-		if (c.running_now && list[i].released_at == 0)
-			p->burn += billing_hourly_price(&c.rule);
+		if (billing_add(&spent, c.amount, cause) != 0 ||
+		    (c.running_now && list[i].released_at == 0 &&
+			billing_add(&p->burn, billing_hourly_price(&c.rule),
+			    cause) != 0)) {
+			r = -GF_EUSAGE;
+			break;
+		}
 	}
 	instance_free_array(list, n);
 	if (r != 0)
 		return r;
-	p->left = p->balance - spent;
+	p->left = p->balance;
+	if (billing_add(&p->left, -spent, cause) != 0)
+		return -GF_EUSAGE;
 	if (p->has_balance && billing_runway(p->left, p->burn, &p->runway) == 1)
 		p->runway = -1;
 	return 0;

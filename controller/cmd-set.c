@@ -26,7 +26,8 @@ const struct cmd_entry cmd_set_entry = {
 	    "Pricing (see README, \"Billing\"):\n"
 	    "  price=2.69/h (also /min, /s, /day)   currency=CNY\n"
 	    "  billing=second|minute|hour           min_billed=10m\n"
-	    "  stopped_price=5/day  monthly_price=1500  egress_price=0.8/GB\n\n"
+	    "  stopped_price=5/day  monthly_price=1500  egress_price=0.8/GB\n"
+	    "Prices above 1000000 an hour (or /GB) are refused.\n\n"
 	    "Example: gpufleet set a100-1 port=32456 price=2.69/h "
 	    "billing=second\n",
 	.exec = cmd_set_exec,

@@ -1,9 +1,13 @@
 /* Show every field of one instance. */
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cmd.h"
 #include "status.h"
+#include "vis.h"
+#include "xmalloc.h"
 
 static int cmd_show_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
@@ -52,26 +56,32 @@ cmd_show_exec(
 	if (json)
 		json_print(instance_to_json(&in), stdout);
 	else {
+		char port[16], *safe;
+		size_t i;
 		tags = tags_join(&in, ",");
 		created = instance_format_time(in.created_at);
-		printf("name:                 %s\n"
-		       "host:                 %s\n"
-		       "port:                 %d\n"
-		       "user:                 %s\n"
-		       "provider:             %s\n"
-		       "region:               %s\n"
-		       "tags:                 %s\n"
-		       "identity:             %s\n"
-		       "remote_dir:           %s\n"
-		       "authorized_keys_file: %s\n"
-		       "notes:                %s\n"
-		       "source:               %s\n"
-		       "created_at:           %s\n",
-		    in.name, in.host, in.port, in.user, in.provider, in.region,
-		    tags,
-		    in.identity != NULL ? in.identity : "(config default)",
-		    in.remote_dir, in.authorized_keys_file, in.notes,
-		    in.source != NULL ? in.source : "(added by hand)", created);
+		snprintf(port, sizeof port, "%d", in.port);
+		const char *fields[][2] = { { "name", in.name },
+			{ "host", in.host }, { "port", port },
+			{ "user", in.user }, { "provider", in.provider },
+			{ "region", in.region }, { "tags", tags },
+			{ "identity",
+			    in.identity != NULL ? in.identity
+						: "(config default)" },
+			{ "remote_dir", in.remote_dir },
+			{ "authorized_keys_file", in.authorized_keys_file },
+			{ "notes", in.notes },
+			{ "source",
+			    in.source != NULL ? in.source : "(added by hand)" },
+			{ "created_at", created } };
+		/* Imported fields are text from elsewhere: shown escaped. */
+		for (i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+			safe =
+			    vis_str(fields[i][1] != NULL ? fields[i][1] : "");
+			printf("%s:%*s%s\n", fields[i][0],
+			    (int)(21 - strlen(fields[i][0])), "", safe);
+			free(safe);
+		}
 		free(tags);
 		free(created);
 	}

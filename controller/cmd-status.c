@@ -25,6 +25,7 @@
 #include "samples.h"
 #include "status.h"
 #include "timeparse.h"
+#include "vis.h"
 #include "xmalloc.h"
 
 #define ERR_CAP		   4096
@@ -187,7 +188,7 @@ classify(struct status_run *run, size_t i)
 		return;
 	}
 	if (report_parse(s->out.data != NULL ? s->out.data : "", s->out.len,
-		&s->rep, &cause) != 0) {
+		run->now, &s->rep, &cause) != 0) {
 		s->state = "agent error";
 		s->error = cause;
 		return;
@@ -425,24 +426,32 @@ render_table(struct status_run *run)
 
 	t = table_new(12, "NAME", "STATE", "GPUS", "UTIL%", "MEM(GiB)", "TEMP",
 	    "POWER", "PROCS", "SESS", "LOAD", "UP", "PROGRESS");
+	/* Every remote string below goes through vis_str; the colours are
+	   ours. */
+	table_raw(t);
 	for (i = 0; i < run->rm->n; i++) {
 		struct shost *s = &run->sh[i];
 		const struct report *r = &s->rep;
 		char *gpus = NULL, *util = NULL, *mem = NULL, *temp = NULL;
 		char *power = NULL, *procs = NULL, *load = NULL, *up = NULL;
-		char *prog = NULL, *state = NULL, *sess;
+		char *prog = NULL, *state = NULL, *sess, *safe, *text;
+		char *name = vis_str(run->rm->list[i].name);
 		double tmax = NAN, pw = 0, pl = 0;
 		size_t nprocs = 0;
 
 		if (!s->have_report) {
-			xasprintf(&state, "%s: %s", s->state,
-			    s->error != NULL ? s->error : "");
-			table_add(t, run->rm->list[i].name, state, NULL, NULL,
-			    NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+			safe = vis_str(s->error != NULL ? s->error : "");
+			xasprintf(&state, "%s: %s", s->state, safe);
+			table_add(t, name, state, NULL, NULL, NULL, NULL, NULL,
+			    NULL, NULL, NULL, NULL, NULL);
+			free(safe);
 			free(state);
+			free(name);
 			continue;
 		}
-		gpus = gpu_summary(r);
+		text = gpu_summary(r);
+		gpus = vis_str(text);
+		free(text);
 		for (j = 0; j < r->ngpus; j++) {
 			const struct report_gpu *g = &r->gpus[j];
 			int idle = !isnan(g->util_gpu) &&
@@ -471,9 +480,12 @@ render_table(struct status_run *run)
 				    : "?";
 				if (strrchr(pn, '/') != NULL)
 					pn = strrchr(pn, '/') + 1;
-				if (nprocs++ < 2)
+				if (nprocs++ < 2) {
+					safe = vis_str(pn);
 					cat(&procs, "%s%s", procs ? "," : "",
-					    pn);
+					    safe);
+					free(safe);
+				}
 			}
 		}
 		if (r->ngpus > 0 && !isnan(r->gpus[0].mem_total_mib))
@@ -496,18 +508,22 @@ render_table(struct status_run *run)
 			size_t l = strcspn(r->progress_text, "\n");
 			if (l > 40)
 				l = 40;
-			xasprintf(&prog, "%s%.*s (%s ago)%s",
-			    stale ? stale_c : "", (int)l, r->progress_text, ago,
-			    stale ? off : "");
+			safe = vis_buf(r->progress_text, l);
+			xasprintf(&prog, "%s%s (%s ago)%s",
+			    stale ? stale_c : "", safe, ago, stale ? off : "");
+			free(safe);
 			free(ago);
 		}
 		if (r->ngpus == 0 && r->gpu_error != NULL) {
 			free(gpus);
-			xasprintf(&gpus, "(%s)", r->gpu_error);
+			safe = vis_str(r->gpu_error);
+			xasprintf(&gpus, "(%s)", safe);
+			free(safe);
 		}
 		xasprintf(&sess, "%d", r->sessions);
-		table_add(t, run->rm->list[i].name, s->state, gpus, util, mem,
-		    temp, power, procs, sess, load, up, prog);
+		table_add(t, name, s->state, gpus, util, mem, temp, power,
+		    procs, sess, load, up, prog);
+		free(name);
 		free(sess);
 		free(gpus);
 		free(util);

@@ -20,6 +20,7 @@ extern const struct cmd_entry cmd_history_entry;
 extern const struct cmd_entry cmd_hostkey_entry;
 extern const struct cmd_entry cmd_import_entry;
 extern const struct cmd_entry cmd_keys_entry;
+extern const struct cmd_entry cmd_ledger_entry;
 extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_provider_entry;
@@ -44,6 +45,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_history_entry,
 	&cmd_cost_entry,
 	&cmd_mark_entry,
+	&cmd_ledger_entry,
 	&cmd_provider_entry,
 	&cmd_advise_entry,
 	&cmd_exec_entry,

@@ -43,6 +43,8 @@ int cmd_load_selected(
 struct table;
 struct table *table_new(size_t, ...);
 void table_add(struct table *, ...);
+void table_raw(struct table *);
+void cmd_print_failed(const char *, const char *);
 void table_print(struct table *, FILE *);
 void table_free(struct table *);
 void json_print(json_t *, FILE *);

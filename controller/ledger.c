@@ -12,6 +12,8 @@ static int per_from_name(const char *, enum billing_per *);
 static int unit_from_name(const char *, enum billing_unit *);
 static int64_t egress_bytes(struct inventory *, int64_t, int64_t, int64_t);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
+static int ledger_change(
+    struct inventory *, int64_t, int64_t, int64_t, const char *, char **);
 static int count_incidents(
     struct inventory *, int64_t, const char *, int64_t, int64_t);
 
@@ -390,8 +392,9 @@ egress_bytes(struct inventory *inv, int64_t id, int64_t from, int64_t to)
 	sqlite3_bind_int64(st, 3, to);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		v = sqlite3_column_int64(st, 0);
-		if (prev >= 0)
-			sum += v >= prev ? v - prev : v;
+		if (prev >= 0 && v >= 0 &&
+		    __builtin_add_overflow(sum, v >= prev ? v - prev : v, &sum))
+			sum = INT64_MAX;
 		prev = v;
 	}
 	sqlite3_finalize(st);
@@ -462,6 +465,7 @@ ledger_cost(struct inventory *inv, const struct config *cf,
 	struct ledger_event *ev = NULL;
 	struct billing_interval *iv;
 	size_t n = 0, k;
+	char *why = NULL;
 	int r;
 
 	if ((r = ledger_price_get(
@@ -471,13 +475,21 @@ ledger_cost(struct inventory *inv, const struct config *cf,
 	iv = xcalloc(n + 1, sizeof *iv);
 	k = ledger_intervals(ev, n, to < now ? to : now, iv);
 	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
-	r = billing_window(&c->rule, iv, k, from, to, &c->total, cause);
+	r = billing_window(&c->rule, iv, k, from, to, &c->total, &why);
 	free(iv);
 	free(ev);
-	if (r != 0)
+	if (r != 0) {
+		xasprintf(cause, "%s: %s (see gpufleet ledger %s)", c->in->name,
+		    why, c->in->name);
+		free(why);
 		return -GF_EDB;
+	}
 	c->egress = billing_egress_cost(
 	    &c->rule, egress_bytes(inv, c->in->id, from, to));
+	c->amount = c->total.compute;
+	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
+	    billing_add(&c->amount, c->egress, cause) != 0)
+		return -GF_EDB;
 	c->idle_frac =
 	    idle_fraction(inv, c->in->id, from, to, cf->status_idle_util);
 	c->idle = isnan(c->idle_frac)
@@ -486,4 +498,121 @@ ledger_cost(struct inventory *inv, const struct config *cf,
 	c->restarts = count_incidents(inv, c->in->id, "restart", from, to);
 	c->outages = count_incidents(inv, c->in->id, "outage_start", from, to);
 	return 0;
+}
+
+/* An instance's ledger rows in time order, with ids and notes. *out (free
+ * with ledger_entries_free) gets *n rows. */
+int
+ledger_entries(struct inventory *inv, int64_t id, struct ledger_entry **out,
+    size_t *n, char **cause)
+{
+	sqlite3_stmt *st;
+	struct ledger_entry *v = NULL;
+	size_t len = 0;
+	int rc;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT id, t, state, source, note FROM ledger "
+		"WHERE instance_id = ? ORDER BY t, id",
+		-1, &st, NULL) != SQLITE_OK)
+		return inventory_error(inv, "reading the ledger", cause);
+	sqlite3_bind_int64(st, 1, id);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		v = xreallocarray(v, len + 1, sizeof *v);
+		v[len].id = sqlite3_column_int64(st, 0);
+		v[len].t = sqlite3_column_int64(st, 1);
+		snprintf(v[len].state, sizeof v[len].state, "%s",
+		    sqlite3_column_text(st, 2));
+		snprintf(v[len].source, sizeof v[len].source, "%s",
+		    sqlite3_column_text(st, 3));
+		v[len].note = sqlite3_column_type(st, 4) == SQLITE_NULL
+		    ? NULL
+		    : xstrdup((const char *)sqlite3_column_text(st, 4));
+		len++;
+	}
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE) {
+		ledger_entries_free(v, len);
+		return inventory_error(inv, "reading the ledger", cause);
+	}
+	*out = v;
+	*n = len;
+	return 0;
+}
+
+void
+ledger_entries_free(struct ledger_entry *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(v[i].note);
+	free(v);
+}
+
+/*
+ * Run one statement on ledger row entry of instance id (bound as ?1 and
+ * ?2, t as ?3); a row that is not there, or a release (undone only by
+ * re-adding the instance), is refused with -GF_EUSAGE.
+ */
+static int
+ledger_change(struct inventory *inv, int64_t id, int64_t entry, int64_t t,
+    const char *sql, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, found = 0;
+	char state[12] = "";
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT state FROM ledger WHERE id = ? AND instance_id = ?", -1,
+		&st, NULL) != SQLITE_OK)
+		return inventory_error(inv, "reading the ledger", cause);
+	sqlite3_bind_int64(st, 1, entry);
+	sqlite3_bind_int64(st, 2, id);
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		found = 1;
+		snprintf(state, sizeof state, "%s", sqlite3_column_text(st, 0));
+	}
+	sqlite3_finalize(st);
+	if (!found) {
+		xasprintf(cause, "this instance has no ledger entry %lld",
+		    (long long)entry);
+		return -GF_EUSAGE;
+	}
+	if (strcmp(state, "released") == 0) {
+		xasprintf(cause,
+		    "ledger entry %lld is a release, which is not undone "
+		    "here",
+		    (long long)entry);
+		return -GF_EUSAGE;
+	}
+	if (sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL) != SQLITE_OK)
+		return inventory_error(inv, "writing the ledger", cause);
+	sqlite3_bind_int64(st, 1, entry);
+	sqlite3_bind_int64(st, 2, id);
+	if (sqlite3_bind_parameter_count(st) >= 3)
+		sqlite3_bind_int64(st, 3, t);
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		return inventory_error(inv, "writing the ledger", cause);
+	return 0;
+}
+
+/* Delete ledger row entry of instance id (a wrong observation). */
+int
+ledger_delete(struct inventory *inv, int64_t id, int64_t entry, char **cause)
+{
+	return ledger_change(inv, id, entry, 0,
+	    "DELETE FROM ledger WHERE id = ?1 AND instance_id = ?2", cause);
+}
+
+/* Move ledger row entry of instance id to time t. */
+int
+ledger_move(
+    struct inventory *inv, int64_t id, int64_t entry, int64_t t, char **cause)
+{
+	return ledger_change(inv, id, entry, t,
+	    "UPDATE ledger SET t = ?3 WHERE id = ?1 AND instance_id = ?2",
+	    cause);
 }

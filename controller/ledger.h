@@ -64,6 +64,7 @@ struct ledger_cost {
 	int running_now;
 	struct billing_total total;
 	money_t egress;
+	money_t amount;	  /* compute + storage + egress */
 	double idle_frac; /* NAN: no samples */
 	money_t idle;
 	int restarts;
@@ -74,6 +75,15 @@ struct ledger_event {
 	int64_t t;
 	char state[12];	 /* running stopped released unknown */
 	char source[12]; /* observed performed stated */
+};
+
+/* One ledger row as `gpufleet ledger` lists it. */
+struct ledger_entry {
+	int64_t id;
+	int64_t t;
+	char state[12];
+	char source[12];
+	char *note; /* or NULL */
 };
 
 int ledger_price_get(
@@ -93,5 +103,10 @@ int ledger_incident(
 int ledger_cost(struct inventory *, const struct config *, struct ledger_cost *,
     int64_t, int64_t, int64_t, char **);
 int ledger_observe(struct inventory *, int64_t, int64_t, int64_t, int, char **);
+int ledger_entries(
+    struct inventory *, int64_t, struct ledger_entry **, size_t *, char **);
+void ledger_entries_free(struct ledger_entry *, size_t);
+int ledger_delete(struct inventory *, int64_t, int64_t, char **);
+int ledger_move(struct inventory *, int64_t, int64_t, int64_t, char **);
 
 #endif

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 
 #include "log.h"
+#include "vis.h"
+#include "xmalloc.h"
 
 static enum log_level log_level = LOG_WARN;
 
@@ -23,18 +25,29 @@ log_get_level(void)
 	return log_level;
 }
 
+/*
+ * Write one message line. Messages carry text from remote hosts (banners,
+ * libssh errors, agent stderr), so the whole line is escaped for the
+ * terminal (vis.c): it stays one line and nothing in it is obeyed.
+ */
 static void
 log_vmsg(enum log_level level, const char *func, const char *fmt, va_list ap)
 {
+	char *msg, *safe;
+
 	if (level > log_level)
 		return;
+	xvasprintf(&msg, fmt, ap);
+	safe = vis_str(msg);
 	fputs("gpufleet: ", stderr);
 	if (level == LOG_WARN)
 		fputs("warning: ", stderr);
 	if (func != NULL && log_level >= LOG_DEBUG)
 		fprintf(stderr, "%s: ", func);
-	vfprintf(stderr, fmt, ap);
+	fputs(safe, stderr);
 	fputc('\n', stderr);
+	free(safe);
+	free(msg);
 }
 
 void

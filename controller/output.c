@@ -5,9 +5,11 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "vis.h"
 #include "xmalloc.h"
 
 struct table {
+	int raw; /* cells are printed as given (table_raw) */
 	size_t ncols;
 	size_t nrows; /* including the header */
 	char **cells; /* nrows * ncols */
@@ -28,8 +30,10 @@ table_addv(struct table *t, va_list ap)
 		s = va_arg(ap, const char *);
 		if (s == NULL || *s == '\0')
 			s = "-";
-		t->cells[t->nrows * t->ncols + i] = xstrdup(s);
-		if ((len = strlen(s)) > t->width[i])
+		t->cells[t->nrows * t->ncols + i] =
+		    t->raw ? xstrdup(s) : vis_str(s);
+		if ((len = strlen(t->cells[t->nrows * t->ncols + i])) >
+		    t->width[i])
 			t->width[i] = len;
 	}
 	t->nrows++;
@@ -50,7 +54,18 @@ table_new(size_t ncols, ...)
 	return t;
 }
 
-/* Add a row of ncols strings; NULL or "" print as "-". */
+/*
+ * From now on, add cells as given instead of escaped: for a caller that
+ * escapes the remote text itself (vis_str) and adds its own colours.
+ */
+void
+table_raw(struct table *t)
+{
+	t->raw = 1;
+}
+
+/* Add a row of ncols strings, escaped for a terminal (vis.c) unless the
+ * table is raw; NULL or "" print as "-". */
 void
 table_add(struct table *t, ...)
 {
@@ -116,4 +131,14 @@ tags_join(const struct instance *in, const char *sep)
 		strncat(s, in->tags[i], len - strlen(s) - 1);
 	}
 	return s;
+}
+
+/* Print "NAME: failed: WHY" on stdout, WHY (remote text) escaped. */
+void
+cmd_print_failed(const char *name, const char *why)
+{
+	char *safe = vis_str(why != NULL ? why : "failed");
+
+	printf("%s: failed: %s\n", name, safe);
+	free(safe);
 }

@@ -13,8 +13,30 @@ static int get_obj(json_t *, const char *, json_t **, char **);
 static int get_int(json_t *, const char *, int, int64_t *, char **);
 static int get_num(json_t *, const char *, double *, char **);
 static int get_str(json_t *, const char *, int, char **, char **);
-static int parse_host(json_t *, struct report *, char **);
+static int get_int_in(
+    json_t *, const char *, int64_t, int64_t, int64_t *, char **);
+static int get_num_in(
+    json_t *, const char *, double, double, double *, char **);
+static int get_time(json_t *, const char *, int, int64_t, int64_t *, char **);
+static int parse_host(json_t *, struct report *, int64_t, char **);
 static int parse_gpu(json_t *, struct report_gpu *, char **);
+
+/*
+ * Bounds of the values an instance may report. Anything outside is a broken
+ * or hostile agent: the report is refused, naming the field, before any of
+ * it reaches the ledger, the samples or the screen.
+ */
+#define TIME_MIN   946684800LL	/* 2000-01-01T00:00:00Z */
+#define TIME_AHEAD 86400	/* the instance's clock may run a day fast */
+#define KIB_MAX	   (1LL << 40)	/* 1 PiB of memory */
+#define BYTES_MAX  (1LL << 60)	/* network counters: 1 EiB */
+#define COUNT_MAX  1000000	/* CPUs, sessions */
+#define PID_MAX	   4194304	/* the kernel's PID_MAX_LIMIT */
+#define MIB_MAX	   1073741824.0 /* GPU memory: 1 PiB */
+#define TEMP_MIN   -100.0
+#define TEMP_MAX   300.0
+#define POWER_MAX  100000.0 /* watts */
+#define LOAD_MAX   1000000.0
 
 static int
 get_obj(json_t *o, const char *key, json_t **out, char **cause)
@@ -69,6 +91,58 @@ get_num(json_t *o, const char *key, double *out, char **cause)
 	return 0;
 }
 
+/* An integer field in [lo, hi]; null or absent gives 0. */
+static int
+get_int_in(json_t *o, const char *key, int64_t lo, int64_t hi, int64_t *out,
+    char **cause)
+{
+	if (get_int(o, key, 1, out, cause) != 0)
+		return -1;
+	if (json_is_integer(json_object_get(o, key)) &&
+	    (*out < lo || *out > hi)) {
+		xasprintf(cause, "'%s' %lld is out of range (%lld to %lld)",
+		    key, (long long)*out, (long long)lo, (long long)hi);
+		return -1;
+	}
+	return 0;
+}
+
+/* A number field in [lo, hi]; null or absent gives NAN. */
+static int
+get_num_in(
+    json_t *o, const char *key, double lo, double hi, double *out, char **cause)
+{
+	if (get_num(o, key, out, cause) != 0)
+		return -1;
+	if (!isnan(*out) && (*out < lo || *out > hi)) {
+		xasprintf(cause, "'%s' %g is out of range (%g to %g)", key,
+		    *out, lo, hi);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A time field: Unix seconds from 2000-01-01 to a day after now; with
+ * nullable, null or absent gives 0 (unknown).
+ */
+static int
+get_time(json_t *o, const char *key, int nullable, int64_t now, int64_t *out,
+    char **cause)
+{
+	if (get_int(o, key, nullable, out, cause) != 0)
+		return -1;
+	if (*out == 0 && nullable && !json_is_integer(json_object_get(o, key)))
+		return 0;
+	if (*out < TIME_MIN || *out > now + TIME_AHEAD) {
+		xasprintf(cause,
+		    "'%s' %lld is out of range (2000-01-01 to a day from now)",
+		    key, (long long)*out);
+		return -1;
+	}
+	return 0;
+}
+
 /* A string field (copied); with nullable, null or absent gives NULL. */
 static int
 get_str(json_t *o, const char *key, int nullable, char **out, char **cause)
@@ -88,7 +162,7 @@ get_str(json_t *o, const char *key, int nullable, char **out, char **cause)
 }
 
 static int
-parse_host(json_t *h, struct report *r, char **cause)
+parse_host(json_t *h, struct report *r, int64_t now, char **cause)
 {
 	json_t *load;
 	int64_t v;
@@ -96,25 +170,35 @@ parse_host(json_t *h, struct report *r, char **cause)
 
 	if (get_str(h, "hostname", 0, &r->hostname, cause) != 0 ||
 	    get_str(h, "kernel", 1, &r->kernel, cause) != 0 ||
-	    get_int(h, "boot_time", 1, &r->boot_time, cause) != 0 ||
-	    get_int(h, "container_start", 1, &r->container_start, cause) != 0 ||
-	    get_int(h, "mem_total_kib", 1, &r->mem_total_kib, cause) != 0 ||
-	    get_int(h, "mem_available_kib", 1, &r->mem_available_kib, cause) !=
-		0 ||
-	    get_int(h, "net_rx_bytes", 1, &r->net_rx_bytes, cause) != 0 ||
-	    get_int(h, "net_tx_bytes", 1, &r->net_tx_bytes, cause) != 0)
+	    get_time(h, "boot_time", 1, now, &r->boot_time, cause) != 0 ||
+	    get_time(h, "container_start", 1, now, &r->container_start,
+		cause) != 0 ||
+	    get_int_in(h, "mem_total_kib", 0, KIB_MAX, &r->mem_total_kib,
+		cause) != 0 ||
+	    get_int_in(h, "mem_available_kib", 0, KIB_MAX,
+		&r->mem_available_kib, cause) != 0 ||
+	    get_int_in(h, "net_rx_bytes", 0, BYTES_MAX, &r->net_rx_bytes,
+		cause) != 0 ||
+	    get_int_in(
+		h, "net_tx_bytes", 0, BYTES_MAX, &r->net_tx_bytes, cause) != 0)
 		return -1;
-	if (get_int(h, "cpus", 1, &v, cause) != 0)
+	if (get_int_in(h, "cpus", 0, COUNT_MAX, &v, cause) != 0)
 		return -1;
-	r->cpus = v < 0 || v > 1000000 ? 0 : (int)v;
-	if (get_int(h, "sessions", 1, &v, cause) != 0)
+	r->cpus = (int)v;
+	if (get_int_in(h, "sessions", 0, COUNT_MAX, &v, cause) != 0)
 		return -1;
-	r->sessions = v < 0 || v > 1000000 ? 0 : (int)v;
+	r->sessions = (int)v;
 	load = json_object_get(h, "load");
 	for (i = 0; i < 3; i++) {
 		json_t *x =
 		    json_is_array(load) ? json_array_get(load, i) : NULL;
 		r->load[i] = json_is_number(x) ? json_number_value(x) : NAN;
+		if (!isnan(r->load[i]) &&
+		    !(r->load[i] >= 0 && r->load[i] <= LOAD_MAX)) {
+			xasprintf(cause, "'load' %g is out of range (0 to %g)",
+			    r->load[i], LOAD_MAX);
+			return -1;
+		}
 	}
 	return 0;
 }
@@ -140,13 +224,17 @@ parse_gpu(json_t *g, struct report_gpu *gpu, char **cause)
 	gpu->index = (int)v;
 	if (get_str(g, "uuid", 1, &gpu->uuid, cause) != 0 ||
 	    get_str(g, "name", 1, &gpu->name, cause) != 0 ||
-	    get_num(g, "util_gpu", &gpu->util_gpu, cause) != 0 ||
-	    get_num(g, "util_mem", &gpu->util_mem, cause) != 0 ||
-	    get_num(g, "mem_used_mib", &gpu->mem_used_mib, cause) != 0 ||
-	    get_num(g, "mem_total_mib", &gpu->mem_total_mib, cause) != 0 ||
-	    get_num(g, "temp_c", &gpu->temp_c, cause) != 0 ||
-	    get_num(g, "power_w", &gpu->power_w, cause) != 0 ||
-	    get_num(g, "power_limit_w", &gpu->power_limit_w, cause) != 0)
+	    get_num_in(g, "util_gpu", 0, 100, &gpu->util_gpu, cause) != 0 ||
+	    get_num_in(g, "util_mem", 0, 100, &gpu->util_mem, cause) != 0 ||
+	    get_num_in(g, "mem_used_mib", 0, MIB_MAX, &gpu->mem_used_mib,
+		cause) != 0 ||
+	    get_num_in(g, "mem_total_mib", 0, MIB_MAX, &gpu->mem_total_mib,
+		cause) != 0 ||
+	    get_num_in(g, "temp_c", TEMP_MIN, TEMP_MAX, &gpu->temp_c, cause) !=
+		0 ||
+	    get_num_in(g, "power_w", 0, POWER_MAX, &gpu->power_w, cause) != 0 ||
+	    get_num_in(g, "power_limit_w", 0, POWER_MAX, &gpu->power_limit_w,
+		cause) != 0)
 		return -1;
 	procs = json_object_get(g, "processes");
 	if (procs == NULL || json_is_null(procs))
@@ -167,21 +255,29 @@ parse_gpu(json_t *g, struct report_gpu *gpu, char **cause)
 				    "object");
 			return -1;
 		}
-		rp->pid = (long)v;
 		gpu->nprocs++;
+		if (v < 0 || v > PID_MAX) {
+			xasprintf(cause, "'pid' %lld is out of range (0 to %d)",
+			    (long long)v, PID_MAX);
+			return -1;
+		}
+		rp->pid = (long)v;
 		if (get_str(p, "name", 1, &rp->name, cause) != 0 ||
-		    get_num(p, "mem_mib", &rp->mem_mib, cause) != 0)
+		    get_num_in(p, "mem_mib", 0, MIB_MAX, &rp->mem_mib, cause) !=
+			0)
 			return -1;
 	}
 	return 0;
 }
 
 /*
- * Parse a report. On failure *cause says what is wrong (caller frees) and
- * r holds nothing to free.
+ * Parse a report read at time now (the controller's clock, which bounds the
+ * times in it). On failure *cause says what is wrong (caller frees) and r
+ * holds nothing to free.
  */
 int
-report_parse(const char *buf, size_t len, struct report *r, char **cause)
+report_parse(
+    const char *buf, size_t len, int64_t now, struct report *r, char **cause)
 {
 	json_error_t jerr;
 	json_t *doc = NULL, *host, *gpus, *g, *prog;
@@ -218,10 +314,10 @@ report_parse(const char *buf, size_t len, struct report *r, char **cause)
 		    (long long)schema, REPORT_SCHEMA);
 		goto fail;
 	}
-	if (get_int(doc, "time", 0, &r->time, &why) != 0 ||
+	if (get_time(doc, "time", 0, now, &r->time, &why) != 0 ||
 	    get_str(doc, "agent_version", 1, &r->agent_version, &why) != 0 ||
 	    get_obj(doc, "host", &host, &why) != 0 ||
-	    parse_host(host, r, &why) != 0 ||
+	    parse_host(host, r, now, &why) != 0 ||
 	    get_str(doc, "gpu_error", 1, &r->gpu_error, &why) != 0 ||
 	    get_str(doc, "driver_version", 1, &r->driver_version, &why) != 0 ||
 	    get_str(doc, "cuda_version", 1, &r->cuda_version, &why) != 0)
@@ -274,7 +370,8 @@ report_parse(const char *buf, size_t len, struct report *r, char **cause)
 		}
 		r->has_progress = 1;
 		if (get_str(prog, "text", 0, &r->progress_text, &why) != 0 ||
-		    get_int(prog, "mtime", 1, &r->progress_mtime, &why) != 0)
+		    get_int_in(prog, "mtime", 0, now + TIME_AHEAD,
+			&r->progress_mtime, &why) != 0)
 			goto fail;
 		tr = json_object_get(prog, "truncated");
 		r->progress_truncated = json_is_true(tr);

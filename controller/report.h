@@ -62,7 +62,7 @@ struct report {
 	char *authorized_keys; /* "TYPE BLOB" lines, or NULL */
 };
 
-int report_parse(const char *, size_t, struct report *, char **);
+int report_parse(const char *, size_t, int64_t, struct report *, char **);
 void report_free(struct report *);
 
 #endif

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <time.h>
 
 #include "report.h"
 
@@ -14,7 +15,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct report r;
 	char *cause = NULL;
 
-	if (report_parse((const char *)data, size, &r, &cause) == 0)
+	if (report_parse(
+		(const char *)data, size, (int64_t)time(NULL), &r, &cause) == 0)
 		report_free(&r);
 	free(cause);
 	return 0;

@@ -187,6 +187,16 @@ static const struct price_case prices[] = {
 	{ "2.69/h/h", 0, 0, 0, "not a number" },
 	{ "2,69/h", 0, 0, 0, "separators" },
 	{ "2.69001/h", 0, 0, 0, "4 decimals" },
+	/* The ceiling: what a price comes to in an hour, at most 10^6. */
+	{ "1000000/h", 1, 10000000000LL, BILL_PER_HOUR, NULL },
+	{ "1000000.0001/h", 0, 0, 0, "too high (at most 1000000 an hour)" },
+	{ "277.7777/s", 1, 2777777, BILL_PER_SECOND, NULL },
+	{ "277.7778/s", 0, 0, 0, "too high" },
+	{ "1000000000/s", 0, 0, 0, "too high" },
+	{ "16666.6666/min", 1, 166666666, BILL_PER_MINUTE, NULL },
+	{ "16666.6667/min", 0, 0, 0, "too high" },
+	{ "24000000/day", 1, 240000000000LL, BILL_PER_DAY, NULL },
+	{ "24000000.0001/day", 0, 0, 0, "too high" },
 };
 
 START_TEST(test_parse_price)
@@ -229,14 +239,19 @@ static const struct other_price_case other_prices[] = {
 	{ 0, "0.0001/s", 1, 86400 },
 	{ 0, "1.20", 0, 0 },
 	{ 0, "-1/day", 0, 0 },
-	/* 20000000/h * 24 = 480000000/day: fine; 50000000/h * 24 is not */
-	{ 0, "20000000/h", 1, 200000000000LL * 24 },
-	{ 0, "50000000/h", 0, 0 },
+	/* At most 10^6 an hour: 1000000/h is 24000000/day, 1000001/h is not */
+	{ 0, "1000000/h", 1, 10000000000LL * 24 },
+	{ 0, "24000000/day", 1, 10000000000LL * 24 },
+	{ 0, "1000001/h", 0, 0 },
+	{ 0, "20000000/h", 0, 0 },
+	{ 0, "1000000000/s", 0, 0 },
 	{ 1, "0.80/GB", 1, 8000 },
 	{ 1, "0.8/gb", 1, 8000 },
 	{ 1, "0.80", 0, 0 },
 	{ 1, "0.80/TB", 0, 0 },
 	{ 1, "x/GB", 0, 0 },
+	{ 1, "1000000/GB", 1, 10000000000LL },
+	{ 1, "1000000.0001/GB", 0, 0 },
 };
 
 START_TEST(test_parse_other_price)
@@ -379,6 +394,24 @@ START_TEST(test_rule_validate)
 	r.price = BILLING_AMOUNT_MAX + 1;
 	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
 	free(cause);
+	/* Above 10^6 an hour, as a stored rule may be from before the
+	   ceiling: refused, naming the fix. */
+	r.price = 2777778;
+	r.price_per = BILL_PER_SECOND;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "above 1000000 an hour"));
+	free(cause);
+	r.price = 2777777;
+	ck_assert_msg(billing_rule_validate(&r, &cause) == 0, "%s", cause);
+	r.price_per = BILL_PER_HOUR;
+	r.stopped_per_day = 240000000001LL;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	free(cause);
+	r.stopped_per_day = 12000;
+	r.egress_per_gb = 10000000001LL;
+	ck_assert_int_eq(billing_rule_validate(&r, &cause), -1);
+	free(cause);
+	r.egress_per_gb = 8000;
 	r.price = P269;
 
 	r.min_billed = -1;
@@ -783,8 +816,46 @@ START_TEST(test_currencies)
 	ck_assert_int_eq(billing_sums_add(&sums, "USD", INT64_MAX, &cause), -1);
 	ck_assert_ptr_nonnull(strstr(cause, "overflows"));
 	free(cause);
+	ck_assert_int_eq(billing_sums_get(&sums, "USD"), 11000);
 	billing_sums_free(&sums);
 	ck_assert_uint_eq(sums.n, 0);
+}
+END_TEST
+
+struct add_case {
+	money_t sum;
+	money_t add;
+	int ok;
+	money_t want; /* the sum after: unchanged when refused */
+};
+
+static const struct add_case adds[] = {
+	{ 0, 0, 1, 0 },
+	{ 26900, 26900, 1, 53800 },
+	{ INT64_MAX - 1, 1, 1, INT64_MAX },
+	{ INT64_MAX, 1, 0, INT64_MAX },
+	{ INT64_MAX, INT64_MAX, 0, INT64_MAX },
+	{ 5, -10, 1, -5 },
+	{ INT64_MIN, -1, 0, INT64_MIN },
+	{ INT64_MIN + 1, -1, 1, INT64_MIN },
+	{ -922337203685477580LL, INT64_MIN, 0, -922337203685477580LL },
+};
+
+/* Sums of money never wrap: they fail, naming the problem. */
+START_TEST(test_add)
+{
+	const struct add_case *c = &adds[_i];
+	money_t sum = c->sum;
+	char *cause = NULL;
+	int r = billing_add(&sum, c->add, &cause);
+
+	ck_assert_int_eq(r, c->ok ? 0 : -1);
+	ck_assert_int_eq(sum, c->want);
+	if (!c->ok) {
+		ck_assert_ptr_nonnull(cause);
+		ck_assert_ptr_nonnull(strstr(cause, "overflows"));
+	}
+	free(cause);
 }
 END_TEST
 
@@ -1294,6 +1365,7 @@ main(void)
 
 	LOOP(tc, test_parse_amount, amounts);
 	LOOP(tc, test_parse_price, prices);
+	LOOP(tc, test_add, adds);
 	LOOP(tc, test_parse_other_price, other_prices);
 	LOOP(tc, test_parse_duration, durations);
 	tcase_add_test(tc, test_parse_unit_currency);
