@@ -1,5 +1,7 @@
 /* Pinned host keys: lookup, pinning, the policy check, known_hosts export. */
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +19,7 @@
 
 static char *col(sqlite3_stmt *, int);
 static int known_hosts_has(const struct instance *, const char *, const char *);
+static int known_hosts_ours(const char *, char **);
 
 static char *
 col(sqlite3_stmt *st, int i)
@@ -235,9 +238,49 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 	return 0;
 }
 
+#define KNOWN_HOSTS_HEADER "# written by gpufleet from its pinned host keys"
+
+/*
+ * May gpufleet replace the file at path? Only when there is none, or it is
+ * a regular file that gpufleet wrote (its first line is gpufleet's header).
+ */
+static int
+known_hosts_ours(const char *path, char **cause)
+{
+	char line[128];
+	struct stat st;
+	int fd, ours;
+	ssize_t n;
+
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		xasprintf(cause, "cannot write %s: %s", path, strerror(errno));
+		return -GF_EUSAGE;
+	}
+	ours = 0;
+	if (S_ISREG(st.st_mode) &&
+	    (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) != -1) {
+		n = read(fd, line, sizeof line - 1);
+		close(fd);
+		line[n > 0 ? n : 0] = '\0';
+		ours = strncmp(line, KNOWN_HOSTS_HEADER,
+			   strlen(KNOWN_HOSTS_HEADER)) == 0;
+	}
+	if (!ours) {
+		xasprintf(cause,
+		    "not replacing %s: gpufleet did not write it (move it "
+		    "away to let gpufleet keep its pinned keys there)",
+		    path);
+		return -GF_EUSAGE;
+	}
+	return 0;
+}
+
 /*
  * Write every pinned key as "NAME TYPE BASE64" lines, for OpenSSH with
- * HostKeyAlias=NAME. Written to a temporary file and renamed, mode 0600.
+ * HostKeyAlias=NAME. Written to a new temporary file (never through a
+ * link) and renamed over path, mode 0600, only if path is gpufleet's own.
  */
 int
 hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
@@ -247,18 +290,24 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 	FILE *f;
 	int fd, rc;
 
+	if ((rc = known_hosts_ours(path, cause)) != 0)
+		return rc;
 	xasprintf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(
+	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd == -1 || (f = fdopen(fd, "w")) == NULL) {
 		xasprintf(cause, "cannot write %s: %s", tmp, strerror(errno));
-		if (fd != -1)
+		if (fd != -1) {
 			close(fd);
+			unlink(tmp);
+		}
 		free(tmp);
 		return -GF_EUSAGE;
 	}
-	fprintf(f,
-	    "# written by gpufleet from its pinned host keys; "
-	    "use with HostKeyAlias=NAME\n");
+	fprintf(f, KNOWN_HOSTS_HEADER "; use with HostKeyAlias=NAME\n");
 	rc = sqlite3_prepare_v2(inv->db,
 	    "SELECT i.name, k.key_type, "
 	    "k.key_base64 FROM host_key k JOIN instance i ON i.id = "
@@ -294,7 +343,11 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 	return 0;
 }
 
-/* The known_hosts file kept beside the database. Caller frees. */
+/*
+ * The known_hosts file kept beside the database, under a name of its own
+ * (a database in ~/.ssh must not take the user's known_hosts). Caller
+ * frees.
+ */
 char *
 hostkey_known_hosts_path(struct inventory *inv)
 {
@@ -302,9 +355,9 @@ hostkey_known_hosts_path(struct inventory *inv)
 	char *path;
 
 	if (slash == NULL)
-		return xstrdup("known_hosts");
-	xasprintf(
-	    &path, "%.*s/known_hosts", (int)(slash - inv->path), inv->path);
+		return xstrdup("gpufleet_known_hosts");
+	xasprintf(&path, "%.*s/gpufleet_known_hosts", (int)(slash - inv->path),
+	    inv->path);
 	return path;
 }
 
