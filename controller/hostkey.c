@@ -20,6 +20,8 @@
 static char *col(sqlite3_stmt *, int);
 static int known_hosts_has(const struct instance *, const char *, const char *);
 static int known_hosts_ours(const char *, char **);
+static int pin_first(struct inventory *, int64_t, const char *, const char *,
+    const char *, const char *, struct hostkey *, char **);
 
 static char *
 col(sqlite3_stmt *st, int i)
@@ -100,6 +102,52 @@ hostkey_pin(struct inventory *inv, int64_t id, const char *type,
 	if (rc != SQLITE_DONE)
 		goto fail;
 	return inventory_commit(inv, cause);
+fail:
+	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
+	    sqlite3_errmsg(inv->db));
+	inventory_rollback(inv);
+	return -GF_EDB;
+}
+
+/*
+ * Pin a key seen for the first time, unless another process pinned one
+ * meanwhile: the read and the insert are one BEGIN IMMEDIATE transaction,
+ * so of two first contacts at once the second sees the first's pin.
+ * Returns 1 when pinned, 0 when a key was already pinned (filled into *k,
+ * which the caller clears), or -GF_EDB.
+ */
+static int
+pin_first(struct inventory *inv, int64_t id, const char *type,
+    const char *base64, const char *fp, const char *source, struct hostkey *k,
+    char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = inventory_begin(inv, cause)) != 0)
+		return r;
+	if ((r = hostkey_get(inv, id, k, cause)) <= 0) {
+		inventory_rollback(inv);
+		return r;
+	}
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT INTO host_key (instance_id, key_type, key_base64, "
+		"fingerprint, source, first_seen) VALUES (?, ?, ?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, base64, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	if ((r = inventory_commit(inv, cause)) != 0)
+		return r;
+	return 1;
 fail:
 	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
 	    sqlite3_errmsg(inv->db));
@@ -192,50 +240,50 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 	struct hostkey k;
 	char *cause = NULL;
 	const char *source = NULL;
-	int r;
+	int r, same;
 
 	r = hostkey_get(inv, in->id, &k, &cause);
+	if (r == 1) {
+		if (known_hosts_has(in, type, base64))
+			source = "known_hosts";
+		else if (policy == HOSTKEY_ACCEPT_NEW)
+			source = "first-use";
+		else {
+			*fail = EF_HOSTKEY_UNKNOWN;
+			xasprintf(msg,
+			    "unknown host key %s %s for %s and the policy is "
+			    "strict; to trust it run: gpufleet hostkey accept "
+			    "%s",
+			    type, fp, in->name, in->name);
+			return -1;
+		}
+		/* The known_hosts file is rewritten once after the run. */
+		r = pin_first(
+		    inv, in->id, type, base64, fp, source, &k, &cause);
+		if (r == 1) {
+			debug_f("%s: pinned %s %s (%s)", in->name, type, fp,
+			    source);
+			return 0;
+		}
+	}
 	if (r < 0) {
 		*fail = EF_SSH;
 		*msg = cause;
 		return -1;
 	}
-	if (r == 0) {
-		int same =
-		    strcmp(k.type, type) == 0 && strcmp(k.base64, base64) == 0;
-		if (!same) {
-			*fail = EF_HOSTKEY_CHANGED;
-			xasprintf(msg,
-			    "HOST KEY CHANGED for %s (%s port %d): "
-			    "pinned %s %s, presented %s %s; refusing to "
-			    "connect. If the machine was really replaced, run: "
-			    "gpufleet hostkey accept %s",
-			    in->name, in->host, in->port, k.type, k.fingerprint,
-			    type, fp, in->name);
-		}
-		hostkey_clear(&k);
-		return same ? 0 : -1;
-	}
-	if (known_hosts_has(in, type, base64))
-		source = "known_hosts";
-	else if (policy == HOSTKEY_ACCEPT_NEW)
-		source = "first-use";
-	else {
-		*fail = EF_HOSTKEY_UNKNOWN;
+	same = strcmp(k.type, type) == 0 && strcmp(k.base64, base64) == 0;
+	if (!same) {
+		*fail = EF_HOSTKEY_CHANGED;
 		xasprintf(msg,
-		    "unknown host key %s %s for %s and the policy is "
-		    "strict; to trust it run: gpufleet hostkey accept %s",
-		    type, fp, in->name, in->name);
-		return -1;
+		    "HOST KEY CHANGED for %s (%s port %d): "
+		    "pinned %s %s, presented %s %s; refusing to "
+		    "connect. If the machine was really replaced, run: "
+		    "gpufleet hostkey accept %s",
+		    in->name, in->host, in->port, k.type, k.fingerprint, type,
+		    fp, in->name);
 	}
-	/* The known_hosts file is rewritten once after the run (remote.c). */
-	if (hostkey_pin(inv, in->id, type, base64, fp, source, &cause) != 0) {
-		*fail = EF_SSH;
-		*msg = cause;
-		return -1;
-	}
-	debug_f("%s: pinned %s %s (%s)", in->name, type, fp, source);
-	return 0;
+	hostkey_clear(&k);
+	return same ? 0 : -1;
 }
 
 #define KNOWN_HOSTS_HEADER "# written by gpufleet from its pinned host keys"
