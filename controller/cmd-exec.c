@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "deploy.h"
 #include "engine.h"
 #include "hostkey.h"
 #include "keyring.h"
@@ -607,7 +608,7 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 {
 	struct engine_settings s2 = *set;
 	struct buf *bufs = xcalloc(rm->n + 1, sizeof *bufs);
-	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *cause;
+	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *cause, *script;
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -615,8 +616,10 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 		h->skip = h->fail != EF_NONE || !has_retired_key(rm, i);
 		if (h->skip)
 			continue;
-		xasprintf(&cmds[i], "cat %s 2>/dev/null; exit 0",
+		xasprintf(&script, "cat %s 2>/dev/null; exit 0",
 		    rm->list[i].authorized_keys_file);
+		cmds[i] = deploy_sh_command(script);
+		free(script);
 		h->command = cmds[i];
 	}
 	s2.command = NULL;
