@@ -10,8 +10,10 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *, size_t);
 
-/* The input goes to a file of this process's own; ~ is an empty dir. */
-/* In memory where /dev/shm exists: a file per input is fast there. */
+/*
+ * The input goes to a file of this process's own, in memory where /dev/shm
+ * exists; ~ is that otherwise empty directory.
+ */
 static char shm_dir[] = "/dev/shm/gpufleet-fuzz.XXXXXX";
 static char tmp_dir[] = "/tmp/gpufleet-fuzz.XXXXXX";
 static char *dir;
