@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Commands gpufleet writes itself (deploy and run of the agent, the read of
 # authorized_keys after exec) work for a login user whose shell does not
-# read POSIX syntax (fish): each is one sh -c word.
+# read POSIX syntax (fish): each is one sh -c word. The login shell records
+# every command sshd hands it, then runs it with fish.
 . "$(dirname "$0")/../e2e/lib.sh"
 export GPUFLEET_NO_PROGRESS=1
 : "${GPUFLEET_AGENT:=$(dirname "$GPUFLEET")/gpufleet-agent}"
@@ -13,7 +14,23 @@ if [ "$(id -u)" != 0 ]; then
 fi
 db=$XDG_DATA_HOME/gpufleet/fleet.db
 
-fleet_up 2 --shell "$fish"
+# The login shell, at a fixed path (the test user keeps it), written whole.
+shells=${FLEET_BASE:-/var/lib/gpufleet-test}/shells
+mkdir -p "$shells"
+chmod 0755 "$shells"
+cat >"$shells/.fish-logged.$$" <<EOS
+#!/bin/sh
+# gpufleet tests: record each command (NUL-terminated), then run it with fish
+if [ "\$1" = -c ]; then
+	printf '%s\\0' "\$2" >>"\$HOME/.commands"
+	exec $fish -c "\$2"
+fi
+exec $fish "\$@"
+EOS
+chmod 0755 "$shells/.fish-logged.$$"
+mv -f "$shells/.fish-logged.$$" "$shells/fish-logged"
+
+fleet_up 2 --shell "$shells/fish-logged"
 
 # The login shell really is fish and refuses POSIX sh syntax.
 sshf() { ssh -F "$D/ssh_config" "$@"; }
@@ -45,5 +62,22 @@ expect_rc 0 "exec for the fish user"
 expect_eq "$out" "inst-1: hi" "the user's command ran"
 expect_contains "$err" "inst-1: a key gpufleet took off is back" \
     "the re-injected key was found in authorized_keys"
+
+# --- every command sshd handed the shell was an sh -c word ---------------
+# (but the user's own exec command and this test's ssh probes)
+for n in inst-1 inst-2; do
+	mapfile -d '' cmds <"$(instance_dir "$n")/home/.commands"
+	checks=$((checks + 1))
+	[ "${#cmds[@]}" -ge 2 ] || fail "$n: only ${#cmds[@]} commands recorded"
+	for c in "${cmds[@]}"; do
+		case $c in
+		"sh -c '"* | "'echo' 'hi'" | 'echo $FISH_VERSION' | 'd=x; if'*) ;;
+		*)
+			checks=$((checks + 1))
+			fail "$n: gpufleet sent a command that is not sh -c: [$c]"
+			;;
+		esac
+	done
+done
 
 finish
