@@ -63,15 +63,25 @@ expect_eq "$out" "inst-1: hi" "the user's command ran"
 expect_contains "$err" "inst-1: a key gpufleet took off is back" \
     "the re-injected key was found in authorized_keys"
 
+# --- keys and harden, whose scripts are sh -c words too ------------------
+run harden inst-2 --json
+expect_match "$out" '"name": *"inst-2"' "harden reported on inst-2"
+expect_match "$out" '"error": *null' "harden probed inst-2"
+run keys rotate inst-2
+expect_rc 0 "keys rotate for the fish user"
+run exec inst-2 -- echo hi
+expect_eq "$out" "inst-2: hi" "the rotated key logs in"
+
 # --- every command sshd handed the shell was an sh -c word ---------------
-# (but the user's own exec command and this test's ssh probes)
+# (but the user's own exec command, this test's ssh probes, and the bare
+# "true" of login checks, which every shell reads alike)
 for n in inst-1 inst-2; do
 	mapfile -d '' cmds <"$(instance_dir "$n")/home/.commands"
 	checks=$((checks + 1))
 	[ "${#cmds[@]}" -ge 2 ] || fail "$n: only ${#cmds[@]} commands recorded"
 	for c in "${cmds[@]}"; do
 		case $c in
-		"sh -c '"* | "'echo' 'hi'" | 'echo $FISH_VERSION' | 'd=x; if'*) ;;
+		"sh -c '"* | true | "'echo' 'hi'" | 'echo $FISH_VERSION' | 'd=x; if'*) ;;
 		*)
 			checks=$((checks + 1))
 			fail "$n: gpufleet sent a command that is not sh -c: [$c]"
