@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "deploy.h"
 #include "engine.h"
 #include "hostkey.h"
 #include "keyring.h"
@@ -41,7 +42,9 @@ struct buf {
 
 struct host_out {
 	struct buf stream[2]; /* stdout, stderr */
-	FILE *file[2];
+	int fd[2];	      /* -o DIR: NAME.out, NAME.err; -1 when closed */
+	char *path[2];
+	char *write_error; /* -o DIR: the first failed write or close */
 };
 
 struct exec_run {
@@ -54,6 +57,7 @@ struct exec_run {
 	size_t nok;
 	size_t nnonzero;
 	size_t nfailed;
+	size_t nwrite; /* hosts whose -o files could not be written */
 	size_t by_reason[EF_NKINDS];
 	int progress; /* stderr is a terminal */
 	int progress_shown;
@@ -70,6 +74,10 @@ static void on_done(struct engine_host *, void *);
 static json_t *json_bytes(const struct buf *);
 static void print_gathered(struct exec_run *, struct engine_host *, size_t);
 static int read_stdin_file(const char *, char **, size_t *, char **);
+static int check_outdir(const char *, char **);
+static int open_output(const char *, char **);
+static void write_output(struct host_out *, int, const char *, size_t);
+static void close_outputs(struct host_out *);
 static int has_retired_key(struct remote *, size_t);
 static int has_retired_keys(struct remote *);
 static void check_reinjected(struct remote *, struct engine_settings *);
@@ -94,7 +102,11 @@ const struct cmd_entry cmd_exec_entry = {
 	    "name, exit_status,\n"
 	    "                       signal, stdout, stderr, duration_ms, "
 	    "error\n"
-	    "  -o, --output-dir DIR write DIR/NAME.out and DIR/NAME.err\n"
+	    "  -o, --output-dir DIR write DIR/NAME.out and DIR/NAME.err "
+	    "(DIR yours, not\n"
+	    "                       writable by others unless sticky; "
+	    "links refused;\n"
+	    "                       a failed write fails the host)\n"
 	    "  --gather and --json hold at most 1 MiB of each stream per host;"
 	    "\n  the rest is dropped and marked truncated.\n\n"
 	    "Options:\n"
@@ -229,9 +241,119 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 		buf_append(&o->stream[is_stderr], data, len, CAPTURE_MAX);
 		break;
 	case MODE_FILES:
-		if (o->file[is_stderr] != NULL)
-			fwrite(data, 1, len, o->file[is_stderr]);
+		write_output(o, is_stderr, data, len);
 		break;
+	}
+}
+
+/*
+ * Refuse an output directory where someone else could plant a file or a
+ * link: it must be owned by us (or root) and not writable by group or
+ * others unless sticky (as /tmp).
+ */
+static int
+check_outdir(const char *dir, char **cause)
+{
+	struct stat st;
+
+	if (stat(dir, &st) != 0) {
+		xasprintf(cause, "cannot use %s: %s", dir, strerror(errno));
+		return -1;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		xasprintf(cause, "cannot use %s: not a directory", dir);
+		return -1;
+	}
+	if (st.st_uid != geteuid() && st.st_uid != 0) {
+		xasprintf(cause,
+		    "refusing output directory %s: owned by uid %lu, "
+		    "not by you",
+		    dir, (unsigned long)st.st_uid);
+		return -1;
+	}
+	if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0 &&
+	    (st.st_mode & S_ISVTX) == 0) {
+		xasprintf(cause,
+		    "refusing output directory %s: writable by "
+		    "others (mode %04o) and not sticky",
+		    dir, (unsigned)(st.st_mode & 07777));
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Open one output file for writing from its start: never through a
+ * symbolic link, and only a regular file of ours with no other name.
+ * Returns the descriptor, or -1 with *cause set.
+ */
+static int
+open_output(const char *path, char **cause)
+{
+	struct stat st;
+	int fd, flags;
+
+	fd = open(path,
+	    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+	if (fd == -1) {
+		xasprintf(cause, "cannot write %s: %s", path,
+		    errno == ELOOP ? "it is a symbolic link" : strerror(errno));
+		return -1;
+	}
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != geteuid() || st.st_nlink != 1) {
+		xasprintf(cause,
+		    "cannot write %s: not a regular file of yours "
+		    "with one link",
+		    path);
+		close(fd);
+		return -1;
+	}
+	if ((flags = fcntl(fd, F_GETFL)) == -1 ||
+	    fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) == -1 ||
+	    ftruncate(fd, 0) != 0) {
+		xasprintf(cause, "cannot write %s: %s", path, strerror(errno));
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Write output to a host's file; the first failure closes both files. */
+static void
+write_output(struct host_out *o, int is_stderr, const char *data, size_t len)
+{
+	ssize_t n;
+
+	while (len > 0 && o->fd[is_stderr] != -1) {
+		n = write(o->fd[is_stderr], data, len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			xasprintf(&o->write_error, "cannot write %s: %s",
+			    o->path[is_stderr],
+			    n < 0 ? strerror(errno) : "nothing written");
+			close_outputs(o);
+			return;
+		}
+		data += n;
+		len -= (size_t)n;
+	}
+}
+
+/* Close a host's files; a failed close is a failed write. */
+static void
+close_outputs(struct host_out *o)
+{
+	int i;
+
+	for (i = 0; i < 2; i++) {
+		if (o->fd[i] == -1)
+			continue;
+		if (close(o->fd[i]) != 0 && o->write_error == NULL)
+			xasprintf(&o->write_error, "cannot write %s: %s",
+			    o->path[i], strerror(errno));
+		o->fd[i] = -1;
 	}
 }
 
@@ -285,10 +407,15 @@ on_done(struct engine_host *h, void *arg)
 	json_t *j, *err;
 	int i;
 
+	if (r->mode == MODE_FILES)
+		close_outputs(o);
 	r->ndone++;
 	if (h->fail != EF_NONE) {
 		r->nfailed++;
 		r->by_reason[h->fail]++;
+	} else if (o->write_error != NULL) {
+		r->nfailed++;
+		r->nwrite++;
 	} else if (h->exit_status != 0)
 		r->nnonzero++;
 	else
@@ -304,11 +431,6 @@ on_done(struct engine_host *h, void *arg)
 		}
 		/* FALLTHROUGH */
 	case MODE_FILES:
-		for (i = 0; i < 2; i++) {
-			if (o->file[i] != NULL)
-				fclose(o->file[i]);
-			o->file[i] = NULL;
-		}
 		progress_clear(r);
 		if (h->fail != EF_NONE)
 			error("%s: %s", h->in->name, h->fail_msg);
@@ -318,6 +440,8 @@ on_done(struct engine_host *h, void *arg)
 		else if (h->exit_status != 0)
 			error("%s: exited with status %d", h->in->name,
 			    h->exit_status);
+		if (h->fail == EF_NONE && o->write_error != NULL)
+			error("%s: %s", h->in->name, o->write_error);
 		break;
 	case MODE_JSON:
 		j = json_object();
@@ -504,7 +628,7 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 {
 	struct engine_settings s2 = *set;
 	struct buf *bufs = xcalloc(rm->n + 1, sizeof *bufs);
-	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *cause;
+	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *cause, *script;
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -512,8 +636,10 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 		h->skip = h->fail != EF_NONE || !has_retired_key(rm, i);
 		if (h->skip)
 			continue;
-		xasprintf(&cmds[i], "cat %s 2>/dev/null; exit 0",
+		xasprintf(&script, "cat %s 2>/dev/null; exit 0",
 		    rm->list[i].authorized_keys_file);
+		cmds[i] = deploy_sh_command(script);
+		free(script);
 		h->command = cmds[i];
 	}
 	s2.command = NULL;
@@ -608,7 +734,7 @@ cmd_exec_exec(
 	struct engine_settings set;
 	struct remote *remote = NULL;
 	const char *stdin_path = NULL, *reason_sep = "";
-	char *cause = NULL, *command = NULL, *stdin_data = NULL, *path;
+	char *cause = NULL, *command = NULL, *stdin_data = NULL;
 	size_t stdin_len = 0, i;
 	int ch, status, dashdash = 0, r, k;
 
@@ -680,6 +806,8 @@ cmd_exec_exec(
 			 "%s: %s",
 			 run.outdir, strerror(errno)),
 			cause));
+	if (run.mode == MODE_FILES && check_outdir(run.outdir, &cause) != 0)
+		return cmd_fail(GF_EUSAGE, cause);
 	if (stdin_path != NULL &&
 	    read_stdin_file(stdin_path, &stdin_data, &stdin_len, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
@@ -692,6 +820,8 @@ cmd_exec_exec(
 	run.remote = remote;
 	run.n = remote->n;
 	run.outs = xcalloc(remote->n, sizeof *run.outs);
+	for (i = 0; i < remote->n; i++)
+		run.outs[i].fd[0] = run.outs[i].fd[1] = -1;
 	run.progress =
 	    isatty(STDERR_FILENO) && getenv("GPUFLEET_NO_PROGRESS") == NULL;
 	if (run.mode == MODE_FILES) {
@@ -700,18 +830,15 @@ cmd_exec_exec(
 		engine_raise_nofile(2 * remote->n + (size_t)set.fanout);
 		for (i = 0; i < remote->n; i++) {
 			for (k = 0; k < 2; k++) {
-				xasprintf(&path, "%s/%s.%s", run.outdir,
-				    remote->hosts[i].in->name,
+				xasprintf(&run.outs[i].path[k], "%s/%s.%s",
+				    run.outdir, remote->hosts[i].in->name,
 				    k ? "err" : "out");
-				run.outs[i].file[k] = fopen(path, "w");
-				if (run.outs[i].file[k] == NULL) {
-					xasprintf(&cause, "cannot write %s: %s",
-					    path, strerror(errno));
-					free(path);
+				run.outs[i].fd[k] =
+				    open_output(run.outs[i].path[k], &cause);
+				if (run.outs[i].fd[k] == -1) {
 					status = cmd_fail(GF_EUSAGE, cause);
 					goto out;
 				}
-				free(path);
 			}
 		}
 	}
@@ -749,7 +876,10 @@ cmd_exec_exec(
 		    engine_fail_code(k), run.by_reason[k]);
 		reason_sep = ",";
 	}
-	fprintf(stderr, "%s\n", *reason_sep ? ")" : "");
+	if (run.nwrite != 0)
+		fprintf(stderr, "%swrite_error %zu", *reason_sep ? ", " : " (",
+		    run.nwrite);
+	fprintf(stderr, "%s\n", *reason_sep || run.nwrite != 0 ? ")" : "");
 	if (run.by_reason[EF_INTERRUPTED] != 0)
 		status = 130;
 	else
@@ -757,11 +887,12 @@ cmd_exec_exec(
 out:
 	if (run.outs != NULL) {
 		for (i = 0; i < run.n; i++) {
+			close_outputs(&run.outs[i]);
 			for (k = 0; k < 2; k++) {
 				free(run.outs[i].stream[k].data);
-				if (run.outs[i].file[k] != NULL)
-					fclose(run.outs[i].file[k]);
+				free(run.outs[i].path[k]);
 			}
+			free(run.outs[i].write_error);
 		}
 		free(run.outs);
 	}

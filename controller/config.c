@@ -218,16 +218,37 @@ bad:
 	return 0;
 }
 
-/* inih's line reader: fgets, counting lines for error messages. */
+/*
+ * inih's line reader: fgets, counting lines for error messages. A line
+ * longer than inih's buffer would reach inih in pieces, the rest read as
+ * lines of their own (a long comment ending "fanout = 1" would set it), so
+ * it ends the parse with an error at that line.
+ */
 static char *
 reader(char *buf, int size, void *arg)
 {
 	struct parse_state *ps = arg;
 	char *s = fgets(buf, size, ps->f);
+	size_t len;
+	int next;
 
-	if (s != NULL)
-		ps->line++;
-	return s;
+	if (s == NULL)
+		return NULL;
+	ps->line++;
+	len = strlen(s);
+	if (len > 0 && s[len - 1] == '\n')
+		return s;
+	if ((next = getc(ps->f)) == EOF || next == '\n')
+		return s; /* the last line, or one that just fits */
+	ungetc(next, ps->f);
+	if (ps->error == NULL) {
+		xasprintf(&ps->error,
+		    "line longer than %d bytes, the most a config.ini line "
+		    "may hold",
+		    size - 1);
+		ps->error_line = ps->line;
+	}
+	return NULL;
 }
 
 /*
@@ -251,8 +272,8 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 	}
 	line = ini_parse_stream(reader, &ps, handler, &ps);
 	fclose(ps.f);
-	if (line != 0) {
-		if (ps.error == NULL || line < ps.error_line)
+	if (line != 0 || ps.error != NULL) {
+		if (ps.error == NULL || (line != 0 && line < ps.error_line))
 			xasprintf(cause, "%s:%d: syntax error", path, line);
 		else
 			xasprintf(

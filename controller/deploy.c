@@ -114,6 +114,38 @@ deploy_free(struct agent_bin *ab)
 }
 
 /*
+ * The command that runs script with sh whatever the login shell is (sshd
+ * hands the command to it, and fish, for one, does not read POSIX syntax):
+ * sh -c 'SCRIPT', quoted so that POSIX shells and fish both read one word,
+ * each ' as '\'' and each backslash as '\\'. Caller frees.
+ */
+char *
+deploy_sh_command(const char *script)
+{
+	size_t n = sizeof "sh -c ''", i;
+	char *cmd, *p;
+
+	for (i = 0; script[i] != '\0'; i++)
+		n += script[i] == '\'' || script[i] == '\\' ? 4 : 1;
+	p = cmd = xmalloc(n);
+	memcpy(p, "sh -c '", 7);
+	p += 7;
+	for (i = 0; script[i] != '\0'; i++) {
+		if (script[i] == '\'') {
+			memcpy(p, "'\\''", 4);
+			p += 4;
+		} else if (script[i] == '\\') {
+			memcpy(p, "'\\\\'", 4);
+			p += 4;
+		} else
+			*p++ = script[i];
+	}
+	*p++ = '\'';
+	*p = '\0';
+	return cmd;
+}
+
+/*
  * The one round trip of a status: run the agent if it is there, else exit
  * DEPLOY_EXIT_MISSING. remote_dir is validated to need no quoting (an
  * optional leading ~/ must stay unquoted to expand). Caller frees.
@@ -122,7 +154,7 @@ char *
 deploy_run_command(
     const struct instance *in, const struct agent_bin *ab, const char *args)
 {
-	char *s;
+	char *s, *cmd;
 
 	xasprintf(&s,
 	    "d=%s; a=\"$d/gpufleet-agent-%s\"; "
@@ -130,7 +162,9 @@ deploy_run_command(
 	    "--authorized-keys %s %s; exit $?; fi; exit %d",
 	    in->remote_dir, ab->hash, in->authorized_keys_file, args,
 	    DEPLOY_EXIT_MISSING);
-	return s;
+	cmd = deploy_sh_command(s);
+	free(s);
+	return cmd;
 }
 
 /* Upload (the binary arrives on stdin) and run. Caller frees. */
@@ -138,7 +172,7 @@ char *
 deploy_upload_command(
     const struct instance *in, const struct agent_bin *ab, const char *args)
 {
-	char *s;
+	char *s, *cmd;
 
 	xasprintf(&s,
 	    "case $(uname -m) in x86_64|amd64) ;; *) echo \"the host is "
@@ -155,7 +189,9 @@ deploy_upload_command(
 	    DEPLOY_EXIT_ARCH, in->remote_dir, ab->hash, ab->hash,
 	    DEPLOY_EXIT_WRITE, DEPLOY_EXIT_WRITE, ab->len, DEPLOY_EXIT_SHORT,
 	    DEPLOY_EXIT_WRITE, in->authorized_keys_file, args);
-	return s;
+	cmd = deploy_sh_command(s);
+	free(s);
+	return cmd;
 }
 
 /*

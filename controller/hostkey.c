@@ -1,5 +1,7 @@
 /* Pinned host keys: lookup, pinning, the policy check, known_hosts export. */
 
+#include <sys/stat.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +19,9 @@
 
 static char *col(sqlite3_stmt *, int);
 static int known_hosts_has(const struct instance *, const char *, const char *);
+static int known_hosts_ours(const char *, char **);
+static int pin_first(struct inventory *, int64_t, const char *, const char *,
+    const char *, const char *, struct hostkey *, char **);
 
 static char *
 col(sqlite3_stmt *st, int i)
@@ -97,6 +102,52 @@ hostkey_pin(struct inventory *inv, int64_t id, const char *type,
 	if (rc != SQLITE_DONE)
 		goto fail;
 	return inventory_commit(inv, cause);
+fail:
+	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
+	    sqlite3_errmsg(inv->db));
+	inventory_rollback(inv);
+	return -GF_EDB;
+}
+
+/*
+ * Pin a key seen for the first time, unless another process pinned one
+ * meanwhile: the read and the insert are one BEGIN IMMEDIATE transaction,
+ * so of two first contacts at once the second sees the first's pin.
+ * Returns 1 when pinned, 0 when a key was already pinned (filled into *k,
+ * which the caller clears), or -GF_EDB.
+ */
+static int
+pin_first(struct inventory *inv, int64_t id, const char *type,
+    const char *base64, const char *fp, const char *source, struct hostkey *k,
+    char **cause)
+{
+	sqlite3_stmt *st = NULL;
+	int r, rc;
+
+	if ((r = inventory_begin(inv, cause)) != 0)
+		return r;
+	if ((r = hostkey_get(inv, id, k, cause)) <= 0) {
+		inventory_rollback(inv);
+		return r;
+	}
+	if (sqlite3_prepare_v2(inv->db,
+		"INSERT INTO host_key (instance_id, key_type, key_base64, "
+		"fingerprint, source, first_seen) VALUES (?, ?, ?, ?, ?, ?)",
+		-1, &st, NULL) != SQLITE_OK)
+		goto fail;
+	sqlite3_bind_int64(st, 1, id);
+	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 3, base64, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
+	sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
+	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+	rc = sqlite3_step(st);
+	sqlite3_finalize(st);
+	if (rc != SQLITE_DONE)
+		goto fail;
+	if ((r = inventory_commit(inv, cause)) != 0)
+		return r;
+	return 1;
 fail:
 	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
 	    sqlite3_errmsg(inv->db));
@@ -189,55 +240,95 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 	struct hostkey k;
 	char *cause = NULL;
 	const char *source = NULL;
-	int r;
+	int r, same;
 
 	r = hostkey_get(inv, in->id, &k, &cause);
+	if (r == 1) {
+		if (known_hosts_has(in, type, base64))
+			source = "known_hosts";
+		else if (policy == HOSTKEY_ACCEPT_NEW)
+			source = "first-use";
+		else {
+			*fail = EF_HOSTKEY_UNKNOWN;
+			xasprintf(msg,
+			    "unknown host key %s %s for %s and the policy is "
+			    "strict; to trust it run: gpufleet hostkey accept "
+			    "%s",
+			    type, fp, in->name, in->name);
+			return -1;
+		}
+		/* The known_hosts file is rewritten once after the run. */
+		r = pin_first(
+		    inv, in->id, type, base64, fp, source, &k, &cause);
+		if (r == 1) {
+			debug_f("%s: pinned %s %s (%s)", in->name, type, fp,
+			    source);
+			return 0;
+		}
+	}
 	if (r < 0) {
 		*fail = EF_SSH;
 		*msg = cause;
 		return -1;
 	}
-	if (r == 0) {
-		int same =
-		    strcmp(k.type, type) == 0 && strcmp(k.base64, base64) == 0;
-		if (!same) {
-			*fail = EF_HOSTKEY_CHANGED;
-			xasprintf(msg,
-			    "HOST KEY CHANGED for %s (%s port %d): "
-			    "pinned %s %s, presented %s %s; refusing to "
-			    "connect. If the machine was really replaced, run: "
-			    "gpufleet hostkey accept %s",
-			    in->name, in->host, in->port, k.type, k.fingerprint,
-			    type, fp, in->name);
-		}
-		hostkey_clear(&k);
-		return same ? 0 : -1;
-	}
-	if (known_hosts_has(in, type, base64))
-		source = "known_hosts";
-	else if (policy == HOSTKEY_ACCEPT_NEW)
-		source = "first-use";
-	else {
-		*fail = EF_HOSTKEY_UNKNOWN;
+	same = strcmp(k.type, type) == 0 && strcmp(k.base64, base64) == 0;
+	if (!same) {
+		*fail = EF_HOSTKEY_CHANGED;
 		xasprintf(msg,
-		    "unknown host key %s %s for %s and the policy is "
-		    "strict; to trust it run: gpufleet hostkey accept %s",
-		    type, fp, in->name, in->name);
-		return -1;
+		    "HOST KEY CHANGED for %s (%s port %d): "
+		    "pinned %s %s, presented %s %s; refusing to "
+		    "connect. If the machine was really replaced, run: "
+		    "gpufleet hostkey accept %s",
+		    in->name, in->host, in->port, k.type, k.fingerprint, type,
+		    fp, in->name);
 	}
-	/* The known_hosts file is rewritten once after the run (remote.c). */
-	if (hostkey_pin(inv, in->id, type, base64, fp, source, &cause) != 0) {
-		*fail = EF_SSH;
-		*msg = cause;
-		return -1;
+	hostkey_clear(&k);
+	return same ? 0 : -1;
+}
+
+#define KNOWN_HOSTS_HEADER "# written by gpufleet from its pinned host keys"
+
+/*
+ * May gpufleet replace the file at path? Only when there is none, or it is
+ * a regular file that gpufleet wrote (its first line is gpufleet's header).
+ */
+static int
+known_hosts_ours(const char *path, char **cause)
+{
+	char line[128];
+	struct stat st;
+	int fd, ours;
+	ssize_t n;
+
+	if (lstat(path, &st) != 0) {
+		if (errno == ENOENT)
+			return 0;
+		xasprintf(cause, "cannot write %s: %s", path, strerror(errno));
+		return -GF_EUSAGE;
 	}
-	debug_f("%s: pinned %s %s (%s)", in->name, type, fp, source);
+	ours = 0;
+	if (S_ISREG(st.st_mode) &&
+	    (fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)) != -1) {
+		n = read(fd, line, sizeof line - 1);
+		close(fd);
+		line[n > 0 ? n : 0] = '\0';
+		ours = strncmp(line, KNOWN_HOSTS_HEADER,
+			   strlen(KNOWN_HOSTS_HEADER)) == 0;
+	}
+	if (!ours) {
+		xasprintf(cause,
+		    "not replacing %s: gpufleet did not write it (move it "
+		    "away to let gpufleet keep its pinned keys there)",
+		    path);
+		return -GF_EUSAGE;
+	}
 	return 0;
 }
 
 /*
  * Write every pinned key as "NAME TYPE BASE64" lines, for OpenSSH with
- * HostKeyAlias=NAME. Written to a temporary file and renamed, mode 0600.
+ * HostKeyAlias=NAME. Written to a new temporary file (never through a
+ * link) and renamed over path, mode 0600, only if path is gpufleet's own.
  */
 int
 hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
@@ -247,18 +338,24 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 	FILE *f;
 	int fd, rc;
 
+	if ((rc = known_hosts_ours(path, cause)) != 0)
+		return rc;
 	xasprintf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	fd = open(
+	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd == -1 || (f = fdopen(fd, "w")) == NULL) {
 		xasprintf(cause, "cannot write %s: %s", tmp, strerror(errno));
-		if (fd != -1)
+		if (fd != -1) {
 			close(fd);
+			unlink(tmp);
+		}
 		free(tmp);
 		return -GF_EUSAGE;
 	}
-	fprintf(f,
-	    "# written by gpufleet from its pinned host keys; "
-	    "use with HostKeyAlias=NAME\n");
+	fprintf(f, KNOWN_HOSTS_HEADER "; use with HostKeyAlias=NAME\n");
 	rc = sqlite3_prepare_v2(inv->db,
 	    "SELECT i.name, k.key_type, "
 	    "k.key_base64 FROM host_key k JOIN instance i ON i.id = "
@@ -294,7 +391,11 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 	return 0;
 }
 
-/* The known_hosts file kept beside the database. Caller frees. */
+/*
+ * The known_hosts file kept beside the database, under a name of its own
+ * (a database in ~/.ssh must not take the user's known_hosts). Caller
+ * frees.
+ */
 char *
 hostkey_known_hosts_path(struct inventory *inv)
 {
@@ -302,9 +403,9 @@ hostkey_known_hosts_path(struct inventory *inv)
 	char *path;
 
 	if (slash == NULL)
-		return xstrdup("known_hosts");
-	xasprintf(
-	    &path, "%.*s/known_hosts", (int)(slash - inv->path), inv->path);
+		return xstrdup("gpufleet_known_hosts");
+	xasprintf(&path, "%.*s/gpufleet_known_hosts", (int)(slash - inv->path),
+	    inv->path);
 	return path;
 }
 

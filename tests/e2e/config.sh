@@ -35,6 +35,22 @@ badcfg "bad policy" '[ssh]\nhost_key_policy = no\n' 2 "accept-new or strict"
 badcfg "bad user" '[defaults]\nuser = a b\n' 2 "user"
 badcfg "syntax" '[ssh\nfanout = 4\n' 1 "syntax"
 
+# A line longer than inih's buffer is refused at its line, never split into
+# directives: split in 199-byte pieces, this 4 KiB comment ends in a piece
+# "fanout = 1" that would set fanout.
+long=$(head -c 4096 /dev/zero | tr '\0' x)
+pad=$(head -c $((199 * 20 - 2)) /dev/zero | tr '\0' x)
+badcfg "4 KiB comment line" "[ssh]\nfanout = 4\n# ${pad}fanout = 1\n" 3 \
+    "line longer than 199 bytes"
+badcfg "4 KiB value" "[defaults]\nidentity = /$long\n" 2 "line longer than"
+# The longest line that fits (199 bytes) is read whole.
+fits=$(head -c 187 /dev/zero | tr '\0' x)
+printf '[defaults]\nidentity = /%s\n[ssh]\nfanout = 3\n' "$fits" >"$T/fits.ini"
+run --config "$T/fits.ini" add long1 10.0.0.9
+expect_rc 0 "a 199-byte line"
+run --config "$T/fits.ini" ls --format ssh-config
+expect_contains "$out" "IdentityFile \"/$fits\"" "the 199-byte value is whole"
+
 run --config "$T/missing.ini" ls
 expect_rc 4 "explicit missing config"
 expect_match "$err" "missing.ini" "missing config named"

@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# Commands gpufleet writes itself (deploy and run of the agent, the read of
+# authorized_keys after exec) work for a login user whose shell does not
+# read POSIX syntax (fish): each is one sh -c word. The login shell records
+# every command sshd hands it, then runs it with fish.
+. "$(dirname "$0")/../e2e/lib.sh"
+export GPUFLEET_NO_PROGRESS=1
+: "${GPUFLEET_AGENT:=$(dirname "$GPUFLEET")/gpufleet-agent}"
+export GPUFLEET_AGENT
+fish=$(command -v fish) || { echo "fish is missing: run scripts/deps.sh" >&2; exit 1; }
+if [ "$(id -u)" != 0 ]; then
+	echo "SKIP: not root: the harness cannot make a user whose shell is fish" >&2
+	exit 0
+fi
+db=$XDG_DATA_HOME/gpufleet/fleet.db
+
+# The login shell, at a fixed path (the test user keeps it), written whole.
+shells=${FLEET_BASE:-/var/lib/gpufleet-test}/shells
+mkdir -p "$shells"
+chmod 0755 "$shells"
+cat >"$shells/.fish-logged.$$" <<EOS
+#!/bin/sh
+# gpufleet tests: record each command (NUL-terminated), then run it with fish
+if [ "\$1" = -c ]; then
+	printf '%s\\0' "\$2" >>"\$HOME/.commands"
+	exec $fish -c "\$2"
+fi
+exec $fish "\$@"
+EOS
+chmod 0755 "$shells/.fish-logged.$$"
+mv -f "$shells/.fish-logged.$$" "$shells/fish-logged"
+
+fleet_up 2 --shell "$shells/fish-logged"
+
+# The login shell really is fish and refuses POSIX sh syntax.
+sshf() { ssh -F "$D/ssh_config" "$@"; }
+checks=$((checks + 1))
+[ "$(sshf inst-1 'echo $FISH_VERSION')" != "" ] || fail "the login shell is not fish"
+posix=$(sshf inst-1 'd=x; if [ -n "$d" ]; then echo posix; fi' 2>&1)
+expect_match "$posix" '^fish: ' "the login shell refuses POSIX syntax"
+
+# --- status deploys the agent, then runs it, through fish -----------------
+run status
+expect_rc 0 "first status (deploys the agent)"
+expect_match "$(printf '%s\n' "$out" | grep '^inst-1 ')" '^inst-1 +up ' "inst-1 up"
+expect_match "$(printf '%s\n' "$out" | grep '^inst-2 ')" '^inst-2 +up ' "inst-2 up"
+agent=$(ls "$(instance_dir inst-1)"/home/.cache/gpufleet/gpufleet-agent-* 2>/dev/null)
+checks=$((checks + 1))
+[ -n "$agent" ] && cmp -s "$agent" "$GPUFLEET_AGENT" || fail "agent not deployed intact"
+run status
+expect_rc 0 "second status (runs the deployed agent)"
+expect_match "$(printf '%s\n' "$out" | grep '^inst-1 ')" '^inst-1 +up ' "inst-1 up again"
+
+# --- exec reads authorized_keys for re-injected keys ----------------------
+ssh-keygen -q -N '' -t ed25519 -C old -f "$T/old" </dev/null
+read -r type blob _ <"$T/old.pub"
+cat "$T/old.pub" >>"$(instance_dir inst-1)/home/.ssh/authorized_keys"
+sqlite3 "$db" "INSERT INTO retired_key (instance_id, key_type, key_base64, reason, retired_at)
+    SELECT id, '$type', '$blob', 'rotated', 1764460800 FROM instance WHERE name = 'inst-1'"
+run exec inst-1 -- echo hi
+expect_rc 0 "exec for the fish user"
+expect_eq "$out" "inst-1: hi" "the user's command ran"
+expect_contains "$err" "inst-1: a key gpufleet took off is back" \
+    "the re-injected key was found in authorized_keys"
+
+# --- keys and harden, whose scripts are sh -c words too ------------------
+run harden inst-2 --json
+expect_match "$out" '"name": *"inst-2"' "harden reported on inst-2"
+expect_match "$out" '"error": *null' "harden probed inst-2"
+run keys rotate inst-2
+expect_rc 0 "keys rotate for the fish user"
+run exec inst-2 -- echo hi
+expect_eq "$out" "inst-2: hi" "the rotated key logs in"
+
+# --- every command sshd handed the shell was an sh -c word ---------------
+# (but the user's own exec command, this test's ssh probes, and the bare
+# "true" of login checks, which every shell reads alike)
+for n in inst-1 inst-2; do
+	mapfile -d '' cmds <"$(instance_dir "$n")/home/.commands"
+	checks=$((checks + 1))
+	[ "${#cmds[@]}" -ge 2 ] || fail "$n: only ${#cmds[@]} commands recorded"
+	for c in "${cmds[@]}"; do
+		case $c in
+		"sh -c '"* | true | "'echo' 'hi'" | 'echo $FISH_VERSION' | 'd=x; if'*) ;;
+		*)
+			checks=$((checks + 1))
+			fail "$n: gpufleet sent a command that is not sh -c: [$c]"
+			;;
+		esac
+	done
+done
+
+finish
