@@ -77,17 +77,10 @@ enum conn_state {
 };
 
 struct engine {
-	struct event_base *base;
-	struct evdns_base *dns;
-	const struct engine_settings *set;
-	const struct engine_ops *ops;
-	struct engine_host *hosts;
-	size_t n;
-	size_t next; /* next host to start */
-	size_t active;
-	size_t finished;
-	struct event *sigint;
-	size_t max_active; /* what the open-file limit allows */
+	struct event_base *base; /* the caller's */
+	struct evdns_base *dns;	 /* the caller's, or ours if own_dns */
+	int own_dns;
+	struct engine_run *runs; /* in flight */
 
 	/* The ssh-agent worker: a queue of connections, under lock. */
 	pthread_mutex_t lock;
@@ -99,8 +92,27 @@ struct engine {
 	struct engine_conn *queue;
 };
 
+/* One run: a command on a set of hosts, reported through its ops. */
+struct engine_run {
+	struct engine *e;
+	const struct engine_settings *set;
+	const struct engine_ops *ops;
+	struct engine_host *hosts;
+	size_t n;
+	size_t next; /* next host to start */
+	size_t active;
+	size_t finished;
+	size_t max_active;  /* what the open-file limit allows */
+	struct event *done; /* delivers `finished' from the loop */
+	int complete;	    /* every host is done */
+	int reported;	    /* `finished' has been called */
+	int keep;	    /* engine_run frees it, not the engine */
+	struct engine_run *next_run;
+};
+
 struct engine_conn {
 	struct engine *e;
+	struct engine_run *r; /* the run using it; NULL while held idle */
 	struct engine_host *h;
 	enum conn_state state;
 	struct evdns_getaddrinfo_request *dnsreq;
@@ -152,8 +164,10 @@ static const char *const fail_codes[EF_NKINDS] = {
 	[EF_INTERRUPTED] = "interrupted",
 };
 
-static void start_more(struct engine *);
-static void conn_start(struct engine *, struct engine_host *);
+static void start_more(struct engine_run *);
+static void run_done_cb(evutil_socket_t, short, void *);
+static void run_free(struct engine_run *);
+static void conn_start(struct engine_run *, struct engine_host *);
 static void conn_fail(struct engine_conn *, enum engine_fail, const char *, ...)
     __attribute__((format(printf, 3, 4)));
 static void conn_finish(struct engine_conn *);
@@ -174,6 +188,8 @@ static void conn_setup_phase(struct engine_conn *);
 static int64_t conn_idle_ms(struct engine_conn *, int64_t);
 static void conn_deadline_fail(struct engine_conn *, int);
 static void sigint_cb(evutil_socket_t, short, void *);
+static struct engine_run *run_start(struct engine *, struct engine_host *,
+    size_t, const struct engine_settings *, const struct engine_ops *, int);
 static void agent_submit(struct engine_conn *);
 static void *agent_worker(void *);
 static void agent_done_cb(evutil_socket_t, short, void *);
@@ -268,32 +284,72 @@ engine_host_clear(struct engine_host *h)
 
 /* Start hosts until the fan-out limit is reached. */
 static void
-start_more(struct engine *e)
+start_more(struct engine_run *r)
 {
-	while (e->next < e->n && e->active < (size_t)e->set->fanout &&
-	    e->active < e->max_active) {
-		if (e->hosts[e->next].skip) {
-			e->next++;
-			e->finished++;
+	while (r->next < r->n && r->active < (size_t)r->set->fanout &&
+	    r->active < r->max_active) {
+		if (r->hosts[r->next].skip) {
+			r->next++;
+			r->finished++;
 			continue;
 		}
-		conn_start(e, &e->hosts[e->next++]);
+		conn_start(r, &r->hosts[r->next++]);
 	}
-	if (e->finished == e->n)
-		event_base_loopbreak(e->base);
+	if (r->finished == r->n && !r->complete) {
+		/* Never call back into the caller from inside its own call. */
+		r->complete = 1;
+		event_active(r->done, EV_TIMEOUT, 1);
+	}
+}
+
+/* The run is over: tell the caller, then free it (unless engine_run's). */
+static void
+run_done_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_run *r = arg;
+
+	(void)fd;
+	(void)what;
+	r->reported = 1;
+	if (r->ops->finished != NULL)
+		r->ops->finished(r, r->ops->arg);
+	if (!r->keep)
+		run_free(r);
+}
+
+/* Unlink a run from its engine and free it. */
+static void
+run_free(struct engine_run *r)
+{
+	struct engine_run **p;
+
+	for (p = &r->e->runs; *p != NULL; p = &(*p)->next_run) {
+		if (*p == r) {
+			*p = r->next_run;
+			break;
+		}
+	}
+	event_free(r->done);
+	free(r);
 }
 
 static void
-conn_start(struct engine *e, struct engine_host *h)
+conn_start(struct engine_run *r, struct engine_host *h)
 {
+	struct engine *e = r->e;
 	struct engine_conn *c;
 	struct evutil_addrinfo hints;
 	char port[16];
-	int r;
 
 	if ((c = h->conn) != NULL && c->state == CS_IDLE &&
-	    h->fail == EF_NONE) {
+	    (h->fail != EF_NONE || r->set->fresh)) {
+		/* Asked for a new login: let the held session go. */
+		engine_forget(h);
+		c = NULL;
+	}
+	if (c != NULL && c->state == CS_IDLE) {
 		/* A session held from the last run: only a new channel. */
+		c->r = r;
 		c->reused = 1;
 		c->got_exit = c->got_eof = c->got_close = 0;
 		c->eof_sent = 0;
@@ -301,7 +357,7 @@ conn_start(struct engine *e, struct engine_host *h)
 		c->key_index = 0;
 		h->exit_status = -1;
 		h->start_ms = engine_now_ms();
-		e->active++;
+		r->active++;
 		c->state = CS_OPEN;
 		conn_setup_phase(c);
 		conn_step(c);
@@ -309,16 +365,17 @@ conn_start(struct engine *e, struct engine_host *h)
 	}
 	c = xcalloc(1, sizeof *c);
 	c->e = e;
+	c->r = r;
 	c->h = h;
 	c->fd = -1;
 	h->conn = c;
 	h->exit_status = -1;
 	h->start_ms = engine_now_ms();
-	e->active++;
+	r->active++;
 	c->deadline = evtimer_new(e->base, conn_deadline_cb, c);
 	c->pump = event_new(e->base, -1, EV_PERSIST, conn_pump_cb, c);
 	/* Like OpenSSH's ConnectTimeout: name, TCP and the server's banner. */
-	conn_phase(c, h->start_ms + (int64_t)e->set->connect_timeout * 1000, 0);
+	conn_phase(c, h->start_ms + (int64_t)r->set->connect_timeout * 1000, 0);
 
 	if (h->fail != EF_NONE) {
 		/* Failed before it started (e.g. an unsupported ProxyJump). */
@@ -328,7 +385,7 @@ conn_start(struct engine *e, struct engine_host *h)
 		free(msg);
 		return;
 	}
-	if (h->nkeys == 0 && (e->set->command != NULL || h->command != NULL)) {
+	if (h->nkeys == 0 && (r->set->command != NULL || h->command != NULL)) {
 		conn_fail(c, EF_AUTH, "%s",
 		    h->keys_error != NULL ? h->keys_error
 					  : "no identity to log in with");
@@ -341,16 +398,17 @@ conn_start(struct engine *e, struct engine_host *h)
 	hints.ai_flags = EVUTIL_AI_NUMERICHOST | EVUTIL_AI_NUMERICSERV;
 	snprintf(port, sizeof port, "%d", h->in->port);
 	c->state = CS_RESOLVE;
-	r = evutil_getaddrinfo(h->in->host, port, &hints, &c->ai);
-	if (r == 0) {
+	if (evutil_getaddrinfo(h->in->host, port, &hints, &c->ai) == 0) {
 		c->ai_next = c->ai;
 		conn_tcp_next(c);
 		return;
 	}
 	/* Not numeric: ask evdns, which never blocks the loop. */
-	if (e->dns == NULL)
+	if (e->dns == NULL) {
 		e->dns =
 		    evdns_base_new(e->base, EVDNS_BASE_INITIALIZE_NAMESERVERS);
+		e->own_dns = e->dns != NULL;
+	}
 	if (e->dns == NULL) {
 		conn_fail(c, EF_RESOLVE, "cannot resolve %s: no resolver",
 		    h->in->host);
@@ -438,7 +496,7 @@ static int
 conn_ssh_setup(struct engine_conn *c)
 {
 	const struct instance *in = c->h->in;
-	const struct engine_ops *ops = c->e->ops;
+	const struct engine_ops *ops = c->r->ops;
 	const char *pinned = NULL;
 	char *hostkeys = NULL;
 	int no = 0, yes = 1, verbosity = SSH_LOG_NOLOG;
@@ -580,7 +638,7 @@ conn_phase(struct engine_conn *c, int64_t at_ms, int64_t idle_ms)
 static void
 conn_setup_phase(struct engine_conn *c)
 {
-	const struct engine_settings *set = c->e->set;
+	const struct engine_settings *set = c->r->set;
 	int64_t idle =
 	    (set->setup_timeout > 0 ? set->setup_timeout : SETUP_IDLE_DEFAULT) *
 	    (int64_t)1000;
@@ -646,7 +704,7 @@ conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
 static void
 conn_deadline_fail(struct engine_conn *c, int idle)
 {
-	const struct engine_settings *set = c->e->set;
+	const struct engine_settings *set = c->r->set;
 	int secs = set->connect_timeout;
 	long quiet = (long)(c->idle_limit_ms / 1000);
 	long cap = quiet * SETUP_CAP_FACTOR;
@@ -711,7 +769,7 @@ conn_pump_cb(evutil_socket_t fd, short what, void *arg)
 static int
 conn_check_hostkey(struct engine_conn *c)
 {
-	const struct engine_ops *ops = c->e->ops;
+	const struct engine_ops *ops = c->r->ops;
 	ssh_key key = NULL;
 	unsigned char *hash = NULL;
 	size_t hlen;
@@ -751,7 +809,7 @@ out:
 static void
 conn_write_stdin(struct engine_conn *c)
 {
-	const struct engine_settings *set = c->e->set;
+	const struct engine_settings *set = c->r->set;
 	size_t left, n;
 	uint32_t window;
 	int w;
@@ -790,7 +848,7 @@ conn_write_stdin(struct engine_conn *c)
 static void
 conn_step(struct engine_conn *c)
 {
-	const struct engine_settings *set = c->e->set;
+	const struct engine_settings *set = c->r->set;
 	struct engine_host *h = c->h;
 	int rc;
 
@@ -939,7 +997,7 @@ data_cb(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
     void *arg)
 {
 	struct engine_conn *c = arg;
-	const struct engine_ops *ops = c->e->ops;
+	const struct engine_ops *ops = c->r->ops;
 
 	(void)s;
 	if (ch != c->ch)
@@ -1010,13 +1068,13 @@ conn_fail(struct engine_conn *c, enum engine_fail fail, const char *fmt, ...)
 	if (c->reused && c->state >= CS_OPEN && c->state <= CS_EXEC &&
 	    (fail == EF_SSH || fail == EF_CHANNEL)) {
 		/* The held session died while idle: start over, once. */
-		struct engine *e = c->e;
+		struct engine_run *r = c->r;
 		struct engine_host *h = c->h;
 		debug_f("%s: held session is gone, reconnecting", h->in->name);
 		h->conn = NULL;
 		conn_release(c);
-		e->active--;
-		conn_start(e, h);
+		r->active--;
+		conn_start(r, h);
 		return;
 	}
 	c->h->fail = fail;
@@ -1088,14 +1146,14 @@ conn_release(struct engine_conn *c)
 static void
 conn_finish(struct engine_conn *c)
 {
-	struct engine *e = c->e;
+	struct engine_run *r = c->r;
 	struct engine_host *h = c->h;
 
 	if (h->done)
 		return;
 	h->done = 1;
 	h->end_ms = engine_now_ms();
-	if (e->set->keep_open && h->fail == EF_NONE && c->s != NULL &&
+	if (r->set->keep_open && h->fail == EF_NONE && c->s != NULL &&
 	    ssh_is_connected(c->s)) {
 		/* Keep the session for the next run; drop the channel. */
 		if (c->sev != NULL) {
@@ -1119,15 +1177,16 @@ conn_finish(struct engine_conn *c)
 		event_del(c->pump);
 		c->state = CS_IDLE;
 		c->reused = 0;
+		c->r = NULL;
 	} else {
 		h->conn = NULL;
 		conn_release(c);
 	}
-	e->active--;
-	e->finished++;
-	if (e->ops->done != NULL)
-		e->ops->done(h, e->ops->arg);
-	start_more(e);
+	r->active--;
+	r->finished++;
+	if (r->ops->done != NULL)
+		r->ops->done(h, r->ops->arg);
+	start_more(r);
 }
 
 /* Hand a connection to the agent worker for an ssh-agent login. */
@@ -1252,21 +1311,21 @@ agent_done_cb(evutil_socket_t fd, short what, void *arg)
 	conn_step(c);
 }
 
-/* Ctrl-C: start nothing more, close what is open, report the rest. */
-static void
-sigint_cb(evutil_socket_t sig, short what, void *arg)
+/*
+ * Stop a run: start nothing more, close what is open, report every host
+ * not done as interrupted. Its `finished' still comes, from the loop.
+ */
+void
+engine_cancel(struct engine_run *r)
 {
-	struct engine *e = arg;
 	size_t i;
 
-	(void)sig;
-	(void)what;
-	e->next = e->n;
-	for (i = 0; i < e->n; i++) {
-		struct engine_host *h = &e->hosts[i];
-		if (h->done)
+	r->next = r->n;
+	for (i = 0; i < r->n; i++) {
+		struct engine_host *h = &r->hosts[i];
+		if (h->done || h->skip)
 			continue;
-		if (h->conn != NULL)
+		if (h->conn != NULL && h->conn->r == r)
 			conn_fail(h->conn, EF_INTERRUPTED, "interrupted");
 		else {
 			h->done = 1;
@@ -1274,52 +1333,62 @@ sigint_cb(evutil_socket_t sig, short what, void *arg)
 			h->fail = EF_INTERRUPTED;
 			free(h->fail_msg);
 			h->fail_msg = xstrdup("interrupted before it started");
-			e->finished++;
-			if (e->ops->done != NULL)
-				e->ops->done(h, e->ops->arg);
+			r->finished++;
+			if (r->ops->done != NULL)
+				r->ops->done(h, r->ops->arg);
 		}
 	}
-	event_base_loopbreak(e->base);
+	start_more(r);
 }
 
-/* A new engine: one event loop, reused by every run. NULL on failure. */
-struct engine *
-engine_new(void)
+/* Ctrl-C during engine_run. */
+static void
+sigint_cb(evutil_socket_t sig, short what, void *arg)
 {
-	static int threads_ready;
+	(void)sig;
+	(void)what;
+	engine_cancel(arg);
+}
+
+/*
+ * A new engine on the caller's loop. The base must be made after
+ * evthread_use_pthreads() (the ssh-agent worker wakes the loop from its
+ * thread). dns may be NULL: a resolver is then made when a name first
+ * needs one, and freed with the engine. NULL on failure.
+ */
+struct engine *
+engine_new(struct event_base *base, struct evdns_base *dns)
+{
 	struct engine *e;
 
-	if (!threads_ready) {
-		if (evthread_use_pthreads() != 0)
-			return NULL;
-		threads_ready = 1;
-	}
-	e = xcalloc(1, sizeof *e);
-	if ((e->base = event_base_new()) == NULL) {
-		free(e);
+	if (base == NULL)
 		return NULL;
-	}
+	e = xcalloc(1, sizeof *e);
+	e->base = base;
+	e->dns = dns;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->wake, NULL);
 	return e;
 }
 
-/*
- * Run settings->command on hosts[0..n) and return when every host is done.
- * With keep_open, sessions stay open in the hosts for the next run on the
- * same engine. Returns 0, or -1 if the loop could not start.
- */
-int
-engine_run(struct engine *e, struct engine_host *hosts, size_t n,
-    const struct engine_settings *set, const struct engine_ops *ops)
+/* Set up a run and start its first hosts (keep: the caller frees it). */
+static struct engine_run *
+run_start(struct engine *e, struct engine_host *hosts, size_t n,
+    const struct engine_settings *set, const struct engine_ops *ops, int keep)
 {
+	struct engine_run *r;
 	size_t i;
 
-	e->set = set;
-	e->ops = ops;
-	e->hosts = hosts;
-	e->n = n;
-	e->next = e->active = e->finished = 0;
+	r = xcalloc(1, sizeof *r);
+	r->e = e;
+	r->set = set;
+	r->ops = ops;
+	r->hosts = hosts;
+	r->n = n;
+	r->keep = keep;
+	r->done = event_new(e->base, -1, 0, run_done_cb, r);
+	r->next_run = e->runs;
+	e->runs = r;
 	for (i = 0; i < n; i++) {
 		if (hosts[i].skip)
 			continue; /* keeps the results of its last run */
@@ -1328,22 +1397,53 @@ engine_run(struct engine *e, struct engine_host *hosts, size_t n,
 		free(hosts[i].exit_signal);
 		hosts[i].exit_signal = NULL;
 	}
-	e->max_active =
+	r->max_active =
 	    engine_raise_nofile(set->fanout < (int)n ? (size_t)set->fanout : n);
-	if (e->max_active < (size_t)set->fanout && e->max_active < n)
+	if (r->max_active < (size_t)set->fanout && r->max_active < n)
 		debug_f("open-file limit allows %zu connections at once",
-		    e->max_active);
+		    r->max_active);
+	start_more(r);
+	return r;
+}
+
+/*
+ * Start settings->command on hosts[0..n) and return at once. Each host is
+ * reported through ops->done as it finishes and the whole run through
+ * ops->finished, always from the loop, never from inside this call. The
+ * hosts, settings and ops must outlive the run; a host must not be in two
+ * runs at once. Several runs may be in flight on one engine. The run is
+ * freed after ops->finished returns.
+ */
+struct engine_run *
+engine_start(struct engine *e, struct engine_host *hosts, size_t n,
+    const struct engine_settings *set, const struct engine_ops *ops)
+{
+	return run_start(e, hosts, n, set, ops, 0);
+}
+
+/*
+ * For the CLI: start a run and dispatch the loop until it is over, with
+ * Ctrl-C cancelling it if settings->handle_sigint. With keep_open,
+ * sessions stay open in the hosts for the next run on the same engine.
+ * Returns 0.
+ */
+int
+engine_run(struct engine *e, struct engine_host *hosts, size_t n,
+    const struct engine_settings *set, const struct engine_ops *ops)
+{
+	struct engine_run *r;
+	struct event *sigint = NULL;
+
+	r = run_start(e, hosts, n, set, ops, 1);
 	if (set->handle_sigint) {
-		e->sigint = evsignal_new(e->base, SIGINT, sigint_cb, e);
-		evsignal_add(e->sigint, NULL);
+		sigint = evsignal_new(e->base, SIGINT, sigint_cb, r);
+		evsignal_add(sigint, NULL);
 	}
-	start_more(e);
-	if (e->finished < e->n)
-		event_base_dispatch(e->base);
-	if (e->sigint != NULL) {
-		event_free(e->sigint);
-		e->sigint = NULL;
-	}
+	while (!r->reported)
+		event_base_loop(e->base, EVLOOP_ONCE);
+	if (sigint != NULL)
+		event_free(sigint);
+	run_free(r);
 	return 0;
 }
 
@@ -1361,8 +1461,9 @@ engine_forget(struct engine_host *h)
 
 /*
  * Free the engine, after engine_forget on every host that may hold a
- * session. A worker stuck in ssh-agent keeps using e (its lock, its queue
- * of orphans, which it frees), so then e is left to it.
+ * session; runs still in flight are dropped without their callbacks. The
+ * loop stays the caller's. A worker stuck in ssh-agent keeps using e (its
+ * lock, its queue of orphans, which it frees), so then e is left to it.
  */
 void
 engine_free(struct engine *e)
@@ -1371,6 +1472,8 @@ engine_free(struct engine *e)
 
 	if (e == NULL)
 		return;
+	while (e->runs != NULL)
+		run_free(e->runs);
 	if (e->worker_started) {
 		pthread_mutex_lock(&e->lock);
 		e->worker_stop = 1;
@@ -1382,9 +1485,8 @@ engine_free(struct engine *e)
 		else
 			pthread_join(e->worker, NULL);
 	}
-	if (e->dns != NULL)
+	if (e->own_dns)
 		evdns_base_free(e->dns, 1);
-	event_base_free(e->base);
 	if (!busy) {
 		pthread_mutex_destroy(&e->lock);
 		pthread_cond_destroy(&e->wake);

@@ -42,6 +42,9 @@ enum engine_fail {
 #define ENGINE_MAX_KEYS 6
 
 struct engine_conn;
+struct engine_run;
+struct event_base;
+struct evdns_base;
 
 struct engine_host {
 	const struct instance *in;
@@ -78,6 +81,8 @@ struct engine_ops {
 	    const char *, enum engine_fail *, char **, void *);
 	/* The pinned key type for a host, to prefer it in the handshake. */
 	const char *(*hostkey_type)(struct engine_host *, void *);
+	/* Every host of the run is done (engine_start's runs). */
+	void (*finished)(struct engine_run *, void *);
 	void *arg;
 };
 
@@ -89,15 +94,19 @@ struct engine_settings {
 	int command_timeout;	/* seconds, 0 for none */
 	const char *stdin_data; /* or NULL */
 	size_t stdin_len;
-	int handle_sigint;
-	int keep_open; /* hold sessions for the next run (watch) */
+	int handle_sigint; /* engine_run only: Ctrl-C cancels the run */
+	int keep_open;	   /* hold sessions for the next run (watch) */
+	int fresh;	   /* log in anew even where a session is held */
 };
 
 const char *engine_fail_code(enum engine_fail);
 int64_t engine_now_ms(void);
 struct engine;
 
-struct engine *engine_new(void);
+struct engine *engine_new(struct event_base *, struct evdns_base *);
+struct engine_run *engine_start(struct engine *, struct engine_host *, size_t,
+    const struct engine_settings *, const struct engine_ops *);
+void engine_cancel(struct engine_run *);
 int engine_run(struct engine *, struct engine_host *, size_t,
     const struct engine_settings *, const struct engine_ops *);
 void engine_forget(struct engine_host *);

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/thread.h>
+
 #include "cmd.h"
 #include "config.h"
 #include "gpufleet/version.h"
@@ -38,6 +40,9 @@ main(int argc, char **argv)
 
 	setlocale(LC_CTYPE, "");
 	signal(SIGPIPE, SIG_IGN);
+	/* Before any event loop: the ssh-agent worker wakes loops. */
+	if (evthread_use_pthreads() != 0)
+		fatal("cannot set up libevent for threads");
 	if (getenv("GPUFLEET_DEBUG") != NULL)
 		log_set_level(LOG_DEBUG);
 

@@ -3,6 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <event2/event.h>
+
 #include "hostkey.h"
 #include "keys.h"
 #include "log.h"
@@ -186,7 +188,10 @@ remote_run(struct remote *rm, const struct engine_settings *set)
 	size_t i;
 	int r, pinned = rm->repin;
 
-	if (rm->engine == NULL && (rm->engine = engine_new()) == NULL)
+	if (rm->base == NULL && (rm->base = event_base_new()) == NULL)
+		return -1;
+	if (rm->engine == NULL &&
+	    (rm->engine = engine_new(rm->base, NULL)) == NULL)
 		return -1;
 	r = engine_run(rm->engine, rm->hosts, rm->n, set, &rm->ops);
 	/*
@@ -217,6 +222,8 @@ remote_close(struct remote *rm)
 		engine_host_clear(&rm->hosts[i]);
 	}
 	engine_free(rm->engine);
+	if (rm->base != NULL)
+		event_base_free(rm->base);
 	for (i = 0; rm->pinned_type != NULL && i < rm->n; i++)
 		free(rm->pinned_type[i]);
 	free(rm->pinned_type);

@@ -11,6 +11,7 @@
 #include "keyring.h"
 
 struct remote {
+	struct event_base *base; /* the loop the engine runs on */
 	struct engine *engine;
 	struct cmd_ctx *ctx;
 	struct inventory *inv;

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The engine on the caller's loop: two runs of different hosts in flight at
+# once on one engine, a timer ticking on the same loop, each run reported
+# through its own callbacks with its hosts' output and nobody else's.
+. "$(dirname "$0")/../e2e/lib.sh"
+: "${GPUFLEET_ENGINEPAIR:=$GPUFLEET_SRC/build/tests/enginepair}"
+
+fleet_up 6
+key=$(awk '$1 == "IdentityFile" { print $2; exit }' "$D/ssh_config")
+user=$(awk '$1 == "User" { print $2; exit }' "$D/ssh_config")
+mapfile -t ports < <(awk '$1 == "Port" { print $2 }' "$D/ssh_config")
+
+# A's hosts wait until every B host has run: if the runs went one after the
+# other, A would never finish (its 120 s command timeout would end it).
+out=$(timeout 300 "$GPUFLEET_ENGINEPAIR" "$key" "$user" "${ports[@]}" 2>"$T/err")
+rc=$?
+err=$(cat "$T/err")
+expect_rc 0 "enginepair ran"
+for n in 1 2 3; do
+	expect_eq "$(grep "^inst-$n " <<<"$out")" \
+	    "inst-$n A ok 0 A inst-$n|A done|" "inst-$n: run A, its own output only"
+done
+for n in 4 5 6; do
+	expect_eq "$(grep "^inst-$n " <<<"$out")" \
+	    "inst-$n B ok 0 B inst-$n|B done|" "inst-$n: run B, its own output only"
+done
+expect_eq "$(grep -c '^finished [AB]$' <<<"$out")" 2 "both runs reported finished"
+ticks=$(sed -n 's/^ticks \([0-9]*\)$/\1/p' <<<"$out")
+checks=$((checks + 1))
+[ "${ticks:-0}" -ge 1 ] || fail "the timer never ran while the runs were in flight: [$out]"
+
+finish
