@@ -50,6 +50,16 @@ struct rotate_run {
 	time_t now;
 	struct keys_key shared_key;
 	ssh_key shared_sshkey;
+	struct agent_bin ab;	/* the agent, which edits authorized_keys */
+	const char *stdin_data; /* for run_phase, or NULL */
+	size_t stdin_len;
+};
+
+/* One edit of a host's authorized_keys (see keys_authkeys_command). */
+struct edit {
+	const char *add;
+	const char *like;
+	const char *del;
 };
 
 static int cmd_keys_exec(
@@ -70,6 +80,7 @@ static void fail_host(struct rotate_run *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void run_phase(struct rotate_run *, int *, ssh_key *, char **);
+static void edit_phase(struct rotate_run *, int *, ssh_key *, struct edit *);
 static char *host_error(struct rotate_run *, size_t);
 static int host_current_key(struct remote *, const char *, size_t, ssh_key *,
     char **, int64_t *, char **);
@@ -556,6 +567,8 @@ run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
 	set.fanout = rm->ctx->config->fanout;
 	set.connect_timeout = rm->ctx->config->connect_timeout;
 	set.command_timeout = 120;
+	set.stdin_data = run->stdin_data;
+	set.stdin_len = run->stdin_len;
 	rm->ops.output = on_output;
 	rm->ops.done = NULL;
 	rm->ops.arg = run;
@@ -573,6 +586,63 @@ run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
 		engine_forget(&rm->hosts[i]);
 		rm->hosts[i].command = NULL;
 	}
+}
+
+/*
+ * Edit authorized_keys on each host with want[i] set, logging in with
+ * keys[i] only: the agent's authkeys where it is deployed, else uploaded
+ * first on a second login (as status deploys it). The result is in
+ * rm->hosts[i] and run->rots[i].out as for run_phase.
+ */
+static void
+edit_phase(struct rotate_run *run, int *want, ssh_key *keys, struct edit *ed)
+{
+	struct remote *rm = run->rm;
+	char **cmds = xcalloc(rm->n, sizeof *cmds);
+	int *missing = xcalloc(rm->n, sizeof *missing), any = 0;
+	size_t i;
+
+	for (i = 0; i < rm->n; i++) {
+		if (want[i])
+			cmds[i] = keys_authkeys_command(rm->hosts[i].in,
+			    &run->ab, ed[i].add, ed[i].like, ed[i].del, 0);
+	}
+	run_phase(run, want, keys, cmds);
+	for (i = 0; i < rm->n; i++) {
+		free(cmds[i]);
+		cmds[i] = NULL;
+		if (!want[i] || rm->hosts[i].fail != EF_NONE ||
+		    rm->hosts[i].exit_signal != NULL ||
+		    rm->hosts[i].exit_status != DEPLOY_EXIT_MISSING)
+			continue;
+		missing[i] = any = 1;
+		cmds[i] = keys_authkeys_command(rm->hosts[i].in, &run->ab,
+		    ed[i].add, ed[i].like, ed[i].del, 1);
+	}
+	if (any) {
+		run->stdin_data = run->ab.data;
+		run->stdin_len = run->ab.len;
+		run_phase(run, missing, keys, cmds);
+		run->stdin_data = NULL;
+		run->stdin_len = 0;
+	}
+	for (i = 0; i < rm->n; i++) {
+		free(cmds[i]);
+		if (missing[i] && rm->hosts[i].fail == EF_NONE &&
+		    rm->hosts[i].exit_signal == NULL &&
+		    rm->hosts[i].exit_status >= DEPLOY_EXIT_WRITE &&
+		    rm->hosts[i].exit_status <= DEPLOY_EXIT_ARCH) {
+			/* Say why the agent could not be put there. */
+			char *why = deploy_explain(rm->hosts[i].exit_status,
+			    run->rots[i].out, rm->hosts[i].in);
+			free(run->rots[i].out);
+			run->rots[i].out = why;
+			run->rots[i].outlen = strlen(why);
+			run->rots[i].outcap = run->rots[i].outlen + 1;
+		}
+	}
+	free(cmds);
+	free(missing);
 }
 
 /* Why a host's last run failed, one line. Caller frees. */
@@ -813,7 +883,8 @@ step_add(struct rotate_run *run)
 	struct remote *rm = run->rm;
 	int *want = xcalloc(rm->n, sizeof *want);
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
-	char **cmds = xcalloc(rm->n, sizeof *cmds), *cause = NULL, *why;
+	struct edit *ed = xcalloc(rm->n, sizeof *ed);
+	char *cause = NULL, *why;
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -822,11 +893,11 @@ step_add(struct rotate_run *run)
 			continue;
 		want[i] = 1;
 		keys[i] = r->oldkey;
-		cmds[i] =
-		    keys_authkeys_script(rm->hosts[i].in->authorized_keys_file,
-			r->newk.pubkey, NULL);
+		/* The new key takes the old line's options (from=, ...). */
+		ed[i].add = r->newk.pubkey;
+		ed[i].like = r->row.old_blob;
 	}
-	run_phase(run, want, keys, cmds);
+	edit_phase(run, want, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		if (!want[i])
 			continue;
@@ -842,11 +913,10 @@ step_add(struct rotate_run *run)
 			cause = NULL;
 		} else
 			crash_hook(KEYS_STEP_ADDED);
-		free(cmds[i]);
 	}
 	free(want);
 	free(keys);
-	free(cmds);
+	free(ed);
 }
 
 /*
@@ -863,6 +933,7 @@ step_verify(struct rotate_run *run)
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
 	char **cmds = xcalloc(rm->n, sizeof *cmds), *cause = NULL;
 	char **why = xcalloc(rm->n, sizeof *why);
+	struct edit *ed = xcalloc(rm->n, sizeof *ed);
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -894,10 +965,9 @@ step_verify(struct rotate_run *run)
 		why[i] = host_error(run, i);
 		undo[i] = 1;
 		keys[i] = r->oldkey;
-		cmds[i] = keys_authkeys_script(
-		    rm->hosts[i].in->authorized_keys_file, NULL, r->newk.blob);
+		ed[i].del = r->newk.blob;
 	}
-	run_phase(run, undo, keys, cmds);
+	edit_phase(run, undo, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		struct rot *r = &run->rots[i];
 		if (!undo[i])
@@ -927,7 +997,6 @@ step_verify(struct rotate_run *run)
 			    why[i], uw);
 			free(uw);
 		}
-		free(cmds[i]);
 		free(why[i]);
 	}
 	free(want);
@@ -935,6 +1004,7 @@ step_verify(struct rotate_run *run)
 	free(keys);
 	free(cmds);
 	free(why);
+	free(ed);
 }
 
 /* Step 4: the inventory switches to the new key (no remote action). */
@@ -976,7 +1046,8 @@ step_remove(struct rotate_run *run)
 	struct remote *rm = run->rm;
 	int *want = xcalloc(rm->n, sizeof *want);
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
-	char **cmds = xcalloc(rm->n, sizeof *cmds), *cause = NULL, *why;
+	struct edit *ed = xcalloc(rm->n, sizeof *ed);
+	char *cause = NULL, *why;
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -985,12 +1056,12 @@ step_remove(struct rotate_run *run)
 			continue;
 		want[i] = 1;
 		keys[i] = r->newkey;
-		cmds[i] = keys_authkeys_script(
-		    rm->hosts[i].in->authorized_keys_file, r->newk.pubkey,
-		    strcmp(r->row.old_blob, r->newk.blob) != 0 ? r->row.old_blob
-							       : NULL);
+		ed[i].add = r->newk.pubkey;
+		ed[i].like = r->row.old_blob;
+		if (strcmp(r->row.old_blob, r->newk.blob) != 0)
+			ed[i].del = r->row.old_blob;
 	}
-	run_phase(run, want, keys, cmds);
+	edit_phase(run, want, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		if (!want[i])
 			continue;
@@ -1007,11 +1078,10 @@ step_remove(struct rotate_run *run)
 			cause = NULL;
 		} else
 			crash_hook(KEYS_STEP_REMOVED);
-		free(cmds[i]);
 	}
 	free(want);
 	free(keys);
-	free(cmds);
+	free(ed);
 }
 
 /* Step 6: a fresh login with only the old key must be refused. */
@@ -1127,6 +1197,7 @@ rotate_free(struct rotate_run *run)
 	free(run->rots);
 	ssh_key_free(run->shared_sshkey);
 	keys_key_clear(&run->shared_key);
+	deploy_free(&run->ab);
 	if (run->passphrase != NULL) {
 		explicit_bzero(run->passphrase, strlen(run->passphrase));
 		free(run->passphrase);
@@ -1192,6 +1263,10 @@ keys_rotate(struct cmd_ctx *ctx, int argc, char **argv)
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	run.now = time(NULL);
+	if (!dry_run && deploy_load(&run.ab, &cause) != 0) {
+		rotate_free(&run);
+		return cmd_fail(GF_EUSAGE, cause);
+	}
 	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {
 		rotate_free(&run);
 		return cmd_fail(-r, cause);
@@ -1408,6 +1483,7 @@ keys_revoke(
 	char **cmds = NULL, *cause = NULL, *type = NULL, *blob = NULL,
 	     *fp = NULL, *why, *ctype, *cblob, *cfp;
 	int *want = NULL, status, r, nfail = 0;
+	struct edit *ed = NULL;
 	size_t i;
 	json_t *o;
 
@@ -1420,6 +1496,10 @@ keys_revoke(
 		return cmd_fail(GF_EUSAGE, cause);
 	}
 	ssh_key_free(pub);
+	if (deploy_load(&run.ab, &cause) != 0) {
+		status = cmd_fail(GF_EUSAGE, cause);
+		goto out;
+	}
 	if ((r = open_run(ctx, selector, &run, &keys, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
@@ -1432,6 +1512,7 @@ keys_revoke(
 	}
 	want = xcalloc(rm->n, sizeof *want);
 	cmds = xcalloc(rm->n, sizeof *cmds);
+	ed = xcalloc(rm->n, sizeof *ed);
 	for (i = 0; i < rm->n; i++) {
 		if (run.rots[i].failed)
 			continue;
@@ -1450,14 +1531,11 @@ keys_revoke(
 		if (run.rots[i].failed)
 			continue;
 		want[i] = 1;
-		cmds[i] = keys_authkeys_script(
-		    rm->hosts[i].in->authorized_keys_file, NULL, blob);
+		ed[i].del = blob;
 	}
-	run_phase(&run, want, keys, cmds);
+	edit_phase(&run, want, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		struct rot *rt = &run.rots[i];
-		free(cmds[i]);
-		cmds[i] = NULL;
 		if (!want[i])
 			continue;
 		if (rm->hosts[i].fail != EF_NONE ||
@@ -1482,9 +1560,13 @@ keys_revoke(
 			want[i] = 0;
 			continue;
 		}
-		cmds[i] = xstrdup("true");
+		cmds[i] =
+		    keys_cat_script(rm->hosts[i].in->authorized_keys_file);
 	}
-	/* A fresh login with the current key still works. */
+	/*
+	 * The proof: a fresh login with the current key still works, and no
+	 * line of the file it reads holds the key, by the same parser.
+	 */
 	run_phase(&run, want, keys, cmds);
 	for (i = 0; i < rm->n; i++) {
 		struct rot *rt = &run.rots[i];
@@ -1498,7 +1580,13 @@ keys_revoke(
 			    "revoked, but the login check after it failed: %s",
 			    why);
 			free(why);
-		}
+		} else if (want[i] &&
+		    keys_text_has_blob(
+			rt->out != NULL ? rt->out : "", rt->outlen, blob))
+			fail_host(&run, i,
+			    "%s is still in %s after its removal (re-added at "
+			    "once?)",
+			    fp, rm->hosts[i].in->authorized_keys_file);
 		nfail += rt->failed;
 		if (json) {
 			o = json_object();
@@ -1528,6 +1616,7 @@ out:
 	free(keys);
 	free(want);
 	free(cmds);
+	free(ed);
 	free(type);
 	free(blob);
 	free(fp);

@@ -11,6 +11,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "gpufleet/authkeys.h"
 #include "keys.h"
 #include "log.h"
 #include "status.h"
@@ -443,128 +444,56 @@ shell_quote(const char *s)
 }
 
 /*
- * The remote edit of authorized_keys as one POSIX sh script. Every line
- * that is not the key to remove stays byte for byte, in order, including
- * blank lines, comments, options and a missing final newline (a newline is
- * added before an appended key only where it is missing). A line is the
- * key to remove when the field after its key type is exactly the blob;
- * comments are never compared. Nothing is written when nothing would change
- * (same mtime on a rerun). The new file is written next to the old one
- * (cp -p keeps mode and owner), checked, synced and renamed over it; a
- * symlink, a non-regular or read-only file is refused, never replaced.
- * Prints "changed" or "unchanged". Caller frees.
+ * The remote edit of authorized_keys: the agent's `authkeys` subcommand
+ * (agent/akedit.c, which reads lines with the one parser both sides
+ * share), run from where status deploys it, or uploaded first when upload
+ * is set (the binary on stdin). add is "TYPE BLOB COMMENT" to have (taking
+ * the options of the line holding like, if any), del a blob to remove; the
+ * agent prints "changed" or "unchanged". Wrapped in sh -c, so the login
+ * shell need not be POSIX. Caller frees.
  */
 char *
-keys_authkeys_script(const char *path, const char *add, const char *del)
+keys_authkeys_command(const struct instance *in, const struct agent_bin *ab,
+    const char *add, const char *like, const char *del, int upload)
 {
-	static const char body[] =
-	    "prog='function kt(t) { return t ~ "
-	    "/^(ssh-|ecdsa-sha2-|sk-ssh-|sk-ecdsa-)/ }\n"
-	    "function blob(i) { for (i = 1; i < NF; i++) if (kt($i)) return "
-	    "$(i + 1); return \"\" }\n"
-	    "{ b = blob() }\n"
-	    "mode == \"check\" { if (del != \"\" && b == del) need = 1; if "
-	    "(addb != \"\" && b == addb) have = 1; next }\n"
-	    "del != \"\" && b == del { next }\n"
-	    "addb != \"\" && b == addb { have = 1 }\n"
-	    "{ if (k) printf \"\\n\"; printf \"%s\", $0; k = 1; last = NR }\n"
-	    "END {\n"
-	    "\tif (mode == \"check\") { if (need || (addb != \"\" && !have)) "
-	    "print \"change\"; exit 0 }\n"
-	    "\tterm = 1\n"
-	    "\tif (k && (last != NR || !nonl)) printf \"\\n\"; else if (k) "
-	    "term = 0\n"
-	    "\tif (addb != \"\" && !have) { if (!term) printf \"\\n\"; printf "
-	    "\"%s\\n\", add }\n"
-	    "}'\n"
-	    "dir=${ak%/*}\n"
-	    "[ -n \"$dir\" ] || dir=/\n"
-	    "if [ ! -d \"$dir\" ]; then\n"
-	    "\tmkdir -p -- \"$dir\" && chmod 700 -- \"$dir\" ||\n"
-	    "\t    { echo \"cannot create $dir\" >&2; exit 3; }\n"
-	    "fi\n"
-	    "if [ -L \"$ak\" ]; then\n"
-	    "\techo \"$ak is a symbolic link; refusing to replace it (make it "
-	    "a plain file)\" >&2\n"
-	    "\texit 4\n"
-	    "fi\n"
-	    "if [ -e \"$ak\" ] && [ ! -f \"$ak\" ]; then\n"
-	    "\techo \"$ak is not a regular file\" >&2\n"
-	    "\texit 4\n"
-	    "fi\n"
-	    "nonl=0\n"
-	    "if [ -f \"$ak\" ]; then\n"
-	    "\t[ -r \"$ak\" ] || { echo \"$ak is not readable\" >&2; exit 5; "
-	    "}\n"
-	    "\t[ -s \"$ak\" ] && [ -n \"$(tail -c 1 -- \"$ak\")\" ] && nonl=1\n"
-	    "\tc=$(awk -v mode=check -v add=\"$add\" -v addb=\"$addb\" -v "
-	    "del=\"$del\" \"$prog\" \"$ak\") ||\n"
-	    "\t    { echo \"cannot read $ak\" >&2; exit 5; }\n"
-	    "\t[ -n \"$c\" ] || { echo unchanged; exit 0; }\n"
-	    "\t[ -w \"$ak\" ] || { echo \"$ak is read-only; not changed\" >&2; "
-	    "exit 5; }\n"
-	    "elif [ -z \"$addb\" ]; then\n"
-	    "\techo unchanged\n"
-	    "\texit 0\n"
-	    "fi\n"
-	    "tmp=$dir/.gpufleet-authorized_keys.$$\n"
-	    "trap 'rm -f -- \"$tmp\"' EXIT\n"
-	    "if [ -f \"$ak\" ]; then\n"
-	    "\tcp -p -- \"$ak\" \"$tmp\" || { echo \"cannot write in $dir\" "
-	    ">&2; exit 6; }\n"
-	    "\tawk -v mode=write -v nonl=$nonl -v add=\"$add\" -v "
-	    "addb=\"$addb\" -v del=\"$del\" \"$prog\" \"$ak\" >\"$tmp\" ||\n"
-	    "\t    { echo \"cannot write $tmp\" >&2; exit 6; }\n"
-	    "else\n"
-	    "\tprintf '%s\\n' \"$add\" >\"$tmp\" || { echo \"cannot write in "
-	    "$dir\" >&2; exit 6; }\n"
-	    "fi\n"
-	    "c=$(awk -v mode=check -v add=\"$add\" -v addb=\"$addb\" -v "
-	    "del=\"$del\" \"$prog\" \"$tmp\")\n"
-	    "if [ -n \"$c\" ] || { [ -n \"$addb\" ] && [ ! -s \"$tmp\" ]; }; "
-	    "then\n"
-	    "\techo \"the new $ak did not come out as written; not changed\" "
-	    ">&2\n"
-	    "\texit 6\n"
-	    "fi\n"
-	    "sync -- \"$tmp\" 2>/dev/null || sync\n"
-	    "mv -f -- \"$tmp\" \"$ak\" || { echo \"cannot rename into $ak\" "
-	    ">&2; exit 6; }\n"
-	    "trap - EXIT\n"
-	    "sync -- \"$dir\" 2>/dev/null || sync\n"
-	    "if command -v restorecon >/dev/null 2>&1; then restorecon -F -- "
-	    "\"$ak\" 2>/dev/null || :; fi\n"
-	    "echo changed\n";
-	const char *addblob = "";
-	char *qpath, *qadd, *qaddb, *qdel, *script, *cmd, *qs, *b = NULL;
-	size_t n;
+	char *qpath = keys_quote_path(in->authorized_keys_file), *args, *t;
+	char *q, *agent, *cmd;
 
-	if (add != NULL && (addblob = strchr(add, ' ')) != NULL) {
-		n = strcspn(addblob + 1, " ");
-		b = xstrndup(addblob + 1, n);
+	xasprintf(&args, "authkeys %s", qpath);
+	if (add != NULL) {
+		q = shell_quote(add);
+		xasprintf(&t, "%s --add %s", args, q);
+		free(q);
+		free(args);
+		args = t;
 	}
-	if (strncmp(path, "~/", 2) == 0) {
-		qs = shell_quote(path + 2);
-		xasprintf(&qpath, "\"$HOME\"/%s", qs);
-		free(qs);
-	} else
-		qpath = shell_quote(path);
-	qadd = shell_quote(add != NULL ? add : "");
-	qaddb = shell_quote(b != NULL ? b : "");
-	qdel = shell_quote(del != NULL ? del : "");
-	xasprintf(&script,
-	    "umask 077\nPATH=$PATH:/usr/sbin:/sbin\nak=%s\nadd=%s\naddb=%s\n"
-	    "del=%s\n%s",
-	    qpath, qadd, qaddb, qdel, body);
-	qs = shell_quote(script);
-	xasprintf(&cmd, "sh -c %s", qs);
-	free(qs);
-	free(script);
+	if (like != NULL) {
+		q = shell_quote(like);
+		xasprintf(&t, "%s --like %s", args, q);
+		free(q);
+		free(args);
+		args = t;
+	}
+	if (del != NULL) {
+		q = shell_quote(del);
+		xasprintf(&t, "%s --remove %s", args, q);
+		free(q);
+		free(args);
+		args = t;
+	}
+	/* A new file gets its SELinux context, as the old script did. */
+	xasprintf(&t,
+	    "%s && { ! command -v restorecon >/dev/null 2>&1 || restorecon -F "
+	    "-- %s 2>/dev/null || :; }",
+	    args, qpath);
+	free(args);
+	agent = deploy_agent_command(in, ab, t, upload);
+	free(t);
+	q = shell_quote(agent);
+	xasprintf(&cmd, "sh -c %s", q);
+	free(q);
+	free(agent);
 	free(qpath);
-	free(qadd);
-	free(qaddb);
-	free(qdel);
-	free(b);
 	return cmd;
 }
 
@@ -1003,10 +932,9 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
     char **found, char **cause)
 {
 	sqlite3_stmt *st;
-	const char *p, *e, *blob;
+	const char *blob;
 	char *s = xstrdup(""), *t, *type, *b64, *fp, *why;
 	ssh_key key;
-	size_t blen;
 	int n = 0, rc;
 
 	*found = NULL;
@@ -1020,16 +948,8 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
 	sqlite3_bind_int64(st, 1, instance_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		blob = (const char *)sqlite3_column_text(st, 1);
-		blen = strlen(blob);
-		/* The blob as a whole whitespace-separated field. */
-		for (p = text; (p = strstr(p, blob)) != NULL; p += blen) {
-			e = p + blen;
-			if ((p == text || p[-1] == ' ' || p[-1] == '\t') &&
-			    (*e == '\0' || *e == ' ' || *e == '\t' ||
-				*e == '\r' || *e == '\n'))
-				break;
-		}
-		if (p == NULL)
+		/* The key of a line, as sshd reads it; never an option. */
+		if (!keys_text_has_blob(text, strlen(text), blob))
 			continue;
 		fp = why = NULL;
 		key = NULL;
@@ -1131,33 +1051,45 @@ keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 }
 
 /*
- * Split an authorized_keys line: its key type, blob and comment (pointers
- * into a copy the caller frees with *buf). 0, or -1 if no key is on it.
+ * Split an authorized_keys line as sshd reads it (gpufleet/authkeys.h):
+ * its options ("" if none), key type, blob and comment, pointers into a
+ * copy the caller frees with *buf. 0, or -1 if no key is on it.
  */
 int
-keys_parse_line(const char *line, char **buf, const char **type,
-    const char **blob, const char **comment)
+keys_parse_line(const char *line, char **buf, const char **options,
+    const char **type, const char **blob, const char **comment)
 {
-	char *s = xstrdup(line), *f[64], *save = NULL, *p;
-	int n = 0, i;
+	struct authkeys_line l;
+	char *s = xstrdup(line);
 
 	*buf = s;
-	for (p = strtok_r(s, " \t\r\n", &save); p != NULL && n < 64;
-	     p = strtok_r(NULL, " \t\r\n", &save))
-		f[n++] = p;
-	if (n > 0 && f[0][0] == '#')
+	if (authkeys_parse(s, strlen(s), &l) != AUTHKEYS_KEY)
 		return -1;
-	for (i = 0; i + 1 < n; i++) {
-		if (strncmp(f[i], "ssh-", 4) == 0 ||
-		    strncmp(f[i], "ecdsa-sha2-", 11) == 0 ||
-		    strncmp(f[i], "sk-", 3) == 0) {
-			*type = f[i];
-			*blob = f[i + 1];
-			*comment = i + 2 < n ? f[i + 2] : "";
-			return 0;
-		}
+	/* Each part ends at a space, a tab, a CR or the end: cut there. */
+	if (l.options.len != 0)
+		s[l.options.off + l.options.len] = '\0';
+	s[l.type.off + l.type.len] = '\0';
+	s[l.blob.off + l.blob.len] = '\0';
+	s[l.comment.off + l.comment.len] = '\0';
+	*options = l.options.len != 0 ? s + l.options.off : "";
+	*type = s + l.type.off;
+	*blob = s + l.blob.off;
+	*comment = s + l.comment.off;
+	return 0;
+}
+
+/* Does any line of text hold the key with this blob? 1 or 0. */
+int
+keys_text_has_blob(const char *text, size_t len, const char *blob)
+{
+	size_t off, next, ll, bl = strlen(blob);
+
+	for (off = 0; off < len; off = next) {
+		next = authkeys_next_line(text, len, off, &ll);
+		if (authkeys_line_has_blob(text + off, ll, blob, bl))
+			return 1;
 	}
-	return -1;
+	return 0;
 }
 
 /* Single-quote s for a POSIX shell. Caller frees. */

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "deploy.h"
 #include "inventory.h"
 
 /*
@@ -128,13 +129,15 @@ int keys_generate(const char *, const char *, const char *, const char *,
 int keys_describe(ssh_key, char **, char **, char **, char **);
 int keys_load(const char *, const char *, ssh_key *, char **);
 int keys_valid_blob(const char *);
-char *keys_authkeys_script(const char *, const char *, const char *);
+char *keys_authkeys_command(const struct instance *, const struct agent_bin *,
+    const char *, const char *, const char *, int);
 char *keys_cat_script(const char *);
 char *keys_shell_quote(const char *);
 char *keys_quote_path(const char *);
 int keys_is_managed_blob(struct inventory *, const char *, char **);
-int keys_parse_line(
-    const char *, char **, const char **, const char **, const char **);
+int keys_parse_line(const char *, char **, const char **, const char **,
+    const char **, const char **);
+int keys_text_has_blob(const char *, size_t, const char *);
 
 int keys_add(struct inventory *, struct keys_key *, char **);
 int keys_get(struct inventory *, int64_t, struct keys_key *, char **);
