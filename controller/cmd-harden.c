@@ -259,7 +259,8 @@ cmd_harden_exec(
 	struct keys_key k;
 	ssh_key *managed = NULL;
 	json_t *arr = NULL, *j;
-	char *cause = NULL, *pass;
+	char *cause = NULL;
+	const char *pass;
 	size_t i;
 	int64_t kid;
 	int ch, status, r, json = 0, bad = 0;
@@ -272,11 +273,11 @@ cmd_harden_exec(
 	}
 	if (argc - optind != 1)
 		return cmd_usage_error(e, "needs one SELECTOR");
-	pass = keys_read_passphrase(&cause);
+	pass = keys_passphrase(&cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {
-		free(pass);
+		keys_passphrase_clear();
 		return cmd_fail(-r, cause);
 	}
 	outs = xcalloc(rm->n, sizeof *outs);
@@ -340,10 +341,7 @@ cmd_harden_exec(
 	}
 	free(outs);
 	free(managed);
-	if (pass != NULL) {
-		explicit_bzero(pass, strlen(pass));
-		free(pass);
-	}
+	keys_passphrase_clear();
 	remote_close(rm);
 	return status;
 }

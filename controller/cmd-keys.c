@@ -42,7 +42,7 @@ struct rot {
 struct rotate_run {
 	struct remote *rm;
 	struct rot *rots;
-	char *passphrase;
+	const char *passphrase; /* keys.c's one copy, or NULL */
 	const char *type;
 	int keep_old;
 	int shared;
@@ -241,7 +241,8 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	struct inventory *inv = NULL;
 	struct keys_key k;
 	const char *type = NULL, *name = NULL;
-	char *dir = NULL, *pass = NULL, *cause = NULL, *gen = NULL, base[64];
+	char *dir = NULL, *cause = NULL, *gen = NULL, base[64];
+	const char *pass;
 	enum ssh_keytypes_e t;
 	time_t now = time(NULL);
 	struct tm tm;
@@ -268,7 +269,7 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	if (keys_parse_type(type, &t, &bits, &cause) != 0 ||
 	    (name != NULL && keys_check_name(name, &cause) != 0))
 		return cmd_fail(GF_EUSAGE, cause);
-	pass = keys_read_passphrase(&cause);
+	pass = keys_passphrase(&cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((status = cmd_open(ctx, &inv)) != 0)
@@ -300,10 +301,7 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	status = GF_OK;
 out:
 	keys_key_clear(&k);
-	if (pass != NULL) {
-		explicit_bzero(pass, strlen(pass));
-		free(pass);
-	}
+	keys_passphrase_clear();
 	free(gen);
 	free(dir);
 	inventory_close(inv);
@@ -1198,10 +1196,7 @@ rotate_free(struct rotate_run *run)
 	ssh_key_free(run->shared_sshkey);
 	keys_key_clear(&run->shared_key);
 	deploy_free(&run->ab);
-	if (run->passphrase != NULL) {
-		explicit_bzero(run->passphrase, strlen(run->passphrase));
-		free(run->passphrase);
-	}
+	keys_passphrase_clear();
 }
 
 /*
@@ -1259,7 +1254,7 @@ keys_rotate(struct cmd_ctx *ctx, int argc, char **argv)
 		return keys_revoke(ctx, argv[optind], revoke, run.json);
 	if (keys_parse_type(run.type, &t, &bits, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
-	run.passphrase = keys_read_passphrase(&cause);
+	run.passphrase = keys_passphrase(&cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	run.now = time(NULL);
@@ -1356,7 +1351,7 @@ open_run(struct cmd_ctx *ctx, const char *selector, struct rotate_run *run,
 	size_t i;
 	int r;
 
-	run->passphrase = keys_read_passphrase(cause);
+	run->passphrase = keys_passphrase(cause);
 	if (*cause != NULL)
 		return -GF_EUSAGE;
 	if ((r = remote_open(ctx, selector, &run->rm, cause)) != 0)

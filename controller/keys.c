@@ -1,5 +1,7 @@
 /* Managed SSH keys: files, the inventory's key tables, rotation state. */
 
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <errno.h>
@@ -238,67 +240,171 @@ keys_parse_type(
 	return 0;
 }
 
+static int secrets_held;
+static int saved_dumpable = -1;
+static struct rlimit saved_core;
+static char *keys_pass; /* the one copy of the [keys] passphrase */
+static int keys_pass_read;
+
 /*
- * The passphrase for gpufleet's keys: the first line of the file named by
- * GPUFLEET_KEYS_PASSPHRASE_FILE, or NULL (keys unencrypted). Caller frees.
+ * A secret is about to be held: while any is, the process cannot dump
+ * core (RLIMIT_CORE 0) and is not dumpable (no core, no ptrace by others).
+ */
+void
+keys_secret_hold(void)
+{
+	struct rlimit none;
+
+	if (secrets_held++ > 0)
+		return;
+	saved_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (getrlimit(RLIMIT_CORE, &saved_core) != 0)
+		saved_core.rlim_cur = saved_core.rlim_max = 0;
+	none.rlim_cur = 0;
+	none.rlim_max = saved_core.rlim_max;
+	setrlimit(RLIMIT_CORE, &none);
+}
+
+/* A secret was wiped: once none is held, core dumps are as they were. */
+void
+keys_secret_release(void)
+{
+	if (secrets_held == 0 || --secrets_held > 0)
+		return;
+	setrlimit(RLIMIT_CORE, &saved_core);
+	if (saved_dumpable > 0)
+		prctl(PR_SET_DUMPABLE, saved_dumpable, 0, 0, 0);
+}
+
+/*
+ * Read a passphrase: the first line of file, or typed on the terminal
+ * after prompt when file is NULL. Returns the one heap copy (every other
+ * buffer that held it is wiped), or NULL with *cause set. The caller holds
+ * a secret (keys_secret_hold) before calling, and wipes and frees it.
  */
 char *
-keys_read_passphrase(char **cause)
+keys_read_secret(const char *file, const char *prompt, char **cause)
 {
-	static char *asked; /* "ask": one prompt per run */
-	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
-	char buf[1024];
-	FILE *f;
+	struct termios old, noecho;
+	char buf[1024], *s;
+	ssize_t n = 0;
+	size_t len = 0;
+	int fd;
 
 	*cause = NULL;
-	if (file == NULL || *file == '\0')
-		return NULL;
-	if (strcmp(file, "ask") == 0) {
-		struct termios old, noecho;
-		ssize_t n;
-		int fd;
-
-		if (asked != NULL)
-			return xstrdup(asked);
+	if (file != NULL) {
+		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1) {
+			xasprintf(
+			    cause, "cannot read %s: %s", file, strerror(errno));
+			return NULL;
+		}
+		/* Unbuffered reads: no stdio buffer keeps a copy. */
+		while (len < sizeof buf - 1 &&
+		    (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				break;
+			len += (size_t)n;
+			if (memchr(buf, '\n', len) != NULL)
+				break;
+		}
+		close(fd);
+		if (n < 0) {
+			explicit_bzero(buf, sizeof buf);
+			xasprintf(
+			    cause, "cannot read %s: %s", file, strerror(errno));
+			return NULL;
+		}
+	} else {
 		if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
 		    tcgetattr(fd, &old) != 0) {
 			if (fd != -1)
 				close(fd);
-			xasprintf(cause,
-			    "[keys] passphrase_file is 'ask' but "
-			    "there is no terminal to ask on");
+			xasprintf(cause, "no terminal to ask on");
 			return NULL;
 		}
 		noecho = old;
 		noecho.c_lflag &= ~(tcflag_t)ECHO;
-		dprintf(fd, "Passphrase for gpufleet's keys: ");
+		dprintf(fd, "%s", prompt);
 		/* TCSANOW: keep what was typed ahead. */
 		tcsetattr(fd, TCSANOW, &noecho);
 		n = read(fd, buf, sizeof buf - 1);
 		tcsetattr(fd, TCSANOW, &old);
 		dprintf(fd, "\n");
 		close(fd);
-		buf[n > 0 ? n : 0] = '\0';
-		buf[strcspn(buf, "\r\n")] = '\0';
-		if (*buf == '\0') {
-			xasprintf(cause, "empty passphrase");
-			return NULL;
-		}
-		asked = xstrdup(buf);
-		explicit_bzero(buf, sizeof buf);
-		return xstrdup(asked);
+		len = n > 0 ? (size_t)n : 0;
 	}
-	if ((f = fopen(file, "r")) == NULL) {
-		xasprintf(cause,
-		    "cannot read GPUFLEET_KEYS_PASSPHRASE_FILE %s: %s", file,
-		    strerror(errno));
+	buf[len] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	s = xstrdup(buf);
+	explicit_bzero(buf, sizeof buf);
+	return s;
+}
+
+/*
+ * The passphrase for gpufleet's keys: the first line of the file named by
+ * GPUFLEET_KEYS_PASSPHRASE_FILE, typed on the terminal if that is "ask"
+ * (once per run), or NULL (keys unencrypted; *cause set on an error).
+ * keys.c keeps the one copy until keys_passphrase_clear (or exit).
+ */
+const char *
+keys_passphrase(char **cause)
+{
+	static int registered;
+	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
+	char *why = NULL;
+
+	*cause = NULL;
+	if (keys_pass_read)
+		return keys_pass;
+	if (file == NULL || *file == '\0')
+		return NULL;
+	keys_secret_hold();
+	if (strcmp(file, "ask") == 0)
+		keys_pass = keys_read_secret(
+		    NULL, "Passphrase for gpufleet's keys: ", &why);
+	else
+		keys_pass = keys_read_secret(file, NULL, &why);
+	if (keys_pass == NULL) {
+		keys_secret_release();
+		if (strcmp(file, "ask") == 0)
+			xasprintf(cause,
+			    "[keys] passphrase_file is 'ask' but there is "
+			    "no terminal to ask on");
+		else
+			xasprintf(
+			    cause, "GPUFLEET_KEYS_PASSPHRASE_FILE: %s", why);
+		free(why);
 		return NULL;
 	}
-	if (fgets(buf, sizeof buf, f) == NULL)
-		buf[0] = '\0';
-	fclose(f);
-	buf[strcspn(buf, "\r\n")] = '\0';
-	return xstrdup(buf);
+	if (strcmp(file, "ask") == 0 && *keys_pass == '\0') {
+		free(keys_pass);
+		keys_pass = NULL;
+		keys_secret_release();
+		xasprintf(cause, "empty passphrase");
+		return NULL;
+	}
+	keys_pass_read = 1;
+	if (!registered) {
+		atexit(keys_passphrase_clear);
+		registered = 1;
+	}
+	return keys_pass;
+}
+
+/* Wipe the [keys] passphrase (a later keys_passphrase reads it again). */
+void
+keys_passphrase_clear(void)
+{
+	if (!keys_pass_read)
+		return;
+	explicit_bzero(keys_pass, strlen(keys_pass));
+	free(keys_pass);
+	keys_pass = NULL;
+	keys_pass_read = 0;
+	keys_secret_release();
 }
 
 /* The type name, base64 blob and SHA256 fingerprint of a key. */

@@ -123,7 +123,11 @@ int keys_write_private(const char *, const char *, size_t, char **);
 int keys_check_name(const char *, char **);
 char *keys_comment(const char *, time_t);
 int keys_parse_type(const char *, enum ssh_keytypes_e *, int *, char **);
-char *keys_read_passphrase(char **);
+void keys_secret_hold(void);
+void keys_secret_release(void);
+char *keys_read_secret(const char *, const char *, char **);
+const char *keys_passphrase(char **);
+void keys_passphrase_clear(void);
 int keys_generate(const char *, const char *, const char *, const char *,
     time_t, struct keys_key *, ssh_key *, char **);
 int keys_describe(ssh_key, char **, char **, char **, char **);
