@@ -69,6 +69,7 @@ static int keys_ls(struct cmd_ctx *, int, char **);
 static int keys_status(struct cmd_ctx *, int, char **);
 static int keys_rotate(struct cmd_ctx *, int, char **);
 static int keys_check(struct cmd_ctx *, int, char **);
+static int keys_gc(struct cmd_ctx *, int, char **);
 static int keys_revoke(struct cmd_ctx *, const char *, const char *, int);
 static int open_run(
     struct cmd_ctx *, const char *, struct rotate_run *, ssh_key **, char **);
@@ -92,10 +93,11 @@ static void step_remove(struct rotate_run *);
 static void step_refused(struct rotate_run *);
 static void step_retire(struct rotate_run *);
 static void rotate_free(struct rotate_run *);
+static void drop_reverted(struct rotate_run *, size_t, int64_t);
 
 const struct cmd_entry cmd_keys_entry = {
 	.name = "keys",
-	.usage = "gen|ls|status|rotate|check [options]",
+	.usage = "gen|ls|status|rotate|check|gc [options]",
 	.summary = "manage the SSH keys of instances and rotate them",
 	.help =
 	    "  keys gen [--type ed25519|ecdsa|rsa] [--name NAME]\n"
@@ -103,7 +105,12 @@ const struct cmd_entry cmd_keys_entry = {
 	    "0600)\n"
 	    "  keys ls [--json]\n"
 	    "        keys, their fingerprints, ages and the instances using "
-	    "them\n"
+	    "them, and\n"
+	    "        orphans: key files whose record never committed (a "
+	    "kill in between)\n"
+	    "        or made for a rotation that was reverted\n"
+	    "  keys gc\n"
+	    "        delete the orphan key files\n"
 	    "  keys status [SELECTOR]\n"
 	    "        each instance's key and the state of its last rotation\n"
 	    "  keys rotate SELECTOR [--type T] [--dry-run] [--json] "
@@ -112,7 +119,9 @@ const struct cmd_entry cmd_keys_entry = {
 	    "--shared: one\n"
 	    "        for all selected). Per host, each step recorded before "
 	    "the next:\n"
-	    "        1 new key made; 2 added to authorized_keys; 3 a fresh "
+	    "        1 new key made; 2 added to authorized_keys (with the old "
+	    "line's\n"
+	    "        options); 3 a fresh "
 	    "login with\n"
 	    "        only the new key; 4 the inventory switches; 5 the old "
 	    "key removed\n"
@@ -128,7 +137,9 @@ const struct cmd_entry cmd_keys_entry = {
 	    "        remove a compromised key (by key blob) from each "
 	    "instance, after\n"
 	    "        logging in there with the key gpufleet uses (which must "
-	    "differ)\n"
+	    "differ);\n"
+	    "        \"revoked\" once a fresh login reads the file again "
+	    "and no line has it\n"
 	    "  keys check SELECTOR\n"
 	    "        warn where a key rotated out or revoked is back in "
 	    "authorized_keys\n"
@@ -163,7 +174,8 @@ cmd_keys_exec(
 	const char *sub;
 
 	if (argc < 2)
-		return cmd_usage_error(e, "needs gen, ls, status or rotate");
+		return cmd_usage_error(
+		    e, "needs gen, ls, status, rotate, check or gc");
 	sub = argv[1];
 	if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0)
 		return cmd_help(stdout, "keys");
@@ -177,6 +189,8 @@ cmd_keys_exec(
 		return keys_rotate(ctx, argc - 1, argv + 1);
 	if (strcmp(sub, "check") == 0)
 		return keys_check(ctx, argc - 1, argv + 1);
+	if (strcmp(sub, "gc") == 0)
+		return keys_gc(ctx, argc - 1, argv + 1);
 	return cmd_usage_error(e, "unknown subcommand '%s'", sub);
 }
 
@@ -246,7 +260,7 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	enum ssh_keytypes_e t;
 	time_t now = time(NULL);
 	struct tm tm;
-	int ch, status, bits, r;
+	int ch, status, bits, r, locked = 0;
 
 	memset(&k, 0, sizeof k);
 	while ((ch = cmd_getopt(
@@ -285,9 +299,15 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 		}
 		name = gen;
 	}
-	if ((r = keys_generate(dir, type, name, pass, now, &k, NULL, &cause)) !=
-		0 ||
-	    (r = keys_add(inv, &k, &cause)) != 0) {
+	if ((r = keys_lock(inv, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
+	locked = 1;
+	if ((r = keys_generate(dir, type, name, pass, now, &k, NULL, &cause)) ==
+	    0)
+		crash_hook(KEYS_STEP_NONE);
+	if (r != 0 || (r = keys_add(inv, &k, &cause)) != 0) {
 		if (k.path != NULL && r != 0) {
 			unlink(k.path);
 			free(dir);
@@ -304,6 +324,8 @@ out:
 	keys_passphrase_clear();
 	free(gen);
 	free(dir);
+	if (locked)
+		keys_unlock(inv);
 	inventory_close(inv);
 	return status;
 }
@@ -317,8 +339,9 @@ keys_ls(struct cmd_ctx *ctx, int argc, char **argv)
 	struct keys_key *list = NULL;
 	struct table *t;
 	json_t *arr, *o;
-	size_t n = 0, i;
-	char *cause = NULL, *users, *age;
+	struct keys_orphan *orphans = NULL;
+	size_t n = 0, i, norphans = 0;
+	char *cause = NULL, *users, *age, *dir;
 	time_t now = time(NULL);
 	int ch, status, json = 0, r;
 
@@ -338,6 +361,14 @@ keys_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
 	}
+	dir = keys_dir();
+	if ((r = keys_orphans(inv, dir, &orphans, &norphans, &cause)) != 0) {
+		free(dir);
+		keys_free_array(list, n);
+		inventory_close(inv);
+		return cmd_fail(-r, cause);
+	}
+	free(dir);
 	arr = json_array();
 	t = table_new(
 	    6, "NAME", "TYPE", "FINGERPRINT", "AGE", "STATE", "INSTANCES");
@@ -370,16 +401,86 @@ keys_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		free(users);
 		free(age);
 	}
+	for (i = 0; i < norphans; i++) {
+		struct keys_orphan *x = &orphans[i];
+		if (json) {
+			o = json_object();
+			json_object_set_new(o, "name", json_string(x->name));
+			json_object_set_new(o, "path", json_string(x->path));
+			json_object_set_new(o, "orphan", json_string(x->why));
+			json_array_append_new(arr, o);
+			continue;
+		}
+		age = age_string(x->mtime, now);
+		table_add(t, x->name, "-", "-", age, "orphan", "-");
+		free(age);
+	}
 	if (json)
 		json_print(arr, stdout); /* frees arr */
 	else {
 		table_print(t, stdout);
 		json_decref(arr);
 	}
+	if (norphans > 0)
+		warn_msg(
+		    "%zu orphan key%s (%s%s); remove with gpufleet keys gc",
+		    norphans, norphans == 1 ? "" : "s", orphans[0].why,
+		    norphans > 1 ? ", ..." : "");
 	table_free(t);
 	keys_free_array(list, n);
+	keys_orphans_free(orphans, norphans);
 	inventory_close(inv);
 	return GF_OK;
+}
+
+/* keys gc: delete the orphan key files keys ls shows. */
+static int
+keys_gc(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	const struct cmd_entry *e = &cmd_keys_entry;
+	struct inventory *inv = NULL;
+	struct keys_orphan *o = NULL;
+	size_t n = 0, i;
+	char *dir, *cause = NULL;
+	int ch, status, r, bad = 0;
+
+	while ((ch = cmd_getopt(e, argc, argv, "h", keys_options, &status)) !=
+	    -1) {
+		if (ch == -2)
+			return status;
+		return cmd_usage_error(e, "gc takes no options");
+	}
+	if (optind != argc)
+		return cmd_usage_error(e, "gc takes no arguments");
+	if ((status = cmd_open(ctx, &inv)) != 0)
+		return status;
+	/* No rotation or gen may be between writing a key and its row. */
+	if ((r = keys_lock(inv, &cause)) != 0) {
+		inventory_close(inv);
+		return cmd_fail(-r, cause);
+	}
+	dir = keys_dir();
+	if ((r = keys_orphans(inv, dir, &o, &n, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (keys_remove_orphan(inv, &o[i], &cause) != 0) {
+			error("%s", cause);
+			free(cause);
+			cause = NULL;
+			bad = 1;
+			continue;
+		}
+		printf("removed %s (%s)\n", o[i].name, o[i].why);
+	}
+	status = bad ? GF_EDB : GF_OK;
+out:
+	keys_orphans_free(o, n);
+	free(dir);
+	keys_unlock(inv);
+	inventory_close(inv);
+	return status;
 }
 
 /* keys status: each selected instance's key and rotation state. */
@@ -446,7 +547,10 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 	return GF_OK;
 }
 
-/* The test hook: GPUFLEET_TEST_CRASH_AT=N kills us right after step N. */
+/*
+ * The test hook: GPUFLEET_TEST_CRASH_AT=N kills us right after step N; 0
+ * right after a new key's files are written, before its row commits.
+ */
 static void
 crash_hook(int step)
 {
@@ -787,6 +891,8 @@ prepare_host(struct rotate_run *run, size_t i, int dry_run)
 		free(why);
 		return 0;
 	}
+	if (rc == 0 && strcmp(r->row.state, "reverted") == 0 && !dry_run)
+		drop_reverted(run, i, r->row.new_key_id);
 	keys_rotation_clear(&r->row);
 
 	/* A new rotation: the old key is the one the host uses now. */
@@ -838,6 +944,7 @@ prepare_host(struct rotate_run *run, size_t i, int dry_run)
 			fail_host(run, i, "%s", cause);
 			goto out;
 		}
+		crash_hook(KEYS_STEP_NONE);
 	}
 	if ((rc = inventory_begin(rm->inv, &cause)) != 0)
 		goto dbfail;
@@ -986,6 +1093,7 @@ step_verify(struct rotate_run *run)
 			}
 			r->error = xstrdup(r->row.error);
 			r->failed = r->done = 1;
+			drop_reverted(run, i, r->newk.id);
 		} else {
 			char *uw = host_error(run, i);
 			fail_host(run, i,
@@ -1003,6 +1111,25 @@ step_verify(struct rotate_run *run)
 	free(cmds);
 	free(why);
 	free(ed);
+}
+
+/*
+ * A rotation of host i to key_id was reverted: delete that key if nothing
+ * else needs it (a --shared key may be in use elsewhere). Where that fails
+ * the key stays an orphan that keys ls shows and keys gc removes.
+ */
+static void
+drop_reverted(struct rotate_run *run, size_t i, int64_t key_id)
+{
+	char *dir = keys_dir(), *cause = NULL;
+
+	if (keys_drop_reverted(run->rm->inv, dir, key_id, &cause) < 0) {
+		warn_msg("%s: cannot delete the key of the reverted rotation: "
+			 "%s (see gpufleet keys gc)",
+		    run->rm->hosts[i].in->name, cause);
+		free(cause);
+	}
+	free(dir);
 }
 
 /* Step 4: the inventory switches to the new key (no remote action). */
@@ -1466,7 +1593,8 @@ out:
  * keys rotate --revoke: remove a compromised key by its blob from each
  * instance. The edit runs on a fresh login with the key gpufleet uses
  * there (so another key is proven to work first); a host whose only key
- * is the revoked one is refused.
+ * is the revoked one is refused. Then another fresh login reads the file
+ * back, and the host is "revoked" only if no line's key is the blob.
  */
 static int
 keys_revoke(

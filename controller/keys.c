@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -1237,5 +1238,164 @@ keys_warn_reinjected(struct inventory *inv, const struct instance *in,
 			 "by the platform?): %s; see gpufleet keys check %s",
 		    in->name, in->authorized_keys_file, found, in->name);
 	free(found);
+	return r;
+}
+
+void
+keys_orphans_free(struct keys_orphan *o, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(o[i].name);
+		free(o[i].path);
+	}
+	free(o);
+}
+
+static void
+add_orphan(struct keys_orphan **o, size_t *n, const char *name,
+    const char *path, int64_t id, const char *why, time_t mtime)
+{
+	struct keys_orphan *x;
+
+	*o = xreallocarray(*o, *n + 1, sizeof **o);
+	x = &(*o)[(*n)++];
+	x->name = xstrdup(name);
+	x->path = xstrdup(path);
+	x->key_id = id;
+	x->why = why;
+	x->mtime = mtime;
+}
+
+/*
+ * Key files gpufleet made that nothing will use: files in dir with no
+ * live database row (the row never committed: a kill between the two), and
+ * keys made for rotations that were all reverted and used by no instance.
+ * Caller frees with keys_orphans_free. 0 or -GF_EDB.
+ */
+int
+keys_orphans(struct inventory *inv, const char *dir, struct keys_orphan **out,
+    size_t *n, char **cause)
+{
+	struct keys_orphan *o = NULL;
+	sqlite3_stmt *st = NULL;
+	struct dirent *de;
+	struct stat sb;
+	char *base, *path, *why = NULL;
+	size_t cnt = 0, i, len;
+	DIR *d;
+	int rc, known;
+
+	*out = NULL;
+	*n = 0;
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT id, name, path, created_at FROM managed_key m WHERE "
+		"deleted_at IS NULL AND id NOT IN (SELECT key_id FROM "
+		"instance_key) AND id IN (SELECT new_key_id FROM key_rotation "
+		"WHERE state = 'reverted') AND id NOT IN (SELECT new_key_id "
+		"FROM key_rotation WHERE state != 'reverted') AND id NOT IN "
+		"(SELECT old_key_id FROM key_rotation WHERE state != "
+		"'reverted' AND old_key_id IS NOT NULL) ORDER BY id",
+		-1, &st, NULL) != SQLITE_OK)
+		return inventory_error(inv, "finding orphan keys", cause);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		add_orphan(&o, &cnt, (const char *)sqlite3_column_text(st, 1),
+		    (const char *)sqlite3_column_text(st, 2),
+		    sqlite3_column_int64(st, 0), "made for a reverted rotation",
+		    (time_t)sqlite3_column_int64(st, 3));
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc != SQLITE_DONE) {
+		keys_orphans_free(o, cnt);
+		return inventory_error(inv, "finding orphan keys", cause);
+	}
+	if ((d = opendir(dir)) == NULL) {
+		*out = o;
+		*n = cnt;
+		return 0;
+	}
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT 1 FROM managed_key WHERE path = ? AND deleted_at IS "
+		"NULL",
+		-1, &st, NULL) != SQLITE_OK) {
+		closedir(d);
+		keys_orphans_free(o, cnt);
+		return inventory_error(inv, "finding orphan keys", cause);
+	}
+	while ((de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (len > 4 && strcmp(de->d_name + len - 4, ".pub") == 0)
+			base = xstrndup(de->d_name, len - 4);
+		else
+			base = xstrdup(de->d_name);
+		if (keys_check_name(base, &why) != 0) {
+			free(why);
+			why = NULL;
+			free(base);
+			continue;
+		}
+		xasprintf(&path, "%s/%s", dir, base);
+		for (i = 0; i < cnt && strcmp(o[i].path, path) != 0; i++)
+			;
+		sqlite3_reset(st);
+		sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+		known = sqlite3_step(st) == SQLITE_ROW;
+		if (i == cnt && !known)
+			add_orphan(&o, &cnt, base, path, 0,
+			    "no database row (interrupted before it was "
+			    "recorded)",
+			    lstat(path, &sb) == 0 ? sb.st_mtime : 0);
+		free(path);
+		free(base);
+	}
+	sqlite3_finalize(st);
+	closedir(d);
+	*out = o;
+	*n = cnt;
+	return 0;
+}
+
+/* Delete an orphan's files (and mark its row deleted, if it has one). */
+int
+keys_remove_orphan(
+    struct inventory *inv, const struct keys_orphan *o, char **cause)
+{
+	char *pub;
+	int r = 0;
+
+	xasprintf(&pub, "%s.pub", o->path);
+	if ((unlink(o->path) != 0 && errno != ENOENT) ||
+	    (unlink(pub) != 0 && errno != ENOENT)) {
+		xasprintf(
+		    cause, "cannot remove %s: %s", o->path, strerror(errno));
+		r = -GF_EDB;
+	} else if (o->key_id != 0)
+		r = keys_mark_deleted(inv, o->key_id, time(NULL), cause);
+	free(pub);
+	return r;
+}
+
+/*
+ * After a rotation to key_id was reverted: delete the key if that left it
+ * an orphan (no instance uses it, no other rotation needs it). 1 if
+ * deleted, 0 if kept, or -GF_EDB.
+ */
+int
+keys_drop_reverted(
+    struct inventory *inv, const char *dir, int64_t key_id, char **cause)
+{
+	struct keys_orphan *o;
+	size_t n, i;
+	int r;
+
+	if ((r = keys_orphans(inv, dir, &o, &n, cause)) != 0)
+		return r;
+	for (i = 0; i < n && o[i].key_id != key_id; i++)
+		;
+	r = i < n ? keys_remove_orphan(inv, &o[i], cause) : 0;
+	if (r == 0 && i < n)
+		r = 1;
+	keys_orphans_free(o, n);
 	return r;
 }

@@ -114,6 +114,15 @@ struct keys_rotation {
 	int keep_old;
 };
 
+/* A key file nothing will use (see keys_orphans). */
+struct keys_orphan {
+	char *name;
+	char *path;	/* private key; PATH.pub beside it */
+	int64_t key_id; /* its managed_key row, or 0 if it has none */
+	const char *why;
+	time_t mtime;
+};
+
 void keys_key_clear(struct keys_key *);
 void keys_free_array(struct keys_key *, size_t);
 void keys_rotation_clear(struct keys_rotation *);
@@ -168,5 +177,10 @@ int keys_apply_current(struct inventory *, struct instance *, char **);
 int keys_lock(struct inventory *, char **);
 void keys_unlock(struct inventory *);
 int keys_sync_full(struct inventory *, char **);
+int keys_orphans(
+    struct inventory *, const char *, struct keys_orphan **, size_t *, char **);
+void keys_orphans_free(struct keys_orphan *, size_t);
+int keys_remove_orphan(struct inventory *, const struct keys_orphan *, char **);
+int keys_drop_reverted(struct inventory *, const char *, int64_t, char **);
 
 #endif
