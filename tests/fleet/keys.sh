@@ -348,6 +348,33 @@ checks=$((checks + 1))
 login pk-1 "$D/client/id_ed25519" || fail "pk-1: old key lost"
 run keys status pk-1
 expect_match "$out" "pk-1 .* reverted, step 2/7" "status shows reverted"
+# The key made for the reverted rotation is deleted, not left behind.
+expect_eq "$("$GPUFLEET" keys ls | awk '$1 ~ /^pk-1-/ { print $5 }')" deleted \
+    "the reverted rotation's key is deleted"
+checks=$((checks + 1))
+! ls "$KEYS"/pk-1-* >/dev/null 2>&1 || fail "the reverted rotation's key files are left: $(ls "$KEYS"/pk-1-*)"
+
+# --- a kill between a new key's files and its row: an orphan until gc -----
+GPUFLEET_TEST_CRASH_AT=0 "$GPUFLEET" keys rotate pk-2 >"$T/out" 2>"$T/err"
+rc=$?
+expect_rc 137 "SIGKILL after writing the new key's files"
+orphan=$(cd "$KEYS" && ls pk-2-* | grep -v '\.pub$' | while read -r f; do
+	"$GPUFLEET" keys ls --json | jq -e --arg p "$KEYS/$f" 'any(.[]; .path == $p and (.orphan | not))' >/dev/null || echo "$f"
+done)
+checks=$((checks + 1))
+[ -n "$orphan" ] || fail "the kill left no orphan key file"
+run keys ls
+expect_match "$out" "^$orphan +- +- +[0-9]+[smhd] +orphan +-" "keys ls lists the orphan"
+expect_contains "$err" "orphan key (no database row" "keys ls warns of the orphan"
+run keys rotate pk-2
+expect_rc 0 "a rotation after the kill"
+run keys gc
+expect_rc 0 "keys gc"
+expect_eq "$out" "removed $orphan (no database row (interrupted before it was recorded))" "gc removes the orphan"
+checks=$((checks + 1))
+[ ! -e "$KEYS/$orphan" ] && [ ! -e "$KEYS/$orphan.pub" ] || fail "gc left the orphan's files"
+checks=$((checks + 1))
+login pk-2 "$(current_key pk-2)" || fail "pk-2: gc removed the key in use"
 
 # --- files that must not be touched, an unreachable host --------------------
 fleet_up 5 --group-size 1 --prefix bad
