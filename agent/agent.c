@@ -13,12 +13,15 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "gpufleet/authkeys.h"
 #include "gpufleet/report.h"
 #include "gpufleet/version.h"
 
 static void usage(FILE *);
 static void open_std_fds(void);
 static int cmd_report(int, char **);
+static void usage_error(const char *);
+static int cmd_authkeys(int, char **);
 
 /* Print the usage text. */
 static void
@@ -28,7 +31,10 @@ usage(FILE *f)
 	    "usage: gpufleet-agent [--version | --help]\n"
 	    "       gpufleet-agent report [--nvidia-smi PATH] "
 	    "[--progress PATH] [--dir DIR] [--proc ROOT]\n"
-	    "                      [--authorized-keys PATH]\n");
+	    "                      [--authorized-keys PATH]\n"
+	    "       gpufleet-agent authkeys PATH [--add 'TYPE BLOB COMMENT'] "
+	    "[--like BLOB]\n"
+	    "                      [--remove BLOB]\n");
 }
 
 /* Make sure fds 0-2 are open, so pipes never take their numbers. */
@@ -91,6 +97,75 @@ cmd_report(int argc, char **argv)
 	return REPORT_EXIT_OK;
 }
 
+/* A usage error of authkeys, with the usage line. */
+static void
+usage_error(const char *what)
+{
+	fprintf(stderr, "gpufleet-agent: authkeys: %s\n", what);
+	fprintf(stderr,
+	    "usage: gpufleet-agent authkeys PATH [--add "
+	    "'TYPE BLOB COMMENT'] [--like BLOB] [--remove BLOB]\n");
+}
+
+/*
+ * gpufleet-agent authkeys PATH [--add LINE] [--like BLOB] [--remove BLOB]:
+ * the controller's edit of authorized_keys (akedit.c).
+ */
+static int
+cmd_authkeys(int argc, char **argv)
+{
+	struct authkeys_line l;
+	struct akedit e;
+	const char *path = NULL, **slot, *v;
+	char *full;
+	int i, status;
+
+	memset(&e, 0, sizeof e);
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--add") == 0)
+			slot = &e.add;
+		else if (strcmp(argv[i], "--like") == 0)
+			slot = &e.like;
+		else if (strcmp(argv[i], "--remove") == 0)
+			slot = &e.del;
+		else if (path == NULL && argv[i][0] != '-' &&
+		    argv[i][0] != '\0') {
+			path = argv[i];
+			continue;
+		} else {
+			usage_error("bad argument");
+			return AKEDIT_EXIT_USAGE;
+		}
+		if (i + 1 >= argc || *slot != NULL) {
+			usage_error("an option needs one value");
+			return AKEDIT_EXIT_USAGE;
+		}
+		*slot = argv[++i];
+	}
+	if (path == NULL) {
+		usage_error("needs PATH");
+		return AKEDIT_EXIT_USAGE;
+	}
+	v = e.add;
+	if (v != NULL &&
+	    (authkeys_parse(v, strlen(v), &l) != AUTHKEYS_KEY ||
+		l.options.len != 0 || strchr(v, '\n') != NULL)) {
+		usage_error("--add needs one key line without options");
+		return AKEDIT_EXIT_USAGE;
+	}
+	if ((e.like != NULL &&
+		!authkeys_valid_base64(e.like, strlen(e.like))) ||
+	    (e.del != NULL && !authkeys_valid_base64(e.del, strlen(e.del)))) {
+		usage_error("--like and --remove need a base64 key blob");
+		return AKEDIT_EXIT_USAGE;
+	}
+	full = report_expand_home(path);
+	status = akedit_file(full, &e);
+	free(full);
+	fflush(stdout);
+	return status;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -108,6 +183,8 @@ main(int argc, char **argv)
 	}
 	if (argc >= 2 && strcmp(argv[1], "report") == 0)
 		return cmd_report(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "authkeys") == 0)
+		return cmd_authkeys(argc - 1, argv + 1);
 	usage(stderr);
 	return REPORT_EXIT_USAGE;
 }

@@ -185,4 +185,21 @@ void report_opts_init(struct report_opts *);
 char *report_expand_home(const char *);
 char *report_build(const struct report_opts *, time_t);
 
+/* akedit.c */
+#define AKEDIT_EXIT_USAGE 2
+#define AKEDIT_EXIT_MKDIR 3 /* cannot create the file's directory */
+#define AKEDIT_EXIT_FILE  4 /* a symlink or not a regular file */
+#define AKEDIT_EXIT_READ  5 /* unreadable, too large or read-only */
+#define AKEDIT_EXIT_WRITE 6 /* cannot write, check or rename the new file */
+
+struct akedit {
+	const char *add;  /* "TYPE BLOB COMMENT" to have, or NULL */
+	const char *like; /* blob whose line's options the added key takes */
+	const char *del;  /* blob of the key to remove, or NULL */
+};
+
+int akedit_apply(const char *, size_t, const struct akedit *, struct buf *);
+int akedit_done(const char *, size_t, const struct akedit *);
+int akedit_file(const char *, const struct akedit *);
+
 #endif

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "gpufleet/authkeys.h"
 #include "gpufleet/report.h"
 #include "gpufleet/version.h"
 #include "../controller/xmalloc.h"
@@ -61,14 +62,17 @@ report_expand_home(const char *path)
 static void authorized_keys_write(struct jsonw *, const char *);
 
 /*
- * The keys in an authorized_keys file, as "TYPE BLOB" strings: the token
- * after the first key-type token of each line (options may precede it).
+ * The keys in an authorized_keys file, as "TYPE BLOB" strings: the key of
+ * each line as sshd reads it (gpufleet/authkeys.h), options left out.
  */
 static void
 authorized_keys_write(struct jsonw *w, const char *path)
 {
+	struct authkeys_line l;
 	struct buf b;
-	char *line, *save = NULL, *tok, *save2, *prev, *s;
+	size_t off, next, ll;
+	const char *line;
+	char *s;
 
 	memset(&b, 0, sizeof b);
 	jsonw_object_begin(w, "authorized_keys");
@@ -78,24 +82,16 @@ authorized_keys_write(struct jsonw *w, const char *path)
 		jsonw_object_end(w);
 		return;
 	}
-	buf_add(&b, "", 1);
 	jsonw_array_begin(w, "keys");
-	for (line = strtok_r(b.data, "\n", &save); line != NULL;
-	     line = strtok_r(NULL, "\n", &save)) {
-		prev = NULL;
-		for (tok = strtok_r(line, " \t\r", &save2); tok != NULL;
-		     tok = strtok_r(NULL, " \t\r", &save2)) {
-			if (prev != NULL) {
-				xasprintf(&s, "%s %s", prev, tok);
-				jsonw_string(w, NULL, s);
-				free(s);
-				break;
-			}
-			if (strncmp(tok, "ssh-", 4) == 0 ||
-			    strncmp(tok, "ecdsa-sha2-", 11) == 0 ||
-			    strncmp(tok, "sk-", 3) == 0)
-				prev = tok;
-		}
+	for (off = 0; off < b.len; off = next) {
+		line = b.data + off;
+		next = authkeys_next_line(b.data, b.len, off, &ll);
+		if (authkeys_parse(line, ll, &l) != AUTHKEYS_KEY)
+			continue;
+		xasprintf(&s, "%.*s %.*s", (int)l.type.len, line + l.type.off,
+		    (int)l.blob.len, line + l.blob.off);
+		jsonw_string(w, NULL, s);
+		free(s);
 	}
 	jsonw_array_end(w);
 	jsonw_object_end(w);

@@ -28,6 +28,7 @@ static int cmd_harden_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static char *probe_script(const char *);
+static int report_kbdint(const char *, const char *, const char *, json_t *);
 static int report_host(struct remote *, size_t, struct harden_out *, json_t *);
 
 const struct cmd_entry cmd_harden_entry = {
@@ -40,9 +41,16 @@ const struct cmd_entry cmd_harden_entry = {
 		"the login user\n"
 		"    may run it, else PasswordAuthentication in "
 		"/etc/ssh/sshd_config.d/*.conf\n"
-		"    and /etc/ssh/sshd_config (OpenSSH's default is yes);\n"
+		"    and /etc/ssh/sshd_config (OpenSSH's default is yes), "
+		"and keyboard-\n"
+		"    interactive login (KbdInteractiveAuthentication or "
+		"ChallengeResponse-\n"
+		"    Authentication) with UsePAM yes, which asks for the "
+		"password too;\n"
 		"  - authorized_keys entries that are not keys gpufleet "
-		"manages;\n"
+		"manages (each line's\n"
+		"    key read as sshd reads it, not a key quoted in an "
+		"option);\n"
 		"  - private keys in the remote home readable by anyone.\n"
 		"Exit status 1 when any instance has a finding or fails.\n",
 	.exec = cmd_harden_exec,
@@ -72,7 +80,9 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 }
 
 /*
- * The probe, one POSIX sh script: "password VALUE SOURCE", then "key LINE"
+ * The probe, one POSIX sh script: "password VALUE SOURCE", "kbdint VALUE
+ * SOURCE" (KbdInteractiveAuthentication, else its old name
+ * ChallengeResponseAuthentication), "usepam VALUE SOURCE", then "key LINE"
  * per authorized_keys line, then "readable PATH" per exposed private key.
  * Caller frees.
  */
@@ -80,24 +90,39 @@ static char *
 probe_script(const char *akpath)
 {
 	static const char body[] =
-	    "pa= src=\n"
+	    "t= src=\n"
 	    "S=$(command -v sshd 2>/dev/null || echo /usr/sbin/sshd)\n"
-	    "if [ -x \"$S\" ] && t=$(\"$S\" -T 2>/dev/null); then\n"
-	    "\tpa=$(printf '%s\\n' \"$t\" | awk '$1 == "
-	    "\"passwordauthentication\" { print $2; exit }')\n"
+	    "if [ -x \"$S\" ] && t=$(\"$S\" -T 2>/dev/null) && [ -n \"$t\" ]; "
+	    "then\n"
 	    "\tsrc='sshd -T'\n"
+	    "else\n"
+	    "\tt=\n"
 	    "fi\n"
-	    "if [ -z \"$pa\" ]; then\n"
-	    "\tfor f in /etc/ssh/sshd_config.d/*.conf /etc/ssh/sshd_config; "
-	    "do\n"
-	    "\t\t[ -r \"$f\" ] || continue\n"
-	    "\t\tv=$(awk 'tolower($1) == \"match\" { exit } tolower($1) == "
-	    "\"passwordauthentication\" { print tolower($2); exit }' \"$f\")\n"
-	    "\t\t[ -n \"$v\" ] && { pa=$v; src=$f; break; }\n"
-	    "\tdone\n"
-	    "fi\n"
-	    "[ -n \"$pa\" ] || { pa=yes; src=default; }\n"
-	    "echo \"password $pa $src\"\n"
+	    "# opt KEYWORD DEFAULT: its value and where it came from; the "
+	    "first\n"
+	    "# value counts, as in sshd.\n"
+	    "opt() {\n"
+	    "\tif [ -n \"$src\" ]; then\n"
+	    "\t\tv=$(printf '%s\\n' \"$t\" | awk -v k=\"$1\" '$1 == k { "
+	    "print tolower($2); exit }')\n"
+	    "\t\t[ -n \"$v\" ] && { echo \"$v $src\"; return; }\n"
+	    "\telse\n"
+	    "\t\tfor f in /etc/ssh/sshd_config.d/*.conf "
+	    "/etc/ssh/sshd_config; do\n"
+	    "\t\t\t[ -r \"$f\" ] || continue\n"
+	    "\t\t\tv=$(awk -v k=\"$1\" 'tolower($1) == \"match\" { exit } "
+	    "tolower($1) == k { print tolower($2); exit }' \"$f\")\n"
+	    "\t\t\t[ -n \"$v\" ] && { echo \"$v $f\"; return; }\n"
+	    "\t\tdone\n"
+	    "\tfi\n"
+	    "\techo \"$2 default\"\n"
+	    "}\n"
+	    "echo \"password $(opt passwordauthentication yes)\"\n"
+	    "k=$(opt kbdinteractiveauthentication '')\n"
+	    "case $k in ' '*) k=$(opt challengeresponseauthentication yes);; "
+	    "esac\n"
+	    "echo \"kbdint $k\"\n"
+	    "echo \"usepam $(opt usepam no)\"\n"
 	    "[ ! -f \"$ak\" ] || sed 's/^/key /' -- \"$ak\"\n"
 	    "echo\n"
 	    "find \"$HOME\" -maxdepth 3 -type f \\( -name 'id_*' -o -name "
@@ -115,12 +140,36 @@ probe_script(const char *akpath)
 	return cmd;
 }
 
+/*
+ * Keyboard-interactive login with UsePAM yes asks for the password too:
+ * one finding (printed, or set in j) or none. kbd and pam are "VALUE
+ * SOURCE" from the probe, or NULL.
+ */
+static int
+report_kbdint(const char *name, const char *kbd, const char *pam, json_t *j)
+{
+	size_t kl = kbd != NULL ? strcspn(kbd, " ") : 0;
+	size_t pl = pam != NULL ? strcspn(pam, " ") : 0;
+	int on = kl == 3 && strncmp(kbd, "yes", 3) == 0 && pl == 3 &&
+	    strncmp(pam, "yes", 3) == 0;
+
+	if (j != NULL)
+		json_object_set_new(j, "kbd_interactive_pam", json_boolean(on));
+	else if (on)
+		printf("%s: password login: keyboard-interactive with UsePAM "
+		       "yes (%s; %s)\n",
+		    name, kbd[kl] != '\0' ? kbd + kl + 1 : "?",
+		    pam[pl] != '\0' ? pam + pl + 1 : "?");
+	return on;
+}
+
 /* Print one host's findings; returns how many. */
 static int
 report_host(struct remote *rm, size_t i, struct harden_out *o, json_t *arr)
 {
-	const char *name = rm->hosts[i].in->name, *type, *blob, *comment;
-	char *line, *save = NULL, *buf, *cause = NULL, *copy;
+	const char *name = rm->hosts[i].in->name, *opts, *type, *blob, *comment;
+	char *line, *save = NULL, *buf, *cause = NULL, *copy, *kbd = NULL;
+	char *pam = NULL;
 	json_t *j = NULL, *unmanaged = NULL, *readable = NULL;
 	int findings = 0, m;
 
@@ -149,9 +198,16 @@ report_host(struct remote *rm, size_t i, struct harden_out *o, json_t *arr)
 				json_object_set_new(j, "password_source",
 				    json_string(src != NULL ? src : ""));
 			}
+		} else if (strncmp(line, "kbdint ", 7) == 0) {
+			free(kbd);
+			kbd = xstrdup(line + 7);
+		} else if (strncmp(line, "usepam ", 7) == 0) {
+			free(pam);
+			pam = xstrdup(line + 7);
 		} else if (strncmp(line, "key ", 4) == 0) {
-			if (keys_parse_line(
-				line + 4, &buf, &type, &blob, &comment) == 0) {
+			/* The line's key as sshd reads it, never an option. */
+			if (keys_parse_line(line + 4, &buf, &opts, &type, &blob,
+				&comment) == 0) {
 				m = keys_is_managed_blob(rm->inv, blob, &cause);
 				free(cause);
 				cause = NULL;
@@ -180,6 +236,9 @@ report_host(struct remote *rm, size_t i, struct harden_out *o, json_t *arr)
 		}
 	}
 	free(copy);
+	findings += report_kbdint(name, kbd, pam, j);
+	free(kbd);
+	free(pam);
 	if (j != NULL) {
 		json_object_set_new(j, "unmanaged_keys", unmanaged);
 		json_object_set_new(j, "readable_private_keys", readable);
@@ -200,7 +259,8 @@ cmd_harden_exec(
 	struct keys_key k;
 	ssh_key *managed = NULL;
 	json_t *arr = NULL, *j;
-	char *cause = NULL, *pass;
+	char *cause = NULL;
+	const char *pass;
 	size_t i;
 	int64_t kid;
 	int ch, status, r, json = 0, bad = 0;
@@ -213,11 +273,11 @@ cmd_harden_exec(
 	}
 	if (argc - optind != 1)
 		return cmd_usage_error(e, "needs one SELECTOR");
-	pass = keys_read_passphrase(&cause);
+	pass = keys_passphrase(&cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {
-		free(pass);
+		keys_passphrase_clear();
 		return cmd_fail(-r, cause);
 	}
 	outs = xcalloc(rm->n, sizeof *outs);
@@ -282,10 +342,7 @@ cmd_harden_exec(
 	}
 	free(outs);
 	free(managed);
-	if (pass != NULL) {
-		explicit_bzero(pass, strlen(pass));
-		free(pass);
-	}
+	keys_passphrase_clear();
 	remote_close(rm);
 	return status;
 }

@@ -42,7 +42,7 @@ struct rot {
 struct rotate_run {
 	struct remote *rm;
 	struct rot *rots;
-	char *passphrase;
+	const char *passphrase; /* keys.c's one copy, or NULL */
 	const char *type;
 	int keep_old;
 	int shared;
@@ -50,6 +50,16 @@ struct rotate_run {
 	time_t now;
 	struct keys_key shared_key;
 	ssh_key shared_sshkey;
+	struct agent_bin ab;	/* the agent, which edits authorized_keys */
+	const char *stdin_data; /* for run_phase, or NULL */
+	size_t stdin_len;
+};
+
+/* One edit of a host's authorized_keys (see keys_authkeys_command). */
+struct edit {
+	const char *add;
+	const char *like;
+	const char *del;
 };
 
 static int cmd_keys_exec(
@@ -59,6 +69,7 @@ static int keys_ls(struct cmd_ctx *, int, char **);
 static int keys_status(struct cmd_ctx *, int, char **);
 static int keys_rotate(struct cmd_ctx *, int, char **);
 static int keys_check(struct cmd_ctx *, int, char **);
+static int keys_gc(struct cmd_ctx *, int, char **);
 static int keys_revoke(struct cmd_ctx *, const char *, const char *, int);
 static int open_run(
     struct cmd_ctx *, const char *, struct rotate_run *, ssh_key **, char **);
@@ -70,6 +81,7 @@ static void fail_host(struct rotate_run *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void run_phase(struct rotate_run *, int *, ssh_key *, char **);
+static void edit_phase(struct rotate_run *, int *, ssh_key *, struct edit *);
 static char *host_error(struct rotate_run *, size_t);
 static int host_current_key(struct remote *, const char *, size_t, ssh_key *,
     char **, int64_t *, char **);
@@ -81,10 +93,11 @@ static void step_remove(struct rotate_run *);
 static void step_refused(struct rotate_run *);
 static void step_retire(struct rotate_run *);
 static void rotate_free(struct rotate_run *);
+static void drop_reverted(struct rotate_run *, size_t, int64_t);
 
 const struct cmd_entry cmd_keys_entry = {
 	.name = "keys",
-	.usage = "gen|ls|status|rotate|check [options]",
+	.usage = "gen|ls|status|rotate|check|gc [options]",
 	.summary = "manage the SSH keys of instances and rotate them",
 	.help =
 	    "  keys gen [--type ed25519|ecdsa|rsa] [--name NAME]\n"
@@ -92,7 +105,12 @@ const struct cmd_entry cmd_keys_entry = {
 	    "0600)\n"
 	    "  keys ls [--json]\n"
 	    "        keys, their fingerprints, ages and the instances using "
-	    "them\n"
+	    "them, and\n"
+	    "        orphans: key files whose record never committed (a "
+	    "kill in between)\n"
+	    "        or made for a rotation that was reverted\n"
+	    "  keys gc\n"
+	    "        delete the orphan key files\n"
 	    "  keys status [SELECTOR]\n"
 	    "        each instance's key and the state of its last rotation\n"
 	    "  keys rotate SELECTOR [--type T] [--dry-run] [--json] "
@@ -101,7 +119,9 @@ const struct cmd_entry cmd_keys_entry = {
 	    "--shared: one\n"
 	    "        for all selected). Per host, each step recorded before "
 	    "the next:\n"
-	    "        1 new key made; 2 added to authorized_keys; 3 a fresh "
+	    "        1 new key made; 2 added to authorized_keys (with the old "
+	    "line's\n"
+	    "        options); 3 a fresh "
 	    "login with\n"
 	    "        only the new key; 4 the inventory switches; 5 the old "
 	    "key removed\n"
@@ -117,7 +137,9 @@ const struct cmd_entry cmd_keys_entry = {
 	    "        remove a compromised key (by key blob) from each "
 	    "instance, after\n"
 	    "        logging in there with the key gpufleet uses (which must "
-	    "differ)\n"
+	    "differ);\n"
+	    "        \"revoked\" once a fresh login reads the file again "
+	    "and no line has it\n"
 	    "  keys check SELECTOR\n"
 	    "        warn where a key rotated out or revoked is back in "
 	    "authorized_keys\n"
@@ -152,7 +174,8 @@ cmd_keys_exec(
 	const char *sub;
 
 	if (argc < 2)
-		return cmd_usage_error(e, "needs gen, ls, status or rotate");
+		return cmd_usage_error(
+		    e, "needs gen, ls, status, rotate, check or gc");
 	sub = argv[1];
 	if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0)
 		return cmd_help(stdout, "keys");
@@ -166,6 +189,8 @@ cmd_keys_exec(
 		return keys_rotate(ctx, argc - 1, argv + 1);
 	if (strcmp(sub, "check") == 0)
 		return keys_check(ctx, argc - 1, argv + 1);
+	if (strcmp(sub, "gc") == 0)
+		return keys_gc(ctx, argc - 1, argv + 1);
 	return cmd_usage_error(e, "unknown subcommand '%s'", sub);
 }
 
@@ -230,11 +255,12 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	struct inventory *inv = NULL;
 	struct keys_key k;
 	const char *type = NULL, *name = NULL;
-	char *dir = NULL, *pass = NULL, *cause = NULL, *gen = NULL, base[64];
+	char *dir = NULL, *cause = NULL, *gen = NULL, base[64];
+	const char *pass;
 	enum ssh_keytypes_e t;
 	time_t now = time(NULL);
 	struct tm tm;
-	int ch, status, bits, r;
+	int ch, status, bits, r, locked = 0;
 
 	memset(&k, 0, sizeof k);
 	while ((ch = cmd_getopt(
@@ -257,7 +283,7 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	if (keys_parse_type(type, &t, &bits, &cause) != 0 ||
 	    (name != NULL && keys_check_name(name, &cause) != 0))
 		return cmd_fail(GF_EUSAGE, cause);
-	pass = keys_read_passphrase(&cause);
+	pass = keys_passphrase(&cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((status = cmd_open(ctx, &inv)) != 0)
@@ -273,9 +299,15 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 		}
 		name = gen;
 	}
-	if ((r = keys_generate(dir, type, name, pass, now, &k, NULL, &cause)) !=
-		0 ||
-	    (r = keys_add(inv, &k, &cause)) != 0) {
+	if ((r = keys_lock(inv, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
+	locked = 1;
+	if ((r = keys_generate(dir, type, name, pass, now, &k, NULL, &cause)) ==
+	    0)
+		crash_hook(KEYS_STEP_NONE);
+	if (r != 0 || (r = keys_add(inv, &k, &cause)) != 0) {
 		if (k.path != NULL && r != 0) {
 			unlink(k.path);
 			free(dir);
@@ -289,12 +321,11 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	status = GF_OK;
 out:
 	keys_key_clear(&k);
-	if (pass != NULL) {
-		explicit_bzero(pass, strlen(pass));
-		free(pass);
-	}
+	keys_passphrase_clear();
 	free(gen);
 	free(dir);
+	if (locked)
+		keys_unlock(inv);
 	inventory_close(inv);
 	return status;
 }
@@ -308,8 +339,9 @@ keys_ls(struct cmd_ctx *ctx, int argc, char **argv)
 	struct keys_key *list = NULL;
 	struct table *t;
 	json_t *arr, *o;
-	size_t n = 0, i;
-	char *cause = NULL, *users, *age;
+	struct keys_orphan *orphans = NULL;
+	size_t n = 0, i, norphans = 0;
+	char *cause = NULL, *users, *age, *dir;
 	time_t now = time(NULL);
 	int ch, status, json = 0, r;
 
@@ -329,6 +361,14 @@ keys_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
 	}
+	dir = keys_dir();
+	if ((r = keys_orphans(inv, dir, &orphans, &norphans, &cause)) != 0) {
+		free(dir);
+		keys_free_array(list, n);
+		inventory_close(inv);
+		return cmd_fail(-r, cause);
+	}
+	free(dir);
 	arr = json_array();
 	t = table_new(
 	    6, "NAME", "TYPE", "FINGERPRINT", "AGE", "STATE", "INSTANCES");
@@ -361,16 +401,86 @@ keys_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		free(users);
 		free(age);
 	}
+	for (i = 0; i < norphans; i++) {
+		struct keys_orphan *x = &orphans[i];
+		if (json) {
+			o = json_object();
+			json_object_set_new(o, "name", json_string(x->name));
+			json_object_set_new(o, "path", json_string(x->path));
+			json_object_set_new(o, "orphan", json_string(x->why));
+			json_array_append_new(arr, o);
+			continue;
+		}
+		age = age_string(x->mtime, now);
+		table_add(t, x->name, "-", "-", age, "orphan", "-");
+		free(age);
+	}
 	if (json)
 		json_print(arr, stdout); /* frees arr */
 	else {
 		table_print(t, stdout);
 		json_decref(arr);
 	}
+	if (norphans > 0)
+		warn_msg(
+		    "%zu orphan key%s (%s%s); remove with gpufleet keys gc",
+		    norphans, norphans == 1 ? "" : "s", orphans[0].why,
+		    norphans > 1 ? ", ..." : "");
 	table_free(t);
 	keys_free_array(list, n);
+	keys_orphans_free(orphans, norphans);
 	inventory_close(inv);
 	return GF_OK;
+}
+
+/* keys gc: delete the orphan key files keys ls shows. */
+static int
+keys_gc(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	const struct cmd_entry *e = &cmd_keys_entry;
+	struct inventory *inv = NULL;
+	struct keys_orphan *o = NULL;
+	size_t n = 0, i;
+	char *dir, *cause = NULL;
+	int ch, status, r, bad = 0;
+
+	while ((ch = cmd_getopt(e, argc, argv, "h", keys_options, &status)) !=
+	    -1) {
+		if (ch == -2)
+			return status;
+		return cmd_usage_error(e, "gc takes no options");
+	}
+	if (optind != argc)
+		return cmd_usage_error(e, "gc takes no arguments");
+	if ((status = cmd_open(ctx, &inv)) != 0)
+		return status;
+	/* No rotation or gen may be between writing a key and its row. */
+	if ((r = keys_lock(inv, &cause)) != 0) {
+		inventory_close(inv);
+		return cmd_fail(-r, cause);
+	}
+	dir = keys_dir();
+	if ((r = keys_orphans(inv, dir, &o, &n, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		if (keys_remove_orphan(inv, &o[i], &cause) != 0) {
+			error("%s", cause);
+			free(cause);
+			cause = NULL;
+			bad = 1;
+			continue;
+		}
+		printf("removed %s (%s)\n", o[i].name, o[i].why);
+	}
+	status = bad ? GF_EDB : GF_OK;
+out:
+	keys_orphans_free(o, n);
+	free(dir);
+	keys_unlock(inv);
+	inventory_close(inv);
+	return status;
 }
 
 /* keys status: each selected instance's key and rotation state. */
@@ -437,7 +547,10 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 	return GF_OK;
 }
 
-/* The test hook: GPUFLEET_TEST_CRASH_AT=N kills us right after step N. */
+/*
+ * The test hook: GPUFLEET_TEST_CRASH_AT=N kills us right after step N; 0
+ * right after a new key's files are written, before its row commits.
+ */
 static void
 crash_hook(int step)
 {
@@ -557,6 +670,8 @@ run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
 	set.connect_timeout = rm->ctx->config->connect_timeout;
 	set.setup_timeout = rm->ctx->config->setup_timeout;
 	set.command_timeout = 120;
+	set.stdin_data = run->stdin_data;
+	set.stdin_len = run->stdin_len;
 	rm->ops.output = on_output;
 	rm->ops.done = NULL;
 	rm->ops.arg = run;
@@ -574,6 +689,63 @@ run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
 		engine_forget(&rm->hosts[i]);
 		rm->hosts[i].command = NULL;
 	}
+}
+
+/*
+ * Edit authorized_keys on each host with want[i] set, logging in with
+ * keys[i] only: the agent's authkeys where it is deployed, else uploaded
+ * first on a second login (as status deploys it). The result is in
+ * rm->hosts[i] and run->rots[i].out as for run_phase.
+ */
+static void
+edit_phase(struct rotate_run *run, int *want, ssh_key *keys, struct edit *ed)
+{
+	struct remote *rm = run->rm;
+	char **cmds = xcalloc(rm->n, sizeof *cmds);
+	int *missing = xcalloc(rm->n, sizeof *missing), any = 0;
+	size_t i;
+
+	for (i = 0; i < rm->n; i++) {
+		if (want[i])
+			cmds[i] = keys_authkeys_command(rm->hosts[i].in,
+			    &run->ab, ed[i].add, ed[i].like, ed[i].del, 0);
+	}
+	run_phase(run, want, keys, cmds);
+	for (i = 0; i < rm->n; i++) {
+		free(cmds[i]);
+		cmds[i] = NULL;
+		if (!want[i] || rm->hosts[i].fail != EF_NONE ||
+		    rm->hosts[i].exit_signal != NULL ||
+		    rm->hosts[i].exit_status != DEPLOY_EXIT_MISSING)
+			continue;
+		missing[i] = any = 1;
+		cmds[i] = keys_authkeys_command(rm->hosts[i].in, &run->ab,
+		    ed[i].add, ed[i].like, ed[i].del, 1);
+	}
+	if (any) {
+		run->stdin_data = run->ab.data;
+		run->stdin_len = run->ab.len;
+		run_phase(run, missing, keys, cmds);
+		run->stdin_data = NULL;
+		run->stdin_len = 0;
+	}
+	for (i = 0; i < rm->n; i++) {
+		free(cmds[i]);
+		if (missing[i] && rm->hosts[i].fail == EF_NONE &&
+		    rm->hosts[i].exit_signal == NULL &&
+		    rm->hosts[i].exit_status >= DEPLOY_EXIT_WRITE &&
+		    rm->hosts[i].exit_status <= DEPLOY_EXIT_ARCH) {
+			/* Say why the agent could not be put there. */
+			char *why = deploy_explain(rm->hosts[i].exit_status,
+			    run->rots[i].out, rm->hosts[i].in);
+			free(run->rots[i].out);
+			run->rots[i].out = why;
+			run->rots[i].outlen = strlen(why);
+			run->rots[i].outcap = run->rots[i].outlen + 1;
+		}
+	}
+	free(cmds);
+	free(missing);
 }
 
 /* Why a host's last run failed, one line. Caller frees. */
@@ -720,6 +892,8 @@ prepare_host(struct rotate_run *run, size_t i, int dry_run)
 		free(why);
 		return 0;
 	}
+	if (rc == 0 && strcmp(r->row.state, "reverted") == 0 && !dry_run)
+		drop_reverted(run, i, r->row.new_key_id);
 	keys_rotation_clear(&r->row);
 
 	/* A new rotation: the old key is the one the host uses now. */
@@ -771,6 +945,7 @@ prepare_host(struct rotate_run *run, size_t i, int dry_run)
 			fail_host(run, i, "%s", cause);
 			goto out;
 		}
+		crash_hook(KEYS_STEP_NONE);
 	}
 	if ((rc = inventory_begin(rm->inv, &cause)) != 0)
 		goto dbfail;
@@ -814,7 +989,8 @@ step_add(struct rotate_run *run)
 	struct remote *rm = run->rm;
 	int *want = xcalloc(rm->n, sizeof *want);
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
-	char **cmds = xcalloc(rm->n, sizeof *cmds), *cause = NULL, *why;
+	struct edit *ed = xcalloc(rm->n, sizeof *ed);
+	char *cause = NULL, *why;
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -823,11 +999,11 @@ step_add(struct rotate_run *run)
 			continue;
 		want[i] = 1;
 		keys[i] = r->oldkey;
-		cmds[i] =
-		    keys_authkeys_script(rm->hosts[i].in->authorized_keys_file,
-			r->newk.pubkey, NULL);
+		/* The new key takes the old line's options (from=, ...). */
+		ed[i].add = r->newk.pubkey;
+		ed[i].like = r->row.old_blob;
 	}
-	run_phase(run, want, keys, cmds);
+	edit_phase(run, want, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		if (!want[i])
 			continue;
@@ -843,11 +1019,10 @@ step_add(struct rotate_run *run)
 			cause = NULL;
 		} else
 			crash_hook(KEYS_STEP_ADDED);
-		free(cmds[i]);
 	}
 	free(want);
 	free(keys);
-	free(cmds);
+	free(ed);
 }
 
 /*
@@ -864,6 +1039,7 @@ step_verify(struct rotate_run *run)
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
 	char **cmds = xcalloc(rm->n, sizeof *cmds), *cause = NULL;
 	char **why = xcalloc(rm->n, sizeof *why);
+	struct edit *ed = xcalloc(rm->n, sizeof *ed);
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -895,10 +1071,9 @@ step_verify(struct rotate_run *run)
 		why[i] = host_error(run, i);
 		undo[i] = 1;
 		keys[i] = r->oldkey;
-		cmds[i] = keys_authkeys_script(
-		    rm->hosts[i].in->authorized_keys_file, NULL, r->newk.blob);
+		ed[i].del = r->newk.blob;
 	}
-	run_phase(run, undo, keys, cmds);
+	edit_phase(run, undo, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		struct rot *r = &run->rots[i];
 		if (!undo[i])
@@ -919,6 +1094,7 @@ step_verify(struct rotate_run *run)
 			}
 			r->error = xstrdup(r->row.error);
 			r->failed = r->done = 1;
+			drop_reverted(run, i, r->newk.id);
 		} else {
 			char *uw = host_error(run, i);
 			fail_host(run, i,
@@ -928,7 +1104,6 @@ step_verify(struct rotate_run *run)
 			    why[i], uw);
 			free(uw);
 		}
-		free(cmds[i]);
 		free(why[i]);
 	}
 	free(want);
@@ -936,6 +1111,26 @@ step_verify(struct rotate_run *run)
 	free(keys);
 	free(cmds);
 	free(why);
+	free(ed);
+}
+
+/*
+ * A rotation of host i to key_id was reverted: delete that key if nothing
+ * else needs it (a --shared key may be in use elsewhere). Where that fails
+ * the key stays an orphan that keys ls shows and keys gc removes.
+ */
+static void
+drop_reverted(struct rotate_run *run, size_t i, int64_t key_id)
+{
+	char *dir = keys_dir(), *cause = NULL;
+
+	if (keys_drop_reverted(run->rm->inv, dir, key_id, &cause) < 0) {
+		warn_msg("%s: cannot delete the key of the reverted rotation: "
+			 "%s (see gpufleet keys gc)",
+		    run->rm->hosts[i].in->name, cause);
+		free(cause);
+	}
+	free(dir);
 }
 
 /* Step 4: the inventory switches to the new key (no remote action). */
@@ -977,7 +1172,8 @@ step_remove(struct rotate_run *run)
 	struct remote *rm = run->rm;
 	int *want = xcalloc(rm->n, sizeof *want);
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
-	char **cmds = xcalloc(rm->n, sizeof *cmds), *cause = NULL, *why;
+	struct edit *ed = xcalloc(rm->n, sizeof *ed);
+	char *cause = NULL, *why;
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
@@ -986,12 +1182,12 @@ step_remove(struct rotate_run *run)
 			continue;
 		want[i] = 1;
 		keys[i] = r->newkey;
-		cmds[i] = keys_authkeys_script(
-		    rm->hosts[i].in->authorized_keys_file, r->newk.pubkey,
-		    strcmp(r->row.old_blob, r->newk.blob) != 0 ? r->row.old_blob
-							       : NULL);
+		ed[i].add = r->newk.pubkey;
+		ed[i].like = r->row.old_blob;
+		if (strcmp(r->row.old_blob, r->newk.blob) != 0)
+			ed[i].del = r->row.old_blob;
 	}
-	run_phase(run, want, keys, cmds);
+	edit_phase(run, want, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		if (!want[i])
 			continue;
@@ -1008,11 +1204,10 @@ step_remove(struct rotate_run *run)
 			cause = NULL;
 		} else
 			crash_hook(KEYS_STEP_REMOVED);
-		free(cmds[i]);
 	}
 	free(want);
 	free(keys);
-	free(cmds);
+	free(ed);
 }
 
 /* Step 6: a fresh login with only the old key must be refused. */
@@ -1128,10 +1323,8 @@ rotate_free(struct rotate_run *run)
 	free(run->rots);
 	ssh_key_free(run->shared_sshkey);
 	keys_key_clear(&run->shared_key);
-	if (run->passphrase != NULL) {
-		explicit_bzero(run->passphrase, strlen(run->passphrase));
-		free(run->passphrase);
-	}
+	deploy_free(&run->ab);
+	keys_passphrase_clear();
 }
 
 /*
@@ -1189,10 +1382,14 @@ keys_rotate(struct cmd_ctx *ctx, int argc, char **argv)
 		return keys_revoke(ctx, argv[optind], revoke, run.json);
 	if (keys_parse_type(run.type, &t, &bits, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
-	run.passphrase = keys_read_passphrase(&cause);
+	run.passphrase = keys_passphrase(&cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	run.now = time(NULL);
+	if (!dry_run && deploy_load(&run.ab, &cause) != 0) {
+		rotate_free(&run);
+		return cmd_fail(GF_EUSAGE, cause);
+	}
 	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {
 		rotate_free(&run);
 		return cmd_fail(-r, cause);
@@ -1282,7 +1479,7 @@ open_run(struct cmd_ctx *ctx, const char *selector, struct rotate_run *run,
 	size_t i;
 	int r;
 
-	run->passphrase = keys_read_passphrase(cause);
+	run->passphrase = keys_passphrase(cause);
 	if (*cause != NULL)
 		return -GF_EUSAGE;
 	if ((r = remote_open(ctx, selector, &run->rm, cause)) != 0)
@@ -1397,7 +1594,8 @@ out:
  * keys rotate --revoke: remove a compromised key by its blob from each
  * instance. The edit runs on a fresh login with the key gpufleet uses
  * there (so another key is proven to work first); a host whose only key
- * is the revoked one is refused.
+ * is the revoked one is refused. Then another fresh login reads the file
+ * back, and the host is "revoked" only if no line's key is the blob.
  */
 static int
 keys_revoke(
@@ -1409,6 +1607,7 @@ keys_revoke(
 	char **cmds = NULL, *cause = NULL, *type = NULL, *blob = NULL,
 	     *fp = NULL, *why, *ctype, *cblob, *cfp;
 	int *want = NULL, status, r, nfail = 0;
+	struct edit *ed = NULL;
 	size_t i;
 	json_t *o;
 
@@ -1421,6 +1620,10 @@ keys_revoke(
 		return cmd_fail(GF_EUSAGE, cause);
 	}
 	ssh_key_free(pub);
+	if (deploy_load(&run.ab, &cause) != 0) {
+		status = cmd_fail(GF_EUSAGE, cause);
+		goto out;
+	}
 	if ((r = open_run(ctx, selector, &run, &keys, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
@@ -1433,6 +1636,7 @@ keys_revoke(
 	}
 	want = xcalloc(rm->n, sizeof *want);
 	cmds = xcalloc(rm->n, sizeof *cmds);
+	ed = xcalloc(rm->n, sizeof *ed);
 	for (i = 0; i < rm->n; i++) {
 		if (run.rots[i].failed)
 			continue;
@@ -1451,14 +1655,11 @@ keys_revoke(
 		if (run.rots[i].failed)
 			continue;
 		want[i] = 1;
-		cmds[i] = keys_authkeys_script(
-		    rm->hosts[i].in->authorized_keys_file, NULL, blob);
+		ed[i].del = blob;
 	}
-	run_phase(&run, want, keys, cmds);
+	edit_phase(&run, want, keys, ed);
 	for (i = 0; i < rm->n; i++) {
 		struct rot *rt = &run.rots[i];
-		free(cmds[i]);
-		cmds[i] = NULL;
 		if (!want[i])
 			continue;
 		if (rm->hosts[i].fail != EF_NONE ||
@@ -1483,9 +1684,13 @@ keys_revoke(
 			want[i] = 0;
 			continue;
 		}
-		cmds[i] = xstrdup("true");
+		cmds[i] =
+		    keys_cat_script(rm->hosts[i].in->authorized_keys_file);
 	}
-	/* A fresh login with the current key still works. */
+	/*
+	 * The proof: a fresh login with the current key still works, and no
+	 * line of the file it reads holds the key, by the same parser.
+	 */
 	run_phase(&run, want, keys, cmds);
 	for (i = 0; i < rm->n; i++) {
 		struct rot *rt = &run.rots[i];
@@ -1499,7 +1704,13 @@ keys_revoke(
 			    "revoked, but the login check after it failed: %s",
 			    why);
 			free(why);
-		}
+		} else if (want[i] &&
+		    keys_text_has_blob(
+			rt->out != NULL ? rt->out : "", rt->outlen, blob))
+			fail_host(&run, i,
+			    "%s is still in %s after its removal (re-added at "
+			    "once?)",
+			    fp, rm->hosts[i].in->authorized_keys_file);
 		nfail += rt->failed;
 		if (json) {
 			o = json_object();
@@ -1529,6 +1740,7 @@ out:
 	free(keys);
 	free(want);
 	free(cmds);
+	free(ed);
 	free(type);
 	free(blob);
 	free(fp);

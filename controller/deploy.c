@@ -20,6 +20,7 @@
 #define AGENT_MAX_BYTES (64 * 1024 * 1024)
 
 static int read_file(const char *, char **, size_t *);
+static char *report_args(const struct instance *, const char *);
 
 static int
 read_file(const char *path, char **data, size_t *len)
@@ -146,37 +147,30 @@ deploy_sh_command(const char *script)
 }
 
 /*
- * The one round trip of a status: run the agent if it is there, else exit
- * DEPLOY_EXIT_MISSING. remote_dir is validated to need no quoting (an
- * optional leading ~/ must stay unquoted to expand). Caller frees.
+ * A command running the agent with agent_args (quoted for sh; "$d" is
+ * REMOTE_DIR) where it is deployed, else exiting DEPLOY_EXIT_MISSING; with
+ * upload, one that uploads it first (the binary arrives on stdin) and then
+ * runs it: a POSIX sh script, for deploy_sh_command. remote_dir is
+ * validated to need no quoting (an optional leading ~/ must stay unquoted
+ * to expand). Caller frees.
  */
 char *
-deploy_run_command(
-    const struct instance *in, const struct agent_bin *ab, const char *args)
+deploy_agent_command(const struct instance *in, const struct agent_bin *ab,
+    const char *agent_args, int upload)
 {
-	char *s, *cmd;
+	char *s;
 
-	xasprintf(&s,
-	    "d=%s; a=\"$d/gpufleet-agent-%s\"; "
-	    "if [ -x \"$a\" ]; then \"$a\" report --dir \"$d\" "
-	    "--authorized-keys %s %s; exit $?; fi; exit %d",
-	    in->remote_dir, ab->hash, in->authorized_keys_file, args,
-	    DEPLOY_EXIT_MISSING);
-	cmd = deploy_sh_command(s);
-	free(s);
-	return cmd;
-}
-
-/* Upload (the binary arrives on stdin) and run. Caller frees. */
-char *
-deploy_upload_command(
-    const struct instance *in, const struct agent_bin *ab, const char *args)
-{
-	char *s, *cmd;
-
+	if (!upload) {
+		xasprintf(&s,
+		    "d=%s; a=\"$d/gpufleet-agent-%s\"; "
+		    "if [ -x \"$a\" ]; then \"$a\" %s; exit $?; fi; exit %d",
+		    in->remote_dir, ab->hash, agent_args, DEPLOY_EXIT_MISSING);
+		return s;
+	}
 	xasprintf(&s,
 	    "case $(uname -m) in x86_64|amd64) ;; *) echo \"the host is "
-	    "$(uname -m); the agent is built for x86_64\" >&2; exit %d;; esac; "
+	    "$(uname -m); the agent is built for x86_64\" >&2; exit %d;; "
+	    "esac; "
 	    "umask 077; d=%s; a=\"$d/gpufleet-agent-%s\"; "
 	    "t=\"$d/.gpufleet-agent-%s.$$\"; "
 	    "mkdir -p \"$d\" || exit %d; "
@@ -185,12 +179,49 @@ deploy_upload_command(
 	    "echo \"upload truncated\" >&2; exit %d; }; "
 	    "chmod 700 \"$t\" && mv -f \"$t\" \"$a\" || { rm -f \"$t\"; "
 	    "exit %d; }; "
-	    "\"$a\" report --dir \"$d\" --authorized-keys %s %s",
+	    "\"$a\" %s",
 	    DEPLOY_EXIT_ARCH, in->remote_dir, ab->hash, ab->hash,
 	    DEPLOY_EXIT_WRITE, DEPLOY_EXIT_WRITE, ab->len, DEPLOY_EXIT_SHORT,
-	    DEPLOY_EXIT_WRITE, in->authorized_keys_file, args);
+	    DEPLOY_EXIT_WRITE, agent_args);
+	return s;
+}
+
+/* The agent's report arguments for an instance. Caller frees. */
+static char *
+report_args(const struct instance *in, const char *args)
+{
+	char *s;
+
+	xasprintf(&s, "report --dir \"$d\" --authorized-keys %s %s",
+	    in->authorized_keys_file, args);
+	return s;
+}
+
+/* The one round trip of a status: run the agent if it is there. */
+char *
+deploy_run_command(
+    const struct instance *in, const struct agent_bin *ab, const char *args)
+{
+	char *a = report_args(in, args), *s, *cmd;
+
+	s = deploy_agent_command(in, ab, a, 0);
 	cmd = deploy_sh_command(s);
 	free(s);
+	free(a);
+	return cmd;
+}
+
+/* Upload (the binary arrives on stdin) and run. Caller frees. */
+char *
+deploy_upload_command(
+    const struct instance *in, const struct agent_bin *ab, const char *args)
+{
+	char *a = report_args(in, args), *s, *cmd;
+
+	s = deploy_agent_command(in, ab, a, 1);
+	cmd = deploy_sh_command(s);
+	free(s);
+	free(a);
 	return cmd;
 }
 

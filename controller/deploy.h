@@ -28,6 +28,8 @@ struct agent_bin {
 int deploy_load(struct agent_bin *, char **);
 void deploy_free(struct agent_bin *);
 char *deploy_sh_command(const char *);
+char *deploy_agent_command(
+    const struct instance *, const struct agent_bin *, const char *, int);
 char *deploy_run_command(
     const struct instance *, const struct agent_bin *, const char *);
 char *deploy_upload_command(

@@ -1,11 +1,9 @@
 /* Loading private keys once per run, with at most one passphrase prompt. */
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "keyring.h"
@@ -36,12 +34,10 @@ keyring_free(struct keyring *kr)
 	if (kr->passphrase != NULL) {
 		explicit_bzero(kr->passphrase, strlen(kr->passphrase));
 		free(kr->passphrase);
+		keys_secret_release();
 	}
-	if (kr->keys_passphrase != NULL) {
-		explicit_bzero(
-		    kr->keys_passphrase, strlen(kr->keys_passphrase));
-		free(kr->keys_passphrase);
-	}
+	if (kr->keys_passphrase != NULL)
+		keys_passphrase_clear();
 	memset(kr, 0, sizeof *kr);
 }
 
@@ -75,48 +71,35 @@ no_prompt(
 
 /*
  * The passphrase from GPUFLEET_PASSPHRASE_FILE (its first line), else asked
- * on the terminal without echo; NULL if neither. Caller frees.
+ * on the terminal without echo; NULL if neither. Holds a secret (no core
+ * dumps) until keyring_free. Caller frees.
  */
 static char *
 read_passphrase(const char *path)
 {
 	const char *file = getenv("GPUFLEET_PASSPHRASE_FILE");
-	struct termios old, noecho;
-	char buf[1024];
-	FILE *f;
-	int fd;
+	char *prompt, *cause = NULL, *s;
 
+	keys_secret_hold();
 	if (file != NULL && *file != '\0') {
-		if ((f = fopen(file, "r")) == NULL) {
-			error("cannot read GPUFLEET_PASSPHRASE_FILE %s: %s",
-			    file, strerror(errno));
-			return NULL;
+		if ((s = keys_read_secret(file, NULL, &cause)) == NULL) {
+			error("GPUFLEET_PASSPHRASE_FILE: %s", cause);
+			free(cause);
+			keys_secret_release();
 		}
-		if (fgets(buf, sizeof buf, f) == NULL)
-			buf[0] = '\0';
-		fclose(f);
-		buf[strcspn(buf, "\r\n")] = '\0';
-		return xstrdup(buf);
+		return s;
 	}
-	if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1)
-		return NULL;
-	if (tcgetattr(fd, &old) != 0) {
-		close(fd);
-		return NULL;
+	xasprintf(&prompt, "Passphrase for %s: ", path);
+	s = keys_read_secret(NULL, prompt, &cause);
+	free(prompt);
+	free(cause);
+	if (s != NULL && *s == '\0') {
+		free(s);
+		s = NULL;
 	}
-	noecho = old;
-	noecho.c_lflag &= ~(tcflag_t)ECHO;
-	dprintf(fd, "Passphrase for %s: ", path);
-	tcsetattr(fd, TCSANOW, &noecho); /* keep typed-ahead input */
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	tcsetattr(fd, TCSANOW, &old);
-	dprintf(fd, "\n");
-	close(fd);
-	if (n <= 0)
-		return NULL;
-	buf[n] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	return xstrdup(buf);
+	if (s == NULL)
+		keys_secret_release();
+	return s;
 }
 
 /*
@@ -164,7 +147,7 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
 		/* Keys gpufleet made use the [keys] passphrase. */
 		char *why = NULL;
 		kr->keys_asked = 1;
-		kr->keys_passphrase = keys_read_passphrase(&why);
+		kr->keys_passphrase = keys_passphrase(&why);
 		free(why);
 	}
 	if (rc != SSH_OK && kr->keys_passphrase != NULL)

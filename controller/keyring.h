@@ -23,7 +23,7 @@ struct keyring {
 	size_t n;
 	char *passphrase;
 	int asked;
-	char *keys_passphrase; /* [keys] passphrase_file, read once */
+	const char *keys_passphrase; /* keys.c's [keys] passphrase, or NULL */
 	int keys_asked;
 };
 

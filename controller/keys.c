@@ -1,7 +1,10 @@
 /* Managed SSH keys: files, the inventory's key tables, rotation state. */
 
+#include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -11,6 +14,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "gpufleet/authkeys.h"
 #include "keys.h"
 #include "log.h"
 #include "status.h"
@@ -237,67 +241,171 @@ keys_parse_type(
 	return 0;
 }
 
+static int secrets_held;
+static int saved_dumpable = -1;
+static struct rlimit saved_core;
+static char *keys_pass; /* the one copy of the [keys] passphrase */
+static int keys_pass_read;
+
 /*
- * The passphrase for gpufleet's keys: the first line of the file named by
- * GPUFLEET_KEYS_PASSPHRASE_FILE, or NULL (keys unencrypted). Caller frees.
+ * A secret is about to be held: while any is, the process cannot dump
+ * core (RLIMIT_CORE 0) and is not dumpable (no core, no ptrace by others).
+ */
+void
+keys_secret_hold(void)
+{
+	struct rlimit none;
+
+	if (secrets_held++ > 0)
+		return;
+	saved_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (getrlimit(RLIMIT_CORE, &saved_core) != 0)
+		saved_core.rlim_cur = saved_core.rlim_max = 0;
+	none.rlim_cur = 0;
+	none.rlim_max = saved_core.rlim_max;
+	setrlimit(RLIMIT_CORE, &none);
+}
+
+/* A secret was wiped: once none is held, core dumps are as they were. */
+void
+keys_secret_release(void)
+{
+	if (secrets_held == 0 || --secrets_held > 0)
+		return;
+	setrlimit(RLIMIT_CORE, &saved_core);
+	if (saved_dumpable > 0)
+		prctl(PR_SET_DUMPABLE, saved_dumpable, 0, 0, 0);
+}
+
+/*
+ * Read a passphrase: the first line of file, or typed on the terminal
+ * after prompt when file is NULL. Returns the one heap copy (every other
+ * buffer that held it is wiped), or NULL with *cause set. The caller holds
+ * a secret (keys_secret_hold) before calling, and wipes and frees it.
  */
 char *
-keys_read_passphrase(char **cause)
+keys_read_secret(const char *file, const char *prompt, char **cause)
 {
-	static char *asked; /* "ask": one prompt per run */
-	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
-	char buf[1024];
-	FILE *f;
+	struct termios old, noecho;
+	char buf[1024], *s;
+	ssize_t n = 0;
+	size_t len = 0;
+	int fd;
 
 	*cause = NULL;
-	if (file == NULL || *file == '\0')
-		return NULL;
-	if (strcmp(file, "ask") == 0) {
-		struct termios old, noecho;
-		ssize_t n;
-		int fd;
-
-		if (asked != NULL)
-			return xstrdup(asked);
+	if (file != NULL) {
+		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1) {
+			xasprintf(
+			    cause, "cannot read %s: %s", file, strerror(errno));
+			return NULL;
+		}
+		/* Unbuffered reads: no stdio buffer keeps a copy. */
+		while (len < sizeof buf - 1 &&
+		    (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				break;
+			len += (size_t)n;
+			if (memchr(buf, '\n', len) != NULL)
+				break;
+		}
+		close(fd);
+		if (n < 0) {
+			explicit_bzero(buf, sizeof buf);
+			xasprintf(
+			    cause, "cannot read %s: %s", file, strerror(errno));
+			return NULL;
+		}
+	} else {
 		if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
 		    tcgetattr(fd, &old) != 0) {
 			if (fd != -1)
 				close(fd);
-			xasprintf(cause,
-			    "[keys] passphrase_file is 'ask' but "
-			    "there is no terminal to ask on");
+			xasprintf(cause, "no terminal to ask on");
 			return NULL;
 		}
 		noecho = old;
 		noecho.c_lflag &= ~(tcflag_t)ECHO;
-		dprintf(fd, "Passphrase for gpufleet's keys: ");
+		dprintf(fd, "%s", prompt);
 		/* TCSANOW: keep what was typed ahead. */
 		tcsetattr(fd, TCSANOW, &noecho);
 		n = read(fd, buf, sizeof buf - 1);
 		tcsetattr(fd, TCSANOW, &old);
 		dprintf(fd, "\n");
 		close(fd);
-		buf[n > 0 ? n : 0] = '\0';
-		buf[strcspn(buf, "\r\n")] = '\0';
-		if (*buf == '\0') {
-			xasprintf(cause, "empty passphrase");
-			return NULL;
-		}
-		asked = xstrdup(buf);
-		explicit_bzero(buf, sizeof buf);
-		return xstrdup(asked);
+		len = n > 0 ? (size_t)n : 0;
 	}
-	if ((f = fopen(file, "r")) == NULL) {
-		xasprintf(cause,
-		    "cannot read GPUFLEET_KEYS_PASSPHRASE_FILE %s: %s", file,
-		    strerror(errno));
+	buf[len] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	s = xstrdup(buf);
+	explicit_bzero(buf, sizeof buf);
+	return s;
+}
+
+/*
+ * The passphrase for gpufleet's keys: the first line of the file named by
+ * GPUFLEET_KEYS_PASSPHRASE_FILE, typed on the terminal if that is "ask"
+ * (once per run), or NULL (keys unencrypted; *cause set on an error).
+ * keys.c keeps the one copy until keys_passphrase_clear (or exit).
+ */
+const char *
+keys_passphrase(char **cause)
+{
+	static int registered;
+	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
+	char *why = NULL;
+
+	*cause = NULL;
+	if (keys_pass_read)
+		return keys_pass;
+	if (file == NULL || *file == '\0')
+		return NULL;
+	keys_secret_hold();
+	if (strcmp(file, "ask") == 0)
+		keys_pass = keys_read_secret(
+		    NULL, "Passphrase for gpufleet's keys: ", &why);
+	else
+		keys_pass = keys_read_secret(file, NULL, &why);
+	if (keys_pass == NULL) {
+		keys_secret_release();
+		if (strcmp(file, "ask") == 0)
+			xasprintf(cause,
+			    "[keys] passphrase_file is 'ask' but there is "
+			    "no terminal to ask on");
+		else
+			xasprintf(
+			    cause, "GPUFLEET_KEYS_PASSPHRASE_FILE: %s", why);
+		free(why);
 		return NULL;
 	}
-	if (fgets(buf, sizeof buf, f) == NULL)
-		buf[0] = '\0';
-	fclose(f);
-	buf[strcspn(buf, "\r\n")] = '\0';
-	return xstrdup(buf);
+	if (strcmp(file, "ask") == 0 && *keys_pass == '\0') {
+		free(keys_pass);
+		keys_pass = NULL;
+		keys_secret_release();
+		xasprintf(cause, "empty passphrase");
+		return NULL;
+	}
+	keys_pass_read = 1;
+	if (!registered) {
+		atexit(keys_passphrase_clear);
+		registered = 1;
+	}
+	return keys_pass;
+}
+
+/* Wipe the [keys] passphrase (a later keys_passphrase reads it again). */
+void
+keys_passphrase_clear(void)
+{
+	if (!keys_pass_read)
+		return;
+	explicit_bzero(keys_pass, strlen(keys_pass));
+	free(keys_pass);
+	keys_pass = NULL;
+	keys_pass_read = 0;
+	keys_secret_release();
 }
 
 /* The type name, base64 blob and SHA256 fingerprint of a key. */
@@ -443,128 +551,47 @@ shell_quote(const char *s)
 }
 
 /*
- * The remote edit of authorized_keys as one POSIX sh script. Every line
- * that is not the key to remove stays byte for byte, in order, including
- * blank lines, comments, options and a missing final newline (a newline is
- * added before an appended key only where it is missing). A line is the
- * key to remove when the field after its key type is exactly the blob;
- * comments are never compared. Nothing is written when nothing would change
- * (same mtime on a rerun). The new file is written next to the old one
- * (cp -p keeps mode and owner), checked, synced and renamed over it; a
- * symlink, a non-regular or read-only file is refused, never replaced.
- * Prints "changed" or "unchanged". Caller frees.
+ * The remote edit of authorized_keys: the agent's `authkeys` subcommand
+ * (agent/akedit.c, which reads lines with the one parser both sides
+ * share), run from where status deploys it, or uploaded first when upload
+ * is set (the binary on stdin). add is "TYPE BLOB COMMENT" to have (taking
+ * the options of the line holding like, if any), del a blob to remove; the
+ * agent prints "changed" or "unchanged". Wrapped in sh -c, so the login
+ * shell need not be POSIX. Caller frees.
  */
 char *
-keys_authkeys_script(const char *path, const char *add, const char *del)
+keys_authkeys_command(const struct instance *in, const struct agent_bin *ab,
+    const char *add, const char *like, const char *del, int upload)
 {
-	static const char body[] =
-	    "prog='function kt(t) { return t ~ "
-	    "/^(ssh-|ecdsa-sha2-|sk-ssh-|sk-ecdsa-)/ }\n"
-	    "function blob(i) { for (i = 1; i < NF; i++) if (kt($i)) return "
-	    "$(i + 1); return \"\" }\n"
-	    "{ b = blob() }\n"
-	    "mode == \"check\" { if (del != \"\" && b == del) need = 1; if "
-	    "(addb != \"\" && b == addb) have = 1; next }\n"
-	    "del != \"\" && b == del { next }\n"
-	    "addb != \"\" && b == addb { have = 1 }\n"
-	    "{ if (k) printf \"\\n\"; printf \"%s\", $0; k = 1; last = NR }\n"
-	    "END {\n"
-	    "\tif (mode == \"check\") { if (need || (addb != \"\" && !have)) "
-	    "print \"change\"; exit 0 }\n"
-	    "\tterm = 1\n"
-	    "\tif (k && (last != NR || !nonl)) printf \"\\n\"; else if (k) "
-	    "term = 0\n"
-	    "\tif (addb != \"\" && !have) { if (!term) printf \"\\n\"; printf "
-	    "\"%s\\n\", add }\n"
-	    "}'\n"
-	    "dir=${ak%/*}\n"
-	    "[ -n \"$dir\" ] || dir=/\n"
-	    "if [ ! -d \"$dir\" ]; then\n"
-	    "\tmkdir -p -- \"$dir\" && chmod 700 -- \"$dir\" ||\n"
-	    "\t    { echo \"cannot create $dir\" >&2; exit 3; }\n"
-	    "fi\n"
-	    "if [ -L \"$ak\" ]; then\n"
-	    "\techo \"$ak is a symbolic link; refusing to replace it (make it "
-	    "a plain file)\" >&2\n"
-	    "\texit 4\n"
-	    "fi\n"
-	    "if [ -e \"$ak\" ] && [ ! -f \"$ak\" ]; then\n"
-	    "\techo \"$ak is not a regular file\" >&2\n"
-	    "\texit 4\n"
-	    "fi\n"
-	    "nonl=0\n"
-	    "if [ -f \"$ak\" ]; then\n"
-	    "\t[ -r \"$ak\" ] || { echo \"$ak is not readable\" >&2; exit 5; "
-	    "}\n"
-	    "\t[ -s \"$ak\" ] && [ -n \"$(tail -c 1 -- \"$ak\")\" ] && nonl=1\n"
-	    "\tc=$(awk -v mode=check -v add=\"$add\" -v addb=\"$addb\" -v "
-	    "del=\"$del\" \"$prog\" \"$ak\") ||\n"
-	    "\t    { echo \"cannot read $ak\" >&2; exit 5; }\n"
-	    "\t[ -n \"$c\" ] || { echo unchanged; exit 0; }\n"
-	    "\t[ -w \"$ak\" ] || { echo \"$ak is read-only; not changed\" >&2; "
-	    "exit 5; }\n"
-	    "elif [ -z \"$addb\" ]; then\n"
-	    "\techo unchanged\n"
-	    "\texit 0\n"
-	    "fi\n"
-	    "tmp=$dir/.gpufleet-authorized_keys.$$\n"
-	    "trap 'rm -f -- \"$tmp\"' EXIT\n"
-	    "if [ -f \"$ak\" ]; then\n"
-	    "\tcp -p -- \"$ak\" \"$tmp\" || { echo \"cannot write in $dir\" "
-	    ">&2; exit 6; }\n"
-	    "\tawk -v mode=write -v nonl=$nonl -v add=\"$add\" -v "
-	    "addb=\"$addb\" -v del=\"$del\" \"$prog\" \"$ak\" >\"$tmp\" ||\n"
-	    "\t    { echo \"cannot write $tmp\" >&2; exit 6; }\n"
-	    "else\n"
-	    "\tprintf '%s\\n' \"$add\" >\"$tmp\" || { echo \"cannot write in "
-	    "$dir\" >&2; exit 6; }\n"
-	    "fi\n"
-	    "c=$(awk -v mode=check -v add=\"$add\" -v addb=\"$addb\" -v "
-	    "del=\"$del\" \"$prog\" \"$tmp\")\n"
-	    "if [ -n \"$c\" ] || { [ -n \"$addb\" ] && [ ! -s \"$tmp\" ]; }; "
-	    "then\n"
-	    "\techo \"the new $ak did not come out as written; not changed\" "
-	    ">&2\n"
-	    "\texit 6\n"
-	    "fi\n"
-	    "sync -- \"$tmp\" 2>/dev/null || sync\n"
-	    "mv -f -- \"$tmp\" \"$ak\" || { echo \"cannot rename into $ak\" "
-	    ">&2; exit 6; }\n"
-	    "trap - EXIT\n"
-	    "sync -- \"$dir\" 2>/dev/null || sync\n"
-	    "if command -v restorecon >/dev/null 2>&1; then restorecon -F -- "
-	    "\"$ak\" 2>/dev/null || :; fi\n"
-	    "echo changed\n";
-	const char *addblob = "";
-	char *qpath, *qadd, *qaddb, *qdel, *script, *cmd, *qs, *b = NULL;
-	size_t n;
+	const struct {
+		const char *flag, *value;
+	} opts[] = { { "--add", add }, { "--like", like },
+		{ "--remove", del } };
+	char *qpath = keys_quote_path(in->authorized_keys_file), *args, *t;
+	char *q, *agent, *cmd;
+	size_t i;
 
-	if (add != NULL && (addblob = strchr(add, ' ')) != NULL) {
-		n = strcspn(addblob + 1, " ");
-		b = xstrndup(addblob + 1, n);
+	xasprintf(&args, "authkeys %s", qpath);
+	for (i = 0; i < sizeof opts / sizeof opts[0]; i++) {
+		if (opts[i].value == NULL)
+			continue;
+		q = shell_quote(opts[i].value);
+		xasprintf(&t, "%s %s %s", args, opts[i].flag, q);
+		free(q);
+		free(args);
+		args = t;
 	}
-	if (strncmp(path, "~/", 2) == 0) {
-		qs = shell_quote(path + 2);
-		xasprintf(&qpath, "\"$HOME\"/%s", qs);
-		free(qs);
-	} else
-		qpath = shell_quote(path);
-	qadd = shell_quote(add != NULL ? add : "");
-	qaddb = shell_quote(b != NULL ? b : "");
-	qdel = shell_quote(del != NULL ? del : "");
-	xasprintf(&script,
-	    "umask 077\nPATH=$PATH:/usr/sbin:/sbin\nak=%s\nadd=%s\naddb=%s\n"
-	    "del=%s\n%s",
-	    qpath, qadd, qaddb, qdel, body);
-	qs = shell_quote(script);
-	xasprintf(&cmd, "sh -c %s", qs);
-	free(qs);
-	free(script);
+	/* A new file gets its SELinux context, as the old script did. */
+	xasprintf(&t,
+	    "%s && { ! command -v restorecon >/dev/null 2>&1 || restorecon -F "
+	    "-- %s 2>/dev/null || :; }",
+	    args, qpath);
+	free(args);
+	agent = deploy_agent_command(in, ab, t, upload);
+	free(t);
+	cmd = deploy_sh_command(agent);
+	free(agent);
 	free(qpath);
-	free(qadd);
-	free(qaddb);
-	free(qdel);
-	free(b);
 	return cmd;
 }
 
@@ -1003,10 +1030,9 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
     char **found, char **cause)
 {
 	sqlite3_stmt *st;
-	const char *p, *e, *blob;
+	const char *blob;
 	char *s = xstrdup(""), *t, *type, *b64, *fp, *why;
 	ssh_key key;
-	size_t blen;
 	int n = 0, rc;
 
 	*found = NULL;
@@ -1020,16 +1046,8 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
 	sqlite3_bind_int64(st, 1, instance_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		blob = (const char *)sqlite3_column_text(st, 1);
-		blen = strlen(blob);
-		/* The blob as a whole whitespace-separated field. */
-		for (p = text; (p = strstr(p, blob)) != NULL; p += blen) {
-			e = p + blen;
-			if ((p == text || p[-1] == ' ' || p[-1] == '\t') &&
-			    (*e == '\0' || *e == ' ' || *e == '\t' ||
-				*e == '\r' || *e == '\n'))
-				break;
-		}
-		if (p == NULL)
+		/* The key of a line, as sshd reads it; never an option. */
+		if (!keys_text_has_blob(text, strlen(text), blob))
 			continue;
 		fp = why = NULL;
 		key = NULL;
@@ -1131,33 +1149,45 @@ keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 }
 
 /*
- * Split an authorized_keys line: its key type, blob and comment (pointers
- * into a copy the caller frees with *buf). 0, or -1 if no key is on it.
+ * Split an authorized_keys line as sshd reads it (gpufleet/authkeys.h):
+ * its options ("" if none), key type, blob and comment, pointers into a
+ * copy the caller frees with *buf. 0, or -1 if no key is on it.
  */
 int
-keys_parse_line(const char *line, char **buf, const char **type,
-    const char **blob, const char **comment)
+keys_parse_line(const char *line, char **buf, const char **options,
+    const char **type, const char **blob, const char **comment)
 {
-	char *s = xstrdup(line), *f[64], *save = NULL, *p;
-	int n = 0, i;
+	struct authkeys_line l;
+	char *s = xstrdup(line);
 
 	*buf = s;
-	for (p = strtok_r(s, " \t\r\n", &save); p != NULL && n < 64;
-	     p = strtok_r(NULL, " \t\r\n", &save))
-		f[n++] = p;
-	if (n > 0 && f[0][0] == '#')
+	if (authkeys_parse(s, strlen(s), &l) != AUTHKEYS_KEY)
 		return -1;
-	for (i = 0; i + 1 < n; i++) {
-		if (strncmp(f[i], "ssh-", 4) == 0 ||
-		    strncmp(f[i], "ecdsa-sha2-", 11) == 0 ||
-		    strncmp(f[i], "sk-", 3) == 0) {
-			*type = f[i];
-			*blob = f[i + 1];
-			*comment = i + 2 < n ? f[i + 2] : "";
-			return 0;
-		}
+	/* Each part ends at a space, a tab, a CR or the end: cut there. */
+	if (l.options.len != 0)
+		s[l.options.off + l.options.len] = '\0';
+	s[l.type.off + l.type.len] = '\0';
+	s[l.blob.off + l.blob.len] = '\0';
+	s[l.comment.off + l.comment.len] = '\0';
+	*options = l.options.len != 0 ? s + l.options.off : "";
+	*type = s + l.type.off;
+	*blob = s + l.blob.off;
+	*comment = s + l.comment.off;
+	return 0;
+}
+
+/* Does any line of text hold the key with this blob? 1 or 0. */
+int
+keys_text_has_blob(const char *text, size_t len, const char *blob)
+{
+	size_t off, next, ll, bl = strlen(blob);
+
+	for (off = 0; off < len; off = next) {
+		next = authkeys_next_line(text, len, off, &ll);
+		if (authkeys_line_has_blob(text + off, ll, blob, bl))
+			return 1;
 	}
-	return -1;
+	return 0;
 }
 
 /* Single-quote s for a POSIX shell. Caller frees. */
@@ -1199,5 +1229,164 @@ keys_warn_reinjected(struct inventory *inv, const struct instance *in,
 			 "by the platform?): %s; see gpufleet keys check %s",
 		    in->name, in->authorized_keys_file, found, in->name);
 	free(found);
+	return r;
+}
+
+void
+keys_orphans_free(struct keys_orphan *o, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(o[i].name);
+		free(o[i].path);
+	}
+	free(o);
+}
+
+static void
+add_orphan(struct keys_orphan **o, size_t *n, const char *name,
+    const char *path, int64_t id, const char *why, time_t mtime)
+{
+	struct keys_orphan *x;
+
+	*o = xreallocarray(*o, *n + 1, sizeof **o);
+	x = &(*o)[(*n)++];
+	x->name = xstrdup(name);
+	x->path = xstrdup(path);
+	x->key_id = id;
+	x->why = why;
+	x->mtime = mtime;
+}
+
+/*
+ * Key files gpufleet made that nothing will use: files in dir with no
+ * live database row (the row never committed: a kill between the two), and
+ * keys made for rotations that were all reverted and used by no instance.
+ * Caller frees with keys_orphans_free. 0 or -GF_EDB.
+ */
+int
+keys_orphans(struct inventory *inv, const char *dir, struct keys_orphan **out,
+    size_t *n, char **cause)
+{
+	struct keys_orphan *o = NULL;
+	sqlite3_stmt *st = NULL;
+	struct dirent *de;
+	struct stat sb;
+	char *base, *path, *why = NULL;
+	size_t cnt = 0, i, len;
+	DIR *d;
+	int rc, known;
+
+	*out = NULL;
+	*n = 0;
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT id, name, path, created_at FROM managed_key m WHERE "
+		"deleted_at IS NULL AND id NOT IN (SELECT key_id FROM "
+		"instance_key) AND id IN (SELECT new_key_id FROM key_rotation "
+		"WHERE state = 'reverted') AND id NOT IN (SELECT new_key_id "
+		"FROM key_rotation WHERE state != 'reverted') AND id NOT IN "
+		"(SELECT old_key_id FROM key_rotation WHERE state != "
+		"'reverted' AND old_key_id IS NOT NULL) ORDER BY id",
+		-1, &st, NULL) != SQLITE_OK)
+		return inventory_error(inv, "finding orphan keys", cause);
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		add_orphan(&o, &cnt, (const char *)sqlite3_column_text(st, 1),
+		    (const char *)sqlite3_column_text(st, 2),
+		    sqlite3_column_int64(st, 0), "made for a reverted rotation",
+		    (time_t)sqlite3_column_int64(st, 3));
+	sqlite3_finalize(st);
+	st = NULL;
+	if (rc != SQLITE_DONE) {
+		keys_orphans_free(o, cnt);
+		return inventory_error(inv, "finding orphan keys", cause);
+	}
+	if ((d = opendir(dir)) == NULL) {
+		*out = o;
+		*n = cnt;
+		return 0;
+	}
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT 1 FROM managed_key WHERE path = ? AND deleted_at IS "
+		"NULL",
+		-1, &st, NULL) != SQLITE_OK) {
+		closedir(d);
+		keys_orphans_free(o, cnt);
+		return inventory_error(inv, "finding orphan keys", cause);
+	}
+	while ((de = readdir(d)) != NULL) {
+		len = strlen(de->d_name);
+		if (len > 4 && strcmp(de->d_name + len - 4, ".pub") == 0)
+			base = xstrndup(de->d_name, len - 4);
+		else
+			base = xstrdup(de->d_name);
+		if (keys_check_name(base, &why) != 0) {
+			free(why);
+			why = NULL;
+			free(base);
+			continue;
+		}
+		xasprintf(&path, "%s/%s", dir, base);
+		for (i = 0; i < cnt && strcmp(o[i].path, path) != 0; i++)
+			;
+		sqlite3_reset(st);
+		sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+		known = sqlite3_step(st) == SQLITE_ROW;
+		if (i == cnt && !known)
+			add_orphan(&o, &cnt, base, path, 0,
+			    "no database row (interrupted before it was "
+			    "recorded)",
+			    lstat(path, &sb) == 0 ? sb.st_mtime : 0);
+		free(path);
+		free(base);
+	}
+	sqlite3_finalize(st);
+	closedir(d);
+	*out = o;
+	*n = cnt;
+	return 0;
+}
+
+/* Delete an orphan's files (and mark its row deleted, if it has one). */
+int
+keys_remove_orphan(
+    struct inventory *inv, const struct keys_orphan *o, char **cause)
+{
+	char *pub;
+	int r = 0;
+
+	xasprintf(&pub, "%s.pub", o->path);
+	if ((unlink(o->path) != 0 && errno != ENOENT) ||
+	    (unlink(pub) != 0 && errno != ENOENT)) {
+		xasprintf(
+		    cause, "cannot remove %s: %s", o->path, strerror(errno));
+		r = -GF_EDB;
+	} else if (o->key_id != 0)
+		r = keys_mark_deleted(inv, o->key_id, time(NULL), cause);
+	free(pub);
+	return r;
+}
+
+/*
+ * After a rotation to key_id was reverted: delete the key if that left it
+ * an orphan (no instance uses it, no other rotation needs it). 1 if
+ * deleted, 0 if kept, or -GF_EDB.
+ */
+int
+keys_drop_reverted(
+    struct inventory *inv, const char *dir, int64_t key_id, char **cause)
+{
+	struct keys_orphan *o;
+	size_t n, i;
+	int r;
+
+	if ((r = keys_orphans(inv, dir, &o, &n, cause)) != 0)
+		return r;
+	for (i = 0; i < n && o[i].key_id != key_id; i++)
+		;
+	r = i < n ? keys_remove_orphan(inv, &o[i], cause) : 0;
+	if (r == 0 && i < n)
+		r = 1;
+	keys_orphans_free(o, n);
 	return r;
 }

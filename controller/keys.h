@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "deploy.h"
 #include "inventory.h"
 
 /*
@@ -113,6 +114,15 @@ struct keys_rotation {
 	int keep_old;
 };
 
+/* A key file nothing will use (see keys_orphans). */
+struct keys_orphan {
+	char *name;
+	char *path;	/* private key; PATH.pub beside it */
+	int64_t key_id; /* its managed_key row, or 0 if it has none */
+	const char *why;
+	time_t mtime;
+};
+
 void keys_key_clear(struct keys_key *);
 void keys_free_array(struct keys_key *, size_t);
 void keys_rotation_clear(struct keys_rotation *);
@@ -122,19 +132,25 @@ int keys_write_private(const char *, const char *, size_t, char **);
 int keys_check_name(const char *, char **);
 char *keys_comment(const char *, time_t);
 int keys_parse_type(const char *, enum ssh_keytypes_e *, int *, char **);
-char *keys_read_passphrase(char **);
+void keys_secret_hold(void);
+void keys_secret_release(void);
+char *keys_read_secret(const char *, const char *, char **);
+const char *keys_passphrase(char **);
+void keys_passphrase_clear(void);
 int keys_generate(const char *, const char *, const char *, const char *,
     time_t, struct keys_key *, ssh_key *, char **);
 int keys_describe(ssh_key, char **, char **, char **, char **);
 int keys_load(const char *, const char *, ssh_key *, char **);
 int keys_valid_blob(const char *);
-char *keys_authkeys_script(const char *, const char *, const char *);
+char *keys_authkeys_command(const struct instance *, const struct agent_bin *,
+    const char *, const char *, const char *, int);
 char *keys_cat_script(const char *);
 char *keys_shell_quote(const char *);
 char *keys_quote_path(const char *);
 int keys_is_managed_blob(struct inventory *, const char *, char **);
-int keys_parse_line(
-    const char *, char **, const char **, const char **, const char **);
+int keys_parse_line(const char *, char **, const char **, const char **,
+    const char **, const char **);
+int keys_text_has_blob(const char *, size_t, const char *);
 
 int keys_add(struct inventory *, struct keys_key *, char **);
 int keys_get(struct inventory *, int64_t, struct keys_key *, char **);
@@ -161,5 +177,10 @@ int keys_apply_current(struct inventory *, struct instance *, char **);
 int keys_lock(struct inventory *, char **);
 void keys_unlock(struct inventory *);
 int keys_sync_full(struct inventory *, char **);
+int keys_orphans(
+    struct inventory *, const char *, struct keys_orphan **, size_t *, char **);
+void keys_orphans_free(struct keys_orphan *, size_t);
+int keys_remove_orphan(struct inventory *, const struct keys_orphan *, char **);
+int keys_drop_reverted(struct inventory *, const char *, int64_t, char **);
 
 #endif

@@ -31,23 +31,24 @@ expect_eq "$(printf '%s\n' "$out" | grep -c ': via agent$')" 3 "three hosts"
 # An agent that accepts connections and never answers (SIGSTOP).
 start_agent "$T/stuck.sock"
 kill -STOP "$SSH_AGENT_PID"
-start=$(date +%s%N)
 SSH_AUTH_SOCK=$T/stuck.sock run exec all --json --connect-timeout 2 \
     --setup-timeout 2 -- echo ok
-elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_rc 1 "stuck agent fails its hosts"
 for n in 1 2 3; do
 	expect_match "$(printf '%s\n' "$out" | grep "\"inst-$n\"")" \
 	    '"code":"connect_timeout"' "inst-$n waits for the agent, then fails"
 done
+# Not held up: each finished before the stuck hosts' deadline fired (their
+# durations), whatever the speed of the machine.
+ms() { printf '%s\n' "$out" | grep "\"inst-$1\"" |
+    sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p'; }
+stuck_min=$(for n in 1 2 3; do ms $n; done | sort -n | head -1)
 for n in 4 5 6; do
 	line=$(printf '%s\n' "$out" | grep "\"inst-$n\"")
 	expect_match "$line" '"stdout":"ok\\n".*"error":null' "inst-$n ran"
-	ms=$(printf '%s' "$line" | sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p')
 	checks=$((checks + 1))
-	[ "${ms:-99999}" -lt 1500 ] || fail "inst-$n held up by the agent: ${ms} ms"
+	[ "$(ms $n)" -lt "${stuck_min:-0}" ] ||
+	    fail "inst-$n held up by the agent: $(ms $n) ms, the stuck hosts $stuck_min ms"
 done
-checks=$((checks + 1))
-[ "$elapsed" -lt 6000 ] || fail "run took ${elapsed} ms with a stuck agent"
 
 finish

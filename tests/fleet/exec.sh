@@ -112,13 +112,11 @@ fleet break inst-11 refuse
 fleet break inst-12 silent
 : >"$(instance_dir inst-14)/home/.ssh/authorized_keys"
 fleet break inst-15 hostkey >/dev/null
-start=$(date +%s%N)
 run exec all --json -t 3 --connect-timeout 2 -- sh -c '
     case $GPUFLEET_INSTANCE in
     inst-13) kill -STOP $$ ;;
     inst-16) exit 3 ;;
     esac; echo "ok $GPUFLEET_INSTANCE"'
-elapsed=$(( ($(date +%s%N) - start) / 1000000 ))
 expect_rc 1 "failures give exit 1"
 reason() { printf '%s\n' "$out" | grep "\"name\":\"$1\"" |
     sed -n 's/.*"error":{"code":"\([a-z_]*\)".*/\1/p'; }
@@ -131,11 +129,13 @@ expect_match "$(printf '%s\n' "$out" | grep '"name":"inst-16"')" \
     '"exit_status":3,.*"error":null' "exit 3 host"
 healthy=$(printf '%s\n' "$out" | grep -c '"stdout":"ok inst-[0-9]*\\n".*"error":null')
 expect_eq "$healthy" 14 "every healthy host ran"
-slow=$(printf '%s\n' "$out" | grep '"error":null' | grep -v inst-16 |
-    sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p' | awk '$1 > 1500' | wc -l)
+# Not held up: every healthy host finished before the deadlines of the
+# silent and hung ones fired (their durations), however slow the machine.
+dur() { sed -n 's/.*"duration_ms":\([0-9]*\).*/\1/p'; }
+waited=$(printf '%s\n' "$out" | grep -E '"name":"inst-1[23]"' | dur | sort -n | head -1)
+slow=$(printf '%s\n' "$out" | grep '"error":null' | grep -v inst-16 | dur |
+    awk -v w="${waited:-0}" '$1 >= w' | wc -l)
 expect_eq "$slow" 0 "healthy hosts were not held up by broken ones"
-checks=$((checks + 1))
-[ "$elapsed" -lt 6000 ] || fail "run took ${elapsed} ms, past the timeouts"
 expect_match "$err" "20 hosts: 14 ok, 1 exit non-zero, 5 failed \(refused 1, connect_timeout 1, hostkey_changed 1, auth 1, timeout 1\)" \
     "summary by reason"
 # The changed key really refused the host: no command ran there.
@@ -152,12 +152,10 @@ fleet heal inst-11
 pid=$!
 sleep 1
 kill -INT $pid
-start=$(date +%s)
 wait $pid
 rc=$?
+# 130 and "interrupted" (not the end of sleep 30): the signal ended it.
 expect_rc 130 "SIGINT exits 130"
-checks=$((checks + 1))
-[ $(( $(date +%s) - start )) -le 3 ] || fail "SIGINT took too long"
 expect_match "$(cat "$T/int.err")" "3 failed \(interrupted 3\)" "partial summary"
 
 # --- progress line only on a terminal, never in piped stdout -------------

