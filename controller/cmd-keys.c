@@ -464,6 +464,8 @@ keys_gc(struct cmd_ctx *ctx, int argc, char **argv)
 		status = cmd_fail(-r, cause);
 		goto out;
 	}
+	if (n == 0)
+		fprintf(stderr, "gpufleet: keys gc: no orphan key files\n");
 	for (i = 0; i < n; i++) {
 		if (keys_remove_orphan(inv, &o[i], &cause) != 0) {
 			error("%s", cause);

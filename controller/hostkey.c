@@ -20,6 +20,8 @@
 static char *col(sqlite3_stmt *, int);
 static int known_hosts_has(const struct instance *, const char *, const char *);
 static int known_hosts_ours(const char *, char **);
+static int insert_pin(struct inventory *, int, int64_t, const char *,
+    const char *, const char *, const char *, char **);
 static int pin_first(struct inventory *, int64_t, const char *, const char *,
     const char *, const char *, struct hostkey *, char **);
 
@@ -75,38 +77,54 @@ fail:
 	return -GF_EDB;
 }
 
+/*
+ * Insert the pin inside the caller's transaction (replace: over the one
+ * there is); on failure roll back and fill *cause. Returns 0 or -GF_EDB.
+ */
+static int
+insert_pin(struct inventory *inv, int replace, int64_t id, const char *type,
+    const char *base64, const char *fp, const char *source, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc = SQLITE_ERROR;
+
+	if (sqlite3_prepare_v2(inv->db,
+		replace ? "INSERT OR REPLACE INTO host_key (instance_id, "
+			  "key_type, key_base64, fingerprint, source, "
+			  "first_seen) VALUES (?, ?, ?, ?, ?, ?)"
+			: "INSERT INTO host_key (instance_id, key_type, "
+			  "key_base64, fingerprint, source, first_seen) "
+			  "VALUES (?, ?, ?, ?, ?, ?)",
+		-1, &st, NULL) == SQLITE_OK) {
+		sqlite3_bind_int64(st, 1, id);
+		sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 3, base64, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
+		sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
+		sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
+		rc = sqlite3_step(st);
+		sqlite3_finalize(st);
+	}
+	if (rc == SQLITE_DONE)
+		return 0;
+	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
+	    sqlite3_errmsg(inv->db));
+	inventory_rollback(inv);
+	return -GF_EDB;
+}
+
 /* Pin (or re-pin) the host key of an instance, in its own transaction. */
 int
 hostkey_pin(struct inventory *inv, int64_t id, const char *type,
     const char *base64, const char *fp, const char *source, char **cause)
 {
-	sqlite3_stmt *st = NULL;
-	int r, rc;
+	int r;
 
 	if ((r = inventory_begin(inv, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO host_key "
-		"(instance_id, key_type, key_base64, fingerprint, source, "
-		"first_seen) VALUES (?, ?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, base64, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto fail;
+	if ((r = insert_pin(inv, 1, id, type, base64, fp, source, cause)) != 0)
+		return r;
 	return inventory_commit(inv, cause);
-fail:
-	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
-	    sqlite3_errmsg(inv->db));
-	inventory_rollback(inv);
-	return -GF_EDB;
 }
 
 /*
@@ -121,8 +139,7 @@ pin_first(struct inventory *inv, int64_t id, const char *type,
     const char *base64, const char *fp, const char *source, struct hostkey *k,
     char **cause)
 {
-	sqlite3_stmt *st = NULL;
-	int r, rc;
+	int r;
 
 	if ((r = inventory_begin(inv, cause)) != 0)
 		return r;
@@ -130,29 +147,11 @@ pin_first(struct inventory *inv, int64_t id, const char *type,
 		inventory_rollback(inv);
 		return r;
 	}
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO host_key (instance_id, key_type, key_base64, "
-		"fingerprint, source, first_seen) VALUES (?, ?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, base64, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		goto fail;
+	if ((r = insert_pin(inv, 0, id, type, base64, fp, source, cause)) != 0)
+		return r;
 	if ((r = inventory_commit(inv, cause)) != 0)
 		return r;
 	return 1;
-fail:
-	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
-	    sqlite3_errmsg(inv->db));
-	inventory_rollback(inv);
-	return -GF_EDB;
 }
 
 /* Forget the pinned key; the next contact decides by policy. */

@@ -60,6 +60,8 @@ chown -R "$user" "$(idir gpu-1)/home/.gpufleet" 2>/dev/null || true
 
 show gpufleet exec all -- uname -s
 gpufleet exec all -- uname -s
+show gpufleet exec all --connect-timeout 5 --setup-timeout 20 -- uptime -p
+gpufleet exec all --connect-timeout 5 --setup-timeout 20 -- uptime -p
 show "gpufleet exec @train -b -- sh -c 'echo \$GPUFLEET_INSTANCE | wc -c'"
 gpufleet exec @train -b -- sh -c 'echo $GPUFLEET_INSTANCE | wc -c'
 show "gpufleet status          # deploys the agent, then one round trip per instance"
@@ -83,6 +85,8 @@ gpufleet mark gpu-3 stopped --at -50m
 show gpufleet provider add autodl --balance 40 --low-balance 50
 gpufleet set gpu-1 provider=autodl >/dev/null
 gpufleet provider add autodl --balance 40 --low-balance 50
+show gpufleet ledger gpu-3   # what cost is computed from; --delete/--move repair an entry
+gpufleet ledger gpu-3
 show gpufleet cost --since -4h
 gpufleet cost --since -4h
 show gpufleet provider ls
@@ -94,6 +98,8 @@ show gpufleet keys rotate all
 gpufleet keys rotate all
 show gpufleet keys ls
 gpufleet keys ls
+show gpufleet keys gc   # removes key files no rotation uses (keys ls marks them orphan)
+gpufleet keys gc
 show "gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'   # logged in with the new keys"
 gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'
 

@@ -63,5 +63,6 @@ run keys ls
 expect_eq "$err" "" "no orphan left"
 run keys gc
 expect_eq "$out" "" "a second gc finds nothing"
+expect_eq "$err" "gpufleet: keys gc: no orphan key files" "and says so on stderr"
 
 finish
