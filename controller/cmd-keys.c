@@ -634,8 +634,9 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 
 /*
  * Run the engine on a fresh connection for each host with want[i] set,
- * authenticating with keys[i] only, running cmds[i]. A new engine each
- * time: a reused session would "verify" a key that does not work.
+ * authenticating with keys[i] only, running cmds[i]. Always a new login
+ * (settings.fresh, and no session is held): a reused session would
+ * "verify" a key that does not work.
  */
 static void
 run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
@@ -664,9 +665,8 @@ run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
 	}
 	if (!any)
 		return;
-	engine_free(rm->engine);
-	rm->engine = NULL;
 	memset(&set, 0, sizeof set);
+	set.fresh = 1;
 	set.command = "true";
 	set.fanout = rm->ctx->config->fanout;
 	set.connect_timeout = rm->ctx->config->connect_timeout;
