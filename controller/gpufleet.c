@@ -43,6 +43,7 @@ main(int argc, char **argv)
 	/* Before any event loop: the ssh-agent worker wakes loops. */
 	if (evthread_use_pthreads() != 0)
 		fatal("cannot set up libevent for threads");
+	log_hook_libraries();
 	if (getenv("GPUFLEET_DEBUG") != NULL)
 		log_set_level(LOG_DEBUG);
 

@@ -29,4 +29,11 @@ ticks=$(sed -n 's/^ticks \([0-9]*\)$/\1/p' <<<"$out")
 checks=$((checks + 1))
 [ "${ticks:-0}" -ge 1 ] || fail "the timer never ran while the runs were in flight: [$out]"
 
+# libssh's own messages (debugging) come through gpufleet's log: every
+# stderr line is gpufleet's, escaped, none in libssh's format.
+GPUFLEET_DEBUG=1 GPUFLEET_SSH_DEBUG=1 run exec inst-1 -- true
+expect_rc 0 "exec with libssh debugging"
+expect_match "$err" "gpufleet: libssh: [a-z_]+: " "libssh's messages in the log"
+expect_eq "$(grep -vc '^gpufleet: ' <<<"$err")" 0 "no line outside the log's format"
+
 finish
