@@ -97,7 +97,7 @@ cmd_advise_exec(
 		json_decref(arr);
 		return status;
 	}
-	r = cmd_load_selected(
+	r = inventory_select(
 	    inv, argc - optind == 1 ? argv[optind] : "all", &list, &n, &cause);
 	if (r != 0) {
 		inventory_close(inv);

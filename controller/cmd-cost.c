@@ -14,7 +14,6 @@
 
 #include "cmd.h"
 #include "ledger.h"
-#include "selector.h"
 #include "status.h"
 #include "timeparse.h"
 #include "xmalloc.h"
@@ -150,7 +149,7 @@ cmd_cost_exec(
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
 	if (argc - optind == 1)
-		r = cmd_load_selected(inv, argv[optind], &list, &n, &cause);
+		r = inventory_select(inv, argv[optind], &list, &n, &cause);
 	else {
 		/* Everything, released ones included while in the window. */
 		r = inventory_list(inv, 1, &list, &n, &cause);

@@ -813,7 +813,7 @@ cmd_exec_exec(
 		return cmd_fail(GF_EUSAGE, cause);
 
 	command = engine_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
-	if ((r = remote_open(ctx, argv[optind], &remote, &cause)) != 0) {
+	if ((r = remote_open(ctx->fleet, argv[optind], &remote, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
 	}

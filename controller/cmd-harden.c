@@ -276,7 +276,7 @@ cmd_harden_exec(
 	pass = keys_passphrase(&cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
-	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {
+	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
 		keys_passphrase_clear();
 		return cmd_fail(-r, cause);
 	}

@@ -127,7 +127,7 @@ hostkey_accept(struct cmd_ctx *ctx, const char *name, const char *fp)
 	char *cause = NULL;
 	int r;
 
-	if ((r = remote_open(ctx, name, &rm, &cause)) != 0)
+	if ((r = remote_open(ctx->fleet, name, &rm, &cause)) != 0)
 		return cmd_fail(-r, cause);
 	memset(&set, 0, sizeof set);
 	set.command = NULL;

@@ -510,7 +510,7 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 		return cmd_usage_error(e, "status takes one SELECTOR");
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
-	if ((r = cmd_load_selected(inv, optind < argc ? argv[optind] : "all",
+	if ((r = inventory_select(inv, optind < argc ? argv[optind] : "all",
 		 &list, &n, &cause)) != 0) {
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
@@ -668,9 +668,9 @@ run_phase(struct rotate_run *run, int *want, ssh_key *keys, char **cmds)
 	memset(&set, 0, sizeof set);
 	set.fresh = 1;
 	set.command = "true";
-	set.fanout = rm->ctx->config->fanout;
-	set.connect_timeout = rm->ctx->config->connect_timeout;
-	set.setup_timeout = rm->ctx->config->setup_timeout;
+	set.fanout = rm->fleet->config->fanout;
+	set.connect_timeout = rm->fleet->config->connect_timeout;
+	set.setup_timeout = rm->fleet->config->setup_timeout;
 	set.command_timeout = 120;
 	set.stdin_data = run->stdin_data;
 	set.stdin_len = run->stdin_len;
@@ -1392,7 +1392,7 @@ keys_rotate(struct cmd_ctx *ctx, int argc, char **argv)
 		rotate_free(&run);
 		return cmd_fail(GF_EUSAGE, cause);
 	}
-	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {
+	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
 		rotate_free(&run);
 		return cmd_fail(-r, cause);
 	}
@@ -1484,7 +1484,7 @@ open_run(struct cmd_ctx *ctx, const char *selector, struct rotate_run *run,
 	run->passphrase = keys_passphrase(cause);
 	if (*cause != NULL)
 		return -GF_EUSAGE;
-	if ((r = remote_open(ctx, selector, &run->rm, cause)) != 0)
+	if ((r = remote_open(ctx->fleet, selector, &run->rm, cause)) != 0)
 		return r;
 	rm = run->rm;
 	run->rots = xcalloc(rm->n, sizeof *run->rots);

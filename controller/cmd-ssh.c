@@ -69,7 +69,7 @@ cmd_ssh_exec(
 		return cmd_usage_error(e, "needs exactly one NAME");
 	if (instance_check_name(argv[optind], &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
-	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0)
+	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0)
 		return cmd_fail(-r, cause);
 	in = &rm->list[0];
 	if (rm->hosts[0].fail != EF_NONE) {

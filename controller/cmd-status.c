@@ -621,8 +621,9 @@ cmd_status_exec(
 		free(run.args);
 		return cmd_fail(GF_ECONFIG, cause);
 	}
-	if ((r = remote_open(ctx, argc - optind == 1 ? argv[optind] : "all",
-		 &run.rm, &cause)) != 0) {
+	if ((r = remote_open(ctx->fleet,
+		 argc - optind == 1 ? argv[optind] : "all", &run.rm, &cause)) !=
+	    0) {
 		deploy_free(&run.ab);
 		free(run.args);
 		return cmd_fail(-r, cause);

@@ -12,9 +12,12 @@
 #include "instance.h"
 #include "inventory.h"
 
+struct fleet;
+
 struct cmd_ctx {
 	const char *db_path; /* --db, GPUFLEET_DB or the default */
 	struct config *config;
+	struct fleet *fleet; /* the same, with the loop and engine */
 };
 
 struct cmd_entry {
@@ -36,8 +39,6 @@ int cmd_usage_error(const struct cmd_entry *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 int cmd_fail(int, char *);
 int cmd_open(struct cmd_ctx *, struct inventory **);
-int cmd_load_selected(
-    struct inventory *, const char *, struct instance **, size_t *, char **);
 
 /* output.c */
 struct table;

@@ -14,6 +14,7 @@
 
 #include "cmd.h"
 #include "config.h"
+#include "fleet.h"
 #include "gpufleet/version.h"
 #include "inventory.h"
 #include "log.h"
@@ -33,6 +34,7 @@ main(int argc, char **argv)
 	const struct cmd_entry *e;
 	struct config config;
 	struct cmd_ctx ctx;
+	struct fleet fleet;
 	const char *db = getenv("GPUFLEET_DB");
 	const char *cfg = getenv("GPUFLEET_CONFIG");
 	char *cause = NULL, *default_db = NULL, *default_cfg = NULL;
@@ -104,8 +106,11 @@ main(int argc, char **argv)
 
 	ctx.db_path = db;
 	ctx.config = &config;
+	fleet_init(&fleet, db, &config);
+	ctx.fleet = &fleet;
 	optind = 0;
 	status = e->exec(e, &ctx, argc, argv);
+	fleet_free(&fleet);
 
 	/* A reader that went away (| head) is not an error; a full disk is. */
 	if (fflush(stdout) != 0 && status == GF_OK && errno != EPIPE) {

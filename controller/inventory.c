@@ -9,8 +9,9 @@
 #include <unistd.h>
 
 #include "inventory.h"
-#include "ledger.h"
 #include "keys.h"
+#include "ledger.h"
+#include "selector.h"
 #include "log.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -703,4 +704,45 @@ int
 inventory_purge(struct inventory *inv, int64_t id, char **cause)
 {
 	return exec_id(inv, "DELETE FROM instance WHERE id = ?2", 0, id, cause);
+}
+
+/*
+ * Load the instances in service that selector text picks. *list (caller
+ * frees with instance_free_array) gets the *n picked, in name order.
+ */
+int
+inventory_select(struct inventory *inv, const char *text,
+    struct instance **list, size_t *n, char **cause)
+{
+	struct selector *sel;
+	struct instance *all;
+	size_t nall, i, k = 0;
+	int *picked, r;
+
+	if (selector_parse(text, &sel, cause) != 0)
+		return -GF_EUSAGE;
+	if ((r = inventory_list(inv, 0, &all, &nall, cause)) != 0) {
+		selector_free(sel);
+		return r;
+	}
+	picked = xcalloc(nall + 1, sizeof *picked);
+	if (selector_select(sel, all, nall, picked, cause) < 0) {
+		r = -GF_EUSAGE;
+		goto out;
+	}
+	for (i = 0; i < nall; i++) {
+		if (picked[i])
+			all[k++] = all[i];
+		else
+			instance_clear(&all[i]);
+	}
+	*list = all;
+	*n = k;
+	all = NULL;
+	nall = 0;
+out:
+	instance_free_array(all, nall);
+	free(picked);
+	selector_free(sel);
+	return r;
 }

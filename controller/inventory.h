@@ -43,5 +43,7 @@ int inventory_add(struct inventory *, struct instance *, char **);
 int inventory_update(struct inventory *, const struct instance *, char **);
 int inventory_release(struct inventory *, int64_t, int64_t, char **);
 int inventory_purge(struct inventory *, int64_t, char **);
+int inventory_select(
+    struct inventory *, const char *, struct instance **, size_t *, char **);
 
 #endif

@@ -3,8 +3,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <event2/event.h>
-
 #include "hostkey.h"
 #include "keys.h"
 #include "log.h"
@@ -94,7 +92,7 @@ follow_ssh_config(struct remote *rm)
 
 /* Open the inventory and prepare hosts for the instances selected. */
 int
-remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
+remote_open(struct fleet *fleet, const char *selector, struct remote **rmp,
     char **cause)
 {
 	struct remote *rm = xcalloc(1, sizeof *rm);
@@ -103,10 +101,10 @@ remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
 	int r;
 
 	*rmp = NULL;
-	rm->ctx = ctx;
+	rm->fleet = fleet;
 	keyring_init(&rm->keyring);
-	if ((r = inventory_open(ctx->db_path, &rm->inv, cause)) != 0 ||
-	    (r = cmd_load_selected(
+	if ((r = fleet_inventory(fleet, &rm->inv, cause)) != 0 ||
+	    (r = inventory_select(
 		 rm->inv, selector, &rm->list, &rm->n, cause)) != 0) {
 		remote_close(rm);
 		return r;
@@ -133,7 +131,7 @@ remote_open(struct cmd_ctx *ctx, const char *selector, struct remote **rmp,
 			remote_close(rm);
 			return r;
 		}
-		keyring_for_host(&rm->keyring, ctx->config, &rm->hosts[i]);
+		keyring_for_host(&rm->keyring, fleet->config, &rm->hosts[i]);
 	}
 	rm->ops.hostkey = check_hostkey;
 	rm->ops.hostkey_type = pinned_type;
@@ -167,7 +165,7 @@ check_hostkey(struct engine_host *h, const char *type, const char *b64,
 		}
 		return 0;
 	}
-	return hostkey_verify(rm->inv, rm->ctx->config->hostkey_policy, h->in,
+	return hostkey_verify(rm->inv, rm->fleet->config->hostkey_policy, h->in,
 	    type, b64, fp, fail, msg);
 }
 
@@ -184,16 +182,14 @@ pinned_type(struct engine_host *h, void *arg)
 int
 remote_run(struct remote *rm, const struct engine_settings *set)
 {
+	struct engine *e;
 	char *cause = NULL;
 	size_t i;
 	int r, pinned = rm->repin;
 
-	if (rm->base == NULL && (rm->base = event_base_new()) == NULL)
+	if ((e = fleet_engine(rm->fleet)) == NULL)
 		return -1;
-	if (rm->engine == NULL &&
-	    (rm->engine = engine_new(rm->base, NULL)) == NULL)
-		return -1;
-	r = engine_run(rm->engine, rm->hosts, rm->n, set, &rm->ops);
+	r = engine_run(e, rm->hosts, rm->n, set, &rm->ops);
 	/*
 	 * Keys pinned on first contact: rewrite the known_hosts file that
 	 * gpufleet ssh uses, once for the whole run.
@@ -221,15 +217,11 @@ remote_close(struct remote *rm)
 		engine_forget(&rm->hosts[i]);
 		engine_host_clear(&rm->hosts[i]);
 	}
-	engine_free(rm->engine);
-	if (rm->base != NULL)
-		event_base_free(rm->base);
 	for (i = 0; rm->pinned_type != NULL && i < rm->n; i++)
 		free(rm->pinned_type[i]);
 	free(rm->pinned_type);
 	free(rm->hosts);
 	instance_free_array(rm->list, rm->n);
 	keyring_free(&rm->keyring);
-	inventory_close(rm->inv);
 	free(rm);
 }

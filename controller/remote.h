@@ -6,15 +6,13 @@
 #ifndef GPUFLEET_REMOTE_H
 #define GPUFLEET_REMOTE_H
 
-#include "cmd.h"
 #include "engine.h"
+#include "fleet.h"
 #include "keyring.h"
 
 struct remote {
-	struct event_base *base; /* the loop the engine runs on */
-	struct engine *engine;
-	struct cmd_ctx *ctx;
-	struct inventory *inv;
+	struct fleet *fleet;
+	struct inventory *inv; /* the fleet's */
 	struct instance *list;
 	size_t n;
 	struct engine_host *hosts; /* n, parallel to list */
@@ -25,7 +23,7 @@ struct remote {
 	const char *expect_fp; /* with repin: only this key */
 };
 
-int remote_open(struct cmd_ctx *, const char *, struct remote **, char **);
+int remote_open(struct fleet *, const char *, struct remote **, char **);
 int remote_run(struct remote *, const struct engine_settings *);
 void remote_close(struct remote *);
 

@@ -145,6 +145,7 @@ main(int argc, char **argv)
 			snprintf(name, sizeof name, "inst-%zu", k + 1);
 			sd->ins[i].name = xstrdup(name);
 			sd->ins[i].host = xstrdup("127.0.0.1");
+			free(sd->ins[i].user);
 			sd->ins[i].user = xstrdup(argv[2]);
 			if (instance_parse_port(
 				argv[3 + k], &sd->ins[i].port, &why) != 0) {
