@@ -54,6 +54,9 @@
 #define SETUP_IDLE_DEFAULT 30
 /* ...or after this many times that long in all. */
 #define SETUP_CAP_FACTOR 10
+/* Retrying a host that failed to connect: 1 s, doubling, at most 5 min. */
+#define BACKOFF_FIRST_MS 1000
+#define BACKOFF_MAX_MS	 (5 * 60 * 1000)
 #define KEX_ALGORITHMS                                                         \
 	"curve25519-sha256,curve25519-sha256@libssh.org,"                      \
 	"ecdh-sha2-nistp256,diffie-hellman-group14-sha256"
@@ -162,6 +165,7 @@ static const char *const fail_codes[EF_NKINDS] = {
 	[EF_CHANNEL] = "channel",
 	[EF_UNSUPPORTED] = "unsupported",
 	[EF_INTERRUPTED] = "interrupted",
+	[EF_BACKOFF] = "backoff",
 };
 
 static void start_more(struct engine_run *);
@@ -217,6 +221,27 @@ engine_now_ms(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * How long to wait before trying a host again after its fails-th
+ * connection failure in a row: BACKOFF_FIRST_MS doubling up to
+ * BACKOFF_MAX_MS, times a jitter of 0.5 to 1.5 taken from rnd (any value),
+ * so that hosts that failed together do not come back together.
+ */
+int64_t
+engine_backoff_ms(int fails, unsigned int rnd)
+{
+	int64_t d = BACKOFF_FIRST_MS;
+	int k;
+
+	if (fails < 1)
+		return 0;
+	for (k = 1; k < fails && d < BACKOFF_MAX_MS; k++)
+		d *= 2;
+	if (d > BACKOFF_MAX_MS)
+		d = BACKOFF_MAX_MS;
+	return d / 2 + d * (int64_t)(rnd % 1000) / 1000;
 }
 
 /*
@@ -362,6 +387,16 @@ conn_start(struct engine_run *r, struct engine_host *h)
 		conn_setup_phase(c);
 		conn_step(c);
 		return;
+	}
+	if (r->set->backoff && h->retry_at_ms > engine_now_ms() &&
+	    h->fail == EF_NONE) {
+		h->fail = EF_BACKOFF;
+		xasprintf(&h->fail_msg,
+		    "not tried: %d connection failure%s in a row, next attempt "
+		    "in %llds",
+		    h->fails, h->fails > 1 ? "s" : "",
+		    (long long)((h->retry_at_ms - engine_now_ms() + 999) /
+			1000));
 	}
 	c = xcalloc(1, sizeof *c);
 	c->e = e;
@@ -1153,6 +1188,23 @@ conn_finish(struct engine_conn *c)
 		return;
 	h->done = 1;
 	h->end_ms = engine_now_ms();
+	switch (h->fail) {
+	case EF_NONE:
+		h->fails = 0;
+		h->retry_at_ms = 0;
+		break;
+	case EF_RESOLVE:
+	case EF_REFUSED:
+	case EF_UNREACHABLE:
+	case EF_CONNECT_TIMEOUT:
+	case EF_SSH:
+		h->fails++;
+		h->retry_at_ms =
+		    h->end_ms + engine_backoff_ms(h->fails, arc4random());
+		break;
+	default:
+		break; /* the host answered; or we did not try (backoff) */
+	}
 	if (r->set->keep_open && h->fail == EF_NONE && c->s != NULL &&
 	    ssh_is_connected(c->s)) {
 		/* Keep the session for the next run; drop the channel. */

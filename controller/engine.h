@@ -36,6 +36,7 @@ enum engine_fail {
 	EF_CHANNEL,	    /* channel open or exec refused */
 	EF_UNSUPPORTED,	    /* e.g. ProxyJump */
 	EF_INTERRUPTED,	    /* SIGINT before the host finished */
+	EF_BACKOFF,	    /* not tried: failed lately, retry_at not reached */
 	EF_NKINDS
 };
 
@@ -62,6 +63,8 @@ struct engine_host {
 	int64_t start_ms;
 	int64_t end_ms;
 	int done;
+	int fails;	     /* connection failures in a row */
+	int64_t retry_at_ms; /* with settings.backoff: not before this */
 
 	void *user;		  /* the caller's */
 	struct engine_conn *conn; /* private */
@@ -97,10 +100,13 @@ struct engine_settings {
 	int handle_sigint; /* engine_run only: Ctrl-C cancels the run */
 	int keep_open;	   /* hold sessions for the next run (watch) */
 	int fresh;	   /* log in anew even where a session is held */
+	int backoff; /* a host that failed to connect waits before the next try
+		      */
 };
 
 const char *engine_fail_code(enum engine_fail);
 int64_t engine_now_ms(void);
+int64_t engine_backoff_ms(int, unsigned int);
 struct engine;
 
 struct engine *engine_new(struct event_base *, struct evdns_base *);

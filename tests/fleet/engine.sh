@@ -29,6 +29,14 @@ ticks=$(sed -n 's/^ticks \([0-9]*\)$/\1/p' <<<"$out")
 checks=$((checks + 1))
 [ "${ticks:-0}" -ge 1 ] || fail "the timer never ran while the runs were in flight: [$out]"
 
+# Backoff: a host that was refused is not tried again at once.
+expect_eq "$(grep '^backoff first' <<<"$out")" "backoff first refused fails 1 delay_ok 1" \
+    "a refused host records one failure and a wait of 0.5-1.5 s"
+line=$(grep '^backoff second' <<<"$out")
+expect_match "$line" '^backoff second expect (backoff|refused) got ' "second try reported"
+expect_eq "${line##* got }" "$(sed 's/.* expect \([a-z]*\) got .*/\1/' <<<"$line")" \
+    "the second try did what the clock says (backoff while its wait runs)"
+
 # libssh's own messages (debugging) come through gpufleet's log: every
 # stderr line is gpufleet's, escaped, none in libssh's format.
 GPUFLEET_DEBUG=1 GPUFLEET_SSH_DEBUG=1 run exec inst-1 -- true

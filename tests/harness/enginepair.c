@@ -12,9 +12,18 @@
  * one line per host, "NAME RUN ok|FAIL-CODE EXIT OUTPUT" (output with
  * newlines as '|'), then "finished A", "finished B" as they come, and
  * "ticks N" (how many ticks came before both runs were finished).
+ *
+ * Then the backoff policy: one host on a port that refuses connections is
+ * run twice with settings.backoff; prints "backoff fails F delay_ok D"
+ * after the first try (D: the recorded wait is 0.5-1.5 s) and "backoff
+ * second expect E got G": E is what the clock says the second run must
+ * do (backoff while retry_at is ahead, refused after it), G what it did.
  * Host keys are not checked: the fleet is ours, on loopback.
  */
+#include <sys/socket.h>
 #include <sys/stat.h>
+
+#include <netinet/in.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,6 +50,7 @@ struct side {
 };
 
 static int ticks, finished_runs;
+static void backoff_check(struct engine *, ssh_key);
 static struct event_base *base;
 
 static void
@@ -90,6 +100,60 @@ tick_cb(evutil_socket_t fd, short what, void *arg)
 	(void)arg;
 	if (finished_runs < 2)
 		ticks++;
+}
+
+/* A host whose connections are refused, run twice with backoff. */
+static void
+backoff_check(struct engine *e, ssh_key key)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof sin;
+	struct engine_settings set;
+	struct engine_ops ops;
+	struct engine_host h;
+	struct instance in;
+	const char *expect;
+	int fd, delay;
+
+	/* Bound, never listening: connecting to it is refused. */
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	memset(&sin, 0, sizeof sin);
+	sin.sin_family = AF_INET;
+	sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd == -1 || bind(fd, (struct sockaddr *)&sin, sizeof sin) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&sin, &len) != 0) {
+		perror("enginepair: socket");
+		exit(1);
+	}
+	instance_init(&in);
+	free(in.name);
+	in.name = xstrdup("refusing");
+	in.host = xstrdup("127.0.0.1");
+	in.port = ntohs(sin.sin_port);
+	memset(&h, 0, sizeof h);
+	h.in = &in;
+	h.keys[0] = key;
+	h.nkeys = 1;
+	memset(&set, 0, sizeof set);
+	set.command = "true";
+	set.fanout = 1;
+	set.connect_timeout = 30;
+	set.backoff = 1;
+	memset(&ops, 0, sizeof ops);
+
+	engine_run(e, &h, 1, &set, &ops);
+	delay = (int)(h.retry_at_ms - h.end_ms);
+	printf("backoff first %s fails %d delay_ok %d\n",
+	    engine_fail_code(h.fail), h.fails, delay >= 500 && delay <= 1500);
+	engine_host_clear(&h);
+	h.fail = EF_NONE;
+	expect = engine_now_ms() < h.retry_at_ms ? "backoff" : "refused";
+	engine_run(e, &h, 1, &set, &ops);
+	printf("backoff second expect %s got %s\n", expect,
+	    engine_fail_code(h.fail));
+	engine_host_clear(&h);
+	instance_clear(&in);
+	close(fd);
 }
 
 int
@@ -173,6 +237,7 @@ main(int argc, char **argv)
 	event_base_dispatch(base);
 	printf("ticks %d\n", ticks);
 	event_free(tick);
+	backoff_check(e, key);
 	for (s = 0; s < 2; s++) {
 		for (i = 0; i < sides[s].n; i++) {
 			engine_forget(&sides[s].hosts[i]);
