@@ -82,6 +82,12 @@ static int has_retired_key(struct remote *, size_t);
 static int has_retired_keys(struct remote *);
 static void check_reinjected(struct remote *, struct engine_settings *);
 static void ak_output(struct engine_host *, int, const char *, size_t, void *);
+static int parse_args(const struct cmd_entry *, int, char **, struct exec_run *,
+    struct engine_settings *, const char **, int *);
+static int prepare_outdir(const char *);
+static int open_outputs(struct exec_run *, const struct engine_settings *);
+static int print_summary(const struct exec_run *);
+static void free_outputs(struct exec_run *);
 
 const struct cmd_entry cmd_exec_entry = {
 	.name = "exec",
@@ -726,6 +732,158 @@ parse_secs(const struct cmd_entry *e, const char *opt, const char *s, int min,
 	return 0;
 }
 
+/*
+ * Parse exec's options into run and set; *dashdash gets the index of
+ * "--". Returns -1 to go on, or the exit status.
+ */
+static int
+parse_args(const struct cmd_entry *e, int argc, char **argv,
+    struct exec_run *run, struct engine_settings *set, const char **stdin_path,
+    int *dashdash)
+{
+	int ch, status, r, k, end;
+
+	for (k = 1; k < argc && *dashdash == 0; k++) {
+		if (strcmp(argv[k], "--") == 0)
+			*dashdash = k;
+	}
+	end = *dashdash ? *dashdash : argc;
+	while ((ch = cmd_getopt(
+		    e, end, argv, "bo:t:f:h", exec_options, &status)) != -1) {
+		r = 0;
+		switch (ch) {
+		case -2:
+			return status;
+		case 'b':
+			run->mode = MODE_GATHER;
+			break;
+		case OPT_JSON:
+			run->mode = MODE_JSON;
+			break;
+		case 'o':
+			run->mode = MODE_FILES;
+			run->outdir = optarg;
+			break;
+		case OPT_STDIN:
+			*stdin_path = optarg;
+			break;
+		case 't':
+			r = parse_secs(
+			    e, "--timeout", optarg, 0, &set->command_timeout);
+			break;
+		case OPT_CONNECT_TIMEOUT:
+			r = parse_secs(e, "--connect-timeout", optarg, 1,
+			    &set->connect_timeout);
+			break;
+		case OPT_SETUP_TIMEOUT:
+			r = parse_secs(e, "--setup-timeout", optarg, 1,
+			    &set->setup_timeout);
+			break;
+		case 'f':
+			r = parse_secs(e, "--fanout", optarg, 1, &set->fanout);
+			break;
+		}
+		if (r != 0)
+			return r;
+	}
+	/* Options may also follow the selector, before "--". */
+	if (optind < end - 1 || optind >= end)
+		return cmd_usage_error(e, "needs SELECTOR, then -- COMMAND");
+	if (!*dashdash || *dashdash + 1 >= argc)
+		return cmd_usage_error(
+		    e, "needs -- COMMAND after the SELECTOR");
+	return -1;
+}
+
+/* -o DIR: create (or check) DIR before anything runs. Returns 0 or exit 2. */
+static int
+prepare_outdir(const char *dir)
+{
+	char *cause = NULL;
+
+	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+		xasprintf(&cause, "cannot create %s: %s", dir, strerror(errno));
+		return cmd_fail(GF_EUSAGE, cause);
+	}
+	if (check_outdir(dir, &cause) != 0)
+		return cmd_fail(GF_EUSAGE, cause);
+	return 0;
+}
+
+/* -o DIR: open DIR/NAME.out and DIR/NAME.err for every host. */
+static int
+open_outputs(struct exec_run *run, const struct engine_settings *set)
+{
+	struct remote *remote = run->remote;
+	char *cause = NULL;
+	size_t i;
+	int k;
+
+	/* Two files per host stay open for the run, plus the fan-out. */
+	engine_raise_nofile(2 * remote->n + (size_t)set->fanout);
+	for (i = 0; i < remote->n; i++) {
+		for (k = 0; k < 2; k++) {
+			xasprintf(&run->outs[i].path[k], "%s/%s.%s",
+			    run->outdir, remote->hosts[i].in->name,
+			    k ? "err" : "out");
+			run->outs[i].fd[k] =
+			    open_output(run->outs[i].path[k], &cause);
+			if (run->outs[i].fd[k] == -1)
+				return cmd_fail(GF_EUSAGE, cause);
+		}
+	}
+	return 0;
+}
+
+/* The summary line on stderr; returns the exit status it stands for. */
+static int
+print_summary(const struct exec_run *run)
+{
+	const char *sep = "";
+	size_t n = run->remote->n;
+	int k;
+
+	fprintf(stderr,
+	    "%sgpufleet: exec: %zu host%s: %zu ok, %zu exit non-zero, %zu "
+	    "failed",
+	    run->progress ? "\030" : "", n, n == 1 ? "" : "s", run->nok,
+	    run->nnonzero, run->nfailed);
+	for (k = 1; k < EF_NKINDS; k++) {
+		if (run->by_reason[k] == 0)
+			continue;
+		fprintf(stderr, "%s%s %zu", *sep ? ", " : " (",
+		    engine_fail_code(k), run->by_reason[k]);
+		sep = ",";
+	}
+	if (run->nwrite != 0)
+		fprintf(stderr, "%swrite_error %zu", *sep ? ", " : " (",
+		    run->nwrite);
+	fprintf(stderr, "%s\n", *sep || run->nwrite != 0 ? ")" : "");
+	if (run->by_reason[EF_INTERRUPTED] != 0)
+		return 130;
+	return run->nok == n ? GF_OK : GF_EHOSTS;
+}
+
+/* Close and free the per-host outputs. */
+static void
+free_outputs(struct exec_run *run)
+{
+	size_t i;
+	int k;
+
+	if (run->outs == NULL)
+		return;
+	for (i = 0; i < run->n; i++) {
+		close_outputs(&run->outs[i]);
+		for (k = 0; k < 2; k++) {
+			free(run->outs[i].stream[k].data);
+			free(run->outs[i].path[k]);
+		}
+		free(run->outs[i].write_error);
+	}
+	free(run->outs);
+}
+
 static int
 cmd_exec_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
@@ -733,10 +891,10 @@ cmd_exec_exec(
 	struct exec_run run;
 	struct engine_settings set;
 	struct remote *remote = NULL;
-	const char *stdin_path = NULL, *reason_sep = "";
+	const char *stdin_path = NULL;
 	char *cause = NULL, *command = NULL, *stdin_data = NULL;
 	size_t stdin_len = 0, i;
-	int ch, status, dashdash = 0, r, k;
+	int status, dashdash = 0, r;
 
 	memset(&run, 0, sizeof run);
 	memset(&set, 0, sizeof set);
@@ -745,69 +903,12 @@ cmd_exec_exec(
 	set.setup_timeout = ctx->config->setup_timeout;
 	set.command_timeout = ctx->config->command_timeout;
 	run.mode = MODE_PREFIX;
-	for (k = 1; k < argc; k++) {
-		if (strcmp(argv[k], "--") == 0) {
-			dashdash = k;
-			break;
-		}
-	}
-	while ((ch = cmd_getopt(e, dashdash ? dashdash : argc, argv, "bo:t:f:h",
-		    exec_options, &status)) != -1) {
-		switch (ch) {
-		case -2:
-			return status;
-		case 'b':
-			run.mode = MODE_GATHER;
-			break;
-		case OPT_JSON:
-			run.mode = MODE_JSON;
-			break;
-		case 'o':
-			run.mode = MODE_FILES;
-			run.outdir = optarg;
-			break;
-		case OPT_STDIN:
-			stdin_path = optarg;
-			break;
-		case 't':
-			if ((status = parse_secs(e, "--timeout", optarg, 0,
-				 &set.command_timeout)) != 0)
-				return status;
-			break;
-		case OPT_CONNECT_TIMEOUT:
-			if ((status = parse_secs(e, "--connect-timeout", optarg,
-				 1, &set.connect_timeout)) != 0)
-				return status;
-			break;
-		case OPT_SETUP_TIMEOUT:
-			if ((status = parse_secs(e, "--setup-timeout", optarg,
-				 1, &set.setup_timeout)) != 0)
-				return status;
-			break;
-		case 'f':
-			if ((status = parse_secs(
-				 e, "--fanout", optarg, 1, &set.fanout)) != 0)
-				return status;
-			break;
-		}
-	}
-	/* Options may also follow the selector, before "--". */
-	if (optind < (dashdash ? dashdash : argc) - 1 ||
-	    optind >= (dashdash ? dashdash : argc))
-		return cmd_usage_error(e, "needs SELECTOR, then -- COMMAND");
-	if (!dashdash || dashdash + 1 >= argc)
-		return cmd_usage_error(
-		    e, "needs -- COMMAND after the SELECTOR");
-	if (run.mode == MODE_FILES && mkdir(run.outdir, 0755) != 0 &&
-	    errno != EEXIST)
-		return cmd_fail(GF_EUSAGE,
-		    (xasprintf(&cause,
-			 "cannot create "
-			 "%s: %s",
-			 run.outdir, strerror(errno)),
-			cause));
-	if (run.mode == MODE_FILES && check_outdir(run.outdir, &cause) != 0)
-		return cmd_fail(GF_EUSAGE, cause);
+	if ((status = parse_args(
+		 e, argc, argv, &run, &set, &stdin_path, &dashdash)) != -1)
+		return status;
+	if (run.mode == MODE_FILES &&
+	    (status = prepare_outdir(run.outdir)) != 0)
+		return status;
 	if (stdin_path != NULL &&
 	    read_stdin_file(stdin_path, &stdin_data, &stdin_len, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
@@ -824,24 +925,8 @@ cmd_exec_exec(
 		run.outs[i].fd[0] = run.outs[i].fd[1] = -1;
 	run.progress =
 	    isatty(STDERR_FILENO) && getenv("GPUFLEET_NO_PROGRESS") == NULL;
-	if (run.mode == MODE_FILES) {
-		/* Two files per host stay open for the run, plus the fan-out.
-		 */
-		engine_raise_nofile(2 * remote->n + (size_t)set.fanout);
-		for (i = 0; i < remote->n; i++) {
-			for (k = 0; k < 2; k++) {
-				xasprintf(&run.outs[i].path[k], "%s/%s.%s",
-				    run.outdir, remote->hosts[i].in->name,
-				    k ? "err" : "out");
-				run.outs[i].fd[k] =
-				    open_output(run.outs[i].path[k], &cause);
-				if (run.outs[i].fd[k] == -1) {
-					status = cmd_fail(GF_EUSAGE, cause);
-					goto out;
-				}
-			}
-		}
-	}
+	if (run.mode == MODE_FILES && (status = open_outputs(&run, &set)) != 0)
+		goto out;
 	set.command = command;
 	set.stdin_data = stdin_data;
 	set.stdin_len = stdin_len;
@@ -852,9 +937,8 @@ cmd_exec_exec(
 	/* Hold sessions where a re-injected key must be looked for after. */
 	set.keep_open = has_retired_keys(remote);
 	if (remote_run(remote, &set) != 0) {
-		status = cmd_fail(GF_EHOSTS,
-		    xstrdup("cannot start the event "
-			    "loop"));
+		status =
+		    cmd_fail(GF_EHOSTS, xstrdup("cannot start the event loop"));
 		goto out;
 	}
 	progress_clear(&run);
@@ -863,39 +947,9 @@ cmd_exec_exec(
 	if (set.keep_open && run.by_reason[EF_INTERRUPTED] == 0)
 		check_reinjected(remote, &set);
 	fflush(stdout);
-
-	fprintf(stderr,
-	    "%sgpufleet: exec: %zu host%s: %zu ok, %zu exit "
-	    "non-zero, %zu failed",
-	    run.progress ? "\030" : "", remote->n, remote->n == 1 ? "" : "s",
-	    run.nok, run.nnonzero, run.nfailed);
-	for (k = 1; k < EF_NKINDS; k++) {
-		if (run.by_reason[k] == 0)
-			continue;
-		fprintf(stderr, "%s%s %zu", *reason_sep ? ", " : " (",
-		    engine_fail_code(k), run.by_reason[k]);
-		reason_sep = ",";
-	}
-	if (run.nwrite != 0)
-		fprintf(stderr, "%swrite_error %zu", *reason_sep ? ", " : " (",
-		    run.nwrite);
-	fprintf(stderr, "%s\n", *reason_sep || run.nwrite != 0 ? ")" : "");
-	if (run.by_reason[EF_INTERRUPTED] != 0)
-		status = 130;
-	else
-		status = run.nok == remote->n ? GF_OK : GF_EHOSTS;
+	status = print_summary(&run);
 out:
-	if (run.outs != NULL) {
-		for (i = 0; i < run.n; i++) {
-			close_outputs(&run.outs[i]);
-			for (k = 0; k < 2; k++) {
-				free(run.outs[i].stream[k].data);
-				free(run.outs[i].path[k]);
-			}
-			free(run.outs[i].write_error);
-		}
-		free(run.outs);
-	}
+	free_outputs(&run);
 	remote_close(remote);
 	free(command);
 	free(stdin_data);
