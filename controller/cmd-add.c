@@ -13,6 +13,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
+static int set_target(
+    struct instance *, const char *, const char *, const char *, char **);
 static int cmd_add_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
@@ -76,6 +78,50 @@ static const struct option add_options[] = { { "port", required_argument, NULL,
 	{ "currency", required_argument, NULL, OPT_CURRENCY },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
+/*
+ * Set host, port and user from [USER@]HOST[:PORT] and the --port and
+ * --user options (either may be NULL); a value given both ways must agree.
+ * Returns 0, or -1 with *cause set.
+ */
+static int
+set_target(struct instance *in, const char *spec, const char *port,
+    const char *user, char **cause)
+{
+	char *spec_user = NULL, *spec_host = NULL;
+	int spec_port = 0, p, r = -1;
+
+	if (instance_parse_hostspec(
+		spec, &spec_user, &spec_host, &spec_port, cause) != 0)
+		return -1;
+	free(in->host);
+	in->host = spec_host;
+	if (port != NULL) {
+		if (instance_parse_port(port, &p, cause) != 0)
+			goto out;
+		if (spec_port != 0 && spec_port != p) {
+			xasprintf(cause,
+			    "port %d in '%s' conflicts with --port %d",
+			    spec_port, spec, p);
+			goto out;
+		}
+		in->port = p;
+	} else if (spec_port != 0)
+		in->port = spec_port;
+	if (user != NULL && spec_user != NULL && strcmp(user, spec_user)) {
+		xasprintf(cause, "user '%s' in '%s' conflicts with --user %s",
+		    spec_user, spec, user);
+		goto out;
+	}
+	if (user == NULL)
+		user = spec_user;
+	if (user != NULL && instance_set_field(in, "user", user, cause) != 0)
+		goto out;
+	r = 0;
+out:
+	free(spec_user);
+	return r;
+}
+
 static int
 cmd_add_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
@@ -83,9 +129,9 @@ cmd_add_exec(
 	struct instance in;
 	struct inventory *inv = NULL;
 	const char *port = NULL, *user = NULL, *field = NULL;
-	char *cause = NULL, *spec_user = NULL, *spec_host = NULL;
+	char *cause = NULL;
 	struct billing_rule rule;
-	int ch, status, spec_port = 0, json = 0, r, known, priced = 0;
+	int ch, status, json = 0, r, known, priced = 0;
 
 	instance_init(&in);
 	billing_rule_init(&rule, "CNY");
@@ -151,33 +197,7 @@ cmd_add_exec(
 		goto out;
 	}
 	if (instance_set_field(&in, "name", argv[optind], &cause) != 0 ||
-	    instance_parse_hostspec(argv[optind + 1], &spec_user, &spec_host,
-		&spec_port, &cause) != 0)
-		goto usage_fail;
-	in.host = spec_host;
-	spec_host = NULL;
-	if (port != NULL) {
-		int p;
-		if (instance_parse_port(port, &p, &cause) != 0)
-			goto usage_fail;
-		if (spec_port != 0 && spec_port != p) {
-			xasprintf(&cause,
-			    "port %d in '%s' conflicts with "
-			    "--port %d",
-			    spec_port, argv[optind + 1], p);
-			goto usage_fail;
-		}
-		in.port = p;
-	} else if (spec_port != 0)
-		in.port = spec_port;
-	if (user != NULL && spec_user != NULL && strcmp(user, spec_user)) {
-		xasprintf(&cause, "user '%s' in '%s' conflicts with --user %s",
-		    spec_user, argv[optind + 1], user);
-		goto usage_fail;
-	}
-	if (user == NULL)
-		user = spec_user;
-	if (user != NULL && instance_set_field(&in, "user", user, &cause) != 0)
+	    set_target(&in, argv[optind + 1], port, user, &cause) != 0)
 		goto usage_fail;
 	in.created_at = time(NULL);
 
@@ -206,7 +226,5 @@ usage_fail:
 out:
 	inventory_close(inv);
 	instance_clear(&in);
-	free(spec_user);
-	free(spec_host);
 	return status;
 }

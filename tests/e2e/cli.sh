@@ -162,6 +162,17 @@ expect_match "$(run set a100-1 prot=22; echo "$err")" \
     "valid fields: name, host, port, user" "unknown field lists valid ones"
 expect_match "$(run add n1 h:65536; echo "$err")" "65536" \
     "bad port error names the value"
+bad "port given twice, differently" add n1 root@h:22 --port 23
+expect_eq "$err" "gpufleet: port 22 in 'root@h:22' conflicts with --port 23" \
+    "the port conflict names both"
+bad "user given twice, differently" add n1 bob@h --user al
+expect_eq "$err" "gpufleet: user 'bob' in 'bob@h' conflicts with --user al" \
+    "the user conflict names both"
+run add n2 bob@h:2200 --port 2200 --user bob --json
+expect_rc 0 "the same port and user both ways"
+expect_match "$out" '"port": 2200' "agreeing port taken"
+expect_match "$out" '"user": "bob"' "agreeing user taken"
+run rm --purge n2 </dev/null
 
 # --- rm: release keeps history, purge deletes ---------------------------
 run rm cpu-1
