@@ -26,6 +26,20 @@ static int to_instance(
 static char *differences(const struct instance *, const struct instance *);
 static char *local_user(void);
 
+/* One import: where to, with what, and the counts for the summary. */
+struct import_run {
+	struct inventory *inv;
+	const char *path; /* the ssh_config, absolute */
+	const char *provider;
+	char **tags;
+	size_t ntags;
+	int dry;
+	int added, same, differ, skipped;
+};
+
+static int import_host(
+    struct import_run *, const struct sshconfig_host *, char **);
+
 const struct cmd_entry cmd_import_entry = {
 	.name = "import",
 	.usage = "[SSH_CONFIG] [--match GLOB] [--dry-run] [--tag T]... "
@@ -131,21 +145,88 @@ differences(const struct instance *stored, const struct instance *wanted)
 	return s;
 }
 
+/*
+ * Import one Host block (or say why not, or that it differs from what the
+ * inventory has). Returns 0, or a negative status with *cause set when the
+ * database fails.
+ */
+static int
+import_host(
+    struct import_run *run, const struct sshconfig_host *h, char **cause)
+{
+	struct instance in, old;
+	char *diff, *target;
+	size_t j;
+	int r;
+
+	instance_init(&in);
+	if (to_instance(h, run->path, &in, cause) != 0 ||
+	    (run->provider != NULL &&
+		instance_set_field(&in, "provider", run->provider, cause) !=
+		    0)) {
+		printf("skipped %s\n", *cause);
+		free(*cause);
+		*cause = NULL;
+		run->skipped++;
+		instance_clear(&in);
+		return 0;
+	}
+	for (j = 0; j < run->ntags; j++)
+		instance_add_tag(&in, run->tags[j]);
+	in.created_at = time(NULL);
+
+	r = inventory_get(run->inv, in.name, &old, cause);
+	if (r == -GF_EDB) {
+		instance_clear(&in);
+		return r;
+	}
+	free(*cause);
+	*cause = NULL;
+	if (r == 0) {
+		if ((diff = differences(&old, &in)) != NULL) {
+			printf("differs %s: already in the inventory with "
+			       "other settings (%s); not changed\n",
+			    in.name, diff);
+			run->differ++;
+		} else
+			run->same++;
+		free(diff);
+		instance_clear(&old);
+		instance_clear(&in);
+		return 0;
+	}
+	if (h->proxy != NULL)
+		warn_msg("%s uses %s, which gpufleet does not support yet; "
+			 "connections to it will fail",
+		    h->alias, h->proxy);
+	if (!run->dry && (r = inventory_add(run->inv, &in, cause)) != 0) {
+		instance_clear(&in);
+		return r;
+	}
+	target = instance_target(&in);
+	printf(
+	    "%s %s: %s\n", run->dry ? "would add" : "added", in.name, target);
+	free(target);
+	run->added++;
+	instance_clear(&in);
+	return 0;
+}
+
 static int
 cmd_import_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct sshconfig sc;
+	struct import_run run;
 	struct inventory *inv = NULL;
-	struct instance in, old;
 	const char *home = getenv("HOME"), *match = NULL, *provider = NULL;
-	char *path = NULL, *cause = NULL, *diff, *target, abs[PATH_MAX];
+	char *path = NULL, *cause = NULL, abs[PATH_MAX];
 	char **tags = NULL;
-	size_t i, ntags = 0, j;
-	int ch, status, dry = 0, r, added = 0, same = 0, differ = 0;
-	int skipped = 0;
+	size_t i, ntags = 0;
+	int ch, status, dry = 0, r;
 
 	memset(&sc, 0, sizeof sc);
+	memset(&run, 0, sizeof run);
 	while ((ch = cmd_getopt(
 		    e, argc, argv, "m:nt:h", import_options, &status)) != -1) {
 		switch (ch) {
@@ -190,83 +271,40 @@ cmd_import_exec(
 	}
 	for (i = 0; i < sc.nnotes; i++)
 		printf("skipped %s\n", sc.notes[i]);
-	skipped = sc.nnotes;
+	run.skipped = (int)sc.nnotes;
 
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		goto out;
+	run.inv = inv;
+	run.path = path;
+	run.provider = provider;
+	run.tags = tags;
+	run.ntags = ntags;
+	run.dry = dry;
 	if (!dry && (r = inventory_begin(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
 	}
 	for (i = 0; i < sc.nhosts; i++) {
-		const struct sshconfig_host *h = &sc.hosts[i];
-		if (match != NULL && fnmatch(match, h->alias, 0) != 0)
+		if (match != NULL && fnmatch(match, sc.hosts[i].alias, 0) != 0)
 			continue;
-		instance_init(&in);
-		if (to_instance(h, path, &in, &cause) != 0 ||
-		    (provider != NULL &&
-			instance_set_field(&in, "provider", provider, &cause) !=
-			    0)) {
-			printf("skipped %s\n", cause);
-			free(cause);
-			cause = NULL;
-			skipped++;
-			instance_clear(&in);
-			continue;
-		}
-		for (j = 0; j < ntags; j++)
-			instance_add_tag(&in, tags[j]);
-		in.created_at = time(NULL);
-
-		r = inventory_get(inv, in.name, &old, &cause);
-		if (r == -GF_EDB) {
-			instance_clear(&in);
-			status = cmd_fail(GF_EDB, cause);
-			goto out;
-		}
-		free(cause);
-		cause = NULL;
-		if (r == 0) {
-			if ((diff = differences(&old, &in)) != NULL) {
-				printf(
-				    "differs %s: already in the inventory "
-				    "with other settings (%s); not changed\n",
-				    in.name, diff);
-				differ++;
-			} else
-				same++;
-			free(diff);
-			instance_clear(&old);
-			instance_clear(&in);
-			continue;
-		}
-		if (h->proxy != NULL)
-			warn_msg("%s uses %s, which gpufleet does not support "
-				 "yet; connections to it will fail",
-			    h->alias, h->proxy);
-		if (!dry && (r = inventory_add(inv, &in, &cause)) != 0) {
-			instance_clear(&in);
+		if ((r = import_host(&run, &sc.hosts[i], &cause)) != 0) {
 			status = cmd_fail(-r, cause);
 			goto out;
 		}
-		target = instance_target(&in);
-		printf("%s %s: %s\n", dry ? "would add" : "added", in.name,
-		    target);
-		free(target);
-		added++;
-		instance_clear(&in);
 	}
 	if (!dry && (r = inventory_commit(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
 	}
-	if (added == 0 && differ == 0)
+	if (run.added == 0 && run.differ == 0)
 		printf("nothing to import: %d host%s already in the "
 		       "inventory, %d skipped\n",
-		    same, same == 1 ? "" : "s", skipped);
+		    run.same, run.same == 1 ? "" : "s", run.skipped);
 	else
 		printf("%s %d, unchanged %d, differing %d, skipped %d\n",
-		    dry ? "would add" : "added", added, same, differ, skipped);
+		    dry ? "would add" : "added", run.added, run.same,
+		    run.differ, run.skipped);
 	status = GF_OK;
 out:
 	inventory_close(inv);
