@@ -18,6 +18,8 @@
 
 #define SPARK_WIDTH 60
 
+static void print_json(const char *, const struct history_point *, size_t);
+static void print_lines(const char *, const struct history_point *, size_t);
 static int cmd_history_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 
@@ -53,21 +55,89 @@ num(double v)
 	return isnan(v) ? json_null() : json_real(v);
 }
 
+/* history --json: the points of one instance. */
+static void
+print_json(const char *name, const struct history_point *p, size_t n)
+{
+	json_t *arr = json_array(), *o;
+	size_t i;
+	char *t;
+
+	for (i = 0; i < n; i++) {
+		o = json_object();
+		t = instance_format_time(p[i].t);
+		json_object_set_new(o, "t", json_string(t));
+		free(t);
+		json_object_set_new(o, "gpu", json_integer(p[i].gpu));
+		json_object_set_new(o, "n", json_integer(p[i].n));
+		json_object_set_new(o, "util_mean", num(p[i].util_mean));
+		json_object_set_new(o, "util_max", num(p[i].util_max));
+		json_object_set_new(o, "mem_mean", num(p[i].mem_mean));
+		json_object_set_new(o, "mem_max", num(p[i].mem_max));
+		json_object_set_new(o, "mem_total", num(p[i].mem_total));
+		json_array_append_new(arr, o);
+	}
+	o = json_object();
+	json_object_set_new(o, "name", json_string(name));
+	json_object_set_new(o, "points", arr);
+	json_print(o, stdout);
+}
+
+/* One line per GPU: a sparkline of utilisation and the means. */
+static void
+print_lines(const char *name, const struct history_point *p, size_t n)
+{
+	static const char *const bars[] = { "\u2581", "\u2582", "\u2583",
+		"\u2584", "\u2585", "\u2586", "\u2587", "\u2588" };
+	size_t i, j, k, np;
+	int gpu;
+
+	/* Points are ordered by GPU, then time. */
+	for (i = 0; i < n; i = j) {
+		double sum = 0, max = 0, mem = 0, cnt = 0, total = NAN;
+		gpu = p[i].gpu;
+		for (j = i; j < n && p[j].gpu == gpu; j++) {
+			if (!isnan(p[j].util_mean)) {
+				sum += p[j].util_mean * p[j].n;
+				cnt += p[j].n;
+			}
+			if (!isnan(p[j].util_max) && p[j].util_max > max)
+				max = p[j].util_max;
+			if (!isnan(p[j].mem_mean))
+				mem += p[j].mem_mean * p[j].n;
+			if (!isnan(p[j].mem_total))
+				total = p[j].mem_total;
+		}
+		np = j - i;
+		printf("%s GPU %d  ", name, gpu);
+		for (k = 0; k < SPARK_WIDTH && k < np; k++) {
+			size_t from =
+			    i + k * np / (np < SPARK_WIDTH ? np : SPARK_WIDTH);
+			double u = p[from].util_mean;
+			int b = isnan(u) ? 0 : (int)(u / 100.0 * 7.999);
+			fputs(bars[b < 0 ? 0 : b > 7 ? 7 : b], stdout);
+		}
+		printf("  util mean %.0f%% max %.0f%%", cnt > 0 ? sum / cnt : 0,
+		    max);
+		if (cnt > 0 && !isnan(total))
+			printf("  mem mean %.1f/%.0f GiB", mem / cnt / 1024.0,
+			    total / 1024.0);
+		printf("  (%zu point%s)\n", np, np == 1 ? "" : "s");
+	}
+}
+
 static int
 cmd_history_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
-	static const char *const bars[] = { "\u2581", "\u2582", "\u2583",
-		"\u2584", "\u2585", "\u2586", "\u2587", "\u2588" };
 	struct inventory *inv = NULL;
 	struct instance in;
 	struct history_point *p = NULL;
 	const char *since_s = "-24h", *until_s = "now";
 	int64_t now = (int64_t)time(NULL), since, until;
-	char *cause = NULL, *t;
-	size_t n = 0, i, j;
-	int ch, status, json = 0, r, gpu;
-	json_t *arr, *o;
+	char *cause = NULL;
+	size_t n = 0;
+	int ch, status, json = 0, r;
 
 	memset(&in, 0, sizeof in);
 	while ((ch = cmd_getopt(
@@ -105,70 +175,14 @@ cmd_history_exec(
 	}
 	inventory_close(inv);
 
-	if (json) {
-		arr = json_array();
-		for (i = 0; i < n; i++) {
-			o = json_object();
-			t = instance_format_time(p[i].t);
-			json_object_set_new(o, "t", json_string(t));
-			free(t);
-			json_object_set_new(o, "gpu", json_integer(p[i].gpu));
-			json_object_set_new(o, "n", json_integer(p[i].n));
-			json_object_set_new(
-			    o, "util_mean", num(p[i].util_mean));
-			json_object_set_new(o, "util_max", num(p[i].util_max));
-			json_object_set_new(o, "mem_mean", num(p[i].mem_mean));
-			json_object_set_new(o, "mem_max", num(p[i].mem_max));
-			json_object_set_new(
-			    o, "mem_total", num(p[i].mem_total));
-			json_array_append_new(arr, o);
-		}
-		o = json_object();
-		json_object_set_new(o, "name", json_string(in.name));
-		json_object_set_new(o, "points", arr);
-		json_print(o, stdout);
-		goto out;
-	}
-	if (n == 0) {
+	if (json)
+		print_json(in.name, p, n);
+	else if (n == 0)
 		printf("%s: no samples in this window (run gpufleet status to "
 		       "take some)\n",
 		    in.name);
-		goto out;
-	}
-	/* Points are ordered by GPU, then time. */
-	for (i = 0; i < n; i = j) {
-		double sum = 0, max = 0, mem = 0, cnt = 0, total = NAN;
-		size_t k, np;
-		gpu = p[i].gpu;
-		for (j = i; j < n && p[j].gpu == gpu; j++) {
-			if (!isnan(p[j].util_mean)) {
-				sum += p[j].util_mean * p[j].n;
-				cnt += p[j].n;
-			}
-			if (!isnan(p[j].util_max) && p[j].util_max > max)
-				max = p[j].util_max;
-			if (!isnan(p[j].mem_mean))
-				mem += p[j].mem_mean * p[j].n;
-			if (!isnan(p[j].mem_total))
-				total = p[j].mem_total;
-		}
-		np = j - i;
-		printf("%s GPU %d  ", in.name, gpu);
-		for (k = 0; k < SPARK_WIDTH && k < np; k++) {
-			size_t from =
-			    i + k * np / (np < SPARK_WIDTH ? np : SPARK_WIDTH);
-			double u = p[from].util_mean;
-			int b = isnan(u) ? 0 : (int)(u / 100.0 * 7.999);
-			fputs(bars[b < 0 ? 0 : b > 7 ? 7 : b], stdout);
-		}
-		printf("  util mean %.0f%% max %.0f%%", cnt > 0 ? sum / cnt : 0,
-		    max);
-		if (cnt > 0 && !isnan(total))
-			printf("  mem mean %.1f/%.0f GiB", mem / cnt / 1024.0,
-			    total / 1024.0);
-		printf("  (%zu point%s)\n", np, np == 1 ? "" : "s");
-	}
-out:
+	else
+		print_lines(in.name, p, n);
 	free(p);
 	instance_clear(&in);
 	return GF_OK;
