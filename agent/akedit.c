@@ -33,6 +33,9 @@
 static int blob_of(const char *, struct authkeys_span *, const char **);
 static int make_dir(const char *);
 static int write_all(int, const char *, size_t);
+static int read_current(const char *, struct stat *, int *, struct buf *);
+static int replace_file(const char *, const char *, const struct stat *, int,
+    const struct buf *, const struct akedit *);
 
 /* The blob of a key line ("TYPE BLOB ..."): 0, or -1 if it holds none. */
 static int
@@ -174,6 +177,116 @@ write_all(int fd, const char *p, size_t n)
 }
 
 /*
+ * Read the current file (lstat in *sb, *exists) into old, refusing a
+ * symbolic link, a non-regular file or one over AKEDIT_MAX. Returns 0 or
+ * the exit status, with the reason on stderr.
+ */
+static int
+read_current(const char *path, struct stat *sb, int *exists, struct buf *old)
+{
+	if (lstat(path, sb) == 0)
+		*exists = 1;
+	else if (errno == ENOENT) {
+		*exists = 0;
+		return 0;
+	} else {
+		fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno));
+		return AKEDIT_EXIT_READ;
+	}
+	if (S_ISLNK(sb->st_mode)) {
+		fprintf(stderr,
+		    "%s is a symbolic link; refusing to replace it (make it a "
+		    "plain file)\n",
+		    path);
+		return AKEDIT_EXIT_FILE;
+	}
+	if (!S_ISREG(sb->st_mode)) {
+		fprintf(stderr, "%s is not a regular file\n", path);
+		return AKEDIT_EXIT_FILE;
+	}
+	if (buf_read_file(old, path, AKEDIT_MAX + 1) != 0) {
+		fprintf(
+		    stderr, "%s is not readable: %s\n", path, strerror(errno));
+		return AKEDIT_EXIT_READ;
+	}
+	if (old->len > AKEDIT_MAX) {
+		fprintf(
+		    stderr, "%s is larger than %d bytes\n", path, AKEDIT_MAX);
+		return AKEDIT_EXIT_READ;
+	}
+	return 0;
+}
+
+/*
+ * Write out to a temporary file in dir (the old file's owner and mode
+ * where it exists), sync it, read it back and check it, then rename it
+ * over path and sync dir. Returns 0 or the exit status.
+ */
+static int
+replace_file(const char *path, const char *dir, const struct stat *sb,
+    int exists, const struct buf *out, const struct akedit *e)
+{
+	struct buf check;
+	char *tmp;
+	int fd, r, status = AKEDIT_EXIT_WRITE;
+
+	memset(&check, 0, sizeof check);
+	xasprintf(
+	    &tmp, "%s/.gpufleet-authorized_keys.%ld", dir, (long)getpid());
+	unlink(tmp);
+	fd = open(
+	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1) {
+		fprintf(
+		    stderr, "cannot write in %s: %s\n", dir, strerror(errno));
+		free(tmp);
+		return AKEDIT_EXIT_WRITE;
+	}
+	/* As cp -p: the owner where allowed, and the mode. */
+	if ((exists && fchown(fd, sb->st_uid, sb->st_gid) != 0 &&
+		errno != EPERM) ||
+	    (exists && fchmod(fd, sb->st_mode & 07777) != 0) ||
+	    write_all(fd, out->data, out->len) != 0 || fsync(fd) != 0) {
+		fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
+		close(fd);
+		goto out;
+	}
+	r = close(fd);
+	if (r != 0) {
+		fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
+		goto out;
+	}
+	if (buf_read_file(&check, tmp, AKEDIT_MAX + 1) != 0 ||
+	    check.len != out->len ||
+	    memcmp(check.data, out->data, out->len) != 0 ||
+	    !akedit_done(check.data, check.len, e)) {
+		fprintf(stderr,
+		    "the new %s did not come out as written; not changed\n",
+		    path);
+		goto out;
+	}
+	if (rename(tmp, path) != 0) {
+		fprintf(stderr, "cannot rename into %s: %s\n", path,
+		    strerror(errno));
+		goto out;
+	}
+	free(tmp);
+	tmp = NULL;
+	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
+		fsync(fd);
+		close(fd);
+	}
+	status = 0;
+out:
+	if (tmp != NULL) {
+		unlink(tmp);
+		free(tmp);
+	}
+	buf_free(&check);
+	return status;
+}
+
+/*
  * Apply e to the file at path (see the top of this file). Returns the
  * exit status: 0 (after printing changed/unchanged), or AKEDIT_EXIT_* with
  * a one-line reason on stderr.
@@ -181,14 +294,13 @@ write_all(int fd, const char *p, size_t n)
 int
 akedit_file(const char *path, const struct akedit *e)
 {
-	struct buf old, out, check;
+	struct buf old, out;
 	struct stat sb;
-	char *dir, *slash, *tmp = NULL;
-	int fd = -1, exists, r, status;
+	char *dir, *slash;
+	int exists, status;
 
 	memset(&old, 0, sizeof old);
 	memset(&out, 0, sizeof out);
-	memset(&check, 0, sizeof check);
 	dir = xstrdup(path);
 	if ((slash = strrchr(dir, '/')) == NULL) {
 		free(dir);
@@ -197,44 +309,11 @@ akedit_file(const char *path, const struct akedit *e)
 		dir[1] = '\0';
 	else
 		*slash = '\0';
-	if (lstat(path, &sb) == 0)
-		exists = 1;
-	else if (errno == ENOENT)
-		exists = 0;
-	else {
-		fprintf(stderr, "cannot read %s: %s\n", path, strerror(errno));
-		status = AKEDIT_EXIT_READ;
+	if ((status = read_current(path, &sb, &exists, &old)) != 0)
 		goto out;
-	}
-	if (exists && S_ISLNK(sb.st_mode)) {
-		fprintf(stderr,
-		    "%s is a symbolic link; refusing to replace it (make it a "
-		    "plain file)\n",
-		    path);
-		status = AKEDIT_EXIT_FILE;
-		goto out;
-	}
-	if (exists && !S_ISREG(sb.st_mode)) {
-		fprintf(stderr, "%s is not a regular file\n", path);
-		status = AKEDIT_EXIT_FILE;
-		goto out;
-	}
-	if (exists && buf_read_file(&old, path, AKEDIT_MAX + 1) != 0) {
-		fprintf(
-		    stderr, "%s is not readable: %s\n", path, strerror(errno));
-		status = AKEDIT_EXIT_READ;
-		goto out;
-	}
-	if (old.len > AKEDIT_MAX) {
-		fprintf(
-		    stderr, "%s is larger than %d bytes\n", path, AKEDIT_MAX);
-		status = AKEDIT_EXIT_READ;
-		goto out;
-	}
-	if ((r = akedit_apply(
-		 old.data != NULL ? old.data : "", old.len, e, &out)) <= 0) {
+	if (akedit_apply(old.data != NULL ? old.data : "", old.len, e, &out) <=
+	    0) {
 		printf("unchanged\n");
-		status = 0;
 		goto out;
 	}
 	if (exists && access(path, W_OK) != 0) {
@@ -247,69 +326,11 @@ akedit_file(const char *path, const struct akedit *e)
 		status = AKEDIT_EXIT_MKDIR;
 		goto out;
 	}
-	xasprintf(
-	    &tmp, "%s/.gpufleet-authorized_keys.%ld", dir, (long)getpid());
-	unlink(tmp);
-	fd = open(
-	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd == -1) {
-		fprintf(
-		    stderr, "cannot write in %s: %s\n", dir, strerror(errno));
-		status = AKEDIT_EXIT_WRITE;
-		goto out;
-	}
-	if (exists) {
-		/* As cp -p: the owner where allowed, and the mode. */
-		if (fchown(fd, sb.st_uid, sb.st_gid) != 0 && errno != EPERM)
-			goto write_fail;
-		if (fchmod(fd, sb.st_mode & 07777) != 0)
-			goto write_fail;
-	}
-	if (write_all(fd, out.data, out.len) != 0 || fsync(fd) != 0)
-		goto write_fail;
-	r = close(fd);
-	fd = -1;
-	if (r != 0)
-		goto write_fail;
-	if (buf_read_file(&check, tmp, AKEDIT_MAX + 1) != 0 ||
-	    check.len != out.len ||
-	    memcmp(check.data, out.data, out.len) != 0 ||
-	    !akedit_done(check.data, check.len, e)) {
-		fprintf(stderr,
-		    "the new %s did not come out as written; not changed\n",
-		    path);
-		status = AKEDIT_EXIT_WRITE;
-		goto out;
-	}
-	if (rename(tmp, path) != 0) {
-		fprintf(stderr, "cannot rename into %s: %s\n", path,
-		    strerror(errno));
-		status = AKEDIT_EXIT_WRITE;
-		goto out;
-	}
-	free(tmp);
-	tmp = NULL;
-	if ((fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
-		fsync(fd);
-		close(fd);
-		fd = -1;
-	}
-	printf("changed\n");
-	status = 0;
-	goto out;
-write_fail:
-	fprintf(stderr, "cannot write %s: %s\n", tmp, strerror(errno));
-	status = AKEDIT_EXIT_WRITE;
+	if ((status = replace_file(path, dir, &sb, exists, &out, e)) == 0)
+		printf("changed\n");
 out:
-	if (fd != -1)
-		close(fd);
-	if (tmp != NULL) {
-		unlink(tmp);
-		free(tmp);
-	}
 	free(dir);
 	buf_free(&old);
 	buf_free(&out);
-	buf_free(&check);
 	return status;
 }
