@@ -3,9 +3,9 @@
  * `keys ls` shows the keys with the instances using them, `keys status` the
  * key and rotation state of each instance, and `keys rotate` replaces the
  * key of each selected instance by a fresh one in an order that cannot lock
- * the user out (rotate.c); `keys check` and `keys rotate --revoke` find and
- * remove keys taken off. The work is rotate.c's; this file reads the
- * arguments and shows the results.
+ * the user out; `keys check` and `keys rotate --revoke` find and remove keys
+ * taken off. Rotation, revoke and check are rotate.c's: this file reads
+ * their arguments and shows their results.
  */
 
 #include <stdio.h>

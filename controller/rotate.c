@@ -302,6 +302,7 @@ fail_host(struct run *run, size_t i, const char *fmt, ...)
 	}
 }
 
+/* Keep a host's command output (capped at OUT_MAX) for its result. */
 static void
 on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
     void *arg)
