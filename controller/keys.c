@@ -1390,3 +1390,37 @@ keys_drop_reverted(
 	keys_orphans_free(o, n);
 	return r;
 }
+
+/*
+ * A key name from base that neither the inventory nor the keys directory
+ * dir has yet: base, base-2, base-3... Returns 0 with *name set (caller
+ * frees), or -1 when none is free.
+ */
+int
+keys_unique_name(
+    struct inventory *inv, const char *dir, const char *base, char **name)
+{
+	struct keys_key k;
+	char *n, *path, *cause = NULL;
+	int i, r;
+
+	for (i = 1; i < 1000; i++) {
+		if (i == 1)
+			n = xstrdup(base);
+		else
+			xasprintf(&n, "%s-%d", base, i);
+		xasprintf(&path, "%s/%s", dir, n);
+		r = keys_get_by_name(inv, n, &k, &cause);
+		keys_key_clear(&k);
+		free(cause);
+		cause = NULL;
+		if (r == 1 && access(path, F_OK) != 0) {
+			free(path);
+			*name = n;
+			return 0;
+		}
+		free(path);
+		free(n);
+	}
+	return -1;
+}
