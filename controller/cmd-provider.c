@@ -121,18 +121,21 @@ provider_ls(struct cmd_ctx *ctx, int json)
 {
 	struct inventory *inv = NULL;
 	struct provider_info *v = NULL;
+	struct instance *list = NULL;
 	int64_t now = (int64_t)time(NULL);
 	char *cause = NULL;
-	size_t n = 0, i;
+	size_t n = 0, nlist = 0, i;
 	int status, r;
 
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
-	if ((r = provider_list(inv, &v, &n, &cause)) != 0)
+	/* Released instances too: what they cost came off the balance. */
+	if ((r = provider_list(inv, &v, &n, &cause)) != 0 ||
+	    (r = inventory_list(inv, 1, &list, &nlist, &cause)) != 0)
 		goto fail;
 	for (i = 0; i < n; i++) {
-		if ((r = cost_provider_runway(
-			 inv, ctx->config, &v[i], now, &cause)) != 0)
+		if ((r = cost_provider_runway(inv, ctx->config, list, nlist,
+			 &v[i], now, 0, &cause)) != 0)
 			goto fail;
 	}
 	if (json)
@@ -144,13 +147,12 @@ provider_ls(struct cmd_ctx *ctx, int json)
 			printf("no providers recorded (gpufleet provider "
 			       "add NAME --balance AMOUNT)\n");
 	}
-	provider_free(v, n);
-	inventory_close(inv);
-	return GF_OK;
+	r = 0;
 fail:
+	instance_free_array(list, nlist);
 	provider_free(v, n);
 	inventory_close(inv);
-	return cmd_fail(-r, cause);
+	return r == 0 ? GF_OK : cmd_fail(-r, cause);
 }
 
 static int

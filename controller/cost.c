@@ -245,23 +245,22 @@ cost_by_day(struct inventory *inv, const struct config *cf,
 
 /*
  * Fill p's left, burn and runway at time now: its balance less what its
- * instances (released ones too) cost since the balance was stated, and the
- * hourly price of those still running.
+ * instances among list cost since the balance was stated, and the hourly
+ * price of those still running. With lenient, an instance that cannot be
+ * costed is left out instead of failing.
  */
 int
 cost_provider_runway(struct inventory *inv, const struct config *cf,
-    struct provider_info *p, int64_t now, char **cause)
+    const struct instance *list, size_t n, struct provider_info *p, int64_t now,
+    int lenient, char **cause)
 {
-	struct instance *list = NULL;
 	struct ledger_cost c;
 	money_t spent = 0;
-	size_t n = 0, i;
+	size_t i;
 	int r;
 
 	p->burn = 0;
 	p->runway = -1;
-	if ((r = inventory_list(inv, 1, &list, &n, cause)) != 0)
-		return r;
 	for (i = 0; i < n; i++) {
 		if (strcmp(list[i].provider, p->name) != 0)
 			continue;
@@ -269,21 +268,21 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
 		c.in = &list[i];
 		if ((r = ledger_cost(inv, cf, &c,
 			 p->has_balance ? p->balance_at : now, now, now,
-			 cause)) != 0)
-			break;
+			 cause)) != 0) {
+			if (!lenient)
+				return r;
+			free(*cause);
+			*cause = NULL;
+			continue;
+		}
 		if (!c.priced || strcmp(c.rule.currency, p->currency) != 0)
 			continue;
 		if (billing_add(&spent, c.amount, cause) != 0 ||
 		    (c.running_now && list[i].released_at == 0 &&
 			billing_add(&p->burn, billing_hourly_price(&c.rule),
-			    cause) != 0)) {
-			r = -GF_EUSAGE;
-			break;
-		}
+			    cause) != 0))
+			return -GF_EUSAGE;
 	}
-	instance_free_array(list, n);
-	if (r != 0)
-		return r;
 	p->left = p->balance;
 	if (billing_add(&p->left, -spent, cause) != 0)
 		return -GF_EUSAGE;

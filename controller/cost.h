@@ -66,6 +66,7 @@ int cost_by_provider(
 int cost_by_day(struct inventory *, const struct config *,
     const struct cost_report *, struct cost_day **, size_t *, char **);
 int cost_provider_runway(struct inventory *, const struct config *,
-    struct provider_info *, int64_t, char **);
+    const struct instance *, size_t, struct provider_info *, int64_t, int,
+    char **);
 
 #endif
