@@ -180,24 +180,29 @@ pinned_type(struct engine_host *h, void *arg)
 	return rm->pinned_type[h - rm->hosts];
 }
 
-/* Run the engine over every prepared host. */
-int
-remote_run(struct remote *rm, const struct engine_settings *set)
+/* The engine rm's runs use, and its loop, made on first use; NULL on failure.
+ */
+struct engine *
+remote_engine(struct remote *rm)
+{
+	if (rm->base == NULL && (rm->base = event_base_new()) == NULL)
+		return NULL;
+	if (rm->engine == NULL)
+		rm->engine = engine_new(rm->base, NULL);
+	return rm->engine;
+}
+
+/*
+ * After a run: keys pinned on first contact rewrite the known_hosts file
+ * that gpufleet ssh uses, once for the whole run.
+ */
+void
+remote_run_done(struct remote *rm)
 {
 	char *cause = NULL;
 	size_t i;
-	int r, pinned = rm->repin;
+	int pinned = rm->repin;
 
-	if (rm->base == NULL && (rm->base = event_base_new()) == NULL)
-		return -1;
-	if (rm->engine == NULL &&
-	    (rm->engine = engine_new(rm->base, NULL)) == NULL)
-		return -1;
-	r = engine_run(rm->engine, rm->hosts, rm->n, set, &rm->ops);
-	/*
-	 * Keys pinned on first contact: rewrite the known_hosts file that
-	 * gpufleet ssh uses, once for the whole run.
-	 */
 	for (i = 0; i < rm->n; i++) {
 		if (rm->pinned_type[i] == NULL && !rm->hosts[i].skip &&
 		    rm->hosts[i].fail != EF_HOSTKEY_UNKNOWN)
@@ -207,6 +212,18 @@ remote_run(struct remote *rm, const struct engine_settings *set)
 		warn_msg("%s", cause);
 		free(cause);
 	}
+}
+
+/* Run the engine over every prepared host. */
+int
+remote_run(struct remote *rm, const struct engine_settings *set)
+{
+	int r;
+
+	if (remote_engine(rm) == NULL)
+		return -1;
+	r = engine_run(rm->engine, rm->hosts, rm->n, set, &rm->ops);
+	remote_run_done(rm);
 	return r;
 }
 
