@@ -161,16 +161,117 @@ cat(char **s, const char *fmt, ...)
 	*s = tmp;
 }
 
+/* The columns of an instance that is up; every one may be NULL. */
+struct row {
+	char *gpus, *util, *mem, *temp, *power, *procs;
+	char *sess, *load, *up, *prog;
+};
+
+/* The colours: idle GPUs, stale progress, back to normal. */
+struct colours {
+	const char *hl, *stale, *off;
+};
+
+/* GPUS, UTIL%, MEM, TEMP, POWER and PROCS of a report. */
+static void
+row_gpus(struct row *w, const struct report *r, const struct config *cf,
+    const struct colours *c)
+{
+	double tmax = NAN, pw = 0, pl = 0;
+	size_t j, k, nprocs = 0;
+	char *text, *safe;
+
+	text = gpu_summary(r);
+	w->gpus = vis_str(text);
+	free(text);
+	for (j = 0; j < r->ngpus; j++) {
+		const struct report_gpu *g = &r->gpus[j];
+		int idle =
+		    !isnan(g->util_gpu) && g->util_gpu < cf->status_idle_util;
+		if (isnan(g->util_gpu))
+			cat(&w->util, "%s-", j ? "," : "");
+		else
+			cat(&w->util, "%s%s%.0f%s", j ? "," : "",
+			    idle ? c->hl : "", g->util_gpu, idle ? c->off : "");
+		if (isnan(g->mem_used_mib))
+			cat(&w->mem, "%s-", j ? "," : "");
+		else
+			cat(&w->mem, "%s%.0f", j ? "," : "",
+			    g->mem_used_mib / 1024.0);
+		if (!isnan(g->temp_c) && (isnan(tmax) || g->temp_c > tmax))
+			tmax = g->temp_c;
+		if (!isnan(g->power_w))
+			pw += g->power_w;
+		if (!isnan(g->power_limit_w))
+			pl += g->power_limit_w;
+		for (k = 0; k < g->nprocs; k++) {
+			const char *pn =
+			    g->procs[k].name != NULL ? g->procs[k].name : "?";
+			if (strrchr(pn, '/') != NULL)
+				pn = strrchr(pn, '/') + 1;
+			if (nprocs++ < 2) {
+				safe = vis_str(pn);
+				cat(&w->procs, "%s%s", w->procs ? "," : "",
+				    safe);
+				free(safe);
+			}
+		}
+	}
+	if (r->ngpus > 0 && !isnan(r->gpus[0].mem_total_mib))
+		cat(&w->mem, "/%.0f", r->gpus[0].mem_total_mib / 1024.0);
+	if (!isnan(tmax))
+		xasprintf(&w->temp, "%.0fC", tmax);
+	if (r->ngpus > 0)
+		xasprintf(&w->power, "%.0f/%.0fW", pw, pl);
+	if (nprocs > 2)
+		cat(&w->procs, "+%zu", nprocs - 2);
+	if (r->ngpus == 0 && r->gpu_error != NULL) {
+		free(w->gpus);
+		safe = vis_str(r->gpu_error);
+		xasprintf(&w->gpus, "(%s)", safe);
+		free(safe);
+	}
+}
+
+/* SESS, LOAD, UP and PROGRESS of a report. */
+static void
+row_host(struct row *w, const struct report *r, const struct config *cf,
+    const struct colours *c)
+{
+	char *safe, *ago;
+	int64_t age;
+	size_t l;
+	int stale;
+
+	xasprintf(&w->sess, "%d", r->sessions);
+	if (!isnan(r->load[0]))
+		xasprintf(&w->load, "%.2f", r->load[0]);
+	if (r->container_start != 0)
+		w->up = timeparse_duration(r->time - r->container_start);
+	if (!r->has_progress)
+		return;
+	age = r->time - r->progress_mtime;
+	stale = age > (int64_t)cf->status_stale_minutes * 60;
+	ago = timeparse_duration(age);
+	l = strcspn(r->progress_text, "\n");
+	if (l > 40)
+		l = 40;
+	safe = vis_buf(r->progress_text, l);
+	xasprintf(&w->prog, "%s%s (%s ago)%s", stale ? c->stale : "", safe, ago,
+	    stale ? c->off : "");
+	free(safe);
+	free(ago);
+}
+
 /* The table, every remote string made safe to print. */
 static void
 render_table(const struct poll *run, int color)
 {
-	const struct config *cf = run->cf;
-	const char *hl = color ? "\033[33m" : "",
-		   *stale_c = color ? "\033[31m" : "",
-		   *off = color ? "\033[0m" : "";
+	struct colours c = { color ? "\033[33m" : "", color ? "\033[31m" : "",
+		color ? "\033[0m" : "" };
 	struct table *t;
-	size_t i, j, k;
+	struct row w;
+	size_t i;
 
 	t = table_new(12, "NAME", "STATE", "GPUS", "UTIL%", "MEM(GiB)", "TEMP",
 	    "POWER", "PROCS", "SESS", "LOAD", "UP", "PROGRESS");
@@ -179,13 +280,7 @@ render_table(const struct poll *run, int color)
 	table_raw(t);
 	for (i = 0; i < run->rm->n; i++) {
 		const struct poll_host *s = &run->hosts[i];
-		const struct report *r = &s->rep;
-		char *gpus = NULL, *util = NULL, *mem = NULL, *temp = NULL;
-		char *power = NULL, *procs = NULL, *load = NULL, *up = NULL;
-		char *prog = NULL, *state = NULL, *sess, *safe, *text;
-		char *name = vis_str(run->rm->list[i].name);
-		double tmax = NAN, pw = 0, pl = 0;
-		size_t nprocs = 0;
+		char *name = vis_str(run->rm->list[i].name), *safe, *state;
 
 		if (!s->have_report) {
 			safe = vis_str(s->error != NULL ? s->error : "");
@@ -197,91 +292,22 @@ render_table(const struct poll *run, int color)
 			free(name);
 			continue;
 		}
-		text = gpu_summary(r);
-		gpus = vis_str(text);
-		free(text);
-		for (j = 0; j < r->ngpus; j++) {
-			const struct report_gpu *g = &r->gpus[j];
-			int idle = !isnan(g->util_gpu) &&
-			    g->util_gpu < cf->status_idle_util;
-			if (isnan(g->util_gpu))
-				cat(&util, "%s-", j ? "," : "");
-			else
-				cat(&util, "%s%s%.0f%s", j ? "," : "",
-				    idle ? hl : "", g->util_gpu,
-				    idle ? off : "");
-			if (isnan(g->mem_used_mib))
-				cat(&mem, "%s-", j ? "," : "");
-			else
-				cat(&mem, "%s%.0f", j ? "," : "",
-				    g->mem_used_mib / 1024.0);
-			if (!isnan(g->temp_c) &&
-			    (isnan(tmax) || g->temp_c > tmax))
-				tmax = g->temp_c;
-			if (!isnan(g->power_w))
-				pw += g->power_w;
-			if (!isnan(g->power_limit_w))
-				pl += g->power_limit_w;
-			for (k = 0; k < g->nprocs; k++) {
-				const char *pn = g->procs[k].name != NULL
-				    ? g->procs[k].name
-				    : "?";
-				if (strrchr(pn, '/') != NULL)
-					pn = strrchr(pn, '/') + 1;
-				if (nprocs++ < 2) {
-					safe = vis_str(pn);
-					cat(&procs, "%s%s", procs ? "," : "",
-					    safe);
-					free(safe);
-				}
-			}
-		}
-		if (r->ngpus > 0 && !isnan(r->gpus[0].mem_total_mib))
-			cat(&mem, "/%.0f", r->gpus[0].mem_total_mib / 1024.0);
-		if (!isnan(tmax))
-			xasprintf(&temp, "%.0fC", tmax);
-		if (r->ngpus > 0)
-			xasprintf(&power, "%.0f/%.0fW", pw, pl);
-		if (nprocs > 2)
-			cat(&procs, "+%zu", nprocs - 2);
-		if (!isnan(r->load[0]))
-			xasprintf(&load, "%.2f", r->load[0]);
-		if (r->container_start != 0)
-			up = timeparse_duration(r->time - r->container_start);
-		if (r->has_progress) {
-			int64_t age = r->time - r->progress_mtime;
-			int stale =
-			    age > (int64_t)cf->status_stale_minutes * 60;
-			char *ago = timeparse_duration(age);
-			size_t l = strcspn(r->progress_text, "\n");
-			if (l > 40)
-				l = 40;
-			safe = vis_buf(r->progress_text, l);
-			xasprintf(&prog, "%s%s (%s ago)%s",
-			    stale ? stale_c : "", safe, ago, stale ? off : "");
-			free(safe);
-			free(ago);
-		}
-		if (r->ngpus == 0 && r->gpu_error != NULL) {
-			free(gpus);
-			safe = vis_str(r->gpu_error);
-			xasprintf(&gpus, "(%s)", safe);
-			free(safe);
-		}
-		xasprintf(&sess, "%d", r->sessions);
-		table_add(t, name, s->state, gpus, util, mem, temp, power,
-		    procs, sess, load, up, prog);
+		memset(&w, 0, sizeof w);
+		row_gpus(&w, &s->rep, run->cf, &c);
+		row_host(&w, &s->rep, run->cf, &c);
+		table_add(t, name, s->state, w.gpus, w.util, w.mem, w.temp,
+		    w.power, w.procs, w.sess, w.load, w.up, w.prog);
 		free(name);
-		free(sess);
-		free(gpus);
-		free(util);
-		free(mem);
-		free(temp);
-		free(power);
-		free(procs);
-		free(load);
-		free(up);
-		free(prog);
+		free(w.gpus);
+		free(w.util);
+		free(w.mem);
+		free(w.temp);
+		free(w.power);
+		free(w.procs);
+		free(w.sess);
+		free(w.load);
+		free(w.up);
+		free(w.prog);
 	}
 	table_print(t, stdout);
 	table_free(t);
