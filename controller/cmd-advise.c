@@ -5,15 +5,11 @@
  */
 
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
-#include "cmd.h"
 #include "advise.h"
+#include "cmd.h"
 #include "status.h"
-#include "timeparse.h"
-#include "xmalloc.h"
 
 static int cmd_advise_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);

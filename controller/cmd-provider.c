@@ -5,7 +5,6 @@
  * runs out in 24h40m (Tue 09:10)".
  */
 
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
