@@ -1,4 +1,7 @@
-/* Cost per instance, provider and day on a real SQLite file; projection. */
+/*
+ * Cost per instance, provider and day, and advice, on a real SQLite file;
+ * the month-end projection.
+ */
 
 #include <check.h>
 #include <stdio.h>
@@ -6,7 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "advise.h"
 #include "cost.h"
+#include "status.h"
 
 /* 2026-11-xx, UTC. */
 #define T_NOV01 1793491200
@@ -54,16 +59,45 @@ START_TEST(test_month_start)
 }
 END_TEST
 
-/* Add an instance with a price and runs "start-end ..." to inv. */
+/* A database in a fresh directory, and the default configuration. */
+struct fixture {
+	char dir[40];
+	struct inventory *inv;
+	struct config cf;
+};
+
+static void
+fixture_open(struct fixture *f)
+{
+	char path[64], *cause = NULL;
+
+	snprintf(f->dir, sizeof f->dir, "/tmp/gpufleet-cost.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(f->dir));
+	snprintf(path, sizeof path, "%s/fleet.db", f->dir);
+	ck_assert_int_eq(inventory_open(path, &f->inv, &cause), 0);
+	config_defaults(&f->cf);
+}
+
+static void
+fixture_close(struct fixture *f, struct instance *list, size_t n)
+{
+	char cmd[64];
+
+	instance_free_array(list, n);
+	config_clear(&f->cf);
+	inventory_close(f->inv);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Add an instance priced by fields (name, value pairs, then NULL). */
 static void
 add_instance(struct inventory *inv, struct instance *in, const char *name,
-    const char *provider, const char *price, const char *currency,
-    const char *unit, const int64_t *runs, size_t nruns)
+    const char *provider, const char *const *fields)
 {
 	struct billing_rule rule;
 	char *cause = NULL;
 	int set;
-	size_t i;
 
 	instance_init(in);
 	in->name = strdup(name);
@@ -73,21 +107,25 @@ add_instance(struct inventory *inv, struct instance *in, const char *name,
 	in->created_at = 1;
 	ck_assert_int_eq(inventory_add(inv, in, &cause), 0);
 	billing_rule_init(&rule, "CNY");
-	ck_assert_int_eq(
-	    ledger_price_field(&rule, "price", price, &set, &cause), 0);
-	ck_assert_int_eq(
-	    ledger_price_field(&rule, "currency", currency, &set, &cause), 0);
-	ck_assert_int_eq(
-	    ledger_price_field(&rule, "billing", unit, &set, &cause), 0);
+	for (; fields[0] != NULL; fields += 2)
+		ck_assert_int_eq(ledger_price_field(
+				     &rule, fields[0], fields[1], &set, &cause),
+		    0);
 	ck_assert_int_eq(ledger_price_put(inv, in->id, &rule, &cause), 0);
-	for (i = 0; i < nruns; i += 2) {
-		ck_assert_int_eq(ledger_add(inv, in->id, runs[i], "running",
-				     "stated", NULL, &cause),
+}
+
+/* Stated: running from start, and stopped at end unless it is 0. */
+static void
+add_run(struct inventory *inv, int64_t id, int64_t start, int64_t end)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(
+	    ledger_add(inv, id, start, "running", "stated", NULL, &cause), 0);
+	if (end != 0)
+		ck_assert_int_eq(
+		    ledger_add(inv, id, end, "stopped", "stated", NULL, &cause),
 		    0);
-		ck_assert_int_eq(ledger_add(inv, in->id, runs[i + 1], "stopped",
-				     "stated", NULL, &cause),
-		    0);
-	}
 }
 
 /*
@@ -96,27 +134,27 @@ add_instance(struct inventory *inv, struct instance *in, const char *name,
  */
 START_TEST(test_by_day_and_provider)
 {
-	static const int64_t a_runs[] = { 1793660400, 1793667600 };
-	static const int64_t v_runs[] = { 1793700000, 1793701800 };
-	char dir[] = "/tmp/gpufleet-cost.XXXXXX", path[64], *cause = NULL;
+	static const char *const a1_price[] = { "price", "3.60/h", "billing",
+		"second", NULL };
+	static const char *const v1_price[] = { "price", "1/h", "currency",
+		"USD", "billing", "hour", NULL };
+	struct fixture f;
 	struct inventory *inv;
-	struct instance list[2];
-	struct config cf;
+	struct instance *list = calloc(2, sizeof *list);
+	char *cause = NULL;
 	struct cost_report rep;
 	struct cost_day *days;
 	struct cost_group *groups;
 	size_t ndays, ngroups;
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	snprintf(path, sizeof path, "%s/fleet.db", dir);
-	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
-	config_defaults(&cf);
-	add_instance(
-	    inv, &list[0], "a1", "p1", "3.60/h", "CNY", "second", a_runs, 2);
-	add_instance(
-	    inv, &list[1], "v1", "p2", "1/h", "USD", "hour", v_runs, 2);
+	fixture_open(&f);
+	inv = f.inv;
+	add_instance(inv, &list[0], "a1", "p1", a1_price);
+	add_instance(inv, &list[1], "v1", "p2", v1_price);
+	add_run(inv, list[0].id, 1793660400, 1793667600);
+	add_run(inv, list[1].id, 1793700000, 1793701800);
 
-	ck_assert_int_eq(cost_by_instance(inv, &cf, list, 2, T_NOV02, T_NOV04,
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list, 2, T_NOV02, T_NOV04,
 			     T_NOV10, &rep, &cause),
 	    0);
 	ck_assert_int_eq(rep.rows[0].amount, 72000);
@@ -129,7 +167,8 @@ START_TEST(test_by_day_and_provider)
 	/* The window ended days before now: nothing to project. */
 	ck_assert_int_eq(rep.projecting, 0);
 
-	ck_assert_int_eq(cost_by_day(inv, &cf, &rep, &days, &ndays, &cause), 0);
+	ck_assert_int_eq(
+	    cost_by_day(inv, &f.cf, &rep, &days, &ndays, &cause), 0);
 	ck_assert_uint_eq(ndays, 4);
 	ck_assert_str_eq(days[0].day, "2026-11-02");
 	ck_assert_str_eq(days[0].currency, "CNY");
@@ -158,10 +197,8 @@ START_TEST(test_by_day_and_provider)
 	cost_report_free(&rep);
 
 	/* Still running at now: projected to the month end at 3.60/h. */
-	ck_assert_int_eq(ledger_add(inv, list[0].id, T_NOV10 - 3600, "running",
-			     "stated", NULL, &cause),
-	    0);
-	ck_assert_int_eq(cost_by_instance(inv, &cf, list, 1, T_NOV01, T_NOV10,
+	add_run(inv, list[0].id, T_NOV10 - 3600, 0);
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list, 1, T_NOV01, T_NOV10,
 			     T_NOV10, &rep, &cause),
 	    0);
 	ck_assert_int_eq(rep.projecting, 1);
@@ -172,12 +209,77 @@ START_TEST(test_by_day_and_provider)
 	    72000 + 36000 + 36000 * ((T_DEC01 - T_NOV10) / 3600));
 	cost_report_free(&rep);
 
-	instance_clear(&list[0]);
-	instance_clear(&list[1]);
-	config_clear(&cf);
-	inventory_close(inv);
-	snprintf(path, sizeof path, "rm -rf %s", dir);
-	ck_assert_int_eq(system(path), 0);
+	fixture_close(&f, list, 2);
+}
+END_TEST
+
+/*
+ * a2 ran from 20 days ago to 6 days ago and pays storage while stopped;
+ * autodl releases after 4 days. v1 has run for an hour at 1 USD/h on a
+ * balance of 2 USD stated then: 1 USD left, an hour to go.
+ */
+START_TEST(test_advice)
+{
+	static const char *const a2_price[] = { "price", "2/h", "stopped_price",
+		"24/day", NULL };
+	static const char *const v1_price[] = { "price", "1/h", "currency",
+		"USD", NULL };
+	struct fixture f;
+	struct inventory *inv;
+	struct instance *list = calloc(2, sizeof *list);
+	struct provider_change chg;
+	char *cause = NULL;
+	struct advice *v;
+	size_t n;
+
+	fixture_open(&f);
+	inv = f.inv;
+	add_instance(inv, &list[0], "a2", "autodl", a2_price);
+	add_instance(inv, &list[1], "v1", "vast", v1_price);
+	add_run(inv, list[0].id, T_NOV10 - 20 * 86400, T_NOV10 - 6 * 86400);
+	add_run(inv, list[1].id, T_NOV10 - 3600, 0);
+	memset(&chg, 0, sizeof chg);
+	chg.set_release = 1;
+	chg.release_after_days = 4;
+	ck_assert_int_eq(provider_write(inv, "autodl", 1, &chg, &cause), 0);
+	memset(&chg, 0, sizeof chg);
+	chg.currency = "USD";
+	chg.set_balance = 1;
+	chg.balance = 20000;
+	chg.balance_at = T_NOV10 - 3600;
+	ck_assert_int_eq(provider_write(inv, "vast", 1, &chg, &cause), 0);
+	/* Adding one twice is refused, naming it. */
+	ck_assert_int_eq(
+	    provider_write(inv, "vast", 1, &chg, &cause), -GF_EUSAGE);
+	ck_assert_str_eq(cause, "provider 'vast' exists (use provider set)");
+	free(cause);
+	cause = NULL;
+
+	ck_assert_int_eq(
+	    advise_run(inv, &f.cf, list, 2, T_NOV10, &v, &n, &cause), 0);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(v[0].kind, "stopped");
+	ck_assert_str_eq(v[0].name, "a2");
+	ck_assert_str_eq(v[0].message,
+	    "stopped for 6d00h and paying storage (144.00 CNY so far); "
+	    "release it if it is not coming back");
+	ck_assert_str_eq(v[1].kind, "release");
+	ck_assert_str_eq(v[1].message,
+	    "stopped 6 days; autodl releases instances stopped 4 days "
+	    "(data lost)");
+	ck_assert_str_eq(v[2].kind, "availability");
+	ck_assert_str_eq(v[2].name, "autodl");
+	ck_assert_str_eq(v[3].kind, "availability");
+	ck_assert_str_eq(v[3].name, "vast");
+	ck_assert_int_eq(advise_counts(&v[3]), 0);
+	ck_assert_str_eq(v[4].kind, "runway");
+	ck_assert_str_eq(v[4].name, "vast");
+	ck_assert_str_eq(v[4].message,
+	    "1.00 USD left runs out in 1h00m: top up or stop instances");
+	ck_assert_int_eq(advise_counts(&v[4]), 1);
+	advise_free(v, n);
+
+	fixture_close(&f, list, 2);
 }
 END_TEST
 
@@ -195,6 +297,7 @@ main(void)
 	    tc, test_projection, 0, sizeof proj_cases / sizeof proj_cases[0]);
 	tcase_add_test(tc, test_month_start);
 	tcase_add_test(tc, test_by_day_and_provider);
+	tcase_add_test(tc, test_advice);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
