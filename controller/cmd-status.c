@@ -8,68 +8,49 @@
 
 #include <math.h>
 #include <stdarg.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include <event2/event.h>
+
 #include "cmd.h"
-#include "deploy.h"
-#include "keys.h"
-#include "ledger.h"
 #include "log.h"
+#include "probe.h"
 #include "remote.h"
-#include "report.h"
-#include "samples.h"
 #include "status.h"
 #include "timeparse.h"
 #include "vis.h"
 #include "xmalloc.h"
 
-#define ERR_CAP		   4096
-#define STATUS_INTERRUPTED 130
-
-struct capture {
-	char *data;
-	size_t len;
-	size_t cap;
-	int over;
-};
-
-struct shost {
-	struct capture out;
-	struct capture err;
-	const char *state;
-	char *error;
-	int have_report;
-	struct report rep;
-	char *prefail; /* failed before any run (ProxyJump) */
-	enum engine_fail prefail_kind;
-};
-
-struct status_run {
-	struct cmd_ctx *ctx;
-	struct remote *rm;
-	struct agent_bin ab;
-	struct shost *sh;
-	char *args;
+/* A status command: its passes, its refresh timer and its Ctrl-C. */
+struct status_cmd {
+	struct probe *p;
+	int json;
 	int color;
-	int64_t now;
+	long watch; /* seconds between refreshes, 0: one pass */
+	long count; /* with watch: refreshes, 0: until Ctrl-C */
+	int refreshes;
+	int status; /* the exit code so far */
+	int busy;   /* a pass is in flight */
+	int over;
+	char *cause; /* why it failed */
+	struct event *timer;
+	struct event *sigint;
 };
 
 static int cmd_status_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
-static void capture_add(struct capture *, const char *, size_t, size_t);
-static void on_output(struct engine_host *, int, const char *, size_t, void *);
-static int run_once(struct status_run *, int, char **);
-static void classify(struct status_run *, size_t);
-static int store(struct status_run *, char **);
-static void render_table(struct status_run *);
-static void render_json(struct status_run *);
+static void render_table(const struct probe *, int);
+static void render_json(const struct probe *);
+static void render(struct status_cmd *);
 static char *gpu_summary(const struct report *);
-static volatile sig_atomic_t stop_watch;
+static void start_pass(struct status_cmd *);
+static void on_pass(struct probe *, int, void *);
+static void on_timer(evutil_socket_t, short, void *);
+static void on_sigint(evutil_socket_t, short, void *);
 
 const struct cmd_entry cmd_status_entry = {
 	.name = "status",
@@ -103,240 +84,6 @@ static const struct option status_options[] = { { "json", no_argument, NULL,
 	{ "watch", required_argument, NULL, 'w' },
 	{ "count", required_argument, NULL, 'n' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
-
-static void
-capture_add(struct capture *c, const char *data, size_t len, size_t cap)
-{
-	if (c->len + len > cap) {
-		c->over = 1;
-		len = c->len < cap ? cap - c->len : 0;
-	}
-	if (len == 0)
-		return;
-	if (c->len + len + 1 > c->cap) {
-		c->cap = (c->len + len + 1) * 2;
-		c->data = xreallocarray(c->data, 1, c->cap);
-	}
-	memcpy(c->data + c->len, data, len);
-	c->len += len;
-	c->data[c->len] = '\0';
-}
-
-static void
-on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
-    void *arg)
-{
-	struct status_run *run = arg;
-	struct shost *s = &run->sh[h - run->rm->hosts];
-
-	if (is_stderr)
-		capture_add(&s->err, data, len, ERR_CAP);
-	else
-		capture_add(&s->out, data, len, REPORT_MAX_BYTES);
-}
-
-/* Decide one host's state from its run. */
-static void
-classify(struct status_run *run, size_t i)
-{
-	struct engine_host *h = &run->rm->hosts[i];
-	struct shost *s = &run->sh[i];
-	char *cause = NULL;
-
-	switch (h->fail) {
-	case EF_NONE:
-		break;
-	case EF_RESOLVE:
-	case EF_REFUSED:
-	case EF_UNREACHABLE:
-	case EF_CONNECT_TIMEOUT:
-		s->state = "unreachable";
-		goto failed;
-	case EF_AUTH:
-		s->state = "auth failed";
-		goto failed;
-	case EF_HOSTKEY_CHANGED:
-	case EF_HOSTKEY_UNKNOWN:
-		s->state = "host key changed";
-		if (h->fail == EF_HOSTKEY_UNKNOWN)
-			s->state = "host key unknown";
-		goto failed;
-	case EF_TIMEOUT:
-		s->state = "agent error";
-		xasprintf(&s->error, "the agent did not answer within %ds",
-		    run->ctx->config->status_timeout);
-		return;
-	default:
-		s->state = "error";
-		goto failed;
-	}
-	if (h->exit_signal != NULL) {
-		s->state = "agent error";
-		xasprintf(&s->error, "the agent was killed by signal %s",
-		    h->exit_signal);
-		return;
-	}
-	if (h->exit_status != 0) {
-		s->state = "agent error";
-		s->error = deploy_explain(h->exit_status, s->err.data, h->in);
-		return;
-	}
-	if (s->out.over) {
-		s->state = "agent error";
-		xasprintf(&s->error, "agent report is larger than %d bytes",
-		    REPORT_MAX_BYTES);
-		return;
-	}
-	if (report_parse(s->out.data != NULL ? s->out.data : "", s->out.len,
-		run->now, &s->rep, &cause) != 0) {
-		s->state = "agent error";
-		s->error = cause;
-		return;
-	}
-	s->have_report = 1;
-	s->state = "up";
-	return;
-failed:
-	s->error = xstrdup(h->fail_msg != NULL ? h->fail_msg : "failed");
-}
-
-/*
- * One refresh: run the agent everywhere; where it is missing, upload and
- * run it in a second pass over those hosts only.
- */
-static int
-run_once(struct status_run *run, int keep, char **cause)
-{
-	struct remote *rm = run->rm;
-	struct engine_settings set;
-	size_t i, nmissing = 0;
-	char **cmds = xcalloc(rm->n + 1, sizeof *cmds);
-	int r = 0;
-
-	memset(&set, 0, sizeof set);
-	set.fanout = run->ctx->config->fanout;
-	set.connect_timeout = run->ctx->config->connect_timeout;
-	set.setup_timeout = run->ctx->config->setup_timeout;
-	set.command_timeout = run->ctx->config->status_timeout;
-	set.handle_sigint = 1;
-	set.keep_open = keep;
-	for (i = 0; i < rm->n; i++) {
-		struct shost *s = &run->sh[i];
-		struct engine_host *h = &rm->hosts[i];
-		free(s->out.data);
-		free(s->err.data);
-		memset(&s->out, 0, sizeof s->out);
-		memset(&s->err, 0, sizeof s->err);
-		free(s->error);
-		s->error = NULL;
-		if (s->have_report)
-			report_free(&s->rep);
-		s->have_report = 0;
-		free(h->fail_msg);
-		h->fail_msg = s->prefail != NULL ? xstrdup(s->prefail) : NULL;
-		h->fail = s->prefail != NULL ? s->prefail_kind : EF_NONE;
-		h->skip = 0;
-		cmds[i] = deploy_run_command(h->in, &run->ab, run->args);
-		h->command = cmds[i];
-	}
-	if (remote_run(rm, &set) != 0) {
-		*cause = xstrdup("cannot start the event loop");
-		r = -GF_EHOSTS;
-		goto out;
-	}
-	for (i = 0; i < rm->n; i++) {
-		if (rm->hosts[i].fail == EF_INTERRUPTED) {
-			/* Ctrl-C: no upload pass, nothing stored. */
-			r = -STATUS_INTERRUPTED;
-			goto out;
-		}
-	}
-	for (i = 0; i < rm->n; i++) {
-		struct engine_host *h = &rm->hosts[i];
-		h->skip = !(h->fail == EF_NONE &&
-		    h->exit_status == DEPLOY_EXIT_MISSING);
-		if (h->skip)
-			continue;
-		nmissing++;
-		free(cmds[i]);
-		cmds[i] = deploy_upload_command(h->in, &run->ab, run->args);
-		h->command = cmds[i];
-		free(run->sh[i].out.data);
-		memset(&run->sh[i].out, 0, sizeof run->sh[i].out);
-		free(run->sh[i].err.data);
-		memset(&run->sh[i].err, 0, sizeof run->sh[i].err);
-	}
-	if (nmissing > 0) {
-		debug_f("deploying the agent to %zu instance(s)", nmissing);
-		set.stdin_data = run->ab.data;
-		set.stdin_len = run->ab.len;
-		if (remote_run(rm, &set) != 0) {
-			*cause = xstrdup("cannot start the event loop");
-			r = -GF_EHOSTS;
-			goto out;
-		}
-		for (i = 0; i < rm->n; i++) {
-			if (rm->hosts[i].fail == EF_INTERRUPTED) {
-				r = -STATUS_INTERRUPTED;
-				goto out;
-			}
-		}
-	}
-	run->now = (int64_t)time(NULL);
-	for (i = 0; i < rm->n; i++) {
-		rm->hosts[i].skip = 0;
-		classify(run, i);
-	}
-out:
-	for (i = 0; i < rm->n; i++) {
-		rm->hosts[i].command = NULL;
-		free(cmds[i]);
-	}
-	free(cmds);
-	return r;
-}
-
-/* Store every report and the controller's view, in one transaction. */
-static int
-store(struct status_run *run, char **cause)
-{
-	struct inventory *inv = run->rm->inv;
-	const struct config *cf = run->ctx->config;
-	size_t i;
-	int r;
-
-	if ((r = inventory_begin(inv, cause)) != 0)
-		return r;
-	for (i = 0; i < run->rm->n; i++) {
-		struct shost *s = &run->sh[i];
-		int64_t id = run->rm->list[i].id;
-		if (s->have_report &&
-		    (r = samples_store(inv, id, run->now, &s->rep, cause)) != 0)
-			goto fail;
-		/* A key rotated out that a platform put back. */
-		if (s->have_report && s->rep.authorized_keys != NULL &&
-		    (r = keys_warn_reinjected(inv, &run->rm->list[i],
-			 s->rep.authorized_keys, cause)) < 0)
-			goto fail;
-		/* The ledger: first sighting, restarts, outages. */
-		if ((s->have_report || strcmp(s->state, "unreachable") == 0) &&
-		    (r = ledger_observe(inv, id, run->now,
-			 s->have_report ? s->rep.container_start : 0,
-			 s->have_report, cause)) != 0)
-			goto fail;
-		if ((r = samples_last_status(inv, id, run->now, s->state,
-			 s->error, s->have_report ? s->out.data : NULL,
-			 cause)) != 0)
-			goto fail;
-	}
-	if ((r = samples_rollup(inv, run->now, cf->status_raw_hours,
-		 cf->status_agg_days, cause)) != 0)
-		goto fail;
-	return inventory_commit(inv, cause);
-fail:
-	inventory_rollback(inv);
-	return r;
-}
 
 /* "2xA100-80G", or models joined with '+' when they differ. Caller frees. */
 static char *
@@ -414,15 +161,117 @@ cat(char **s, const char *fmt, ...)
 	*s = tmp;
 }
 
+/* The columns of an instance that is up; every one may be NULL. */
+struct row {
+	char *gpus, *util, *mem, *temp, *power, *procs;
+	char *sess, *load, *up, *prog;
+};
+
+/* The colours: idle GPUs, stale progress, back to normal. */
+struct colours {
+	const char *hl, *stale, *off;
+};
+
+/* GPUS, UTIL%, MEM, TEMP, POWER and PROCS of a report. */
 static void
-render_table(struct status_run *run)
+row_gpus(struct row *w, const struct report *r, const struct config *cf,
+    const struct colours *c)
 {
-	const struct config *cf = run->ctx->config;
-	const char *hl = run->color ? "\033[33m" : "",
-		   *stale_c = run->color ? "\033[31m" : "",
-		   *off = run->color ? "\033[0m" : "";
+	double tmax = NAN, pw = 0, pl = 0;
+	size_t j, k, nprocs = 0;
+	char *text, *safe;
+
+	text = gpu_summary(r);
+	w->gpus = vis_str(text);
+	free(text);
+	for (j = 0; j < r->ngpus; j++) {
+		const struct report_gpu *g = &r->gpus[j];
+		int idle =
+		    !isnan(g->util_gpu) && g->util_gpu < cf->status_idle_util;
+		if (isnan(g->util_gpu))
+			cat(&w->util, "%s-", j ? "," : "");
+		else
+			cat(&w->util, "%s%s%.0f%s", j ? "," : "",
+			    idle ? c->hl : "", g->util_gpu, idle ? c->off : "");
+		if (isnan(g->mem_used_mib))
+			cat(&w->mem, "%s-", j ? "," : "");
+		else
+			cat(&w->mem, "%s%.0f", j ? "," : "",
+			    g->mem_used_mib / 1024.0);
+		if (!isnan(g->temp_c) && (isnan(tmax) || g->temp_c > tmax))
+			tmax = g->temp_c;
+		if (!isnan(g->power_w))
+			pw += g->power_w;
+		if (!isnan(g->power_limit_w))
+			pl += g->power_limit_w;
+		for (k = 0; k < g->nprocs; k++) {
+			const char *pn =
+			    g->procs[k].name != NULL ? g->procs[k].name : "?";
+			if (strrchr(pn, '/') != NULL)
+				pn = strrchr(pn, '/') + 1;
+			if (nprocs++ < 2) {
+				safe = vis_str(pn);
+				cat(&w->procs, "%s%s", w->procs ? "," : "",
+				    safe);
+				free(safe);
+			}
+		}
+	}
+	if (r->ngpus > 0 && !isnan(r->gpus[0].mem_total_mib))
+		cat(&w->mem, "/%.0f", r->gpus[0].mem_total_mib / 1024.0);
+	if (!isnan(tmax))
+		xasprintf(&w->temp, "%.0fC", tmax);
+	if (r->ngpus > 0)
+		xasprintf(&w->power, "%.0f/%.0fW", pw, pl);
+	if (nprocs > 2)
+		cat(&w->procs, "+%zu", nprocs - 2);
+	if (r->ngpus == 0 && r->gpu_error != NULL) {
+		free(w->gpus);
+		safe = vis_str(r->gpu_error);
+		xasprintf(&w->gpus, "(%s)", safe);
+		free(safe);
+	}
+}
+
+/* SESS, LOAD, UP and PROGRESS of a report. */
+static void
+row_host(struct row *w, const struct report *r, const struct config *cf,
+    const struct colours *c)
+{
+	char *safe, *ago;
+	int64_t age;
+	size_t l;
+	int stale;
+
+	xasprintf(&w->sess, "%d", r->sessions);
+	if (!isnan(r->load[0]))
+		xasprintf(&w->load, "%.2f", r->load[0]);
+	if (r->container_start != 0)
+		w->up = timeparse_duration(r->time - r->container_start);
+	if (!r->has_progress)
+		return;
+	age = r->time - r->progress_mtime;
+	stale = age > (int64_t)cf->status_stale_minutes * 60;
+	ago = timeparse_duration(age);
+	l = strcspn(r->progress_text, "\n");
+	if (l > 40)
+		l = 40;
+	safe = vis_buf(r->progress_text, l);
+	xasprintf(&w->prog, "%s%s (%s ago)%s", stale ? c->stale : "", safe, ago,
+	    stale ? c->off : "");
+	free(safe);
+	free(ago);
+}
+
+/* The table, every remote string made safe to print. */
+static void
+render_table(const struct probe *run, int color)
+{
+	struct colours c = { color ? "\033[33m" : "", color ? "\033[31m" : "",
+		color ? "\033[0m" : "" };
 	struct table *t;
-	size_t i, j, k;
+	struct row w;
+	size_t i;
 
 	t = table_new(12, "NAME", "STATE", "GPUS", "UTIL%", "MEM(GiB)", "TEMP",
 	    "POWER", "PROCS", "SESS", "LOAD", "UP", "PROGRESS");
@@ -430,14 +279,8 @@ render_table(struct status_run *run)
 	   ours. */
 	table_raw(t);
 	for (i = 0; i < run->rm->n; i++) {
-		struct shost *s = &run->sh[i];
-		const struct report *r = &s->rep;
-		char *gpus = NULL, *util = NULL, *mem = NULL, *temp = NULL;
-		char *power = NULL, *procs = NULL, *load = NULL, *up = NULL;
-		char *prog = NULL, *state = NULL, *sess, *safe, *text;
-		char *name = vis_str(run->rm->list[i].name);
-		double tmax = NAN, pw = 0, pl = 0;
-		size_t nprocs = 0;
+		const struct probe_host *s = &run->hosts[i];
+		char *name = vis_str(run->rm->list[i].name), *safe, *state;
 
 		if (!s->have_report) {
 			safe = vis_str(s->error != NULL ? s->error : "");
@@ -449,105 +292,37 @@ render_table(struct status_run *run)
 			free(name);
 			continue;
 		}
-		text = gpu_summary(r);
-		gpus = vis_str(text);
-		free(text);
-		for (j = 0; j < r->ngpus; j++) {
-			const struct report_gpu *g = &r->gpus[j];
-			int idle = !isnan(g->util_gpu) &&
-			    g->util_gpu < cf->status_idle_util;
-			if (isnan(g->util_gpu))
-				cat(&util, "%s-", j ? "," : "");
-			else
-				cat(&util, "%s%s%.0f%s", j ? "," : "",
-				    idle ? hl : "", g->util_gpu,
-				    idle ? off : "");
-			if (isnan(g->mem_used_mib))
-				cat(&mem, "%s-", j ? "," : "");
-			else
-				cat(&mem, "%s%.0f", j ? "," : "",
-				    g->mem_used_mib / 1024.0);
-			if (!isnan(g->temp_c) &&
-			    (isnan(tmax) || g->temp_c > tmax))
-				tmax = g->temp_c;
-			if (!isnan(g->power_w))
-				pw += g->power_w;
-			if (!isnan(g->power_limit_w))
-				pl += g->power_limit_w;
-			for (k = 0; k < g->nprocs; k++) {
-				const char *pn = g->procs[k].name != NULL
-				    ? g->procs[k].name
-				    : "?";
-				if (strrchr(pn, '/') != NULL)
-					pn = strrchr(pn, '/') + 1;
-				if (nprocs++ < 2) {
-					safe = vis_str(pn);
-					cat(&procs, "%s%s", procs ? "," : "",
-					    safe);
-					free(safe);
-				}
-			}
-		}
-		if (r->ngpus > 0 && !isnan(r->gpus[0].mem_total_mib))
-			cat(&mem, "/%.0f", r->gpus[0].mem_total_mib / 1024.0);
-		if (!isnan(tmax))
-			xasprintf(&temp, "%.0fC", tmax);
-		if (r->ngpus > 0)
-			xasprintf(&power, "%.0f/%.0fW", pw, pl);
-		if (nprocs > 2)
-			cat(&procs, "+%zu", nprocs - 2);
-		if (!isnan(r->load[0]))
-			xasprintf(&load, "%.2f", r->load[0]);
-		if (r->container_start != 0)
-			up = timeparse_duration(r->time - r->container_start);
-		if (r->has_progress) {
-			int64_t age = r->time - r->progress_mtime;
-			int stale =
-			    age > (int64_t)cf->status_stale_minutes * 60;
-			char *ago = timeparse_duration(age);
-			size_t l = strcspn(r->progress_text, "\n");
-			if (l > 40)
-				l = 40;
-			safe = vis_buf(r->progress_text, l);
-			xasprintf(&prog, "%s%s (%s ago)%s",
-			    stale ? stale_c : "", safe, ago, stale ? off : "");
-			free(safe);
-			free(ago);
-		}
-		if (r->ngpus == 0 && r->gpu_error != NULL) {
-			free(gpus);
-			safe = vis_str(r->gpu_error);
-			xasprintf(&gpus, "(%s)", safe);
-			free(safe);
-		}
-		xasprintf(&sess, "%d", r->sessions);
-		table_add(t, name, s->state, gpus, util, mem, temp, power,
-		    procs, sess, load, up, prog);
+		memset(&w, 0, sizeof w);
+		row_gpus(&w, &s->rep, run->cf, &c);
+		row_host(&w, &s->rep, run->cf, &c);
+		table_add(t, name, s->state, w.gpus, w.util, w.mem, w.temp,
+		    w.power, w.procs, w.sess, w.load, w.up, w.prog);
 		free(name);
-		free(sess);
-		free(gpus);
-		free(util);
-		free(mem);
-		free(temp);
-		free(power);
-		free(procs);
-		free(load);
-		free(up);
-		free(prog);
+		free(w.gpus);
+		free(w.util);
+		free(w.mem);
+		free(w.temp);
+		free(w.power);
+		free(w.procs);
+		free(w.sess);
+		free(w.load);
+		free(w.up);
+		free(w.prog);
 	}
 	table_print(t, stdout);
 	table_free(t);
 }
 
+/* The reports and the controller's view, as one JSON array. */
 static void
-render_json(struct status_run *run)
+render_json(const struct probe *run)
 {
 	json_t *arr = json_array(), *o, *rep;
 	char *seen;
 	size_t i;
 
 	for (i = 0; i < run->rm->n; i++) {
-		struct shost *s = &run->sh[i];
+		const struct probe_host *s = &run->hosts[i];
 		o = json_object();
 		json_object_set_new(
 		    o, "name", json_string(run->rm->list[i].name));
@@ -567,31 +342,138 @@ render_json(struct status_run *run)
 	json_print(arr, stdout);
 }
 
+/* One refresh on stdout: the header of --watch, then table or JSON. */
 static void
-on_sigint(int sig)
+render(struct status_cmd *sc)
 {
-	(void)sig;
-	stop_watch = 1;
+	if (sc->watch > 0 && isatty(STDOUT_FILENO) && !sc->json)
+		printf("\033[H\033[2J");
+	if (sc->watch > 0 && !sc->json) {
+		char *when = instance_format_time(sc->p->now);
+		printf("gpufleet status, every %lds, %s\n", sc->watch, when);
+		free(when);
+	}
+	if (sc->json)
+		render_json(sc->p);
+	else
+		render_table(sc->p, sc->color);
+	fflush(stdout);
+}
+
+/* Start a pass; with --watch the sessions stay open for the next. */
+static void
+start_pass(struct status_cmd *sc)
+{
+	int r;
+
+	if ((r = probe_start(sc->p, sc->watch > 0, on_pass, sc, &sc->cause)) !=
+	    0) {
+		sc->status = -r;
+		sc->over = 1;
+		return;
+	}
+	sc->busy = 1;
+}
+
+/* A pass is over: store it, show it, and wait for the next if watching. */
+static void
+on_pass(struct probe *p, int r, void *arg)
+{
+	struct status_cmd *sc = arg;
+	struct timeval tv;
+
+	sc->busy = 0;
+	if (r == -PROBE_INTERRUPTED) {
+		error("status: interrupted; nothing stored");
+		sc->status = PROBE_INTERRUPTED;
+		sc->over = 1;
+		return;
+	}
+	if ((r = probe_store(p, &sc->cause)) != 0) {
+		sc->status = -r;
+		sc->over = 1;
+		return;
+	}
+	render(sc);
+	sc->status = probe_failed(p) == 0 ? GF_OK : GF_EHOSTS;
+	sc->refreshes++;
+	if (sc->watch == 0 || (sc->count > 0 && sc->refreshes >= sc->count)) {
+		sc->over = 1;
+		return;
+	}
+	tv.tv_sec = sc->watch;
+	tv.tv_usec = 0;
+	evtimer_add(sc->timer, &tv);
+}
+
+static void
+on_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	start_pass(arg);
+}
+
+/*
+ * Ctrl-C: during a pass it is cancelled (exit 130, nothing stored);
+ * between the refreshes of --watch it ends the watch.
+ */
+static void
+on_sigint(evutil_socket_t fd, short what, void *arg)
+{
+	struct status_cmd *sc = arg;
+
+	(void)fd;
+	(void)what;
+	if (sc->busy)
+		probe_cancel(sc->p);
+	else {
+		evtimer_del(sc->timer);
+		sc->over = 1;
+	}
+}
+
+/* Run the passes on the remote's loop until the last one is shown. */
+static int
+status_loop(struct status_cmd *sc, struct remote *rm)
+{
+	struct event_base *base;
+
+	if (remote_engine(rm) == NULL)
+		return cmd_fail(
+		    GF_EHOSTS, xstrdup("cannot start the event loop"));
+	base = rm->fleet->base;
+	sc->timer = evtimer_new(base, on_timer, sc);
+	sc->sigint = evsignal_new(base, SIGINT, on_sigint, sc);
+	evsignal_add(sc->sigint, NULL);
+	start_pass(sc);
+	while (!sc->over)
+		event_base_loop(base, EVLOOP_ONCE);
+	event_free(sc->sigint);
+	event_free(sc->timer);
+	if (sc->cause != NULL)
+		return cmd_fail(sc->status, sc->cause);
+	return sc->status;
 }
 
 static int
 cmd_status_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
-	struct status_run run;
-	const struct config *cf = ctx->config;
+	struct status_cmd sc;
+	struct remote *rm = NULL;
 	char *cause = NULL, *end;
-	long watch = 0, count = 0, n;
-	int ch, status, json = 0, r, refreshes = 0;
-	size_t i, nbad;
+	long n;
+	int ch, status, r;
 
+	memset(&sc, 0, sizeof sc);
 	while ((ch = cmd_getopt(
 		    e, argc, argv, "w:n:h", status_options, &status)) != -1) {
 		switch (ch) {
 		case -2:
 			return status;
 		case OPT_JSON:
-			json = 1;
+			sc.json = 1;
 			break;
 		case 'w':
 		case 'n':
@@ -602,91 +484,26 @@ cmd_status_exec(
 				    "--%s '%s' is not a "
 				    "number from 1 to 86400",
 				    ch == 'w' ? "watch" : "count", optarg);
-			*(ch == 'w' ? &watch : &count) = n;
+			*(ch == 'w' ? &sc.watch : &sc.count) = n;
 			break;
 		}
 	}
 	if (argc - optind > 1)
 		return cmd_usage_error(e, "takes at most one SELECTOR");
 
-	memset(&run, 0, sizeof run);
-	run.ctx = ctx;
-	run.color =
-	    !json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
-	xasprintf(&run.args, "%s%s%s%s", cf->progress_file ? "--progress " : "",
-	    cf->progress_file ? cf->progress_file : "",
-	    cf->nvidia_smi ? " --nvidia-smi " : "",
-	    cf->nvidia_smi ? cf->nvidia_smi : "");
-	if (deploy_load(&run.ab, &cause) != 0) {
-		free(run.args);
-		return cmd_fail(GF_ECONFIG, cause);
-	}
+	sc.color =
+	    !sc.json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
+	if ((r = probe_new(ctx->config, &sc.p, &cause)) != 0)
+		return cmd_fail(-r, cause);
 	if ((r = remote_open(ctx->fleet,
-		 argc - optind == 1 ? argv[optind] : "all", &run.rm, &cause)) !=
+		 argc - optind == 1 ? argv[optind] : "all", &rm, &cause)) !=
 	    0) {
-		deploy_free(&run.ab);
-		free(run.args);
+		probe_free(sc.p);
 		return cmd_fail(-r, cause);
 	}
-	run.sh = xcalloc(run.rm->n + 1, sizeof *run.sh);
-	run.rm->ops.output = on_output;
-	run.rm->ops.arg = &run;
-	for (i = 0; i < run.rm->n; i++) {
-		if (run.rm->hosts[i].fail != EF_NONE) {
-			run.sh[i].prefail = xstrdup(run.rm->hosts[i].fail_msg);
-			run.sh[i].prefail_kind = run.rm->hosts[i].fail;
-		}
-	}
-	if (watch > 0)
-		signal(SIGINT, on_sigint);
-
-	for (;;) {
-		r = run_once(&run, watch > 0, &cause);
-		if (r == -STATUS_INTERRUPTED) {
-			error("status: interrupted; nothing stored");
-			status = STATUS_INTERRUPTED;
-			break;
-		}
-		if (r != 0 || (r = store(&run, &cause)) != 0) {
-			status = cmd_fail(-r, cause);
-			break;
-		}
-		for (nbad = 0, i = 0; i < run.rm->n; i++)
-			nbad += !run.sh[i].have_report;
-		if (watch > 0 && isatty(STDOUT_FILENO) && !json)
-			printf("\033[H\033[2J");
-		if (watch > 0 && !json) {
-			char *when = instance_format_time(run.now);
-			printf(
-			    "gpufleet status, every %lds, %s\n", watch, when);
-			free(when);
-		}
-		if (json)
-			render_json(&run);
-		else
-			render_table(&run);
-		fflush(stdout);
-		status = nbad == 0 ? GF_OK : GF_EHOSTS;
-		refreshes++;
-		if (watch == 0 || (count > 0 && refreshes >= count))
-			break;
-		for (n = 0; n < watch * 10 && !stop_watch; n++)
-			usleep(100000);
-		if (stop_watch)
-			break;
-		signal(SIGINT, on_sigint);
-	}
-	for (i = 0; i < run.rm->n; i++) {
-		free(run.sh[i].out.data);
-		free(run.sh[i].err.data);
-		free(run.sh[i].error);
-		free(run.sh[i].prefail);
-		if (run.sh[i].have_report)
-			report_free(&run.sh[i].rep);
-	}
-	free(run.sh);
-	remote_close(run.rm);
-	deploy_free(&run.ab);
-	free(run.args);
+	probe_attach(sc.p, rm);
+	status = status_loop(&sc, rm);
+	probe_free(sc.p);
+	remote_close(rm);
 	return status;
 }

@@ -178,22 +178,24 @@ pinned_type(struct engine_host *h, void *arg)
 	return rm->pinned_type[h - rm->hosts];
 }
 
-/* Run the engine over every prepared host. */
-int
-remote_run(struct remote *rm, const struct engine_settings *set)
+/* The engine rm's runs use: the fleet's, on its loop; NULL on failure. */
+struct engine *
+remote_engine(struct remote *rm)
 {
-	struct engine *e;
+	return fleet_engine(rm->fleet);
+}
+
+/*
+ * After a run: keys pinned on first contact rewrite the known_hosts file
+ * that gpufleet ssh uses, once for the whole run.
+ */
+void
+remote_run_done(struct remote *rm)
+{
 	char *cause = NULL;
 	size_t i;
-	int r, pinned = rm->repin;
+	int pinned = rm->repin;
 
-	if ((e = fleet_engine(rm->fleet)) == NULL)
-		return -1;
-	r = engine_run(e, rm->hosts, rm->n, set, &rm->ops);
-	/*
-	 * Keys pinned on first contact: rewrite the known_hosts file that
-	 * gpufleet ssh uses, once for the whole run.
-	 */
 	for (i = 0; i < rm->n; i++) {
 		if (rm->pinned_type[i] == NULL && !rm->hosts[i].skip &&
 		    rm->hosts[i].fail != EF_HOSTKEY_UNKNOWN)
@@ -203,6 +205,19 @@ remote_run(struct remote *rm, const struct engine_settings *set)
 		warn_msg("%s", cause);
 		free(cause);
 	}
+}
+
+/* Run the engine over every prepared host. */
+int
+remote_run(struct remote *rm, const struct engine_settings *set)
+{
+	struct engine *e;
+	int r;
+
+	if ((e = remote_engine(rm)) == NULL)
+		return -1;
+	r = engine_run(e, rm->hosts, rm->n, set, &rm->ops);
+	remote_run_done(rm);
 	return r;
 }
 

@@ -24,7 +24,9 @@ struct remote {
 };
 
 int remote_open(struct fleet *, const char *, struct remote **, char **);
+struct engine *remote_engine(struct remote *);
 int remote_run(struct remote *, const struct engine_settings *);
+void remote_run_done(struct remote *);
 void remote_close(struct remote *);
 
 #endif

@@ -192,6 +192,25 @@ expect_eq "$(sql "SELECT t FROM last_status s JOIN instance i ON i.id = s.instan
 fleet heal inst-2
 rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
 
+# Ctrl-C while --watch waits for its next refresh: the watch ends at once
+# with the last refresh's exit code (0), and that refresh stays stored.
+"$GPUFLEET" status inst-1 --watch 3600 >"$T/watch.out" 2>"$T/watch.err" &
+pid=$!
+for _ in $(seq 600); do
+	grep -q '^inst-1 .*up' "$T/watch.out" 2>/dev/null && break
+	sleep 0.1
+done
+expect_match "$(cat "$T/watch.out")" "^gpufleet status, every 3600s" "watch header"
+kill -INT $pid
+for _ in $(seq 600); do kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+kill -0 $pid 2>/dev/null && { kill $pid; fail "--watch ignored Ctrl-C while waiting"; }
+wait $pid
+rc=$?
+expect_rc 0 "Ctrl-C between refreshes"
+expect_eq "$(cat "$T/watch.err")" "" "nothing on stderr after Ctrl-C between refreshes"
+[ "$(sql "SELECT t FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-1'")" -gt "$seen" ] ||
+	fail "the refresh before Ctrl-C was not stored"
+
 # --- history and retention ---------------------------------------------------
 run history inst-1 --json
 expect_match "$out" '"util_mean": 97.0' "history points"

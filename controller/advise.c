@@ -1,0 +1,269 @@
+/*
+ * Recommendations from the ledger, the samples and the providers: monthly
+ * plan or hourly, idle spend, storage paid while stopped, platform release
+ * deadlines, observed availability and balances about to run out.
+ */
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "advise.h"
+#include "cost.h"
+#include "ledger.h"
+#include "provider.h"
+#include "timeparse.h"
+#include "xmalloc.h"
+
+struct advise_run {
+	struct inventory *inv;
+	const struct config *cf;
+	int64_t now;
+	struct provider_info *prov;
+	size_t nprov;
+	struct advice *v;
+	size_t n;
+};
+
+static void add(struct advise_run *, const char *, const char *, const char *,
+    ...) __attribute__((format(printf, 4, 5)));
+static int advise_instance(
+    struct advise_run *, const struct instance *, char **);
+static void advise_stopped(struct advise_run *, const struct instance *,
+    const struct billing_rule *, int64_t);
+static int advise_availability(
+    struct advise_run *, const struct instance *, size_t, char **);
+static int advise_runway(struct advise_run *, char **);
+
+/* Append one piece of advice. */
+static void
+add(struct advise_run *ar, const char *kind, const char *name, const char *fmt,
+    ...)
+{
+	struct advice *a;
+	va_list ap;
+
+	ar->v = xreallocarray(ar->v, ar->n + 1, sizeof *ar->v);
+	a = &ar->v[ar->n++];
+	a->kind = kind;
+	a->name = xstrdup(name);
+	va_start(ap, fmt);
+	xvasprintf(&a->message, fmt, ap);
+	va_end(ap);
+}
+
+/* Monthly plan or hourly, idle share and the stopped checks of one. */
+static int
+advise_instance(struct advise_run *ar, const struct instance *in, char **cause)
+{
+	struct ledger_cost w7, w30;
+	struct billing_advice adv;
+	struct ledger_event *ev = NULL;
+	size_t nev;
+	char *a;
+	int r;
+
+	memset(&w7, 0, sizeof w7);
+	memset(&w30, 0, sizeof w30);
+	w7.in = w30.in = in;
+	if ((r = ledger_cost(ar->inv, ar->cf, &w7, ar->now - 7 * 86400, ar->now,
+		 ar->now, cause)) != 0 ||
+	    (r = ledger_cost(ar->inv, ar->cf, &w30, ar->now - 30 * 86400,
+		 ar->now, ar->now, cause)) != 0)
+		return r;
+	if (!w7.priced)
+		return 0;
+	/* Monthly plan against hourly, at 7- and 30-day usage. */
+	if (w7.rule.monthly_price > 0) {
+		double h7 = w7.total.running_secs / 3600.0 / 7;
+		double h30 = w30.total.running_secs / 3600.0 / 30;
+		if (billing_advise_monthly(&w7.rule, h7, &adv) == 0) {
+			a = billing_format(
+			    adv.savings > 0 ? adv.savings : -adv.savings,
+			    w7.rule.currency);
+			add(ar, "monthly", in->name,
+			    "used %.1f h/day (7 days; %.1f over 30), "
+			    "break-even %.1f h/day: the monthly plan %s "
+			    "%s/month",
+			    h7, h30, adv.breakeven_hours_per_day,
+			    adv.savings > 0 ? "saves" : "would cost", a);
+			free(a);
+		}
+	}
+	/* Idle share of this week's billed time. */
+	if (!isnan(w7.idle_frac) && w7.idle_frac >= 0.05 &&
+	    w7.total.compute > 0) {
+		a = billing_format(w7.idle, w7.rule.currency);
+		add(ar, "idle", in->name,
+		    "idle %.0f%% of its billed time this week (%s)",
+		    w7.idle_frac * 100, a);
+		free(a);
+	}
+	if ((r = ledger_events(ar->inv, in->id, &ev, &nev, cause)) != 0)
+		return r;
+	if (nev > 0 && strcmp(ev[nev - 1].state, "stopped") == 0)
+		advise_stopped(ar, in, &w7.rule, ev[nev - 1].t);
+	free(ev);
+	return 0;
+}
+
+/* Stopped since since: storage still paid, the release deadline near. */
+static void
+advise_stopped(struct advise_run *ar, const struct instance *in,
+    const struct billing_rule *rule, int64_t since)
+{
+	const struct provider_info *p;
+	int days = (int)((ar->now - since) / 86400);
+	char *a, *b;
+
+	if (rule->stopped_per_day > 0) {
+		a = billing_format(billing_stopped_cost(rule, ar->now - since),
+		    rule->currency);
+		b = timeparse_duration(ar->now - since);
+		add(ar, "stopped", in->name,
+		    "stopped for %s and paying storage (%s so far); release "
+		    "it if it is not coming back",
+		    b, a);
+		free(a);
+		free(b);
+	}
+	p = provider_find(ar->prov, ar->nprov, in->provider);
+	if (p != NULL && p->release_after_days > 0 &&
+	    days >= p->release_after_days - 2)
+		add(ar, "release", in->name,
+		    "stopped %d days; %s releases instances stopped %d days "
+		    "(data lost)",
+		    days, in->provider, p->release_after_days);
+}
+
+/* Observed availability and restarts per provider, last 30 days. */
+static int
+advise_availability(
+    struct advise_run *ar, const struct instance *list, size_t n, char **cause)
+{
+	size_t i, j;
+	int r;
+
+	for (i = 0; i < n; i++) {
+		int64_t run = 0, unk = 0;
+		int restarts = 0, outages = 0, seen = 0;
+		for (j = 0; j < i && !seen; j++)
+			seen = strcmp(list[j].provider, list[i].provider) == 0;
+		if (seen || *list[i].provider == '\0')
+			continue;
+		for (j = i; j < n; j++) {
+			struct ledger_cost c;
+			if (strcmp(list[j].provider, list[i].provider) != 0)
+				continue;
+			memset(&c, 0, sizeof c);
+			c.in = &list[j];
+			if ((r = ledger_cost(ar->inv, ar->cf, &c,
+				 ar->now - 30 * 86400, ar->now, ar->now,
+				 cause)) != 0)
+				return r;
+			run += c.total.running_secs;
+			unk += c.total.unknown_secs;
+			restarts += c.restarts;
+			outages += c.outages;
+		}
+		if (run + unk == 0)
+			continue;
+		add(ar, "availability", list[i].provider,
+		    "observed availability %.2f%% over 30 days, %d outage%s, "
+		    "%d unexpected restart%s",
+		    100.0 * run / (run + unk), outages, outages == 1 ? "" : "s",
+		    restarts, restarts == 1 ? "" : "s");
+	}
+	return 0;
+}
+
+/*
+ * Provider balances that run out within a day, at the burn of the
+ * instances not released (an instance that cannot be costed is left out).
+ */
+static int
+advise_runway(struct advise_run *ar, char **cause)
+{
+	struct instance *all = NULL;
+	size_t na = 0, i;
+	char *a, *b;
+	int r;
+
+	if ((r = inventory_list(ar->inv, 0, &all, &na, cause)) != 0)
+		return r;
+	for (i = 0; i < ar->nprov; i++) {
+		struct provider_info *p = &ar->prov[i];
+		if (!p->has_balance)
+			continue;
+		if ((r = cost_provider_runway(
+			 ar->inv, ar->cf, all, na, p, ar->now, 1, cause)) != 0)
+			break;
+		if (p->runway < 0 || p->runway >= 86400)
+			continue;
+		a = billing_format(p->left, p->currency);
+		b = timeparse_duration(p->runway);
+		add(ar, "runway", p->name,
+		    "%s left runs out in %s: top up or stop instances", a, b);
+		free(a);
+		free(b);
+	}
+	instance_free_array(all, na);
+	return r;
+}
+
+/*
+ * Every piece of advice for the n instances of list at time now, and for
+ * every provider with a balance. Free *out with advise_free.
+ */
+int
+advise_run(struct inventory *inv, const struct config *cf,
+    const struct instance *list, size_t n, int64_t now, struct advice **out,
+    size_t *nout, char **cause)
+{
+	struct advise_run ar;
+	size_t i;
+	int r;
+
+	memset(&ar, 0, sizeof ar);
+	ar.inv = inv;
+	ar.cf = cf;
+	ar.now = now;
+	*out = NULL;
+	*nout = 0;
+	if ((r = provider_list(inv, &ar.prov, &ar.nprov, cause)) != 0)
+		return r;
+	for (i = 0; i < n && r == 0; i++)
+		r = advise_instance(&ar, &list[i], cause);
+	if (r == 0)
+		r = advise_availability(&ar, list, n, cause);
+	if (r == 0)
+		r = advise_runway(&ar, cause);
+	provider_free(ar.prov, ar.nprov);
+	if (r != 0) {
+		advise_free(ar.v, ar.n);
+		return r;
+	}
+	*out = ar.v;
+	*nout = ar.n;
+	return 0;
+}
+
+/* Whether a piece of advice asks for a change (availability only informs). */
+int
+advise_counts(const struct advice *a)
+{
+	return strcmp(a->kind, "availability") != 0;
+}
+
+void
+advise_free(struct advice *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(v[i].name);
+		free(v[i].message);
+	}
+	free(v);
+}

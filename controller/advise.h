@@ -1,0 +1,26 @@
+/*
+ * Advice as data: what to change to pay less, each piece with the numbers
+ * behind it, for a caller to print, serve or act on.
+ */
+#ifndef GPUFLEET_ADVISE_H
+#define GPUFLEET_ADVISE_H
+
+#include <stdint.h>
+
+#include "config.h"
+#include "instance.h"
+#include "inventory.h"
+
+struct advice {
+	const char *kind; /* monthly idle stopped release availability runway */
+	char *name;	  /* the instance or the provider */
+	char *message;
+};
+
+int advise_run(struct inventory *, const struct config *,
+    const struct instance *, size_t, int64_t, struct advice **, size_t *,
+    char **);
+int advise_counts(const struct advice *);
+void advise_free(struct advice *, size_t);
+
+#endif

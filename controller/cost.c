@@ -1,0 +1,292 @@
+/* Cost over a window per instance, provider, day and currency. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cost.h"
+#include "status.h"
+#include "xmalloc.h"
+
+static int project(struct cost_report *, const struct billing_sums *,
+    const struct billing_sums *, char **);
+
+/* Local midnight of the first day of t's month, or of the next (next 1). */
+int64_t
+cost_month_start(int64_t t, int next)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	localtime_r(&tt, &tm);
+	tm.tm_mday = 1;
+	tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+	tm.tm_mon += next;
+	tm.tm_isdst = -1;
+	return (int64_t)mktime(&tm);
+}
+
+/*
+ * The month-end projection: total plus burn_per_hour for secs more, or -1
+ * with *cause where that leaves the money range.
+ */
+int
+cost_projection(money_t total, money_t burn_per_hour, int64_t secs,
+    money_t *out, char **cause)
+{
+	*out = total;
+	return billing_add(
+	    out, billing_price_for(burn_per_hour, BILL_PER_HOUR, secs), cause);
+}
+
+/*
+ * Every instance, released ones included while they were released at or
+ * after from. Caller frees *list with instance_free_array.
+ */
+int
+cost_load_all(struct inventory *inv, int64_t from, struct instance **list,
+    size_t *n, char **cause)
+{
+	size_t i, j;
+	int r;
+
+	if ((r = inventory_list(inv, 1, list, n, cause)) != 0)
+		return r;
+	for (i = j = 0; i < *n; i++) {
+		if ((*list)[i].released_at == 0 ||
+		    (*list)[i].released_at >= from)
+			(*list)[j++] = (*list)[i];
+		else
+			instance_clear(&(*list)[i]);
+	}
+	*n = j;
+	return 0;
+}
+
+/*
+ * Every currency's total and burn, projected to the end of the month once.
+ */
+static int
+project(struct cost_report *rep, const struct billing_sums *totals,
+    const struct billing_sums *burn, char **cause)
+{
+	size_t i;
+
+	rep->totals = xcalloc(totals->n + 1, sizeof *rep->totals);
+	rep->ntotals = totals->n;
+	for (i = 0; i < totals->n; i++) {
+		struct cost_total *t = &rep->totals[i];
+		snprintf(t->currency, sizeof t->currency, "%s",
+		    totals->v[i].currency);
+		t->amount = totals->v[i].amount;
+		t->burn_per_hour = billing_sums_get(burn, t->currency);
+	}
+	rep->month_end =
+	    cost_month_start(rep->to > 0 ? rep->to - 1 : rep->to, 1);
+	rep->projecting = rep->to >= rep->now - 60 && rep->month_end > rep->now;
+	for (i = 0; rep->projecting && i < rep->ntotals; i++) {
+		struct cost_total *t = &rep->totals[i];
+		if (cost_projection(t->amount, t->burn_per_hour,
+			rep->month_end - rep->now, &t->projected, cause) != 0)
+			return -GF_EUSAGE;
+	}
+	return 0;
+}
+
+/*
+ * Cost each of the n instances over [from, to) at time now, with totals
+ * per currency and the month-end projection. Free rep with
+ * cost_report_free; rep->rows borrow list.
+ */
+int
+cost_by_instance(struct inventory *inv, const struct config *cf,
+    const struct instance *list, size_t n, int64_t from, int64_t to,
+    int64_t now, struct cost_report *rep, char **cause)
+{
+	struct billing_sums totals = { NULL, 0 }, burn = { NULL, 0 };
+	size_t i;
+	int r = 0;
+
+	memset(rep, 0, sizeof *rep);
+	rep->from = from;
+	rep->to = to;
+	rep->now = now;
+	rep->rows = xcalloc(n + 1, sizeof *rep->rows);
+	rep->n = n;
+	for (i = 0; i < n; i++) {
+		rep->rows[i].in = &list[i];
+		const struct ledger_cost *c = &rep->rows[i];
+		if ((r = ledger_cost(
+			 inv, cf, &rep->rows[i], from, to, now, cause)) != 0)
+			goto out;
+		if (billing_sums_add(
+			&totals, c->rule.currency, c->amount, cause) != 0 ||
+		    (c->running_now && c->priced &&
+			billing_sums_add(&burn, c->rule.currency,
+			    billing_hourly_price(&c->rule), cause) != 0)) {
+			r = -GF_EUSAGE;
+			goto out;
+		}
+	}
+	r = project(rep, &totals, &burn, cause);
+out:
+	billing_sums_free(&totals);
+	billing_sums_free(&burn);
+	return r;
+}
+
+void
+cost_report_free(struct cost_report *rep)
+{
+	free(rep->rows);
+	free(rep->totals);
+	memset(rep, 0, sizeof *rep);
+}
+
+/*
+ * Group the rows by provider and currency, in the order each group first
+ * appears. Caller frees *out (its strings are borrowed).
+ */
+int
+cost_by_provider(const struct cost_report *rep, struct cost_group **out,
+    size_t *nout, char **cause)
+{
+	struct cost_group *v = NULL, *g;
+	size_t i, j, n = 0;
+
+	for (i = 0; i < rep->n; i++) {
+		const struct ledger_cost *c = &rep->rows[i];
+		for (g = NULL, j = 0; j < n && g == NULL; j++) {
+			if (strcmp(v[j].provider, c->in->provider) == 0 &&
+			    strcmp(v[j].currency, c->rule.currency) == 0)
+				g = &v[j];
+		}
+		if (g == NULL) {
+			v = xreallocarray(v, n + 1, sizeof *v);
+			g = &v[n++];
+			memset(g, 0, sizeof *g);
+			g->provider = c->in->provider;
+			g->currency = c->rule.currency;
+		}
+		g->instances++;
+		g->running_secs += c->total.running_secs;
+		g->unknown_secs += c->total.unknown_secs;
+		g->restarts += c->restarts;
+		g->outages += c->outages;
+		if (billing_add(&g->amount, c->amount, cause) != 0) {
+			free(v);
+			return -GF_EUSAGE;
+		}
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+/*
+ * The window's cost per local day and currency, days in order and each
+ * day's currencies in the order they first appear; an instance whose day
+ * cannot be costed is left out of that day. Caller frees *out.
+ */
+int
+cost_by_day(struct inventory *inv, const struct config *cf,
+    const struct cost_report *rep, struct cost_day **out, size_t *nout,
+    char **cause)
+{
+	struct cost_day *v = NULL;
+	size_t i, k, n = 0;
+	int64_t day, next;
+
+	for (day = rep->from; day < rep->to; day = next) {
+		time_t tt = (time_t)day;
+		struct billing_sums ds = { NULL, 0 };
+		struct tm tm;
+		char label[16];
+
+		localtime_r(&tt, &tm);
+		strftime(label, sizeof label, "%Y-%m-%d", &tm);
+		tm.tm_mday++;
+		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+		tm.tm_isdst = -1;
+		next = (int64_t)mktime(&tm);
+		if (next > rep->to)
+			next = rep->to;
+		for (i = 0; i < rep->n; i++) {
+			struct ledger_cost dr;
+			memset(&dr, 0, sizeof dr);
+			dr.in = rep->rows[i].in;
+			if (ledger_cost(inv, cf, &dr, day, next, rep->now,
+				cause) != 0) {
+				free(*cause);
+				*cause = NULL;
+				continue;
+			}
+			if (billing_sums_add(
+				&ds, dr.rule.currency, dr.amount, cause) != 0) {
+				billing_sums_free(&ds);
+				free(v);
+				return -GF_EUSAGE;
+			}
+		}
+		v = xreallocarray(v, n + ds.n + 1, sizeof *v);
+		for (k = 0; k < ds.n; k++, n++) {
+			snprintf(v[n].day, sizeof v[n].day, "%s", label);
+			snprintf(v[n].currency, sizeof v[n].currency, "%s",
+			    ds.v[k].currency);
+			v[n].amount = ds.v[k].amount;
+		}
+		billing_sums_free(&ds);
+	}
+	*out = v;
+	*nout = n;
+	return 0;
+}
+
+/*
+ * Fill p's left, burn and runway at time now: its balance less what its
+ * instances among list cost since the balance was stated, and the hourly
+ * price of those still running. With lenient, an instance that cannot be
+ * costed is left out instead of failing.
+ */
+int
+cost_provider_runway(struct inventory *inv, const struct config *cf,
+    const struct instance *list, size_t n, struct provider_info *p, int64_t now,
+    int lenient, char **cause)
+{
+	struct ledger_cost c;
+	money_t spent = 0;
+	size_t i;
+	int r;
+
+	p->burn = 0;
+	p->runway = -1;
+	for (i = 0; i < n; i++) {
+		if (strcmp(list[i].provider, p->name) != 0)
+			continue;
+		memset(&c, 0, sizeof c);
+		c.in = &list[i];
+		if ((r = ledger_cost(inv, cf, &c,
+			 p->has_balance ? p->balance_at : now, now, now,
+			 cause)) != 0) {
+			if (!lenient)
+				return r;
+			free(*cause);
+			*cause = NULL;
+			continue;
+		}
+		if (!c.priced || strcmp(c.rule.currency, p->currency) != 0)
+			continue;
+		if (billing_add(&spent, c.amount, cause) != 0 ||
+		    (c.running_now && list[i].released_at == 0 &&
+			billing_add(&p->burn, billing_hourly_price(&c.rule),
+			    cause) != 0))
+			return -GF_EUSAGE;
+	}
+	p->left = p->balance;
+	if (billing_add(&p->left, -spent, cause) != 0)
+		return -GF_EUSAGE;
+	if (p->has_balance && billing_runway(p->left, p->burn, &p->runway) == 1)
+		p->runway = -1;
+	return 0;
+}

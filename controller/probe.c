@@ -1,0 +1,407 @@
+/* Polling instances with the agent: two passes, classify, store. */
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "keys.h"
+#include "ledger.h"
+#include "log.h"
+#include "probe.h"
+#include "samples.h"
+#include "status.h"
+#include "xmalloc.h"
+
+#define ERR_CAP 4096
+
+static void buf_add(struct probe_buf *, const char *, size_t, size_t);
+static void buf_clear(struct probe_buf *);
+static void on_output(struct engine_host *, int, const char *, size_t, void *);
+static void on_finished(struct engine_run *, void *);
+static void reset(struct probe *);
+static int interrupted(const struct probe *);
+static size_t mark_missing(struct probe *);
+static void classify(struct probe *, size_t);
+static void finish(struct probe *, int);
+
+/* Append to a buffer, at most cap bytes in all (the rest sets over). */
+static void
+buf_add(struct probe_buf *b, const char *data, size_t len, size_t cap)
+{
+	if (b->len + len > cap) {
+		b->over = 1;
+		len = b->len < cap ? cap - b->len : 0;
+	}
+	if (len == 0)
+		return;
+	if (b->len + len + 1 > b->cap) {
+		b->cap = (b->len + len + 1) * 2;
+		b->data = xreallocarray(b->data, 1, b->cap);
+	}
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+}
+
+static void
+buf_clear(struct probe_buf *b)
+{
+	free(b->data);
+	memset(b, 0, sizeof *b);
+}
+
+static void
+on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
+    void *arg)
+{
+	struct probe *p = arg;
+	struct probe_host *s = &p->hosts[h - p->rm->hosts];
+
+	if (is_stderr)
+		buf_add(&s->err, data, len, ERR_CAP);
+	else
+		buf_add(&s->out, data, len, REPORT_MAX_BYTES);
+}
+
+/*
+ * A poll for the instances of a remote attached later: loads the agent.
+ * Free with probe_free.
+ */
+int
+probe_new(const struct config *cf, struct probe **pp, char **cause)
+{
+	struct probe *p = xcalloc(1, sizeof *p);
+
+	*pp = NULL;
+	p->cf = cf;
+	if (deploy_load(&p->ab, cause) != 0) {
+		free(p);
+		return -GF_ECONFIG;
+	}
+	xasprintf(&p->args, "%s%s%s%s", cf->progress_file ? "--progress " : "",
+	    cf->progress_file ? cf->progress_file : "",
+	    cf->nvidia_smi ? " --nvidia-smi " : "",
+	    cf->nvidia_smi ? cf->nvidia_smi : "");
+	*pp = p;
+	return 0;
+}
+
+/*
+ * Poll the instances of rm (which must outlive the poll), remembering
+ * which failed before any run could start.
+ */
+void
+probe_attach(struct probe *p, struct remote *rm)
+{
+	size_t i;
+
+	p->rm = rm;
+	p->hosts = xcalloc(rm->n + 1, sizeof *p->hosts);
+	p->cmds = xcalloc(rm->n + 1, sizeof *p->cmds);
+	p->ops = rm->ops;
+	p->ops.output = on_output;
+	p->ops.finished = on_finished;
+	p->ops.arg = p;
+	for (i = 0; i < rm->n; i++) {
+		if (rm->hosts[i].fail != EF_NONE) {
+			p->hosts[i].prefail = xstrdup(rm->hosts[i].fail_msg);
+			p->hosts[i].prefail_kind = rm->hosts[i].fail;
+		}
+	}
+}
+
+/* Forget the last pass's results and give every host the run command. */
+static void
+reset(struct probe *p)
+{
+	struct remote *rm = p->rm;
+	size_t i;
+
+	for (i = 0; i < rm->n; i++) {
+		struct probe_host *s = &p->hosts[i];
+		struct engine_host *h = &rm->hosts[i];
+		buf_clear(&s->out);
+		buf_clear(&s->err);
+		free(s->error);
+		s->error = NULL;
+		if (s->have_report)
+			report_free(&s->rep);
+		s->have_report = 0;
+		free(h->fail_msg);
+		h->fail_msg = s->prefail != NULL ? xstrdup(s->prefail) : NULL;
+		h->fail = s->prefail != NULL ? s->prefail_kind : EF_NONE;
+		h->skip = 0;
+		free(p->cmds[i]);
+		p->cmds[i] = deploy_run_command(h->in, &p->ab, p->args);
+		h->command = p->cmds[i];
+	}
+}
+
+/*
+ * Start one pass over every attached instance on the remote's loop: run
+ * the agent; where it is missing, upload and run it in a second run over
+ * those only. done(p, r, arg) comes from the loop when the pass is
+ * over: r is 0 (results in p->hosts) or -PROBE_INTERRUPTED (probe_cancel:
+ * nothing to store). With keep_open the sessions stay
+ * open for the next pass. Returns 0, or -GF_EHOSTS with *cause.
+ */
+int
+probe_start(
+    struct probe *p, int keep_open, probe_done_cb done, void *arg, char **cause)
+{
+	struct engine *e;
+
+	if (p->run != NULL)
+		fatal_f("a pass is in flight");
+	if ((e = remote_engine(p->rm)) == NULL) {
+		*cause = xstrdup("cannot start the event loop");
+		return -GF_EHOSTS;
+	}
+	memset(&p->set, 0, sizeof p->set);
+	p->set.fanout = p->cf->fanout;
+	p->set.connect_timeout = p->cf->connect_timeout;
+	p->set.setup_timeout = p->cf->setup_timeout;
+	p->set.command_timeout = p->cf->status_timeout;
+	p->set.keep_open = keep_open;
+	p->done = done;
+	p->arg = arg;
+	p->upload = 0;
+	reset(p);
+	p->run = engine_start(e, p->rm->hosts, p->rm->n, &p->set, &p->ops);
+	return 0;
+}
+
+/* Cancel the pass in flight, if any; its done still comes. */
+void
+probe_cancel(struct probe *p)
+{
+	if (p->run != NULL)
+		engine_cancel(p->run);
+}
+
+static int
+interrupted(const struct probe *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->rm->n; i++) {
+		if (p->rm->hosts[i].fail == EF_INTERRUPTED)
+			return 1;
+	}
+	return 0;
+}
+
+/* Leave in the run only the hosts the agent is missing on. */
+static size_t
+mark_missing(struct probe *p)
+{
+	struct remote *rm = p->rm;
+	size_t i, n = 0;
+
+	for (i = 0; i < rm->n; i++) {
+		struct engine_host *h = &rm->hosts[i];
+		h->skip = !(h->fail == EF_NONE &&
+		    h->exit_status == DEPLOY_EXIT_MISSING);
+		if (h->skip)
+			continue;
+		n++;
+		free(p->cmds[i]);
+		p->cmds[i] = deploy_upload_command(h->in, &p->ab, p->args);
+		h->command = p->cmds[i];
+		buf_clear(&p->hosts[i].out);
+		buf_clear(&p->hosts[i].err);
+	}
+	return n;
+}
+
+/* One run of the pass is over: upload where missing, or classify. */
+static void
+on_finished(struct engine_run *run, void *arg)
+{
+	struct probe *p = arg;
+	size_t i, nmissing;
+
+	(void)run;
+	p->run = NULL;
+	remote_run_done(p->rm);
+	if (interrupted(p)) {
+		/* Ctrl-C: no upload pass, nothing stored. */
+		finish(p, -PROBE_INTERRUPTED);
+		return;
+	}
+	if (!p->upload && (nmissing = mark_missing(p)) > 0) {
+		debug_f("deploying the agent to %zu instance(s)", nmissing);
+		p->upload = 1;
+		p->set.stdin_data = p->ab.data;
+		p->set.stdin_len = p->ab.len;
+		p->run = engine_start(remote_engine(p->rm), p->rm->hosts,
+		    p->rm->n, &p->set, &p->ops);
+		return;
+	}
+	p->now = (int64_t)time(NULL);
+	for (i = 0; i < p->rm->n; i++) {
+		p->rm->hosts[i].skip = 0;
+		classify(p, i);
+	}
+	finish(p, 0);
+}
+
+/* The pass is over: drop its commands and tell the caller. */
+static void
+finish(struct probe *p, int r)
+{
+	size_t i;
+
+	for (i = 0; i < p->rm->n; i++) {
+		p->rm->hosts[i].command = NULL;
+		free(p->cmds[i]);
+		p->cmds[i] = NULL;
+	}
+	p->done(p, r, p->arg);
+}
+
+/* Decide one host's state from its run. */
+static void
+classify(struct probe *p, size_t i)
+{
+	struct engine_host *h = &p->rm->hosts[i];
+	struct probe_host *s = &p->hosts[i];
+	char *cause = NULL;
+
+	switch (h->fail) {
+	case EF_NONE:
+		break;
+	case EF_RESOLVE:
+	case EF_REFUSED:
+	case EF_UNREACHABLE:
+	case EF_CONNECT_TIMEOUT:
+		s->state = "unreachable";
+		goto failed;
+	case EF_AUTH:
+		s->state = "auth failed";
+		goto failed;
+	case EF_HOSTKEY_CHANGED:
+	case EF_HOSTKEY_UNKNOWN:
+		s->state = "host key changed";
+		if (h->fail == EF_HOSTKEY_UNKNOWN)
+			s->state = "host key unknown";
+		goto failed;
+	case EF_TIMEOUT:
+		s->state = "agent error";
+		xasprintf(&s->error, "the agent did not answer within %ds",
+		    p->cf->status_timeout);
+		return;
+	default:
+		s->state = "error";
+		goto failed;
+	}
+	if (h->exit_signal != NULL) {
+		s->state = "agent error";
+		xasprintf(&s->error, "the agent was killed by signal %s",
+		    h->exit_signal);
+		return;
+	}
+	if (h->exit_status != 0) {
+		s->state = "agent error";
+		s->error = deploy_explain(h->exit_status, s->err.data, h->in);
+		return;
+	}
+	if (s->out.over) {
+		s->state = "agent error";
+		xasprintf(&s->error, "agent report is larger than %d bytes",
+		    REPORT_MAX_BYTES);
+		return;
+	}
+	if (report_parse(s->out.data != NULL ? s->out.data : "", s->out.len,
+		p->now, &s->rep, &cause) != 0) {
+		s->state = "agent error";
+		s->error = cause;
+		return;
+	}
+	s->have_report = 1;
+	s->state = "up";
+	return;
+failed:
+	s->error = xstrdup(h->fail_msg != NULL ? h->fail_msg : "failed");
+}
+
+/*
+ * Store the last pass, in one transaction: every report, the controller's
+ * view, keys a platform put back, and the ledger's sightings and outages.
+ */
+int
+probe_store(struct probe *p, char **cause)
+{
+	struct inventory *inv = p->rm->inv;
+	const struct config *cf = p->cf;
+	size_t i;
+	int r;
+
+	if ((r = inventory_begin(inv, cause)) != 0)
+		return r;
+	for (i = 0; i < p->rm->n; i++) {
+		struct probe_host *s = &p->hosts[i];
+		int64_t id = p->rm->list[i].id;
+		if (s->have_report &&
+		    (r = samples_store(inv, id, p->now, &s->rep, cause)) != 0)
+			goto fail;
+		/* A key rotated out that a platform put back. */
+		if (s->have_report && s->rep.authorized_keys != NULL &&
+		    (r = keys_warn_reinjected(inv, &p->rm->list[i],
+			 s->rep.authorized_keys, cause)) < 0)
+			goto fail;
+		/* The ledger: first sighting, restarts, outages. */
+		if ((s->have_report || strcmp(s->state, "unreachable") == 0) &&
+		    (r = ledger_observe(inv, id, p->now,
+			 s->have_report ? s->rep.container_start : 0,
+			 s->have_report, cause)) != 0)
+			goto fail;
+		if ((r = samples_last_status(inv, id, p->now, s->state,
+			 s->error, s->have_report ? s->out.data : NULL,
+			 cause)) != 0)
+			goto fail;
+	}
+	if ((r = samples_rollup(inv, p->now, cf->status_raw_hours,
+		 cf->status_agg_days, cause)) != 0)
+		goto fail;
+	return inventory_commit(inv, cause);
+fail:
+	inventory_rollback(inv);
+	return r;
+}
+
+/* How many instances gave no report in the last pass. */
+size_t
+probe_failed(const struct probe *p)
+{
+	size_t i, n = 0;
+
+	for (i = 0; p->rm != NULL && i < p->rm->n; i++)
+		n += !p->hosts[i].have_report;
+	return n;
+}
+
+/* Free a poll (not its remote); no pass may be in flight. */
+void
+probe_free(struct probe *p)
+{
+	size_t i;
+
+	if (p == NULL)
+		return;
+	for (i = 0; p->rm != NULL && i < p->rm->n; i++) {
+		struct probe_host *s = &p->hosts[i];
+		buf_clear(&s->out);
+		buf_clear(&s->err);
+		free(s->error);
+		free(s->prefail);
+		if (s->have_report)
+			report_free(&s->rep);
+		free(p->cmds[i]);
+	}
+	free(p->hosts);
+	free(p->cmds);
+	deploy_free(&p->ab);
+	free(p->args);
+	free(p);
+}

@@ -1,0 +1,70 @@
+/*
+ * What `status` does, for any caller on the engine's loop: run the agent
+ * on the selected instances (uploading it first where it is missing),
+ * classify each instance's result (up, unreachable, auth failed, host key
+ * changed or unknown, agent error, error), and store the reports, the
+ * controller's view and the ledger's observations. Nothing here prints.
+ */
+#ifndef GPUFLEET_PROBE_H
+#define GPUFLEET_PROBE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+#include "deploy.h"
+#include "engine.h"
+#include "remote.h"
+#include "report.h"
+
+#define PROBE_INTERRUPTED 130 /* a pass was cancelled: nothing to store */
+
+struct probe_buf {
+	char *data; /* NUL-terminated, or NULL when empty */
+	size_t len;
+	size_t cap;
+	int over; /* more arrived than the cap */
+};
+
+/* One instance's result of the last pass, parallel to remote.list. */
+struct probe_host {
+	const char *state; /* "up", "unreachable", ... */
+	char *error;	   /* why not up, or NULL */
+	int have_report;
+	struct report rep;
+	struct probe_buf out; /* the report as received (with have_report) */
+	struct probe_buf err;
+	char *prefail; /* failed before any run (ProxyJump) */
+	enum engine_fail prefail_kind;
+};
+
+struct probe;
+typedef void (*probe_done_cb)(struct probe *, int, void *);
+
+struct probe {
+	struct remote *rm;
+	const struct config *cf;
+	struct probe_host *hosts; /* rm->n */
+	int64_t now;		  /* when the last pass was classified */
+
+	/* Private. */
+	struct agent_bin ab;
+	char *args;
+	char **cmds;
+	struct engine_settings set;
+	struct engine_ops ops;
+	struct engine_run *run; /* in flight, or NULL */
+	int upload;		/* the run is the upload pass */
+	probe_done_cb done;
+	void *arg;
+};
+
+int probe_new(const struct config *, struct probe **, char **);
+void probe_attach(struct probe *, struct remote *);
+int probe_start(struct probe *, int, probe_done_cb, void *, char **);
+void probe_cancel(struct probe *);
+int probe_store(struct probe *, char **);
+size_t probe_failed(const struct probe *);
+void probe_free(struct probe *);
+
+#endif

@@ -1,0 +1,307 @@
+/*
+ * Cost per instance, provider and day, and advice, on a real SQLite file;
+ * the month-end projection.
+ */
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "advise.h"
+#include "cost.h"
+#include "status.h"
+
+/* 2026-11-xx, UTC. */
+#define T_NOV01 1793491200
+#define T_DEC01 1796083200
+#define T_NOV02 1793577600
+#define T_NOV04 1793750400
+#define T_NOV10 1794268800
+
+struct proj_case {
+	money_t total, burn;
+	int64_t secs;
+	int rc;
+	money_t want;
+};
+
+static const struct proj_case proj_cases[] = {
+	{ 0, 0, 3600, 0, 0 },
+	{ 100, 36000, 1800, 0, 18100 },
+	{ 100, 36000, 0, 0, 100 },
+	{ 5, 1, 1, 0, 6 }, /* 1/3600 of a minor unit rounds up */
+	{ BILLING_MONEY_MAX - 1, 10000, 3600, -1, 0 },
+};
+
+START_TEST(test_projection)
+{
+	const struct proj_case *c = &proj_cases[_i];
+	char *cause = NULL;
+	money_t got = 0;
+
+	ck_assert_int_eq(
+	    cost_projection(c->total, c->burn, c->secs, &got, &cause), c->rc);
+	if (c->rc == 0)
+		ck_assert_int_eq(got, c->want);
+	else
+		ck_assert_ptr_nonnull(cause);
+	free(cause);
+}
+END_TEST
+
+START_TEST(test_month_start)
+{
+	ck_assert_int_eq(cost_month_start(1794744000, 0), T_NOV01);
+	ck_assert_int_eq(cost_month_start(1794744000, 1), T_DEC01);
+	ck_assert_int_eq(cost_month_start(1798761599, 1), 1798761600);
+}
+END_TEST
+
+/* A database in a fresh directory, and the default configuration. */
+struct fixture {
+	char dir[40];
+	struct inventory *inv;
+	struct config cf;
+};
+
+static void
+fixture_open(struct fixture *f)
+{
+	char path[64], *cause = NULL;
+
+	snprintf(f->dir, sizeof f->dir, "/tmp/gpufleet-cost.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(f->dir));
+	snprintf(path, sizeof path, "%s/fleet.db", f->dir);
+	ck_assert_int_eq(inventory_open(path, &f->inv, &cause), 0);
+	config_defaults(&f->cf);
+}
+
+static void
+fixture_close(struct fixture *f, struct instance *list, size_t n)
+{
+	char cmd[64];
+
+	instance_free_array(list, n);
+	config_clear(&f->cf);
+	inventory_close(f->inv);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", f->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/* Add an instance priced by fields (name, value pairs, then NULL). */
+static void
+add_instance(struct inventory *inv, struct instance *in, const char *name,
+    const char *provider, const char *const *fields)
+{
+	struct billing_rule rule;
+	char *cause = NULL;
+	int set;
+
+	instance_init(in);
+	in->name = strdup(name);
+	in->host = strdup("10.0.0.1");
+	free(in->provider);
+	in->provider = strdup(provider);
+	in->created_at = 1;
+	ck_assert_int_eq(inventory_add(inv, in, &cause), 0);
+	billing_rule_init(&rule, "CNY");
+	for (; fields[0] != NULL; fields += 2)
+		ck_assert_int_eq(ledger_price_field(
+				     &rule, fields[0], fields[1], &set, &cause),
+		    0);
+	ck_assert_int_eq(ledger_price_put(inv, in->id, &rule, &cause), 0);
+}
+
+/* Stated: running from start, and stopped at end unless it is 0. */
+static void
+add_run(struct inventory *inv, int64_t id, int64_t start, int64_t end)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(
+	    ledger_add(inv, id, start, "running", "stated", NULL, &cause), 0);
+	if (end != 0)
+		ck_assert_int_eq(
+		    ledger_add(inv, id, end, "stopped", "stated", NULL, &cause),
+		    0);
+}
+
+/*
+ * a1 (p1, 3.60 CNY/h per second) runs 11-02 23:00 to 11-03 01:00, across
+ * midnight; v1 (p2, 1 USD/h per started hour) runs 30 minutes on 11-03.
+ */
+START_TEST(test_by_day_and_provider)
+{
+	static const char *const a1_price[] = { "price", "3.60/h", "billing",
+		"second", NULL };
+	static const char *const v1_price[] = { "price", "1/h", "currency",
+		"USD", "billing", "hour", NULL };
+	struct fixture f;
+	struct inventory *inv;
+	struct instance *list = calloc(2, sizeof *list);
+	char *cause = NULL;
+	struct cost_report rep;
+	struct cost_day *days;
+	struct cost_group *groups;
+	size_t ndays, ngroups;
+
+	fixture_open(&f);
+	inv = f.inv;
+	add_instance(inv, &list[0], "a1", "p1", a1_price);
+	add_instance(inv, &list[1], "v1", "p2", v1_price);
+	add_run(inv, list[0].id, 1793660400, 1793667600);
+	add_run(inv, list[1].id, 1793700000, 1793701800);
+
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list, 2, T_NOV02, T_NOV04,
+			     T_NOV10, &rep, &cause),
+	    0);
+	ck_assert_int_eq(rep.rows[0].amount, 72000);
+	ck_assert_int_eq(rep.rows[1].amount, 10000);
+	ck_assert_uint_eq(rep.ntotals, 2);
+	ck_assert_str_eq(rep.totals[0].currency, "CNY");
+	ck_assert_int_eq(rep.totals[0].amount, 72000);
+	ck_assert_str_eq(rep.totals[1].currency, "USD");
+	ck_assert_int_eq(rep.totals[1].amount, 10000);
+	/* The window ended days before now: nothing to project. */
+	ck_assert_int_eq(rep.projecting, 0);
+
+	ck_assert_int_eq(
+	    cost_by_day(inv, &f.cf, &rep, &days, &ndays, &cause), 0);
+	ck_assert_uint_eq(ndays, 4);
+	ck_assert_str_eq(days[0].day, "2026-11-02");
+	ck_assert_str_eq(days[0].currency, "CNY");
+	ck_assert_int_eq(days[0].amount, 36000);
+	ck_assert_str_eq(days[1].day, "2026-11-02");
+	ck_assert_str_eq(days[1].currency, "USD");
+	ck_assert_int_eq(days[1].amount, 0);
+	ck_assert_str_eq(days[2].day, "2026-11-03");
+	ck_assert_int_eq(days[2].amount, 36000);
+	ck_assert_str_eq(days[3].day, "2026-11-03");
+	ck_assert_str_eq(days[3].currency, "USD");
+	ck_assert_int_eq(days[3].amount, 10000);
+	free(days);
+
+	ck_assert_int_eq(cost_by_provider(&rep, &groups, &ngroups, &cause), 0);
+	ck_assert_uint_eq(ngroups, 2);
+	ck_assert_str_eq(groups[0].provider, "p1");
+	ck_assert_int_eq(groups[0].instances, 1);
+	ck_assert_int_eq(groups[0].running_secs, 7200);
+	ck_assert_int_eq(groups[0].amount, 72000);
+	ck_assert_str_eq(groups[1].provider, "p2");
+	ck_assert_str_eq(groups[1].currency, "USD");
+	ck_assert_int_eq(groups[1].running_secs, 1800);
+	ck_assert_int_eq(groups[1].amount, 10000);
+	free(groups);
+	cost_report_free(&rep);
+
+	/* Still running at now: projected to the month end at 3.60/h. */
+	add_run(inv, list[0].id, T_NOV10 - 3600, 0);
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list, 1, T_NOV01, T_NOV10,
+			     T_NOV10, &rep, &cause),
+	    0);
+	ck_assert_int_eq(rep.projecting, 1);
+	ck_assert_int_eq(rep.month_end, T_DEC01);
+	ck_assert_int_eq(rep.totals[0].amount, 72000 + 36000);
+	ck_assert_int_eq(rep.totals[0].burn_per_hour, 36000);
+	ck_assert_int_eq(rep.totals[0].projected,
+	    72000 + 36000 + 36000 * ((T_DEC01 - T_NOV10) / 3600));
+	cost_report_free(&rep);
+
+	fixture_close(&f, list, 2);
+}
+END_TEST
+
+/*
+ * a2 ran from 20 days ago to 6 days ago and pays storage while stopped;
+ * autodl releases after 4 days. v1 has run for an hour at 1 USD/h on a
+ * balance of 2 USD stated then: 1 USD left, an hour to go.
+ */
+START_TEST(test_advice)
+{
+	static const char *const a2_price[] = { "price", "2/h", "stopped_price",
+		"24/day", NULL };
+	static const char *const v1_price[] = { "price", "1/h", "currency",
+		"USD", NULL };
+	struct fixture f;
+	struct inventory *inv;
+	struct instance *list = calloc(2, sizeof *list);
+	struct provider_change chg;
+	char *cause = NULL;
+	struct advice *v;
+	size_t n;
+
+	fixture_open(&f);
+	inv = f.inv;
+	add_instance(inv, &list[0], "a2", "autodl", a2_price);
+	add_instance(inv, &list[1], "v1", "vast", v1_price);
+	add_run(inv, list[0].id, T_NOV10 - 20 * 86400, T_NOV10 - 6 * 86400);
+	add_run(inv, list[1].id, T_NOV10 - 3600, 0);
+	memset(&chg, 0, sizeof chg);
+	chg.set_release = 1;
+	chg.release_after_days = 4;
+	ck_assert_int_eq(provider_write(inv, "autodl", 1, &chg, &cause), 0);
+	memset(&chg, 0, sizeof chg);
+	chg.currency = "USD";
+	chg.set_balance = 1;
+	chg.balance = 20000;
+	chg.balance_at = T_NOV10 - 3600;
+	ck_assert_int_eq(provider_write(inv, "vast", 1, &chg, &cause), 0);
+	/* Adding one twice is refused, naming it. */
+	ck_assert_int_eq(
+	    provider_write(inv, "vast", 1, &chg, &cause), -GF_EUSAGE);
+	ck_assert_str_eq(cause, "provider 'vast' exists (use provider set)");
+	free(cause);
+	cause = NULL;
+
+	ck_assert_int_eq(
+	    advise_run(inv, &f.cf, list, 2, T_NOV10, &v, &n, &cause), 0);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(v[0].kind, "stopped");
+	ck_assert_str_eq(v[0].name, "a2");
+	ck_assert_str_eq(v[0].message,
+	    "stopped for 6d00h and paying storage (144.00 CNY so far); "
+	    "release it if it is not coming back");
+	ck_assert_str_eq(v[1].kind, "release");
+	ck_assert_str_eq(v[1].message,
+	    "stopped 6 days; autodl releases instances stopped 4 days "
+	    "(data lost)");
+	ck_assert_str_eq(v[2].kind, "availability");
+	ck_assert_str_eq(v[2].name, "autodl");
+	ck_assert_str_eq(v[3].kind, "availability");
+	ck_assert_str_eq(v[3].name, "vast");
+	ck_assert_int_eq(advise_counts(&v[3]), 0);
+	ck_assert_str_eq(v[4].kind, "runway");
+	ck_assert_str_eq(v[4].name, "vast");
+	ck_assert_str_eq(v[4].message,
+	    "1.00 USD left runs out in 1h00m: top up or stop instances");
+	ck_assert_int_eq(advise_counts(&v[4]), 1);
+	advise_free(v, n);
+
+	fixture_close(&f, list, 2);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("cost");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	setenv("TZ", "UTC", 1);
+	tzset();
+	tcase_add_loop_test(
+	    tc, test_projection, 0, sizeof proj_cases / sizeof proj_cases[0]);
+	tcase_add_test(tc, test_month_start);
+	tcase_add_test(tc, test_by_day_and_provider);
+	tcase_add_test(tc, test_advice);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
