@@ -9,9 +9,8 @@
 #include <unistd.h>
 
 #include "inventory.h"
-#include "ledger.h"
-#include "keys.h"
 #include "log.h"
+#include "schema.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -32,114 +31,6 @@ static char *column_text(sqlite3_stmt *, int);
 static int name_taken(struct inventory *, const char *, int64_t, char **);
 static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 
-/*
- * The migrations, in order: step i takes the schema from version i to i + 1.
- * Never edit a released step; add a new one. The pricing tables of the cost
- * work arrive as a later step keyed by instance(id).
- */
-static const char *const migrations[] = {
-	/* 0 -> 1: instances and their tags; 1195789396 is "GFLT". */
-	"PRAGMA application_id = 1195789396;"
-	"CREATE TABLE instance ("
-	"  id INTEGER PRIMARY KEY,"
-	"  name TEXT NOT NULL,"
-	"  host TEXT NOT NULL,"
-	"  port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535),"
-	"  user TEXT NOT NULL DEFAULT 'root',"
-	"  provider TEXT NOT NULL DEFAULT '',"
-	"  region TEXT NOT NULL DEFAULT '',"
-	"  identity TEXT,"
-	"  remote_dir TEXT NOT NULL DEFAULT '~/.cache/gpufleet',"
-	"  authorized_keys_file TEXT NOT NULL"
-	"    DEFAULT '~/.ssh/authorized_keys',"
-	"  notes TEXT NOT NULL DEFAULT '',"
-	"  source TEXT,"
-	"  created_at INTEGER NOT NULL,"
-	"  released_at INTEGER"
-	");"
-	"CREATE UNIQUE INDEX instance_active_name ON instance(name)"
-	"  WHERE released_at IS NULL;"
-	"CREATE TABLE instance_tag ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  tag TEXT NOT NULL,"
-	"  PRIMARY KEY (instance_id, tag)"
-	") WITHOUT ROWID;",
-
-	/* 1 -> 2: host keys pinned per instance, not per address. */
-	"CREATE TABLE host_key ("
-	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  key_type TEXT NOT NULL,"
-	"  key_base64 TEXT NOT NULL,"
-	"  fingerprint TEXT NOT NULL,"
-	"  source TEXT NOT NULL,"
-	"  first_seen INTEGER NOT NULL"
-	");",
-
-	/*
-	 * 2 -> 3: what status saw. Raw samples (kept 48 h by default), then
-	 * 5-minute aggregates (mean and max, kept 90 days); the last report
-	 * of each instance for the controller's own view.
-	 */
-	"CREATE TABLE sample_host ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  container_start INTEGER,"
-	"  load1 REAL,"
-	"  mem_available_kib INTEGER,"
-	"  net_rx_bytes INTEGER,"
-	"  net_tx_bytes INTEGER,"
-	"  sessions INTEGER,"
-	"  PRIMARY KEY (instance_id, t)"
-	") WITHOUT ROWID;"
-	"CREATE TABLE sample_gpu ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  gpu INTEGER NOT NULL,"
-	"  util REAL,"
-	"  mem_used_mib REAL,"
-	"  mem_total_mib REAL,"
-	"  temp_c REAL,"
-	"  power_w REAL,"
-	"  nprocs INTEGER,"
-	"  PRIMARY KEY (instance_id, t, gpu)"
-	") WITHOUT ROWID;"
-	"CREATE TABLE sample_gpu_5m ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  gpu INTEGER NOT NULL,"
-	"  n INTEGER NOT NULL,"
-	"  util_mean REAL, util_max REAL,"
-	"  mem_mean REAL, mem_max REAL,"
-	"  mem_total_mib REAL,"
-	"  temp_max REAL, power_mean REAL,"
-	"  PRIMARY KEY (instance_id, t, gpu)"
-	") WITHOUT ROWID;"
-	"CREATE INDEX sample_host_t ON sample_host(t);"
-	"CREATE INDEX sample_gpu_t ON sample_gpu(t);"
-	"CREATE INDEX sample_gpu_5m_t ON sample_gpu_5m(t);"
-	"CREATE TABLE last_status ("
-	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  state TEXT NOT NULL,"
-	"  error TEXT,"
-	"  report TEXT"
-	");",
-
-	/* 3 -> 4: prices, the ledger, incidents, providers (ledger.h). */
-	LEDGER_SCHEMA_SQL,
-
-	/* 4 -> 5: managed SSH keys and key rotations (keys.h). */
-	KEYS_SCHEMA_SQL,
-};
-
-#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
-
 #define INSTANCE_COLUMNS                                                       \
 	"id, name, host, port, user, provider, region, identity, remote_dir,"  \
 	" authorized_keys_file, notes, source, created_at, released_at"
@@ -148,7 +39,10 @@ static const char *const migrations[] = {
 int
 inventory_schema_version(void)
 {
-	return NMIGRATIONS;
+	int n;
+
+	schema_steps(&n);
+	return n;
 }
 
 /* The default database path. Caller frees. */
@@ -342,10 +236,12 @@ int
 inventory_open(const char *path, struct inventory **invp, char **cause)
 {
 	struct inventory *inv;
+	const char *const *steps;
 	char *why = NULL;
-	int r, flags = SQLITE_OPEN_READWRITE;
+	int r, nsteps, flags = SQLITE_OPEN_READWRITE;
 
 	*invp = NULL;
+	steps = schema_steps(&nsteps);
 	if ((r = make_dirs(path, cause)) != 0 ||
 	    (r = create_file(path, cause)) != 0)
 		return r;
@@ -358,13 +254,13 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	}
 	sqlite3_extended_result_codes(inv->db, 1);
 	sqlite3_busy_timeout(inv->db, BUSY_TIMEOUT_MS);
-	if ((r = check_identity(inv->db, path, NMIGRATIONS, cause)) != 0)
+	if ((r = check_identity(inv->db, path, nsteps, cause)) != 0)
 		goto fail;
 	if (exec_sql(inv->db, "PRAGMA journal_mode = WAL", &why) != 0 ||
 	    exec_sql(inv->db, "PRAGMA foreign_keys = ON", &why) != 0 ||
 	    exec_sql(inv->db, "PRAGMA synchronous = NORMAL", &why) != 0)
 		goto fail_why;
-	if (inventory_migrate(inv->db, migrations, NMIGRATIONS, &why) != 0)
+	if (inventory_migrate(inv->db, steps, nsteps, &why) != 0)
 		goto fail_why;
 	*invp = inv;
 	return 0;

@@ -25,8 +25,6 @@ static int exec_sql(struct inventory *, const char *, char **);
 static void read_key_row(sqlite3_stmt *, struct keys_key *);
 static char *shell_quote(const char *);
 
-const char *const keys_schema_sql = KEYS_SCHEMA_SQL;
-
 #define KEY_COLUMNS                                                            \
 	"id, name, key_type, path, pubkey, key_base64, fingerprint, "          \
 	"created_at, deleted_at"
