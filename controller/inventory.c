@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "inventory.h"
 #include "log.h"
 #include "schema.h"
@@ -26,7 +27,6 @@ static int read_row(
     struct inventory *, sqlite3_stmt *, struct instance *, char **);
 static int load_tags(struct inventory *, struct instance *, char **);
 static int store_tags(struct inventory *, const struct instance *, char **);
-static void bind_fields(sqlite3_stmt *, const struct instance *);
 static char *column_text(sqlite3_stmt *, int);
 static int name_taken(struct inventory *, const char *, int64_t, char **);
 static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
@@ -34,6 +34,17 @@ static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 #define INSTANCE_COLUMNS                                                       \
 	"id, name, host, port, user, provider, region, identity, remote_dir,"  \
 	" authorized_keys_file, notes, source, created_at, released_at"
+
+/* The user-settable fields, their db_exec format and arguments. */
+#define INSTANCE_FIELDS                                                        \
+	"name, host, port, user, provider, region, identity, remote_dir,"      \
+	" authorized_keys_file, notes, source, created_at"
+#define INSTANCE_FORMAT "ttittttttttI"
+#define INSTANCE_ARGS(in)                                                      \
+	(in)->name, (in)->host, (in)->port, (in)->user, (in)->provider,        \
+	    (in)->region, (in)->identity, (in)->remote_dir,                    \
+	    (in)->authorized_keys_file, (in)->notes, (in)->source,             \
+	    (int64_t)(in)->created_at
 
 /* The schema version this build writes. */
 int
@@ -351,20 +362,16 @@ static int
 load_tags(struct inventory *inv, struct instance *in, char **cause)
 {
 	sqlite3_stmt *st;
-	int rc;
+	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT tag FROM instance_tag WHERE "
-		"instance_id = ? ORDER BY tag",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot read tags", cause);
-	sqlite3_bind_int64(st, 1, in->id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT tag FROM instance_tag WHERE instance_id = ? ORDER BY "
+		 "tag",
+		 "cannot read tags", cause, "I", in->id)) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		instance_add_tag(in, (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot read tags", cause);
-	return 0;
+	return db_finish(inv, st, rc, "cannot read tags", cause);
 }
 
 /*
@@ -380,21 +387,21 @@ inventory_list(struct inventory *inv, int all, struct instance **list,
 	size_t len = 0;
 	int rc, r = 0;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT " INSTANCE_COLUMNS " FROM "
-		"instance WHERE ? OR released_at IS NULL ORDER BY name, "
-		"released_at IS NOT NULL, id",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot list instances", cause);
-	sqlite3_bind_int(st, 1, all);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " INSTANCE_COLUMNS " FROM instance WHERE ? OR "
+		 "released_at IS NULL ORDER BY name, released_at IS NOT NULL, "
+		 "id",
+		 "cannot list instances", cause, "i", all)) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		out = xreallocarray(out, len + 1, sizeof *out);
 		if ((r = read_row(inv, st, &out[len++], cause)) != 0)
 			break;
 	}
-	if (r == 0 && rc != SQLITE_DONE)
-		r = inventory_error(inv, "cannot list instances", cause);
-	sqlite3_finalize(st);
+	if (r == 0)
+		r = db_finish(inv, st, rc, "cannot list instances", cause);
+	else
+		sqlite3_finalize(st);
 	if (r != 0) {
 		instance_free_array(out, len);
 		return r;
@@ -412,12 +419,11 @@ inventory_get(
 	sqlite3_stmt *st;
 	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT " INSTANCE_COLUMNS " FROM "
-		"instance WHERE name = ? AND released_at IS NULL",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot read instance", cause);
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " INSTANCE_COLUMNS " FROM instance WHERE name = ? AND "
+		 "released_at IS NULL",
+		 "cannot read instance", cause, "t", name)) != 0)
+		return r;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		r = read_row(inv, st, in, cause);
@@ -430,64 +436,27 @@ inventory_get(
 	return r;
 }
 
-/* Bind the user-settable fields as parameters 1 to 12. */
-static void
-bind_fields(sqlite3_stmt *st, const struct instance *in)
-{
-	sqlite3_bind_text(st, 1, in->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, in->host, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 3, in->port);
-	sqlite3_bind_text(st, 4, in->user, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, in->provider, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, in->region, -1, SQLITE_STATIC);
-	if (in->identity != NULL)
-		sqlite3_bind_text(st, 7, in->identity, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, 7);
-	sqlite3_bind_text(st, 8, in->remote_dir, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 9, in->authorized_keys_file, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 10, in->notes, -1, SQLITE_STATIC);
-	if (in->source != NULL)
-		sqlite3_bind_text(st, 11, in->source, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, 11);
-	sqlite3_bind_int64(st, 12, in->created_at);
-}
-
 /* Replace the stored tags of an instance with in->tags. */
 static int
 store_tags(struct inventory *inv, const struct instance *in, char **cause)
 {
+	const char *what = "cannot store tags";
 	sqlite3_stmt *st;
 	size_t i;
-	int rc = SQLITE_DONE;
+	int rc = SQLITE_DONE, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"DELETE FROM instance_tag WHERE "
-		"instance_id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot store tags", cause);
-	sqlite3_bind_int64(st, 1, in->id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot store tags", cause);
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO instance_tag "
-		"(instance_id, tag) VALUES (?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot store tags", cause);
+	if ((r = db_exec(inv, "DELETE FROM instance_tag WHERE instance_id = ?",
+		 what, cause, "I", in->id)) != 0)
+		return r;
+	if ((r = db_prepare(inv, &st,
+		 "INSERT INTO instance_tag (instance_id, tag) VALUES (?, ?)",
+		 what, cause, "")) != 0)
+		return r;
 	for (i = 0; i < in->ntags && rc == SQLITE_DONE; i++) {
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, in->id);
-		sqlite3_bind_text(st, 2, in->tags[i], -1, SQLITE_STATIC);
+		db_rebind(st, "It", in->id, in->tags[i]);
 		rc = sqlite3_step(st);
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot store tags", cause);
-	return 0;
+	return db_finish(inv, st, rc, what, cause);
 }
 
 /* Is the name taken by another instance in service? */
@@ -495,48 +464,33 @@ static int
 name_taken(
     struct inventory *inv, const char *name, int64_t except, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
+	int r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT 1 FROM instance WHERE "
-		"name = ? AND released_at IS NULL AND id != ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot read instance", cause);
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, except);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW) {
+	r = db_exec(inv,
+	    "SELECT 1 FROM instance WHERE name = ? AND released_at IS NULL "
+	    "AND id != ?",
+	    "cannot read instance", cause, "tI", name, except);
+	if (r == 1) {
 		xasprintf(cause, "an instance named '%s' already exists", name);
 		return -GF_EUSAGE;
 	}
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot read instance", cause);
-	return 0;
+	return r;
 }
 
 /* Insert a new instance (inside a transaction); sets in->id. */
 int
 inventory_add(struct inventory *inv, struct instance *in, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc, r;
+	int r;
 
 	if ((r = name_taken(inv, in->name, 0, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO instance (name, host, "
-		"port, user, provider, region, identity, remote_dir, "
-		"authorized_keys_file, notes, source, created_at) VALUES "
-		"(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot add instance", cause);
-	bind_fields(st, in);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot add instance", cause);
+	if ((r = db_exec(inv,
+		 "INSERT INTO instance (" INSTANCE_FIELDS ") VALUES "
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		 "cannot add instance", cause, INSTANCE_FORMAT,
+		 INSTANCE_ARGS(in))) != 0)
+		return r;
 	in->id = sqlite3_last_insert_rowid(inv->db);
 	return store_tags(inv, in, cause);
 }
@@ -545,24 +499,16 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 int
 inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc, r;
+	int r;
 
 	if ((r = name_taken(inv, in->name, in->id, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		"UPDATE instance SET name = ?, "
-		"host = ?, port = ?, user = ?, provider = ?, region = ?, "
-		"identity = ?, remote_dir = ?, authorized_keys_file = ?, "
-		"notes = ?, source = ?, created_at = ? WHERE id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot update instance", cause);
-	bind_fields(st, in);
-	sqlite3_bind_int64(st, 13, in->id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot update instance", cause);
+	if ((r = db_exec(inv,
+		 "UPDATE instance SET (" INSTANCE_FIELDS ") = "
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
+		 "cannot update instance", cause, INSTANCE_FORMAT "I",
+		 INSTANCE_ARGS(in), in->id)) != 0)
+		return r;
 	return store_tags(inv, in, cause);
 }
 
@@ -570,18 +516,7 @@ static int
 exec_id(
     struct inventory *inv, const char *sql, int64_t a, int64_t id, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot change instance", cause);
-	sqlite3_bind_int64(st, 1, a);
-	sqlite3_bind_int64(st, 2, id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot change instance", cause);
-	return 0;
+	return db_exec(inv, sql, "cannot change instance", cause, "II", a, id);
 }
 
 /* Mark an instance released at time now; its history stays. */
