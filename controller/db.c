@@ -7,6 +7,7 @@
 #include "db.h"
 #include "log.h"
 #include "status.h"
+#include "xmalloc.h"
 
 static int db_fail(struct inventory *, const char *, char **);
 static void db_bindv(sqlite3_stmt *, const char *, va_list);
@@ -116,4 +117,13 @@ db_exec(struct inventory *inv, const char *sql, const char *what, char **cause,
 	db_bindv(st, fmt, ap);
 	va_end(ap);
 	return db_finish(inv, st, sqlite3_step(st), what, cause);
+}
+
+/* A column's text, or NULL for NULL. Caller frees. */
+char *
+db_text(sqlite3_stmt *st, int col)
+{
+	const unsigned char *s = sqlite3_column_text(st, col);
+
+	return s != NULL ? xstrdup((const char *)s) : NULL;
 }

@@ -22,5 +22,6 @@ void db_rebind(sqlite3_stmt *, const char *, ...);
 int db_finish(struct inventory *, sqlite3_stmt *, int, const char *, char **);
 int db_exec(
     struct inventory *, const char *, const char *, char **, const char *, ...);
+char *db_text(sqlite3_stmt *, int);
 
 #endif

@@ -18,21 +18,12 @@
 #include "status.h"
 #include "xmalloc.h"
 
-static char *col(sqlite3_stmt *, int);
 static int known_hosts_has(const struct instance *, const char *, const char *);
 static int known_hosts_ours(const char *, char **);
 static int insert_pin(struct inventory *, int, int64_t, const char *,
     const char *, const char *, const char *, char **);
 static int pin_first(struct inventory *, int64_t, const char *, const char *,
     const char *, const char *, struct hostkey *, char **);
-
-static char *
-col(sqlite3_stmt *st, int i)
-{
-	const unsigned char *s = sqlite3_column_text(st, i);
-
-	return xstrdup(s != NULL ? (const char *)s : "");
-}
 
 void
 hostkey_clear(struct hostkey *k)
@@ -60,10 +51,10 @@ hostkey_get(struct inventory *inv, int64_t id, struct hostkey *k, char **cause)
 		return r;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
-		k->type = col(st, 0);
-		k->base64 = col(st, 1);
-		k->fingerprint = col(st, 2);
-		k->source = col(st, 3);
+		k->type = db_text(st, 0);
+		k->base64 = db_text(st, 1);
+		k->fingerprint = db_text(st, 2);
+		k->source = db_text(st, 3);
 		k->first_seen = sqlite3_column_int64(st, 4);
 	}
 	if ((r = db_finish(inv, st, rc, what, cause)) < 0)

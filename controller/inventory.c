@@ -27,7 +27,6 @@ static int read_row(
     struct inventory *, sqlite3_stmt *, struct instance *, char **);
 static int load_tags(struct inventory *, struct instance *, char **);
 static int store_tags(struct inventory *, const struct instance *, char **);
-static char *column_text(sqlite3_stmt *, int);
 static int name_taken(struct inventory *, const char *, int64_t, char **);
 static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 
@@ -327,14 +326,6 @@ inventory_rollback(struct inventory *inv)
 	inv->in_txn = 0;
 }
 
-static char *
-column_text(sqlite3_stmt *st, int col)
-{
-	const unsigned char *s = sqlite3_column_text(st, col);
-
-	return s != NULL ? xstrdup((const char *)s) : NULL;
-}
-
 /* Read one instance row (INSTANCE_COLUMNS order) and its tags. */
 static int
 read_row(
@@ -342,17 +333,17 @@ read_row(
 {
 	memset(in, 0, sizeof *in);
 	in->id = sqlite3_column_int64(st, 0);
-	in->name = column_text(st, 1);
-	in->host = column_text(st, 2);
+	in->name = db_text(st, 1);
+	in->host = db_text(st, 2);
 	in->port = sqlite3_column_int(st, 3);
-	in->user = column_text(st, 4);
-	in->provider = column_text(st, 5);
-	in->region = column_text(st, 6);
-	in->identity = column_text(st, 7);
-	in->remote_dir = column_text(st, 8);
-	in->authorized_keys_file = column_text(st, 9);
-	in->notes = column_text(st, 10);
-	in->source = column_text(st, 11);
+	in->user = db_text(st, 4);
+	in->provider = db_text(st, 5);
+	in->region = db_text(st, 6);
+	in->identity = db_text(st, 7);
+	in->remote_dir = db_text(st, 8);
+	in->authorized_keys_file = db_text(st, 9);
+	in->notes = db_text(st, 10);
+	in->source = db_text(st, 11);
 	in->created_at = sqlite3_column_int64(st, 12);
 	in->released_at = sqlite3_column_int64(st, 13);
 	return load_tags(inv, in, cause);
