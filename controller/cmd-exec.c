@@ -78,7 +78,6 @@ static int check_outdir(const char *, char **);
 static int open_output(const char *, char **);
 static void write_output(struct host_out *, int, const char *, size_t);
 static void close_outputs(struct host_out *);
-static int has_retired_key(struct remote *, size_t);
 static int has_retired_keys(struct remote *);
 static void check_reinjected(struct remote *, struct engine_settings *);
 static void ak_output(struct engine_host *, int, const char *, size_t, void *);
@@ -576,24 +575,6 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 	free(printed);
 }
 
-/* Has gpufleet taken keys off this instance (so they may come back)? */
-static int
-has_retired_key(struct remote *rm, size_t i)
-{
-	sqlite3_stmt *st;
-	int found = 0;
-
-	if (sqlite3_prepare_v2(rm->inv->db,
-		"SELECT 1 FROM retired_key WHERE "
-		"instance_id = ? LIMIT 1",
-		-1, &st, NULL) != SQLITE_OK)
-		return 0;
-	sqlite3_bind_int64(st, 1, rm->list[i].id);
-	found = sqlite3_step(st) == SQLITE_ROW;
-	sqlite3_finalize(st);
-	return found;
-}
-
 /* Does any selected instance have keys gpufleet took off it? */
 static int
 has_retired_keys(struct remote *rm)
@@ -601,7 +582,7 @@ has_retired_keys(struct remote *rm)
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
-		if (has_retired_key(rm, i))
+		if (keys_has_retired(rm->inv, rm->list[i].id))
 			return 1;
 	}
 	return 0;
@@ -633,7 +614,8 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 
 	for (i = 0; i < rm->n; i++) {
 		struct engine_host *h = &rm->hosts[i];
-		h->skip = h->fail != EF_NONE || !has_retired_key(rm, i);
+		h->skip = h->fail != EF_NONE ||
+		    !keys_has_retired(rm->inv, rm->list[i].id);
 		if (h->skip)
 			continue;
 		xasprintf(&script, "cat %s 2>/dev/null; exit 0",

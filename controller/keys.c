@@ -1030,6 +1030,18 @@ keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 }
 
 /*
+ * Has gpufleet taken keys off this instance (so they may come back)? 1 yes,
+ * 0 no or unknown (the database failed).
+ */
+int
+keys_has_retired(struct inventory *inv, int64_t instance_id)
+{
+	return db_exec(inv,
+		   "SELECT 1 FROM retired_key WHERE instance_id = ? LIMIT 1",
+		   NULL, NULL, "I", instance_id) == 1;
+}
+
+/*
  * Split an authorized_keys line as sshd reads it (gpufleet/authkeys.h):
  * its options ("" if none), key type, blob and comment, pointers into a
  * copy the caller frees with *buf. 0, or -1 if no key is on it.

@@ -89,6 +89,7 @@ char *keys_cat_script(const char *);
 char *keys_shell_quote(const char *);
 char *keys_quote_path(const char *);
 int keys_is_managed_blob(struct inventory *, const char *, char **);
+int keys_has_retired(struct inventory *, int64_t);
 int keys_parse_line(const char *, char **, const char **, const char **,
     const char **, const char **);
 int keys_text_has_blob(const char *, size_t, const char *);
