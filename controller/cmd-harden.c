@@ -273,7 +273,7 @@ cmd_harden_exec(
 	}
 	if (argc - optind != 1)
 		return cmd_usage_error(e, "needs one SELECTOR");
-	pass = keys_passphrase(&cause);
+	pass = keys_passphrase(ctx->config, &cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((r = remote_open(ctx, argv[optind], &rm, &cause)) != 0) {

@@ -283,7 +283,7 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	if (keys_parse_type(type, &t, &bits, &cause) != 0 ||
 	    (name != NULL && keys_check_name(name, &cause) != 0))
 		return cmd_fail(GF_EUSAGE, cause);
-	pass = keys_passphrase(&cause);
+	pass = keys_passphrase(ctx->config, &cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((status = cmd_open(ctx, &inv)) != 0)
@@ -1384,7 +1384,7 @@ keys_rotate(struct cmd_ctx *ctx, int argc, char **argv)
 		return keys_revoke(ctx, argv[optind], revoke, run.json);
 	if (keys_parse_type(run.type, &t, &bits, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
-	run.passphrase = keys_passphrase(&cause);
+	run.passphrase = keys_passphrase(ctx->config, &cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	run.now = time(NULL);
@@ -1481,7 +1481,7 @@ open_run(struct cmd_ctx *ctx, const char *selector, struct rotate_run *run,
 	size_t i;
 	int r;
 
-	run->passphrase = keys_passphrase(cause);
+	run->passphrase = keys_passphrase(ctx->config, cause);
 	if (*cause != NULL)
 		return -GF_EUSAGE;
 	if ((r = remote_open(ctx, selector, &run->rm, cause)) != 0)

@@ -147,7 +147,7 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
 		/* Keys gpufleet made use the [keys] passphrase. */
 		char *why = NULL;
 		kr->keys_asked = 1;
-		kr->keys_passphrase = keys_passphrase(&why);
+		kr->keys_passphrase = keys_passphrase(kr->config, &why);
 		free(why);
 	}
 	if (rc != SSH_OK && kr->keys_passphrase != NULL)
@@ -202,6 +202,7 @@ keyring_for_host(
 	}
 	h->nkeys = 0;
 	h->keys_error = NULL;
+	kr->config = config;
 	for (i = 0; i <= n; i++) {
 		if (i == agent_at)
 			h->keys[h->nkeys++] = NULL;

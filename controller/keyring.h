@@ -23,6 +23,7 @@ struct keyring {
 	size_t n;
 	char *passphrase;
 	int asked;
+	const struct config *config; /* of keyring_for_host, for [keys] */
 	const char *keys_passphrase; /* keys.c's [keys] passphrase, or NULL */
 	int keys_asked;
 };

@@ -329,16 +329,20 @@ keys_read_secret(const char *file, const char *prompt, char **cause)
 
 /*
  * The passphrase for gpufleet's keys: the first line of the file named by
- * GPUFLEET_KEYS_PASSPHRASE_FILE, typed on the terminal if that is "ask"
- * (once per run), or NULL (keys unencrypted; *cause set on an error).
- * keys.c keeps the one copy until keys_passphrase_clear (or exit).
+ * GPUFLEET_KEYS_PASSPHRASE_FILE or else the config's [keys]
+ * passphrase_file, typed on the terminal if that is "ask" (once per run),
+ * or NULL (keys unencrypted; *cause set on an error). keys.c keeps the one
+ * copy until keys_passphrase_clear (or exit).
  */
 const char *
-keys_passphrase(char **cause)
+keys_passphrase(const struct config *config, char **cause)
 {
 	static int registered;
 	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
 	char *why = NULL;
+
+	if (file == NULL && config != NULL)
+		file = config->keys_passphrase_file;
 
 	*cause = NULL;
 	if (keys_pass_read)

@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "config.h"
 #include "deploy.h"
 #include "inventory.h"
 
@@ -76,7 +77,7 @@ int keys_parse_type(const char *, enum ssh_keytypes_e *, int *, char **);
 void keys_secret_hold(void);
 void keys_secret_release(void);
 char *keys_read_secret(const char *, const char *, char **);
-const char *keys_passphrase(char **);
+const char *keys_passphrase(const struct config *, char **);
 void keys_passphrase_clear(void);
 int keys_generate(const char *, const char *, const char *, const char *,
     time_t, struct keys_key *, ssh_key *, char **);
