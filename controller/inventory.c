@@ -11,6 +11,7 @@
 #include "db.h"
 #include "inventory.h"
 #include "log.h"
+#include "misc.h"
 #include "schema.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -59,15 +60,8 @@ inventory_schema_version(void)
 char *
 inventory_default_path(void)
 {
-	const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-	char *path;
-
-	if (xdg != NULL && *xdg == '/')
-		xasprintf(&path, "%s/gpufleet/fleet.db", xdg);
-	else
-		xasprintf(&path, "%s/.local/share/gpufleet/fleet.db",
-		    home != NULL && *home != '\0' ? home : ".");
-	return path;
+	return misc_xdg_path(
+	    "XDG_DATA_HOME", ".local/share", "gpufleet/fleet.db");
 }
 
 /* Set *cause to "database PATH: WHAT: sqlite's message"; -GF_EDB. */
@@ -86,24 +80,11 @@ make_dirs(const char *file, char **cause)
 	char *dir = xstrdup(file), *p;
 	int r = 0;
 
-	if ((p = strrchr(dir, '/')) == NULL || p == dir)
-		goto out;
-	*p = '\0';
-	for (p = dir + 1; r == 0; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
+	if ((p = strrchr(dir, '/')) != NULL && p != dir) {
 		*p = '\0';
-		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-			xasprintf(cause, "cannot create directory %s: %s", dir,
-			    strerror(errno));
+		if (misc_mkdirs(dir, cause) != 0)
 			r = -GF_EDB;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
 	}
-out:
 	free(dir);
 	return r;
 }

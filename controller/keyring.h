@@ -33,6 +33,5 @@ void keyring_free(struct keyring *);
 ssh_key keyring_load(struct keyring *, const char *, const char **);
 void keyring_for_host(
     struct keyring *, const struct config *, struct engine_host *);
-char *keyring_expand(const char *);
 
 #endif

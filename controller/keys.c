@@ -1,7 +1,5 @@
 /* Managed SSH keys: files, the inventory's key tables, rotation state. */
 
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <dirent.h>
@@ -11,20 +9,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "gpufleet/authkeys.h"
 #include "db.h"
 #include "keys.h"
 #include "log.h"
+#include "misc.h"
 #include "status.h"
 #include "xmalloc.h"
 
 static void read_key_row(sqlite3_stmt *, struct keys_key *);
 static int get_key(struct inventory *, const char *, int64_t, const char *,
     struct keys_key *, char **);
-static char *shell_quote(const char *);
 
 #define KEY_COLUMNS                                                            \
 	"id, name, key_type, path, pubkey, key_base64, fingerprint, "          \
@@ -67,15 +64,7 @@ keys_rotation_clear(struct keys_rotation *r)
 char *
 keys_dir(void)
 {
-	const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-	char *path;
-
-	if (xdg != NULL && *xdg == '/')
-		xasprintf(&path, "%s/gpufleet/keys", xdg);
-	else
-		xasprintf(&path, "%s/.local/share/gpufleet/keys",
-		    home != NULL && *home != '\0' ? home : ".");
-	return path;
+	return misc_xdg_path("XDG_DATA_HOME", ".local/share", "gpufleet/keys");
 }
 
 /*
@@ -85,47 +74,22 @@ keys_dir(void)
 int
 keys_make_dir(const char *dir, char **cause)
 {
-	char *p, *d = xstrdup(dir);
 	struct stat sb;
-	int r = 0;
-	char c;
 
-	for (p = d + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		c = *p;
-		*p = '\0';
-		if (mkdir(d, 0700) == 0) {
-			if (chmod(d, 0700) != 0) {
-				xasprintf(cause,
-				    "cannot set the mode of %s: %s", d,
-				    strerror(errno));
-				r = -GF_EUSAGE;
-				goto out;
-			}
-		} else if (errno != EEXIST) {
-			xasprintf(cause, "cannot create directory %s: %s", d,
-			    strerror(errno));
-			r = -GF_EUSAGE;
-			goto out;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
-	}
+	if (misc_mkdirs(dir, cause) != 0)
+		return -GF_EUSAGE;
 	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
 		xasprintf(cause, "%s is not a directory", dir);
-		r = -GF_EUSAGE;
-	} else if ((sb.st_mode & 077) != 0) {
+		return -GF_EUSAGE;
+	}
+	if ((sb.st_mode & 077) != 0) {
 		xasprintf(cause,
 		    "keys directory %s is mode %03o, open to others; "
 		    "chmod 700 it",
 		    dir, (unsigned)(sb.st_mode & 0777));
-		r = -GF_EUSAGE;
+		return -GF_EUSAGE;
 	}
-out:
-	free(d);
-	return r;
+	return 0;
 }
 
 /*
@@ -224,108 +188,8 @@ keys_parse_type(
 	return 0;
 }
 
-static int secrets_held;
-static int saved_dumpable = -1;
-static struct rlimit saved_core;
 static char *keys_pass; /* the one copy of the [keys] passphrase */
 static int keys_pass_read;
-
-/*
- * A secret is about to be held: while any is, the process cannot dump
- * core (RLIMIT_CORE 0) and is not dumpable (no core, no ptrace by others).
- */
-void
-keys_secret_hold(void)
-{
-	struct rlimit none;
-
-	if (secrets_held++ > 0)
-		return;
-	saved_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (getrlimit(RLIMIT_CORE, &saved_core) != 0)
-		saved_core.rlim_cur = saved_core.rlim_max = 0;
-	none.rlim_cur = 0;
-	none.rlim_max = saved_core.rlim_max;
-	setrlimit(RLIMIT_CORE, &none);
-}
-
-/* A secret was wiped: once none is held, core dumps are as they were. */
-void
-keys_secret_release(void)
-{
-	if (secrets_held == 0 || --secrets_held > 0)
-		return;
-	setrlimit(RLIMIT_CORE, &saved_core);
-	if (saved_dumpable > 0)
-		prctl(PR_SET_DUMPABLE, saved_dumpable, 0, 0, 0);
-}
-
-/*
- * Read a passphrase: the first line of file, or typed on the terminal
- * after prompt when file is NULL. Returns the one heap copy (every other
- * buffer that held it is wiped), or NULL with *cause set. The caller holds
- * a secret (keys_secret_hold) before calling, and wipes and frees it.
- */
-char *
-keys_read_secret(const char *file, const char *prompt, char **cause)
-{
-	struct termios old, noecho;
-	char buf[1024], *s;
-	ssize_t n = 0;
-	size_t len = 0;
-	int fd;
-
-	*cause = NULL;
-	if (file != NULL) {
-		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1) {
-			xasprintf(
-			    cause, "cannot read %s: %s", file, strerror(errno));
-			return NULL;
-		}
-		/* Unbuffered reads: no stdio buffer keeps a copy. */
-		while (len < sizeof buf - 1 &&
-		    (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				break;
-			len += (size_t)n;
-			if (memchr(buf, '\n', len) != NULL)
-				break;
-		}
-		close(fd);
-		if (n < 0) {
-			explicit_bzero(buf, sizeof buf);
-			xasprintf(
-			    cause, "cannot read %s: %s", file, strerror(errno));
-			return NULL;
-		}
-	} else {
-		if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
-		    tcgetattr(fd, &old) != 0) {
-			if (fd != -1)
-				close(fd);
-			xasprintf(cause, "no terminal to ask on");
-			return NULL;
-		}
-		noecho = old;
-		noecho.c_lflag &= ~(tcflag_t)ECHO;
-		dprintf(fd, "%s", prompt);
-		/* TCSANOW: keep what was typed ahead. */
-		tcsetattr(fd, TCSANOW, &noecho);
-		n = read(fd, buf, sizeof buf - 1);
-		tcsetattr(fd, TCSANOW, &old);
-		dprintf(fd, "\n");
-		close(fd);
-		len = n > 0 ? (size_t)n : 0;
-	}
-	buf[len] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	s = xstrdup(buf);
-	explicit_bzero(buf, sizeof buf);
-	return s;
-}
 
 /*
  * The passphrase for gpufleet's keys: the first line of the file named by
@@ -349,14 +213,14 @@ keys_passphrase(const struct config *config, char **cause)
 		return keys_pass;
 	if (file == NULL || *file == '\0')
 		return NULL;
-	keys_secret_hold();
+	misc_secret_hold();
 	if (strcmp(file, "ask") == 0)
-		keys_pass = keys_read_secret(
+		keys_pass = misc_read_secret(
 		    NULL, "Passphrase for gpufleet's keys: ", &why);
 	else
-		keys_pass = keys_read_secret(file, NULL, &why);
+		keys_pass = misc_read_secret(file, NULL, &why);
 	if (keys_pass == NULL) {
-		keys_secret_release();
+		misc_secret_release();
 		if (strcmp(file, "ask") == 0)
 			xasprintf(cause,
 			    "[keys] passphrase_file is 'ask' but there is "
@@ -370,7 +234,7 @@ keys_passphrase(const struct config *config, char **cause)
 	if (strcmp(file, "ask") == 0 && *keys_pass == '\0') {
 		free(keys_pass);
 		keys_pass = NULL;
-		keys_secret_release();
+		misc_secret_release();
 		xasprintf(cause, "empty passphrase");
 		return NULL;
 	}
@@ -392,7 +256,7 @@ keys_passphrase_clear(void)
 	free(keys_pass);
 	keys_pass = NULL;
 	keys_pass_read = 0;
-	keys_secret_release();
+	misc_secret_release();
 }
 
 /* The type name, base64 blob and SHA256 fingerprint of a key. */
@@ -514,29 +378,6 @@ keys_valid_blob(const char *s)
 		"0123456789+/=") == n;
 }
 
-/* Single-quote s for sh. Caller frees. */
-static char *
-shell_quote(const char *s)
-{
-	size_t n = 2, i;
-	char *q, *p;
-
-	for (i = 0; s[i] != '\0'; i++)
-		n += s[i] == '\'' ? 4 : 1;
-	p = q = xmalloc(n + 1);
-	*p++ = '\'';
-	for (i = 0; s[i] != '\0'; i++) {
-		if (s[i] == '\'') {
-			memcpy(p, "'\\''", 4);
-			p += 4;
-		} else
-			*p++ = s[i];
-	}
-	*p++ = '\'';
-	*p = '\0';
-	return q;
-}
-
 /*
  * The remote edit of authorized_keys: the agent's `authkeys` subcommand
  * (agent/akedit.c, which reads lines with the one parser both sides
@@ -554,7 +395,7 @@ keys_authkeys_command(const struct instance *in, const struct agent_bin *ab,
 		const char *flag, *value;
 	} opts[] = { { "--add", add }, { "--like", like },
 		{ "--remove", del } };
-	char *qpath = keys_quote_path(in->authorized_keys_file), *args, *t;
+	char *qpath = misc_quote_path(in->authorized_keys_file), *args, *t;
 	char *q, *agent, *cmd;
 	size_t i;
 
@@ -562,7 +403,7 @@ keys_authkeys_command(const struct instance *in, const struct agent_bin *ab,
 	for (i = 0; i < sizeof opts / sizeof opts[0]; i++) {
 		if (opts[i].value == NULL)
 			continue;
-		q = shell_quote(opts[i].value);
+		q = misc_shell_quote(opts[i].value);
 		xasprintf(&t, "%s %s %s", args, opts[i].flag, q);
 		free(q);
 		free(args);
@@ -1008,16 +849,10 @@ keys_apply_current(struct inventory *inv, struct instance *in, char **cause)
 char *
 keys_cat_script(const char *path)
 {
-	char *qpath, *qs, *script, *cmd;
+	char *qpath = misc_quote_path(path), *qs, *script, *cmd;
 
-	if (strncmp(path, "~/", 2) == 0) {
-		qs = shell_quote(path + 2);
-		xasprintf(&qpath, "\"$HOME\"/%s", qs);
-		free(qs);
-	} else
-		qpath = shell_quote(path);
 	xasprintf(&script, "ak=%s; [ ! -e \"$ak\" ] || cat -- \"$ak\"", qpath);
-	qs = shell_quote(script);
+	qs = misc_shell_quote(script);
 	xasprintf(&cmd, "sh -c %s", qs);
 	free(qs);
 	free(script);
@@ -1085,27 +920,6 @@ keys_text_has_blob(const char *text, size_t len, const char *blob)
 			return 1;
 	}
 	return 0;
-}
-
-/* Single-quote s for a POSIX shell. Caller frees. */
-char *
-keys_shell_quote(const char *s)
-{
-	return shell_quote(s);
-}
-
-/* A remote path for sh, a leading ~/ as "$HOME"/. Caller frees. */
-char *
-keys_quote_path(const char *path)
-{
-	char *q, *s;
-
-	if (strncmp(path, "~/", 2) != 0)
-		return shell_quote(path);
-	q = shell_quote(path + 2);
-	xasprintf(&s, "\"$HOME\"/%s", q);
-	free(q);
-	return s;
 }
 
 /*

@@ -74,9 +74,6 @@ int keys_write_private(const char *, const char *, size_t, char **);
 int keys_check_name(const char *, char **);
 char *keys_comment(const char *, time_t);
 int keys_parse_type(const char *, enum ssh_keytypes_e *, int *, char **);
-void keys_secret_hold(void);
-void keys_secret_release(void);
-char *keys_read_secret(const char *, const char *, char **);
 const char *keys_passphrase(const struct config *, char **);
 void keys_passphrase_clear(void);
 int keys_generate(const char *, const char *, const char *, const char *,
@@ -87,8 +84,6 @@ int keys_valid_blob(const char *);
 char *keys_authkeys_command(const struct instance *, const struct agent_bin *,
     const char *, const char *, const char *, int);
 char *keys_cat_script(const char *);
-char *keys_shell_quote(const char *);
-char *keys_quote_path(const char *);
 int keys_is_managed_blob(struct inventory *, const char *, char **);
 int keys_has_retired(struct inventory *, int64_t);
 int keys_parse_line(const char *, char **, const char **, const char **,
