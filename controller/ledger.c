@@ -90,9 +90,7 @@ int
 ledger_price_put(struct inventory *inv, int64_t id,
     const struct billing_rule *rule, char **cause)
 {
-	int r;
-
-	r = db_exec(inv,
+	return db_exec(inv,
 	    "INSERT OR REPLACE INTO instance_price (instance_id, price, "
 	    "price_per, unit, min_billed, stopped_per_day, monthly_price, "
 	    "egress_per_gb, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -100,7 +98,6 @@ ledger_price_put(struct inventory *inv, int64_t id,
 	    billing_per_name(rule->price_per), billing_unit_name(rule->unit),
 	    rule->min_billed, rule->stopped_per_day, rule->monthly_price,
 	    rule->egress_per_gb, rule->currency);
-	return r < 0 ? r : 0;
 }
 
 /*
@@ -149,13 +146,10 @@ int
 ledger_add(struct inventory *inv, int64_t id, int64_t t, const char *state,
     const char *source, const char *note, char **cause)
 {
-	int r;
-
-	r = db_exec(inv,
+	return db_exec(inv,
 	    "INSERT INTO ledger (instance_id, t, state, source, note) VALUES "
 	    "(?, ?, ?, ?, ?)",
 	    "writing the ledger", cause, "IIttt", id, t, state, source, note);
-	return r < 0 ? r : 0;
 }
 
 /* An instance's ledger in time order. *ev (caller frees) gets *n events. */
@@ -232,13 +226,10 @@ int
 ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
     const char *detail, char **cause)
 {
-	int r;
-
-	r = db_exec(inv,
+	return db_exec(inv,
 	    "INSERT INTO incident (instance_id, t, kind, detail) VALUES "
 	    "(?, ?, ?, ?)",
 	    "recording an incident", cause, "IItt", id, t, kind, detail);
-	return r < 0 ? r : 0;
 }
 
 /*
@@ -523,8 +514,8 @@ ledger_change(struct inventory *inv, int64_t id, int64_t entry, int64_t t,
 		    (long long)entry);
 		return -GF_EUSAGE;
 	}
-	r = db_exec(inv, sql, "writing the ledger", cause, "III", entry, id, t);
-	return r < 0 ? r : 0;
+	return db_exec(
+	    inv, sql, "writing the ledger", cause, "III", entry, id, t);
 }
 
 /* Delete ledger row entry of instance id (a wrong observation). */

@@ -51,13 +51,10 @@ int
 samples_last_status(struct inventory *inv, int64_t id, int64_t t,
     const char *state, const char *error, const char *report, char **cause)
 {
-	int r;
-
-	r = db_exec(inv,
+	return db_exec(inv,
 	    "INSERT OR REPLACE INTO last_status (instance_id, t, state, error, "
 	    "report) VALUES (?, ?, ?, ?, ?)",
 	    "storing status", cause, "IIttt", id, t, state, error, report);
-	return r < 0 ? r : 0;
 }
 
 /*
