@@ -23,6 +23,7 @@
 #include "keyring.h"
 #include "keys.h"
 #include "log.h"
+#include "misc.h"
 #include "remote.h"
 #include "status.h"
 #include "vis.h"
@@ -33,16 +34,9 @@
 
 enum exec_mode { MODE_PREFIX, MODE_GATHER, MODE_JSON, MODE_FILES };
 
-struct buf {
-	char *data;
-	size_t len;
-	size_t cap;
-	int truncated;
-};
-
 struct host_out {
-	struct buf stream[2]; /* stdout, stderr */
-	int fd[2];	      /* -o DIR: NAME.out, NAME.err; -1 when closed */
+	struct misc_buf stream[2]; /* stdout, stderr */
+	int fd[2]; /* -o DIR: NAME.out, NAME.err; -1 when closed */
 	char *path[2];
 	char *write_error; /* -o DIR: the first failed write or close */
 };
@@ -65,20 +59,18 @@ struct exec_run {
 
 static int cmd_exec_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
-static void buf_append(struct buf *, const char *, size_t, size_t);
 static void progress_clear(struct exec_run *);
 static void progress_draw(struct exec_run *);
 static void emit_lines(struct exec_run *, struct engine_host *, int, int);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void on_done(struct engine_host *, void *);
-static json_t *json_bytes(const struct buf *);
+static json_t *json_bytes(const struct misc_buf *);
 static void print_gathered(struct exec_run *, struct engine_host *, size_t);
 static int read_stdin_file(const char *, char **, size_t *, char **);
 static int check_outdir(const char *, char **);
 static int open_output(const char *, char **);
 static void write_output(struct host_out *, int, const char *, size_t);
 static void close_outputs(struct host_out *);
-static int has_retired_key(struct remote *, size_t);
 static int has_retired_keys(struct remote *);
 static void check_reinjected(struct remote *, struct engine_settings *);
 static void ak_output(struct engine_host *, int, const char *, size_t, void *);
@@ -153,24 +145,6 @@ static const struct option exec_options[] = { { "gather", no_argument, NULL,
 	{ "fanout", required_argument, NULL, 'f' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
-/* Append up to a cap; beyond it, only note the truncation. */
-static void
-buf_append(struct buf *b, const char *data, size_t len, size_t cap)
-{
-	if (cap != 0 && b->len + len > cap) {
-		b->truncated = 1;
-		len = b->len < cap ? cap - b->len : 0;
-	}
-	if (len == 0)
-		return;
-	if (b->len + len + 1 > b->cap) {
-		b->cap = (b->len + len + 1) * 2;
-		b->data = xreallocarray(b->data, 1, b->cap);
-	}
-	memcpy(b->data + b->len, data, len);
-	b->len += len;
-}
-
 static void
 progress_clear(struct exec_run *r)
 {
@@ -204,7 +178,7 @@ progress_draw(struct exec_run *r)
 static void
 emit_lines(struct exec_run *r, struct engine_host *h, int is_stderr, int all)
 {
-	struct buf *b = &r->outs[h - r->remote->hosts].stream[is_stderr];
+	struct misc_buf *b = &r->outs[h - r->remote->hosts].stream[is_stderr];
 	FILE *f = is_stderr ? stderr : stdout;
 	size_t start = 0, i;
 
@@ -239,12 +213,12 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 
 	switch (r->mode) {
 	case MODE_PREFIX:
-		buf_append(&o->stream[is_stderr], data, len, 0);
+		misc_buf_add(&o->stream[is_stderr], data, len, 0);
 		emit_lines(r, h, is_stderr, 0);
 		break;
 	case MODE_GATHER:
 	case MODE_JSON:
-		buf_append(&o->stream[is_stderr], data, len, CAPTURE_MAX);
+		misc_buf_add(&o->stream[is_stderr], data, len, CAPTURE_MAX);
 		break;
 	case MODE_FILES:
 		write_output(o, is_stderr, data, len);
@@ -365,10 +339,10 @@ close_outputs(struct host_out *o)
 
 /* A JSON string of the bytes, invalid UTF-8 replaced by U+FFFD. */
 static json_t *
-json_bytes(const struct buf *b)
+json_bytes(const struct misc_buf *b)
 {
 	const unsigned char *p = (const unsigned char *)b->data;
-	struct buf clean = { NULL, 0, 0, 0 };
+	struct misc_buf clean = { NULL, 0, 0, 0 };
 	json_t *j;
 	size_t i = 0, n, k;
 
@@ -393,10 +367,10 @@ json_bytes(const struct buf *b)
 		}
 		if (n == 0 ||
 		    (n > 1 && json_stringn((const char *)p + i, n) == NULL)) {
-			buf_append(&clean, "\xef\xbf\xbd", 3, 0);
+			misc_buf_add(&clean, "\xef\xbf\xbd", 3, 0);
 			i++;
 		} else {
-			buf_append(&clean, (const char *)p + i, n, 0);
+			misc_buf_add(&clean, (const char *)p + i, n, 0);
 			i += n;
 		}
 	}
@@ -566,7 +540,7 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 			continue;
 		}
 		for (s = 0; s < 2; s++) {
-			const struct buf *b = &o->stream[s];
+			const struct misc_buf *b = &o->stream[s];
 			if (b->len == 0 && !b->truncated)
 				continue;
 			if (s == 1)
@@ -582,24 +556,6 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 	free(printed);
 }
 
-/* Has gpufleet taken keys off this instance (so they may come back)? */
-static int
-has_retired_key(struct remote *rm, size_t i)
-{
-	sqlite3_stmt *st;
-	int found = 0;
-
-	if (sqlite3_prepare_v2(rm->inv->db,
-		"SELECT 1 FROM retired_key WHERE "
-		"instance_id = ? LIMIT 1",
-		-1, &st, NULL) != SQLITE_OK)
-		return 0;
-	sqlite3_bind_int64(st, 1, rm->list[i].id);
-	found = sqlite3_step(st) == SQLITE_ROW;
-	sqlite3_finalize(st);
-	return found;
-}
-
 /* Does any selected instance have keys gpufleet took off it? */
 static int
 has_retired_keys(struct remote *rm)
@@ -607,7 +563,7 @@ has_retired_keys(struct remote *rm)
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
-		if (has_retired_key(rm, i))
+		if (keys_has_retired(rm->inv, rm->list[i].id))
 			return 1;
 	}
 	return 0;
@@ -617,11 +573,11 @@ static void
 ak_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
     void *arg)
 {
-	struct buf *bufs = arg;
+	struct misc_buf *bufs = arg;
 	struct remote *rm = h->user;
 
 	if (!is_stderr)
-		buf_append(&bufs[h - rm->hosts], data, len, 256 * 1024);
+		misc_buf_add(&bufs[h - rm->hosts], data, len, 256 * 1024);
 }
 
 /*
@@ -633,13 +589,14 @@ static void
 check_reinjected(struct remote *rm, struct engine_settings *set)
 {
 	struct engine_settings s2 = *set;
-	struct buf *bufs = xcalloc(rm->n + 1, sizeof *bufs);
+	struct misc_buf *bufs = xcalloc(rm->n + 1, sizeof *bufs);
 	char **cmds = xcalloc(rm->n + 1, sizeof *cmds), *cause, *script;
 	size_t i;
 
 	for (i = 0; i < rm->n; i++) {
 		struct engine_host *h = &rm->hosts[i];
-		h->skip = h->fail != EF_NONE || !has_retired_key(rm, i);
+		h->skip = h->fail != EF_NONE ||
+		    !keys_has_retired(rm->inv, rm->list[i].id);
 		if (h->skip)
 			continue;
 		xasprintf(&script, "cat %s 2>/dev/null; exit 0",
@@ -682,7 +639,7 @@ check_reinjected(struct remote *rm, struct engine_settings *set)
 static int
 read_stdin_file(const char *path, char **data, size_t *len, char **cause)
 {
-	struct buf b = { NULL, 0, 0, 0 };
+	struct misc_buf b = { NULL, 0, 0, 0 };
 	char chunk[65536];
 	ssize_t n;
 	int fd;
@@ -705,7 +662,7 @@ read_stdin_file(const char *path, char **data, size_t *len, char **cause)
 				close(fd);
 			return -1;
 		}
-		buf_append(&b, chunk, (size_t)n, 0);
+		misc_buf_add(&b, chunk, (size_t)n, 0);
 	}
 	if (fd != STDIN_FILENO)
 		close(fd);
@@ -913,7 +870,7 @@ cmd_exec_exec(
 	    read_stdin_file(stdin_path, &stdin_data, &stdin_len, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
 
-	command = engine_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
+	command = misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
 	if ((r = remote_open(ctx->fleet, argv[optind], &remote, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;

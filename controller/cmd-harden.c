@@ -13,23 +13,19 @@
 #include "engine.h"
 #include "keys.h"
 #include "log.h"
+#include "misc.h"
 #include "remote.h"
 #include "status.h"
 #include "xmalloc.h"
 
 #define HARDEN_OUT_MAX (256 * 1024)
 
-struct harden_out {
-	char *data;
-	size_t len;
-};
-
 static int cmd_harden_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static char *probe_script(const char *);
 static int report_kbdint(const char *, const char *, const char *, json_t *);
-static int report_host(struct remote *, size_t, struct harden_out *, json_t *);
+static int report_host(struct remote *, size_t, struct misc_buf *, json_t *);
 
 const struct cmd_entry cmd_harden_entry = {
 	.name = "harden",
@@ -67,16 +63,10 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
     void *arg)
 {
 	struct remote *rm = h->user;
-	struct harden_out *o = &((struct harden_out *)arg)[h - rm->hosts];
+	struct misc_buf *o = &((struct misc_buf *)arg)[h - rm->hosts];
 
-	if (is_stderr)
-		return;
-	if (len > HARDEN_OUT_MAX - o->len)
-		len = HARDEN_OUT_MAX - o->len;
-	o->data = xreallocarray(o->data, 1, o->len + len + 1);
-	memcpy(o->data + o->len, data, len);
-	o->len += len;
-	o->data[o->len] = '\0';
+	if (!is_stderr)
+		misc_buf_add(o, data, len, HARDEN_OUT_MAX);
 }
 
 /*
@@ -129,10 +119,10 @@ probe_script(const char *akpath)
 	    "'*.pem' -o -name '*.key' \\) ! -name '*.pub' -perm -004 "
 	    "2>/dev/null | sed 's/^/readable /'\n"
 	    "exit 0\n";
-	char *qpath = keys_quote_path(akpath), *script, *q, *cmd;
+	char *qpath = misc_quote_path(akpath), *script, *q, *cmd;
 
 	xasprintf(&script, "ak=%s\n%s", qpath, body);
-	q = keys_shell_quote(script);
+	q = misc_shell_quote(script);
 	xasprintf(&cmd, "sh -c %s", q);
 	free(q);
 	free(script);
@@ -165,7 +155,7 @@ report_kbdint(const char *name, const char *kbd, const char *pam, json_t *j)
 
 /* Print one host's findings; returns how many. */
 static int
-report_host(struct remote *rm, size_t i, struct harden_out *o, json_t *arr)
+report_host(struct remote *rm, size_t i, struct misc_buf *o, json_t *arr)
 {
 	const char *name = rm->hosts[i].in->name, *opts, *type, *blob, *comment;
 	char *line, *save = NULL, *buf, *cause = NULL, *copy, *kbd = NULL;
@@ -255,7 +245,7 @@ cmd_harden_exec(
 {
 	struct remote *rm = NULL;
 	struct engine_settings set;
-	struct harden_out *outs = NULL;
+	struct misc_buf *outs = NULL;
 	struct keys_key k;
 	ssh_key *managed = NULL;
 	json_t *arr = NULL, *j;
@@ -273,7 +263,7 @@ cmd_harden_exec(
 	}
 	if (argc - optind != 1)
 		return cmd_usage_error(e, "needs one SELECTOR");
-	pass = keys_passphrase(&cause);
+	pass = keys_passphrase(ctx->config, &cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "misc.h"
 #include "selector.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -168,17 +169,7 @@ print_ansible(
 			g = j < in->ntags
 			    ? ansible_group("tag", in->tags[j])
 			    : ansible_group("provider", in->provider);
-			for (k = 0; k < ngroups; k++) {
-				if (strcmp(groups[k], g) == 0)
-					break;
-			}
-			if (k < ngroups) {
-				free(g);
-				continue;
-			}
-			groups =
-			    xreallocarray(groups, ngroups + 1, sizeof *groups);
-			groups[ngroups++] = g;
+			misc_names_add(&groups, &ngroups, g);
 		}
 	}
 	for (k = 0; k < ngroups; k++) {

@@ -16,6 +16,7 @@
 #include "hostkey.h"
 #include "keyring.h"
 #include "log.h"
+#include "misc.h"
 #include "remote.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -119,14 +120,14 @@ cmd_ssh_exec(
 	id = in->identity != NULL ? in->identity : ctx->config->identity;
 	if (id != NULL) {
 		args[n++] = xstrdup("-i");
-		args[n++] = keyring_expand(id);
+		args[n++] = misc_expand_home(id);
 		args[n++] = xstrdup("-o");
 		args[n++] = xstrdup("IdentitiesOnly=yes");
 	}
 	args[n++] = xstrdup(in->host);
 	if (dashdash && dashdash + 1 < argc) {
 		command =
-		    engine_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
+		    misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
 		args[n++] = xstrdup("--");
 		args[n++] = command;
 	}

@@ -12,6 +12,7 @@
 
 #include "config.h"
 #include "instance.h"
+#include "misc.h"
 #include "xmalloc.h"
 
 struct parse_state {
@@ -59,15 +60,8 @@ config_clear(struct config *c)
 char *
 config_default_path(void)
 {
-	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-	char *path;
-
-	if (xdg != NULL && *xdg == '/')
-		xasprintf(&path, "%s/gpufleet/config.ini", xdg);
-	else
-		xasprintf(&path, "%s/.config/gpufleet/config.ini",
-		    home != NULL && *home != '\0' ? home : ".");
-	return path;
+	return misc_xdg_path(
+	    "XDG_CONFIG_HOME", ".config", "gpufleet/config.ini");
 }
 
 static int

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "deploy.h"
+#include "misc.h"
 #include "xmalloc.h"
 
 #ifndef GPUFLEET_LIBEXECDIR
@@ -123,26 +124,10 @@ deploy_free(struct agent_bin *ab)
 char *
 deploy_sh_command(const char *script)
 {
-	size_t n = sizeof "sh -c ''", i;
-	char *cmd, *p;
+	char *q = misc_quote_any_shell(script), *cmd;
 
-	for (i = 0; script[i] != '\0'; i++)
-		n += script[i] == '\'' || script[i] == '\\' ? 4 : 1;
-	p = cmd = xmalloc(n);
-	memcpy(p, "sh -c '", 7);
-	p += 7;
-	for (i = 0; script[i] != '\0'; i++) {
-		if (script[i] == '\'') {
-			memcpy(p, "'\\''", 4);
-			p += 4;
-		} else if (script[i] == '\\') {
-			memcpy(p, "'\\\\'", 4);
-			p += 4;
-		} else
-			*p++ = script[i];
-	}
-	*p++ = '\'';
-	*p = '\0';
+	xasprintf(&cmd, "sh -c %s", q);
+	free(q);
 	return cmd;
 }
 

@@ -267,38 +267,6 @@ engine_raise_nofile(size_t n)
 	return rl.rlim_cur > 96 ? (size_t)rl.rlim_cur - 64 : 32;
 }
 
-/*
- * Quote argv for a POSIX shell: every argument in single quotes, each ' as
- * '\''. Caller frees.
- */
-char *
-engine_quote_argv(int argc, char **argv)
-{
-	size_t len = 1, i;
-	const char *p;
-	char *out, *o;
-	int k;
-
-	for (k = 0; k < argc; k++)
-		len += strlen(argv[k]) * 4 + 3;
-	o = out = xmalloc(len);
-	for (k = 0; k < argc; k++) {
-		if (k != 0)
-			*o++ = ' ';
-		*o++ = '\'';
-		for (p = argv[k]; *p != '\0'; p++) {
-			if (*p == '\'') {
-				for (i = 0; i < 4; i++)
-					*o++ = "'\\''"[i];
-			} else
-				*o++ = *p;
-		}
-		*o++ = '\'';
-	}
-	*o = '\0';
-	return out;
-}
-
 void
 engine_host_clear(struct engine_host *h)
 {

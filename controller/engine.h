@@ -118,7 +118,6 @@ int engine_run(struct engine *, struct engine_host *, size_t,
 void engine_forget(struct engine_host *);
 void engine_free(struct engine *);
 void engine_host_clear(struct engine_host *);
-char *engine_quote_argv(int, char **);
 size_t engine_raise_nofile(size_t);
 
 #endif

@@ -96,11 +96,6 @@ main(int argc, char **argv)
 		free(default_cfg);
 		return cmd_fail(GF_ECONFIG, cause);
 	}
-	/* keys.c reads the passphrase file from the environment. */
-	if (config.keys_passphrase_file != NULL &&
-	    getenv("GPUFLEET_KEYS_PASSPHRASE_FILE") == NULL)
-		setenv("GPUFLEET_KEYS_PASSPHRASE_FILE",
-		    config.keys_passphrase_file, 1);
 	if (db == NULL || *db == '\0')
 		db = default_db = inventory_default_path();
 

@@ -12,26 +12,18 @@
 
 #include <libssh/libssh.h>
 
+#include "db.h"
 #include "hostkey.h"
 #include "log.h"
 #include "status.h"
 #include "xmalloc.h"
 
-static char *col(sqlite3_stmt *, int);
 static int known_hosts_has(const struct instance *, const char *, const char *);
 static int known_hosts_ours(const char *, char **);
 static int insert_pin(struct inventory *, int, int64_t, const char *,
     const char *, const char *, const char *, char **);
 static int pin_first(struct inventory *, int64_t, const char *, const char *,
     const char *, const char *, struct hostkey *, char **);
-
-static char *
-col(sqlite3_stmt *st, int i)
-{
-	const unsigned char *s = sqlite3_column_text(st, i);
-
-	return xstrdup(s != NULL ? (const char *)s : "");
-}
 
 void
 hostkey_clear(struct hostkey *k)
@@ -47,34 +39,27 @@ hostkey_clear(struct hostkey *k)
 int
 hostkey_get(struct inventory *inv, int64_t id, struct hostkey *k, char **cause)
 {
+	const char *what = "reading host key";
 	sqlite3_stmt *st;
-	int rc;
+	int rc, r;
 
 	memset(k, 0, sizeof *k);
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT key_type, key_base64, "
-		"fingerprint, source, first_seen FROM host_key WHERE "
-		"instance_id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_int64(st, 1, id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT key_type, key_base64, fingerprint, source, first_seen "
+		 "FROM host_key WHERE instance_id = ?",
+		 what, cause, "I", id)) != 0)
+		return r;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
-		k->type = col(st, 0);
-		k->base64 = col(st, 1);
-		k->fingerprint = col(st, 2);
-		k->source = col(st, 3);
+		k->type = db_text(st, 0);
+		k->base64 = db_text(st, 1);
+		k->fingerprint = db_text(st, 2);
+		k->source = db_text(st, 3);
 		k->first_seen = sqlite3_column_int64(st, 4);
 	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_DONE)
-		return 1;
-fail:
-	xasprintf(cause, "database %s: reading host key: %s", inv->path,
-	    sqlite3_errmsg(inv->db));
-	return -GF_EDB;
+	if ((r = db_finish(inv, st, rc, what, cause)) < 0)
+		return r;
+	return r == 1 ? 0 : 1;
 }
 
 /*
@@ -85,30 +70,20 @@ static int
 insert_pin(struct inventory *inv, int replace, int64_t id, const char *type,
     const char *base64, const char *fp, const char *source, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc = SQLITE_ERROR;
+	int r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		replace ? "INSERT OR REPLACE INTO host_key (instance_id, "
-			  "key_type, key_base64, fingerprint, source, "
-			  "first_seen) VALUES (?, ?, ?, ?, ?, ?)"
-			: "INSERT INTO host_key (instance_id, key_type, "
-			  "key_base64, fingerprint, source, first_seen) "
-			  "VALUES (?, ?, ?, ?, ?, ?)",
-		-1, &st, NULL) == SQLITE_OK) {
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 3, base64, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 4, fp, -1, SQLITE_STATIC);
-		sqlite3_bind_text(st, 5, source, -1, SQLITE_STATIC);
-		sqlite3_bind_int64(st, 6, (int64_t)time(NULL));
-		rc = sqlite3_step(st);
-		sqlite3_finalize(st);
-	}
-	if (rc == SQLITE_DONE)
+	r = db_exec(inv,
+	    replace
+		? "INSERT OR REPLACE INTO host_key (instance_id, key_type, "
+		  "key_base64, fingerprint, source, first_seen) VALUES "
+		  "(?, ?, ?, ?, ?, ?)"
+		: "INSERT INTO host_key (instance_id, key_type, key_base64, "
+		  "fingerprint, source, first_seen) VALUES "
+		  "(?, ?, ?, ?, ?, ?)",
+	    "pinning host key", cause, "IttttI", id, type, base64, fp, source,
+	    (int64_t)time(NULL));
+	if (r == 0)
 		return 0;
-	xasprintf(cause, "database %s: pinning host key: %s", inv->path,
-	    sqlite3_errmsg(inv->db));
 	inventory_rollback(inv);
 	return -GF_EDB;
 }
@@ -158,23 +133,8 @@ pin_first(struct inventory *inv, int64_t id, const char *type,
 int
 hostkey_forget(struct inventory *inv, int64_t id, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"DELETE FROM host_key WHERE "
-		"instance_id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		goto fail;
-	sqlite3_bind_int64(st, 1, id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE)
-		return 0;
-fail:
-	xasprintf(cause, "database %s: forgetting host key: %s", inv->path,
-	    sqlite3_errmsg(inv->db));
-	return -GF_EDB;
+	return db_exec(inv, "DELETE FROM host_key WHERE instance_id = ?",
+	    "forgetting host key", cause, "I", id);
 }
 
 /*
@@ -355,21 +315,19 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 		return -GF_EUSAGE;
 	}
 	fprintf(f, KNOWN_HOSTS_HEADER "; use with HostKeyAlias=NAME\n");
-	rc = sqlite3_prepare_v2(inv->db,
-	    "SELECT i.name, k.key_type, "
-	    "k.key_base64 FROM host_key k JOIN instance i ON i.id = "
-	    "k.instance_id WHERE i.released_at IS NULL ORDER BY i.name",
-	    -1, &st, NULL);
-	if (rc == SQLITE_OK) {
+	rc = db_prepare(inv, &st,
+	    "SELECT i.name, k.key_type, k.key_base64 FROM host_key k JOIN "
+	    "instance i ON i.id = k.instance_id WHERE i.released_at IS NULL "
+	    "ORDER BY i.name",
+	    "listing host keys", cause, "");
+	if (rc == 0) {
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 			fprintf(f, "%s %s %s\n", sqlite3_column_text(st, 0),
 			    sqlite3_column_text(st, 1),
 			    sqlite3_column_text(st, 2));
-		sqlite3_finalize(st);
+		rc = db_finish(inv, st, rc, "listing host keys", cause);
 	}
-	if (rc != SQLITE_DONE) {
-		xasprintf(cause, "database %s: %s", inv->path,
-		    sqlite3_errmsg(inv->db));
+	if (rc != 0) {
 		fclose(f);
 		unlink(tmp);
 		free(tmp);

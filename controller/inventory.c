@@ -8,11 +8,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "db.h"
 #include "inventory.h"
-#include "keys.h"
-#include "ledger.h"
 #include "selector.h"
 #include "log.h"
+#include "misc.h"
+#include "schema.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -28,143 +29,40 @@ static int read_row(
     struct inventory *, sqlite3_stmt *, struct instance *, char **);
 static int load_tags(struct inventory *, struct instance *, char **);
 static int store_tags(struct inventory *, const struct instance *, char **);
-static void bind_fields(sqlite3_stmt *, const struct instance *);
-static char *column_text(sqlite3_stmt *, int);
 static int name_taken(struct inventory *, const char *, int64_t, char **);
 static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
-
-/*
- * The migrations, in order: step i takes the schema from version i to i + 1.
- * Never edit a released step; add a new one. The pricing tables of the cost
- * work arrive as a later step keyed by instance(id).
- */
-static const char *const migrations[] = {
-	/* 0 -> 1: instances and their tags; 1195789396 is "GFLT". */
-	"PRAGMA application_id = 1195789396;"
-	"CREATE TABLE instance ("
-	"  id INTEGER PRIMARY KEY,"
-	"  name TEXT NOT NULL,"
-	"  host TEXT NOT NULL,"
-	"  port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535),"
-	"  user TEXT NOT NULL DEFAULT 'root',"
-	"  provider TEXT NOT NULL DEFAULT '',"
-	"  region TEXT NOT NULL DEFAULT '',"
-	"  identity TEXT,"
-	"  remote_dir TEXT NOT NULL DEFAULT '~/.cache/gpufleet',"
-	"  authorized_keys_file TEXT NOT NULL"
-	"    DEFAULT '~/.ssh/authorized_keys',"
-	"  notes TEXT NOT NULL DEFAULT '',"
-	"  source TEXT,"
-	"  created_at INTEGER NOT NULL,"
-	"  released_at INTEGER"
-	");"
-	"CREATE UNIQUE INDEX instance_active_name ON instance(name)"
-	"  WHERE released_at IS NULL;"
-	"CREATE TABLE instance_tag ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  tag TEXT NOT NULL,"
-	"  PRIMARY KEY (instance_id, tag)"
-	") WITHOUT ROWID;",
-
-	/* 1 -> 2: host keys pinned per instance, not per address. */
-	"CREATE TABLE host_key ("
-	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  key_type TEXT NOT NULL,"
-	"  key_base64 TEXT NOT NULL,"
-	"  fingerprint TEXT NOT NULL,"
-	"  source TEXT NOT NULL,"
-	"  first_seen INTEGER NOT NULL"
-	");",
-
-	/*
-	 * 2 -> 3: what status saw. Raw samples (kept 48 h by default), then
-	 * 5-minute aggregates (mean and max, kept 90 days); the last report
-	 * of each instance for the controller's own view.
-	 */
-	"CREATE TABLE sample_host ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  container_start INTEGER,"
-	"  load1 REAL,"
-	"  mem_available_kib INTEGER,"
-	"  net_rx_bytes INTEGER,"
-	"  net_tx_bytes INTEGER,"
-	"  sessions INTEGER,"
-	"  PRIMARY KEY (instance_id, t)"
-	") WITHOUT ROWID;"
-	"CREATE TABLE sample_gpu ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  gpu INTEGER NOT NULL,"
-	"  util REAL,"
-	"  mem_used_mib REAL,"
-	"  mem_total_mib REAL,"
-	"  temp_c REAL,"
-	"  power_w REAL,"
-	"  nprocs INTEGER,"
-	"  PRIMARY KEY (instance_id, t, gpu)"
-	") WITHOUT ROWID;"
-	"CREATE TABLE sample_gpu_5m ("
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  gpu INTEGER NOT NULL,"
-	"  n INTEGER NOT NULL,"
-	"  util_mean REAL, util_max REAL,"
-	"  mem_mean REAL, mem_max REAL,"
-	"  mem_total_mib REAL,"
-	"  temp_max REAL, power_mean REAL,"
-	"  PRIMARY KEY (instance_id, t, gpu)"
-	") WITHOUT ROWID;"
-	"CREATE INDEX sample_host_t ON sample_host(t);"
-	"CREATE INDEX sample_gpu_t ON sample_gpu(t);"
-	"CREATE INDEX sample_gpu_5m_t ON sample_gpu_5m(t);"
-	"CREATE TABLE last_status ("
-	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
-	"    ON DELETE CASCADE,"
-	"  t INTEGER NOT NULL,"
-	"  state TEXT NOT NULL,"
-	"  error TEXT,"
-	"  report TEXT"
-	");",
-
-	/* 3 -> 4: prices, the ledger, incidents, providers (ledger.h). */
-	LEDGER_SCHEMA_SQL,
-
-	/* 4 -> 5: managed SSH keys and key rotations (keys.h). */
-	KEYS_SCHEMA_SQL,
-};
-
-#define NMIGRATIONS ((int)(sizeof migrations / sizeof migrations[0]))
 
 #define INSTANCE_COLUMNS                                                       \
 	"id, name, host, port, user, provider, region, identity, remote_dir,"  \
 	" authorized_keys_file, notes, source, created_at, released_at"
 
+/* The user-settable fields, their db_exec format and arguments. */
+#define INSTANCE_FIELDS                                                        \
+	"name, host, port, user, provider, region, identity, remote_dir,"      \
+	" authorized_keys_file, notes, source, created_at"
+#define INSTANCE_FORMAT "ttittttttttI"
+#define INSTANCE_ARGS(in)                                                      \
+	(in)->name, (in)->host, (in)->port, (in)->user, (in)->provider,        \
+	    (in)->region, (in)->identity, (in)->remote_dir,                    \
+	    (in)->authorized_keys_file, (in)->notes, (in)->source,             \
+	    (int64_t)(in)->created_at
+
 /* The schema version this build writes. */
 int
 inventory_schema_version(void)
 {
-	return NMIGRATIONS;
+	int n;
+
+	schema_steps(&n);
+	return n;
 }
 
 /* The default database path. Caller frees. */
 char *
 inventory_default_path(void)
 {
-	const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-	char *path;
-
-	if (xdg != NULL && *xdg == '/')
-		xasprintf(&path, "%s/gpufleet/fleet.db", xdg);
-	else
-		xasprintf(&path, "%s/.local/share/gpufleet/fleet.db",
-		    home != NULL && *home != '\0' ? home : ".");
-	return path;
+	return misc_xdg_path(
+	    "XDG_DATA_HOME", ".local/share", "gpufleet/fleet.db");
 }
 
 /* Set *cause to "database PATH: WHAT: sqlite's message"; -GF_EDB. */
@@ -183,24 +81,11 @@ make_dirs(const char *file, char **cause)
 	char *dir = xstrdup(file), *p;
 	int r = 0;
 
-	if ((p = strrchr(dir, '/')) == NULL || p == dir)
-		goto out;
-	*p = '\0';
-	for (p = dir + 1; r == 0; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		char c = *p;
+	if ((p = strrchr(dir, '/')) != NULL && p != dir) {
 		*p = '\0';
-		if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-			xasprintf(cause, "cannot create directory %s: %s", dir,
-			    strerror(errno));
+		if (misc_mkdirs(dir, cause) != 0)
 			r = -GF_EDB;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
 	}
-out:
 	free(dir);
 	return r;
 }
@@ -343,10 +228,12 @@ int
 inventory_open(const char *path, struct inventory **invp, char **cause)
 {
 	struct inventory *inv;
+	const char *const *steps;
 	char *why = NULL;
-	int r, flags = SQLITE_OPEN_READWRITE;
+	int r, nsteps, flags = SQLITE_OPEN_READWRITE;
 
 	*invp = NULL;
+	steps = schema_steps(&nsteps);
 	if ((r = make_dirs(path, cause)) != 0 ||
 	    (r = create_file(path, cause)) != 0)
 		return r;
@@ -359,13 +246,13 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	}
 	sqlite3_extended_result_codes(inv->db, 1);
 	sqlite3_busy_timeout(inv->db, BUSY_TIMEOUT_MS);
-	if ((r = check_identity(inv->db, path, NMIGRATIONS, cause)) != 0)
+	if ((r = check_identity(inv->db, path, nsteps, cause)) != 0)
 		goto fail;
 	if (exec_sql(inv->db, "PRAGMA journal_mode = WAL", &why) != 0 ||
 	    exec_sql(inv->db, "PRAGMA foreign_keys = ON", &why) != 0 ||
 	    exec_sql(inv->db, "PRAGMA synchronous = NORMAL", &why) != 0)
 		goto fail_why;
-	if (inventory_migrate(inv->db, migrations, NMIGRATIONS, &why) != 0)
+	if (inventory_migrate(inv->db, steps, nsteps, &why) != 0)
 		goto fail_why;
 	*invp = inv;
 	return 0;
@@ -421,14 +308,6 @@ inventory_rollback(struct inventory *inv)
 	inv->in_txn = 0;
 }
 
-static char *
-column_text(sqlite3_stmt *st, int col)
-{
-	const unsigned char *s = sqlite3_column_text(st, col);
-
-	return s != NULL ? xstrdup((const char *)s) : NULL;
-}
-
 /* Read one instance row (INSTANCE_COLUMNS order) and its tags. */
 static int
 read_row(
@@ -436,17 +315,17 @@ read_row(
 {
 	memset(in, 0, sizeof *in);
 	in->id = sqlite3_column_int64(st, 0);
-	in->name = column_text(st, 1);
-	in->host = column_text(st, 2);
+	in->name = db_text(st, 1);
+	in->host = db_text(st, 2);
 	in->port = sqlite3_column_int(st, 3);
-	in->user = column_text(st, 4);
-	in->provider = column_text(st, 5);
-	in->region = column_text(st, 6);
-	in->identity = column_text(st, 7);
-	in->remote_dir = column_text(st, 8);
-	in->authorized_keys_file = column_text(st, 9);
-	in->notes = column_text(st, 10);
-	in->source = column_text(st, 11);
+	in->user = db_text(st, 4);
+	in->provider = db_text(st, 5);
+	in->region = db_text(st, 6);
+	in->identity = db_text(st, 7);
+	in->remote_dir = db_text(st, 8);
+	in->authorized_keys_file = db_text(st, 9);
+	in->notes = db_text(st, 10);
+	in->source = db_text(st, 11);
 	in->created_at = sqlite3_column_int64(st, 12);
 	in->released_at = sqlite3_column_int64(st, 13);
 	return load_tags(inv, in, cause);
@@ -456,20 +335,16 @@ static int
 load_tags(struct inventory *inv, struct instance *in, char **cause)
 {
 	sqlite3_stmt *st;
-	int rc;
+	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT tag FROM instance_tag WHERE "
-		"instance_id = ? ORDER BY tag",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot read tags", cause);
-	sqlite3_bind_int64(st, 1, in->id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT tag FROM instance_tag WHERE instance_id = ? ORDER BY "
+		 "tag",
+		 "cannot read tags", cause, "I", in->id)) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		instance_add_tag(in, (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot read tags", cause);
-	return 0;
+	return db_finish(inv, st, rc, "cannot read tags", cause);
 }
 
 /*
@@ -485,21 +360,21 @@ inventory_list(struct inventory *inv, int all, struct instance **list,
 	size_t len = 0;
 	int rc, r = 0;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT " INSTANCE_COLUMNS " FROM "
-		"instance WHERE ? OR released_at IS NULL ORDER BY name, "
-		"released_at IS NOT NULL, id",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot list instances", cause);
-	sqlite3_bind_int(st, 1, all);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " INSTANCE_COLUMNS " FROM instance WHERE ? OR "
+		 "released_at IS NULL ORDER BY name, released_at IS NOT NULL, "
+		 "id",
+		 "cannot list instances", cause, "i", all)) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		out = xreallocarray(out, len + 1, sizeof *out);
 		if ((r = read_row(inv, st, &out[len++], cause)) != 0)
 			break;
 	}
-	if (r == 0 && rc != SQLITE_DONE)
-		r = inventory_error(inv, "cannot list instances", cause);
-	sqlite3_finalize(st);
+	if (r == 0)
+		r = db_finish(inv, st, rc, "cannot list instances", cause);
+	else
+		sqlite3_finalize(st);
 	if (r != 0) {
 		instance_free_array(out, len);
 		return r;
@@ -517,12 +392,11 @@ inventory_get(
 	sqlite3_stmt *st;
 	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT " INSTANCE_COLUMNS " FROM "
-		"instance WHERE name = ? AND released_at IS NULL",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot read instance", cause);
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_TRANSIENT);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " INSTANCE_COLUMNS " FROM instance WHERE name = ? AND "
+		 "released_at IS NULL",
+		 "cannot read instance", cause, "t", name)) != 0)
+		return r;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW)
 		r = read_row(inv, st, in, cause);
@@ -535,64 +409,27 @@ inventory_get(
 	return r;
 }
 
-/* Bind the user-settable fields as parameters 1 to 12. */
-static void
-bind_fields(sqlite3_stmt *st, const struct instance *in)
-{
-	sqlite3_bind_text(st, 1, in->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, in->host, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 3, in->port);
-	sqlite3_bind_text(st, 4, in->user, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, in->provider, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, in->region, -1, SQLITE_STATIC);
-	if (in->identity != NULL)
-		sqlite3_bind_text(st, 7, in->identity, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, 7);
-	sqlite3_bind_text(st, 8, in->remote_dir, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 9, in->authorized_keys_file, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 10, in->notes, -1, SQLITE_STATIC);
-	if (in->source != NULL)
-		sqlite3_bind_text(st, 11, in->source, -1, SQLITE_STATIC);
-	else
-		sqlite3_bind_null(st, 11);
-	sqlite3_bind_int64(st, 12, in->created_at);
-}
-
 /* Replace the stored tags of an instance with in->tags. */
 static int
 store_tags(struct inventory *inv, const struct instance *in, char **cause)
 {
+	const char *what = "cannot store tags";
 	sqlite3_stmt *st;
 	size_t i;
-	int rc = SQLITE_DONE;
+	int rc = SQLITE_DONE, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"DELETE FROM instance_tag WHERE "
-		"instance_id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot store tags", cause);
-	sqlite3_bind_int64(st, 1, in->id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot store tags", cause);
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO instance_tag "
-		"(instance_id, tag) VALUES (?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot store tags", cause);
+	if ((r = db_exec(inv, "DELETE FROM instance_tag WHERE instance_id = ?",
+		 what, cause, "I", in->id)) != 0)
+		return r;
+	if ((r = db_prepare(inv, &st,
+		 "INSERT INTO instance_tag (instance_id, tag) VALUES (?, ?)",
+		 what, cause, "")) != 0)
+		return r;
 	for (i = 0; i < in->ntags && rc == SQLITE_DONE; i++) {
-		sqlite3_reset(st);
-		sqlite3_bind_int64(st, 1, in->id);
-		sqlite3_bind_text(st, 2, in->tags[i], -1, SQLITE_STATIC);
+		db_rebind(st, "It", in->id, in->tags[i]);
 		rc = sqlite3_step(st);
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot store tags", cause);
-	return 0;
+	return db_finish(inv, st, rc, what, cause);
 }
 
 /* Is the name taken by another instance in service? */
@@ -600,48 +437,33 @@ static int
 name_taken(
     struct inventory *inv, const char *name, int64_t except, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
+	int r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT 1 FROM instance WHERE "
-		"name = ? AND released_at IS NULL AND id != ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot read instance", cause);
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, except);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW) {
+	r = db_exec(inv,
+	    "SELECT 1 FROM instance WHERE name = ? AND released_at IS NULL "
+	    "AND id != ?",
+	    "cannot read instance", cause, "tI", name, except);
+	if (r == 1) {
 		xasprintf(cause, "an instance named '%s' already exists", name);
 		return -GF_EUSAGE;
 	}
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot read instance", cause);
-	return 0;
+	return r;
 }
 
 /* Insert a new instance (inside a transaction); sets in->id. */
 int
 inventory_add(struct inventory *inv, struct instance *in, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc, r;
+	int r;
 
 	if ((r = name_taken(inv, in->name, 0, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO instance (name, host, "
-		"port, user, provider, region, identity, remote_dir, "
-		"authorized_keys_file, notes, source, created_at) VALUES "
-		"(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot add instance", cause);
-	bind_fields(st, in);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot add instance", cause);
+	if ((r = db_exec(inv,
+		 "INSERT INTO instance (" INSTANCE_FIELDS ") VALUES "
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		 "cannot add instance", cause, INSTANCE_FORMAT,
+		 INSTANCE_ARGS(in))) != 0)
+		return r;
 	in->id = sqlite3_last_insert_rowid(inv->db);
 	return store_tags(inv, in, cause);
 }
@@ -650,24 +472,16 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 int
 inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc, r;
+	int r;
 
 	if ((r = name_taken(inv, in->name, in->id, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		"UPDATE instance SET name = ?, "
-		"host = ?, port = ?, user = ?, provider = ?, region = ?, "
-		"identity = ?, remote_dir = ?, authorized_keys_file = ?, "
-		"notes = ?, source = ?, created_at = ? WHERE id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot update instance", cause);
-	bind_fields(st, in);
-	sqlite3_bind_int64(st, 13, in->id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot update instance", cause);
+	if ((r = db_exec(inv,
+		 "UPDATE instance SET (" INSTANCE_FIELDS ") = "
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
+		 "cannot update instance", cause, INSTANCE_FORMAT "I",
+		 INSTANCE_ARGS(in), in->id)) != 0)
+		return r;
 	return store_tags(inv, in, cause);
 }
 
@@ -675,18 +489,7 @@ static int
 exec_id(
     struct inventory *inv, const char *sql, int64_t a, int64_t id, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "cannot change instance", cause);
-	sqlite3_bind_int64(st, 1, a);
-	sqlite3_bind_int64(st, 2, id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "cannot change instance", cause);
-	return 0;
+	return db_exec(inv, sql, "cannot change instance", cause, "II", a, id);
 }
 
 /* Mark an instance released at time now; its history stays. */

@@ -9,6 +9,7 @@
 #include "keyring.h"
 #include "keys.h"
 #include "log.h"
+#include "misc.h"
 #include "xmalloc.h"
 
 static char *read_passphrase(const char *);
@@ -34,25 +35,11 @@ keyring_free(struct keyring *kr)
 	if (kr->passphrase != NULL) {
 		explicit_bzero(kr->passphrase, strlen(kr->passphrase));
 		free(kr->passphrase);
-		keys_secret_release();
+		misc_secret_release();
 	}
 	if (kr->keys_passphrase != NULL)
 		keys_passphrase_clear();
 	memset(kr, 0, sizeof *kr);
-}
-
-/* Expand a leading ~/ with $HOME. Caller frees. */
-char *
-keyring_expand(const char *path)
-{
-	const char *home = getenv("HOME");
-	char *s;
-
-	if (strncmp(path, "~/", 2) == 0 && home != NULL) {
-		xasprintf(&s, "%s/%s", home, path + 2);
-		return s;
-	}
-	return xstrdup(path);
 }
 
 /* libssh must never prompt on its own from inside the loop. */
@@ -80,17 +67,17 @@ read_passphrase(const char *path)
 	const char *file = getenv("GPUFLEET_PASSPHRASE_FILE");
 	char *prompt, *cause = NULL, *s;
 
-	keys_secret_hold();
+	misc_secret_hold();
 	if (file != NULL && *file != '\0') {
-		if ((s = keys_read_secret(file, NULL, &cause)) == NULL) {
+		if ((s = misc_read_secret(file, NULL, &cause)) == NULL) {
 			error("GPUFLEET_PASSPHRASE_FILE: %s", cause);
 			free(cause);
-			keys_secret_release();
+			misc_secret_release();
 		}
 		return s;
 	}
 	xasprintf(&prompt, "Passphrase for %s: ", path);
-	s = keys_read_secret(NULL, prompt, &cause);
+	s = misc_read_secret(NULL, prompt, &cause);
 	free(prompt);
 	free(cause);
 	if (s != NULL && *s == '\0') {
@@ -98,7 +85,7 @@ read_passphrase(const char *path)
 		s = NULL;
 	}
 	if (s == NULL)
-		keys_secret_release();
+		misc_secret_release();
 	return s;
 }
 
@@ -111,7 +98,7 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
 {
 	struct keyring_item *it;
 	ssh_key key = NULL;
-	char *full = keyring_expand(path);
+	char *full = misc_expand_home(path);
 	size_t i;
 	int rc;
 
@@ -147,7 +134,7 @@ keyring_load(struct keyring *kr, const char *path, const char **error)
 		/* Keys gpufleet made use the [keys] passphrase. */
 		char *why = NULL;
 		kr->keys_asked = 1;
-		kr->keys_passphrase = keys_passphrase(&why);
+		kr->keys_passphrase = keys_passphrase(kr->config, &why);
 		free(why);
 	}
 	if (rc != SSH_OK && kr->keys_passphrase != NULL)
@@ -194,7 +181,7 @@ keyring_for_host(
 		paths[n++] = config->identity;
 	if (h->in->identity == NULL && config->identity == NULL) {
 		for (d = defaults; *d != NULL && n < ENGINE_MAX_KEYS - 1; d++) {
-			full = keyring_expand(*d);
+			full = misc_expand_home(*d);
 			if (access(full, F_OK) == 0)
 				paths[n++] = *d;
 			free(full);
@@ -202,6 +189,7 @@ keyring_for_host(
 	}
 	h->nkeys = 0;
 	h->keys_error = NULL;
+	kr->config = config;
 	for (i = 0; i <= n; i++) {
 		if (i == agent_at)
 			h->keys[h->nkeys++] = NULL;

@@ -23,6 +23,7 @@ struct keyring {
 	size_t n;
 	char *passphrase;
 	int asked;
+	const struct config *config; /* of keyring_for_host, for [keys] */
 	const char *keys_passphrase; /* keys.c's [keys] passphrase, or NULL */
 	int keys_asked;
 };
@@ -32,6 +33,5 @@ void keyring_free(struct keyring *);
 ssh_key keyring_load(struct keyring *, const char *, const char **);
 void keyring_for_host(
     struct keyring *, const struct config *, struct engine_host *);
-char *keyring_expand(const char *);
 
 #endif

@@ -1,7 +1,5 @@
 /* Managed SSH keys: files, the inventory's key tables, rotation state. */
 
-#include <sys/prctl.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <dirent.h>
@@ -11,41 +9,23 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "gpufleet/authkeys.h"
+#include "db.h"
 #include "keys.h"
 #include "log.h"
+#include "misc.h"
 #include "status.h"
 #include "xmalloc.h"
 
-static char *col(sqlite3_stmt *, int);
-static int exec_sql(struct inventory *, const char *, char **);
 static void read_key_row(sqlite3_stmt *, struct keys_key *);
-static char *shell_quote(const char *);
-
-const char *const keys_schema_sql = KEYS_SCHEMA_SQL;
+static int get_key(struct inventory *, const char *, int64_t, const char *,
+    struct keys_key *, char **);
 
 #define KEY_COLUMNS                                                            \
 	"id, name, key_type, path, pubkey, key_base64, fingerprint, "          \
 	"created_at, deleted_at"
-
-static char *
-col(sqlite3_stmt *st, int i)
-{
-	const unsigned char *s = sqlite3_column_text(st, i);
-
-	return s != NULL ? xstrdup((const char *)s) : NULL;
-}
-
-static int
-exec_sql(struct inventory *inv, const char *sql, char **cause)
-{
-	if (sqlite3_exec(inv->db, sql, NULL, NULL, NULL) != SQLITE_OK)
-		return inventory_error(inv, sql, cause);
-	return 0;
-}
 
 void
 keys_key_clear(struct keys_key *k)
@@ -84,15 +64,7 @@ keys_rotation_clear(struct keys_rotation *r)
 char *
 keys_dir(void)
 {
-	const char *xdg = getenv("XDG_DATA_HOME"), *home = getenv("HOME");
-	char *path;
-
-	if (xdg != NULL && *xdg == '/')
-		xasprintf(&path, "%s/gpufleet/keys", xdg);
-	else
-		xasprintf(&path, "%s/.local/share/gpufleet/keys",
-		    home != NULL && *home != '\0' ? home : ".");
-	return path;
+	return misc_xdg_path("XDG_DATA_HOME", ".local/share", "gpufleet/keys");
 }
 
 /*
@@ -102,47 +74,22 @@ keys_dir(void)
 int
 keys_make_dir(const char *dir, char **cause)
 {
-	char *p, *d = xstrdup(dir);
 	struct stat sb;
-	int r = 0;
-	char c;
 
-	for (p = d + 1;; p++) {
-		if (*p != '/' && *p != '\0')
-			continue;
-		c = *p;
-		*p = '\0';
-		if (mkdir(d, 0700) == 0) {
-			if (chmod(d, 0700) != 0) {
-				xasprintf(cause,
-				    "cannot set the mode of %s: %s", d,
-				    strerror(errno));
-				r = -GF_EUSAGE;
-				goto out;
-			}
-		} else if (errno != EEXIST) {
-			xasprintf(cause, "cannot create directory %s: %s", d,
-			    strerror(errno));
-			r = -GF_EUSAGE;
-			goto out;
-		}
-		*p = c;
-		if (c == '\0')
-			break;
-	}
+	if (misc_mkdirs(dir, cause) != 0)
+		return -GF_EUSAGE;
 	if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
 		xasprintf(cause, "%s is not a directory", dir);
-		r = -GF_EUSAGE;
-	} else if ((sb.st_mode & 077) != 0) {
+		return -GF_EUSAGE;
+	}
+	if ((sb.st_mode & 077) != 0) {
 		xasprintf(cause,
 		    "keys directory %s is mode %03o, open to others; "
 		    "chmod 700 it",
 		    dir, (unsigned)(sb.st_mode & 0777));
-		r = -GF_EUSAGE;
+		return -GF_EUSAGE;
 	}
-out:
-	free(d);
-	return r;
+	return 0;
 }
 
 /*
@@ -241,135 +188,39 @@ keys_parse_type(
 	return 0;
 }
 
-static int secrets_held;
-static int saved_dumpable = -1;
-static struct rlimit saved_core;
 static char *keys_pass; /* the one copy of the [keys] passphrase */
 static int keys_pass_read;
 
 /*
- * A secret is about to be held: while any is, the process cannot dump
- * core (RLIMIT_CORE 0) and is not dumpable (no core, no ptrace by others).
- */
-void
-keys_secret_hold(void)
-{
-	struct rlimit none;
-
-	if (secrets_held++ > 0)
-		return;
-	saved_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
-	if (getrlimit(RLIMIT_CORE, &saved_core) != 0)
-		saved_core.rlim_cur = saved_core.rlim_max = 0;
-	none.rlim_cur = 0;
-	none.rlim_max = saved_core.rlim_max;
-	setrlimit(RLIMIT_CORE, &none);
-}
-
-/* A secret was wiped: once none is held, core dumps are as they were. */
-void
-keys_secret_release(void)
-{
-	if (secrets_held == 0 || --secrets_held > 0)
-		return;
-	setrlimit(RLIMIT_CORE, &saved_core);
-	if (saved_dumpable > 0)
-		prctl(PR_SET_DUMPABLE, saved_dumpable, 0, 0, 0);
-}
-
-/*
- * Read a passphrase: the first line of file, or typed on the terminal
- * after prompt when file is NULL. Returns the one heap copy (every other
- * buffer that held it is wiped), or NULL with *cause set. The caller holds
- * a secret (keys_secret_hold) before calling, and wipes and frees it.
- */
-char *
-keys_read_secret(const char *file, const char *prompt, char **cause)
-{
-	struct termios old, noecho;
-	char buf[1024], *s;
-	ssize_t n = 0;
-	size_t len = 0;
-	int fd;
-
-	*cause = NULL;
-	if (file != NULL) {
-		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1) {
-			xasprintf(
-			    cause, "cannot read %s: %s", file, strerror(errno));
-			return NULL;
-		}
-		/* Unbuffered reads: no stdio buffer keeps a copy. */
-		while (len < sizeof buf - 1 &&
-		    (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0)
-				break;
-			len += (size_t)n;
-			if (memchr(buf, '\n', len) != NULL)
-				break;
-		}
-		close(fd);
-		if (n < 0) {
-			explicit_bzero(buf, sizeof buf);
-			xasprintf(
-			    cause, "cannot read %s: %s", file, strerror(errno));
-			return NULL;
-		}
-	} else {
-		if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
-		    tcgetattr(fd, &old) != 0) {
-			if (fd != -1)
-				close(fd);
-			xasprintf(cause, "no terminal to ask on");
-			return NULL;
-		}
-		noecho = old;
-		noecho.c_lflag &= ~(tcflag_t)ECHO;
-		dprintf(fd, "%s", prompt);
-		/* TCSANOW: keep what was typed ahead. */
-		tcsetattr(fd, TCSANOW, &noecho);
-		n = read(fd, buf, sizeof buf - 1);
-		tcsetattr(fd, TCSANOW, &old);
-		dprintf(fd, "\n");
-		close(fd);
-		len = n > 0 ? (size_t)n : 0;
-	}
-	buf[len] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	s = xstrdup(buf);
-	explicit_bzero(buf, sizeof buf);
-	return s;
-}
-
-/*
  * The passphrase for gpufleet's keys: the first line of the file named by
- * GPUFLEET_KEYS_PASSPHRASE_FILE, typed on the terminal if that is "ask"
- * (once per run), or NULL (keys unencrypted; *cause set on an error).
- * keys.c keeps the one copy until keys_passphrase_clear (or exit).
+ * GPUFLEET_KEYS_PASSPHRASE_FILE or else the config's [keys]
+ * passphrase_file, typed on the terminal if that is "ask" (once per run),
+ * or NULL (keys unencrypted; *cause set on an error). keys.c keeps the one
+ * copy until keys_passphrase_clear (or exit).
  */
 const char *
-keys_passphrase(char **cause)
+keys_passphrase(const struct config *config, char **cause)
 {
 	static int registered;
 	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
 	char *why = NULL;
+
+	if (file == NULL && config != NULL)
+		file = config->keys_passphrase_file;
 
 	*cause = NULL;
 	if (keys_pass_read)
 		return keys_pass;
 	if (file == NULL || *file == '\0')
 		return NULL;
-	keys_secret_hold();
+	misc_secret_hold();
 	if (strcmp(file, "ask") == 0)
-		keys_pass = keys_read_secret(
+		keys_pass = misc_read_secret(
 		    NULL, "Passphrase for gpufleet's keys: ", &why);
 	else
-		keys_pass = keys_read_secret(file, NULL, &why);
+		keys_pass = misc_read_secret(file, NULL, &why);
 	if (keys_pass == NULL) {
-		keys_secret_release();
+		misc_secret_release();
 		if (strcmp(file, "ask") == 0)
 			xasprintf(cause,
 			    "[keys] passphrase_file is 'ask' but there is "
@@ -383,7 +234,7 @@ keys_passphrase(char **cause)
 	if (strcmp(file, "ask") == 0 && *keys_pass == '\0') {
 		free(keys_pass);
 		keys_pass = NULL;
-		keys_secret_release();
+		misc_secret_release();
 		xasprintf(cause, "empty passphrase");
 		return NULL;
 	}
@@ -405,7 +256,7 @@ keys_passphrase_clear(void)
 	free(keys_pass);
 	keys_pass = NULL;
 	keys_pass_read = 0;
-	keys_secret_release();
+	misc_secret_release();
 }
 
 /* The type name, base64 blob and SHA256 fingerprint of a key. */
@@ -527,29 +378,6 @@ keys_valid_blob(const char *s)
 		"0123456789+/=") == n;
 }
 
-/* Single-quote s for sh. Caller frees. */
-static char *
-shell_quote(const char *s)
-{
-	size_t n = 2, i;
-	char *q, *p;
-
-	for (i = 0; s[i] != '\0'; i++)
-		n += s[i] == '\'' ? 4 : 1;
-	p = q = xmalloc(n + 1);
-	*p++ = '\'';
-	for (i = 0; s[i] != '\0'; i++) {
-		if (s[i] == '\'') {
-			memcpy(p, "'\\''", 4);
-			p += 4;
-		} else
-			*p++ = s[i];
-	}
-	*p++ = '\'';
-	*p = '\0';
-	return q;
-}
-
 /*
  * The remote edit of authorized_keys: the agent's `authkeys` subcommand
  * (agent/akedit.c, which reads lines with the one parser both sides
@@ -567,7 +395,7 @@ keys_authkeys_command(const struct instance *in, const struct agent_bin *ab,
 		const char *flag, *value;
 	} opts[] = { { "--add", add }, { "--like", like },
 		{ "--remove", del } };
-	char *qpath = keys_quote_path(in->authorized_keys_file), *args, *t;
+	char *qpath = misc_quote_path(in->authorized_keys_file), *args, *t;
 	char *q, *agent, *cmd;
 	size_t i;
 
@@ -575,7 +403,7 @@ keys_authkeys_command(const struct instance *in, const struct agent_bin *ab,
 	for (i = 0; i < sizeof opts / sizeof opts[0]; i++) {
 		if (opts[i].value == NULL)
 			continue;
-		q = shell_quote(opts[i].value);
+		q = misc_shell_quote(opts[i].value);
 		xasprintf(&t, "%s %s %s", args, opts[i].flag, q);
 		free(q);
 		free(args);
@@ -599,12 +427,12 @@ static void
 read_key_row(sqlite3_stmt *st, struct keys_key *k)
 {
 	k->id = sqlite3_column_int64(st, 0);
-	k->name = col(st, 1);
-	k->type = col(st, 2);
-	k->path = col(st, 3);
-	k->pubkey = col(st, 4);
-	k->blob = col(st, 5);
-	k->fingerprint = col(st, 6);
+	k->name = db_text(st, 1);
+	k->type = db_text(st, 2);
+	k->path = db_text(st, 3);
+	k->pubkey = db_text(st, 4);
+	k->blob = db_text(st, 5);
+	k->fingerprint = db_text(st, 6);
 	k->created_at = sqlite3_column_int64(st, 7);
 	k->deleted_at = sqlite3_column_int64(st, 8);
 }
@@ -614,54 +442,60 @@ int
 keys_add(struct inventory *inv, struct keys_key *k, char **cause)
 {
 	sqlite3_stmt *st;
-	int rc;
+	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO managed_key (name, key_type, path, pubkey, "
-		"key_base64, fingerprint, created_at) VALUES "
-		"(?, ?, ?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "recording a key", cause);
-	sqlite3_bind_text(st, 1, k->name, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 2, k->type, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, k->path, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, k->pubkey, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, k->blob, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 6, k->fingerprint, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 7, k->created_at);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_CONSTRAINT) {
+	if ((r = db_prepare(inv, &st,
+		 "INSERT INTO managed_key (name, key_type, path, pubkey, "
+		 "key_base64, fingerprint, created_at) VALUES "
+		 "(?, ?, ?, ?, ?, ?, ?)",
+		 "recording a key", cause, "ttttttI", k->name, k->type, k->path,
+		 k->pubkey, k->blob, k->fingerprint, (int64_t)k->created_at)) !=
+	    0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_CONSTRAINT) {
+		sqlite3_finalize(st);
 		xasprintf(cause, "a key named '%s' exists already", k->name);
 		return -GF_EUSAGE;
 	}
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "recording a key", cause);
+	if ((r = db_finish(inv, st, rc, "recording a key", cause)) < 0)
+		return r;
 	k->id = sqlite3_last_insert_rowid(inv->db);
 	return 0;
+}
+
+/*
+ * The managed key whose column (in sql) is name, or id when name is NULL:
+ * 0, 1 if none, or -GF_EDB. Caller clears k.
+ */
+static int
+get_key(struct inventory *inv, const char *sql, int64_t id, const char *name,
+    struct keys_key *k, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	memset(k, 0, sizeof *k);
+	if (name != NULL)
+		r = db_prepare(
+		    inv, &st, sql, "reading a key", cause, "t", name);
+	else
+		r = db_prepare(inv, &st, sql, "reading a key", cause, "I", id);
+	if (r != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		read_key_row(st, k);
+	if ((r = db_finish(inv, st, rc, "reading a key", cause)) < 0)
+		return r;
+	return r == 1 ? 0 : 1;
 }
 
 /* A managed key by id: 0, 1 if none, or -GF_EDB. Caller clears k. */
 int
 keys_get(struct inventory *inv, int64_t id, struct keys_key *k, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	memset(k, 0, sizeof *k);
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT " KEY_COLUMNS " FROM managed_key WHERE id = ?", -1, &st,
-		NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading a key", cause);
-	sqlite3_bind_int64(st, 1, id);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		read_key_row(st, k);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_DONE)
-		return 1;
-	return inventory_error(inv, "reading a key", cause);
+	return get_key(inv,
+	    "SELECT " KEY_COLUMNS " FROM managed_key WHERE id = ?", id, NULL, k,
+	    cause);
 }
 
 /* A managed key by name: 0, 1 if none, or -GF_EDB. Caller clears k. */
@@ -669,23 +503,9 @@ int
 keys_get_by_name(
     struct inventory *inv, const char *name, struct keys_key *k, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	memset(k, 0, sizeof *k);
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT " KEY_COLUMNS " FROM managed_key WHERE name = ?", -1,
-		&st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading a key", cause);
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
-		read_key_row(st, k);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_DONE)
-		return 1;
-	return inventory_error(inv, "reading a key", cause);
+	return get_key(inv,
+	    "SELECT " KEY_COLUMNS " FROM managed_key WHERE name = ?", 0, name,
+	    k, cause);
 }
 
 /* Every managed key, oldest first. Caller frees with keys_free_array. */
@@ -695,23 +515,22 @@ keys_list(struct inventory *inv, struct keys_key **out, size_t *n, char **cause)
 	struct keys_key *list = NULL;
 	sqlite3_stmt *st;
 	size_t cnt = 0;
-	int rc;
+	int rc, r;
 
 	*out = NULL;
 	*n = 0;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT " KEY_COLUMNS " FROM managed_key ORDER BY id", -1, &st,
-		NULL) != SQLITE_OK)
-		return inventory_error(inv, "listing keys", cause);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " KEY_COLUMNS " FROM managed_key ORDER BY id",
+		 "listing keys", cause, "")) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		list = xreallocarray(list, cnt + 1, sizeof *list);
 		memset(&list[cnt], 0, sizeof list[cnt]);
 		read_key_row(st, &list[cnt++]);
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
+	if ((r = db_finish(inv, st, rc, "listing keys", cause)) < 0) {
 		keys_free_array(list, cnt);
-		return inventory_error(inv, "listing keys", cause);
+		return r;
 	}
 	*out = list;
 	*n = cnt;
@@ -723,23 +542,20 @@ int
 keys_instance_key(
     struct inventory *inv, int64_t instance_id, int64_t *key_id, char **cause)
 {
+	const char *what = "reading an instance's key";
 	sqlite3_stmt *st;
-	int rc;
+	int rc, r;
 
 	*key_id = 0;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT key_id FROM instance_key WHERE instance_id = ?", -1,
-		&st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading an instance's key", cause);
-	sqlite3_bind_int64(st, 1, instance_id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT key_id FROM instance_key WHERE instance_id = ?", what,
+		 cause, "I", instance_id)) != 0)
+		return r;
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		*key_id = sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_DONE)
-		return 1;
-	return inventory_error(inv, "reading an instance's key", cause);
+	if ((r = db_finish(inv, st, rc, what, cause)) < 0)
+		return r;
+	return r == 1 ? 0 : 1;
 }
 
 /* The active instances using a key, "a,b,c" (or ""). Caller frees. */
@@ -749,13 +565,12 @@ keys_instances_using(struct inventory *inv, int64_t key_id)
 	sqlite3_stmt *st;
 	char *s = xstrdup(""), *t;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT i.name FROM instance_key k JOIN instance i ON "
-		"i.id = k.instance_id WHERE k.key_id = ? AND i.released_at "
-		"IS NULL ORDER BY i.name",
-		-1, &st, NULL) != SQLITE_OK)
+	if (db_prepare(inv, &st,
+		"SELECT i.name FROM instance_key k JOIN instance i ON i.id = "
+		"k.instance_id WHERE k.key_id = ? AND i.released_at IS NULL "
+		"ORDER BY i.name",
+		NULL, NULL, "I", key_id) != 0)
 		return s;
-	sqlite3_bind_int64(st, 1, key_id);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		xasprintf(&t, "%s%s%s", s, *s != '\0' ? "," : "",
 		    (const char *)sqlite3_column_text(st, 0));
@@ -773,21 +588,22 @@ keys_instances_using(struct inventory *inv, int64_t key_id)
 int
 keys_in_use(struct inventory *inv, int64_t key_id, char **cause)
 {
+	const char *what = "checking a key's use";
 	sqlite3_stmt *st;
-	int rc, used = 0;
+	int rc, r, used = 0;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT (SELECT count(*) FROM instance_key WHERE key_id = ?1) "
-		"+ (SELECT count(*) FROM key_rotation WHERE step < 6 AND "
-		"state != 'done' AND (old_key_id = ?1 OR new_key_id = ?1))",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "checking a key's use", cause);
-	sqlite3_bind_int64(st, 1, key_id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT (SELECT count(*) FROM instance_key WHERE key_id = ?1) "
+		 "+ (SELECT count(*) FROM key_rotation WHERE step < 6 AND "
+		 "state != 'done' AND (old_key_id = ?1 OR new_key_id = ?1))",
+		 what, cause, "I", key_id)) != 0)
+		return r;
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		used = sqlite3_column_int64(st, 0) > 0;
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW)
-		return inventory_error(inv, "checking a key's use", cause);
+	else if (rc == SQLITE_DONE)
+		rc = SQLITE_ERROR;
+	if ((r = db_finish(inv, st, rc, what, cause)) < 0)
+		return r;
 	return used;
 }
 
@@ -799,55 +615,25 @@ int
 keys_set_instance_key(struct inventory *inv, int64_t instance_id,
     const struct keys_key *k, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
+	const char *what = "switching an instance's key";
+	int r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO instance_key (instance_id, key_id, "
-		"since) VALUES (?, ?, strftime('%s','now'))",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(
-		    inv, "switching an instance's key", cause);
-	sqlite3_bind_int64(st, 1, instance_id);
-	sqlite3_bind_int64(st, 2, k->id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(
-		    inv, "switching an instance's key", cause);
-	if (sqlite3_prepare_v2(inv->db,
-		"UPDATE instance SET identity = ? WHERE id = ?", -1, &st,
-		NULL) != SQLITE_OK)
-		return inventory_error(
-		    inv, "switching an instance's key", cause);
-	sqlite3_bind_text(st, 1, k->path, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 2, instance_id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(
-		    inv, "switching an instance's key", cause);
-	return 0;
+	if ((r = db_exec(inv,
+		 "INSERT OR REPLACE INTO instance_key (instance_id, key_id, "
+		 "since) VALUES (?, ?, strftime('%s','now'))",
+		 what, cause, "II", instance_id, k->id)) != 0)
+		return r;
+	return db_exec(inv, "UPDATE instance SET identity = ? WHERE id = ?",
+	    what, cause, "tI", k->path, instance_id);
 }
 
 /* Record that a key's private file is gone. */
 int
 keys_mark_deleted(struct inventory *inv, int64_t id, time_t when, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"UPDATE managed_key SET deleted_at = ? WHERE id = ?", -1, &st,
-		NULL) != SQLITE_OK)
-		return inventory_error(inv, "retiring a key", cause);
-	sqlite3_bind_int64(st, 1, (int64_t)when);
-	sqlite3_bind_int64(st, 2, id);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "retiring a key", cause);
-	return 0;
+	return db_exec(inv,
+	    "UPDATE managed_key SET deleted_at = ? WHERE id = ?",
+	    "retiring a key", cause, "II", (int64_t)when, id);
 }
 
 /* The rotation row of an instance: 0, 1 if none, or -GF_EDB. */
@@ -855,35 +641,32 @@ int
 keys_rotation_get(struct inventory *inv, int64_t instance_id,
     struct keys_rotation *r, char **cause)
 {
+	const char *what = "reading a rotation";
 	sqlite3_stmt *st;
-	int rc;
+	int rc, ret;
 
 	memset(r, 0, sizeof *r);
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT old_key_id, old_path, old_type, old_base64, "
-		"new_key_id, step, state, error, keep_old FROM key_rotation "
-		"WHERE instance_id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading a rotation", cause);
-	sqlite3_bind_int64(st, 1, instance_id);
+	if ((ret = db_prepare(inv, &st,
+		 "SELECT old_key_id, old_path, old_type, old_base64, "
+		 "new_key_id, step, state, error, keep_old FROM key_rotation "
+		 "WHERE instance_id = ?",
+		 what, cause, "I", instance_id)) != 0)
+		return ret;
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		r->instance_id = instance_id;
 		r->old_key_id = sqlite3_column_int64(st, 0);
-		r->old_path = col(st, 1);
-		r->old_type = col(st, 2);
-		r->old_blob = col(st, 3);
+		r->old_path = db_text(st, 1);
+		r->old_type = db_text(st, 2);
+		r->old_blob = db_text(st, 3);
 		r->new_key_id = sqlite3_column_int64(st, 4);
 		r->step = sqlite3_column_int(st, 5);
-		r->state = col(st, 6);
-		r->error = col(st, 7);
+		r->state = db_text(st, 6);
+		r->error = db_text(st, 7);
 		r->keep_old = sqlite3_column_int(st, 8);
 	}
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 0;
-	if (rc == SQLITE_DONE)
-		return 1;
-	return inventory_error(inv, "reading a rotation", cause);
+	if ((ret = db_finish(inv, st, rc, what, cause)) < 0)
+		return ret;
+	return ret == 1 ? 0 : 1;
 }
 
 /* Write the rotation row of an instance (inside the caller's transaction). */
@@ -891,33 +674,14 @@ int
 keys_rotation_put(
     struct inventory *inv, const struct keys_rotation *r, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO key_rotation (instance_id, "
-		"old_key_id, old_path, old_type, old_base64, new_key_id, "
-		"step, state, error, keep_old, updated_at) VALUES "
-		"(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%s','now'))",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "recording a rotation step", cause);
-	sqlite3_bind_int64(st, 1, r->instance_id);
-	if (r->old_key_id != 0)
-		sqlite3_bind_int64(st, 2, r->old_key_id);
-	sqlite3_bind_text(st, 3, r->old_path, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, r->old_type, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 5, r->old_blob, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 6, r->new_key_id);
-	sqlite3_bind_int(st, 7, r->step);
-	sqlite3_bind_text(st, 8, r->state, -1, SQLITE_STATIC);
-	if (r->error != NULL)
-		sqlite3_bind_text(st, 9, r->error, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 10, r->keep_old);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "recording a rotation step", cause);
-	return 0;
+	return db_exec(inv,
+	    "INSERT OR REPLACE INTO key_rotation (instance_id, old_key_id, "
+	    "old_path, old_type, old_base64, new_key_id, step, state, error, "
+	    "keep_old, updated_at) VALUES "
+	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, strftime('%s','now'))",
+	    "recording a rotation step", cause, "INtttIitti", r->instance_id,
+	    r->old_key_id, r->old_path, r->old_type, r->old_blob, r->new_key_id,
+	    r->step, r->state, r->error, r->keep_old);
 }
 
 /* synchronous=FULL on this connection: intent records must survive power loss.
@@ -925,7 +689,8 @@ keys_rotation_put(
 int
 keys_sync_full(struct inventory *inv, char **cause)
 {
-	return exec_sql(inv, "PRAGMA synchronous = FULL", cause);
+	return db_exec(inv, "PRAGMA synchronous = FULL",
+	    "PRAGMA synchronous = FULL", cause, "");
 }
 
 /*
@@ -935,23 +700,23 @@ keys_sync_full(struct inventory *inv, char **cause)
 int
 keys_lock(struct inventory *inv, char **cause)
 {
-	sqlite3_stmt *st = NULL;
+	const char *what = "taking the rotation lock";
+	sqlite3_stmt *st;
 	int64_t pid = 0, since = 0;
 	int r, rc;
 
 	if ((r = inventory_begin(inv, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT pid, started_at FROM key_lock WHERE id = 1", -1, &st,
-		NULL) != SQLITE_OK)
+	if ((r = db_prepare(inv, &st,
+		 "SELECT pid, started_at FROM key_lock WHERE id = 1", what,
+		 cause, "")) != 0)
 		goto fail;
 	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		pid = sqlite3_column_int64(st, 0);
 		since = sqlite3_column_int64(st, 1);
-	} else if (rc != SQLITE_DONE)
+	}
+	if ((r = db_finish(inv, st, rc, what, cause)) < 0)
 		goto fail;
-	sqlite3_finalize(st);
-	st = NULL;
 	if (pid != 0 && pid != (int64_t)getpid() &&
 	    (kill((pid_t)pid, 0) == 0 || errno == EPERM)) {
 		inventory_rollback(inv);
@@ -964,19 +729,13 @@ keys_lock(struct inventory *inv, char **cause)
 	if (pid != 0 && pid != (int64_t)getpid())
 		info("taking over the rotation lock of pid %lld, which is gone",
 		    (long long)pid);
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO key_lock (id, pid, started_at) VALUES "
-		"(1, ?, strftime('%s','now'))",
-		-1, &st, NULL) != SQLITE_OK)
+	if ((r = db_exec(inv,
+		 "INSERT OR REPLACE INTO key_lock (id, pid, started_at) VALUES "
+		 "(1, ?, strftime('%s','now'))",
+		 what, cause, "I", (int64_t)getpid())) != 0)
 		goto fail;
-	sqlite3_bind_int64(st, 1, (int64_t)getpid());
-	if (sqlite3_step(st) != SQLITE_DONE)
-		goto fail;
-	sqlite3_finalize(st);
 	return inventory_commit(inv, cause);
 fail:
-	r = inventory_error(inv, "taking the rotation lock", cause);
-	sqlite3_finalize(st);
 	inventory_rollback(inv);
 	return r;
 }
@@ -985,14 +744,8 @@ fail:
 void
 keys_unlock(struct inventory *inv)
 {
-	sqlite3_stmt *st;
-
-	if (sqlite3_prepare_v2(inv->db, "DELETE FROM key_lock WHERE pid = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return;
-	sqlite3_bind_int64(st, 1, (int64_t)getpid());
-	sqlite3_step(st);
-	sqlite3_finalize(st);
+	db_exec(inv, "DELETE FROM key_lock WHERE pid = ?", NULL, NULL, "I",
+	    (int64_t)getpid());
 }
 
 /* Remember that a key was taken off an instance (in the caller's write). */
@@ -1000,24 +753,12 @@ int
 keys_retire_blob(struct inventory *inv, int64_t instance_id, const char *type,
     const char *blob, const char *reason, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO retired_key (instance_id, key_type, "
-		"key_base64, reason, retired_at) VALUES (?, ?, ?, ?, "
-		"strftime('%s','now'))",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "recording a retired key", cause);
-	sqlite3_bind_int64(st, 1, instance_id);
-	sqlite3_bind_text(st, 2, type, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 3, blob, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, reason, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "recording a retired key", cause);
-	return 0;
+	return db_exec(inv,
+	    "INSERT OR REPLACE INTO retired_key (instance_id, key_type, "
+	    "key_base64, reason, retired_at) VALUES (?, ?, ?, ?, "
+	    "strftime('%s','now'))",
+	    "recording a retired key", cause, "Ittt", instance_id, type, blob,
+	    reason);
 }
 
 /*
@@ -1033,17 +774,16 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
 	const char *blob;
 	char *s = xstrdup(""), *t, *type, *b64, *fp, *why;
 	ssh_key key;
-	int n = 0, rc;
+	int n = 0, rc, r;
 
 	*found = NULL;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT key_type, key_base64, reason FROM retired_key WHERE "
-		"instance_id = ? ORDER BY retired_at",
-		-1, &st, NULL) != SQLITE_OK) {
+	if ((r = db_prepare(inv, &st,
+		 "SELECT key_type, key_base64, reason FROM retired_key WHERE "
+		 "instance_id = ? ORDER BY retired_at",
+		 "reading retired keys", cause, "I", instance_id)) != 0) {
 		free(s);
-		return inventory_error(inv, "reading retired keys", cause);
+		return r;
 	}
-	sqlite3_bind_int64(st, 1, instance_id);
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		blob = (const char *)sqlite3_column_text(st, 1);
 		/* The key of a line, as sshd reads it; never an option. */
@@ -1070,10 +810,9 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
 		s = t;
 		n++;
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
+	if ((r = db_finish(inv, st, rc, "reading retired keys", cause)) < 0) {
 		free(s);
-		return inventory_error(inv, "reading retired keys", cause);
+		return r;
 	}
 	if (n > 0)
 		*found = s;
@@ -1110,16 +849,10 @@ keys_apply_current(struct inventory *inv, struct instance *in, char **cause)
 char *
 keys_cat_script(const char *path)
 {
-	char *qpath, *qs, *script, *cmd;
+	char *qpath = misc_quote_path(path), *qs, *script, *cmd;
 
-	if (strncmp(path, "~/", 2) == 0) {
-		qs = shell_quote(path + 2);
-		xasprintf(&qpath, "\"$HOME\"/%s", qs);
-		free(qs);
-	} else
-		qpath = shell_quote(path);
 	xasprintf(&script, "ak=%s; [ ! -e \"$ak\" ] || cat -- \"$ak\"", qpath);
-	qs = shell_quote(script);
+	qs = misc_shell_quote(script);
 	xasprintf(&cmd, "sh -c %s", qs);
 	free(qs);
 	free(script);
@@ -1131,21 +864,20 @@ keys_cat_script(const char *path)
 int
 keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
+	return db_exec(inv, "SELECT 1 FROM managed_key WHERE key_base64 = ?",
+	    "reading keys", cause, "t", blob);
+}
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT 1 FROM managed_key WHERE key_base64 = ?", -1, &st,
-		NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading keys", cause);
-	sqlite3_bind_text(st, 1, blob, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
-		return 1;
-	if (rc == SQLITE_DONE)
-		return 0;
-	return inventory_error(inv, "reading keys", cause);
+/*
+ * Has gpufleet taken keys off this instance (so they may come back)? 1 yes,
+ * 0 no or unknown (the database failed).
+ */
+int
+keys_has_retired(struct inventory *inv, int64_t instance_id)
+{
+	return db_exec(inv,
+		   "SELECT 1 FROM retired_key WHERE instance_id = ? LIMIT 1",
+		   NULL, NULL, "I", instance_id) == 1;
 }
 
 /*
@@ -1188,27 +920,6 @@ keys_text_has_blob(const char *text, size_t len, const char *blob)
 			return 1;
 	}
 	return 0;
-}
-
-/* Single-quote s for a POSIX shell. Caller frees. */
-char *
-keys_shell_quote(const char *s)
-{
-	return shell_quote(s);
-}
-
-/* A remote path for sh, a leading ~/ as "$HOME"/. Caller frees. */
-char *
-keys_quote_path(const char *path)
-{
-	char *q, *s;
-
-	if (strncmp(path, "~/", 2) != 0)
-		return shell_quote(path);
-	q = shell_quote(path + 2);
-	xasprintf(&s, "\"$HOME\"/%s", q);
-	free(q);
-	return s;
 }
 
 /*
@@ -1276,43 +987,41 @@ keys_orphans(struct inventory *inv, const char *dir, struct keys_orphan **out,
 	char *base, *path, *why = NULL;
 	size_t cnt = 0, i, len;
 	DIR *d;
-	int rc, known;
+	int rc, r, known;
 
 	*out = NULL;
 	*n = 0;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT id, name, path, created_at FROM managed_key m WHERE "
-		"deleted_at IS NULL AND id NOT IN (SELECT key_id FROM "
-		"instance_key) AND id IN (SELECT new_key_id FROM key_rotation "
-		"WHERE state = 'reverted') AND id NOT IN (SELECT new_key_id "
-		"FROM key_rotation WHERE state != 'reverted') AND id NOT IN "
-		"(SELECT old_key_id FROM key_rotation WHERE state != "
-		"'reverted' AND old_key_id IS NOT NULL) ORDER BY id",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "finding orphan keys", cause);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT id, name, path, created_at FROM managed_key m WHERE "
+		 "deleted_at IS NULL AND id NOT IN (SELECT key_id FROM "
+		 "instance_key) AND id IN (SELECT new_key_id FROM key_rotation "
+		 "WHERE state = 'reverted') AND id NOT IN (SELECT new_key_id "
+		 "FROM key_rotation WHERE state != 'reverted') AND id NOT IN "
+		 "(SELECT old_key_id FROM key_rotation WHERE state != "
+		 "'reverted' AND old_key_id IS NOT NULL) ORDER BY id",
+		 "finding orphan keys", cause, "")) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW)
 		add_orphan(&o, &cnt, (const char *)sqlite3_column_text(st, 1),
 		    (const char *)sqlite3_column_text(st, 2),
 		    sqlite3_column_int64(st, 0), "made for a reverted rotation",
 		    (time_t)sqlite3_column_int64(st, 3));
-	sqlite3_finalize(st);
-	st = NULL;
-	if (rc != SQLITE_DONE) {
+	if ((r = db_finish(inv, st, rc, "finding orphan keys", cause)) < 0) {
 		keys_orphans_free(o, cnt);
-		return inventory_error(inv, "finding orphan keys", cause);
+		return r;
 	}
 	if ((d = opendir(dir)) == NULL) {
 		*out = o;
 		*n = cnt;
 		return 0;
 	}
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT 1 FROM managed_key WHERE path = ? AND deleted_at IS "
-		"NULL",
-		-1, &st, NULL) != SQLITE_OK) {
+	if ((r = db_prepare(inv, &st,
+		 "SELECT 1 FROM managed_key WHERE path = ? AND deleted_at IS "
+		 "NULL",
+		 "finding orphan keys", cause, "")) != 0) {
 		closedir(d);
 		keys_orphans_free(o, cnt);
-		return inventory_error(inv, "finding orphan keys", cause);
+		return r;
 	}
 	while ((de = readdir(d)) != NULL) {
 		len = strlen(de->d_name);
@@ -1329,8 +1038,7 @@ keys_orphans(struct inventory *inv, const char *dir, struct keys_orphan **out,
 		xasprintf(&path, "%s/%s", dir, base);
 		for (i = 0; i < cnt && strcmp(o[i].path, path) != 0; i++)
 			;
-		sqlite3_reset(st);
-		sqlite3_bind_text(st, 1, path, -1, SQLITE_STATIC);
+		db_rebind(st, "t", path);
 		known = sqlite3_step(st) == SQLITE_ROW;
 		if (i == cnt && !known)
 			add_orphan(&o, &cnt, base, path, 0,

@@ -15,67 +15,9 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "config.h"
 #include "deploy.h"
 #include "inventory.h"
-
-/*
- * managed_key: every key gpufleet generated; the private key stays at path
- * until deleted_at. instance_key: the key each instance logs in with now
- * (step 4 of a rotation switches it). key_rotation: one row per instance
- * being (or last) rotated, with the last step done; a rerun continues from
- * it. retired_key: keys taken off an instance (rotated out or revoked), to
- * notice a platform putting one back. key_lock: at most one rotation per
- * database, by pid.
- */
-#define KEYS_SCHEMA_SQL                                                        \
-	"CREATE TABLE managed_key ("                                           \
-	"  id INTEGER PRIMARY KEY,"                                            \
-	"  name TEXT NOT NULL UNIQUE,"                                         \
-	"  key_type TEXT NOT NULL,"                                            \
-	"  path TEXT NOT NULL,"                                                \
-	"  pubkey TEXT NOT NULL,"                                              \
-	"  key_base64 TEXT NOT NULL,"                                          \
-	"  fingerprint TEXT NOT NULL,"                                         \
-	"  created_at INTEGER NOT NULL,"                                       \
-	"  deleted_at INTEGER"                                                 \
-	");"                                                                   \
-	"CREATE TABLE instance_key ("                                          \
-	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"            \
-	"    ON DELETE CASCADE,"                                               \
-	"  key_id INTEGER NOT NULL REFERENCES managed_key(id),"                \
-	"  since INTEGER NOT NULL"                                             \
-	");"                                                                   \
-	"CREATE TABLE key_rotation ("                                          \
-	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"            \
-	"    ON DELETE CASCADE,"                                               \
-	"  old_key_id INTEGER REFERENCES managed_key(id),"                     \
-	"  old_path TEXT NOT NULL,"                                            \
-	"  old_type TEXT NOT NULL,"                                            \
-	"  old_base64 TEXT NOT NULL,"                                          \
-	"  new_key_id INTEGER NOT NULL REFERENCES managed_key(id),"            \
-	"  step INTEGER NOT NULL CHECK (step BETWEEN 0 AND 7),"                \
-	"  state TEXT NOT NULL,"                                               \
-	"  error TEXT,"                                                        \
-	"  keep_old INTEGER NOT NULL DEFAULT 0,"                               \
-	"  updated_at INTEGER NOT NULL"                                        \
-	");"                                                                   \
-	"CREATE TABLE retired_key ("                                           \
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"               \
-	"    ON DELETE CASCADE,"                                               \
-	"  key_type TEXT NOT NULL,"                                            \
-	"  key_base64 TEXT NOT NULL,"                                          \
-	"  reason TEXT NOT NULL,"                                              \
-	"  retired_at INTEGER NOT NULL,"                                       \
-	"  PRIMARY KEY (instance_id, key_base64)"                              \
-	") WITHOUT ROWID;"                                                     \
-	"CREATE TABLE key_lock ("                                              \
-	"  id INTEGER PRIMARY KEY CHECK (id = 1),"                             \
-	"  pid INTEGER NOT NULL,"                                              \
-	"  started_at INTEGER NOT NULL"                                        \
-	");"
-
-/* The same, for code that wants a variable. */
-extern const char *const keys_schema_sql;
 
 /* The steps of a rotation, recorded per host once done. */
 enum keys_step {
@@ -132,10 +74,7 @@ int keys_write_private(const char *, const char *, size_t, char **);
 int keys_check_name(const char *, char **);
 char *keys_comment(const char *, time_t);
 int keys_parse_type(const char *, enum ssh_keytypes_e *, int *, char **);
-void keys_secret_hold(void);
-void keys_secret_release(void);
-char *keys_read_secret(const char *, const char *, char **);
-const char *keys_passphrase(char **);
+const char *keys_passphrase(const struct config *, char **);
 void keys_passphrase_clear(void);
 int keys_generate(const char *, const char *, const char *, const char *,
     time_t, struct keys_key *, ssh_key *, char **);
@@ -145,9 +84,8 @@ int keys_valid_blob(const char *);
 char *keys_authkeys_command(const struct instance *, const struct agent_bin *,
     const char *, const char *, const char *, int);
 char *keys_cat_script(const char *);
-char *keys_shell_quote(const char *);
-char *keys_quote_path(const char *);
 int keys_is_managed_blob(struct inventory *, const char *, char **);
+int keys_has_retired(struct inventory *, int64_t);
 int keys_parse_line(const char *, char **, const char **, const char **,
     const char **, const char **);
 int keys_text_has_blob(const char *, size_t, const char *);

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "ledger.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -54,17 +55,16 @@ ledger_price_get(struct inventory *inv, int64_t id, struct billing_rule *rule,
     int *has, char **cause)
 {
 	sqlite3_stmt *st;
-	int rc;
+	int rc, r;
 
 	billing_rule_init(rule, "CNY");
 	*has = 0;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT price, price_per, unit, "
-		"min_billed, stopped_per_day, monthly_price, egress_per_gb, "
-		"currency FROM instance_price WHERE instance_id = ?",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading a price", cause);
-	sqlite3_bind_int64(st, 1, id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT price, price_per, unit, min_billed, stopped_per_day, "
+		 "monthly_price, egress_per_gb, currency FROM instance_price "
+		 "WHERE instance_id = ?",
+		 "reading a price", cause, "I", id)) != 0)
+		return r;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
 		const char *cur = (const char *)sqlite3_column_text(st, 7);
@@ -81,10 +81,8 @@ ledger_price_get(struct inventory *inv, int64_t id, struct billing_rule *rule,
 		    cur != NULL ? cur : "CNY");
 		*has = 1;
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_ROW && rc != SQLITE_DONE)
-		return inventory_error(inv, "reading a price", cause);
-	return 0;
+	r = db_finish(inv, st, rc, "reading a price", cause);
+	return r < 0 ? r : 0;
 }
 
 /* Store the price of an instance (inside the caller's transaction). */
@@ -92,34 +90,14 @@ int
 ledger_price_put(struct inventory *inv, int64_t id,
     const struct billing_rule *rule, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO "
-		"instance_price (instance_id, price, price_per, unit, "
-		"min_billed, "
-		"stopped_per_day, monthly_price, egress_per_gb, currency) "
-		"VALUES "
-		"(?, ?, ?, ?, ?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "storing a price", cause);
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, rule->price);
-	sqlite3_bind_text(
-	    st, 3, billing_per_name(rule->price_per), -1, SQLITE_STATIC);
-	sqlite3_bind_text(
-	    st, 4, billing_unit_name(rule->unit), -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 5, rule->min_billed);
-	sqlite3_bind_int64(st, 6, rule->stopped_per_day);
-	sqlite3_bind_int64(st, 7, rule->monthly_price);
-	sqlite3_bind_int64(st, 8, rule->egress_per_gb);
-	sqlite3_bind_text(st, 9, rule->currency, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "storing a price", cause);
-	return 0;
+	return db_exec(inv,
+	    "INSERT OR REPLACE INTO instance_price (instance_id, price, "
+	    "price_per, unit, min_billed, stopped_per_day, monthly_price, "
+	    "egress_per_gb, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    "storing a price", cause, "IIttIIIIt", id, rule->price,
+	    billing_per_name(rule->price_per), billing_unit_name(rule->unit),
+	    rule->min_billed, rule->stopped_per_day, rule->monthly_price,
+	    rule->egress_per_gb, rule->currency);
 }
 
 /*
@@ -168,25 +146,10 @@ int
 ledger_add(struct inventory *inv, int64_t id, int64_t t, const char *state,
     const char *source, const char *note, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO ledger (instance_id, t, "
-		"state, source, note) VALUES (?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "writing the ledger", cause);
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, t);
-	sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
-	sqlite3_bind_text(st, 4, source, -1, SQLITE_STATIC);
-	if (note != NULL)
-		sqlite3_bind_text(st, 5, note, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "writing the ledger", cause);
-	return 0;
+	return db_exec(inv,
+	    "INSERT INTO ledger (instance_id, t, state, source, note) VALUES "
+	    "(?, ?, ?, ?, ?)",
+	    "writing the ledger", cause, "IIttt", id, t, state, source, note);
 }
 
 /* An instance's ledger in time order. *ev (caller frees) gets *n events. */
@@ -197,14 +160,13 @@ ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
 	sqlite3_stmt *st;
 	struct ledger_event *v = NULL;
 	size_t len = 0;
-	int rc;
+	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT t, state, source FROM ledger "
-		"WHERE instance_id = ? ORDER BY t, id",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading the ledger", cause);
-	sqlite3_bind_int64(st, 1, id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t, state, source FROM ledger WHERE instance_id = ? "
+		 "ORDER BY t, id",
+		 "reading the ledger", cause, "I", id)) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		v = xreallocarray(v, len + 1, sizeof *v);
 		v[len].t = sqlite3_column_int64(st, 0);
@@ -214,10 +176,9 @@ ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
 		    sqlite3_column_text(st, 2));
 		len++;
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
+	if ((r = db_finish(inv, st, rc, "reading the ledger", cause)) < 0) {
 		free(v);
-		return inventory_error(inv, "reading the ledger", cause);
+		return r;
 	}
 	*ev = v;
 	*n = len;
@@ -265,24 +226,10 @@ int
 ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
     const char *detail, char **cause)
 {
-	sqlite3_stmt *st;
-	int rc;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO incident (instance_id, "
-		"t, kind, detail) VALUES (?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "recording an incident", cause);
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, t);
-	sqlite3_bind_text(st, 3, kind, -1, SQLITE_STATIC);
-	if (detail != NULL)
-		sqlite3_bind_text(st, 4, detail, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "recording an incident", cause);
-	return 0;
+	return db_exec(inv,
+	    "INSERT INTO incident (instance_id, t, kind, detail) VALUES "
+	    "(?, ?, ?, ?)",
+	    "recording an incident", cause, "IItt", id, t, kind, detail);
 }
 
 /*
@@ -320,13 +267,11 @@ ledger_observe(struct inventory *inv, int64_t id, int64_t now,
 	/* The last observed container start, from the samples. */
 	{
 		sqlite3_stmt *st;
-		if (sqlite3_prepare_v2(inv->db,
-			"SELECT container_start FROM "
-			"sample_host WHERE instance_id = ? AND t < ? AND "
-			"container_start IS NOT NULL ORDER BY t DESC LIMIT 1",
-			-1, &st, NULL) == SQLITE_OK) {
-			sqlite3_bind_int64(st, 1, id);
-			sqlite3_bind_int64(st, 2, now);
+		if (db_prepare(inv, &st,
+			"SELECT container_start FROM sample_host WHERE "
+			"instance_id = ? AND t < ? AND container_start IS NOT "
+			"NULL ORDER BY t DESC LIMIT 1",
+			NULL, NULL, "II", id, now) == 0) {
 			if (sqlite3_step(st) == SQLITE_ROW)
 				prev_start = sqlite3_column_int64(st, 0);
 			sqlite3_finalize(st);
@@ -380,16 +325,11 @@ egress_bytes(struct inventory *inv, int64_t id, int64_t from, int64_t to)
 	sqlite3_stmt *st;
 	int64_t prev = -1, sum = 0, v;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT net_tx_bytes FROM sample_host "
-		"WHERE instance_id = ? AND t >= ? AND t < ? AND net_tx_bytes "
-		"IS "
-		"NOT NULL ORDER BY t",
-		-1, &st, NULL) != SQLITE_OK)
+	if (db_prepare(inv, &st,
+		"SELECT net_tx_bytes FROM sample_host WHERE instance_id = ? "
+		"AND t >= ? AND t < ? AND net_tx_bytes IS NOT NULL ORDER BY t",
+		NULL, NULL, "III", id, from, to) != 0)
 		return 0;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, from);
-	sqlite3_bind_int64(st, 3, to);
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		v = sqlite3_column_int64(st, 0);
 		if (prev >= 0 && v >= 0 &&
@@ -413,19 +353,15 @@ idle_fraction(
 	sqlite3_stmt *st;
 	double idle = 0, all = 0;
 
-	if (sqlite3_prepare_v2(inv->db,
+	if (db_prepare(inv, &st,
 		"SELECT sum(w), sum(CASE WHEN u < ?4 THEN w ELSE 0 END) FROM ("
 		"  SELECT t, 1 AS w, max(util) AS u FROM sample_gpu WHERE "
 		"  instance_id = ?1 AND t >= ?2 AND t < ?3 GROUP BY t"
 		"  UNION ALL SELECT t, max(n), max(util_max) FROM "
 		"sample_gpu_5m "
 		"  WHERE instance_id = ?1 AND t >= ?2 AND t < ?3 GROUP BY t)",
-		-1, &st, NULL) != SQLITE_OK)
+		NULL, NULL, "IIIi", id, from, to, threshold) != 0)
 		return NAN;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, from);
-	sqlite3_bind_int64(st, 3, to);
-	sqlite3_bind_int(st, 4, threshold);
 	if (sqlite3_step(st) == SQLITE_ROW &&
 	    sqlite3_column_type(st, 0) != SQLITE_NULL) {
 		all = sqlite3_column_double(st, 0);
@@ -442,15 +378,11 @@ count_incidents(struct inventory *inv, int64_t id, const char *kind,
 	sqlite3_stmt *st;
 	int n = 0;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT count(*) FROM incident WHERE "
-		"instance_id = ? AND kind = ? AND t >= ? AND t < ?",
-		-1, &st, NULL) != SQLITE_OK)
+	if (db_prepare(inv, &st,
+		"SELECT count(*) FROM incident WHERE instance_id = ? AND "
+		"kind = ? AND t >= ? AND t < ?",
+		NULL, NULL, "ItII", id, kind, from, to) != 0)
 		return 0;
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_text(st, 2, kind, -1, SQLITE_STATIC);
-	sqlite3_bind_int64(st, 3, from);
-	sqlite3_bind_int64(st, 4, to);
 	if (sqlite3_step(st) == SQLITE_ROW)
 		n = sqlite3_column_int(st, 0);
 	sqlite3_finalize(st);
@@ -509,14 +441,13 @@ ledger_entries(struct inventory *inv, int64_t id, struct ledger_entry **out,
 	sqlite3_stmt *st;
 	struct ledger_entry *v = NULL;
 	size_t len = 0;
-	int rc;
+	int rc, r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT id, t, state, source, note FROM ledger "
-		"WHERE instance_id = ? ORDER BY t, id",
-		-1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading the ledger", cause);
-	sqlite3_bind_int64(st, 1, id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT id, t, state, source, note FROM ledger WHERE "
+		 "instance_id = ? ORDER BY t, id",
+		 "reading the ledger", cause, "I", id)) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		v = xreallocarray(v, len + 1, sizeof *v);
 		v[len].id = sqlite3_column_int64(st, 0);
@@ -530,10 +461,9 @@ ledger_entries(struct inventory *inv, int64_t id, struct ledger_entry **out,
 		    : xstrdup((const char *)sqlite3_column_text(st, 4));
 		len++;
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
+	if ((r = db_finish(inv, st, rc, "reading the ledger", cause)) < 0) {
 		ledger_entries_free(v, len);
-		return inventory_error(inv, "reading the ledger", cause);
+		return r;
 	}
 	*out = v;
 	*n = len;
@@ -560,15 +490,13 @@ ledger_change(struct inventory *inv, int64_t id, int64_t entry, int64_t t,
     const char *sql, char **cause)
 {
 	sqlite3_stmt *st;
-	int rc, found = 0;
+	int r, found = 0;
 	char state[12] = "";
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT state FROM ledger WHERE id = ? AND instance_id = ?", -1,
-		&st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "reading the ledger", cause);
-	sqlite3_bind_int64(st, 1, entry);
-	sqlite3_bind_int64(st, 2, id);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT state FROM ledger WHERE id = ? AND instance_id = ?",
+		 "reading the ledger", cause, "II", entry, id)) != 0)
+		return r;
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		found = 1;
 		snprintf(state, sizeof state, "%s", sqlite3_column_text(st, 0));
@@ -586,17 +514,8 @@ ledger_change(struct inventory *inv, int64_t id, int64_t entry, int64_t t,
 		    (long long)entry);
 		return -GF_EUSAGE;
 	}
-	if (sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL) != SQLITE_OK)
-		return inventory_error(inv, "writing the ledger", cause);
-	sqlite3_bind_int64(st, 1, entry);
-	sqlite3_bind_int64(st, 2, id);
-	if (sqlite3_bind_parameter_count(st) >= 3)
-		sqlite3_bind_int64(st, 3, t);
-	rc = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE)
-		return inventory_error(inv, "writing the ledger", cause);
-	return 0;
+	return db_exec(
+	    inv, sql, "writing the ledger", cause, "III", entry, id, t);
 }
 
 /* Delete ledger row entry of instance id (a wrong observation). */

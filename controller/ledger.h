@@ -15,48 +15,6 @@
 #include "instance.h"
 #include "inventory.h"
 
-#define LEDGER_SCHEMA_SQL                                                      \
-	"CREATE TABLE instance_price ("                                        \
-	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"            \
-	"    ON DELETE CASCADE,"                                               \
-	"  price INTEGER NOT NULL,"                                            \
-	"  price_per TEXT NOT NULL,"                                           \
-	"  unit TEXT NOT NULL,"                                                \
-	"  min_billed INTEGER NOT NULL,"                                       \
-	"  stopped_per_day INTEGER NOT NULL,"                                  \
-	"  monthly_price INTEGER NOT NULL,"                                    \
-	"  egress_per_gb INTEGER NOT NULL,"                                    \
-	"  currency TEXT NOT NULL"                                             \
-	");"                                                                   \
-	"CREATE TABLE ledger ("                                                \
-	"  id INTEGER PRIMARY KEY,"                                            \
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"               \
-	"    ON DELETE CASCADE,"                                               \
-	"  t INTEGER NOT NULL,"                                                \
-	"  state TEXT NOT NULL CHECK (state IN"                                \
-	"    ('running', 'stopped', 'released', 'unknown')),"                  \
-	"  source TEXT NOT NULL CHECK (source IN"                              \
-	"    ('observed', 'performed', 'stated')),"                            \
-	"  note TEXT"                                                          \
-	");"                                                                   \
-	"CREATE INDEX ledger_instance_t ON ledger(instance_id, t);"            \
-	"CREATE TABLE incident ("                                              \
-	"  id INTEGER PRIMARY KEY,"                                            \
-	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"               \
-	"    ON DELETE CASCADE,"                                               \
-	"  t INTEGER NOT NULL,"                                                \
-	"  kind TEXT NOT NULL,"                                                \
-	"  detail TEXT"                                                        \
-	");"                                                                   \
-	"CREATE TABLE provider ("                                              \
-	"  name TEXT PRIMARY KEY,"                                             \
-	"  currency TEXT NOT NULL,"                                            \
-	"  balance INTEGER,"                                                   \
-	"  balance_at INTEGER,"                                                \
-	"  low_balance INTEGER,"                                               \
-	"  release_after_days INTEGER"                                         \
-	");"
-
 struct ledger_cost {
 	const struct instance *in;
 	struct billing_rule rule;

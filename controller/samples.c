@@ -4,35 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "samples.h"
 #include "status.h"
 #include "xmalloc.h"
 
 #define BUCKET 300
-
-static int step(struct inventory *, sqlite3_stmt *, const char *, char **);
-static void bind_num(sqlite3_stmt *, int, double);
-
-static int
-step(struct inventory *inv, sqlite3_stmt *st, const char *what, char **cause)
-{
-	int rc = sqlite3_step(st);
-
-	sqlite3_finalize(st);
-	if (rc == SQLITE_DONE || rc == SQLITE_ROW)
-		return 0;
-	return inventory_error(inv, what, cause);
-}
-
-/* Bind a number, NAN as NULL. */
-static void
-bind_num(sqlite3_stmt *st, int i, double v)
-{
-	if (isnan(v))
-		sqlite3_bind_null(st, i);
-	else
-		sqlite3_bind_double(st, i, v);
-}
 
 /*
  * Store one report of an instance seen at time t (the controller's clock),
@@ -42,49 +19,28 @@ int
 samples_store(struct inventory *inv, int64_t id, int64_t t,
     const struct report *r, char **cause)
 {
-	sqlite3_stmt *st;
+	const char *what = "storing a sample";
 	size_t i;
 	int ret;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO sample_host "
-		"(instance_id, t, container_start, load1, mem_available_kib, "
-		"net_rx_bytes, net_tx_bytes, sessions) VALUES (?, ?, ?, ?, ?, "
-		"?, "
-		"?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return step(inv, NULL, "storing a sample", cause);
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, t);
-	if (r->container_start != 0)
-		sqlite3_bind_int64(st, 3, r->container_start);
-	bind_num(st, 4, r->load[0]);
-	sqlite3_bind_int64(st, 5, r->mem_available_kib);
-	sqlite3_bind_int64(st, 6, r->net_rx_bytes);
-	sqlite3_bind_int64(st, 7, r->net_tx_bytes);
-	sqlite3_bind_int(st, 8, r->sessions);
-	if ((ret = step(inv, st, "storing a sample", cause)) != 0)
+	if ((ret = db_exec(inv,
+		 "INSERT OR REPLACE INTO sample_host (instance_id, t, "
+		 "container_start, load1, mem_available_kib, net_rx_bytes, "
+		 "net_tx_bytes, sessions) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+		 what, cause, "IINdIIIi", id, t, (int64_t)r->container_start,
+		 r->load[0], (int64_t)r->mem_available_kib,
+		 (int64_t)r->net_rx_bytes, (int64_t)r->net_tx_bytes,
+		 r->sessions)) < 0)
 		return ret;
 	for (i = 0; i < r->ngpus; i++) {
 		const struct report_gpu *g = &r->gpus[i];
-		if (sqlite3_prepare_v2(inv->db,
-			"INSERT OR REPLACE INTO "
-			"sample_gpu (instance_id, t, gpu, util, mem_used_mib, "
-			"mem_total_mib, temp_c, power_w, nprocs) VALUES (?, ?, "
-			"?, "
-			"?, ?, ?, ?, ?, ?)",
-			-1, &st, NULL) != SQLITE_OK)
-			return step(inv, NULL, "storing a sample", cause);
-		sqlite3_bind_int64(st, 1, id);
-		sqlite3_bind_int64(st, 2, t);
-		sqlite3_bind_int(st, 3, g->index);
-		bind_num(st, 4, g->util_gpu);
-		bind_num(st, 5, g->mem_used_mib);
-		bind_num(st, 6, g->mem_total_mib);
-		bind_num(st, 7, g->temp_c);
-		bind_num(st, 8, g->power_w);
-		sqlite3_bind_int(st, 9, (int)g->nprocs);
-		if ((ret = step(inv, st, "storing a sample", cause)) != 0)
+		if ((ret = db_exec(inv,
+			 "INSERT OR REPLACE INTO sample_gpu (instance_id, t, "
+			 "gpu, util, mem_used_mib, mem_total_mib, temp_c, "
+			 "power_w, nprocs) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			 what, cause, "IIidddddi", id, t, g->index, g->util_gpu,
+			 g->mem_used_mib, g->mem_total_mib, g->temp_c,
+			 g->power_w, (int)g->nprocs)) < 0)
 			return ret;
 	}
 	return 0;
@@ -95,21 +51,10 @@ int
 samples_last_status(struct inventory *inv, int64_t id, int64_t t,
     const char *state, const char *error, const char *report, char **cause)
 {
-	sqlite3_stmt *st;
-
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT OR REPLACE INTO last_status "
-		"(instance_id, t, state, error, report) VALUES (?, ?, ?, ?, ?)",
-		-1, &st, NULL) != SQLITE_OK)
-		return step(inv, NULL, "storing status", cause);
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, t);
-	sqlite3_bind_text(st, 3, state, -1, SQLITE_STATIC);
-	if (error != NULL)
-		sqlite3_bind_text(st, 4, error, -1, SQLITE_STATIC);
-	if (report != NULL)
-		sqlite3_bind_text(st, 5, report, -1, SQLITE_STATIC);
-	return step(inv, st, "storing status", cause);
+	return db_exec(inv,
+	    "INSERT OR REPLACE INTO last_status (instance_id, t, state, error, "
+	    "report) VALUES (?, ?, ?, ?, ?)",
+	    "storing status", cause, "IIttt", id, t, state, error, report);
 }
 
 /*
@@ -129,47 +74,42 @@ samples_rollup(struct inventory *inv, int64_t now, int raw_hours, int agg_days,
 	size_t i;
 	int64_t cutoff = (now - (int64_t)raw_hours * 3600) / BUCKET * BUCKET;
 	int64_t agg_cutoff = now - (int64_t)agg_days * 86400;
-	sqlite3_stmt *st;
 	int r;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"INSERT INTO sample_gpu_5m (instance_id, t, gpu, n, util_mean, "
-		"util_max, mem_mean, mem_max, mem_total_mib, temp_max, "
-		"power_mean) "
-		"SELECT instance_id, (t / 300) * 300 AS b, gpu, count(*), "
-		"avg(util), max(util), avg(mem_used_mib), max(mem_used_mib), "
-		"max(mem_total_mib), max(temp_c), avg(power_w) FROM sample_gpu "
-		"WHERE t < ?1 GROUP BY instance_id, b, gpu "
-		"ON CONFLICT (instance_id, t, gpu) DO UPDATE SET "
-		"util_mean = (coalesce(util_mean, 0) * n + "
-		"  coalesce(excluded.util_mean, 0) * excluded.n) / "
-		"  (n + excluded.n), "
-		"util_max = max(coalesce(util_max, 0), "
-		"  coalesce(excluded.util_max, 0)), "
-		"mem_mean = (coalesce(mem_mean, 0) * n + "
-		"  coalesce(excluded.mem_mean, 0) * excluded.n) / "
-		"  (n + excluded.n), "
-		"mem_max = max(coalesce(mem_max, 0), "
-		"  coalesce(excluded.mem_max, 0)), "
-		"mem_total_mib = excluded.mem_total_mib, "
-		"temp_max = max(coalesce(temp_max, 0), "
-		"  coalesce(excluded.temp_max, 0)), "
-		"power_mean = (coalesce(power_mean, 0) * n + "
-		"  coalesce(excluded.power_mean, 0) * excluded.n) / "
-		"  (n + excluded.n), "
-		"n = n + excluded.n",
-		-1, &st, NULL) != SQLITE_OK)
-		return step(inv, NULL, "folding samples", cause);
-	sqlite3_bind_int64(st, 1, cutoff);
-	if ((r = step(inv, st, "folding samples", cause)) != 0)
+	if ((r = db_exec(inv,
+		 "INSERT INTO sample_gpu_5m (instance_id, t, gpu, n, "
+		 "util_mean, "
+		 "util_max, mem_mean, mem_max, mem_total_mib, temp_max, "
+		 "power_mean) "
+		 "SELECT instance_id, (t / 300) * 300 AS b, gpu, count(*), "
+		 "avg(util), max(util), avg(mem_used_mib), max(mem_used_mib), "
+		 "max(mem_total_mib), max(temp_c), avg(power_w) FROM "
+		 "sample_gpu "
+		 "WHERE t < ?1 GROUP BY instance_id, b, gpu "
+		 "ON CONFLICT (instance_id, t, gpu) DO UPDATE SET "
+		 "util_mean = (coalesce(util_mean, 0) * n + "
+		 "  coalesce(excluded.util_mean, 0) * excluded.n) / "
+		 "  (n + excluded.n), "
+		 "util_max = max(coalesce(util_max, 0), "
+		 "  coalesce(excluded.util_max, 0)), "
+		 "mem_mean = (coalesce(mem_mean, 0) * n + "
+		 "  coalesce(excluded.mem_mean, 0) * excluded.n) / "
+		 "  (n + excluded.n), "
+		 "mem_max = max(coalesce(mem_max, 0), "
+		 "  coalesce(excluded.mem_max, 0)), "
+		 "mem_total_mib = excluded.mem_total_mib, "
+		 "temp_max = max(coalesce(temp_max, 0), "
+		 "  coalesce(excluded.temp_max, 0)), "
+		 "power_mean = (coalesce(power_mean, 0) * n + "
+		 "  coalesce(excluded.power_mean, 0) * excluded.n) / "
+		 "  (n + excluded.n), "
+		 "n = n + excluded.n",
+		 "folding samples", cause, "I", cutoff)) < 0)
 		return r;
 	/* Then drop what was folded, and aggregates past their time. */
 	for (i = 0; i < sizeof drops / sizeof drops[0]; i++) {
-		if (sqlite3_prepare_v2(inv->db, drops[i], -1, &st, NULL) !=
-		    SQLITE_OK)
-			return step(inv, NULL, "expiring samples", cause);
-		sqlite3_bind_int64(st, 1, i < 2 ? cutoff : agg_cutoff);
-		if ((r = step(inv, st, "expiring samples", cause)) != 0)
+		if ((r = db_exec(inv, drops[i], "expiring samples", cause, "I",
+			 i < 2 ? cutoff : agg_cutoff)) < 0)
 			return r;
 	}
 	return 0;
@@ -186,22 +126,19 @@ samples_history(struct inventory *inv, int64_t id, int64_t since, int64_t until,
 	sqlite3_stmt *st;
 	struct history_point *p = NULL;
 	size_t len = 0;
-	int rc;
+	int rc, r;
 
 	*out = NULL;
 	*n = 0;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT t, gpu, n, util_mean, util_max, mem_mean, mem_max, "
-		"mem_total_mib FROM sample_gpu_5m WHERE instance_id = ?1 AND "
-		"t >= ?2 AND t <= ?3 UNION ALL SELECT t, gpu, 1, util, util, "
-		"mem_used_mib, mem_used_mib, mem_total_mib FROM sample_gpu "
-		"WHERE "
-		"instance_id = ?1 AND t >= ?2 AND t <= ?3 ORDER BY 2, 1",
-		-1, &st, NULL) != SQLITE_OK)
-		return step(inv, NULL, "reading history", cause);
-	sqlite3_bind_int64(st, 1, id);
-	sqlite3_bind_int64(st, 2, since);
-	sqlite3_bind_int64(st, 3, until);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t, gpu, n, util_mean, util_max, mem_mean, mem_max, "
+		 "mem_total_mib FROM sample_gpu_5m WHERE instance_id = ?1 AND "
+		 "t >= ?2 AND t <= ?3 UNION ALL SELECT t, gpu, 1, util, util, "
+		 "mem_used_mib, mem_used_mib, mem_total_mib FROM sample_gpu "
+		 "WHERE "
+		 "instance_id = ?1 AND t >= ?2 AND t <= ?3 ORDER BY 2, 1",
+		 "reading history", cause, "III", id, since, until)) != 0)
+		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct history_point *h;
 		p = xreallocarray(p, len + 1, sizeof *p);
@@ -220,12 +157,9 @@ samples_history(struct inventory *inv, int64_t id, int64_t since, int64_t until,
 		h->mem_total = COL(7);
 #undef COL
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
+	if ((r = db_finish(inv, st, rc, "reading history", cause)) < 0) {
 		free(p);
-		xasprintf(cause, "database %s: reading history: %s", inv->path,
-		    sqlite3_errmsg(inv->db));
-		return -GF_EDB;
+		return r;
 	}
 	*out = p;
 	*n = len;

@@ -71,6 +71,16 @@ ssh-keygen -y -P 'correct horse' -f "$key" >/dev/null 2>&1 ||
 expect_eq "$(stat -c %a "$key")" 600 "generated key mode"
 expect_eq "$(stat -c %a "$(dirname "$key")")" 700 "keys directory mode"
 
+# GPUFLEET_KEYS_PASSPHRASE_FILE overrides [keys] passphrase_file.
+printf 'battery staple\n' >"$T/pass2"
+GPUFLEET_KEYS_PASSPHRASE_FILE="$T/pass2" run --config "$T/keys.ini" \
+    keys gen --name enc2
+expect_rc 0 "keys gen with the passphrase file of the environment"
+key=$XDG_DATA_HOME/gpufleet/keys/enc2
+checks=$((checks + 1))
+ssh-keygen -y -P 'battery staple' -f "$key" >/dev/null 2>&1 ||
+    fail "the environment's passphrase file did not override the config's"
+
 run --config "$GPUFLEET_SRC/config/gpufleet.ini.example" ls
 expect_rc 0 "the shipped example config parses"
 

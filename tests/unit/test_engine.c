@@ -1,4 +1,4 @@
-/* The engine's pure parts: the retry backoff and argv quoting. */
+/* The engine's pure parts: the retry backoff. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,16 +33,6 @@ START_TEST(test_backoff)
 }
 END_TEST
 
-START_TEST(test_quote_argv)
-{
-	char *argv[] = { "printf", "it's", "a b", "" };
-	char *q = engine_quote_argv(4, argv);
-
-	ck_assert_str_eq(q, "'printf' 'it'\\''s' 'a b' ''");
-	free(q);
-}
-END_TEST
-
 int
 main(void)
 {
@@ -53,7 +43,6 @@ main(void)
 
 	tcase_add_loop_test(tc, test_backoff, 0,
 	    sizeof backoff_cases / sizeof backoff_cases[0]);
-	tcase_add_test(tc, test_quote_argv);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

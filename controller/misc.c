@@ -1,0 +1,307 @@
+/* XDG paths, mkdir -p, shell quoting, secrets, capped buffers, name sets. */
+
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "misc.h"
+#include "xmalloc.h"
+
+static char *quote(const char *, int);
+
+static int secrets_held;
+static int saved_dumpable = -1;
+static struct rlimit saved_core;
+
+/*
+ * $VAR/NAME when the XDG variable var is an absolute path, else
+ * $HOME/FALLBACK/NAME (fallback as ".local/share"). Caller frees.
+ */
+char *
+misc_xdg_path(const char *var, const char *fallback, const char *name)
+{
+	const char *xdg = getenv(var), *home = getenv("HOME");
+	char *path;
+
+	if (xdg != NULL && *xdg == '/')
+		xasprintf(&path, "%s/%s", xdg, name);
+	else
+		xasprintf(&path, "%s/%s/%s",
+		    home != NULL && *home != '\0' ? home : ".", fallback, name);
+	return path;
+}
+
+/*
+ * Create dir and its missing parents, each new one 0700 whatever the
+ * umask (mkdir -p). Returns 0, or -1 with *cause set.
+ */
+int
+misc_mkdirs(const char *dir, char **cause)
+{
+	char *p, *d = xstrdup(dir);
+	int r = 0;
+	char c;
+
+	for (p = d + 1;; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		c = *p;
+		*p = '\0';
+		if (mkdir(d, 0700) == 0) {
+			if (chmod(d, 0700) != 0) {
+				xasprintf(cause,
+				    "cannot set the mode of %s: %s", d,
+				    strerror(errno));
+				r = -1;
+				break;
+			}
+		} else if (errno != EEXIST) {
+			xasprintf(cause, "cannot create directory %s: %s", d,
+			    strerror(errno));
+			r = -1;
+			break;
+		}
+		*p = c;
+		if (c == '\0')
+			break;
+	}
+	free(d);
+	return r;
+}
+
+/* A local path with a leading ~/ expanded from $HOME. Caller frees. */
+char *
+misc_expand_home(const char *path)
+{
+	const char *home = getenv("HOME");
+	char *s;
+
+	if (strncmp(path, "~/", 2) == 0 && home != NULL) {
+		xasprintf(&s, "%s/%s", home, path + 2);
+		return s;
+	}
+	return xstrdup(path);
+}
+
+/*
+ * s in single quotes, each ' as '\''; with backslash set each \ as '\\'
+ * too, so that fish reads the same word as POSIX shells. Caller frees.
+ */
+static char *
+quote(const char *s, int backslash)
+{
+	size_t n = 3, i;
+	char *q, *p;
+
+	for (i = 0; s[i] != '\0'; i++)
+		n += s[i] == '\'' || (backslash && s[i] == '\\') ? 4 : 1;
+	p = q = xmalloc(n);
+	*p++ = '\'';
+	for (i = 0; s[i] != '\0'; i++) {
+		if (s[i] == '\'') {
+			memcpy(p, "'\\''", 4);
+			p += 4;
+		} else if (backslash && s[i] == '\\') {
+			memcpy(p, "'\\\\'", 4);
+			p += 4;
+		} else
+			*p++ = s[i];
+	}
+	*p++ = '\'';
+	*p = '\0';
+	return q;
+}
+
+/* Single-quote s for a POSIX shell. Caller frees. */
+char *
+misc_shell_quote(const char *s)
+{
+	return quote(s, 0);
+}
+
+/* Quote s as one word for POSIX shells and fish alike. Caller frees. */
+char *
+misc_quote_any_shell(const char *s)
+{
+	return quote(s, 1);
+}
+
+/* argv for a POSIX shell, each argument single-quoted. Caller frees. */
+char *
+misc_quote_argv(int argc, char **argv)
+{
+	struct misc_buf b = { NULL, 0, 0, 0 };
+	char *q;
+	int k;
+
+	for (k = 0; k < argc; k++) {
+		if (k != 0)
+			misc_buf_add(&b, " ", 1, 0);
+		q = quote(argv[k], 0);
+		misc_buf_add(&b, q, strlen(q), 0);
+		free(q);
+	}
+	return b.data != NULL ? b.data : xstrdup("");
+}
+
+/* A remote path for sh, a leading ~/ as "$HOME"/. Caller frees. */
+char *
+misc_quote_path(const char *path)
+{
+	char *q, *s;
+
+	if (strncmp(path, "~/", 2) != 0)
+		return quote(path, 0);
+	q = quote(path + 2, 0);
+	xasprintf(&s, "\"$HOME\"/%s", q);
+	free(q);
+	return s;
+}
+
+/*
+ * A secret is about to be held: while any is, the process cannot dump
+ * core (RLIMIT_CORE 0) and is not dumpable (no core, no ptrace by others).
+ */
+void
+misc_secret_hold(void)
+{
+	struct rlimit none;
+
+	if (secrets_held++ > 0)
+		return;
+	saved_dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	if (getrlimit(RLIMIT_CORE, &saved_core) != 0)
+		saved_core.rlim_cur = saved_core.rlim_max = 0;
+	none.rlim_cur = 0;
+	none.rlim_max = saved_core.rlim_max;
+	setrlimit(RLIMIT_CORE, &none);
+}
+
+/* A secret was wiped: once none is held, core dumps are as they were. */
+void
+misc_secret_release(void)
+{
+	if (secrets_held == 0 || --secrets_held > 0)
+		return;
+	setrlimit(RLIMIT_CORE, &saved_core);
+	if (saved_dumpable > 0)
+		prctl(PR_SET_DUMPABLE, saved_dumpable, 0, 0, 0);
+}
+
+/*
+ * Read a passphrase: the first line of file, or typed on the terminal
+ * after prompt when file is NULL. Returns the one heap copy (every other
+ * buffer that held it is wiped), or NULL with *cause set. The caller holds
+ * a secret (misc_secret_hold) before calling, and wipes and frees it.
+ */
+char *
+misc_read_secret(const char *file, const char *prompt, char **cause)
+{
+	struct termios old, noecho;
+	char buf[1024], *s;
+	ssize_t n = 0;
+	size_t len = 0;
+	int fd;
+
+	*cause = NULL;
+	if (file != NULL) {
+		if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1) {
+			xasprintf(
+			    cause, "cannot read %s: %s", file, strerror(errno));
+			return NULL;
+		}
+		/* Unbuffered reads: no stdio buffer keeps a copy. */
+		while (len < sizeof buf - 1 &&
+		    (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0)
+				break;
+			len += (size_t)n;
+			if (memchr(buf, '\n', len) != NULL)
+				break;
+		}
+		close(fd);
+		if (n < 0) {
+			explicit_bzero(buf, sizeof buf);
+			xasprintf(
+			    cause, "cannot read %s: %s", file, strerror(errno));
+			return NULL;
+		}
+	} else {
+		if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
+		    tcgetattr(fd, &old) != 0) {
+			if (fd != -1)
+				close(fd);
+			xasprintf(cause, "no terminal to ask on");
+			return NULL;
+		}
+		noecho = old;
+		noecho.c_lflag &= ~(tcflag_t)ECHO;
+		dprintf(fd, "%s", prompt);
+		/* TCSANOW: keep what was typed ahead. */
+		tcsetattr(fd, TCSANOW, &noecho);
+		n = read(fd, buf, sizeof buf - 1);
+		tcsetattr(fd, TCSANOW, &old);
+		dprintf(fd, "\n");
+		close(fd);
+		len = n > 0 ? (size_t)n : 0;
+	}
+	buf[len] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	s = xstrdup(buf);
+	explicit_bzero(buf, sizeof buf);
+	return s;
+}
+
+/*
+ * Append len bytes to b, keeping at most max in all (0: no cap); beyond the
+ * cap only b->truncated is set.
+ */
+void
+misc_buf_add(struct misc_buf *b, const char *data, size_t len, size_t max)
+{
+	if (max != 0 && b->len + len > max) {
+		b->truncated = 1;
+		len = b->len < max ? max - b->len : 0;
+	}
+	if (len == 0)
+		return;
+	if (b->len + len + 1 > b->size) {
+		b->size = (b->len + len + 1) * 2;
+		b->data = xreallocarray(b->data, 1, b->size);
+	}
+	memcpy(b->data + b->len, data, len);
+	b->len += len;
+	b->data[b->len] = '\0';
+}
+
+/*
+ * Add name (the caller's allocation, now the set's) to the set of distinct
+ * names *names (*n of them, in the order first added); a name already there
+ * is freed. Returns its index. The caller frees the set.
+ */
+size_t
+misc_names_add(char ***names, size_t *n, char *name)
+{
+	size_t i;
+
+	for (i = 0; i < *n; i++) {
+		if (strcmp((*names)[i], name) == 0) {
+			free(name);
+			return i;
+		}
+	}
+	*names = xreallocarray(*names, *n + 1, sizeof **names);
+	(*names)[*n] = name;
+	return (*n)++;
+}

@@ -1,0 +1,215 @@
+/*
+ * The inventory's schema: every migration step, in order. inventory.c
+ * applies them at open; the store modules (ledger.c, keys.c, samples.c,
+ * hostkey.c) read and write the tables they create.
+ */
+
+#include "schema.h"
+
+/*
+ * The migrations, in order: step i takes the schema from version i to i + 1.
+ * Never edit a released step; add a new one. The pricing tables of the cost
+ * work arrive as a later step keyed by instance(id).
+ */
+static const char *const steps[] = {
+	/* 0 -> 1: instances and their tags; 1195789396 is "GFLT". */
+	"PRAGMA application_id = 1195789396;"
+	"CREATE TABLE instance ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL,"
+	"  host TEXT NOT NULL,"
+	"  port INTEGER NOT NULL DEFAULT 22 CHECK (port BETWEEN 1 AND 65535),"
+	"  user TEXT NOT NULL DEFAULT 'root',"
+	"  provider TEXT NOT NULL DEFAULT '',"
+	"  region TEXT NOT NULL DEFAULT '',"
+	"  identity TEXT,"
+	"  remote_dir TEXT NOT NULL DEFAULT '~/.cache/gpufleet',"
+	"  authorized_keys_file TEXT NOT NULL"
+	"    DEFAULT '~/.ssh/authorized_keys',"
+	"  notes TEXT NOT NULL DEFAULT '',"
+	"  source TEXT,"
+	"  created_at INTEGER NOT NULL,"
+	"  released_at INTEGER"
+	");"
+	"CREATE UNIQUE INDEX instance_active_name ON instance(name)"
+	"  WHERE released_at IS NULL;"
+	"CREATE TABLE instance_tag ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  tag TEXT NOT NULL,"
+	"  PRIMARY KEY (instance_id, tag)"
+	") WITHOUT ROWID;",
+
+	/* 1 -> 2: host keys pinned per instance, not per address. */
+	"CREATE TABLE host_key ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  key_type TEXT NOT NULL,"
+	"  key_base64 TEXT NOT NULL,"
+	"  fingerprint TEXT NOT NULL,"
+	"  source TEXT NOT NULL,"
+	"  first_seen INTEGER NOT NULL"
+	");",
+
+	/*
+	 * 2 -> 3: what status saw. Raw samples (kept 48 h by default), then
+	 * 5-minute aggregates (mean and max, kept 90 days); the last report
+	 * of each instance for the controller's own view.
+	 */
+	"CREATE TABLE sample_host ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  container_start INTEGER,"
+	"  load1 REAL,"
+	"  mem_available_kib INTEGER,"
+	"  net_rx_bytes INTEGER,"
+	"  net_tx_bytes INTEGER,"
+	"  sessions INTEGER,"
+	"  PRIMARY KEY (instance_id, t)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE sample_gpu ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  gpu INTEGER NOT NULL,"
+	"  util REAL,"
+	"  mem_used_mib REAL,"
+	"  mem_total_mib REAL,"
+	"  temp_c REAL,"
+	"  power_w REAL,"
+	"  nprocs INTEGER,"
+	"  PRIMARY KEY (instance_id, t, gpu)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE sample_gpu_5m ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  gpu INTEGER NOT NULL,"
+	"  n INTEGER NOT NULL,"
+	"  util_mean REAL, util_max REAL,"
+	"  mem_mean REAL, mem_max REAL,"
+	"  mem_total_mib REAL,"
+	"  temp_max REAL, power_mean REAL,"
+	"  PRIMARY KEY (instance_id, t, gpu)"
+	") WITHOUT ROWID;"
+	"CREATE INDEX sample_host_t ON sample_host(t);"
+	"CREATE INDEX sample_gpu_t ON sample_gpu(t);"
+	"CREATE INDEX sample_gpu_5m_t ON sample_gpu_5m(t);"
+	"CREATE TABLE last_status ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  error TEXT,"
+	"  report TEXT"
+	");",
+
+	/* 3 -> 4: prices, the ledger, incidents, providers (ledger.c). */
+	"CREATE TABLE instance_price ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  price INTEGER NOT NULL,"
+	"  price_per TEXT NOT NULL,"
+	"  unit TEXT NOT NULL,"
+	"  min_billed INTEGER NOT NULL,"
+	"  stopped_per_day INTEGER NOT NULL,"
+	"  monthly_price INTEGER NOT NULL,"
+	"  egress_per_gb INTEGER NOT NULL,"
+	"  currency TEXT NOT NULL"
+	");"
+	"CREATE TABLE ledger ("
+	"  id INTEGER PRIMARY KEY,"
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  state TEXT NOT NULL CHECK (state IN"
+	"    ('running', 'stopped', 'released', 'unknown')),"
+	"  source TEXT NOT NULL CHECK (source IN"
+	"    ('observed', 'performed', 'stated')),"
+	"  note TEXT"
+	");"
+	"CREATE INDEX ledger_instance_t ON ledger(instance_id, t);"
+	"CREATE TABLE incident ("
+	"  id INTEGER PRIMARY KEY,"
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  detail TEXT"
+	");"
+	"CREATE TABLE provider ("
+	"  name TEXT PRIMARY KEY,"
+	"  currency TEXT NOT NULL,"
+	"  balance INTEGER,"
+	"  balance_at INTEGER,"
+	"  low_balance INTEGER,"
+	"  release_after_days INTEGER"
+	");",
+
+	/*
+	 * 4 -> 5: managed SSH keys and key rotations (keys.c).
+	 * managed_key: every key gpufleet generated; the private key stays at
+	 * path until deleted_at. instance_key: the key each instance logs in
+	 * with now (step 4 of a rotation switches it). key_rotation: one row
+	 * per instance being (or last) rotated, with the last step done; a
+	 * rerun continues from it. retired_key: keys taken off an instance
+	 * (rotated out or revoked), to notice a platform putting one back.
+	 * key_lock: at most one rotation per database, by pid.
+	 */
+	"CREATE TABLE managed_key ("
+	"  id INTEGER PRIMARY KEY,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  key_type TEXT NOT NULL,"
+	"  path TEXT NOT NULL,"
+	"  pubkey TEXT NOT NULL,"
+	"  key_base64 TEXT NOT NULL,"
+	"  fingerprint TEXT NOT NULL,"
+	"  created_at INTEGER NOT NULL,"
+	"  deleted_at INTEGER"
+	");"
+	"CREATE TABLE instance_key ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  key_id INTEGER NOT NULL REFERENCES managed_key(id),"
+	"  since INTEGER NOT NULL"
+	");"
+	"CREATE TABLE key_rotation ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  old_key_id INTEGER REFERENCES managed_key(id),"
+	"  old_path TEXT NOT NULL,"
+	"  old_type TEXT NOT NULL,"
+	"  old_base64 TEXT NOT NULL,"
+	"  new_key_id INTEGER NOT NULL REFERENCES managed_key(id),"
+	"  step INTEGER NOT NULL CHECK (step BETWEEN 0 AND 7),"
+	"  state TEXT NOT NULL,"
+	"  error TEXT,"
+	"  keep_old INTEGER NOT NULL DEFAULT 0,"
+	"  updated_at INTEGER NOT NULL"
+	");"
+	"CREATE TABLE retired_key ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  key_type TEXT NOT NULL,"
+	"  key_base64 TEXT NOT NULL,"
+	"  reason TEXT NOT NULL,"
+	"  retired_at INTEGER NOT NULL,"
+	"  PRIMARY KEY (instance_id, key_base64)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE key_lock ("
+	"  id INTEGER PRIMARY KEY CHECK (id = 1),"
+	"  pid INTEGER NOT NULL,"
+	"  started_at INTEGER NOT NULL"
+	");",
+};
+
+#define NSTEPS ((int)(sizeof steps / sizeof steps[0]))
+
+/* The migration steps; *n is their count, the version this build writes. */
+const char *const *
+schema_steps(int *n)
+{
+	*n = NSTEPS;
+	return steps;
+}
