@@ -322,6 +322,17 @@ report_parse(
 	    get_str(doc, "driver_version", 1, &r->driver_version, &why) != 0 ||
 	    get_str(doc, "cuda_version", 1, &r->cuda_version, &why) != 0)
 		goto fail;
+	/* The container and the machine started before the report was made. */
+	if (r->container_start > r->time || r->boot_time > r->time) {
+		xasprintf(&why, "'%s' %lld is after the report's time %lld",
+		    r->container_start > r->time ? "container_start"
+						 : "boot_time",
+		    (long long)(r->container_start > r->time
+			    ? r->container_start
+			    : r->boot_time),
+		    (long long)r->time);
+		goto fail;
+	}
 	gpus = json_object_get(doc, "gpus");
 	if (!json_is_array(gpus)) {
 		why = xstrdup("'gpus' is missing or not an array");

@@ -38,6 +38,14 @@ static const struct range_case cases[] = {
 	{ "\"time\":1764590400", ",\"container_start\":null", NULL, NULL },
 	{ "\"time\":1764590400", ",\"container_start\":1764500000", NULL,
 	    NULL },
+	/* Started after the report was made: a wrong or hostile clock. */
+	{ "\"time\":1764500000", ",\"container_start\":1764590400", NULL,
+	    "'container_start' 1764590400 is after the report's time "
+	    "1764500000" },
+	{ "\"time\":1764500000", ",\"container_start\":1764500000", NULL,
+	    NULL },
+	{ "\"time\":1764500000", ",\"boot_time\":1764500001", NULL,
+	    "'boot_time' 1764500001 is after the report's time" },
 	{ "\"time\":1764590400", ",\"boot_time\":-1", NULL, "'boot_time'" },
 	{ "\"time\":1764590400", ",\"mem_total_kib\":-1", NULL,
 	    "'mem_total_kib' -1 is out of range" },
