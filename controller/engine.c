@@ -28,6 +28,7 @@
 #include <netinet/tcp.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <pthread.h>
@@ -142,11 +143,13 @@ struct engine_conn {
 	int got_close;
 	int reused;	 /* this run started on a held session */
 	int ssh_started; /* ssh_connect has taken the socket */
+	int local_fail;	 /* failed for a reason of ours, not the host's */
 
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
 	struct event *agent_ev;
 	int in_agent;
+	int64_t agent_picked_ms; /* when the worker took it up; 0: queued */
 	int orphan;
 	int agent_rc;
 };
@@ -191,6 +194,7 @@ static void conn_phase(struct engine_conn *, int64_t, int64_t);
 static void conn_setup_phase(struct engine_conn *);
 static int64_t conn_idle_ms(struct engine_conn *, int64_t);
 static void conn_deadline_fail(struct engine_conn *, int);
+static int agent_picked(struct engine_conn *, int64_t);
 static void sigint_cb(evutil_socket_t, short, void *);
 static struct engine_run *run_start(struct engine *, struct engine_host *,
     size_t, const struct engine_settings *, const struct engine_ops *, int);
@@ -450,6 +454,15 @@ conn_tcp_next(struct engine_conn *c)
 		c->ai_next = ai->ai_next;
 		c->fd = socket(ai->ai_family,
 		    SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+		if (c->fd == -1 && (errno == EMFILE || errno == ENFILE)) {
+			/* Our limit, not the host's fault: no backoff. */
+			c->local_fail = 1;
+			conn_fail(c, EF_UNREACHABLE,
+			    "cannot open a socket: %s (a limit of this "
+			    "machine)",
+			    strerror(errno));
+			return;
+		}
 		if (c->fd == -1) {
 			c->last_errno = errno;
 			continue;
@@ -646,6 +659,14 @@ conn_setup_phase(struct engine_conn *c)
 	    (set->setup_timeout > 0 ? set->setup_timeout : SETUP_IDLE_DEFAULT) *
 	    (int64_t)1000;
 
+	if (c->reused) {
+		/*
+		 * A held session answers a channel request at once; one
+		 * that does not within the connect timeout is gone (a NAT
+		 * dropped it, the host rebooted): log in anew.
+		 */
+		idle = (int64_t)set->connect_timeout * 1000;
+	}
 	conn_phase(c, engine_now_ms() + idle * SETUP_CAP_FACTOR, idle);
 }
 
@@ -663,7 +684,9 @@ conn_idle_ms(struct engine_conn *c, int64_t now)
 
 	if (c->fd != -1 &&
 	    getsockopt(c->fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 &&
-	    len >= sizeof ti && (int64_t)ti.tcpi_last_data_recv < idle)
+	    len >= offsetof(struct tcp_info, tcpi_last_data_recv) +
+		    sizeof ti.tcpi_last_data_recv &&
+	    (int64_t)ti.tcpi_last_data_recv < idle)
 		idle = ti.tcpi_last_data_recv;
 	return idle;
 }
@@ -686,6 +709,8 @@ conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
 		at = c->deadline_ms;
 	} else {
 		idle = conn_idle_ms(c, now);
+		if (c->state == CS_AGENT && !agent_picked(c, now))
+			idle = 0; /* queued behind other logins: not silence */
 		if (idle >= c->idle_limit_ms) {
 			conn_deadline_fail(c, 1);
 			return;
@@ -701,6 +726,25 @@ conn_deadline_cb(evutil_socket_t fd, short what, void *arg)
 	tv.tv_sec = (at - now) / 1000;
 	tv.tv_usec = ((at - now) % 1000) * 1000;
 	evtimer_add(c->deadline, &tv);
+}
+
+/*
+ * Whether the ssh-agent worker has taken c up; the silence of a login
+ * counts from then (while queued, only the overall cap applies).
+ */
+static int
+agent_picked(struct engine_conn *c, int64_t now)
+{
+	int64_t picked;
+
+	pthread_mutex_lock(&c->e->lock);
+	picked = c->agent_picked_ms;
+	pthread_mutex_unlock(&c->e->lock);
+	if (picked == 0)
+		return 0;
+	if (picked > c->last_read_ms && picked <= now)
+		c->last_read_ms = picked;
+	return 1;
 }
 
 /* Say why the phase's deadline failed the host (idle: silence). */
@@ -736,6 +780,11 @@ conn_deadline_fail(struct engine_conn *c, int idle)
 	case CS_AUTH:
 	case CS_OPEN:
 	case CS_EXEC:
+		if (c->reused) {
+			/* conn_fail logs in anew, once. */
+			conn_fail(c, EF_SSH, "the held session did not answer");
+			break;
+		}
 		if (idle)
 			conn_fail(c, EF_CONNECT_TIMEOUT,
 			    "session set-up stalled: nothing from the server "
@@ -745,7 +794,9 @@ conn_deadline_fail(struct engine_conn *c, int idle)
 						 : "");
 		else
 			conn_fail(c, EF_CONNECT_TIMEOUT,
-			    "session set-up did not finish within %lds", cap);
+			    "session set-up did not finish within %lds%s", cap,
+			    c->state == CS_AGENT ? " (waiting for ssh-agent)"
+						 : "");
 		break;
 	case CS_RUN:
 		conn_fail(c, EF_TIMEOUT, "command timed out after %ds",
@@ -1166,6 +1217,8 @@ conn_finish(struct engine_conn *c)
 	case EF_UNREACHABLE:
 	case EF_CONNECT_TIMEOUT:
 	case EF_SSH:
+		if (c->local_fail)
+			break;
 		h->fails++;
 		h->retry_at_ms =
 		    h->end_ms + engine_backoff_ms(h->fails, arc4random());
@@ -1232,6 +1285,7 @@ agent_submit(struct engine_conn *c)
 		e->worker_started = 1;
 	}
 	c->in_agent = 1;
+	c->agent_picked_ms = 0;
 	c->state = CS_AGENT;
 	c->queue_next = NULL;
 	if (e->queue == NULL)
@@ -1273,6 +1327,7 @@ agent_worker(void *arg)
 			continue;
 		}
 		e->worker_busy = 1;
+		c->agent_picked_ms = engine_now_ms();
 		pthread_mutex_unlock(&e->lock);
 
 		secs = (long)(c->idle_limit_ms / 1000) + 1;
@@ -1481,8 +1536,9 @@ engine_forget(struct engine_host *h)
 
 /*
  * Free the engine, after engine_forget on every host that may hold a
- * session; runs still in flight are dropped without their callbacks. The
- * loop stays the caller's. A worker stuck in ssh-agent keeps using e (its
+ * session; runs still in flight are dropped, their connections closed,
+ * without their callbacks. Not from inside an ops callback. The loop stays
+ * the caller's. A worker stuck in ssh-agent keeps using e (its
  * lock, its queue of orphans, which it frees), so then e is left to it.
  */
 void
@@ -1492,8 +1548,17 @@ engine_free(struct engine *e)
 
 	if (e == NULL)
 		return;
-	while (e->runs != NULL)
-		run_free(e->runs);
+	while (e->runs != NULL) {
+		struct engine_run *r = e->runs;
+		size_t i;
+		/* Its connections' events would outlive it on the loop. */
+		for (i = 0; i < r->n; i++) {
+			struct engine_host *h = &r->hosts[i];
+			if (h->conn != NULL && h->conn->r == r)
+				engine_forget(h);
+		}
+		run_free(r);
+	}
 	if (e->worker_started) {
 		pthread_mutex_lock(&e->lock);
 		e->worker_stop = 1;

@@ -109,6 +109,12 @@ int64_t engine_now_ms(void);
 int64_t engine_backoff_ms(int, unsigned int);
 struct engine;
 
+/*
+ * A run resets each host's done, exit_status and exit_signal, never fail
+ * and fail_msg: the caller clears them (engine_host_clear and fail =
+ * EF_NONE) before a run, or sets a failure the host is to report without
+ * being tried. The ops callbacks must not free the engine.
+ */
 struct engine *engine_new(struct event_base *, struct evdns_base *);
 struct engine_run *engine_start(struct engine *, struct engine_host *, size_t,
     const struct engine_settings *, const struct engine_ops *);

@@ -28,6 +28,24 @@ SSH_AUTH_SOCK=$T/agent.sock run exec 'inst-1,inst-2,inst-3' -- echo via agent
 expect_rc 0 "login with the agent's key"
 expect_eq "$(printf '%s\n' "$out" | grep -c ': via agent$')" 3 "three hosts"
 
+# A slow agent (every signature waits 2 s for a confirmation) serves
+# the three agent hosts one after another on its worker: the third waits
+# 4 s in the queue, in silence from its server. Only silence during a
+# host's own login (2 s) counts against --setup-timeout 3, so all three
+# get in.
+printf '#!/bin/sh\nsleep 2\nexit 0\n' >"$T/confirm"
+chmod 755 "$T/confirm"
+out=$(SSH_ASKPASS=$T/confirm SSH_ASKPASS_REQUIRE=force ssh-agent -a "$T/slow.sock" -s) ||
+    fail "slow ssh-agent"
+eval "$out" >/dev/null
+agent_pids+=("$SSH_AGENT_PID")
+SSH_AUTH_SOCK=$T/slow.sock ssh-add -q -c "$D/client/id_ed25519" 2>/dev/null
+SSH_AUTH_SOCK=$T/slow.sock run exec 'inst-1,inst-2,inst-3' --setup-timeout 3 \
+    -- echo via slow agent
+expect_rc 0 "a slow agent's queue is not the server's silence"
+expect_eq "$(printf '%s\n' "$out" | grep -c ': via slow agent$')" 3 \
+    "all three hosts behind the slow agent ran"
+
 # An agent that accepts connections and never answers (SIGSTOP).
 start_agent "$T/stuck.sock"
 kill -STOP "$SSH_AGENT_PID"
