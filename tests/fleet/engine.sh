@@ -37,6 +37,33 @@ expect_match "$line" '^backoff second expect (backoff|refused) got ' "second try
 expect_eq "${line##* got }" "$(sed 's/.* expect \([a-z]*\) got .*/\1/' <<<"$line")" \
     "the second try did what the clock says (backoff while its wait runs)"
 
+# A held session that stops answering (its sshd processes frozen between
+# two status --watch passes) is replaced by a new login, not waited on.
+logins() { grep -h "Accepted publickey" "$D"/groups/*/sshd.log 2>/dev/null | wc -l; }
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[ssh]\nconnect_timeout = 2\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+before=$(logins)
+"$GPUFLEET" status inst-1 --watch 8 --count 2 >"$T/watch.out" 2>"$T/watch.err" &
+watch=$!
+for _ in $(seq 600); do
+	grep -q '^inst-1 ' "$T/watch.out" && break
+	sleep 0.1
+done
+listener=$(cat "$D"/groups/*/sshd.pid)
+frozen=$(pgrep -P "$listener" | while read -r p; do echo "$p"; pgrep -P "$p"; done)
+checks=$((checks + 1))
+[ -n "$frozen" ] || fail "no held session to freeze after the first pass"
+for p in $frozen; do kill -STOP "$p"; done
+cleanup_hooks+=("for p in $frozen; do kill -CONT \$p 2>/dev/null; done")
+wait "$watch"
+rc=$?
+err=$(cat "$T/watch.err")
+expect_rc 0 "watch goes on after its held session froze"
+expect_eq "$(grep -c '^inst-1 \+up ' "$T/watch.out")" 2 "both passes saw inst-1 up"
+expect_eq $(( $(logins) - before )) 2 "the second pass logged in anew"
+for p in $frozen; do kill -CONT "$p" 2>/dev/null; done
+rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
+
 # libssh's own messages (debugging) come through gpufleet's log: every
 # stderr line is gpufleet's, escaped, none in libssh's format.
 GPUFLEET_DEBUG=1 GPUFLEET_SSH_DEBUG=1 run exec inst-1 -- true
