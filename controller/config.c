@@ -26,6 +26,9 @@ struct parse_state {
 static int handler(void *, const char *, const char *, const char *);
 static int parse_int(const char *, int, int, int *);
 static char *reader(char *, int, void *);
+static void set_optional(char **, const char *);
+static int set_other(
+    struct parse_state *, const char *, const char *, const char *);
 
 void
 config_defaults(struct config *c)
@@ -81,12 +84,108 @@ parse_int(const char *s, int min, int max, int *out)
 }
 
 /* inih callback: returns 0 (an error at this line) on a bad key or value. */
+/* The integer settings: section, key, range and where they go. */
+static const struct config_int {
+	const char *section, *key;
+	int min, max;
+	size_t off;
+} config_ints[] = {
+	{ "ssh", "connect_timeout", 1, 3600,
+	    offsetof(struct config, connect_timeout) },
+	{ "ssh", "setup_timeout", 1, 3600,
+	    offsetof(struct config, setup_timeout) },
+	{ "ssh", "command_timeout", 0, 604800,
+	    offsetof(struct config, command_timeout) },
+	{ "ssh", "fanout", 1, 65536, offsetof(struct config, fanout) },
+	{ "status", "raw_retention_hours", 1, 24 * 365,
+	    offsetof(struct config, status_raw_hours) },
+	{ "status", "aggregate_retention_days", 1, 3650,
+	    offsetof(struct config, status_agg_days) },
+	{ "status", "idle_util_percent", 0, 100,
+	    offsetof(struct config, status_idle_util) },
+	{ "status", "stale_progress_minutes", 1, 100000,
+	    offsetof(struct config, status_stale_minutes) },
+	{ "status", "timeout", 5, 3600,
+	    offsetof(struct config, status_timeout) },
+};
+
+/* Replace *dst by value, or NULL when value is empty. */
+static void
+set_optional(char **dst, const char *value)
+{
+	free(*dst);
+	*dst = *value != '\0' ? xstrdup(value) : NULL;
+}
+
+/*
+ * The settings that are not integers. Returns 1 when set, 0 on an error
+ * (ps->error set), -1 when section.key is not one of them.
+ */
+static int
+set_other(struct parse_state *ps, const char *section, const char *key,
+    const char *value)
+{
+	struct config *c = ps->config;
+	char *why = NULL;
+
+	if (strcmp(section, "defaults") == 0 && strcmp(key, "user") == 0) {
+		if (instance_check_user(value, &why) != 0) {
+			xasprintf(&ps->error, "%s: %s", key, why);
+			free(why);
+			return 0;
+		}
+		free(c->user);
+		c->user = xstrdup(value);
+		return 1;
+	}
+	if (strcmp(section, "defaults") == 0 && strcmp(key, "identity") == 0) {
+		set_optional(&c->identity, value);
+		return 1;
+	}
+	if (strcmp(section, "ssh") == 0 &&
+	    strcmp(key, "host_key_policy") == 0) {
+		if (strcmp(value, "accept-new") == 0)
+			c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
+		else if (strcmp(value, "strict") == 0)
+			c->hostkey_policy = HOSTKEY_STRICT;
+		else {
+			xasprintf(&ps->error,
+			    "host_key_policy '%s' must be accept-new or strict",
+			    value);
+			return 0;
+		}
+		return 1;
+	}
+	if (strcmp(section, "status") == 0 &&
+	    (strcmp(key, "progress_file") == 0 ||
+		strcmp(key, "nvidia_smi") == 0)) {
+		if (strpbrk(value, " \t'\"\\$`;&|<>(){}*?[]!#") != NULL) {
+			xasprintf(&ps->error,
+			    "%s '%s' may not contain blanks or shell "
+			    "characters",
+			    key, value);
+			return 0;
+		}
+		set_optional(
+		    key[0] == 'p' ? &c->progress_file : &c->nvidia_smi, value);
+		return 1;
+	}
+	if (strcmp(section, "keys") == 0 &&
+	    strcmp(key, "passphrase_file") == 0) {
+		set_optional(&c->keys_passphrase_file, value);
+		return 1;
+	}
+	return -1;
+}
+
 static int
 handler(void *arg, const char *section, const char *key, const char *value)
 {
+	static const char *const sections[] = { "defaults", "ssh", "status",
+		"keys" };
 	struct parse_state *ps = arg;
-	struct config *c = ps->config;
-	char *why = NULL;
+	size_t i;
+	int r;
 
 	if (ps->error != NULL)
 		return 1;
@@ -95,120 +194,34 @@ handler(void *arg, const char *section, const char *key, const char *value)
 		xasprintf(&ps->error, "key '%s' outside any [section]", key);
 		return 0;
 	}
-	if (strcmp(section, "defaults") == 0) {
-		if (strcmp(key, "user") == 0) {
-			if (instance_check_user(value, &why) != 0)
-				goto bad;
-			free(c->user);
-			c->user = xstrdup(value);
-			return 1;
-		}
-		if (strcmp(key, "identity") == 0) {
-			free(c->identity);
-			c->identity = *value != '\0' ? xstrdup(value) : NULL;
-			return 1;
-		}
-	} else if (strcmp(section, "ssh") == 0) {
-		if (strcmp(key, "connect_timeout") == 0) {
-			if (parse_int(value, 1, 3600, &c->connect_timeout) != 0)
-				goto range;
-			return 1;
-		}
-		if (strcmp(key, "setup_timeout") == 0) {
-			if (parse_int(value, 1, 3600, &c->setup_timeout) != 0)
-				goto range;
-			return 1;
-		}
-		if (strcmp(key, "command_timeout") == 0) {
-			if (parse_int(value, 0, 604800, &c->command_timeout) !=
-			    0)
-				goto range;
-			return 1;
-		}
-		if (strcmp(key, "fanout") == 0) {
-			if (parse_int(value, 1, 65536, &c->fanout) != 0)
-				goto range;
-			return 1;
-		}
-		if (strcmp(key, "host_key_policy") == 0) {
-			if (strcmp(value, "accept-new") == 0)
-				c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
-			else if (strcmp(value, "strict") == 0)
-				c->hostkey_policy = HOSTKEY_STRICT;
-			else {
-				xasprintf(&ps->error,
-				    "host_key_policy '%s' "
-				    "must be accept-new or strict",
-				    value);
-				return 0;
-			}
-			return 1;
-		}
-	} else if (strcmp(section, "status") == 0) {
-		static const struct {
-			const char *key;
-			int min, max;
-			size_t off;
-		} ints[] = {
-			{ "raw_retention_hours", 1, 24 * 365,
-			    offsetof(struct config, status_raw_hours) },
-			{ "aggregate_retention_days", 1, 3650,
-			    offsetof(struct config, status_agg_days) },
-			{ "idle_util_percent", 0, 100,
-			    offsetof(struct config, status_idle_util) },
-			{ "stale_progress_minutes", 1, 100000,
-			    offsetof(struct config, status_stale_minutes) },
-			{ "timeout", 5, 3600,
-			    offsetof(struct config, status_timeout) },
-		};
-		size_t i;
-		for (i = 0; i < sizeof ints / sizeof ints[0]; i++) {
-			if (strcmp(key, ints[i].key) != 0)
-				continue;
-			if (parse_int(value, ints[i].min, ints[i].max,
-				(int *)((char *)c + ints[i].off)) != 0)
-				goto range;
-			return 1;
-		}
-		if (strcmp(key, "progress_file") == 0 ||
-		    strcmp(key, "nvidia_smi") == 0) {
-			char **dst =
-			    key[0] == 'p' ? &c->progress_file : &c->nvidia_smi;
-			if (strpbrk(value, " \t'\"\\$`;&|<>(){}*?[]!#") !=
-			    NULL) {
-				xasprintf(&ps->error,
-				    "%s '%s' may not contain "
-				    "blanks or shell characters",
-				    key, value);
-				return 0;
-			}
-			free(*dst);
-			*dst = *value != '\0' ? xstrdup(value) : NULL;
-			return 1;
-		}
-	} else if (strcmp(section, "keys") == 0) {
-		if (strcmp(key, "passphrase_file") == 0) {
-			free(c->keys_passphrase_file);
-			c->keys_passphrase_file =
-			    *value != '\0' ? xstrdup(value) : NULL;
-			return 1;
-		}
-	} else {
+	for (i = 0; i < sizeof sections / sizeof sections[0]; i++) {
+		if (strcmp(section, sections[i]) == 0)
+			break;
+	}
+	if (i == sizeof sections / sizeof sections[0]) {
 		xasprintf(&ps->error,
-		    "unknown section [%s] (known: "
-		    "[defaults], [ssh], [status], [keys])",
+		    "unknown section [%s] (known: [defaults], [ssh], [status], "
+		    "[keys])",
 		    section);
 		return 0;
 	}
+	for (i = 0; i < sizeof config_ints / sizeof config_ints[0]; i++) {
+		const struct config_int *ci = &config_ints[i];
+		if (strcmp(section, ci->section) != 0 ||
+		    strcmp(key, ci->key) != 0)
+			continue;
+		if (parse_int(value, ci->min, ci->max,
+			(int *)((char *)ps->config + ci->off)) != 0) {
+			xasprintf(&ps->error,
+			    "%s = '%s' is not a valid number in range", key,
+			    value);
+			return 0;
+		}
+		return 1;
+	}
+	if ((r = set_other(ps, section, key, value)) >= 0)
+		return r;
 	xasprintf(&ps->error, "unknown key '%s' in [%s]", key, section);
-	return 0;
-range:
-	xasprintf(
-	    &ps->error, "%s = '%s' is not a valid number in range", key, value);
-	return 0;
-bad:
-	xasprintf(&ps->error, "%s: %s", key, why);
-	free(why);
 	return 0;
 }
 
