@@ -20,6 +20,10 @@ static int get_num_in(
 static int get_time(json_t *, const char *, int, int64_t, int64_t *, char **);
 static int parse_host(json_t *, struct report *, int64_t, char **);
 static int parse_gpu(json_t *, struct report_gpu *, char **);
+static int check_starts(const struct report *, char **);
+static int parse_gpus(json_t *, struct report *, char **);
+static int parse_progress(json_t *, struct report *, int64_t, char **);
+static void read_authorized_keys(json_t *, struct report *);
 
 /*
  * Bounds of the values an instance may report. Anything outside is a broken
@@ -275,15 +279,102 @@ parse_gpu(json_t *g, struct report_gpu *gpu, char **cause)
  * times in it). On failure *cause says what is wrong (caller frees) and r
  * holds nothing to free.
  */
+/* The container and the machine started before the report was made. */
+static int
+check_starts(const struct report *r, char **why)
+{
+	int c = r->container_start > r->time;
+
+	if (!c && r->boot_time <= r->time)
+		return 0;
+	xasprintf(why, "'%s' %lld is after the report's time %lld",
+	    c ? "container_start" : "boot_time",
+	    (long long)(c ? r->container_start : r->boot_time),
+	    (long long)r->time);
+	return -1;
+}
+
+static int
+parse_gpus(json_t *doc, struct report *r, char **why)
+{
+	json_t *gpus = json_object_get(doc, "gpus"), *g;
+	size_t i;
+
+	if (!json_is_array(gpus)) {
+		*why = xstrdup("'gpus' is missing or not an array");
+		return -1;
+	}
+	if (json_array_size(gpus) > 1024) {
+		*why = xstrdup("too many GPUs");
+		return -1;
+	}
+	r->gpus = xcalloc(json_array_size(gpus) + 1, sizeof *r->gpus);
+	json_array_foreach(gpus, i, g)
+	{
+		r->ngpus++;
+		if (parse_gpu(g, &r->gpus[i], why) != 0)
+			return -1;
+	}
+	return 0;
+}
+
+static int
+parse_progress(json_t *doc, struct report *r, int64_t now, char **why)
+{
+	json_t *prog = json_object_get(doc, "progress");
+
+	if (prog == NULL || json_is_null(prog))
+		return 0;
+	if (!json_is_object(prog)) {
+		*why = xstrdup("'progress' is not an object");
+		return -1;
+	}
+	r->has_progress = 1;
+	if (get_str(prog, "text", 0, &r->progress_text, why) != 0 ||
+	    get_int_in(prog, "mtime", 0, now + TIME_AHEAD, &r->progress_mtime,
+		why) != 0)
+		return -1;
+	r->progress_truncated =
+	    json_is_true(json_object_get(prog, "truncated"));
+	return 0;
+}
+
+/* The authorized_keys entries, one per line; what is not a string is skipped.
+ */
+static void
+read_authorized_keys(json_t *doc, struct report *r)
+{
+	json_t *ak = json_object_get(doc, "authorized_keys"), *keys, *k;
+	size_t aklen = 1, off = 0, n, i;
+
+	keys = json_is_object(ak) ? json_object_get(ak, "keys") : NULL;
+	if (!json_is_array(keys))
+		return;
+	json_array_foreach(keys, i, k)
+	{
+		if (json_is_string(k))
+			aklen += json_string_length(k) + 1;
+	}
+	r->authorized_keys = xcalloc(1, aklen);
+	json_array_foreach(keys, i, k)
+	{
+		if (!json_is_string(k))
+			continue;
+		n = strlen(json_string_value(k)); /* up to a NUL in it */
+		memcpy(r->authorized_keys + off, json_string_value(k), n);
+		off += n;
+		r->authorized_keys[off++] = '\n';
+	}
+}
+
 int
 report_parse(
     const char *buf, size_t len, int64_t now, struct report *r, char **cause)
 {
 	json_error_t jerr;
-	json_t *doc = NULL, *host, *gpus, *g, *prog;
+	json_t *doc = NULL, *host;
 	int64_t schema;
 	char *why = NULL;
-	size_t i;
 
 	memset(r, 0, sizeof *r);
 	if (len == 0) {
@@ -322,71 +413,10 @@ report_parse(
 	    get_str(doc, "driver_version", 1, &r->driver_version, &why) != 0 ||
 	    get_str(doc, "cuda_version", 1, &r->cuda_version, &why) != 0)
 		goto fail;
-	/* The container and the machine started before the report was made. */
-	if (r->container_start > r->time || r->boot_time > r->time) {
-		xasprintf(&why, "'%s' %lld is after the report's time %lld",
-		    r->container_start > r->time ? "container_start"
-						 : "boot_time",
-		    (long long)(r->container_start > r->time
-			    ? r->container_start
-			    : r->boot_time),
-		    (long long)r->time);
+	if (check_starts(r, &why) != 0 || parse_gpus(doc, r, &why) != 0 ||
+	    parse_progress(doc, r, now, &why) != 0)
 		goto fail;
-	}
-	gpus = json_object_get(doc, "gpus");
-	if (!json_is_array(gpus)) {
-		why = xstrdup("'gpus' is missing or not an array");
-		goto fail;
-	}
-	if (json_array_size(gpus) > 1024) {
-		why = xstrdup("too many GPUs");
-		goto fail;
-	}
-	r->gpus = xcalloc(json_array_size(gpus) + 1, sizeof *r->gpus);
-	json_array_foreach(gpus, i, g)
-	{
-		r->ngpus++;
-		if (parse_gpu(g, &r->gpus[i], &why) != 0)
-			goto fail;
-	}
-	{
-		json_t *ak = json_object_get(doc, "authorized_keys"), *keys, *k;
-		keys = json_is_object(ak) ? json_object_get(ak, "keys") : NULL;
-		if (json_is_array(keys)) {
-			size_t aklen = 1;
-			json_array_foreach(keys, i, k)
-			{
-				if (json_is_string(k))
-					aklen += json_string_length(k) + 1;
-			}
-			r->authorized_keys = xcalloc(1, aklen);
-			json_array_foreach(keys, i, k)
-			{
-				if (!json_is_string(k))
-					continue;
-				strncat(r->authorized_keys,
-				    json_string_value(k),
-				    aklen - strlen(r->authorized_keys) - 1);
-				strncat(r->authorized_keys, "\n",
-				    aklen - strlen(r->authorized_keys) - 1);
-			}
-		}
-	}
-	prog = json_object_get(doc, "progress");
-	if (prog != NULL && !json_is_null(prog)) {
-		json_t *tr;
-		if (!json_is_object(prog)) {
-			why = xstrdup("'progress' is not an object");
-			goto fail;
-		}
-		r->has_progress = 1;
-		if (get_str(prog, "text", 0, &r->progress_text, &why) != 0 ||
-		    get_int_in(prog, "mtime", 0, now + TIME_AHEAD,
-			&r->progress_mtime, &why) != 0)
-			goto fail;
-		tr = json_object_get(prog, "truncated");
-		r->progress_truncated = json_is_true(tr);
-	}
+	read_authorized_keys(doc, r);
 	json_decref(doc);
 	return 0;
 fail:
