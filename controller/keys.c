@@ -1127,21 +1127,36 @@ keys_cat_script(const char *path)
 	return cmd;
 }
 
-/* Is blob one of gpufleet's keys? 1 yes, 0 no, or -GF_EDB. */
+/*
+ * Is blob one of gpufleet's keys, in any spelling sshd reads as it
+ * (authkeys_canon)? 1 yes, 0 no, or -GF_EDB.
+ */
 int
 keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 {
 	sqlite3_stmt *st;
-	int rc;
+	const char *k;
+	unsigned char *c, *kc;
+	size_t cl, kcl;
+	int rc = SQLITE_DONE, found = 0;
 
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT 1 FROM managed_key WHERE key_base64 = ?", -1, &st,
-		NULL) != SQLITE_OK)
+	if (authkeys_canon(blob, strlen(blob), &c, &cl) != 0)
+		return 0;
+	if (sqlite3_prepare_v2(inv->db, "SELECT key_base64 FROM managed_key",
+		-1, &st, NULL) != SQLITE_OK) {
+		free(c);
 		return inventory_error(inv, "reading keys", cause);
-	sqlite3_bind_text(st, 1, blob, -1, SQLITE_STATIC);
-	rc = sqlite3_step(st);
+	}
+	while (!found && (rc = sqlite3_step(st)) == SQLITE_ROW) {
+		k = (const char *)sqlite3_column_text(st, 0);
+		if (k != NULL && authkeys_canon(k, strlen(k), &kc, &kcl) == 0) {
+			found = kcl == cl && memcmp(kc, c, cl) == 0;
+			free(kc);
+		}
+	}
 	sqlite3_finalize(st);
-	if (rc == SQLITE_ROW)
+	free(c);
+	if (found)
 		return 1;
 	if (rc == SQLITE_DONE)
 		return 0;
@@ -1176,18 +1191,25 @@ keys_parse_line(const char *line, char **buf, const char **options,
 	return 0;
 }
 
-/* Does any line of text hold the key with this blob? 1 or 0. */
+/*
+ * Does any line of text hold the key with this blob, in any spelling sshd
+ * reads as it (authkeys_canon)? 1 or 0.
+ */
 int
 keys_text_has_blob(const char *text, size_t len, const char *blob)
 {
-	size_t off, next, ll, bl = strlen(blob);
+	unsigned char *c;
+	size_t off, next, ll, cl;
+	int found = 0;
 
-	for (off = 0; off < len; off = next) {
+	if (authkeys_canon(blob, strlen(blob), &c, &cl) != 0)
+		return 0;
+	for (off = 0; off < len && !found; off = next) {
 		next = authkeys_next_line(text, len, off, &ll);
-		if (authkeys_line_has_blob(text + off, ll, blob, bl))
-			return 1;
+		found = authkeys_line_has_key(text + off, ll, c, cl);
 	}
-	return 0;
+	free(c);
+	return found;
 }
 
 /* Single-quote s for a POSIX shell. Caller frees. */
