@@ -16,6 +16,7 @@
 
 #include "cmd.h"
 #include "engine.h"
+#include "gpufleet/authkeys.h"
 #include "keys.h"
 #include "log.h"
 #include "remote.h"
@@ -125,7 +126,7 @@ const struct cmd_entry cmd_keys_entry = {
 	    "login with\n"
 	    "        only the new key; 4 the inventory switches; 5 the old "
 	    "key removed\n"
-	    "        (by key blob); 6 a login with only the old key is "
+	    "        (any spelling); 6 a login with only the old key is "
 	    "refused; 7 the\n"
 	    "        old private key deleted once unused (kept with "
 	    "--keep-old).\n"
@@ -134,7 +135,7 @@ const struct cmd_entry cmd_keys_entry = {
 	    "        Rerun after a crash or failure: each host continues from "
 	    "its step.\n"
 	    "  keys rotate SELECTOR --revoke PUBKEY_FILE\n"
-	    "        remove a compromised key (by key blob) from each "
+	    "        remove a compromised key (any spelling) from each "
 	    "instance, after\n"
 	    "        logging in there with the key gpufleet uses (which must "
 	    "differ);\n"
@@ -1186,7 +1187,8 @@ step_remove(struct rotate_run *run)
 		keys[i] = r->newkey;
 		ed[i].add = r->newk.pubkey;
 		ed[i].like = r->row.old_blob;
-		if (strcmp(r->row.old_blob, r->newk.blob) != 0)
+		if (!authkeys_same_key(r->row.old_blob, strlen(r->row.old_blob),
+			r->newk.blob, strlen(r->newk.blob)))
 			ed[i].del = r->row.old_blob;
 	}
 	edit_phase(run, want, keys, ed);
@@ -1643,7 +1645,8 @@ keys_revoke(
 		if (run.rots[i].failed)
 			continue;
 		if (keys_describe(keys[i], &ctype, &cblob, &cfp, &cause) == 0) {
-			if (strcmp(cblob, blob) == 0)
+			if (authkeys_same_key(
+				cblob, strlen(cblob), blob, strlen(blob)))
 				fail_host(&run, i,
 				    "gpufleet logs in here with %s itself; "
 				    "rotate first (keys rotate %s)",

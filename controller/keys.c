@@ -1178,7 +1178,10 @@ keys_parse_line(const char *line, char **buf, const char **options,
 	*buf = s;
 	if (authkeys_parse(s, strlen(s), &l) != AUTHKEYS_KEY)
 		return -1;
-	/* Each part ends at a space, a tab, a CR or the end: cut there. */
+	/*
+	 * Each part ends at a space, a tab or the line's end (a blob may hold
+	 * a CR, \v or \f, which sshd's decoder skips): cut there.
+	 */
 	if (l.options.len != 0)
 		s[l.options.off + l.options.len] = '\0';
 	s[l.type.off + l.type.len] = '\0';
