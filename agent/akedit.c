@@ -30,73 +30,94 @@
 /* Largest authorized_keys file the agent edits. */
 #define AKEDIT_MAX (16 * 1024 * 1024)
 
-static int blob_of(const char *, struct authkeys_span *, const char **);
+static int line_key(const char *, unsigned char **, size_t *);
+static unsigned char *blob_key(const char *, size_t *);
+static int same_key(
+    const unsigned char *, size_t, const unsigned char *, size_t);
 static int make_dir(const char *);
 static int write_all(int, const char *, size_t);
 static int read_current(const char *, struct stat *, int *, struct buf *);
 static int replace_file(const char *, const char *, const struct stat *, int,
     const struct buf *, const struct akedit *);
 
-/* The blob of a key line ("TYPE BLOB ..."): 0, or -1 if it holds none. */
+/*
+ * The canonical form (authkeys_canon) of the key on a line ("TYPE BLOB
+ * ..."), into *c (caller frees) and *cl: 0, or -1 if it holds none.
+ */
 static int
-blob_of(const char *line, struct authkeys_span *blob, const char **start)
+line_key(const char *line, unsigned char **c, size_t *cl)
 {
 	struct authkeys_line l;
 
-	if (authkeys_parse(line, strlen(line), &l) != AUTHKEYS_KEY)
+	if (authkeys_parse_canon(line, strlen(line), &l, c, cl) != AUTHKEYS_KEY)
 		return -1;
-	*blob = l.blob;
-	*start = line;
 	return 0;
+}
+
+/* The canonical form of a blob, or NULL (and 0) if none or no key. */
+static unsigned char *
+blob_key(const char *blob, size_t *cl)
+{
+	unsigned char *c;
+
+	*cl = 0;
+	if (blob == NULL || authkeys_canon(blob, strlen(blob), &c, cl) != 0)
+		return NULL;
+	return c;
+}
+
+/* Is the canonical form c (cl bytes) the key k (NULL: none)? */
+static int
+same_key(const unsigned char *c, size_t cl, const unsigned char *k, size_t kl)
+{
+	return k != NULL && cl == kl && memcmp(c, k, cl) == 0;
 }
 
 /*
  * The edited text of old into out (emptied first): lines holding e->del
  * dropped, and e->add appended where no line holds its key, with the
- * options of the first line holding e->like. Returns 1 if the text
- * changed, else 0.
+ * options of the first line holding e->like. Keys are matched by their
+ * canonical form, so every spelling of e->del goes. Returns 1 if the text
+ * changed, else 0; -1 if e->add holds no key.
  */
 int
 akedit_apply(
     const char *old, size_t len, const struct akedit *e, struct buf *out)
 {
 	struct authkeys_line l;
-	struct authkeys_span ab = { 0, 0 };
-	const char *abase = NULL, *opts = NULL, *line;
-	size_t off, next, ll, optslen = 0, dl = 0, kl = 0;
+	unsigned char *add = NULL, *del, *like, *c;
+	const char *opts = NULL, *line;
+	size_t off, next, ll, optslen = 0, addl = 0, dell, likel, cl;
 	int have = 0, changed = 0, r;
 
 	out->len = 0;
 	buf_add(out, "", 0);
-	if (e->add != NULL && blob_of(e->add, &ab, &abase) != 0)
+	if (e->add != NULL && line_key(e->add, &add, &addl) != 0)
 		return -1;
-	if (e->del != NULL)
-		dl = strlen(e->del);
-	if (e->like != NULL)
-		kl = strlen(e->like);
+	del = blob_key(e->del, &dell);
+	like = blob_key(e->like, &likel);
 	for (off = 0; off < len; off = next) {
 		line = old + off;
 		next = authkeys_next_line(old, len, off, &ll);
-		r = authkeys_parse(line, ll, &l);
-		if (r == AUTHKEYS_KEY && e->del != NULL && l.blob.len == dl &&
-		    memcmp(line + l.blob.off, e->del, dl) == 0) {
-			changed = 1;
-			goto like;
+		r = authkeys_parse_canon(line, ll, &l, &c, &cl);
+		if (r != AUTHKEYS_KEY) {
+			buf_add(out, line, next - off);
+			continue;
 		}
-		if (r == AUTHKEYS_KEY && abase != NULL &&
-		    l.blob.len == ab.len &&
-		    memcmp(line + l.blob.off, abase + ab.off, ab.len) == 0)
-			have = 1;
-		buf_add(out, line, next - off);
-	like:
-		if (r == AUTHKEYS_KEY && e->like != NULL && opts == NULL &&
-		    l.blob.len == kl &&
-		    memcmp(line + l.blob.off, e->like, kl) == 0) {
+		if (same_key(c, cl, del, dell))
+			changed = 1;
+		else {
+			if (same_key(c, cl, add, addl))
+				have = 1;
+			buf_add(out, line, next - off);
+		}
+		if (opts == NULL && same_key(c, cl, like, likel)) {
 			opts = line + l.options.off;
 			optslen = l.options.len;
 		}
+		free(c);
 	}
-	if (abase != NULL && !have) {
+	if (add != NULL && !have) {
 		if (out->len > 0 && out->data[out->len - 1] != '\n')
 			buf_add(out, "\n", 1);
 		if (optslen > 0) {
@@ -107,32 +128,41 @@ akedit_apply(
 		buf_add(out, "\n", 1);
 		changed = 1;
 	}
+	free(add);
+	free(del);
+	free(like);
 	return changed;
 }
 
-/* Does text hold no line with e->del and a line with e->add's key? */
+/*
+ * Does text hold no line with e->del's key (in any spelling) and a line
+ * with e->add's key?
+ */
 int
 akedit_done(const char *text, size_t len, const struct akedit *e)
 {
-	struct authkeys_span ab = { 0, 0 };
-	const char *abase = NULL;
-	size_t off, next, ll;
-	int have = e->add == NULL;
+	struct authkeys_line l;
+	unsigned char *add = NULL, *del, *c;
+	size_t off, next, ll, addl = 0, dell, cl;
+	int have = e->add == NULL, gone = 1;
 
-	if (e->add != NULL && blob_of(e->add, &ab, &abase) != 0)
+	if (e->add != NULL && line_key(e->add, &add, &addl) != 0)
 		return 0;
-	for (off = 0; off < len; off = next) {
+	del = blob_key(e->del, &dell);
+	for (off = 0; off < len && gone; off = next) {
 		next = authkeys_next_line(text, len, off, &ll);
-		if (e->del != NULL &&
-		    authkeys_line_has_blob(
-			text + off, ll, e->del, strlen(e->del)))
-			return 0;
-		if (e->add != NULL &&
-		    authkeys_line_has_blob(
-			text + off, ll, abase + ab.off, ab.len))
+		if (authkeys_parse_canon(text + off, ll, &l, &c, &cl) !=
+		    AUTHKEYS_KEY)
+			continue;
+		if (same_key(c, cl, del, dell))
+			gone = 0;
+		if (same_key(c, cl, add, addl))
 			have = 1;
+		free(c);
 	}
-	return have;
+	free(add);
+	free(del);
+	return gone && have;
 }
 
 /* mkdir -p, each new directory 0700: 0 or -1. */

@@ -860,12 +860,38 @@ keys_cat_script(const char *path)
 	return cmd;
 }
 
-/* Is blob one of gpufleet's keys? 1 yes, 0 no, or -GF_EDB. */
+/*
+ * Is blob one of gpufleet's keys, in any spelling sshd reads as it
+ * (authkeys_canon)? 1 yes, 0 no, or -GF_EDB.
+ */
 int
 keys_is_managed_blob(struct inventory *inv, const char *blob, char **cause)
 {
-	return db_exec(inv, "SELECT 1 FROM managed_key WHERE key_base64 = ?",
-	    "reading keys", cause, "t", blob);
+	sqlite3_stmt *st;
+	const char *k;
+	unsigned char *c, *kc;
+	size_t cl, kcl;
+	int r, found = 0;
+
+	if (authkeys_canon(blob, strlen(blob), &c, &cl) != 0)
+		return 0;
+	if ((r = db_prepare(inv, &st, "SELECT key_base64 FROM managed_key",
+		 "reading keys", cause, "")) != 0) {
+		free(c);
+		return r;
+	}
+	while (!found && (r = sqlite3_step(st)) == SQLITE_ROW) {
+		k = (const char *)sqlite3_column_text(st, 0);
+		if (k != NULL && authkeys_canon(k, strlen(k), &kc, &kcl) == 0) {
+			found = kcl == cl && memcmp(kc, c, cl) == 0;
+			free(kc);
+		}
+	}
+	free(c);
+	if ((r = db_finish(
+		 inv, st, found ? SQLITE_DONE : r, "reading keys", cause)) < 0)
+		return r;
+	return found;
 }
 
 /*
@@ -895,7 +921,10 @@ keys_parse_line(const char *line, char **buf, const char **options,
 	*buf = s;
 	if (authkeys_parse(s, strlen(s), &l) != AUTHKEYS_KEY)
 		return -1;
-	/* Each part ends at a space, a tab, a CR or the end: cut there. */
+	/*
+	 * Each part ends at a space, a tab or the line's end (a blob may hold
+	 * a CR, \v or \f, which sshd's decoder skips): cut there.
+	 */
 	if (l.options.len != 0)
 		s[l.options.off + l.options.len] = '\0';
 	s[l.type.off + l.type.len] = '\0';
@@ -908,18 +937,25 @@ keys_parse_line(const char *line, char **buf, const char **options,
 	return 0;
 }
 
-/* Does any line of text hold the key with this blob? 1 or 0. */
+/*
+ * Does any line of text hold the key with this blob, in any spelling sshd
+ * reads as it (authkeys_canon)? 1 or 0.
+ */
 int
 keys_text_has_blob(const char *text, size_t len, const char *blob)
 {
-	size_t off, next, ll, bl = strlen(blob);
+	unsigned char *c;
+	size_t off, next, ll, cl;
+	int found = 0;
 
-	for (off = 0; off < len; off = next) {
+	if (authkeys_canon(blob, strlen(blob), &c, &cl) != 0)
+		return 0;
+	for (off = 0; off < len && !found; off = next) {
 		next = authkeys_next_line(text, len, off, &ll);
-		if (authkeys_line_has_blob(text + off, ll, blob, bl))
-			return 1;
+		found = authkeys_line_has_key(text + off, ll, c, cl);
 	}
-	return 0;
+	free(c);
+	return found;
 }
 
 /*

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "keys.h"
+#include "gpufleet/authkeys.h"
 #include "rotate.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -785,7 +786,8 @@ remote_step(struct run *run, const struct rotate_step *s, int *want)
 		ed[i].add = r->newk.pubkey;
 		ed[i].like = r->row.old_blob;
 		if (s->script == ROTATE_REMOVE &&
-		    strcmp(r->row.old_blob, r->newk.blob) != 0)
+		    !authkeys_same_key(r->row.old_blob, strlen(r->row.old_blob),
+			r->newk.blob, strlen(r->newk.blob)))
 			ed[i].del = r->row.old_blob;
 	}
 	if (s->script == ROTATE_ADD || s->script == ROTATE_REMOVE)
@@ -1082,7 +1084,8 @@ revoke_edit(struct run *run, ssh_key *keys, const char *type, const char *blob,
 		if (run->rots[i].res->failed)
 			continue;
 		if (keys_describe(keys[i], &ctype, &cblob, &cfp, &cause) == 0) {
-			if (strcmp(cblob, blob) == 0)
+			if (authkeys_same_key(
+				cblob, strlen(cblob), blob, strlen(blob)))
 				fail_host(run, i,
 				    "gpufleet logs in here with %s itself; "
 				    "rotate first (keys rotate %s)",

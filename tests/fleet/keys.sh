@@ -186,30 +186,56 @@ rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
 
 # --- --revoke: a compromised key leaves every selected instance -------------
 # On inst-6 it hides behind a quoted command= holding spaces, "ssh-" and \"
-# escapes, and again on a CRLF line; sshd reads both as the key.
+# escapes, and again on a CRLF line, with a \v ending its blob and with a \f
+# inside it; on inst-7 a leaked RSA key is spelt with e as 00 01 00 01. sshd
+# reads all of them as the key.
 ssh-keygen -q -t ed25519 -N '' -C leaked -f "$T/leaked"
+ssh-keygen -q -t rsa -b 2048 -N '' -C leaked -f "$T/leaked-rsa"
 leaked_opts='command="echo use ssh-keygen; exec sh -c \"$SSH_ORIGINAL_COMMAND\""'
 printf '%s %s\n%s\r\n' "$leaked_opts" "$(cat "$T/leaked.pub")" \
     "$(cat "$T/leaked.pub")" >>"$(akfile inst-6)"
+read -r lt lb _ <"$T/leaked.pub"
+printf '%s %s\v leaked\nno-pty %s %s\f%s leaked\n' "$lt" "$lb" \
+    "$lt" "${lb:0:20}" "${lb:20}" >>"$(akfile inst-6)"
 printf '%s\n' "$(cat "$T/leaked.pub")" >>"$(akfile inst-7)"
+python3 - "$T/leaked-rsa.pub" >>"$(akfile inst-7)" <<'PY'
+import base64, struct, sys
+t, b = open(sys.argv[1]).read().split()[:2]
+d = base64.b64decode(b)
+f, i = [], 0
+while i < len(d):
+    n = struct.unpack(">I", d[i:i + 4])[0]
+    f.append(d[i + 4:i + 4 + n])
+    i += 4 + n
+s = lambda x: struct.pack(">I", len(x)) + x
+v = s(f[0]) + s(b"\0" + f[1]) + s(f[2])
+print("ssh-rsa", base64.b64encode(v).decode(), "leaked planted")
+PY
 for n in 6 7; do
 	cp "$(akfile inst-$n)" "$T/rv-$n"
 	checks=$((checks + 1))
 	login inst-$n "$T/leaked" || fail "inst-$n: the leaked key does not log in before the revoke"
 done
+checks=$((checks + 1))
+login inst-7 "$T/leaked-rsa" || fail "inst-7: the planted RSA spelling does not log in before the revoke"
 run keys rotate 'inst-6,inst-7' --revoke "$T/leaked.pub"
 expect_rc 0 "revoke"
 expect_match "$out" "^inst-6: revoked SHA256:" "inst-6 revoked"
 expect_match "$out" "^inst-7: revoked SHA256:" "inst-7 revoked"
+run keys rotate inst-7 --revoke "$T/leaked-rsa.pub"
+expect_rc 0 "revoke a key planted in another spelling"
+expect_match "$out" "^inst-7: revoked SHA256:" "inst-7 revoked the RSA key"
 for n in 6 7; do
 	checks=$((checks + 1))
 	grep -av leaked "$T/rv-$n" | cmp -s - "$(akfile inst-$n)" ||
-	    fail "inst-$n: revoke changed more than the leaked lines"
+	    fail "inst-$n: revoke changed more or less than the leaked lines"
 	checks=$((checks + 1))
 	! login inst-$n "$T/leaked" || fail "inst-$n: leaked key still logs in"
 	checks=$((checks + 1))
 	login inst-$n "$(current_key inst-$n)" || fail "inst-$n: current key lost by revoke"
 done
+checks=$((checks + 1))
+! login inst-7 "$T/leaked-rsa" || fail "inst-7: the planted RSA spelling still logs in"
 run keys rotate 'inst-6,inst-7' --revoke "$T/leaked.pub"
 expect_rc 0 "revoke again"
 expect_match "$out" "^inst-6: not present: SHA256:" "a second revoke finds nothing"

@@ -1,8 +1,9 @@
 /*
  * libFuzzer entry: the authorized_keys line parser both sides share, and
  * the agent's edit made with it. Aborts where a property breaks: every
- * span lies inside its line, a key's blob is strict base64 and found again
- * by authkeys_line_has_blob, and an edit leaves no line with the removed
+ * span lies inside its line, a key's blob has a canonical form that is the
+ * one authkeys_parse_canon gives, is found again by authkeys_line_has_blob
+ * and is the same key as itself, and an edit leaves no line with the removed
  * key, has the added one, and changes nothing when run again.
  */
 
@@ -29,6 +30,8 @@ check_line(const char *s, size_t len)
 {
 	struct authkeys_line l;
 	const struct authkeys_span *sp[4];
+	unsigned char *c, *c2;
+	size_t cl, cl2;
 	int r = authkeys_parse(s, len, &l), i;
 
 	if (r != AUTHKEYS_KEY)
@@ -42,9 +45,17 @@ check_line(const char *s, size_t len)
 			abort();
 	}
 	if (l.type.len == 0 ||
-	    !authkeys_valid_base64(s + l.blob.off, l.blob.len) ||
-	    !authkeys_line_has_blob(s, len, s + l.blob.off, l.blob.len))
+	    authkeys_parse_canon(s, len, &l, &c, &cl) != AUTHKEYS_KEY)
 		abort();
+	if (authkeys_canon(s + l.blob.off, l.blob.len, &c2, &cl2) != 0 ||
+	    cl2 != cl || memcmp(c, c2, cl) != 0 ||
+	    !authkeys_line_has_blob(s, len, s + l.blob.off, l.blob.len) ||
+	    !authkeys_line_has_key(s, len, c, cl) ||
+	    !authkeys_same_key(
+		s + l.blob.off, l.blob.len, s + l.blob.off, l.blob.len))
+		abort();
+	free(c);
+	free(c2);
 }
 
 int

@@ -42,10 +42,143 @@
 #define SK                                                                     \
 	"AAAAGnNrLXNzaC1lZDI1NTE5QG9wZW5zc2guY29tAAAAIPMn2R35a+gjvqSlKkWvp+"   \
 	"63At7INq+i+5RWjEIEUX1kAAAABHNzaDo="
-/* The start of an ssh-ed25519-cert-v01@openssh.com blob (type, nonce). */
+/* A real certificate (ssh-keygen -s). */
 #define CERT                                                                   \
+	"AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2guY29tAAAAIHbGYDIH/"        \
+	"JYSsgOJPQPOxlpMKWRTeaVKk04Vb5Wyo5hiAAAAIPxNHiOAcZTwqLtviEIj2+"        \
+	"1Oy7vmomu+"                                                           \
+	"Y9SPeqiVPxxPAAAAAAAAAAAAAAABAAAAAmlkAAAACAAAAAR1c2VyAAAAAAAAAAD/////" \
+	"/////"                                                                \
+	"wAAAAAAAACCAAAAFXBlcm1pdC1YMTEtZm9yd2FyZGluZwAAAAAAAAAXcGVybWl0LWFnZ" \
+	"W50LWZvcndhcmRpbmcAAAAAAAAAFnBlcm1pdC1wb3J0LWZvcndhcmRpbmcAAAAAAAAAC" \
+	"nBlcm1pdC1wdHkAAAAAAAAADnBlcm1pdC11c2VyLXJjAAAAAAAAAAAAAAAzAAAAC3Nza" \
+	"C1lZDI1NTE5AAAAIKuw3xAovG1+p59ONCxGAop0jleiJ+"                        \
+	"HjTYp72gOaCDKmAAAAUwAAAAtzc2gtZWQyNTUxOQAAAEBpjyNITi+6/"              \
+	"r5Ci6T4wKu4Vw9qw+"                                                    \
+	"SmAhqprq0MpWecWJCXAqyiMOxyRS3o2kqhQNfukL9N6VflQtB5LCH51akO"
+
+/*
+ * Other spellings sshd reads (each checked with ssh-keygen -lf): RSA and
+ * ED are real keys; the rest are built from them (see each group).
+ */
+/* ED with an \\f or a CR inside its base64, which sshd's decoder skips. */
+#define ED_FF                                                                  \
+	"AAAAC3NzaC1lZDI1NTE5\fAAAAIDEvK1fpksulwHA6JHVHY3aoM90PEdEB4zeL2VO0T9" \
+	"P6"
+#define ED_CR                                                                  \
+	"AAAAC3NzaC1lZDI1NTE5AAAAIDEv\rK1fpksulwHA6JHVHY3aoM90PEdEB4zeL2VO0T9" \
+	"P6"
+/*
+ * RSA, then as sshd also reads it: e as 00 01 00 01, n with two more
+ * leading zeros, type names "RSA" and "rsa-sha2-256" in the blob. Not
+ * keys: n negative (its 00 dropped), n of 1023 bits.
+ */
+#define RSA                                                                    \
+	"AAAAB3NzaC1yc2EAAAADAQABAAAAgQCcIIP/lJ0nEDRoen1Wn/"                   \
+	"kJW53pnvk5oaXpoKmSFgzqHvcV7Nww/"                                      \
+	"z2GmpDApbbh5M46PQVDEXej2eQgCRM29umZL22vXbbHxT/"                       \
+	"Y7rDMUgYPW10xsfx4MU4x5NvRVeiWe7x/mDSL2ab6yffIZzKRlxZCPMOuvtzWOiI/"    \
+	"q9OT1dzffQ=="
+#define RSA_E0                                                                 \
+	"AAAAB3NzaC1yc2EAAAAEAAEAAQAAAIEAnCCD/5SdJxA0aHp9Vp/"                  \
+	"5CVud6Z75OaGl6aCpkhYM6h73FezcMP89hpqQwKW24eTOOj0FQxF3o9nkIAkTNvbpmS9" \
+	"tr122x8U/"                                                            \
+	"2O6wzFIGD1tdMbH8eDFOMeTb0VXolnu8f5g0i9mm+"                            \
+	"sn3yGcykZcWQjzDrr7c1joiP6vTk9Xc330="
+#define RSA_N00                                                                \
+	"AAAAB3NzaC1yc2EAAAADAQABAAAAgwAAAJwgg/"                               \
+	"+UnScQNGh6fVaf+Qlbneme+TmhpemgqZIWDOoe9xXs3DD/"                       \
+	"PYaakMCltuHkzjo9BUMRd6PZ5CAJEzb26Zkvba9dtsfFP9jusMxSBg9bXTGx/"        \
+	"HgxTjHk29FV6JZ7vH+YNIvZpvrJ98hnMpGXFkI8w66+3NY6Ij+r05PV3N99"
+#define RSA_SHORT                                                              \
+	"AAAAA1JTQQAAAAMBAAEAAACBAJwgg/"                                       \
+	"+UnScQNGh6fVaf+Qlbneme+TmhpemgqZIWDOoe9xXs3DD/"                       \
+	"PYaakMCltuHkzjo9BUMRd6PZ5CAJEzb26Zkvba9dtsfFP9jusMxSBg9bXTGx/"        \
+	"HgxTjHk29FV6JZ7vH+YNIvZpvrJ98hnMpGXFkI8w66+3NY6Ij+r05PV3N99"
+#define RSA_SHA2                                                               \
+	"AAAADHJzYS1zaGEyLTI1NgAAAAMBAAEAAACBAJwgg/"                           \
+	"+UnScQNGh6fVaf+Qlbneme+TmhpemgqZIWDOoe9xXs3DD/"                       \
+	"PYaakMCltuHkzjo9BUMRd6PZ5CAJEzb26Zkvba9dtsfFP9jusMxSBg9bXTGx/"        \
+	"HgxTjHk29FV6JZ7vH+YNIvZpvrJ98hnMpGXFkI8w66+3NY6Ij+r05PV3N99"
+#define RSA_NEG                                                                \
+	"AAAAB3NzaC1yc2EAAAADAQABAAAAgJwgg/"                                   \
+	"+UnScQNGh6fVaf+Qlbneme+TmhpemgqZIWDOoe9xXs3DD/"                       \
+	"PYaakMCltuHkzjo9BUMRd6PZ5CAJEzb26Zkvba9dtsfFP9jusMxSBg9bXTGx/"        \
+	"HgxTjHk29FV6JZ7vH+YNIvZpvrJ98hnMpGXFkI8w66+3NY6Ij+r05PV3N99"
+#define RSA_1023                                                               \
+	"AAAAB3NzaC1yc2EAAAADAQABAAAAgE4QQf/KTpOIGjQ9PqtP/"                    \
+	"IStzvTPfJzQ0vTQVMkLBnUPe4r2bhh/"                                      \
+	"nsNNSGBS23DyZx0egqGIu9Hs8hAEiZt7dMyXtteu22Pin+x3WGYpAwetrpjY/"        \
+	"jwYpxjybeiq9Es93j/MGkXs031k++QzmUjLiyEeYddfbmsdER/V6cnq7m++"
+/*
+ * ED as sshd also reads it: type name "ed25519", or "ssh-ed25519\\0" (a
+ * NUL may end a string), the latter's padding split by \\v. Not keys: a
+ * NUL inside the name, a byte after the key, a 33-byte key, a character
+ * after the padding, padding bits set.
+ */
+#define ED_SHORT                                                               \
+	"AAAAB2VkMjU1MTkAAAAgMS8rV+mSy6XAcDokdUdjdqgz3Q8R0QHjN4vZU7RP0/o="
+#define ED_NUL                                                                 \
+	"AAAADHNzaC1lZDI1NTE5AAAAACAxLytX6ZLLpcBwOiR1R2N2qDPdDxHRAeM3i9lTtE/"  \
+	"T+g=="
+#define ED_NULMID                                                              \
+	"AAAADXNzaC1lZAAgMjU1MTkAAAAgMS8rV+"                                   \
+	"mSy6XAcDokdUdjdqgz3Q8R0QHjN4vZU7RP0/o="
+#define ED_TRAIL                                                               \
+	"AAAAC3NzaC1lZDI1NTE5AAAAIDEvK1fpksulwHA6JHVHY3aoM90PEdEB4zeL2VO0T9P6" \
+	"AA=="
+#define ED_33                                                                  \
+	"AAAAC3NzaC1lZDI1NTE5AAAAITEvK1fpksulwHA6JHVHY3aoM90PEdEB4zeL2VO0T9P6" \
+	"eA=="
+#define ED_PAD_BAD                                                             \
+	"AAAADHNzaC1lZDI1NTE5AAAAACAxLytX6ZLLpcBwOiR1R2N2qDPdDxHRAeM3i9lTtE/"  \
+	"T+g==A"
+#define ED_BITS                                                                \
+	"AAAADHNzaC1lZDI1NTE5AAAAACAxLytX6ZLLpcBwOiR1R2N2qDPdDxHRAeM3i9lTtE/"  \
+	"T+h=="
+#define ED_NUL_PADSP                                                           \
+	"AAAADHNzaC1lZDI1NTE5AAAAACAxLytX6ZLLpcBwOiR1R2N2qDPdDxHRAeM3i9lTtE/"  \
+	"T+g=\v="
+/*
+ * EC256's point as an sk- key, and with the webauthn type name (the same
+ * key to sshd); EC256 with a NUL ending its curve name. Not a key: EC256
+ * with the short name "ECDSA" in the blob (sshd finds no curve for it).
+ */
+#define SK_EC                                                                  \
+	"AAAAInNrLWVjZHNhLXNoYTItbmlzdHAyNTZAb3BlbnNzaC5jb20AAAAIbmlzdHAyNTYA" \
+	"AABBBM4vELU/v7nJQKzS/"                                                \
+	"+kboN7T4GRufbSVjkSd++aNS1uTZWI0l9pUd0JhH+n+SHXJJccVmMxY+"             \
+	"ULDxIKgbrExVU8AAAAEc3NoOg=="
+#define WEBAUTHN                                                               \
+	"AAAAK3dlYmF1dGhuLXNrLWVjZHNhLXNoYTItbmlzdHAyNTZAb3BlbnNzaC5jb20AAAAI" \
+	"bmlzdHAyNTYAAABBBM4vELU/v7nJQKzS/"                                    \
+	"+kboN7T4GRufbSVjkSd++aNS1uTZWI0l9pUd0JhH+n+SHXJJccVmMxY+"             \
+	"ULDxIKgbrExVU8AAAAEc3NoOg=="
+#define EC_CURVENUL                                                            \
+	"AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAJbmlzdHAyNTYAAAAAQQTOLxC1P7+"      \
+	"5yUCs0v/pG6De0+Bkbn20lY5EnfvmjUtbk2ViNJfaVHdCYR/p/"                   \
+	"kh1ySXHFZjMWPlCw8SCoG6xMVVP"
+#define EC_SHORT                                                               \
+	"AAAABUVDRFNBAAAACG5pc3RwMjU2AAAAQQTOLxC1P7+5yUCs0v/"                  \
+	"pG6De0+Bkbn20lY5EnfvmjUtbk2ViNJfaVHdCYR/p/"                           \
+	"kh1ySXHFZjMWPlCw8SCoG6xMVVP"
+/* Not keys: CERT cut short, and with a byte after its signature. */
+#define CERT_TRUNC                                                             \
 	"AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2guY29tAAAAICUqoJMRl4GV0HCe" \
 	"wGeG8VttqLGoq4MPiDSKIwCv6odHAAAAIDEvK1fpksulwHA6JHVHY3aoM90PEdEB"
+#define CERT_TRAIL                                                             \
+	"AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2guY29tAAAAIHbGYDIH/"        \
+	"JYSsgOJPQPOxlpMKWRTeaVKk04Vb5Wyo5hiAAAAIPxNHiOAcZTwqLtviEIj2+"        \
+	"1Oy7vmomu+"                                                           \
+	"Y9SPeqiVPxxPAAAAAAAAAAAAAAABAAAAAmlkAAAACAAAAAR1c2VyAAAAAAAAAAD/////" \
+	"/////"                                                                \
+	"wAAAAAAAACCAAAAFXBlcm1pdC1YMTEtZm9yd2FyZGluZwAAAAAAAAAXcGVybWl0LWFnZ" \
+	"W50LWZvcndhcmRpbmcAAAAAAAAAFnBlcm1pdC1wb3J0LWZvcndhcmRpbmcAAAAAAAAAC" \
+	"nBlcm1pdC1wdHkAAAAAAAAADnBlcm1pdC11c2VyLXJjAAAAAAAAAAAAAAAzAAAAC3Nza" \
+	"C1lZDI1NTE5AAAAIKuw3xAovG1+p59ONCxGAop0jleiJ+"                        \
+	"HjTYp72gOaCDKmAAAAUwAAAAtzc2gtZWQyNTUxOQAAAEBpjyNITi+6/"              \
+	"r5Ci6T4wKu4Vw9qw+"                                                    \
+	"SmAhqprq0MpWecWJCXAqyiMOxyRS3o2kqhQNfukL9N6VflQtB5LCH51akOAA=="
 
 #define LEAKED_OPTS                                                            \
 	"command=\"echo use ssh-keygen; exec sh -c "                           \
@@ -166,6 +299,52 @@ static const struct parse_case parse_cases[] = {
 	    "no-touch-required", "sk-ssh-ed25519@openssh.com", SK, "" },
 	{ "ED25519 " ED " s", AUTHKEYS_KEY, "", "ED25519", ED, "s" },
 	{ "ed25519 " ED, AUTHKEYS_KEY, "", "ed25519", ED, "" },
+	/*
+	 * The blob runs to a space or tab whatever else it holds, and sshd's
+	 * decoder skips a CR, \v or \f in it.
+	 */
+	{ "ssh-ed25519 " ED "\r comment", AUTHKEYS_KEY, "", "ssh-ed25519",
+	    ED "\r", "comment" },
+	{ "ssh-ed25519 " ED "\v", AUTHKEYS_KEY, "", "ssh-ed25519", ED "\v",
+	    "" },
+	{ "no-pty ssh-ed25519 " ED_FF " f", AUTHKEYS_KEY, "no-pty",
+	    "ssh-ed25519", ED_FF, "f" },
+	{ "ssh-ed25519 " ED_CR " r", AUTHKEYS_KEY, "", "ssh-ed25519", ED_CR,
+	    "r" },
+	{ "ssh-ed25519 " ED_NUL_PADSP " p", AUTHKEYS_KEY, "", "ssh-ed25519",
+	    ED_NUL_PADSP, "p" },
+	{ "ssh-ed25519 " ED "\v\fx", AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	/* Other spellings of one key (the blob read field by field). */
+	{ "ssh-rsa " RSA " r", AUTHKEYS_KEY, "", "ssh-rsa", RSA, "r" },
+	{ "ssh-rsa " RSA_E0 " r", AUTHKEYS_KEY, "", "ssh-rsa", RSA_E0, "r" },
+	{ "ssh-rsa " RSA_N00, AUTHKEYS_KEY, "", "ssh-rsa", RSA_N00, "" },
+	{ "ssh-rsa " RSA_SHORT, AUTHKEYS_KEY, "", "ssh-rsa", RSA_SHORT, "" },
+	{ "rsa-sha2-512 " RSA_SHA2, AUTHKEYS_KEY, "", "rsa-sha2-512", RSA_SHA2,
+	    "" },
+	{ "ssh-ed25519 " ED_SHORT, AUTHKEYS_KEY, "", "ssh-ed25519", ED_SHORT,
+	    "" },
+	{ "ssh-ed25519 " ED_NUL, AUTHKEYS_KEY, "", "ssh-ed25519", ED_NUL, "" },
+	{ "sk-ecdsa-sha2-nistp256@openssh.com " SK_EC, AUTHKEYS_KEY, "",
+	    "sk-ecdsa-sha2-nistp256@openssh.com", SK_EC, "" },
+	{ "webauthn-sk-ecdsa-sha2-nistp256@openssh.com " WEBAUTHN " w",
+	    AUTHKEYS_KEY, "", "webauthn-sk-ecdsa-sha2-nistp256@openssh.com",
+	    WEBAUTHN, "w" },
+	{ "ecdsa-sha2-nistp256 " EC_CURVENUL, AUTHKEYS_KEY, "",
+	    "ecdsa-sha2-nistp256", EC_CURVENUL, "" },
+	/* Blobs sshd refuses (ssh-keygen -lf: "not a public key file"). */
+	{ "ssh-rsa " RSA_NEG, AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	{ "ssh-rsa " RSA_1023, AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	{ "ssh-ed25519 " ED_NULMID, AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	{ "ssh-ed25519 " ED_TRAIL, AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	{ "ssh-ed25519 " ED_33, AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	{ "ssh-ed25519 " ED_PAD_BAD, AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	{ "ssh-ed25519 " ED_BITS, AUTHKEYS_BAD, NULL, NULL, NULL, NULL },
+	{ "ecdsa-sha2-nistp256 " EC_SHORT, AUTHKEYS_BAD, NULL, NULL, NULL,
+	    NULL },
+	{ "ssh-ed25519-cert-v01@openssh.com " CERT_TRUNC, AUTHKEYS_BAD, NULL,
+	    NULL, NULL, NULL },
+	{ "ssh-ed25519-cert-v01@openssh.com " CERT_TRAIL, AUTHKEYS_BAD, NULL,
+	    NULL, NULL, NULL },
 	/* Blank and comment lines. */
 	{ "", AUTHKEYS_EMPTY, NULL, NULL, NULL, NULL },
 	{ " \t ", AUTHKEYS_EMPTY, NULL, NULL, NULL, NULL },
@@ -244,6 +423,49 @@ START_TEST(test_parse_long)
 }
 END_TEST
 
+/* Two blobs, and whether sshd reads them as one key. */
+struct same_case {
+	const char *a;
+	const char *b;
+	int same;
+};
+
+static const struct same_case same_cases[] = {
+	{ ED, ED, 1 },
+	{ ED, ED_FF, 1 },
+	{ ED, ED_CR, 1 },
+	{ ED, ED "\v", 1 },
+	{ ED, ED_SHORT, 1 },
+	{ ED, ED_NUL, 1 },
+	{ ED_NUL_PADSP, ED, 1 },
+	{ RSA, RSA_E0, 1 },
+	{ RSA, RSA_N00, 1 },
+	{ RSA_E0, RSA_N00, 1 },
+	{ RSA, RSA_SHORT, 1 },
+	{ RSA, RSA_SHA2, 1 },
+	{ SK_EC, WEBAUTHN, 1 },
+	{ EC256, EC_CURVENUL, 1 },
+	{ CERT, CERT, 1 },
+	{ ED, ED2, 0 },
+	{ EC256, SK_EC, 0 },
+	{ CERT, ED, 0 },
+	{ RSA, RSA_NEG, 0 },
+	{ ED, ED_TRAIL, 0 },
+	{ ED, "AAAA", 0 },
+};
+
+START_TEST(test_same_key)
+{
+	const struct same_case *c = &same_cases[_i];
+
+	ck_assert_msg(authkeys_same_key(
+			  c->a, strlen(c->a), c->b, strlen(c->b)) == c->same,
+	    "case %d: not %d", _i, c->same);
+	ck_assert_int_eq(
+	    authkeys_same_key(c->b, strlen(c->b), c->a, strlen(c->a)), c->same);
+}
+END_TEST
+
 /* The same key on several lines of a text, found by the controller too. */
 START_TEST(test_text_has_blob)
 {
@@ -256,6 +478,14 @@ START_TEST(test_text_has_blob)
 	/* A blob inside an option is not the line's key. */
 	text = "command=\"ssh-ed25519 " ED "\" ssh-ed25519 " ED2 "\n";
 	ck_assert_int_eq(keys_text_has_blob(text, strlen(text), ED), 0);
+	/* Any spelling sshd reads as the key, in the blob or its text. */
+	text = "ssh-ed25519 " ED3 "\nssh-rsa " RSA_E0 " r\r\n";
+	ck_assert_int_eq(keys_text_has_blob(text, strlen(text), RSA), 1);
+	text = "ssh-ed25519 " ED "\v\n";
+	ck_assert_int_eq(keys_text_has_blob(text, strlen(text), ED), 1);
+	text = "ssh-ed25519 " ED_FF " x\n";
+	ck_assert_int_eq(keys_text_has_blob(text, strlen(text), ED), 1);
+	ck_assert_int_eq(keys_text_has_blob(text, strlen(text), ED2), 0);
 }
 END_TEST
 
@@ -297,6 +527,22 @@ static const struct edit_case edit_cases[] = {
 	{ "ssh-ed25519 " ED3 " keep\n" LEAKED_OPTS " ssh-ed25519 " ED
 	  " leaked\nssh-ed25519 " ED " leaked\r\n# end",
 	    NULL, NULL, ED, "ssh-ed25519 " ED3 " keep\n# end" },
+	/* Every spelling sshd reads as the key goes, the rest stays. */
+	{ "ssh-ed25519 " ED "\r comment\nssh-ed25519 " ED "\v\n"
+	  "no-pty ssh-ed25519 " ED_FF " f\nssh-ed25519 " ED_SHORT
+	  "\nssh-ed25519 " ED3 " keep\nssh-ed25519 " ED_TRAIL " not a key\n",
+	    NULL, NULL, ED,
+	    "ssh-ed25519 " ED3 " keep\nssh-ed25519 " ED_TRAIL " not a key\n" },
+	{ "ssh-rsa " RSA_E0 " planted\nssh-ed25519 " ED3
+	  " keep\nssh-rsa " RSA_N00 "\r\nrsa-sha2-256 " RSA_SHORT
+	  "\nssh-rsa " RSA_NEG "\n",
+	    NULL, NULL, RSA,
+	    "ssh-ed25519 " ED3 " keep\nssh-rsa " RSA_NEG "\n" },
+	/* A key there in another spelling is not added again. */
+	{ "ssh-rsa " RSA_E0 " x\n", "ssh-rsa " RSA " n", NULL, NULL, "=" },
+	/* The options of the old key's line in another spelling. */
+	{ "restrict ssh-ed25519 " ED_FF "\n", NEW, ED, ED,
+	    "restrict " NEW "\n" },
 	/* Removal keeps a missing final newline of a kept last line. */
 	{ OLDK "\nssh-ed25519 " ED3 " x", NULL, NULL, ED,
 	    "ssh-ed25519 " ED3 " x" },
@@ -512,6 +758,8 @@ authkeys_suite(void)
 	tcase_add_loop_test(tc, test_parse, 0,
 	    (int)(sizeof parse_cases / sizeof parse_cases[0]));
 	tcase_add_test(tc, test_parse_long);
+	tcase_add_loop_test(tc, test_same_key, 0,
+	    (int)(sizeof same_cases / sizeof same_cases[0]));
 	tcase_add_test(tc, test_text_has_blob);
 	tcase_add_loop_test(
 	    tc, test_edit, 0, (int)(sizeof edit_cases / sizeof edit_cases[0]));

@@ -301,6 +301,10 @@ START_TEST(test_current_and_reinjected)
 	ck_assert_str_eq(in.identity, k.path);
 	ck_assert_int_eq(keys_is_managed_blob(inv, k.blob, &cause), 1);
 	ck_assert_int_eq(keys_is_managed_blob(inv, "AAAA", &cause), 0);
+	/* The same key with a \f inside its base64, as sshd reads it. */
+	xasprintf(&text, "%.20s\f%s", k.blob, k.blob + 20);
+	ck_assert_int_eq(keys_is_managed_blob(inv, text, &cause), 1);
+	free(text);
 
 	ck_assert_int_eq(keys_retire_blob(inv, in.id, "ssh-ed25519", k.blob,
 			     "rotated", &cause),
@@ -317,6 +321,11 @@ START_TEST(test_current_and_reinjected)
 	ck_assert_int_eq(keys_reinjected(inv, in.id, text, &found, &cause), 1);
 	ck_assert_ptr_nonnull(strstr(found, k.fingerprint));
 	ck_assert_ptr_nonnull(strstr(found, "(rotated)"));
+	free(found);
+	free(text);
+	/* Back with a \v ending its blob: sshd reads the key. */
+	xasprintf(&text, "ssh-ed25519 %s\v back\n", k.blob);
+	ck_assert_int_eq(keys_reinjected(inv, in.id, text, &found, &cause), 1);
 	free(found);
 	free(text);
 	keys_key_clear(&k);
