@@ -5,6 +5,7 @@
  * gpufleet's keys, and private keys in the remote home that anyone can read.
  */
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "misc.h"
 #include "remote.h"
 #include "status.h"
+#include "vis.h"
 #include "xmalloc.h"
 
 #define HARDEN_OUT_MAX (256 * 1024)
@@ -24,6 +26,7 @@ static int cmd_harden_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static char *probe_script(const char *);
+static void finding(const char *, ...) __attribute__((format(printf, 1, 2)));
 static int report_kbdint(const char *, const char *, const char *, json_t *);
 static int report_host(struct remote *, size_t, struct misc_buf *, json_t *);
 
@@ -135,6 +138,23 @@ probe_script(const char *akpath)
  * one finding (printed, or set in j) or none. kbd and pam are "VALUE
  * SOURCE" from the probe, or NULL.
  */
+/* Print one finding line; it quotes the host's own text, so escaped. */
+static void
+finding(const char *fmt, ...)
+{
+	va_list ap;
+	char *msg, *safe;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	msg[strcspn(msg, "\n")] = '\0';
+	safe = vis_str(msg);
+	printf("%s\n", safe);
+	free(safe);
+	free(msg);
+}
+
 static int
 report_kbdint(const char *name, const char *kbd, const char *pam, json_t *j)
 {
@@ -146,8 +166,8 @@ report_kbdint(const char *name, const char *kbd, const char *pam, json_t *j)
 	if (j != NULL)
 		json_object_set_new(j, "kbd_interactive_pam", json_boolean(on));
 	else if (on)
-		printf("%s: password login: keyboard-interactive with UsePAM "
-		       "yes (%s; %s)\n",
+		finding("%s: password login: keyboard-interactive with UsePAM "
+			"yes (%s; %s)\n",
 		    name, kbd[kl] != '\0' ? kbd + kl + 1 : "?",
 		    pam[pl] != '\0' ? pam + pl + 1 : "?");
 	return on;
@@ -179,7 +199,7 @@ report_host(struct remote *rm, size_t i, struct misc_buf *o, json_t *arr)
 			if (strcmp(v, "no") != 0) {
 				findings++;
 				if (j == NULL)
-					printf("%s: password login: %s (%s)\n",
+					finding("%s: password login: %s (%s)\n",
 					    name, v, src != NULL ? src : "?");
 			}
 			if (j != NULL) {
@@ -204,9 +224,10 @@ report_host(struct remote *rm, size_t i, struct misc_buf *o, json_t *arr)
 				if (m == 0) {
 					findings++;
 					if (j == NULL)
-						printf("%s: key not managed by "
-						       "gpufleet: %s %.16s... "
-						       "%s\n",
+						finding(
+						    "%s: key not managed by "
+						    "gpufleet: %s %.16s... "
+						    "%s\n",
 						    name, type, blob, comment);
 					else
 						json_array_append_new(unmanaged,
@@ -217,8 +238,8 @@ report_host(struct remote *rm, size_t i, struct misc_buf *o, json_t *arr)
 		} else if (strncmp(line, "readable ", 9) == 0) {
 			findings++;
 			if (j == NULL)
-				printf("%s: private key readable by anyone: "
-				       "%s\n",
+				finding("%s: private key readable by anyone: "
+					"%s\n",
 				    name, line + 9);
 			else
 				json_array_append_new(
@@ -235,7 +256,7 @@ report_host(struct remote *rm, size_t i, struct misc_buf *o, json_t *arr)
 		json_object_set_new(j, "error", json_null());
 		json_array_append_new(arr, j);
 	} else if (findings == 0)
-		printf("%s: ok\n", name);
+		finding("%s: ok\n", name);
 	return findings;
 }
 
