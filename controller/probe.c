@@ -14,8 +14,7 @@
 
 #define ERR_CAP 4096
 
-static void buf_add(struct probe_buf *, const char *, size_t, size_t);
-static void buf_clear(struct probe_buf *);
+static void buf_clear(struct misc_buf *);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void on_finished(struct engine_run *, void *);
 static void reset(struct probe *);
@@ -24,27 +23,8 @@ static size_t mark_missing(struct probe *);
 static void classify(struct probe *, size_t);
 static void finish(struct probe *, int);
 
-/* Append to a buffer, at most cap bytes in all (the rest sets over). */
 static void
-buf_add(struct probe_buf *b, const char *data, size_t len, size_t cap)
-{
-	if (b->len + len > cap) {
-		b->over = 1;
-		len = b->len < cap ? cap - b->len : 0;
-	}
-	if (len == 0)
-		return;
-	if (b->len + len + 1 > b->cap) {
-		b->cap = (b->len + len + 1) * 2;
-		b->data = xreallocarray(b->data, 1, b->cap);
-	}
-	memcpy(b->data + b->len, data, len);
-	b->len += len;
-	b->data[b->len] = '\0';
-}
-
-static void
-buf_clear(struct probe_buf *b)
+buf_clear(struct misc_buf *b)
 {
 	free(b->data);
 	memset(b, 0, sizeof *b);
@@ -58,9 +38,9 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 	struct probe_host *s = &p->hosts[h - p->rm->hosts];
 
 	if (is_stderr)
-		buf_add(&s->err, data, len, ERR_CAP);
+		misc_buf_add(&s->err, data, len, ERR_CAP);
 	else
-		buf_add(&s->out, data, len, REPORT_MAX_BYTES);
+		misc_buf_add(&s->out, data, len, REPORT_MAX_BYTES);
 }
 
 /*
@@ -306,7 +286,7 @@ classify(struct probe *p, size_t i)
 		s->error = deploy_explain(h->exit_status, s->err.data, h->in);
 		return;
 	}
-	if (s->out.over) {
+	if (s->out.truncated) {
 		s->state = "agent error";
 		xasprintf(&s->error, "agent report is larger than %d bytes",
 		    REPORT_MAX_BYTES);

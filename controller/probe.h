@@ -14,17 +14,11 @@
 #include "config.h"
 #include "deploy.h"
 #include "engine.h"
+#include "misc.h"
 #include "remote.h"
 #include "report.h"
 
 #define PROBE_INTERRUPTED 130 /* a pass was cancelled: nothing to store */
-
-struct probe_buf {
-	char *data; /* NUL-terminated, or NULL when empty */
-	size_t len;
-	size_t cap;
-	int over; /* more arrived than the cap */
-};
 
 /* One instance's result of the last pass, parallel to remote.list. */
 struct probe_host {
@@ -32,8 +26,8 @@ struct probe_host {
 	char *error;	   /* why not up, or NULL */
 	int have_report;
 	struct report rep;
-	struct probe_buf out; /* the report as received (with have_report) */
-	struct probe_buf err;
+	struct misc_buf out; /* the report as received (with have_report) */
+	struct misc_buf err;
 	char *prefail; /* failed before any run (ProxyJump) */
 	enum engine_fail prefail_kind;
 };

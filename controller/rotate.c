@@ -19,6 +19,7 @@
 
 #include "keys.h"
 #include "gpufleet/authkeys.h"
+#include "misc.h"
 #include "rotate.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -33,10 +34,8 @@ struct rot {
 	struct keys_key newk;
 	ssh_key newkey;
 	ssh_key oldkey;
-	int done;  /* nothing more for this run */
-	char *out; /* output of the last remote command, capped */
-	size_t outlen;
-	size_t outcap;
+	int done;	     /* nothing more for this run */
+	struct misc_buf out; /* output of the last remote command, capped */
 };
 
 struct run {
@@ -170,7 +169,7 @@ run_free(struct run *run)
 		keys_key_clear(&r->newk);
 		ssh_key_free(r->newkey);
 		ssh_key_free(r->oldkey);
-		free(r->out);
+		free(r->out.data);
 	}
 	free(run->rots);
 	ssh_key_free(run->shared_sshkey);
@@ -312,15 +311,7 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 	struct rot *r = &run->rots[h - run->rm->hosts];
 
 	(void)is_stderr;
-	if (len > OUT_MAX - 1 - r->outlen)
-		len = OUT_MAX - 1 - r->outlen;
-	if (r->outlen + len + 1 > r->outcap) {
-		r->outcap = (r->outlen + len + 1) * 2;
-		r->out = xreallocarray(r->out, 1, r->outcap);
-	}
-	memcpy(r->out + r->outlen, data, len);
-	r->outlen += len;
-	r->out[r->outlen] = '\0';
+	misc_buf_add(&r->out, data, len, OUT_MAX - 1);
 }
 
 /*
@@ -350,9 +341,10 @@ run_phase(struct run *run, int *want, ssh_key *keys, char **cmds)
 		h->nkeys = 1;
 		h->keys_error = NULL;
 		h->command = cmds[i];
-		run->rots[i].outlen = 0;
-		if (run->rots[i].out != NULL)
-			run->rots[i].out[0] = '\0';
+		run->rots[i].out.len = 0;
+		run->rots[i].out.truncated = 0;
+		if (run->rots[i].out.data != NULL)
+			run->rots[i].out.data[0] = '\0';
 	}
 	if (!any)
 		return;
@@ -431,11 +423,11 @@ edit_phase(struct run *run, int *want, ssh_key *keys, struct edit *ed)
 		    rm->hosts[i].exit_status <= DEPLOY_EXIT_ARCH) {
 			/* Say why the agent could not be put there. */
 			char *why = deploy_explain(rm->hosts[i].exit_status,
-			    run->rots[i].out, rm->hosts[i].in);
-			free(run->rots[i].out);
-			run->rots[i].out = why;
-			run->rots[i].outlen = strlen(why);
-			run->rots[i].outcap = run->rots[i].outlen + 1;
+			    run->rots[i].out.data, rm->hosts[i].in);
+			free(run->rots[i].out.data);
+			run->rots[i].out.data = why;
+			run->rots[i].out.len = strlen(why);
+			run->rots[i].out.size = run->rots[i].out.len + 1;
 		}
 	}
 	free(cmds);
@@ -453,17 +445,18 @@ host_error(struct run *run, size_t i)
 	if (h->fail != EF_NONE)
 		return xstrdup(h->fail_msg != NULL ? h->fail_msg
 						   : engine_fail_code(h->fail));
-	for (p = r->out; p != NULL && *p != '\0'; p++) {
+	for (p = r->out.data; p != NULL && *p != '\0'; p++) {
 		if (*p == '\n')
 			*p = ' ';
 	}
-	while (r->outlen > 0 && r->out[r->outlen - 1] == ' ')
-		r->out[--r->outlen] = '\0';
+	while (r->out.len > 0 && r->out.data[r->out.len - 1] == ' ')
+		r->out.data[--r->out.len] = '\0';
 	if (h->exit_signal != NULL)
 		xasprintf(&s, "killed by signal %s", h->exit_signal);
 	else
 		xasprintf(&s, "exit %d%s%s", h->exit_status,
-		    r->outlen != 0 ? ": " : "", r->outlen != 0 ? r->out : "");
+		    r->out.len != 0 ? ": " : "",
+		    r->out.len != 0 ? r->out.data : "");
 	return s;
 }
 
@@ -1114,8 +1107,8 @@ revoke_edit(struct run *run, ssh_key *keys, const char *type, const char *blob,
 			want[i] = 0;
 			continue;
 		}
-		rt->res->untouched =
-		    rt->outlen == 0 || strncmp(rt->out, "unchanged", 9) == 0;
+		rt->res->untouched = rt->out.len == 0 ||
+		    strncmp(rt->out.data, "unchanged", 9) == 0;
 		if (inventory_begin(inv, &cause) != 0 ||
 		    keys_retire_blob(inv, rm->hosts[i].in->id, type, blob,
 			"revoked", &cause) != 0 ||
@@ -1162,8 +1155,9 @@ revoke_prove(
 			    "revoked, but the login check after it failed: %s",
 			    why);
 			free(why);
-		} else if (keys_text_has_blob(rt->out != NULL ? rt->out : "",
-			       rt->outlen, blob))
+		} else if (keys_text_has_blob(
+			       rt->out.data != NULL ? rt->out.data : "",
+			       rt->out.len, blob))
 			fail_host(run, i,
 			    "%s is still in %s after its removal (re-added at "
 			    "once?)",
@@ -1218,7 +1212,8 @@ rotate_check(
 		if (rt->res->failed)
 			continue;
 		r = keys_reinjected(rm->inv, rm->hosts[i].in->id,
-		    rt->outlen != 0 ? rt->out : "", &rt->res->found, &cause);
+		    rt->out.len != 0 ? rt->out.data : "", &rt->res->found,
+		    &cause);
 		if (r < 0) {
 			fail_host(
 			    &run, i, "%s", cause != NULL ? cause : "failed");
