@@ -4,19 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "db.h"
 #include "provider.h"
 #include "status.h"
 #include "xmalloc.h"
-
-static int provider_db_error(struct inventory *, char **);
-
-static int
-provider_db_error(struct inventory *inv, char **cause)
-{
-	xasprintf(cause, "database %s: providers: %s", inv->path,
-	    sqlite3_errmsg(inv->db));
-	return -GF_EDB;
-}
 
 /* Every provider, by name. *out (free with provider_free) gets *n rows. */
 int
@@ -30,17 +21,17 @@ provider_list(
 
 	*out = NULL;
 	*n = 0;
-	if (sqlite3_prepare_v2(inv->db,
-		"SELECT name, currency, balance, balance_at, low_balance, "
-		"release_after_days FROM provider ORDER BY name",
-		-1, &st, NULL) != SQLITE_OK)
-		return provider_db_error(inv, cause);
+	if ((rc = db_prepare(inv, &st,
+		 "SELECT name, currency, balance, balance_at, low_balance, "
+		 "release_after_days FROM provider ORDER BY name",
+		 "providers", cause, "")) != 0)
+		return rc;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		struct provider_info *p;
 		v = xreallocarray(v, len + 1, sizeof *v);
 		p = &v[len++];
 		memset(p, 0, sizeof *p);
-		p->name = xstrdup((const char *)sqlite3_column_text(st, 0));
+		p->name = db_text(st, 0);
 		snprintf(p->currency, sizeof p->currency, "%s",
 		    sqlite3_column_text(st, 1));
 		p->has_balance = sqlite3_column_type(st, 2) != SQLITE_NULL;
@@ -51,10 +42,9 @@ provider_list(
 		p->release_after_days = sqlite3_column_int(st, 5);
 		p->runway = -1;
 	}
-	sqlite3_finalize(st);
-	if (rc != SQLITE_DONE) {
+	if ((rc = db_finish(inv, st, rc, "providers", cause)) < 0) {
 		provider_free(v, len);
-		return provider_db_error(inv, cause);
+		return rc;
 	}
 	*out = v;
 	*n = len;
@@ -97,55 +87,40 @@ provider_write(struct inventory *inv, const char *name, int add,
 
 	if ((r = inventory_begin(inv, cause)) != 0)
 		return r;
-	if (sqlite3_prepare_v2(inv->db,
-		add ? "INSERT INTO provider (name, currency) VALUES (?1, "
-		      "coalesce(?2, 'CNY'))"
-		    : "UPDATE provider SET currency = coalesce(?2, currency) "
-		      "WHERE name = ?1",
-		-1, &st, NULL) != SQLITE_OK)
-		goto dbfail;
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	if (c->currency != NULL)
-		sqlite3_bind_text(st, 2, c->currency, -1, SQLITE_STATIC);
+	if ((r = db_prepare(inv, &st,
+		 add ? "INSERT INTO provider (name, currency) VALUES (?1, "
+		       "coalesce(?2, 'CNY'))"
+		     : "UPDATE provider SET currency = coalesce(?2, currency) "
+		       "WHERE name = ?1",
+		 "providers", cause, "tt", name, c->currency)) != 0)
+		goto fail;
 	r = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (r == SQLITE_CONSTRAINT_PRIMARYKEY || r == SQLITE_CONSTRAINT) {
+	if ((r & 0xff) == SQLITE_CONSTRAINT) {
+		sqlite3_finalize(st);
 		xasprintf(
 		    cause, "provider '%s' exists (use provider set)", name);
 		r = -GF_EUSAGE;
 		goto fail;
 	}
-	if (r != SQLITE_DONE)
-		goto dbfail;
+	if ((r = db_finish(inv, st, r, "providers", cause)) < 0)
+		goto fail;
 	if (sqlite3_changes(inv->db) == 0) {
 		xasprintf(cause, "no provider '%s' (use provider add)", name);
 		r = -GF_EUSAGE;
 		goto fail;
 	}
-	if (sqlite3_prepare_v2(inv->db,
-		"UPDATE provider SET "
-		"balance = CASE WHEN ?2 THEN ?3 ELSE balance END, "
-		"balance_at = CASE WHEN ?2 THEN ?4 ELSE balance_at END, "
-		"low_balance = CASE WHEN ?5 THEN ?6 ELSE low_balance END, "
-		"release_after_days = CASE WHEN ?7 THEN ?8 ELSE "
-		"release_after_days END WHERE name = ?1",
-		-1, &st, NULL) != SQLITE_OK)
-		goto dbfail;
-	sqlite3_bind_text(st, 1, name, -1, SQLITE_STATIC);
-	sqlite3_bind_int(st, 2, c->set_balance);
-	sqlite3_bind_int64(st, 3, c->balance);
-	sqlite3_bind_int64(st, 4, c->balance_at);
-	sqlite3_bind_int(st, 5, c->set_low);
-	sqlite3_bind_int64(st, 6, c->low);
-	sqlite3_bind_int(st, 7, c->set_release);
-	sqlite3_bind_int64(st, 8, c->release_after_days);
-	r = sqlite3_step(st);
-	sqlite3_finalize(st);
-	if (r != SQLITE_DONE)
-		goto dbfail;
+	if ((r = db_exec(inv,
+		 "UPDATE provider SET "
+		 "balance = CASE WHEN ?2 THEN ?3 ELSE balance END, "
+		 "balance_at = CASE WHEN ?2 THEN ?4 ELSE balance_at END, "
+		 "low_balance = CASE WHEN ?5 THEN ?6 ELSE low_balance END, "
+		 "release_after_days = CASE WHEN ?7 THEN ?8 ELSE "
+		 "release_after_days END WHERE name = ?1",
+		 "providers", cause, "tiIIiIiI", name, c->set_balance,
+		 c->balance, c->balance_at, c->set_low, c->low, c->set_release,
+		 (int64_t)c->release_after_days)) < 0)
+		goto fail;
 	return inventory_commit(inv, cause);
-dbfail:
-	r = provider_db_error(inv, cause);
 fail:
 	inventory_rollback(inv);
 	return r;
