@@ -18,6 +18,7 @@
 
 #include "cmd.h"
 #include "log.h"
+#include "misc.h"
 #include "probe.h"
 #include "remote.h"
 #include "status.h"
@@ -46,6 +47,7 @@ static int cmd_status_exec(
 static void render_table(const struct probe *, int);
 static void render_json(const struct probe *);
 static void render(struct status_cmd *);
+static char *gpu_model(const struct report_gpu *);
 static char *gpu_summary(const struct report *);
 static void start_pass(struct status_cmd *);
 static void on_pass(struct probe *, int, void *);
@@ -85,61 +87,57 @@ static const struct option status_options[] = { { "json", no_argument, NULL,
 	{ "count", required_argument, NULL, 'n' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
+/* "A100-80G" for "NVIDIA A100-SXM4-80GB" with 81920 MiB. Caller frees. */
+static char *
+gpu_model(const struct report_gpu *g)
+{
+	const char *n = g->name != NULL ? g->name : "?";
+	char model[64], *out;
+	size_t k;
+
+	if (strncmp(n, "NVIDIA ", 7) == 0)
+		n += 7;
+	if (strncmp(n, "GeForce ", 8) == 0)
+		n += 8;
+	if (strncmp(n, "Tesla ", 6) == 0)
+		n += 6;
+	k = strcspn(n, " -");
+	if (k >= sizeof model)
+		k = sizeof model - 1;
+	memcpy(model, n, k);
+	model[k] = '\0';
+	if ((strcmp(model, "RTX") == 0 || strcmp(model, "GTX") == 0) &&
+	    n[k] == ' ') {
+		size_t k2 = strcspn(n + k + 1, " -");
+		snprintf(model, sizeof model, "%.*s%.*s", (int)k, n, (int)k2,
+		    n + k + 1);
+	}
+	if (!isnan(g->mem_total_mib))
+		xasprintf(&out, "%s-%.0fG", model, g->mem_total_mib / 1024.0);
+	else
+		out = xstrdup(model);
+	return out;
+}
+
 /* "2xA100-80G", or models joined with '+' when they differ. Caller frees. */
 static char *
 gpu_summary(const struct report *r)
 {
-	char *out = xstrdup(""), *tmp, **names;
-	size_t i, j, count;
+	char *out = xstrdup(""), *tmp, **names = NULL;
+	size_t *count, n = 0, i;
 
-	if (r->ngpus == 0)
-		return out;
-	names = xcalloc(r->ngpus, sizeof *names);
-	for (i = 0; i < r->ngpus; i++) {
-		const char *n = r->gpus[i].name != NULL ? r->gpus[i].name : "?";
-		char model[64];
-		size_t k;
-		if (strncmp(n, "NVIDIA ", 7) == 0)
-			n += 7;
-		if (strncmp(n, "GeForce ", 8) == 0)
-			n += 8;
-		if (strncmp(n, "Tesla ", 6) == 0)
-			n += 6;
-		k = strcspn(n, " -");
-		if (k >= sizeof model)
-			k = sizeof model - 1;
-		memcpy(model, n, k);
-		model[k] = '\0';
-		if ((strcmp(model, "RTX") == 0 || strcmp(model, "GTX") == 0) &&
-		    n[k] == ' ') {
-			size_t k2 = strcspn(n + k + 1, " -");
-			snprintf(model, sizeof model, "%.*s%.*s", (int)k, n,
-			    (int)k2, n + k + 1);
-		}
-		if (!isnan(r->gpus[i].mem_total_mib))
-			xasprintf(&names[i], "%s-%.0fG", model,
-			    r->gpus[i].mem_total_mib / 1024.0);
-		else
-			names[i] = xstrdup(model);
-	}
-	for (i = 0; i < r->ngpus; i++) {
-		if (names[i] == NULL)
-			continue;
-		for (count = 1, j = i + 1; j < r->ngpus; j++) {
-			if (names[j] != NULL &&
-			    strcmp(names[i], names[j]) == 0) {
-				count++;
-				free(names[j]);
-				names[j] = NULL;
-			}
-		}
-		xasprintf(
-		    &tmp, "%s%s%zux%s", out, *out ? "+" : "", count, names[i]);
+	count = xcalloc(r->ngpus + 1, sizeof *count);
+	for (i = 0; i < r->ngpus; i++)
+		count[misc_names_add(&names, &n, gpu_model(&r->gpus[i]))]++;
+	for (i = 0; i < n; i++) {
+		xasprintf(&tmp, "%s%s%zux%s", out, *out ? "+" : "", count[i],
+		    names[i]);
 		free(out);
 		out = tmp;
 		free(names[i]);
 	}
 	free(names);
+	free(count);
 	return out;
 }
 
