@@ -152,36 +152,29 @@ ledger_add(struct inventory *inv, int64_t id, int64_t t, const char *state,
 	    "writing the ledger", cause, "IIttt", id, t, state, source, note);
 }
 
-/* An instance's ledger in time order. *ev (caller frees) gets *n events. */
+/*
+ * An instance's ledger in time order, as billing reads it (ledger_entries
+ * less ids and notes). *ev (caller frees) gets *n events.
+ */
 int
 ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
     size_t *n, char **cause)
 {
-	sqlite3_stmt *st;
-	struct ledger_event *v = NULL;
-	size_t len = 0;
-	int rc, r;
+	struct ledger_entry *e;
+	struct ledger_event *v;
+	size_t i;
+	int r;
 
-	if ((r = db_prepare(inv, &st,
-		 "SELECT t, state, source FROM ledger WHERE instance_id = ? "
-		 "ORDER BY t, id",
-		 "reading the ledger", cause, "I", id)) != 0)
+	if ((r = ledger_entries(inv, id, &e, n, cause)) != 0)
 		return r;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		v = xreallocarray(v, len + 1, sizeof *v);
-		v[len].t = sqlite3_column_int64(st, 0);
-		snprintf(v[len].state, sizeof v[len].state, "%s",
-		    sqlite3_column_text(st, 1));
-		snprintf(v[len].source, sizeof v[len].source, "%s",
-		    sqlite3_column_text(st, 2));
-		len++;
+	v = xcalloc(*n + 1, sizeof *v);
+	for (i = 0; i < *n; i++) {
+		v[i].t = e[i].t;
+		memcpy(v[i].state, e[i].state, sizeof v[i].state);
+		memcpy(v[i].source, e[i].source, sizeof v[i].source);
 	}
-	if ((r = db_finish(inv, st, rc, "reading the ledger", cause)) < 0) {
-		free(v);
-		return r;
-	}
+	ledger_entries_free(e, *n);
 	*ev = v;
-	*n = len;
 	return 0;
 }
 
