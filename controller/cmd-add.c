@@ -136,7 +136,7 @@ cmd_add_exec(
 	instance_init(&in);
 	billing_rule_init(&rule, "CNY");
 	free(in.user);
-	in.user = xstrdup(ctx->config->user);
+	in.user = xstrdup(ctx->fleet->config->user);
 	while ((ch = cmd_getopt(
 		    e, argc, argv, "p:u:i:t:h", add_options, &status)) != -1) {
 		field = NULL;

@@ -90,8 +90,8 @@ cmd_advise_exec(
 	r = inventory_select(
 	    inv, argc - optind == 1 ? argv[optind] : "all", &list, &n, &cause);
 	if (r == 0)
-		r = advise_run(inv, ctx->config, list, n, (int64_t)time(NULL),
-		    &v, &nv, &cause);
+		r = advise_run(inv, ctx->fleet->config, list, n,
+		    (int64_t)time(NULL), &v, &nv, &cause);
 	if (r == 0)
 		render(v, nv, n, json);
 	advise_free(v, nv);

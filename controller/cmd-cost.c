@@ -325,8 +325,8 @@ cmd_cost_exec(
 	else /* Everything, released ones included while in the window. */
 		r = cost_load_all(inv, from, &list, &n, &cause);
 	if (r == 0)
-		r = cost_by_instance(
-		    inv, ctx->config, list, n, from, to, now, &rep, &cause);
+		r = cost_by_instance(inv, ctx->fleet->config, list, n, from, to,
+		    now, &rep, &cause);
 	else
 		memset(&rep, 0, sizeof rep);
 	if (r == 0 && json)
@@ -336,7 +336,7 @@ cmd_cost_exec(
 	else if (r == 0 && by == BY_PROVIDER)
 		r = render_providers(&rep, &cause);
 	else if (r == 0)
-		r = render_days(inv, ctx->config, &rep, &cause);
+		r = render_days(inv, ctx->fleet->config, &rep, &cause);
 	if (r == 0 && !json)
 		render_totals(&rep, since_s == NULL);
 	status = r == 0 ? GF_OK : cmd_fail(-r, cause);

@@ -855,10 +855,10 @@ cmd_exec_exec(
 
 	memset(&run, 0, sizeof run);
 	memset(&set, 0, sizeof set);
-	set.fanout = ctx->config->fanout;
-	set.connect_timeout = ctx->config->connect_timeout;
-	set.setup_timeout = ctx->config->setup_timeout;
-	set.command_timeout = ctx->config->command_timeout;
+	set.fanout = ctx->fleet->config->fanout;
+	set.connect_timeout = ctx->fleet->config->connect_timeout;
+	set.setup_timeout = ctx->fleet->config->setup_timeout;
+	set.command_timeout = ctx->fleet->config->command_timeout;
 	run.mode = MODE_PREFIX;
 	if ((status = parse_args(
 		 e, argc, argv, &run, &set, &stdin_path, &dashdash)) != -1)

@@ -284,7 +284,7 @@ cmd_harden_exec(
 	}
 	if (argc - optind != 1)
 		return cmd_usage_error(e, "needs one SELECTOR");
-	pass = keys_passphrase(ctx->config, &cause);
+	pass = keys_passphrase(ctx->fleet->config, &cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
@@ -310,9 +310,9 @@ cmd_harden_exec(
 	}
 	memset(&set, 0, sizeof set);
 	set.command = "true";
-	set.fanout = ctx->config->fanout;
-	set.connect_timeout = ctx->config->connect_timeout;
-	set.setup_timeout = ctx->config->setup_timeout;
+	set.fanout = ctx->fleet->config->fanout;
+	set.connect_timeout = ctx->fleet->config->connect_timeout;
+	set.setup_timeout = ctx->fleet->config->setup_timeout;
 	set.command_timeout = 120;
 	set.handle_sigint = 1;
 	rm->ops.output = on_output;

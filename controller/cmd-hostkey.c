@@ -132,8 +132,8 @@ hostkey_accept(struct cmd_ctx *ctx, const char *name, const char *fp)
 	memset(&set, 0, sizeof set);
 	set.command = NULL;
 	set.fanout = 1;
-	set.connect_timeout = ctx->config->connect_timeout;
-	set.setup_timeout = ctx->config->setup_timeout;
+	set.connect_timeout = ctx->fleet->config->connect_timeout;
+	set.setup_timeout = ctx->fleet->config->setup_timeout;
 	rm->repin = 1;
 	rm->expect_fp = fp;
 	if (remote_run(rm, &set) != 0 || rm->hosts[0].fail != EF_NONE) {

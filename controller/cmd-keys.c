@@ -193,7 +193,7 @@ keys_gen(struct cmd_ctx *ctx, int argc, char **argv)
 	if (keys_parse_type(type, &t, &bits, &cause) != 0 ||
 	    (name != NULL && keys_check_name(name, &cause) != 0))
 		return cmd_fail(GF_EUSAGE, cause);
-	pass = keys_passphrase(ctx->config, &cause);
+	pass = keys_passphrase(ctx->fleet->config, &cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((status = cmd_open(ctx, &inv)) != 0)
@@ -594,7 +594,7 @@ keys_rotate(struct cmd_ctx *ctx, int argc, char **argv)
 		return keys_revoke(ctx, argv[optind], revoke, json);
 	if (keys_parse_type(opts.type, &t, &bits, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
-	opts.passphrase = keys_passphrase(ctx->config, &cause);
+	opts.passphrase = keys_passphrase(ctx->fleet->config, &cause);
 	if (cause != NULL)
 		return cmd_fail(GF_EUSAGE, cause);
 	opts.now = time(NULL);
@@ -630,7 +630,7 @@ static int
 open_keyed(struct cmd_ctx *ctx, const char *selector, const char **pass,
     struct remote **rm, char **cause)
 {
-	*pass = keys_passphrase(ctx->config, cause);
+	*pass = keys_passphrase(ctx->fleet->config, cause);
 	if (*cause != NULL)
 		return -GF_EUSAGE;
 	return remote_open(ctx->fleet, selector, rm, cause);

@@ -276,10 +276,10 @@ cmd_ls_exec(
 		json_print(arr, stdout);
 		break;
 	case LS_SSH_CONFIG:
-		print_ssh_config(list, n, ctx->config);
+		print_ssh_config(list, n, ctx->fleet->config);
 		break;
 	case LS_ANSIBLE:
-		print_ansible(list, n, ctx->config);
+		print_ansible(list, n, ctx->fleet->config);
 		break;
 	}
 	status = GF_OK;

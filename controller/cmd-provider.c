@@ -133,8 +133,8 @@ provider_ls(struct cmd_ctx *ctx, int json)
 	    (r = inventory_list(inv, 1, &list, &nlist, &cause)) != 0)
 		goto fail;
 	for (i = 0; i < n; i++) {
-		if ((r = cost_provider_runway(inv, ctx->config, list, nlist,
-			 &v[i], now, 0, &cause)) != 0)
+		if ((r = cost_provider_runway(inv, ctx->fleet->config, list,
+			 nlist, &v[i], now, 0, &cause)) != 0)
 			goto fail;
 	}
 	if (json)

@@ -81,8 +81,8 @@ cmd_ssh_exec(
 	if (rm->pinned_type[0] == NULL) {
 		memset(&set, 0, sizeof set);
 		set.fanout = 1;
-		set.connect_timeout = ctx->config->connect_timeout;
-		set.setup_timeout = ctx->config->setup_timeout;
+		set.connect_timeout = ctx->fleet->config->connect_timeout;
+		set.setup_timeout = ctx->fleet->config->setup_timeout;
 		if (remote_run(rm, &set) != 0 || rm->hosts[0].fail != EF_NONE) {
 			error("%s: %s", in->name,
 			    rm->hosts[0].fail_msg != NULL
@@ -117,7 +117,7 @@ cmd_ssh_exec(
 	args[n++] = port;
 	args[n++] = xstrdup("-l");
 	args[n++] = xstrdup(in->user);
-	id = in->identity != NULL ? in->identity : ctx->config->identity;
+	id = in->identity != NULL ? in->identity : ctx->fleet->config->identity;
 	if (id != NULL) {
 		args[n++] = xstrdup("-i");
 		args[n++] = misc_expand_home(id);

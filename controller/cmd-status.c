@@ -491,7 +491,7 @@ cmd_status_exec(
 
 	sc.color =
 	    !sc.json && isatty(STDOUT_FILENO) && getenv("NO_COLOR") == NULL;
-	if ((r = probe_new(ctx->config, &sc.p, &cause)) != 0)
+	if ((r = probe_new(ctx->fleet->config, &sc.p, &cause)) != 0)
 		return cmd_fail(-r, cause);
 	if ((r = remote_open(ctx->fleet,
 		 argc - optind == 1 ? argv[optind] : "all", &rm, &cause)) !=

@@ -214,7 +214,7 @@ cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
 	char *cause = NULL;
 	int r;
 
-	if ((r = inventory_open(ctx->db_path, inv, &cause)) != 0)
+	if ((r = inventory_open(ctx->fleet->db_path, inv, &cause)) != 0)
 		return cmd_fail(-r, cause);
 	return 0;
 }

@@ -9,15 +9,12 @@
 #include <stdio.h>
 
 #include "config.h"
+#include "fleet.h"
 #include "instance.h"
 #include "inventory.h"
 
-struct fleet;
-
 struct cmd_ctx {
-	const char *db_path; /* --db, GPUFLEET_DB or the default */
-	struct config *config;
-	struct fleet *fleet; /* the same, with the loop and engine */
+	struct fleet *fleet; /* --db (GPUFLEET_DB, the default), the config */
 };
 
 struct cmd_entry {

@@ -99,8 +99,6 @@ main(int argc, char **argv)
 	if (db == NULL || *db == '\0')
 		db = default_db = inventory_default_path();
 
-	ctx.db_path = db;
-	ctx.config = &config;
 	fleet_init(&fleet, db, &config);
 	ctx.fleet = &fleet;
 	optind = 0;
