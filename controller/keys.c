@@ -452,7 +452,7 @@ keys_add(struct inventory *inv, struct keys_key *k, char **cause)
 		 k->pubkey, k->blob, k->fingerprint, (int64_t)k->created_at)) !=
 	    0)
 		return r;
-	if ((rc = sqlite3_step(st)) == SQLITE_CONSTRAINT) {
+	if (((rc = sqlite3_step(st)) & 0xff) == SQLITE_CONSTRAINT) {
 		sqlite3_finalize(st);
 		xasprintf(cause, "a key named '%s' exists already", k->name);
 		return -GF_EUSAGE;

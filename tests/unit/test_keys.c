@@ -275,7 +275,7 @@ START_TEST(test_current_and_reinjected)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
-	struct keys_key k;
+	struct keys_key k, dup;
 	char *d = tmpdir(), *db, *kdir, *cause = NULL, *found = NULL, *text;
 
 	xasprintf(&db, "%s/fleet.db", d);
@@ -296,6 +296,12 @@ START_TEST(test_current_and_reinjected)
 	    keys_generate(kdir, "ed25519", "k", NULL, NOW, &k, NULL, &cause),
 	    0);
 	ck_assert_int_eq(keys_add(inv, &k, &cause), 0);
+	/* A second key of the same name is the user's error, said as such. */
+	dup = k;
+	ck_assert_int_eq(keys_add(inv, &dup, &cause), -GF_EUSAGE);
+	ck_assert_str_eq(cause, "a key named 'k' exists already");
+	free(cause);
+	cause = NULL;
 	ck_assert_int_eq(keys_set_instance_key(inv, in.id, &k, &cause), 0);
 	ck_assert_int_eq(keys_apply_current(inv, &in, &cause), 1);
 	ck_assert_str_eq(in.identity, k.path);
