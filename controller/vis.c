@@ -6,7 +6,9 @@
  * Kept as is: printable ASCII and well-formed UTF-8 of printable code points.
  * Escaped: backslash as \\, the C escapes \a \b \t \n \v \f \r, ESC as \e,
  * every other C0 control, DEL, C1 controls (U+0080-U+009F, which some
- * terminals obey as CSI/OSC) and each byte of invalid UTF-8 as \xHH.
+ * terminals obey as CSI/OSC), the invisible format characters of
+ * vis_hidden (bidi controls, zero-width characters) and each byte of
+ * invalid UTF-8, each byte as \xHH.
  */
 
 #include <stdint.h>
@@ -16,7 +18,22 @@
 #include "vis.h"
 #include "xmalloc.h"
 
+static int vis_hidden(uint32_t);
 static size_t vis_utf8_len(const unsigned char *, size_t);
+
+/*
+ * Format characters that change what a terminal shows without being seen:
+ * bidi marks, embeddings, overrides and isolates (which reorder a line, as
+ * in "Trojan Source"), zero-width spaces and joiners, the word joiner and
+ * invisible operators, and the BOM.
+ */
+static int
+vis_hidden(uint32_t cp)
+{
+	return cp == 0x061c || (cp >= 0x200b && cp <= 0x200f) ||
+	    (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2060 && cp <= 0x2064) ||
+	    (cp >= 0x2066 && cp <= 0x2069) || cp == 0xfeff;
+}
 
 /* Length of the well-formed, printable UTF-8 sequence at p, or 0. */
 static size_t
@@ -50,6 +67,8 @@ vis_utf8_len(const unsigned char *p, size_t left)
 		return 0;
 	if (cp >= 0x80 && cp <= 0x9f)
 		return 0; /* C1 controls */
+	if (vis_hidden(cp))
+		return 0;
 	return n;
 }
 

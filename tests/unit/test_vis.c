@@ -37,6 +37,19 @@ static const struct vis_case cases[] = {
 	{ S("\xed\xa0\x80"), "\\xed\\xa0\\x80" },
 	{ S("\xe4\xb8"), "\\xe4\\xb8" },
 	{ S("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80" },
+	/* bidi overrides and isolates reorder what a terminal shows (RLO,
+	 * LRI, PDI, ALM), invisible ones hide text (ZWSP, ZWJ, BOM, WJ) */
+	{ S("ok\xe2\x80\xaetxt.exe"), "ok\\xe2\\x80\\xaetxt.exe" },
+	{ S("\xe2\x81\xa6x\xe2\x81\xa9"), "\\xe2\\x81\\xa6x\\xe2\\x81\\xa9" },
+	{ S("\xd8\x9c"), "\\xd8\\x9c" },
+	{ S("a\xe2\x80\x8b"
+	    "b\xe2\x80\x8d"
+	    "c"),
+	    "a\\xe2\\x80\\x8bb\\xe2\\x80\\x8dc" },
+	{ S("\xef\xbb\xbfx\xe2\x81\xa0"), "\\xef\\xbb\\xbfx\\xe2\\x81\\xa0" },
+	/* their neighbours stay: EN DASH, ELLIPSIS, superscript zero */
+	{ S("\xe2\x80\x93\xe2\x80\xa6\xe2\x81\xb0"),
+	    "\xe2\x80\x93\xe2\x80\xa6\xe2\x81\xb0" },
 };
 
 START_TEST(test_vis)
