@@ -44,6 +44,7 @@ struct host_out {
 struct exec_run {
 	enum exec_mode mode;
 	const char *outdir;
+	int outdir_fd; /* -o DIR, opened once: files are made relative to it */
 	struct remote *remote;
 	struct host_out *outs;
 	size_t n;
@@ -67,8 +68,8 @@ static void on_done(struct engine_host *, void *);
 static json_t *json_bytes(const struct misc_buf *);
 static void print_gathered(struct exec_run *, struct engine_host *, size_t);
 static int read_stdin_file(const char *, char **, size_t *, char **);
-static int check_outdir(const char *, char **);
-static int open_output(const char *, char **);
+static int check_outdir(const char *, int, char **);
+static int open_output(int, const char *, const char *, char **);
 static void write_output(struct host_out *, int, const char *, size_t);
 static void close_outputs(struct host_out *);
 static int has_retired_keys(struct remote *);
@@ -76,7 +77,7 @@ static void check_reinjected(struct remote *, struct engine_settings *);
 static void ak_output(struct engine_host *, int, const char *, size_t, void *);
 static int parse_args(const struct cmd_entry *, int, char **, struct exec_run *,
     struct engine_settings *, const char **, int *);
-static int prepare_outdir(const char *);
+static int prepare_outdir(struct exec_run *);
 static int open_outputs(struct exec_run *, const struct engine_settings *);
 static int print_summary(const struct exec_run *);
 static void free_outputs(struct exec_run *);
@@ -229,14 +230,15 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 /*
  * Refuse an output directory where someone else could plant a file or a
  * link: it must be owned by us (or root) and not writable by group or
- * others unless sticky (as /tmp).
+ * others unless sticky (as /tmp). dfd is the directory, opened once, so
+ * what is checked is what the files are made in.
  */
 static int
-check_outdir(const char *dir, char **cause)
+check_outdir(const char *dir, int dfd, char **cause)
 {
 	struct stat st;
 
-	if (stat(dir, &st) != 0) {
+	if (fstat(dfd, &st) != 0) {
 		xasprintf(cause, "cannot use %s: %s", dir, strerror(errno));
 		return -1;
 	}
@@ -263,17 +265,18 @@ check_outdir(const char *dir, char **cause)
 }
 
 /*
- * Open one output file for writing from its start: never through a
- * symbolic link, and only a regular file of ours with no other name.
- * Returns the descriptor, or -1 with *cause set.
+ * Open one output file, name in the directory dfd (path names it in
+ * messages), for writing from its start: never through a symbolic link,
+ * and only a regular file of ours with no other name. Returns the
+ * descriptor, or -1 with *cause set.
  */
 static int
-open_output(const char *path, char **cause)
+open_output(int dfd, const char *name, const char *path, char **cause)
 {
 	struct stat st;
 	int fd, flags;
 
-	fd = open(path,
+	fd = openat(dfd, name,
 	    O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
 	if (fd == -1) {
 		xasprintf(cause, "cannot write %s: %s", path,
@@ -754,15 +757,22 @@ parse_args(const struct cmd_entry *e, int argc, char **argv,
 
 /* -o DIR: create (or check) DIR before anything runs. Returns 0 or exit 2. */
 static int
-prepare_outdir(const char *dir)
+prepare_outdir(struct exec_run *run)
 {
+	const char *dir = run->outdir;
 	char *cause = NULL;
 
 	if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
 		xasprintf(&cause, "cannot create %s: %s", dir, strerror(errno));
 		return cmd_fail(GF_EUSAGE, cause);
 	}
-	if (check_outdir(dir, &cause) != 0)
+	run->outdir_fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (run->outdir_fd == -1) {
+		xasprintf(&cause, "cannot use %s: %s", dir,
+		    errno == ENOTDIR ? "not a directory" : strerror(errno));
+		return cmd_fail(GF_EUSAGE, cause);
+	}
+	if (check_outdir(dir, run->outdir_fd, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
 	return 0;
 }
@@ -773,6 +783,7 @@ open_outputs(struct exec_run *run, const struct engine_settings *set)
 {
 	struct remote *remote = run->remote;
 	char *cause = NULL;
+	char *name;
 	size_t i;
 	int k;
 
@@ -783,8 +794,11 @@ open_outputs(struct exec_run *run, const struct engine_settings *set)
 			xasprintf(&run->outs[i].path[k], "%s/%s.%s",
 			    run->outdir, remote->hosts[i].in->name,
 			    k ? "err" : "out");
-			run->outs[i].fd[k] =
-			    open_output(run->outs[i].path[k], &cause);
+			xasprintf(&name, "%s.%s", remote->hosts[i].in->name,
+			    k ? "err" : "out");
+			run->outs[i].fd[k] = open_output(
+			    run->outdir_fd, name, run->outs[i].path[k], &cause);
+			free(name);
 			if (run->outs[i].fd[k] == -1)
 				return cmd_fail(GF_EUSAGE, cause);
 		}
@@ -828,6 +842,9 @@ free_outputs(struct exec_run *run)
 	size_t i;
 	int k;
 
+	if (run->outdir_fd != -1)
+		close(run->outdir_fd);
+	run->outdir_fd = -1;
 	if (run->outs == NULL)
 		return;
 	for (i = 0; i < run->n; i++) {
@@ -854,6 +871,7 @@ cmd_exec_exec(
 	int status, dashdash = 0, r;
 
 	memset(&run, 0, sizeof run);
+	run.outdir_fd = -1;
 	memset(&set, 0, sizeof set);
 	set.fanout = ctx->fleet->config->fanout;
 	set.connect_timeout = ctx->fleet->config->connect_timeout;
@@ -863,12 +881,13 @@ cmd_exec_exec(
 	if ((status = parse_args(
 		 e, argc, argv, &run, &set, &stdin_path, &dashdash)) != -1)
 		return status;
-	if (run.mode == MODE_FILES &&
-	    (status = prepare_outdir(run.outdir)) != 0)
-		return status;
+	if (run.mode == MODE_FILES && (status = prepare_outdir(&run)) != 0)
+		goto out;
 	if (stdin_path != NULL &&
-	    read_stdin_file(stdin_path, &stdin_data, &stdin_len, &cause) != 0)
-		return cmd_fail(GF_EUSAGE, cause);
+	    read_stdin_file(stdin_path, &stdin_data, &stdin_len, &cause) != 0) {
+		status = cmd_fail(GF_EUSAGE, cause);
+		goto out;
+	}
 
 	command = misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
 	if ((r = remote_open(ctx->fleet, argv[optind], &remote, &cause)) != 0) {
