@@ -1,0 +1,150 @@
+#!/bin/bash
+# The built agent's watcher in a temporary directory (agent/WATCH.md): plan
+# set's compare-and-swap, `watch` daemonizing and a second start finding it,
+# a deadline that fires once with a fake stop command through its retry and
+# stop_failed, the report's journal after a cursor, the watcher exiting
+# when nothing is armed, and --ensure-watcher bringing one back.
+
+. "$(dirname "$0")/lib.sh"
+: "${GPUFLEET_AGENT:=$GPUFLEET_SRC/build/gpufleet-agent}"
+A=$GPUFLEET_AGENT
+W=$T/remote
+stopped=$T/stopped
+
+# kill_watcher: end the watcher named in the pid file, if it is ours.
+kill_watcher() {
+	local p
+	p=$(cat "$W/watcher.pid" 2>/dev/null) || return 0
+	[ -n "$p" ] && [ "$(readlink "/proc/$p/exe" 2>/dev/null)" = "$(readlink -f "$A")" ] &&
+	    kill "$p" 2>/dev/null
+	return 0
+}
+cleanup_hooks+=(kill_watcher)
+
+# wait_until SECONDS COMMAND...: poll until COMMAND succeeds; 1 if it never does.
+wait_until() {
+	local n=$(($1 * 10))
+	shift
+	while [ $n -gt 0 ]; do
+		"$@" && return 0
+		sleep 0.1
+		n=$((n - 1))
+	done
+	return 1
+}
+
+# agent ARGS... [< input]: run the agent with a bound, as run does.
+agent() {
+	timeout 30 "$A" "$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	out=$(cat "$T/out")
+	err=$(cat "$T/err")
+}
+
+# events [ID]: the journal's events (of one id), one a line.
+events() {
+	jq -r --arg id "${1-}" 'select($id == "" or .id == $id) | .event' \
+	    "$W/journal.jsonl"
+}
+journal_has() { events "$1" | grep -qx "$2"; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+
+cat >"$T/stop.sh" <<EOF
+#!/bin/sh
+echo "stop \$CONTAINER_ID" >>"$stopped"
+echo stop-output
+EOF
+chmod +x "$T/stop.sh"
+export CONTAINER_ID=e2e
+now=$(date +%s)
+plan1='{"version":1,"deadlines":[{"id":"d-far","at":'$((now + 3600))',"action":"stop"}],
+ "stop":{"command":"'$T/stop.sh'","kind":"stop"}}'
+
+# Compare-and-swap: 0 -> generation 1 and a watcher; 0 again is refused.
+agent plan set --dir "$W" --expect 0 <<<"$plan1"
+expect_rc 0 "plan set --expect 0"
+expect_match "$out" '^\{"generation":1,"watcher":"started","pid":[0-9]+\}$' "plan set line"
+pid=$(printf '%s' "$out" | jq -r .pid)
+agent plan set --dir "$W" --expect 0 <<<"$plan1"
+expect_rc 3 "plan set with a stale generation"
+expect_eq "$out" '{"error":"generation","generation":1}' "generation moved line"
+agent plan set --dir "$W" --expect 1 <<<'{"version":1,"deadlines":[{"id":"x","at":1,"action":"stop","warn":1}]}'
+expect_rc 4 "plan set with an unknown key"
+expect_eq "$err" "gpufleet-agent: plan set: invalid plan: deadlines[0].warn: unknown key" "invalid plan reason"
+agent plan set --dir "$W" <<<"$plan1"
+expect_rc 2 "plan set without --expect"
+expect_eq "$(stat -c %a "$W") $(stat -c %a "$W/plan.json") $(stat -c %a "$W/journal.jsonl")" \
+    "700 600 600" "modes of the directory and files"
+
+# The watcher is a daemon apart from us: `watch` returns, finds it running.
+out=$(timeout 20 "$A" watch --dir "$W" 2>&1)
+rc=$?
+expect_rc 0 "watch with a watcher running"
+expect_eq "$out" "running $pid" "second start says running"
+expect_eq "$(cat "$W/watcher.pid")" "$pid" "watcher.pid"
+fds=$(for f in /proc/"$pid"/fd/*; do readlink "$f"; done | sed "s|^$W/||; s|^pipe:.*|pipe|" | sort | tr '\n' ' ')
+expect_eq "$fds" "/dev/null anon_inode:inotify journal.jsonl pipe pipe watcher.log watcher.log watcher.pid " \
+    "the watcher's descriptors: nothing of ours (the wake pipe is its own)"
+expect_eq "$(readlink /proc/"$pid"/fd/1)" "$W/watcher.log" "watcher stdout"
+expect_eq "$(stat -L -c %i /proc/"$pid"/fd/* 2>/dev/null | sort | uniq -d | wc -l)" 2 \
+    "the two pipe ends are one pipe, the log is dup'ed"
+checks=$((checks + 1))
+[ "$(ps -o sid= -p "$pid" | tr -d ' ')" != "$(ps -o sid= -p $$ | tr -d ' ')" ] ||
+    fail "the watcher is in our session"
+printf 'watcher RSS while idle: %s\n' "$(grep VmRSS /proc/"$pid"/status)"
+
+# A deadline 2 s ahead: fires once, retries once, then stop_failed; the
+# far one is cancelled; then nothing is armed and the watcher exits.
+plan2='{"version":1,"stop_confirm_s":1,"deadlines":[{"id":"d-soon","at":'$(($(date +%s) + 2))',"action":"stop"}],
+ "stop":{"command":"'$T/stop.sh'","kind":"stop"}}'
+agent plan set --dir "$W" --expect 1 <<<"$plan2"
+expect_rc 0 "plan set --expect 1"
+expect_eq "$out" '{"generation":2,"watcher":"running","pid":'"$pid"'}' "plan set, watcher running"
+wait_until 60 journal_has d-soon stop_failed || fail "no stop_failed for d-soon"
+wait_until 30 gone "$pid" || fail "the watcher did not exit"
+expect_eq "$(events d-soon | tr '\n' ' ')" \
+    "armed firing stopping stop_result stop_retry stopping stop_result stop_failed " \
+    "d-soon's entries"
+expect_eq "$(events d-far | tr '\n' ' ')" "armed cancelled " "d-far's entries"
+expect_eq "$(tail -n 1 "$W/journal.jsonl" | jq -c '{event, reason}')" \
+    '{"event":"exiting","reason":"nothing armed"}' "last entry"
+expect_eq "$(cat "$stopped" | tr '\n' ' ')" "stop e2e stop e2e " "the stop ran twice (once and the retry)"
+expect_eq "$(jq -r 'select(.event == "stop_result") | .output' "$W/journal.jsonl" | head -n 1)" \
+    "stop-output" "stop_result output"
+
+# The report: the watcher section, entries after a cursor.
+epoch=$(head -n 1 "$W/journal.jsonl" | jq -r .epoch)
+fseq=$(jq -r 'select(.event == "firing") | .seq' "$W/journal.jsonl")
+agent report --dir "$W" --proc /proc --journal-after "$epoch:$((fseq - 1))"
+expect_rc 0 "report --journal-after"
+expect_eq "$(printf '%s' "$out" | jq -c '.watcher | [.state, .pid, .generation, .journal_epoch, .journal_more]')" \
+    '["none",null,2,"'"$epoch"'",false]' "report's watcher section"
+expect_eq "$(printf '%s' "$out" | jq -r '.watcher.journal[0].event')" firing "first entry after the cursor"
+expect_eq "$(printf '%s' "$out" | jq -r '.watcher.journal | length')" \
+    "$(($(wc -l <"$W/journal.jsonl") - fseq + 1))" "entries after the cursor"
+expect_eq "$(printf '%s' "$out" | jq -r 'keys_unsorted | last')" watcher "watcher is the last key"
+expect_eq "$(printf '%s' "$out" | jq -c '.watcher.plan.deadlines[0].id')" '"d-soon"' "plan in the report"
+agent report --dir "$W" --journal-after "0000000000000000:5"
+expect_eq "$(printf '%s' "$out" | jq -r '.watcher.journal[0].event')" journal "another epoch: from the start"
+agent report --dir "$W" --journal-after "nonsense"
+expect_rc 2 "report with a bad cursor"
+
+# A plan that arms something with no watcher: down; --ensure-watcher starts one.
+agent plan set --dir "$W" --expect 2 <<<'{"version":1,"deadlines":[]}'
+expect_eq "$out" '{"generation":3,"watcher":"none","pid":null}' "nothing armed: no watcher"
+plan4='{"version":1,"autostop":{"id":"a-1","idle_s":86400,"wait_for":["sessions"],"nvidia_smi":"/nonexistent"}}'
+agent plan set --dir "$W" --expect 3 <<<"$plan4"
+expect_match "$out" '"watcher":"started"' "autostop arms a watcher"
+wait_until 30 bash -c "jq -r .event '$W/journal.jsonl' | grep -qx gpu_unreadable" ||
+    fail "a failing nvidia-smi is not journaled"
+kill_watcher
+wait_until 30 bash -c "! $A report --dir $W | jq -e '.watcher.state == \"running\"' >/dev/null" ||
+    fail "the watcher did not exit on SIGTERM"
+expect_eq "$(tail -n 1 "$W/journal.jsonl" | jq -c '{event, reason}')" \
+    '{"event":"exiting","reason":"SIGTERM"}' "SIGTERM journaled"
+agent report --dir "$W"
+expect_eq "$(printf '%s' "$out" | jq -r '.watcher.state')" down "armed, no watcher: down"
+agent report --dir "$W" --ensure-watcher
+expect_eq "$(printf '%s' "$out" | jq -c '.watcher | [.state, .current]')" '["started",true]' "--ensure-watcher"
+
+finish
