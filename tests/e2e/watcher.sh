@@ -147,4 +147,28 @@ expect_eq "$(printf '%s' "$out" | jq -r '.watcher.state')" down "armed, no watch
 agent report --dir "$W" --ensure-watcher
 expect_eq "$(printf '%s' "$out" | jq -c '.watcher | [.state, .current]')" '["started",true]' "--ensure-watcher"
 
+# Autostop: an idle fake GPU, no sessions counted: idle, then firing with
+# the samples as evidence, the stop, and the watcher exits.
+kill_watcher
+wait_until 30 bash -c "! $A report --dir $W | jq -e '.watcher.state == \"running\"' >/dev/null" ||
+    fail "the watcher did not exit on SIGTERM (2)"
+mkdir "$T/gpus"
+echo "0, GPU-4f1e9a2c-7b3d-5e8f-9c2a-3cecef5a0d11, NVIDIA A100-SXM4-80GB, 0, 0, 10, 81920, 30, 60.00, 400.00, 535.104.05" \
+    >"$T/gpus/query-gpu.csv"
+export GPUFLEET_GPU_FIXTURES=$T/gpus
+plan5='{"version":1,"check_interval_s":1,"stop_confirm_s":1,"stop":{"command":"'$T/stop.sh'","kind":"stop"},
+ "autostop":{"id":"a-2","idle_s":2,"wait_for":[],"nvidia_smi":"'$GPUFLEET_SRC/tests/data/agent/fake-nvidia-smi'"}}'
+agent plan set --dir "$W" --expect 4 <<<"$plan5"
+expect_match "$out" '"generation":5,"watcher":"started"' "autostop plan set"
+apid=$(printf '%s' "$out" | jq -r .pid)
+wait_until 60 bash -c "jq -r 'select(.event == \"stop_failed\") | .id' '$W/journal.jsonl' | grep -q '^a-2@'" ||
+    fail "autostop did not fire"
+wait_until 30 gone "$apid" || fail "the autostop watcher did not exit"
+fire=$(jq -c 'select(.event == "firing" and (.id | startswith("a-2@")))' "$W/journal.jsonl")
+expect_eq "$(printf '%s' "$fire" | jq -r .reason)" idle "autostop fires for idle"
+expect_eq "$(printf '%s' "$fire" | jq -c '.evidence.samples[-1] | [.gpus, .gpu_mem_mib, .jobs]')" \
+    '[[0],[0],0]' "evidence: the last sample (no GPU processes)"
+expect_eq "$(jq -r 'select(.id == "a-2") | .event' "$W/journal.jsonl" | tr '\n' ' ')" "idle " \
+    "the policy journals the idle transition once"
+
 finish
