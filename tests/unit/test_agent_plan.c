@@ -443,6 +443,28 @@ START_TEST(test_shell_gate)
 }
 END_TEST
 
+/* GPUFLEET_AGENT_CONTAINER_START names the file container_start is in. */
+START_TEST(test_container_start_knob)
+{
+	char path[] = "/tmp/gpufleet-cs.XXXXXX";
+	int fd;
+
+	ck_assert_int_ne(fd = mkstemp(path), -1);
+	ck_assert_int_eq(write(fd, "1764640000\n", 11), 11);
+	close(fd);
+	setenv("GPUFLEET_AGENT_CONTAINER_START", path, 1);
+	ck_assert_int_eq(host_container_start_now("/proc"), 1764640000);
+	fd = open(path, O_WRONLY | O_TRUNC);
+	ck_assert_int_eq(write(fd, "soon\n", 5), 5);
+	close(fd);
+	ck_assert_int_eq(host_container_start_now("/proc"), -1);
+	unlink(path);
+	ck_assert_int_eq(host_container_start_now("/proc"), -1);
+	unsetenv("GPUFLEET_AGENT_CONTAINER_START");
+	ck_assert_int_ge(host_container_start_now("/proc"), 0);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -459,6 +481,7 @@ main(void)
 	tcase_add_test(tc, test_shell_env);
 	tcase_add_test(tc, test_shell_run);
 	tcase_add_test(tc, test_shell_gate);
+	tcase_add_test(tc, test_container_start_knob);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
