@@ -293,7 +293,8 @@ shell_close(struct shell *sh)
 
 /*
  * The start time (clock ticks after boot, field 22) of proc/PID/stat, or
- * -1 when there is no such process.
+ * -1 when there is no such process or it is a zombie (a container whose
+ * PID 1 reaps nothing keeps those for ever).
  */
 long long
 shell_pid_start(const char *proc, long long pid)
@@ -301,11 +302,14 @@ shell_pid_start(const char *proc, long long pid)
 	struct buf b = { NULL, 0, 0 };
 	struct host_pstat ps;
 	long long r = -1;
+	const char *paren;
 	char *path;
 
 	xasprintf(&path, "%s/%lld/stat", proc, pid);
 	if (buf_read_file(&b, path, 4096) == 0 &&
-	    host_parse_pstat(b.data, b.len, &ps) == 0)
+	    host_parse_pstat(b.data, b.len, &ps) == 0 &&
+	    (paren = strrchr(b.data, ')')) != NULL && paren[1] == ' ' &&
+	    paren[2] != 'Z' && paren[2] != 'X')
 		r = ps.starttime;
 	free(path);
 	buf_free(&b);

@@ -19,7 +19,7 @@ kill_watcher() {
 	    kill "$p" 2>/dev/null
 	return 0
 }
-cleanup_hooks+=(kill_watcher)
+cleanup_hooks+=(kill_watcher 'touch "$T/release"') # the slow stop below ends
 
 # wait_until SECONDS COMMAND...: poll until COMMAND succeeds; 1 if it never does.
 wait_until() {
@@ -170,5 +170,46 @@ expect_eq "$(printf '%s' "$fire" | jq -c '.evidence.samples[-1] | [.gpus, .gpu_m
     '[[0],[0],0]' "evidence: the last sample (no GPU processes)"
 expect_eq "$(jq -r 'select(.id == "a-2") | .event' "$W/journal.jsonl" | tr '\n' ' ')" "idle " \
     "the policy journals the idle transition once"
+
+# Exactly once across a SIGKILL: the watcher dies while its stop command
+# runs; the next one waits for that command instead of starting another,
+# and once the container has restarted (a later container_start) the
+# stop is "stopped".
+cat >"$T/slow-stop.sh" <<EOF
+#!/bin/sh
+echo started >>"$T/slow"
+while [ ! -e "$T/release" ]; do sleep 0.1; done
+echo done >>"$T/slow"
+EOF
+chmod +x "$T/slow-stop.sh"
+echo 1000 >"$T/cstart"
+export GPUFLEET_AGENT_CONTAINER_START=$T/cstart
+plan6='{"version":1,"stop_confirm_s":3600,"stop":{"command":"'$T/slow-stop.sh'","kind":"stop"},
+ "deadlines":[{"id":"d-kill","at":'$(($(date +%s) - 1))',"action":"stop"}]}'
+agent plan set --dir "$W" --expect 5 <<<"$plan6"
+expect_match "$out" '"generation":6,"watcher":"started"' "plan set, a due deadline"
+kpid=$(printf '%s' "$out" | jq -r .pid)
+wait_until 30 journal_has d-kill stopping || fail "d-kill never reached stopping"
+wait_until 30 test -e "$T/slow" || fail "the slow stop did not start"
+kill -9 "$kpid"
+wait_until 30 gone "$kpid" || fail "SIGKILL"
+agent watch --dir "$W"
+expect_match "$out" '^started [0-9]+$' "a new watcher after SIGKILL"
+npid=${out#started }
+sleep 1 # give it the chance to misbehave (start the stop again)
+touch "$T/release"
+wait_until 30 journal_has d-kill stop_result || fail "no stop_result after the restart"
+expect_eq "$(tr '\n' ' ' <"$T/slow")" "started done " "the stop command ran once"
+expect_eq "$(jq -r 'select(.id == "d-kill" and .event == "stop_result") | .status' "$W/journal.jsonl")" \
+    null "its result, not seen, is null"
+kill "$npid"
+wait_until 30 gone "$npid" || fail "SIGTERM (3)"
+echo 2000000000 >"$T/cstart"
+agent watch --dir "$W"
+wait_until 30 journal_has d-kill stopped || fail "no stopped after a container restart"
+expect_eq "$(jq -r 'select(.id == "d-kill") | .event' "$W/journal.jsonl" | tr '\n' ' ')" \
+    "armed firing stopping stop_result stopped " "d-kill's entries: fired once"
+expect_eq "$(jq -r 'select(.event == "stopped") | .container_start' "$W/journal.jsonl")" \
+    2000000000 "stopped carries the new container_start"
 
 finish

@@ -434,12 +434,31 @@ START_TEST(test_shell_gate)
 	ck_assert_int_eq(access(mark, F_OK), -1);
 
 	ck_assert_int_eq(shell_start(&sh, sleeper, environ, NULL, NULL), 0);
+	ck_assert_int_ge(shell_pid_start("/proc", sh.pid), 0);
 	shell_release(&sh);
 	shell_wait(&sh, 100, NULL);
 	ck_assert(sh.reaped);
 	ck_assert_int_eq(sh.timed_out, 1);
 	ck_assert(WIFSIGNALED(sh.status));
 	shell_close(&sh);
+	ck_assert_int_eq(shell_pid_start("/proc", sh.pid), -1);
+}
+
+/* A zombie is not a running stop command. */
+START_TEST(test_pid_zombie)
+{
+	pid_t pid = fork();
+	char path[64];
+
+	ck_assert_int_ne(pid, -1);
+	if (pid == 0)
+		_exit(0);
+	snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+	/* Until it has exited it is alive; then a zombie until reaped. */
+	while (shell_pid_start("/proc", pid) != -1)
+		usleep(1000);
+	ck_assert_int_eq(access(path, F_OK), 0);
+	ck_assert_int_eq(waitpid(pid, NULL, 0), pid);
 }
 END_TEST
 
@@ -482,6 +501,7 @@ main(void)
 	tcase_add_test(tc, test_shell_run);
 	tcase_add_test(tc, test_shell_gate);
 	tcase_add_test(tc, test_container_start_knob);
+	tcase_add_test(tc, test_pid_zombie);
 	tcase_set_timeout(tc, 60);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
