@@ -47,7 +47,8 @@ events() {
 	    "$W/journal.jsonl"
 }
 journal_has() { events "$1" | grep -qx "$2"; }
-gone() { ! kill -0 "$1" 2>/dev/null; }
+# gone PID: it has exited (a zombie too: not every PID 1 reaps).
+gone() { ! grep -qs '^State:[[:space:]]*[^ZX]' "/proc/$1/status"; }
 
 cat >"$T/stop.sh" <<EOF
 #!/bin/sh
@@ -211,5 +212,24 @@ expect_eq "$(jq -r 'select(.id == "d-kill") | .event' "$W/journal.jsonl" | tr '\
     "armed firing stopping stop_result stopped " "d-kill's entries: fired once"
 expect_eq "$(jq -r 'select(.event == "stopped") | .container_start' "$W/journal.jsonl")" \
     2000000000 "stopped carries the new container_start"
+
+# A watcher of another executable (an older agent) is replaced.
+cp "$A" "$T/agent-old"
+plan7='{"version":1,"deadlines":[{"id":"d-late","at":'$(($(date +%s) + 3600))',"action":"stop"}]}'
+agent plan set --dir "$W" --expect 6 <<<"$plan7"
+kill_watcher
+wait_until 30 bash -c "! $A report --dir $W | jq -e '.watcher.state == \"running\"' >/dev/null" ||
+    fail "SIGTERM (4)"
+out=$(timeout 20 "$T/agent-old" watch --dir "$W")
+opid=${out#started }
+expect_match "$out" '^started [0-9]+$' "the old agent's watcher"
+agent report --dir "$W"
+expect_eq "$(printf '%s' "$out" | jq -c '.watcher | [.state, .pid, .current]')" "[\"running\",$opid,false]" \
+    "an old watcher is not current"
+agent report --dir "$W" --ensure-watcher
+expect_eq "$(printf '%s' "$out" | jq -c '.watcher | [.state, .current]')" '["started",true]' \
+    "--ensure-watcher replaces an old watcher"
+checks=$((checks + 1))
+wait_until 30 gone "$opid" || { fail "the old watcher still runs"; kill "$opid"; }
 
 finish
