@@ -445,6 +445,7 @@ extern volatile sig_atomic_t watch_term;
 void watch_log(struct watch *, struct jsonw *);
 void watch_entry(struct watch *, struct jsonw *, const char *, const char *);
 int watch_run(const char *, const char *, int, int);
+void watch_no_result(struct watch *, const char *, const char *, const char *);
 void watch_run_before(struct watch *, const char *, const struct judge_task *,
     volatile sig_atomic_t *);
 void watch_run_stop(struct watch *, const char *, volatile sig_atomic_t *);
