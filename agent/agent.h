@@ -94,8 +94,10 @@ int jsonr_int(const struct jsonr *, const char *, long long *);
 void jsonr_write(struct jsonw *, const char *, const struct jsonr *);
 
 /* plan.c */
-#define PLAN_ID_MAX	   64
-#define PLAN_MAX_DEADLINES 64
+#define PLAN_ID_MAX 64
+/* So that "ID@CONTAINER_START" fits in PLAN_ID_MAX too. */
+#define PLAN_AUTOSTOP_ID_MAX 40
+#define PLAN_MAX_DEADLINES   64
 /* Exit statuses of plan set besides 0 and 2 (WATCH.md). */
 #define PLAN_EXIT_GENERATION 3
 #define PLAN_EXIT_INVALID    4
