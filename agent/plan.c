@@ -397,8 +397,8 @@ plan_mkdir(const char *dir, char **cause)
 
 /*
  * Load dir/plan.json into p, its text into raw when raw is not NULL:
- * 1 when there is no plan, 0 when it loaded, -1 with cause when it is
- * unreadable or invalid.
+ * 1 when there is no plan (p is then the empty plan), 0 when it loaded,
+ * -1 with cause when it is unreadable or invalid.
  */
 int
 plan_load(const char *dir, struct plan *p, struct buf *raw, char **cause)
@@ -414,6 +414,8 @@ plan_load(const char *dir, struct plan *p, struct buf *raw, char **cause)
 		if (r == -1)
 			xasprintf(
 			    cause, "cannot read %s: %s", path, strerror(errno));
+		else /* the empty plan, with its defaults */
+			plan_parse("{\"version\":1}", 13, p, NULL);
 	} else if ((r = plan_parse(b.data, b.len, p, &why)) != 0) {
 		xasprintf(cause, "invalid %s: %s", path, why);
 		free(why);

@@ -490,6 +490,7 @@ watch_run(const char *dir, const char *proc, int notify, int daemon)
 	w.dir = dir;
 	w.proc = proc;
 	w.ino = -1;
+	plan_parse("{\"version\":1}", 13, &w.plan, NULL); /* the defaults */
 	if ((r = watch_start(&w, notify, daemon)) != 0)
 		return r < 0 ? 1 : 0;
 	watch_loop(&w);
