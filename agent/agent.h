@@ -217,6 +217,7 @@ struct judge_verdict {
 struct judge_fire {
 	char id[JUDGE_FIRE_ID_MAX + 1];
 	int armed;
+	long long armed_at; /* the "at" of the last "armed" */
 	int warned;
 	int fired;
 	long long fired_at;

@@ -173,9 +173,10 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 	if (event == NULL || id == NULL || (f = judge_find(js, id, 1)) == NULL)
 		return;
 	jsonr_int(e, "time", &t);
-	if (strcmp(event, "armed") == 0)
+	if (strcmp(event, "armed") == 0) {
 		f->armed = 1;
-	else if (strcmp(event, "cancelled") == 0)
+		f->armed_at = jsonr_int(e, "at", &v) == 0 ? v : 0;
+	} else if (strcmp(event, "cancelled") == 0)
 		f->armed = 0;
 	else if (strcmp(event, "warned") == 0)
 		f->warned = 1;

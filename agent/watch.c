@@ -158,7 +158,10 @@ watch_load_plan(struct watch *w, int initial)
 	watch_arm(w);
 }
 
-/* Journal "armed" for new deadlines and "cancelled" for dropped ones. */
+/*
+ * Journal "armed" for new deadlines (and moved ones, with their new "at")
+ * and "cancelled" for dropped ones.
+ */
 static void
 watch_arm(struct watch *w)
 {
@@ -171,8 +174,9 @@ watch_arm(struct watch *w)
 		const struct plan_deadline *d = &w->plan.deadlines[i];
 
 		f = judge_find(&w->js, d->id, 0);
-		if (f != NULL && (f->armed || f->fired))
-			continue;
+		if (f != NULL &&
+		    (f->fired || (f->armed && f->armed_at == d->at)))
+			continue; /* armed again only when it moved */
 		watch_entry(w, &jw, "armed", d->id);
 		jsonw_int(&jw, "at", d->at);
 		jsonw_string(&jw, "action", d->local ? "local" : "stop");

@@ -260,7 +260,7 @@ expect_match "$(cat "$T/wall.txt")" \
 agent plan set --dir "$W" --expect $((gen + 1)) <<<"$(plan8 "$(date +%s)")"
 wait_until 60 journal_has d-warn skipped || fail "d-warn was not skipped"
 expect_eq "$(jq -r 'select(.id == "d-warn") | .event' "$W/journal.jsonl" | tr '\n' ' ')" \
-    "armed warned firing before_stop skipped " "d-warn's entries"
+    "armed warned armed firing before_stop skipped " "d-warn's entries (armed again when moved)"
 expect_eq "$(jq -r 'select(.event == "warned") | .method' "$W/journal.jsonl")" wall "warned by wall"
 expect_eq "$(jq -c 'select(.event == "before_stop") | [.status, .signal, .timed_out, .output]' "$W/journal.jsonl")" \
     '[4,null,false,"saving\nto-stderr\n"]' "before_stop's result"
