@@ -246,7 +246,12 @@ judge_fired(const struct judge_fire *f, const struct judge_task *t,
 		s->act = JUDGE_ACT_NONE;
 	else if (f->attempts > 0 && container_start > f->stopping_time)
 		s->act = JUDGE_ACT_STOPPED;
-	else if (f->attempts == 0 && t->before_stop != NULL && !f->before_done)
+	else if (f->attempts == 0 && container_start > f->fired_at) {
+		s->act =
+		    JUDGE_ACT_SKIP; /* never stop a machine started since */
+		s->reason = "the container restarted after firing";
+	} else if (f->attempts == 0 && t->before_stop != NULL &&
+	    !f->before_done)
 		s->act = JUDGE_ACT_BEFORE;
 	else if (f->attempts == 0 && t->before_stop != NULL &&
 	    t->before_must_succeed && !f->before_ok) {

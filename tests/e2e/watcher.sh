@@ -235,6 +235,7 @@ wait_until 30 gone "$opid" || { fail "the old watcher still runs"; kill "$opid";
 # The warning (a fake wall in PATH gets the message on stdin), then the
 # before-stop command, which fails and must succeed: the stop is skipped.
 kill_watcher
+echo 1000 >"$T/cstart" # back to a container older than what follows
 mkdir "$T/bin"
 cat >"$T/bin/wall" <<EOF
 #!/bin/sh
