@@ -213,7 +213,7 @@ int
 watcher_start(
     const char *dir, const char *proc, int *started, pid_t *pid, char **cause)
 {
-	char line[64], *end;
+	char line[512], *end;
 	pid_t child, gc;
 	int p[2], status;
 	long v;

@@ -268,4 +268,17 @@ expect_eq "$(jq -c 'select(.event == "before_stop") | [.status, .signal, .timed_
 expect_eq "$(jq -r 'select(.event == "skipped") | .reason' "$W/journal.jsonl")" \
     "before_stop failed" "skipped's reason"
 
+# Exit 5: the plan cannot be written (the directory is under a file);
+# exit 6: written, but the watcher cannot start (watcher.pid is a directory).
+touch "$T/afile"
+agent plan set --dir "$T/afile/d" --expect 0 <<<"$plan1"
+expect_rc 5 "plan set where no directory can be made"
+expect_match "$err" '^gpufleet-agent: plan set: cannot create .*afile/d: Not a directory$' "exit 5 says why"
+mkdir -p "$T/w6/watcher.pid"
+agent plan set --dir "$T/w6" --expect 0 <<<"$plan1"
+expect_rc 6 "plan set whose watcher cannot start"
+expect_eq "$out" '{"generation":1,"watcher":"none","pid":null}' "exit 6 still prints the generation"
+expect_match "$err" '^gpufleet-agent: plan set: the watcher said: failed: cannot open .*watcher.pid: Is a directory$' \
+    "exit 6 says why"
+
 finish
