@@ -22,6 +22,10 @@
 #define HOST_CMDLINE_MAX 512
 /* Ancestors followed from the agent before giving up (a loop). */
 #define HOST_MAX_DEPTH 256
+/* Bytes read of a process's environment for the session mark. */
+#define HOST_ENVIRON_MAX 65536
+/* Test knob: count only sessions that carry this NAME=VALUE (WATCH.md). */
+#define HOST_SESSION_MARK "GPUFLEET_AGENT_SESSION_MARK"
 
 /* One process, as the session count needs it. */
 struct host_proc {
@@ -29,6 +33,7 @@ struct host_proc {
 	long long ppid;
 	char comm[64];
 	int kind;
+	int marked; /* carries the session mark (with the test knob) */
 };
 
 enum { PROC_OTHER, PROC_SSH, PROC_TERMINAL };
@@ -48,6 +53,9 @@ static void host_netdev(struct host *, const char *);
 static int host_terminal(const struct host_pstat *);
 static struct host_proc *host_find(struct host_proc *, size_t, long long);
 static void host_sessions(struct host *, const char *);
+static int host_has_env(const char *, long long, const char *);
+static void host_keep_marked(
+    struct host_proc *, size_t, const char *, const char *);
 
 /* Read root/rel into b (emptied first); 0, or -1 if it cannot be read. */
 static int
@@ -448,6 +456,67 @@ host_find(struct host_proc *procs, size_t n, long long pid)
 	return NULL;
 }
 
+/* Whether process pid's environment holds the entry want ("NAME=VALUE"). */
+static int
+host_has_env(const char *proc, long long pid, const char *want)
+{
+	struct buf b = { NULL, 0, 0 };
+	size_t off, len, wl = strlen(want);
+	char *path;
+	int found = 0;
+
+	xasprintf(&path, "%s/%lld/environ", proc, pid);
+	if (buf_read_file(&b, path, HOST_ENVIRON_MAX) == 0) {
+		for (off = 0; off < b.len && !found; off += len + 1) {
+			len = strnlen(b.data + off, b.len - off);
+			found =
+			    len == wl && memcmp(b.data + off, want, wl) == 0;
+		}
+	}
+	free(path);
+	buf_free(&b);
+	return found;
+}
+
+/*
+ * With the test knob GPUFLEET_AGENT_SESSION_MARK=mark (WATCH.md), keep
+ * counting only the sessions whose process or a descendant carries the
+ * same mark in its environment: the test fleet's instances share one
+ * /proc, and must not count each other's sessions.
+ */
+static void
+host_keep_marked(
+    struct host_proc *procs, size_t n, const char *proc, const char *mark)
+{
+	struct host_proc *p;
+	size_t i, depth;
+	long long pid;
+	char *want;
+
+	if (mark == NULL || *mark == '\0')
+		return;
+	xasprintf(&want, "%s=%s", HOST_SESSION_MARK, mark);
+	for (i = 0; i < n; i++)
+		procs[i].marked = host_has_env(proc, procs[i].pid, want);
+	free(want);
+	/* A marked process marks the sessions above it. */
+	for (i = 0; i < n; i++) {
+		if (!procs[i].marked)
+			continue;
+		pid = procs[i].ppid;
+		for (depth = 0; depth < HOST_MAX_DEPTH && pid > 0; depth++) {
+			if ((p = host_find(procs, n, pid)) == NULL)
+				break;
+			if (p->kind != PROC_OTHER)
+				p->marked = 1;
+			pid = p->ppid;
+		}
+	}
+	for (i = 0; i < n; i++)
+		if (!procs[i].marked)
+			procs[i].kind = PROC_OTHER;
+}
+
 /*
  * Count interactive sessions: sshd session processes (with or without a
  * tty, so IDE remote sessions count) plus terminal sessions not opened
@@ -486,6 +555,7 @@ host_sessions(struct host *h, const char *proc)
 		p->ppid = ps.ppid;
 		memcpy(p->comm, ps.comm, sizeof p->comm);
 		p->kind = host_terminal(&ps) ? PROC_TERMINAL : PROC_OTHER;
+		p->marked = 0;
 		snprintf(rel, sizeof rel, "%lld/cmdline", pid);
 		buf_free(&b);
 		xasprintf(&path, "%s/%s", proc, rel);
@@ -514,6 +584,8 @@ host_sessions(struct host *h, const char *proc)
 			if (strcmp(parent->comm, skip_parents[k]) == 0)
 				procs[i].kind = PROC_OTHER;
 	}
+
+	host_keep_marked(procs, n, proc, getenv(HOST_SESSION_MARK));
 
 	/* Nor the session the agent runs in. */
 	xasprintf(&path, "%s/self", proc);

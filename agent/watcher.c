@@ -274,8 +274,9 @@ watcher_replay_fn(
 }
 
 /*
- * Whether plan p arms anything for dir's journal: an autostop policy, or
- * a deadline that has not fired.
+ * Whether plan p arms anything for dir's journal: an autostop policy, a
+ * deadline that has not fired, or a fired one whose stop sequence is not
+ * done (a watcher killed mid-stop must be brought back to finish it).
  */
 int
 watcher_plan_arms(const char *dir, const struct plan *p)
@@ -292,6 +293,8 @@ watcher_plan_arms(const char *dir, const struct plan *p)
 	for (i = 0; i < p->ndeadlines && !arms; i++)
 		arms = (f = judge_find(&js, p->deadlines[i].id, 0)) == NULL ||
 		    !f->fired;
+	for (i = 0; i < js.n && !arms; i++)
+		arms = js.f[i].fired && !js.f[i].done;
 	judge_state_free(&js);
 	return arms;
 }

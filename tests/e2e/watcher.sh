@@ -194,9 +194,12 @@ wait_until 30 journal_has d-kill stopping || fail "d-kill never reached stopping
 wait_until 30 test -e "$T/slow" || fail "the slow stop did not start"
 kill -9 "$kpid"
 wait_until 30 gone "$kpid" || fail "SIGKILL"
-agent watch --dir "$W"
-expect_match "$out" '^started [0-9]+$' "a new watcher after SIGKILL"
-npid=${out#started }
+# The next contact's report brings it back: a fired deadline whose stop
+# is unfinished still arms the plan.
+agent report --dir "$W" --ensure-watcher
+expect_eq "$(printf '%s' "$out" | jq -c '.watcher | [.state, .current]')" '["started",true]' \
+    "--ensure-watcher after SIGKILL mid-stop"
+npid=$(printf '%s' "$out" | jq -r .watcher.pid)
 sleep 1 # give it the chance to misbehave (start the stop again)
 touch "$T/release"
 wait_until 30 journal_has d-kill stop_result || fail "no stop_result after the restart"

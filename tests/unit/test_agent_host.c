@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -188,6 +189,79 @@ START_TEST(test_empty_root)
 }
 END_TEST
 
+/* Write proc/PID/{stat,cmdline,environ} of a process for a built tree;
+ * env's entries are separated by '|'. */
+static void
+put_proc(const char *root, int pid, int ppid, const char *comm,
+    const char *title, const char *env)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof path, "%s/%d", root, pid);
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	snprintf(path, sizeof path, "%s/%d/stat", root, pid);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fprintf(f,
+	    "%d (%s) S %d %d %d 0 -1 4194560 1 0 0 0 1 1 0 0 20 0 1 0 "
+	    "100 1 1 1 1 1 0 0 0 0 0 0 0 0 17 0 0 0 0 0 0\n",
+	    pid, comm, ppid, pid, pid);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/%d/cmdline", root, pid);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fwrite(title, 1, strlen(title) + 1, f);
+	fclose(f);
+	snprintf(path, sizeof path, "%s/%d/environ", root, pid);
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	for (; *env != '\0'; env++) /* '|' separates entries */
+		fputc(*env == '|' ? '\0' : *env, f);
+	fputc('\0', f);
+	fclose(f);
+}
+
+/*
+ * The session-mark test knob: two instances' sessions on one /proc, each
+ * counted only by the instance whose mark its processes carry; the
+ * session process itself (sshd's environment) has no mark.
+ */
+START_TEST(test_session_mark)
+{
+	char root[] = "/tmp/agent-mark-XXXXXX", cmd[300];
+	struct host h;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	put_proc(root, 10, 1, "sshd", "sshd: u@notty", "PATH=/bin");
+	put_proc(root, 11, 10, "sh", "sh",
+	    "HOME=/h|GPUFLEET_AGENT_SESSION_MARK=t/a");
+	put_proc(
+	    root, 12, 11, "sleep", "sleep", "GPUFLEET_AGENT_SESSION_MARK=t/a");
+	put_proc(root, 20, 1, "sshd", "sshd: u@notty", "PATH=/bin");
+	put_proc(root, 21, 20, "sh", "sh", "GPUFLEET_AGENT_SESSION_MARK=t/b");
+	put_proc(root, 30, 1, "sshd", "sshd: u@notty", "PATH=/bin");
+	put_proc(root, 31, 30, "sh", "sh", "GPUFLEET_AGENT_SESSION_MARK=t/ab");
+
+	unsetenv("GPUFLEET_AGENT_SESSION_MARK");
+	host_collect(&h, root, "/tmp");
+	check_int("sessions without the knob", h.sessions, 3);
+	host_free(&h);
+	setenv("GPUFLEET_AGENT_SESSION_MARK", "t/a", 1);
+	host_collect(&h, root, "/tmp");
+	check_int("sessions of t/a", h.sessions, 1);
+	host_free(&h);
+	setenv("GPUFLEET_AGENT_SESSION_MARK", "t/c", 1);
+	host_collect(&h, root, "/tmp");
+	check_int("sessions of t/c", h.sessions, 0);
+	host_free(&h);
+	setenv("GPUFLEET_AGENT_SESSION_MARK", "", 1);
+	host_collect(&h, root, "/tmp");
+	check_int("sessions with an empty mark", h.sessions, 3);
+	host_free(&h);
+	unsetenv("GPUFLEET_AGENT_SESSION_MARK");
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 /* This machine's /proc: the values exist and agree with libc. */
 START_TEST(test_live)
 {
@@ -248,6 +322,7 @@ main(void)
 	tcase_add_loop_test(
 	    tc, test_fixture, 0, sizeof proc_cases / sizeof proc_cases[0]);
 	tcase_add_test(tc, test_empty_root);
+	tcase_add_test(tc, test_session_mark);
 	tcase_add_test(tc, test_live);
 	tcase_add_loop_test(
 	    tc, test_title, 0, sizeof title_cases / sizeof title_cases[0]);
