@@ -337,7 +337,7 @@ struct gpu_info {
 void gpu_parse_query(struct gpu_info *, const char *, size_t);
 void gpu_parse_apps(struct gpu_info *, const char *, size_t);
 void gpu_parse_banner(struct gpu_info *, const char *, size_t);
-void gpu_collect(struct gpu_info *, const char *, long);
+void gpu_collect(struct gpu_info *, const char *, long, int);
 char *gpu_find_nvidia_smi(const char *);
 void gpu_write(struct jsonw *, const struct gpu_info *);
 void gpu_free(struct gpu_info *);

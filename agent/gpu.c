@@ -482,12 +482,14 @@ gpu_find_nvidia_smi(const char *given)
 }
 
 /*
- * Fill info from nvidia-smi (nvsmi as gpu_find_nvidia_smi takes it), all
- * three runs together bounded by timeout_ms. Never fails: what could not
- * be had is in info->error or left unknown.
+ * Fill info from nvidia-smi (nvsmi as gpu_find_nvidia_smi takes it): with
+ * full, the GPU query, the process query and the banner, all three runs
+ * together bounded by timeout_ms; without, the GPU query alone (one run:
+ * the watcher's sample, processes unknown). Never fails: what could not be
+ * had is in info->error or left unknown.
  */
 void
-gpu_collect(struct gpu_info *info, const char *nvsmi, long timeout_ms)
+gpu_collect(struct gpu_info *info, const char *nvsmi, long timeout_ms, int full)
 {
 	char *path, *query[4], *apps[4], *plain[2];
 	struct run runs[3];
@@ -507,16 +509,17 @@ gpu_collect(struct gpu_info *info, const char *nvsmi, long timeout_ms)
 	runs[0].argv = query;
 	runs[1].argv = apps;
 	runs[2].argv = plain;
-	run_all(runs, 3, timeout_ms);
+	run_all(runs, full ? 3 : 1, timeout_ms);
 
 	if ((info->error = gpu_run_error(&runs[0], timeout_ms)) == NULL) {
 		gpu_parse_query(info, runs[0].out[0].data, runs[0].out[0].len);
-		if (runs[1].state == RUN_EXITED && WIFEXITED(runs[1].status) &&
+		if (full && runs[1].state == RUN_EXITED &&
+		    WIFEXITED(runs[1].status) &&
 		    WEXITSTATUS(runs[1].status) == 0)
 			gpu_parse_apps(
 			    info, runs[1].out[0].data, runs[1].out[0].len);
 	}
-	if (runs[2].state == RUN_EXITED && runs[2].out[0].len != 0)
+	if (full && runs[2].state == RUN_EXITED && runs[2].out[0].len != 0)
 		gpu_parse_banner(info, runs[2].out[0].data, runs[2].out[0].len);
 	for (i = 0; i < 3; i++)
 		run_free(&runs[i]);

@@ -111,7 +111,7 @@ report_build(const struct report_opts *o, time_t now)
 	progress = report_expand_home(
 	    o->progress != NULL ? o->progress : "~/.gpufleet/progress");
 
-	gpu_collect(&gpu, o->nvidia_smi, o->gpu_timeout_ms);
+	gpu_collect(&gpu, o->nvidia_smi, o->gpu_timeout_ms, 1);
 	host_collect(&host, o->proc != NULL ? o->proc : "/proc", dir);
 	progress_read(&pr, progress);
 

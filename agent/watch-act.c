@@ -262,13 +262,14 @@ watch_sample_take(
 	struct gpu_info gi;
 	struct progress pr;
 	struct report_opts o;
-	size_t i, k;
+	size_t i;
 	char *path;
 
 	memset(s, 0, sizeof *s);
 	s->time = now;
 	report_opts_init(&o);
-	gpu_collect(&gi, a->nvidia_smi, o.gpu_timeout_ms);
+	/* One run a check: the GPU query; memory is each GPU's in use. */
+	gpu_collect(&gi, a->nvidia_smi, o.gpu_timeout_ms, 0);
 	*error = gi.error != NULL ? xstrdup(gi.error) : NULL;
 	if (gi.error != NULL)
 		s->gpu_state = a->nvidia_smi == NULL &&
@@ -280,13 +281,7 @@ watch_sample_take(
 		const struct gpu *g = &gi.gpus[i];
 
 		s->util[i] = g->util_gpu.set ? g->util_gpu.v : -1;
-		s->mem_mib[i] = 0;
-		if (!g->procs_known && g->mem_used_mib.set)
-			s->mem_mib[i] = g->mem_used_mib.v;
-		for (k = 0; g->procs_known && k < g->nprocs; k++)
-			if (g->procs[k].mem_mib.set &&
-			    g->procs[k].mem_mib.v > s->mem_mib[i])
-				s->mem_mib[i] = g->procs[k].mem_mib.v;
+		s->mem_mib[i] = g->mem_used_mib.set ? g->mem_used_mib.v : 0;
 		s->ngpus = i + 1;
 	}
 	gpu_free(&gi);

@@ -168,7 +168,7 @@ wait_until 30 gone "$apid" || fail "the autostop watcher did not exit"
 fire=$(jq -c 'select(.event == "firing" and (.id | startswith("a-2@")))' "$W/journal.jsonl")
 expect_eq "$(printf '%s' "$fire" | jq -r .reason)" idle "autostop fires for idle"
 expect_eq "$(printf '%s' "$fire" | jq -c '.evidence.samples[-1] | [.gpus, .gpu_mem_mib, .jobs]')" \
-    '[[0],[0],0]' "evidence: the last sample (no GPU processes)"
+    '[[0],[10],0]' "evidence: the last sample (GPU memory in use, one query a check)"
 expect_eq "$(jq -r 'select(.id == "a-2") | .event' "$W/journal.jsonl" | tr '\n' ' ')" "idle " \
     "the policy journals the idle transition once"
 

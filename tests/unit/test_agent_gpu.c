@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 #include <dirent.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "agent.h"
@@ -165,7 +166,7 @@ collect_set(struct gpu_info *info, const char *set, long timeout_ms)
 	ck_assert_int_ge(asprintf(&rel, "gpus/%s", set), 0);
 	dir = data_path(rel);
 	ck_assert_int_eq(setenv("GPUFLEET_GPU_FIXTURES", dir, 1), 0);
-	gpu_collect(info, fake, timeout_ms);
+	gpu_collect(info, fake, timeout_ms, 1);
 	free(fake);
 	free(dir);
 	free(rel);
@@ -395,7 +396,7 @@ START_TEST(test_not_found)
 	struct gpu_info info;
 	char *path;
 
-	gpu_collect(&info, "/nonexistent/nvidia-smi", 2000);
+	gpu_collect(&info, "/nonexistent/nvidia-smi", 2000, 1);
 	ck_assert_str_eq(info.error, REPORT_GPU_ERR_NOT_FOUND);
 	ck_assert_uint_eq(info.ngpus, 0);
 	gpu_free(&info);
@@ -411,6 +412,64 @@ START_TEST(test_not_found)
 	ck_assert_ptr_nonnull(path);
 	ck_assert_ptr_nonnull(strstr(path, "/agent/fake-nvidia-smi"));
 	free(path);
+}
+END_TEST
+
+/*
+ * The watcher's sample runs nvidia-smi once (the GPU query), the report
+ * three times; counted by a wrapper that logs each call.
+ */
+START_TEST(test_query_only)
+{
+	char dir[] = "/tmp/agent-nvsmi-XXXXXX", *wrap, *log, *fake, *gpus;
+	struct gpu_info info;
+	struct buf b = { NULL, 0, 0 };
+	FILE *f;
+	size_t i, calls;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert_int_ge(asprintf(&wrap, "%s/nvidia-smi", dir), 0);
+	ck_assert_int_ge(asprintf(&log, "%s/calls", dir), 0);
+	fake = data_path("fake-nvidia-smi");
+	gpus = data_path("gpus/a100");
+	ck_assert_int_eq(setenv("GPUFLEET_GPU_FIXTURES", gpus, 1), 0);
+	ck_assert_ptr_nonnull(f = fopen(wrap, "w"));
+	fprintf(f, "#!/bin/sh\necho \"${1-}\" >>'%s'\nexec '%s' \"$@\"\n", log,
+	    fake);
+	fclose(f);
+	ck_assert_int_eq(chmod(wrap, 0700), 0);
+
+	gpu_collect(&info, wrap, 20000, 0);
+	ck_assert_ptr_null(info.error);
+	ck_assert_uint_eq(info.ngpus, 2);
+	for (i = 0; i < info.ngpus; i++) {
+		ck_assert_int_eq(info.gpus[i].procs_known, 0);
+		ck_assert(info.gpus[i].mem_used_mib.set);
+	}
+	gpu_free(&info);
+	ck_assert_int_eq(buf_read_file(&b, log, 4096), 0);
+	for (calls = 0, i = 0; i < b.len; i++)
+		calls += b.data[i] == '\n';
+	ck_assert_uint_eq(calls, 1);
+	ck_assert(strncmp(b.data, "--query-gpu=", 12) == 0);
+	buf_free(&b);
+
+	gpu_collect(&info, wrap, 20000, 1);
+	ck_assert_int_eq(info.gpus[0].procs_known, 1);
+	gpu_free(&info);
+	ck_assert_int_eq(buf_read_file(&b, log, 4096), 0);
+	for (calls = 0, i = 0; i < b.len; i++)
+		calls += b.data[i] == '\n';
+	ck_assert_uint_eq(calls, 4);
+	buf_free(&b);
+
+	unlink(log);
+	unlink(wrap);
+	rmdir(dir);
+	free(wrap);
+	free(log);
+	free(fake);
+	free(gpus);
 }
 END_TEST
 
@@ -505,6 +564,7 @@ main(void)
 	tcase_add_test(tc, test_skipped_lines);
 	tcase_add_test(tc, test_banner);
 	tcase_add_test(tc, test_not_found);
+	tcase_add_test(tc, test_query_only);
 	tcase_add_test(tc, test_fail);
 	tcase_add_test(tc, test_hang);
 	tcase_add_test(tc, test_run_kills_group);
