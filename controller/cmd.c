@@ -13,6 +13,7 @@
 extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_advise_entry;
 extern const struct cmd_entry cmd_cost_entry;
+extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
@@ -27,6 +28,7 @@ extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
+extern const struct cmd_entry cmd_shutdown_entry;
 extern const struct cmd_entry cmd_ssh_entry;
 extern const struct cmd_entry cmd_status_entry;
 extern const struct cmd_entry cmd_tag_entry;
@@ -49,6 +51,8 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_provider_entry,
 	&cmd_advise_entry,
 	&cmd_exec_entry,
+	&cmd_shutdown_entry,
+	&cmd_events_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,

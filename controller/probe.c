@@ -368,6 +368,13 @@ fail:
 	return r;
 }
 
+/* The agent binary the poll deploys (for other commands of the agent). */
+const struct agent_bin *
+probe_agent(const struct probe *p)
+{
+	return &p->ab;
+}
+
 /* How many instances gave no report in the last pass. */
 size_t
 probe_failed(const struct probe *p)
