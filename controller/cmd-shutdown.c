@@ -436,10 +436,10 @@ static const struct option ls_options[] = { { "json", no_argument, NULL,
 						OPT_JSON },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
-/* One deadline of a plan as a line of `shutdown ls`. */
-static void
-ls_deadline(
-    const struct planwrite_host *h, json_t *plan, json_t *d, int64_t skew)
+/* One deadline of a plan as a line of `shutdown ls`; 1 if still armed. */
+static int
+ls_deadline(struct planwrite *pw, const struct planwrite_host *h, json_t *plan,
+    json_t *d, int64_t skew)
 {
 	int64_t at = json_integer_value(json_object_get(d, "at"));
 	json_t *stop = json_object_get(plan, "stop");
@@ -447,6 +447,9 @@ ls_deadline(
 	    json_string_value(json_object_get(d, "before_stop"));
 	char *when = watcher_local_time(at - skew), *clock = watcher_clock(at),
 	     *m, *line;
+	const char *did = json_string_value(json_object_get(d, "id"));
+	int64_t fired =
+	    did != NULL ? watcher_fired_at(pw->rm->inv, h->in->id, did) : 0;
 	int local = json_is_string(json_object_get(d, "action")) &&
 	    strcmp(json_string_value(json_object_get(d, "action")), "local") ==
 		0;
@@ -460,8 +463,9 @@ ls_deadline(
 	else
 		m = xstrdup("no stop method");
 	xasprintf(&line,
-	    "  %s  stop at %s (instance clock %s)  warn %lld min%s%s  %s",
-	    json_string_value(json_object_get(d, "id")), when, clock,
+	    "  %s  %s %s (instance clock %s)  warn %lld min%s%s  %s",
+	    did != NULL ? did : "?", fired != 0 ? "fired, due at" : "stop at",
+	    when, clock,
 	    (long long)json_integer_value(json_object_get(d, "warn_minutes")),
 	    before != NULL ? "  before: " : "", before != NULL ? before : "",
 	    m);
@@ -472,6 +476,7 @@ ls_deadline(
 	free(line);
 	free(when);
 	free(clock);
+	return fired == 0;
 }
 
 /* One instance of `shutdown ls`, from its stored view. */
@@ -500,8 +505,7 @@ ls_host(struct planwrite *pw, const struct planwrite_host *h,
 	printf("\n");
 	json_array_foreach(json_object_get(plan, "deadlines"), i, d)
 	{
-		ls_deadline(h, plan, d, v->skew);
-		nd++;
+		nd += ls_deadline(pw, h, plan, d, v->skew);
 	}
 	as = json_object_get(plan, "autostop");
 	if (json_is_object(as)) {

@@ -12,6 +12,7 @@
 
 extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_advise_entry;
+extern const struct cmd_entry cmd_autostop_entry;
 extern const struct cmd_entry cmd_cost_entry;
 extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
@@ -52,6 +53,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_advise_entry,
 	&cmd_exec_entry,
 	&cmd_shutdown_entry,
+	&cmd_autostop_entry,
 	&cmd_events_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,

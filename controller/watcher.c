@@ -18,8 +18,8 @@ static int store_state(
     struct inventory *, int64_t, int64_t, const struct report *, char **);
 static int ingest(
     struct inventory *, int64_t, int64_t, const struct report_entry *, char **);
-static int ledger_once(
-    struct inventory *, int64_t, int64_t, const char *, const char *, char **);
+static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
+    const char *, const char *, char **);
 
 /* One knob from the environment, in [lo, hi], def when unset. */
 static int
@@ -115,7 +115,7 @@ store_state(struct inventory *inv, int64_t id, int64_t now,
 	    "INSERT OR REPLACE INTO watcher_state (instance_id, t, state, pid, "
 	    "current, error, generation, plan, skew, journal_epoch) VALUES "
 	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-	    "storing the watcher's state", cause, "IItNittIIt", id, now,
+	    "storing the watcher's state", cause, "IItNitItIt", id, now,
 	    w->state, w->pid, w->current, w->error, w->generation, w->plan,
 	    rep->time - now, w->epoch[0] != '\0' ? w->epoch : NULL);
 }
@@ -123,7 +123,7 @@ store_state(struct inventory *inv, int64_t id, int64_t now,
 /* A ledger entry with this note, unless the instance has one already. */
 static int
 ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
-    const char *note, char **cause)
+    const char *source, const char *note, char **cause)
 {
 	sqlite3_stmt *st;
 	int r;
@@ -135,7 +135,7 @@ ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
 	r = db_finish(inv, st, sqlite3_step(st), "reading the ledger", cause);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	return ledger_add(inv, id, t, state, "performed", note, cause);
+	return ledger_add(inv, id, t, state, source, note, cause);
 }
 
 /*
@@ -158,7 +158,8 @@ ingest(struct inventory *inv, int64_t id, int64_t skew,
 		return 0;
 	if (strcmp(ev, "stopping") == 0 || strcmp(ev, "stopped") == 0) {
 		snprintf(note, sizeof note, "watcher: deadline %s", e->id);
-		if ((r = ledger_once(inv, id, t, "stopped", note, cause)) != 0)
+		if ((r = ledger_once(
+			 inv, id, t, "stopped", "performed", note, cause)) != 0)
 			return r;
 		/* Unreachable after it stopped: stopped, not unknown. */
 		return db_exec(inv,
@@ -175,7 +176,8 @@ ingest(struct inventory *inv, int64_t id, int64_t skew,
 		if (r != 0)
 			return r;
 		snprintf(note, sizeof note, "watcher: stop failed %s", e->id);
-		return ledger_once(inv, id, t, "running", note, cause);
+		return ledger_once(
+		    inv, id, t, "running", "observed", note, cause);
 	}
 	if (strcmp(ev, "local_due") == 0)
 		return db_exec(inv,
@@ -456,11 +458,18 @@ watcher_json(struct inventory *inv, int64_t id, const struct watcher_view *v)
 	{
 		json_t *c = json_deep_copy(d);
 		int64_t at = json_integer_value(json_object_get(d, "at"));
+		const char *did = json_string_value(json_object_get(d, "id"));
+		int64_t fired =
+		    did != NULL ? watcher_fired_at(inv, id, did) : 0;
 		s = instance_format_time(at - v->skew);
 		json_object_set_new(c, "at_local", json_string(s));
 		free(s);
 		s = instance_format_time(at);
 		json_object_set_new(c, "at_instance", json_string(s));
+		free(s);
+		s = instance_format_time(fired);
+		json_object_set_new(
+		    c, "fired_at", fired != 0 ? json_string(s) : json_null());
 		free(s);
 		json_array_append_new(dl, c);
 	}
