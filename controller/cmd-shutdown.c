@@ -14,6 +14,7 @@
 
 #include "billing.h"
 #include "cmd.h"
+#include "localstop.h"
 #include "log.h"
 #include "planwrite.h"
 #include "status.h"
@@ -46,6 +47,11 @@ static json_t *arm_json(
     const struct planwrite_host *, const struct arm *, const char *);
 static void arm_print(
     const struct planwrite_host *, const struct arm *, const char *);
+static void local_now(
+    struct planwrite *, struct planwrite_host *, const struct arm *);
+static void stored_skews(struct planwrite *);
+static size_t arm_report(
+    struct planwrite *, const struct arm *, char (*)[16], const int *);
 static int shutdown_arm(struct cmd_ctx *, const char *, struct arm *);
 static int shutdown_ls(struct cmd_ctx *, int, char **);
 static int shutdown_cancel(struct cmd_ctx *, int, char **);
@@ -369,63 +375,121 @@ arm_print(const struct planwrite_host *h, const struct arm *a, const char *id)
 	free(safe);
 }
 
+/*
+ * A local method with --now: run it here at once (the instance may even
+ * be unreachable: a platform CLI stops it from outside).
+ */
+static void
+local_now(struct planwrite *pw, struct planwrite_host *h, const struct arm *a)
+{
+	char *cause = NULL;
+
+	free(h->error);
+	h->error = NULL;
+	if (a->before != NULL) {
+		planwrite_fail(h,
+		    "--before runs on the instance before the stop; with a "
+		    "local stop method use --in or --at");
+		return;
+	}
+	if (!a->dry_run &&
+	    localstop_run(
+		pw->rm->inv, h->in, NULL, (int64_t)time(NULL), &cause) != 0) {
+		planwrite_fail(h, "%s", cause);
+		free(cause);
+	}
+}
+
+/* The stored skews, for --dry-run (which contacts nothing). */
+static void
+stored_skews(struct planwrite *pw)
+{
+	struct watcher_view v;
+	char *cause = NULL;
+	size_t i;
+
+	for (i = 0; i < pw->n; i++) {
+		if (watcher_get(pw->rm->inv, pw->hosts[i].in->id, &v, &cause) ==
+		    0)
+			pw->hosts[i].skew = v.skew;
+		free(cause);
+		cause = NULL;
+		watcher_view_free(&v);
+	}
+}
+
+/* Print the results; returns how many hosts failed. */
+static size_t
+arm_report(struct planwrite *pw, const struct arm *a, char (*ids)[16],
+    const int *local)
+{
+	json_t *arr = json_array();
+	size_t i, failed = 0;
+	char *safe, *m;
+
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		failed += h->error != NULL;
+		if (a->json)
+			json_array_append_new(arr, arm_json(h, a, ids[i]));
+		else if (h->error != NULL) {
+			safe = vis_str(h->error);
+			error("%s: %s", h->in->name, safe);
+			free(safe);
+		} else if (local[i]) {
+			m = stopmethod_format(&h->method);
+			safe = vis_str(m);
+			printf("%s  %s with %s on this machine\n", h->in->name,
+			    a->dry_run ? "would stop now" : "stopped now",
+			    safe);
+			free(safe);
+			free(m);
+		} else
+			arm_print(h, a, ids[i]);
+	}
+	if (a->json)
+		json_print(arr, stdout);
+	else
+		json_decref(arr);
+	return failed;
+}
+
 /* Arm one deadline on every selected instance. */
 static int
 shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 {
 	struct planwrite *pw = NULL;
 	char *cause = NULL, (*ids)[16];
-	json_t *arr = json_array();
-	size_t i, failed = 0;
-	int r;
+	size_t i;
+	int r, *local;
 
-	if ((r = planwrite_open(ctx->fleet, selector, &pw, &cause)) != 0) {
-		json_decref(arr);
+	if ((r = planwrite_open(ctx->fleet, selector, &pw, &cause)) != 0)
 		return cmd_fail(-r, cause);
-	}
 	ids = xcalloc(pw->n + 1, sizeof *ids);
+	local = xcalloc(pw->n + 1, sizeof *local);
 	for (i = 0; i < pw->n; i++) {
 		new_id(ids[i], sizeof ids[i], 'd');
-		check_method(&pw->hosts[i], a);
+		if (check_method(&pw->hosts[i], a) == 0)
+			local[i] =
+			    a->now_ && pw->hosts[i].method.where == STOP_LOCAL;
 	}
-	if (a->dry_run) {
-		for (i = 0; i < pw->n; i++) {
-			struct watcher_view v;
-			if (watcher_get(pw->rm->inv, pw->hosts[i].in->id, &v,
-				&cause) == 0)
-				pw->hosts[i].skew = v.skew;
-			free(cause);
-			cause = NULL;
-			watcher_view_free(&v);
-		}
-	} else if ((r = planwrite_probe(pw, &cause)) != 0)
+	if (a->dry_run)
+		stored_skews(pw);
+	else if ((r = planwrite_probe(pw, &cause)) != 0)
 		goto out;
-	for (i = 0; !a->dry_run && i < pw->n; i++) {
-		if (pw->hosts[i].reached && pw->hosts[i].error == NULL)
+	for (i = 0; i < pw->n; i++) {
+		if (local[i])
+			local_now(pw, &pw->hosts[i], a);
+		else if (!a->dry_run && pw->hosts[i].reached &&
+		    pw->hosts[i].error == NULL)
 			arm_host(pw, &pw->hosts[i], a, ids[i]);
 	}
 	if (!a->dry_run && (r = planwrite_write(pw, &cause)) != 0)
 		goto out;
-	for (i = 0; i < pw->n; i++) {
-		struct planwrite_host *h = &pw->hosts[i];
-		if (a->json)
-			json_array_append_new(arr, arm_json(h, a, ids[i]));
-		else if (h->error != NULL) {
-			char *safe = vis_str(h->error);
-			error("%s: %s", h->in->name, safe);
-			free(safe);
-		} else
-			arm_print(h, a, ids[i]);
-		failed += h->error != NULL;
-	}
-	if (a->json) {
-		json_print(arr, stdout);
-		arr = NULL;
-	}
-	r = failed > 0 ? -GF_EHOSTS : 0;
+	r = arm_report(pw, a, ids, local) > 0 ? -GF_EHOSTS : 0;
 out:
-	json_decref(arr);
 	free(ids);
+	free(local);
 	planwrite_free(pw);
 	if (cause != NULL)
 		return cmd_fail(-r, cause);

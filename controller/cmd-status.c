@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "cmd.h"
+#include "localstop.h"
 #include "log.h"
 #include "misc.h"
 #include "probe.h"
@@ -466,6 +467,7 @@ on_pass(struct probe *p, int r, void *arg)
 		sc->over = 1;
 		return;
 	}
+	localstop_run_due(p->rm->inv, p->now);
 	render(sc);
 	sc->status = probe_failed(p) == 0 ? GF_OK : GF_EHOSTS;
 	sc->refreshes++;

@@ -11,6 +11,7 @@
 #include "db.h"
 #include "deploy.h"
 #include "gpufleet/version.h"
+#include "localstop.h"
 #include "log.h"
 #include "planwrite.h"
 #include "status.h"
@@ -144,6 +145,7 @@ planwrite_probe(struct planwrite *pw, char **cause)
 	if ((r = probe_store(pw->p, cause)) != 0)
 		return r;
 	pw->now = pw->p->now;
+	localstop_run_due(pw->rm->inv, pw->now);
 	for (i = 0; i < pw->n; i++)
 		read_back(pw, &pw->hosts[i]);
 	return 0;
