@@ -10,9 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
-#include "billing.h"
 #include "cmd.h"
 #include "log.h"
 #include "planwrite.h"
@@ -126,29 +124,6 @@ cmd_autostop_exec(
 	return autostop_set(ctx, argv[optind], &p);
 }
 
-/* A DURATION option from min to DURATION_MAX seconds. */
-static int
-duration(const struct cmd_entry *e, const char *opt, const char *text,
-    int64_t min, int64_t *out, int *status)
-{
-	char *cause = NULL, *m;
-
-	if (billing_parse_duration(text, out, &cause) != 0) {
-		*status = cmd_usage_error(e, "--%s: %s", opt, cause);
-		free(cause);
-		return -1;
-	}
-	if (*out < min || *out > DURATION_MAX) {
-		m = timeparse_duration(min);
-		*status = cmd_usage_error(e,
-		    "--%s '%s' is out of range (at least %s, at most 3650d)",
-		    opt, text, m);
-		free(m);
-		return -1;
-	}
-	return 0;
-}
-
 /* An integer option in [lo, hi]. */
 static int
 number(const struct cmd_entry *e, const char *opt, const char *text,
@@ -214,8 +189,9 @@ parse_policy(const struct cmd_entry *e, int argc, char **argv, struct policy *p,
 		case -2:
 			return -1;
 		case OPT_IDLE:
-			if (duration(e, "idle", optarg, k.min_idle_s,
-				&p->a.idle_s, status) != 0)
+			if ((*status = cmd_duration(e, "idle", optarg,
+				 k.min_idle_s, DURATION_MAX, &p->a.idle_s)) !=
+			    0)
 				return -1;
 			p->idle = optarg;
 			break;
@@ -236,13 +212,13 @@ parse_policy(const struct cmd_entry *e, int argc, char **argv, struct policy *p,
 				return -1;
 			break;
 		case OPT_STALLED:
-			if (duration(e, "stalled", optarg, 1, &p->a.stalled_s,
-				status) != 0)
+			if ((*status = cmd_duration(e, "stalled", optarg, 1,
+				 DURATION_MAX, &p->a.stalled_s)) != 0)
 				return -1;
 			break;
 		case OPT_MAX_RUNTIME:
-			if (duration(e, "max-runtime", optarg, 1,
-				&p->a.max_runtime_s, status) != 0)
+			if ((*status = cmd_duration(e, "max-runtime", optarg, 1,
+				 DURATION_MAX, &p->a.max_runtime_s)) != 0)
 				return -1;
 			break;
 		case OPT_YES:
@@ -258,40 +234,6 @@ parse_policy(const struct cmd_entry *e, int argc, char **argv, struct policy *p,
 		return -1;
 	}
 	return 0;
-}
-
-/* A new policy id: a- and 8 random hex digits. */
-static void
-policy_id(char *buf, size_t len)
-{
-	unsigned char r[4];
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < sizeof r) {
-		if ((n = getrandom(r + got, sizeof r - got, 0)) <= 0)
-			fatal_f("getrandom failed");
-		got += (size_t)n;
-	}
-	snprintf(buf, len, "a-%02x%02x%02x%02x", r[0], r[1], r[2], r[3]);
-}
-
-/* Print each host's failure; returns how many failed. */
-static size_t
-print_failed(const struct planwrite *pw)
-{
-	size_t i, failed = 0;
-	char *safe;
-
-	for (i = 0; i < pw->n; i++) {
-		if (pw->hosts[i].error == NULL)
-			continue;
-		safe = vis_str(pw->hosts[i].error);
-		error("%s: %s", pw->hosts[i].in->name, safe);
-		free(safe);
-		failed++;
-	}
-	return failed;
 }
 
 /* Set the policy on every selected instance. */
@@ -335,14 +277,14 @@ autostop_set(struct cmd_ctx *ctx, const char *selector, struct policy *p)
 		planwrite_change(pw, h, &c);
 		c.kind = PLAN_AUTOSTOP;
 		c.autostop = p->a;
-		policy_id(c.autostop.id, sizeof c.autostop.id);
+		watcher_new_id(c.autostop.id, sizeof c.autostop.id, 'a');
 		c.autostop.progress = cf->progress_file;
 		c.autostop.nvidia_smi = cf->nvidia_smi;
 		planwrite_build(pw, h, &c, &res);
 	}
 	if ((r = planwrite_write(pw, &cause)) != 0)
 		goto out;
-	failed = print_failed(pw);
+	failed = planwrite_print_errors(pw);
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
 		json_t *plan;
@@ -388,12 +330,10 @@ autostop_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		json_decref(arr);
 		return cmd_usage_error(e, "ls takes at most one SELECTOR");
 	}
-	if ((r = planwrite_open(ctx->fleet,
+	if ((r = planwrite_contact(ctx->fleet,
 		 argc - optind == 1 ? argv[optind] : "all", &pw, &cause)) !=
-		0 ||
-	    (r = planwrite_probe(pw, &cause)) != 0) {
+	    0) {
 		json_decref(arr);
-		planwrite_free(pw);
 		return cmd_fail(-r, cause);
 	}
 	for (i = 0; i < pw->n; i++) {
@@ -454,12 +394,8 @@ autostop_off(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	if (argc - optind != 1)
 		return cmd_usage_error(e, "off needs a SELECTOR");
-	if ((r = planwrite_open(ctx->fleet, argv[optind], &pw, &cause)) != 0)
+	if ((r = planwrite_contact(ctx->fleet, argv[optind], &pw, &cause)) != 0)
 		return cmd_fail(-r, cause);
-	if ((r = planwrite_probe(pw, &cause)) != 0) {
-		planwrite_free(pw);
-		return cmd_fail(-r, cause);
-	}
 	had = xcalloc(pw->n + 1, sizeof *had);
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
@@ -478,7 +414,7 @@ autostop_off(struct cmd_ctx *ctx, int argc, char **argv)
 		planwrite_free(pw);
 		return cmd_fail(-r, cause);
 	}
-	failed = print_failed(pw);
+	failed = planwrite_print_errors(pw);
 	for (i = 0; i < pw->n; i++) {
 		if (pw->hosts[i].error == NULL)
 			printf("%s  %s\n", pw->hosts[i].in->name,

@@ -9,10 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 
-#include "billing.h"
 #include "cmd.h"
 #include "localstop.h"
 #include "log.h"
@@ -40,7 +38,6 @@ static int cmd_shutdown_exec(
 static int parse_arm(
     const struct cmd_entry *, int, char **, struct arm *, int *);
 static int check_method(struct planwrite_host *, const struct arm *);
-static void new_id(char *, size_t, char);
 static void arm_host(
     struct planwrite *, struct planwrite_host *, const struct arm *, char *);
 static json_t *arm_json(
@@ -142,28 +139,6 @@ cmd_shutdown_exec(
 	return shutdown_arm(ctx, argv[optind], &a);
 }
 
-/* A DURATION option: 1 s to max. */
-static int
-duration_opt(const struct cmd_entry *e, const char *opt, const char *text,
-    int64_t max, int64_t *out, int *status)
-{
-	char *cause = NULL;
-
-	if (billing_parse_duration(text, out, &cause) != 0) {
-		*status = cmd_usage_error(e, "--%s: %s", opt, cause);
-		free(cause);
-		return -1;
-	}
-	if (*out < 1 || *out > max) {
-		*status = cmd_usage_error(e,
-		    "--%s '%s' is out of range (1s to "
-		    "%llds)",
-		    opt, text, (long long)max);
-		return -1;
-	}
-	return 0;
-}
-
 /* The options of `shutdown SELECTOR ...`; *status is the exit on error. */
 static int
 parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
@@ -188,8 +163,8 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 			whens++;
 			break;
 		case OPT_IN:
-			if (duration_opt(e, "in", optarg, 3650LL * 86400, &d,
-				status) != 0)
+			if ((*status = cmd_duration(
+				 e, "in", optarg, 1, 3650LL * 86400, &d)) != 0)
 				return -1;
 			a->at = now + d;
 			whens++;
@@ -230,8 +205,8 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 			a->before = optarg;
 			break;
 		case OPT_BEFORE_TIMEOUT:
-			if (duration_opt(e, "before-timeout", optarg, 86400,
-				&a->before_timeout_s, status) != 0)
+			if ((*status = cmd_duration(e, "before-timeout", optarg,
+				 1, 86400, &a->before_timeout_s)) != 0)
 				return -1;
 			break;
 		case OPT_MUST:
@@ -289,24 +264,6 @@ check_method(struct planwrite_host *h, const struct arm *a)
 		return -1;
 	}
 	return 0;
-}
-
-/* A new id: prefix, '-', 8 random hex digits. */
-static void
-new_id(char *buf, size_t len, char prefix)
-{
-	unsigned char r[4];
-	size_t got = 0;
-	ssize_t n;
-
-	while (got < sizeof r) {
-		n = getrandom(r + got, sizeof r - got, 0);
-		if (n <= 0)
-			fatal_f("getrandom failed");
-		got += (size_t)n;
-	}
-	snprintf(
-	    buf, len, "%c-%02x%02x%02x%02x", prefix, r[0], r[1], r[2], r[3]);
 }
 
 /* Build host h's plan with the new deadline id. */
@@ -468,7 +425,7 @@ shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 	ids = xcalloc(pw->n + 1, sizeof *ids);
 	local = xcalloc(pw->n + 1, sizeof *local);
 	for (i = 0; i < pw->n; i++) {
-		new_id(ids[i], sizeof ids[i], 'd');
+		watcher_new_id(ids[i], sizeof ids[i], 'd');
 		if (check_method(&pw->hosts[i], a) == 0)
 			local[i] =
 			    a->now_ && pw->hosts[i].method.where == STOP_LOCAL;
@@ -618,12 +575,10 @@ shutdown_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		json_decref(arr);
 		return cmd_usage_error(e, "ls takes at most one SELECTOR");
 	}
-	if ((r = planwrite_open(ctx->fleet,
+	if ((r = planwrite_contact(ctx->fleet,
 		 argc - optind == 1 ? argv[optind] : "all", &pw, &cause)) !=
-		0 ||
-	    (r = planwrite_probe(pw, &cause)) != 0) {
+	    0) {
 		json_decref(arr);
-		planwrite_free(pw);
 		return cmd_fail(-r, cause);
 	}
 	for (i = 0; i < pw->n; i++) {
@@ -727,14 +682,10 @@ shutdown_cancel(struct cmd_ctx *ctx, int argc, char **argv)
 		}
 		target = name;
 	}
-	r = planwrite_open(ctx->fleet, target, &pw, &cause);
+	r = planwrite_contact(ctx->fleet, target, &pw, &cause);
 	free(name);
 	if (r != 0)
 		return cmd_fail(-r, cause);
-	if ((r = planwrite_probe(pw, &cause)) != 0) {
-		planwrite_free(pw);
-		return cmd_fail(-r, cause);
-	}
 	removed = xcalloc(pw->n + 1, sizeof *removed);
 	for (i = 0; i < pw->n; i++) {
 		if (pw->hosts[i].reached && pw->hosts[i].error == NULL)

@@ -15,6 +15,7 @@
 #include "log.h"
 #include "planwrite.h"
 #include "status.h"
+#include "vis.h"
 #include "xmalloc.h"
 
 #define PLAN_SET_EXIT_GENERATION 3
@@ -149,6 +150,40 @@ planwrite_probe(struct planwrite *pw, char **cause)
 	for (i = 0; i < pw->n; i++)
 		read_back(pw, &pw->hosts[i]);
 	return 0;
+}
+
+/* Open and probe in one (the commands that only read back). */
+int
+planwrite_contact(struct fleet *fleet, const char *selector,
+    struct planwrite **out, char **cause)
+{
+	int r;
+
+	if ((r = planwrite_open(fleet, selector, out, cause)) != 0)
+		return r;
+	if ((r = planwrite_probe(*out, cause)) != 0) {
+		planwrite_free(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+/* Print each failed host's reason (escaped); returns how many failed. */
+size_t
+planwrite_print_errors(const struct planwrite *pw)
+{
+	size_t i, failed = 0;
+	char *safe;
+
+	for (i = 0; i < pw->n; i++) {
+		if (pw->hosts[i].error == NULL)
+			continue;
+		safe = vis_str(pw->hosts[i].error);
+		error("%s: %s", pw->hosts[i].in->name, safe);
+		free(safe);
+		failed++;
+	}
+	return failed;
 }
 
 /* The change's common part for host h: its stop method and the knobs. */

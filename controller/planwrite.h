@@ -53,6 +53,9 @@ struct planwrite {
 
 int planwrite_open(struct fleet *, const char *, struct planwrite **, char **);
 int planwrite_probe(struct planwrite *, char **);
+int planwrite_contact(
+    struct fleet *, const char *, struct planwrite **, char **);
+size_t planwrite_print_errors(const struct planwrite *);
 void planwrite_change(
     struct planwrite *, struct planwrite_host *, struct plan_change *);
 int planwrite_build(struct planwrite *, struct planwrite_host *,

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "db.h"
@@ -547,4 +548,21 @@ watcher_fired_at(struct inventory *inv, int64_t instance, const char *id)
 		t = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return t;
+}
+
+/* A new id: prefix, '-' and 8 random hex digits (d-3f2a9c01). */
+void
+watcher_new_id(char *buf, size_t len, char prefix)
+{
+	unsigned char r[4];
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < sizeof r) {
+		if ((n = getrandom(r + got, sizeof r - got, 0)) <= 0)
+			fatal_f("getrandom failed");
+		got += (size_t)n;
+	}
+	snprintf(
+	    buf, len, "%c-%02x%02x%02x%02x", prefix, r[0], r[1], r[2], r[3]);
 }
