@@ -306,73 +306,40 @@ out:
 	return -r;
 }
 
+/* One instance of `autostop ls`: a line, or with json its object. */
+static json_t *
+ls_show(struct planwrite *pw, struct planwrite_host *h,
+    const struct watcher_view *v, int json)
+{
+	json_t *plan = v->plan != NULL ? json_loads(v->plan, 0, NULL) : NULL,
+	       *as = json_object_get(plan, "autostop"), *o = NULL;
+	char *line, *safe;
+
+	(void)pw;
+	if (json)
+		o = json_pack("{s:s, s:b, s:s, s:o}", "name", h->in->name,
+		    "reachable", h->probe->have_report, "watcher",
+		    v->have ? v->state : "unknown", "autostop",
+		    json_is_object(as) ? json_deep_copy(as) : json_null());
+	else if (json_is_object(as)) {
+		line = watcher_autostop_line(as);
+		safe = vis_str(line);
+		printf("%s  %s  watcher %s%s\n", h->in->name, safe,
+		    v->have ? v->state : "unknown",
+		    h->probe->have_report ? "" : " (unreachable)");
+		free(safe);
+		free(line);
+	} else
+		printf("%s  no autostop\n", h->in->name);
+	json_decref(plan);
+	return o;
+}
+
 /* `autostop ls [SELECTOR] [--json]`: contact, then each policy. */
 static int
 autostop_ls(struct cmd_ctx *ctx, int argc, char **argv)
 {
-	const struct cmd_entry *e = &cmd_autostop_entry;
-	struct planwrite *pw = NULL;
-	struct watcher_view v;
-	char *cause = NULL, *line, *safe;
-	json_t *arr = json_array(), *plan, *as;
-	int ch, status, json = 0, r;
-	size_t i, failed = 0;
-
-	while (
-	    (ch = cmd_getopt(e, argc, argv, "h", ls_options, &status)) != -1) {
-		if (ch == -2) {
-			json_decref(arr);
-			return status;
-		}
-		json = 1;
-	}
-	if (argc - optind > 1) {
-		json_decref(arr);
-		return cmd_usage_error(e, "ls takes at most one SELECTOR");
-	}
-	if ((r = planwrite_contact(ctx->fleet,
-		 argc - optind == 1 ? argv[optind] : "all", &pw, &cause)) !=
-	    0) {
-		json_decref(arr);
-		return cmd_fail(-r, cause);
-	}
-	for (i = 0; i < pw->n; i++) {
-		struct planwrite_host *h = &pw->hosts[i];
-		if (watcher_get(pw->rm->inv, h->in->id, &v, &cause) != 0) {
-			free(cause);
-			cause = NULL;
-		}
-		failed += !h->probe->have_report;
-		plan = v.plan != NULL ? json_loads(v.plan, 0, NULL) : NULL;
-		as = json_object_get(plan, "autostop");
-		if (json)
-			json_array_append_new(arr,
-			    json_pack("{s:s, s:b, s:s, s:o}", "name",
-				h->in->name, "reachable", h->probe->have_report,
-				"watcher", v.have ? v.state : "unknown",
-				"autostop",
-				json_is_object(as) ? json_deep_copy(as)
-						   : json_null()));
-		else if (json_is_object(as)) {
-			line = watcher_autostop_line(as);
-			safe = vis_str(line);
-			printf("%s  %s  watcher %s%s\n", h->in->name, safe,
-			    v.have ? v.state : "unknown",
-			    h->probe->have_report ? "" : " (unreachable)");
-			free(safe);
-			free(line);
-		} else
-			printf("%s  no autostop\n", h->in->name);
-		json_decref(plan);
-		watcher_view_free(&v);
-	}
-	if (json) {
-		json_print(arr, stdout);
-		arr = NULL;
-	}
-	json_decref(arr);
-	planwrite_free(pw);
-	return failed > 0 ? GF_EHOSTS : GF_OK;
+	return planwrite_ls(&cmd_autostop_entry, ctx, argc, argv, ls_show);
 }
 
 /* `autostop off SELECTOR`. */

@@ -550,64 +550,26 @@ ls_host(struct planwrite *pw, const struct planwrite_host *h,
 	json_decref(plan);
 }
 
+/* One instance of `shutdown ls`: a line, or with json its object. */
+static json_t *
+ls_show(struct planwrite *pw, struct planwrite_host *h,
+    const struct watcher_view *v, int json)
+{
+	if (!json) {
+		ls_host(pw, h, v);
+		return NULL;
+	}
+	return json_pack("{s:s, s:b, s:o, s:o}", "name", h->in->name,
+	    "reachable", h->probe->have_report, "error",
+	    h->error != NULL ? json_string(h->error) : json_null(), "watcher",
+	    watcher_json(pw->rm->inv, h->in->id, v));
+}
+
 /* `shutdown ls [SELECTOR] [--json]`: contact, ingest, list. */
 static int
 shutdown_ls(struct cmd_ctx *ctx, int argc, char **argv)
 {
-	const struct cmd_entry *e = &cmd_shutdown_entry;
-	struct planwrite *pw = NULL;
-	struct watcher_view v;
-	char *cause = NULL;
-	json_t *arr = json_array(), *o;
-	int ch, status, json = 0, r;
-	size_t i, failed = 0;
-
-	while (
-	    (ch = cmd_getopt(e, argc, argv, "h", ls_options, &status)) != -1) {
-		if (ch == -2) {
-			json_decref(arr);
-			return status;
-		}
-		if (ch == OPT_JSON)
-			json = 1;
-	}
-	if (argc - optind > 1) {
-		json_decref(arr);
-		return cmd_usage_error(e, "ls takes at most one SELECTOR");
-	}
-	if ((r = planwrite_contact(ctx->fleet,
-		 argc - optind == 1 ? argv[optind] : "all", &pw, &cause)) !=
-	    0) {
-		json_decref(arr);
-		return cmd_fail(-r, cause);
-	}
-	for (i = 0; i < pw->n; i++) {
-		struct planwrite_host *h = &pw->hosts[i];
-		if (watcher_get(pw->rm->inv, h->in->id, &v, &cause) != 0) {
-			free(cause);
-			cause = NULL;
-		}
-		failed += !h->probe->have_report;
-		if (json) {
-			o = json_pack("{s:s, s:b, s:o, s:o}", "name",
-			    h->in->name, "reachable", h->probe->have_report,
-			    "error",
-			    h->error != NULL ? json_string(h->error)
-					     : json_null(),
-			    "watcher",
-			    watcher_json(pw->rm->inv, h->in->id, &v));
-			json_array_append_new(arr, o);
-		} else
-			ls_host(pw, h, &v);
-		watcher_view_free(&v);
-	}
-	if (json) {
-		json_print(arr, stdout);
-		arr = NULL;
-	}
-	json_decref(arr);
-	planwrite_free(pw);
-	return failed > 0 ? GF_EHOSTS : GF_OK;
+	return planwrite_ls(&cmd_shutdown_entry, ctx, argc, argv, ls_show);
 }
 
 /* Whether text is a deadline id as shutdown makes them (d-XXXXXXXX). */

@@ -8,6 +8,7 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "cmd.h"
 #include "db.h"
 #include "deploy.h"
 #include "gpufleet/version.h"
@@ -431,4 +432,57 @@ planwrite_free(struct planwrite *pw)
 	probe_free(pw->p);
 	remote_close(pw->rm);
 	free(pw);
+}
+
+static const struct option ls_options[] = { { "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+
+/*
+ * `ls [SELECTOR] [--json]` of e (shutdown, autostop): contact the
+ * selected instances (journals stored, watchers restarted), then show
+ * each from its stored view: show prints it, or with --json returns its
+ * object for the array printed at the end. Returns the exit status.
+ */
+int
+planwrite_ls(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
+    char **argv, planwrite_show_fn show)
+{
+	struct planwrite *pw = NULL;
+	struct watcher_view v;
+	char *cause = NULL;
+	json_t *arr;
+	int ch, status, json = 0, r;
+	size_t i, failed = 0;
+
+	while (
+	    (ch = cmd_getopt(e, argc, argv, "h", ls_options, &status)) != -1) {
+		if (ch == -2)
+			return status;
+		json = 1;
+	}
+	if (argc - optind > 1)
+		return cmd_usage_error(e, "ls takes at most one SELECTOR");
+	if ((r = planwrite_contact(ctx->fleet,
+		 argc - optind == 1 ? argv[optind] : "all", &pw, &cause)) != 0)
+		return cmd_fail(-r, cause);
+	arr = json_array();
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		if (watcher_get(pw->rm->inv, h->in->id, &v, &cause) != 0) {
+			free(cause);
+			cause = NULL;
+		}
+		failed += !h->probe->have_report;
+		if (json)
+			json_array_append_new(arr, show(pw, h, &v, 1));
+		else
+			show(pw, h, &v, 0);
+		watcher_view_free(&v);
+	}
+	if (json)
+		json_print(arr, stdout);
+	else
+		json_decref(arr);
+	planwrite_free(pw);
+	return failed > 0 ? GF_EHOSTS : GF_OK;
 }

@@ -51,6 +51,13 @@ struct planwrite {
 	char **cmds;
 };
 
+struct cmd_entry;
+struct cmd_ctx;
+typedef json_t *(*planwrite_show_fn)(struct planwrite *,
+    struct planwrite_host *, const struct watcher_view *, int);
+
+int planwrite_ls(const struct cmd_entry *, struct cmd_ctx *, int, char **,
+    planwrite_show_fn);
 int planwrite_open(struct fleet *, const char *, struct planwrite **, char **);
 int planwrite_probe(struct planwrite *, char **);
 int planwrite_contact(
