@@ -50,7 +50,16 @@ static void stored_skews(struct planwrite *);
 static size_t arm_report(
     struct planwrite *, const struct arm *, char (*)[16], const int *);
 static int shutdown_arm(struct cmd_ctx *, const char *, struct arm *);
+static int ls_deadline(struct planwrite *, const struct planwrite_host *,
+    json_t *, json_t *, int64_t);
+static void ls_host(struct planwrite *, const struct planwrite_host *,
+    const struct watcher_view *);
+static json_t *ls_show(struct planwrite *, struct planwrite_host *,
+    const struct watcher_view *, int);
 static int shutdown_ls(struct cmd_ctx *, int, char **);
+static int is_deadline_id(const char *);
+static void cancel_host(
+    struct planwrite *, struct planwrite_host *, const char *, size_t *);
 static int shutdown_cancel(struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_shutdown_entry = {

@@ -24,6 +24,7 @@
 #define PLAN_SET_EXIT_WRITE	 5
 #define PLAN_SET_EXIT_WATCHER	 6
 #define OUT_CAP			 4096
+#define PLANWRITE_MAX		 65536 /* plan set reads at most this */
 
 static void on_probe(struct probe *, int, void *);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
@@ -224,6 +225,15 @@ planwrite_build(struct planwrite *pw, struct planwrite_host *h,
 	if (r != 0) {
 		planwrite_fail(h, "%s", cause);
 		free(cause);
+		return -1;
+	}
+	if (strlen(h->plan) > PLANWRITE_MAX) {
+		planwrite_fail(h,
+		    "the plan would be larger than %d bytes (the most the "
+		    "agent takes); cancel deadlines or shorten --before",
+		    PLANWRITE_MAX);
+		free(h->plan);
+		h->plan = NULL;
 		return -1;
 	}
 	return 0;
