@@ -263,12 +263,8 @@ watch_advance(struct watch *w, const char *id)
 			watch_log(w, &jw);
 			break;
 		case JUDGE_ACT_RESULT_LOST:
-			watch_entry(w, &jw, "stop_result", id);
-			jsonw_null(&jw, "status");
-			jsonw_null(&jw, "signal");
-			jsonw_string(&jw, "output",
+			watch_no_result(w, "stop_result", id,
 			    "the watcher restarted: the result is not known");
-			watch_log(w, &jw);
 			break;
 		case JUDGE_ACT_SKIP:
 		case JUDGE_ACT_FAILED:
