@@ -359,8 +359,8 @@ local_now(struct planwrite *pw, struct planwrite_host *h, const struct arm *a)
 		return;
 	}
 	if (!a->dry_run &&
-	    localstop_run(
-		pw->rm->inv, h->in, NULL, (int64_t)time(NULL), &cause) != 0) {
+	    localstop_run(pw->rm->inv, pw->fleet->config, h->in, NULL,
+		(int64_t)time(NULL), &cause) != 0) {
 		planwrite_fail(h, "%s", cause);
 		free(cause);
 	}

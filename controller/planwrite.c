@@ -55,6 +55,7 @@ planwrite_open(struct fleet *fleet, const char *selector,
     struct planwrite **out, char **cause)
 {
 	struct planwrite *pw = xcalloc(1, sizeof *pw);
+	struct stopmethod_fields f;
 	size_t i;
 	int r;
 
@@ -74,11 +75,13 @@ planwrite_open(struct fleet *fleet, const char *selector,
 		struct planwrite_host *h = &pw->hosts[i];
 		h->in = &pw->rm->list[i];
 		h->probe = &pw->p->hosts[i];
-		if ((r = stopmethod_get(
-			 pw->rm->inv, h->in, &h->method, cause)) != 0) {
+		if ((r = inventory_stop_get(
+			 pw->rm->inv, h->in->id, &f, cause)) != 0) {
 			planwrite_free(pw);
 			return r;
 		}
+		stopmethod_resolve(h->in, &f, fleet->config, &h->method);
+		stopmethod_fields_clear(&f);
 		if (h->method.where == STOP_REMOTE)
 			h->stop_command =
 			    stopmethod_expand(h->method.command, h->in);
@@ -147,7 +150,7 @@ planwrite_probe(struct planwrite *pw, char **cause)
 	if ((r = probe_store(pw->p, cause)) != 0)
 		return r;
 	pw->now = pw->p->now;
-	localstop_run_due(pw->rm->inv, pw->now);
+	localstop_run_due(pw->rm->inv, pw->fleet->config, pw->now);
 	for (i = 0; i < pw->n; i++)
 		read_back(pw, &pw->hosts[i]);
 	return 0;

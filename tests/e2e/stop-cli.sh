@@ -88,6 +88,26 @@ expect_rc 0 "a release with --yes"
 expect_eq "$(printf '%s' "$out" | jq -r '.[0].kind')" release "json kind"
 expect_eq "$(dump)" "$before" "dry runs wrote nothing"
 
+# [provider.NAME] in the config file: over the built-in default.
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+cfg=$XDG_CONFIG_HOME/gpufleet/config.ini
+printf '[provider.lambda]\nstop_command = local:lambda-cli stop {name}\n[provider.autodl]\nstop_kind = release\n' >"$cfg"
+run set x1 provider=lambda
+run show x1
+expect_match "$out" "stop_method: +local:lambda-cli stop \{name\} \(stop\)" "the config's method"
+expect_match "$out" "stop_method_from: +config \[provider.lambda\]" "from the config"
+run show a1
+expect_match "$out" "stop_method: +remote:/usr/bin/shutdown \(release\)" "the config's kind"
+printf '[provider.lambda]\nstop_command = poweroff\n' >"$cfg"
+run show x1
+expect_rc 4 "a bad method in the config"
+expect_contains "$err" "config.ini:2: stop_command must be 'remote:COMMAND'" "names file and line"
+printf '[provider.lambda]\nstop = x\n' >"$cfg"
+run show x1
+expect_rc 4 "an unknown key in [provider.NAME]"
+expect_contains "$err" "unknown key 'stop' in [provider.lambda]" "names the key"
+rm -f "$cfg"
+
 run shutdown cancel d-0123abcd
 expect_rc 1 "cancel an unknown id"
 expect_contains "$err" "no instance has a deadline d-0123abcd" "unknown id"

@@ -165,7 +165,7 @@ START_TEST(test_alert_and_local)
 			   "'d-4' AND started_at IS NULL"),
 	    1);
 	/* Due, but the instance has no local method: claimed, failed, once. */
-	localstop_run_due(inv, NOW);
+	localstop_run_due(inv, NULL, NOW);
 	ck_assert_int_eq(q("SELECT status FROM local_stop"), 1);
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
 			   "'stopped'"),
