@@ -344,8 +344,7 @@ render_watchers(const struct probe *run)
 	json_t *w, *d, *a;
 	size_t i, j, armed;
 	int64_t skew;
-	const char *state;
-	char *when;
+	const char *state, *when;
 
 	for (i = 0; i < run->rm->n; i++) {
 		const char *name = run->rm->list[i].name;
@@ -370,8 +369,7 @@ render_watchers(const struct probe *run)
 			    name, (long long)skew);
 		json_array_foreach(json_object_get(w, "alerts"), j, a)
 		{
-			when = xstrdup(
-			    json_string_value(json_object_get(a, "time")));
+			when = json_string_value(json_object_get(a, "time"));
 			printf("%s  ALERT %s %s at %s: the stop did not stop "
 			       "it; it still runs (gpufleet events %s)\n",
 			    name, json_string_value(json_object_get(a, "kind")),
@@ -379,7 +377,6 @@ render_watchers(const struct probe *run)
 				? json_string_value(json_object_get(a, "id"))
 				: "-",
 			    when, name);
-			free(when);
 		}
 		json_decref(w);
 	}
