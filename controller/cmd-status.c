@@ -357,12 +357,18 @@ render_watchers(const struct probe *run)
 		if (state != NULL &&
 		    (strcmp(state, "running") == 0 ||
 			strcmp(state, "started") == 0 ||
-			strcmp(state, "down") == 0))
-			printf("%s  watcher %s: %zu deadline%s armed%s\n", name,
-			    state, armed, armed == 1 ? "" : "s",
+			strcmp(state, "down") == 0)) {
+			const char *err =
+			    json_string_value(json_object_get(w, "error"));
+			char *safe = err != NULL ? vis_str(err) : NULL;
+			printf("%s  watcher %s: %zu deadline%s armed%s%s%s\n",
+			    name, state, armed, armed == 1 ? "" : "s",
 			    json_is_object(json_object_get(w, "autostop"))
 				? ", autostop on"
-				: "");
+				: "",
+			    safe != NULL ? "; " : "", safe != NULL ? safe : "");
+			free(safe);
+		}
 		if (skew > WATCHER_SKEW_SHOWN || skew < -WATCHER_SKEW_SHOWN)
 			printf("%s  clock skew %+llds (the instance's clock "
 			       "against this one)\n",
