@@ -28,6 +28,7 @@ struct probe_host {
 	struct report rep;
 	struct misc_buf out; /* the report as received (with have_report) */
 	struct misc_buf err;
+	char *args;    /* the agent's arguments for this host */
 	char *prefail; /* failed before any run (ProxyJump) */
 	enum engine_fail prefail_kind;
 };
@@ -59,6 +60,7 @@ int probe_start(struct probe *, int, probe_done_cb, void *, char **);
 void probe_cancel(struct probe *);
 int probe_store(struct probe *, char **);
 size_t probe_failed(const struct probe *);
+const struct agent_bin *probe_agent(const struct probe *);
 void probe_free(struct probe *);
 
 #endif
