@@ -255,7 +255,7 @@ cmd_plan(int argc, char **argv)
 	if (r != 0)
 		goto out;
 	if (plan_load(full, &p, NULL, &cause) == 0 &&
-	    watcher_plan_arms(full, &p)) {
+	    watcher_plan_arms(full, "/proc", &p)) {
 		if (watcher_start(full, "/proc", &started, &pid, &cause) == 0)
 			state = started ? "started" : "running";
 		else {

@@ -275,6 +275,8 @@ void judge_sample(struct judge_idle *, const struct plan_autostop *,
 const char *judge_fire_name(int);
 struct judge_fire *judge_find(struct judge_state *, const char *, int);
 void judge_state_free(struct judge_state *);
+void judge_fire_id(const struct plan *, long long, char *, size_t);
+int judge_arms(const struct plan *, struct judge_state *, long long);
 void judge_replay(struct judge_state *, const struct jsonr *);
 void judge_deadline(const struct plan_deadline *, const struct judge_fire *,
     long long, struct judge_step *);
@@ -424,7 +426,7 @@ int watcher_current(pid_t);
 int watcher_lock(const char *, int *, pid_t *, char **);
 int watcher_replace(const char *, char **);
 int watcher_start(const char *, const char *, int *, pid_t *, char **);
-int watcher_plan_arms(const char *, const struct plan *);
+int watcher_plan_arms(const char *, const char *, const struct plan *);
 void watcher_report(
     struct jsonw *, const char *, const char *, int, const char *, long long);
 

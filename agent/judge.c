@@ -6,6 +6,7 @@
  * of a deadline or of a fired id.
  */
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -278,4 +279,40 @@ judge_fired(const struct judge_fire *f, const struct judge_task *t,
 		s->act = JUDGE_ACT_FAILED;
 		s->reason = "still running after the retry";
 	}
+}
+
+/* The id autostop fires under in the container started at cs. */
+void
+judge_fire_id(const struct plan *p, long long cs, char *id, size_t size)
+{
+	snprintf(id, size, "%s@%lld", p->autostop.id, cs < 0 ? 0 : cs);
+}
+
+/*
+ * Whether plan p leaves the watcher anything to do, given the journal's
+ * state js and the container's start cs (-1: unknown): a deadline that has
+ * not fired, an autostop policy that has not fired in this container
+ * (fire id ID@CS), or a fired stop whose sequence is not done.
+ */
+int
+judge_arms(const struct plan *p, struct judge_state *js, long long cs)
+{
+	struct judge_fire *f;
+	char id[JUDGE_FIRE_ID_MAX + 1];
+	size_t i;
+
+	for (i = 0; i < p->ndeadlines; i++) {
+		f = judge_find(js, p->deadlines[i].id, 0);
+		if (f == NULL || !f->fired)
+			return 1;
+	}
+	if (p->has_autostop) {
+		judge_fire_id(p, cs, id, sizeof id);
+		if ((f = judge_find(js, id, 0)) == NULL || !f->fired)
+			return 1;
+	}
+	for (i = 0; i < js->n; i++)
+		if (js->f[i].fired && !js->f[i].done)
+			return 1;
+	return 0;
 }

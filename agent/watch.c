@@ -38,10 +38,8 @@ static int watch_replay_fn(const char *, size_t, const struct jsonr *, void *);
 static int watch_plan_changed(struct watch *);
 static void watch_load_plan(struct watch *, int);
 static void watch_arm(struct watch *);
-static void watch_fire_id(struct watch *, long long, char *, size_t);
 static void watch_task(struct watch *, const char *, struct judge_task *);
 static long long watch_advance(struct watch *, const char *);
-static int watch_armed(struct watch *, long long);
 static void watch_deadlines(struct watch *, long long *);
 static void watch_sleep(struct watch *, long long);
 static int watch_start(struct watch *, int, int);
@@ -197,13 +195,6 @@ watch_arm(struct watch *w)
 	}
 }
 
-/* The autostop's fire id in this container: "ID@CONTAINER_START". */
-static void
-watch_fire_id(struct watch *w, long long cs, char *id, size_t size)
-{
-	snprintf(id, size, "%s@%lld", w->plan.autostop.id, cs < 0 ? 0 : cs);
-}
-
 /* What runs for fired id: its deadline's, or a plain stop. */
 static void
 watch_task(struct watch *w, const char *id, struct judge_task *t)
@@ -288,30 +279,6 @@ watch_advance(struct watch *w, const char *id)
 		}
 	}
 	return time(NULL) + 1;
-}
-
-/* Whether anything is left to do: a deadline, autostop, a stop under way. */
-static int
-watch_armed(struct watch *w, long long cs)
-{
-	struct judge_fire *f;
-	char id[JUDGE_FIRE_ID_MAX + 1];
-	size_t i;
-
-	for (i = 0; i < w->plan.ndeadlines; i++) {
-		f = judge_find(&w->js, w->plan.deadlines[i].id, 0);
-		if (f == NULL || !f->fired)
-			return 1;
-	}
-	if (w->plan.has_autostop) {
-		watch_fire_id(w, cs, id, sizeof id);
-		if ((f = judge_find(&w->js, id, 0)) == NULL || !f->fired)
-			return 1;
-	}
-	for (i = 0; i < w->js.n; i++)
-		if (w->js.f[i].fired && !w->js.f[i].done)
-			return 1;
-	return 0;
 }
 
 /* Warn or fire the deadlines that are due; *wake is lowered to the next. */
@@ -458,7 +425,7 @@ watch_loop(struct watch *w)
 		watch_deadlines(w, &wake);
 		cs = host_container_start_now(w->proc);
 		if (w->plan.has_autostop && !watch_term) {
-			watch_fire_id(w, cs, id, sizeof id);
+			judge_fire_id(&w->plan, cs, id, sizeof id);
 			if ((next = watch_autostop(w, id, cs)) != 0 &&
 			    next < wake)
 				wake = next;
@@ -469,7 +436,7 @@ watch_loop(struct watch *w)
 			watch_log(w, &jw);
 			return;
 		}
-		if (!watch_armed(w, cs)) {
+		if (!judge_arms(&w->plan, &w->js, cs)) {
 			watch_entry(w, &jw, "exiting", NULL);
 			jsonw_string(&jw, "reason", "nothing armed");
 			watch_log(w, &jw);

@@ -274,27 +274,21 @@ watcher_replay_fn(
 }
 
 /*
- * Whether plan p arms anything for dir's journal: an autostop policy, a
- * deadline that has not fired, or a fired one whose stop sequence is not
- * done (a watcher killed mid-stop must be brought back to finish it).
+ * Whether plan p arms anything for dir's journal in the container of the
+ * proc root (judge_arms): a watcher killed mid-stop is brought back, one
+ * whose autostop already fired in this container is not.
  */
 int
-watcher_plan_arms(const char *dir, const struct plan *p)
+watcher_plan_arms(const char *dir, const char *proc, const struct plan *p)
 {
 	struct judge_state js = { NULL, 0 };
-	struct judge_fire *f;
 	char epoch[JOURNAL_EPOCH_LEN + 1], *path;
-	size_t i;
-	int arms = p->has_autostop;
+	int arms;
 
 	xasprintf(&path, "%s/journal.jsonl", dir);
 	journal_scan(path, epoch, watcher_replay_fn, &js);
 	free(path);
-	for (i = 0; i < p->ndeadlines && !arms; i++)
-		arms = (f = judge_find(&js, p->deadlines[i].id, 0)) == NULL ||
-		    !f->fired;
-	for (i = 0; i < js.n && !arms; i++)
-		arms = js.f[i].fired && !js.f[i].done;
+	arms = judge_arms(p, &js, host_container_start_now(proc));
 	judge_state_free(&js);
 	return arms;
 }
@@ -318,7 +312,7 @@ watcher_report(struct jsonw *w, const char *dir, const char *proc, int ensure,
 	int r, arms = 0, started, current = 0;
 
 	if ((r = plan_load(dir, &p, &raw, &cause)) == 0)
-		arms = watcher_plan_arms(dir, &p);
+		arms = watcher_plan_arms(dir, proc, &p);
 	if (pid > 0 && (current = watcher_current(pid)) == 0 && arms && ensure)
 		pid = 0; /* an older agent's: replaced as `watch` does */
 	if (pid > 0)

@@ -381,6 +381,68 @@ START_TEST(test_deadline)
 }
 END_TEST
 
+struct arms_case {
+	const char *name;
+	const char *entries[4]; /* "EVENT ID" lines of the journal */
+	int deadline;		/* the plan has deadline d-1 */
+	int autostop;		/* the plan has autostop a-1 */
+	long long container_start;
+	int want;
+};
+
+/* Whether a plan leaves the watcher anything to do (judge_arms). */
+static const struct arms_case arms_cases[] = {
+	{ "nothing in the plan", { NULL }, 0, 0, 100, 0 },
+	{ "a deadline not fired", { "armed d-1" }, 1, 0, 100, 1 },
+	{ "a deadline fired and stopped",
+	    { "firing d-1", "stopping d-1", "stopped d-1" }, 1, 0, 100, 0 },
+	{ "a fired stop not done (killed mid-stop)",
+	    { "firing d-1", "stopping d-1" }, 1, 0, 100, 1 },
+	{ "an autostop policy", { NULL }, 0, 1, 100, 1 },
+	{ "autostop fired in this container, its stop done",
+	    { "firing a-1@100", "stopping a-1@100", "stopped a-1@100" }, 0, 1,
+	    100, 0 },
+	{ "autostop fired in an earlier container",
+	    { "firing a-1@100", "stopping a-1@100", "stopped a-1@100" }, 0, 1,
+	    200, 1 },
+};
+
+START_TEST(test_arms)
+{
+	const struct arms_case *c = &arms_cases[_i];
+	struct judge_state js = { NULL, 0 };
+	struct plan_deadline d;
+	struct plan p;
+	struct jsonr e;
+	char line[256], event[32], id[32];
+	size_t k;
+
+	memset(&p, 0, sizeof p);
+	memset(&d, 0, sizeof d);
+	memcpy(d.id, "d-1", 4);
+	if (c->deadline) {
+		p.deadlines = &d;
+		p.ndeadlines = 1;
+	}
+	p.has_autostop = c->autostop;
+	memcpy(p.autostop.id, "a-1", 4);
+	for (k = 0; k < 4 && c->entries[k] != NULL; k++) {
+		ck_assert_int_eq(
+		    sscanf(c->entries[k], "%31s %31s", event, id), 2);
+		snprintf(line, sizeof line,
+		    "{\"epoch\":\"0123456789abcdef\",\"seq\":%zu,"
+		    "\"time\":%zu,\"event\":\"%s\",\"id\":\"%s\"}",
+		    k + 2, 100 + 10 * k, event, id);
+		ck_assert_int_eq(jsonr_parse(line, strlen(line), &e, NULL), 0);
+		judge_replay(&js, &e);
+		jsonr_free(&e);
+	}
+	ck_assert_msg(judge_arms(&p, &js, c->container_start) == c->want,
+	    "%s: want %d", c->name, c->want);
+	judge_state_free(&js);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -394,6 +456,8 @@ main(void)
 	tcase_add_test(tc, test_idle_evidence);
 	tcase_add_loop_test(tc, test_replay, 0,
 	    (int)(sizeof replay_cases / sizeof replay_cases[0]));
+	tcase_add_loop_test(
+	    tc, test_arms, 0, (int)(sizeof arms_cases / sizeof arms_cases[0]));
 	tcase_add_loop_test(tc, test_deadline, 0,
 	    (int)(sizeof deadline_cases / sizeof deadline_cases[0]));
 	suite_add_tcase(s, tc);
