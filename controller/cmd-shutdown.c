@@ -303,7 +303,7 @@ arm_json(const struct planwrite_host *h, const struct arm *a, const char *id)
 {
 	char *at = instance_format_time(a->at),
 	     *ati = instance_format_time(a->at + h->skew),
-	     *m = stopmethod_format(&h->method);
+	     *m = stopmethod_spec(&h->method);
 	json_t *o;
 
 	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:s, s:s, s:o, s:o}",

@@ -189,16 +189,29 @@ stopmethod_expand(const char *command, const struct instance *in)
 	return b.data != NULL ? b.data : xstrdup("");
 }
 
-/* "remote:CMD (stop)", or "none". Caller frees. */
+/* "remote:CMD" as it is set, or "none". Caller frees. */
 char *
-stopmethod_format(const struct stopmethod *m)
+stopmethod_spec(const struct stopmethod *m)
 {
 	char *s;
 
 	if (m->where == STOP_NONE)
 		return xstrdup("none");
-	xasprintf(&s, "%s:%s (%s)",
-	    m->where == STOP_REMOTE ? "remote" : "local", m->command, m->kind);
+	xasprintf(&s, "%s:%s", m->where == STOP_REMOTE ? "remote" : "local",
+	    m->command);
+	return s;
+}
+
+/* "remote:CMD (stop)", or "none", for people. Caller frees. */
+char *
+stopmethod_format(const struct stopmethod *m)
+{
+	char *spec = stopmethod_spec(m), *s;
+
+	if (m->where == STOP_NONE)
+		return spec;
+	xasprintf(&s, "%s (%s)", spec, m->kind);
+	free(spec);
 	return s;
 }
 

@@ -45,6 +45,7 @@ void stopmethod_resolve(const struct instance *,
     const struct stopmethod_fields *, const struct config *,
     struct stopmethod *);
 char *stopmethod_expand(const char *, const struct instance *);
+char *stopmethod_spec(const struct stopmethod *);
 char *stopmethod_format(const struct stopmethod *);
 int stopmethod_field(
     struct stopmethod_fields *, const char *, const char *, int *, char **);

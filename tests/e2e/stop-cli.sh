@@ -86,6 +86,8 @@ expect_contains "$err" "releases the instance and deletes its data; add --yes" \
 run shutdown f1 --in 30m --dry-run --yes --json
 expect_rc 0 "a release with --yes"
 expect_eq "$(printf '%s' "$out" | jq -r '.[0].kind')" release "json kind"
+expect_eq "$(printf '%s' "$out" | jq -r '.[0].method')" \
+    'remote:featurize instance release $UUID' "json method, without the kind"
 expect_eq "$(dump)" "$before" "dry runs wrote nothing"
 
 # [provider.NAME] in the config file: over the built-in default.
