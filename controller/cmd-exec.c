@@ -24,9 +24,11 @@
 #include "keys.h"
 #include "log.h"
 #include "misc.h"
+#include "probe.h"
 #include "remote.h"
 #include "status.h"
 #include "vis.h"
+#include "watcher.h"
 #include "xmalloc.h"
 
 #define LINE_MAX_BYTES (64 * 1024)
@@ -73,6 +75,7 @@ static int open_output(int, const char *, const char *, char **);
 static void write_output(struct host_out *, int, const char *, size_t);
 static void close_outputs(struct host_out *);
 static int has_retired_keys(struct remote *);
+static int has_watchers(struct remote *);
 static void check_reinjected(struct remote *, struct engine_settings *);
 static void ak_output(struct engine_host *, int, const char *, size_t, void *);
 static int parse_args(const struct cmd_entry *, int, char **, struct exec_run *,
@@ -572,6 +575,27 @@ has_retired_keys(struct remote *rm)
 	return 0;
 }
 
+/* Whether a watcher's plan is stored for any of the instances. */
+static int
+has_watchers(struct remote *rm)
+{
+	struct watcher_view v;
+	char *cause = NULL;
+	size_t i;
+	int have = 0;
+
+	for (i = 0; i < rm->n && !have; i++) {
+		if (watcher_get(rm->inv, rm->list[i].id, &v, &cause) != 0) {
+			free(cause);
+			cause = NULL;
+			continue;
+		}
+		have = v.have && v.generation > 0;
+		watcher_view_free(&v);
+	}
+	return have;
+}
+
 static void
 ak_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
     void *arg)
@@ -910,8 +934,11 @@ cmd_exec_exec(
 	remote->ops.output = on_output;
 	remote->ops.done = on_done;
 	remote->ops.arg = &run;
-	/* Hold sessions where a re-injected key must be looked for after. */
-	set.keep_open = has_retired_keys(remote);
+	/*
+	 * Hold sessions where a re-injected key must be looked for after,
+	 * and where a watcher's journal is to be read.
+	 */
+	set.keep_open = has_retired_keys(remote) || has_watchers(remote);
 	if (remote_run(remote, &set) != 0) {
 		status =
 		    cmd_fail(GF_EHOSTS, xstrdup("cannot start the event loop"));
@@ -920,8 +947,10 @@ cmd_exec_exec(
 	progress_clear(&run);
 	if (run.mode == MODE_GATHER)
 		print_gathered(&run, remote->hosts, remote->n);
-	if (set.keep_open && run.by_reason[EF_INTERRUPTED] == 0)
+	if (set.keep_open && run.by_reason[EF_INTERRUPTED] == 0) {
 		check_reinjected(remote, &set);
+		probe_journals(remote, ctx->fleet->config);
+	}
 	fflush(stdout);
 	status = print_summary(&run);
 out:

@@ -4,8 +4,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <event2/event.h>
+
 #include "keys.h"
 #include "ledger.h"
+#include "localstop.h"
 #include "log.h"
 #include "probe.h"
 #include "samples.h"
@@ -20,6 +23,7 @@ static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void on_finished(struct engine_run *, void *);
 static void reset(struct probe *);
 static char *host_args(struct probe *, size_t);
+static int included(const struct probe *, size_t);
 static int interrupted(const struct probe *);
 static size_t mark_missing(struct probe *);
 static void classify(struct probe *, size_t);
@@ -114,6 +118,29 @@ host_args(struct probe *p, size_t i)
 	return s;
 }
 
+/*
+ * Poll only the hosts whose flag in only (rm->n of them) is 1; the others
+ * keep what their last run left (another command's results) and nothing
+ * of them is classified or stored. NULL: every host again.
+ */
+void
+probe_only(struct probe *p, const unsigned char *only)
+{
+	free(p->only);
+	p->only = NULL;
+	if (only != NULL) {
+		p->only = xmalloc(p->rm->n + 1);
+		memcpy(p->only, only, p->rm->n);
+	}
+}
+
+/* Whether host i is in the pass. */
+static int
+included(const struct probe *p, size_t i)
+{
+	return p->only == NULL || p->only[i];
+}
+
 /* Forget the last pass's results and give every host the run command. */
 static void
 reset(struct probe *p)
@@ -131,6 +158,11 @@ reset(struct probe *p)
 		if (s->have_report)
 			report_free(&s->rep);
 		s->have_report = 0;
+		s->state = NULL;
+		if (!included(p, i)) {
+			h->skip = 1;
+			continue;
+		}
 		free(h->fail_msg);
 		h->fail_msg = s->prefail != NULL ? xstrdup(s->prefail) : NULL;
 		h->fail = s->prefail != NULL ? s->prefail_kind : EF_NONE;
@@ -206,7 +238,7 @@ mark_missing(struct probe *p)
 
 	for (i = 0; i < rm->n; i++) {
 		struct engine_host *h = &rm->hosts[i];
-		h->skip = !(h->fail == EF_NONE &&
+		h->skip = !(included(p, i) && h->fail == EF_NONE &&
 		    h->exit_status == DEPLOY_EXIT_MISSING);
 		if (h->skip)
 			continue;
@@ -247,6 +279,8 @@ on_finished(struct engine_run *run, void *arg)
 	}
 	p->now = (int64_t)time(NULL);
 	for (i = 0; i < p->rm->n; i++) {
+		if (!included(p, i))
+			continue;
 		p->rm->hosts[i].skip = 0;
 		classify(p, i);
 	}
@@ -349,6 +383,8 @@ probe_store(struct probe *p, char **cause)
 	for (i = 0; i < p->rm->n; i++) {
 		struct probe_host *s = &p->hosts[i];
 		int64_t id = p->rm->list[i].id;
+		if (!included(p, i))
+			continue;
 		if (s->have_report &&
 		    (r = samples_store(inv, id, p->now, &s->rep, cause)) != 0)
 			goto fail;
@@ -396,7 +432,7 @@ probe_failed(const struct probe *p)
 	size_t i, n = 0;
 
 	for (i = 0; p->rm != NULL && i < p->rm->n; i++)
-		n += !p->hosts[i].have_report;
+		n += included(p, i) && !p->hosts[i].have_report;
 	return n;
 }
 
@@ -421,7 +457,62 @@ probe_free(struct probe *p)
 	}
 	free(p->hosts);
 	free(p->cmds);
+	free(p->only);
 	deploy_free(&p->ab);
 	free(p->args);
 	free(p);
+}
+
+/* probe_journals' pass is over. */
+static void
+journals_done(struct probe *p, int r, void *arg)
+{
+	int *done = arg;
+
+	(void)p;
+	*done = r == 0 ? 1 : -1;
+}
+
+/*
+ * After another command (exec) on rm's held sessions: poll the instances
+ * that command reached and whose watcher gpufleet knows (a plan was
+ * stored), so their journals are read on every contact; store it and run
+ * local stops that came due. Prints nothing; a failure is only logged.
+ */
+void
+probe_journals(struct remote *rm, const struct config *cf)
+{
+	struct watcher_view v;
+	struct probe *p = NULL;
+	unsigned char *only = xcalloc(rm->n + 1, 1);
+	char *cause = NULL;
+	size_t i, n = 0;
+	int done = 0;
+
+	for (i = 0; i < rm->n; i++) {
+		if (rm->hosts[i].fail != EF_NONE ||
+		    watcher_get(rm->inv, rm->list[i].id, &v, &cause) != 0) {
+			free(cause);
+			cause = NULL;
+			continue;
+		}
+		n += only[i] = v.have && v.generation > 0;
+		watcher_view_free(&v);
+	}
+	if (n == 0 || probe_new(cf, &p, &cause) != 0)
+		goto out;
+	probe_attach(p, rm);
+	probe_only(p, only);
+	if (probe_start(p, 0, journals_done, &done, &cause) != 0)
+		goto out;
+	while (done == 0)
+		event_base_loop(rm->fleet->base, EVLOOP_ONCE);
+	if (done == 1 && probe_store(p, &cause) == 0)
+		localstop_run_due(rm->inv, cf, p->now);
+out:
+	if (cause != NULL)
+		error_f("reading the watchers' journals: %s", cause);
+	free(cause);
+	probe_free(p);
+	free(only);
 }

@@ -50,17 +50,20 @@ struct probe {
 	struct engine_ops ops;
 	struct engine_run *run; /* in flight, or NULL */
 	int upload;		/* the run is the upload pass */
+	unsigned char *only;	/* NULL: every host; else the hosts with 1 */
 	probe_done_cb done;
 	void *arg;
 };
 
 int probe_new(const struct config *, struct probe **, char **);
 void probe_attach(struct probe *, struct remote *);
+void probe_only(struct probe *, const unsigned char *);
 int probe_start(struct probe *, int, probe_done_cb, void *, char **);
 void probe_cancel(struct probe *);
 int probe_store(struct probe *, char **);
 size_t probe_failed(const struct probe *);
 const struct agent_bin *probe_agent(const struct probe *);
 void probe_free(struct probe *);
+void probe_journals(struct remote *, const struct config *);
 
 #endif
