@@ -259,7 +259,9 @@ autostop_set(struct cmd_ctx *ctx, const char *selector, struct policy *p)
 		return cmd_fail(-r, cause);
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
-		if (h->method.where != STOP_REMOTE)
+		if (h->method_error != NULL)
+			planwrite_fail(h, "%s", h->method_error);
+		else if (h->method.where != STOP_REMOTE)
 			planwrite_fail(h,
 			    "autostop needs a remote stop method (it has %s); "
 			    "set one: gpufleet set %s "

@@ -23,7 +23,8 @@ const struct cmd_entry cmd_set_entry = {
 	.help =
 	    "FIELD is one of: name, host, port, user, provider, region,\n"
 	    "identity (empty: use the config default), remote_dir,\n"
-	    "authorized_keys_file, notes. Tags: see `gpufleet tag`.\n\n"
+	    "authorized_keys_file, notes, platform_id (the platform's id of "
+	    "the\ninstance). Tags: see `gpufleet tag`.\n\n"
 	    "Pricing (see README, \"Billing\"):\n"
 	    "  price=2.69/h (also /min, /s, /day)   currency=CNY\n"
 	    "  billing=second|minute|hour           min_billed=10m\n"
@@ -32,7 +33,8 @@ const struct cmd_entry cmd_set_entry = {
 	    "Stopping (see README, \"Stop methods\"):\n"
 	    "  stop_command='remote:CMD'|'local:CMD'|none|default\n"
 	    "  stop_kind=stop|release|default   allow_release=yes|no\n"
-	    "CMD may use {name} {host} {port} {provider} {instance_id}.\n\n"
+	    "CMD may use {name} {host} {port} {provider} {instance_id} (the "
+	    "platform_id).\n\n"
 	    "Example: gpufleet set a100-1 port=32456 price=2.69/h "
 	    "billing=second\n",
 	.exec = cmd_set_exec,

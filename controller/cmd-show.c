@@ -104,6 +104,7 @@ cmd_show_exec(
 			{ "remote_dir", in.remote_dir },
 			{ "authorized_keys_file", in.authorized_keys_file },
 			{ "notes", in.notes },
+			{ "platform_id", in.platform_id },
 			{ "source",
 			    in.source != NULL ? in.source : "(added by hand)" },
 			{ "created_at", created },

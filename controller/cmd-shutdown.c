@@ -254,6 +254,10 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 static int
 check_method(struct planwrite_host *h, const struct arm *a)
 {
+	if (h->method_error != NULL) {
+		planwrite_fail(h, "%s", h->method_error);
+		return -1;
+	}
 	if (h->method.where == STOP_NONE) {
 		planwrite_fail(h,
 		    "no stop method (%s); set one: gpufleet set %s "

@@ -37,6 +37,7 @@ instance_init(struct instance *in)
 	in->remote_dir = xstrdup(INSTANCE_DEFAULT_REMOTE_DIR);
 	in->authorized_keys_file = xstrdup(INSTANCE_DEFAULT_AUTHKEYS);
 	in->notes = xstrdup("");
+	in->platform_id = xstrdup("");
 }
 
 void
@@ -56,6 +57,7 @@ instance_clear(struct instance *in)
 	free(in->remote_dir);
 	free(in->authorized_keys_file);
 	free(in->notes);
+	free(in->platform_id);
 	free(in->source);
 	memset(in, 0, sizeof *in);
 }
@@ -376,7 +378,7 @@ const char *
 instance_field_names(void)
 {
 	return "name, host, port, user, provider, region, identity, "
-	       "remote_dir, authorized_keys_file, notes";
+	       "remote_dir, authorized_keys_file, notes, platform_id";
 }
 
 /* Validate and set one field by name. */
@@ -423,6 +425,12 @@ instance_set_field(
 		return set_string(field[0] == 'r' ? &in->remote_dir
 						  : &in->authorized_keys_file,
 		    value);
+	}
+	if (strcmp(field, "platform_id") == 0) {
+		if (*value != '\0' &&
+		    check_ident("platform_id", value, cause) != 0)
+			return -1;
+		return set_string(&in->platform_id, value);
 	}
 	if (strcmp(field, "notes") == 0 || strcmp(field, "note") == 0) {
 		if (check_text("notes", value, NOTES_MAX_LEN, cause) != 0)
@@ -536,6 +544,8 @@ instance_to_json(const struct instance *in)
 	json_object_set_new(
 	    o, "authorized_keys_file", json_string(in->authorized_keys_file));
 	json_object_set_new(o, "notes", json_string(in->notes));
+	json_object_set_new(o, "platform_id",
+	    json_string(in->platform_id != NULL ? in->platform_id : ""));
 	json_object_set_new(o, "source",
 	    in->source != NULL ? json_string(in->source) : json_null());
 	json_object_set_new(o, "created_at", json_time(in->created_at));

@@ -29,6 +29,7 @@ struct instance {
 	char *remote_dir;
 	char *authorized_keys_file;
 	char *notes;
+	char *platform_id;   /* the platform's id of it, "" when not set */
 	char *source;	     /* ssh_config it was imported from, or NULL */
 	int64_t created_at;  /* Unix seconds */
 	int64_t released_at; /* 0 while in service */

@@ -35,18 +35,19 @@ static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 
 #define INSTANCE_COLUMNS                                                       \
 	"id, name, host, port, user, provider, region, identity, remote_dir,"  \
-	" authorized_keys_file, notes, source, created_at, released_at"
+	" authorized_keys_file, notes, source, created_at, released_at,"       \
+	" platform_id"
 
 /* The user-settable fields, their db_exec format and arguments. */
 #define INSTANCE_FIELDS                                                        \
 	"name, host, port, user, provider, region, identity, remote_dir,"      \
-	" authorized_keys_file, notes, source, created_at"
-#define INSTANCE_FORMAT "ttittttttttI"
+	" authorized_keys_file, notes, source, created_at, platform_id"
+#define INSTANCE_FORMAT "ttittttttttIt"
 #define INSTANCE_ARGS(in)                                                      \
 	(in)->name, (in)->host, (in)->port, (in)->user, (in)->provider,        \
 	    (in)->region, (in)->identity, (in)->remote_dir,                    \
 	    (in)->authorized_keys_file, (in)->notes, (in)->source,             \
-	    (int64_t)(in)->created_at
+	    (int64_t)(in)->created_at, (in)->platform_id
 
 /* The schema version this build writes. */
 int
@@ -329,6 +330,7 @@ read_row(
 	in->source = db_text(st, 11);
 	in->created_at = sqlite3_column_int64(st, 12);
 	in->released_at = sqlite3_column_int64(st, 13);
+	in->platform_id = db_text(st, 14);
 	return load_tags(inv, in, cause);
 }
 
@@ -461,7 +463,7 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 		return r;
 	if ((r = db_exec(inv,
 		 "INSERT INTO instance (" INSTANCE_FIELDS ") VALUES "
-		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		 "cannot add instance", cause, INSTANCE_FORMAT,
 		 INSTANCE_ARGS(in))) != 0)
 		return r;
@@ -479,7 +481,7 @@ inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 		return r;
 	if ((r = db_exec(inv,
 		 "UPDATE instance SET (" INSTANCE_FIELDS ") = "
-		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
 		 "cannot update instance", cause, INSTANCE_FORMAT "I",
 		 INSTANCE_ARGS(in), in->id)) != 0)
 		return r;

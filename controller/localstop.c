@@ -99,8 +99,10 @@ localstop_run(struct inventory *inv, const struct config *cf,
 		stopmethod_clear(&m);
 		return -1;
 	}
-	cmd = stopmethod_expand(m.command, in);
+	cmd = stopmethod_expand(m.command, in, cause);
 	stopmethod_clear(&m);
+	if (cmd == NULL)
+		return -1;
 	st = localstop_exec(cmd, LOCALSTOP_TIMEOUT, cause);
 	free(cmd);
 	if (st != 0) {

@@ -82,9 +82,14 @@ planwrite_open(struct fleet *fleet, const char *selector,
 		}
 		stopmethod_resolve(h->in, &f, fleet->config, &h->method);
 		stopmethod_fields_clear(&f);
-		if (h->method.where == STOP_REMOTE)
-			h->stop_command =
-			    stopmethod_expand(h->method.command, h->in);
+		/* A local command is substituted when it runs: checked now. */
+		if (h->method.where != STOP_NONE)
+			h->stop_command = stopmethod_expand(
+			    h->method.command, h->in, &h->method_error);
+		if (h->method.where == STOP_LOCAL) {
+			free(h->stop_command);
+			h->stop_command = NULL;
+		}
 	}
 	*out = pw;
 	return 0;
@@ -440,6 +445,7 @@ planwrite_free(struct planwrite *pw)
 		free(h->error);
 		free(h->plan);
 		free(h->stop_command);
+		free(h->method_error);
 		stopmethod_clear(&h->method);
 		free(h->out.data);
 		free(h->err.data);

@@ -30,6 +30,7 @@ struct planwrite_host {
 	int64_t expect; /* the generation it was read at */
 	struct stopmethod method;
 	char *stop_command; /* method.command substituted, or NULL */
+	char *method_error; /* why it could not be substituted, or NULL */
 
 	/* After the write. */
 	int written;

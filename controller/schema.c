@@ -204,13 +204,15 @@ static const char *const steps[] = {
 	");",
 
 	/*
-	 * 5 -> 6: the watcher (stopmethod.c, watcher.c). Per instance its
-	 * stop method (stop_command NULL: the provider's default; 'none':
+	 * 5 -> 6: the watcher (stopmethod.c, watcher.c). Per instance the
+	 * platform's own id of it (platform_id, for stop commands), its stop
+	 * method (stop_command NULL: the provider's default; 'none':
 	 * none), the last plan read back from it (watcher_state), every
 	 * journal entry once (journal; time is the instance's clock, t the
 	 * controller's), alerts (stop_failed) and the local stop commands
 	 * run for `action: local` deadlines (local_stop: once per id).
 	 */
+	"ALTER TABLE instance ADD COLUMN platform_id TEXT NOT NULL DEFAULT '';"
 	"ALTER TABLE instance ADD COLUMN stop_command TEXT;"
 	"ALTER TABLE instance ADD COLUMN stop_kind TEXT"
 	"  CHECK (stop_kind IN ('stop', 'release'));"

@@ -151,20 +151,30 @@ stopmethod_resolve(const struct instance *in, const struct stopmethod_fields *f,
 }
 
 /*
- * The command with {name} {host} {port} {provider} {instance_id} replaced
- * by the instance's values, each shell-quoted; anything else, $VARS
- * included, is left as written. Caller frees.
+ * The command with {name} {host} {port} {provider} and {instance_id} (the
+ * platform's id of the instance, `set NAME platform_id=...`) replaced by
+ * the instance's values, each shell-quoted; anything else, $VARS included,
+ * is left as written. NULL with *cause when {instance_id} is used and the
+ * instance has none: a platform CLI must never get an empty or wrong id.
+ * Caller frees.
  */
 char *
-stopmethod_expand(const char *command, const struct instance *in)
+stopmethod_expand(const char *command, const struct instance *in, char **cause)
 {
 	struct misc_buf b = { NULL, 0, 0, 0 };
-	char port[16], id[24], *q;
+	char port[16], *q;
 	const char *p, *val;
 	size_t n;
 
 	snprintf(port, sizeof port, "%d", in->port);
-	snprintf(id, sizeof id, "%lld", (long long)in->id);
+	if (strstr(command, "{instance_id}") != NULL &&
+	    (in->platform_id == NULL || *in->platform_id == '\0')) {
+		xasprintf(cause,
+		    "its stop command uses {instance_id} and it has no "
+		    "platform_id; set it: gpufleet set %s platform_id=ID",
+		    in->name);
+		return NULL;
+	}
 	for (p = command; *p != '\0'; p += n) {
 		val = NULL;
 		n = 1;
@@ -177,7 +187,7 @@ stopmethod_expand(const char *command, const struct instance *in)
 		else if (strncmp(p, "{provider}", 10) == 0)
 			val = in->provider, n = 10;
 		else if (strncmp(p, "{instance_id}", 13) == 0)
-			val = id, n = 13;
+			val = in->platform_id, n = 13;
 		if (val == NULL) {
 			misc_buf_add(&b, p, 1, 0);
 			continue;

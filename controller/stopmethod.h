@@ -44,7 +44,7 @@ int stopmethod_default(
 void stopmethod_resolve(const struct instance *,
     const struct stopmethod_fields *, const struct config *,
     struct stopmethod *);
-char *stopmethod_expand(const char *, const struct instance *);
+char *stopmethod_expand(const char *, const struct instance *, char **);
 char *stopmethod_spec(const struct stopmethod *);
 char *stopmethod_format(const struct stopmethod *);
 int stopmethod_field(

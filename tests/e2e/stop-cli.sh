@@ -35,7 +35,21 @@ for kv in stop_command=shutdown stop_command=remote: "stop_command=remote:a$(pri
 	expect_one_error_line "set $kv"
 	expect_eq "$(dump)" "$before" "db unchanged after set $kv"
 done
-run set x1 stop_command=default stop_kind=default allow_release=no
+# {instance_id} is the platform's id: without one the stop is refused,
+# never run with an empty or another id.
+run shutdown x1 --in 1h --dry-run --yes
+expect_rc 1 "a stop command needing the platform's id, none set"
+expect_contains "$err" "uses {instance_id} and it has no platform_id; set it: gpufleet set x1 platform_id=ID" \
+    "names the way out"
+run set x1 platform_id='bad id'
+expect_rc 2 "a platform_id with a space"
+run set x1 platform_id=4242
+expect_rc 0 "set platform_id"
+run show x1 --json
+expect_eq "$(printf '%s' "$out" | jq -r .platform_id)" 4242 "platform_id stored"
+run shutdown x1 --in 1h --dry-run --yes
+expect_rc 0 "with the platform's id"
+run set x1 platform_id= stop_command=default stop_kind=default allow_release=no
 run show x1
 expect_match "$out" "stop_method: +none" "back to the provider's (none)"
 

@@ -165,7 +165,7 @@ static const struct {
 	const char *command;
 	const char *want;
 } expand_cases[] = {
-	{ "vastai stop instance {instance_id}", "vastai stop instance '7'" },
+	{ "vastai stop instance {instance_id}", "vastai stop instance '4242'" },
 	{ "echo {name} {host} {port} {provider}",
 	    "echo 'a100-1' 'h.example' '2222' 'it'\\''s'" },
 	/* $VARS stay for the shell on the instance. */
@@ -189,9 +189,33 @@ START_TEST(test_expand)
 	in.host = "h.example";
 	in.port = 2222;
 	in.provider = "it's";
-	s = stopmethod_expand(expand_cases[_i].command, &in);
+	in.platform_id = "4242";
+	s = stopmethod_expand(expand_cases[_i].command, &in, NULL);
 	ck_assert_str_eq(s, expand_cases[_i].want);
 	free(s);
+}
+END_TEST
+
+/* {instance_id} without the platform's id: refused, never ''. */
+START_TEST(test_expand_no_platform_id)
+{
+	struct instance in;
+	char *cause = NULL;
+
+	memset(&in, 0, sizeof in);
+	in.id = 7;
+	in.name = "h100-1";
+	in.platform_id = "";
+	ck_assert_ptr_null(stopmethod_expand(
+	    "vastai stop instance {instance_id}", &in, &cause));
+	ck_assert_str_eq(cause,
+	    "its stop command uses {instance_id} and it has no platform_id; "
+	    "set it: gpufleet set h100-1 platform_id=ID");
+	free(cause);
+	cause = NULL;
+	in.platform_id = NULL;
+	ck_assert_ptr_null(stopmethod_expand("x {instance_id}", &in, &cause));
+	free(cause);
 }
 END_TEST
 
@@ -258,6 +282,7 @@ main(void)
 	tcase_add_test(tc, test_parse_long);
 	tcase_add_test(tc, test_config);
 	tcase_add_loop_test(tc, test_expand, 0, N(expand_cases));
+	tcase_add_test(tc, test_expand_no_platform_id);
 	tcase_add_loop_test(tc, test_field, 0, N(field_cases));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
