@@ -210,6 +210,24 @@ printf 'two\tfields\nlines\n' | rsh inst-12 'wall -n' || fail "fake wall failed"
 [[ $(<"${IDIR[inst-12]}/calls.log") == $'wall\t-n\t\t\t\t\t\ttwo fields\\nlines\\n' ]] ||
 	fail "wall's calls.log: $(cat -A "${IDIR[inst-12]}/calls.log")"
 
+# fake-stop-hold: the call is recorded, the stop waits for the file to go
+: >"${IDIR[inst-12]}/fake-stop-hold"
+rsh inst-12 'shutdown -h now' >/dev/null 2>&1 &
+BG+=($!)
+for ((i = 0; i < 200; i++)); do
+	[[ $(wc -l <"${IDIR[inst-12]}/calls.log") == 2 ]] && break
+	sleep 0.05
+done
+[[ $(tail -n 1 "${IDIR[inst-12]}/calls.log") == $'shutdown\t-h now\t\t\t\t\t' ]] || fail "held shutdown's calls.log: $(cat -A "${IDIR[inst-12]}/calls.log")"
+[[ $("$FLEET" -d "$D" status | grep '^inst-12 ') == "inst-12 ${PORT[inst-12]} ok "* ]] || fail "a held stop took inst-12 down"
+rm -f "${IDIR[inst-12]}/fake-stop-hold"
+for ((i = 0; i < 200; i++)); do
+	[[ $("$FLEET" -d "$D" status | grep '^inst-12 ') == *" stopped -" ]] && break
+	sleep 0.1
+done
+[[ $("$FLEET" -d "$D" status | grep '^inst-12 ') == *" stopped -" ]] || fail "inst-12 not stopped after its hold went"
+"$FLEET" -d "$D" start inst-12 || fail "start inst-12"
+
 # setenv: the platform's variables in new sessions; a stop tool sees them
 "$FLEET" -d "$D" setenv inst-11 CONTAINER_ID=4242 "CONTAINER_API_KEY=k'y \$x" || fail "setenv"
 [[ $(rsh inst-11 'echo "$CONTAINER_ID|$CONTAINER_API_KEY"') == "4242|k'y \$x" ]] || fail "setenv values not in the session"
