@@ -4,6 +4,7 @@
  * read over SSH. Static, with nothing needed on the instance but a kernel.
  */
 
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -22,6 +23,10 @@ static void open_std_fds(void);
 static int cmd_report(int, char **);
 static void usage_error(const char *);
 static int cmd_authkeys(int, char **);
+static int parse_cursor(const char *, struct report_opts *);
+static int cmd_watch(int, char **);
+static int plan_usage(const char *);
+static int cmd_plan(int, char **);
 
 /* Print the usage text. */
 static void
@@ -31,7 +36,11 @@ usage(FILE *f)
 	    "usage: gpufleet-agent [--version | --help]\n"
 	    "       gpufleet-agent report [--nvidia-smi PATH] "
 	    "[--progress PATH] [--dir DIR] [--proc ROOT]\n"
-	    "                      [--authorized-keys PATH]\n"
+	    "                      [--authorized-keys PATH] "
+	    "[--journal-after EPOCH:SEQ] [--ensure-watcher]\n"
+	    "       gpufleet-agent watch [--dir DIR] [--foreground]\n"
+	    "       gpufleet-agent plan set [--dir DIR] --expect GENERATION "
+	    "< PLAN\n"
 	    "       gpufleet-agent authkeys PATH [--add 'TYPE BLOB COMMENT'] "
 	    "[--like BLOB]\n"
 	    "                      [--remove BLOB]\n");
@@ -54,9 +63,9 @@ static int
 cmd_report(int argc, char **argv)
 {
 	static const char *names[] = { "--nvidia-smi", "--progress", "--dir",
-		"--proc", "--authorized-keys", NULL };
+		"--proc", "--authorized-keys", "--journal-after", NULL };
 	struct report_opts o;
-	const char **slot[5];
+	const char **slot[6], *cursor = NULL;
 	const char *value = NULL;
 	size_t nl;
 	char *out;
@@ -68,7 +77,12 @@ cmd_report(int argc, char **argv)
 	slot[2] = &o.dir;
 	slot[3] = &o.proc;
 	slot[4] = &o.authorized_keys;
+	slot[5] = &cursor;
 	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--ensure-watcher") == 0) {
+			o.ensure_watcher = 1;
+			continue;
+		}
 		for (k = 0; names[k] != NULL; k++) {
 			nl = strlen(names[k]);
 			if (strncmp(argv[i], names[k], nl) != 0)
@@ -90,11 +104,177 @@ cmd_report(int argc, char **argv)
 		}
 		*slot[k] = value;
 	}
+	if (cursor != NULL && parse_cursor(cursor, &o) != 0) {
+		fprintf(stderr,
+		    "gpufleet-agent: report: --journal-after wants EPOCH:SEQ "
+		    "or -: %s\n",
+		    cursor);
+		return REPORT_EXIT_USAGE;
+	}
 	out = report_build(&o, time(NULL));
 	fputs(out, stdout);
 	fflush(stdout);
 	free(out);
 	return REPORT_EXIT_OK;
+}
+
+/* --journal-after EPOCH:SEQ (16 hex digits, seq >= 0) or "-". */
+static int
+parse_cursor(const char *s, struct report_opts *o)
+{
+	static char epoch[JOURNAL_EPOCH_LEN + 1];
+	const char *colon = strchr(s, ':');
+	char *end;
+	size_t i;
+
+	if (strcmp(s, "-") == 0)
+		return 0;
+	if (colon == NULL || colon - s != JOURNAL_EPOCH_LEN)
+		return -1;
+	for (i = 0; i < JOURNAL_EPOCH_LEN; i++)
+		if (strchr("0123456789abcdef", s[i]) == NULL || s[i] == '\0')
+			return -1;
+	if (colon[1] < '0' || colon[1] > '9')
+		return -1;
+	errno = 0;
+	o->journal_seq = strtoll(colon + 1, &end, 10);
+	if (errno != 0 || *end != '\0')
+		return -1;
+	memcpy(epoch, s, JOURNAL_EPOCH_LEN);
+	epoch[JOURNAL_EPOCH_LEN] = '\0';
+	o->journal_epoch = epoch;
+	return 0;
+}
+
+/*
+ * gpufleet-agent watch [--dir D] [--foreground]: start the watcher (or
+ * run it here) and print "started PID" or "running PID".
+ */
+static int
+cmd_watch(int argc, char **argv)
+{
+	const char *dir = "~/.cache/gpufleet", *proc = "/proc";
+	char *full, *cause = NULL;
+	int i, fg = 0, r, started;
+	pid_t pid;
+
+	for (i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--foreground") == 0)
+			fg = 1;
+		else if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+			dir = argv[++i];
+		else if (strcmp(argv[i], "--proc") == 0 && i + 1 < argc)
+			proc = argv[++i];
+		else {
+			fprintf(stderr,
+			    "gpufleet-agent: watch: bad argument: "
+			    "%s\n",
+			    argv[i]);
+			return REPORT_EXIT_USAGE;
+		}
+	}
+	full = report_expand_home(dir);
+	if (fg) {
+		fflush(stdout);
+		if (watcher_replace(full, &cause) == 0)
+			r = watch_run(full, proc, STDOUT_FILENO, 0);
+		else
+			r = 1;
+	} else if ((r = watcher_start(full, proc, &started, &pid, &cause)) == 0)
+		printf("%s %ld\n", started ? "started" : "running", (long)pid);
+	if (cause != NULL) {
+		fprintf(stderr, "gpufleet-agent: watch: %s\n", cause);
+		r = 1;
+	}
+	free(cause);
+	free(full);
+	fflush(stdout);
+	return r == 0 ? 0 : 1;
+}
+
+/* A usage error of plan set. */
+static int
+plan_usage(const char *what)
+{
+	fprintf(stderr, "gpufleet-agent: plan set: %s\n", what);
+	fprintf(stderr,
+	    "usage: gpufleet-agent plan set [--dir DIR] "
+	    "--expect GENERATION < PLAN\n");
+	return REPORT_EXIT_USAGE;
+}
+
+/*
+ * gpufleet-agent plan set [--dir D] --expect G: write the plan on stdin
+ * if the plan on disk has generation G, then start the watcher if the
+ * plan arms anything (agent/WATCH.md "Commands").
+ */
+static int
+cmd_plan(int argc, char **argv)
+{
+	const char *dir = "~/.cache/gpufleet", *expect = NULL;
+	struct buf in = { NULL, 0, 0 };
+	struct plan p;
+	char *full, *cause = NULL, *end, why[64];
+	long long g, gen = 0;
+	const char *state = "none";
+	int i, r, started;
+	pid_t pid = 0;
+
+	for (i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+			dir = argv[++i];
+		else if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc)
+			expect = argv[++i];
+		else
+			return plan_usage("bad argument");
+	}
+	if (argc < 2 || strcmp(argv[1], "set") != 0)
+		return plan_usage("the only subcommand is set");
+	if (expect == NULL)
+		return plan_usage("needs --expect GENERATION");
+	errno = 0;
+	g = strtoll(expect, &end, 10);
+	if (errno != 0 || *end != '\0' || end == expect || g < 0)
+		return plan_usage("--expect needs a generation (0 or more)");
+	if (buf_read_file(&in, "/dev/stdin", JSONR_MAXSIZE + 1) != 0) {
+		snprintf(
+		    why, sizeof why, "cannot read stdin: %s", strerror(errno));
+		return plan_usage(why);
+	}
+	full = report_expand_home(dir);
+	r = plan_set(full, g, in.data, in.len, &gen, &cause);
+	buf_free(&in);
+	if (r == PLAN_EXIT_GENERATION)
+		printf("{\"error\":\"generation\",\"generation\":%lld}\n", gen);
+	else if (r == PLAN_EXIT_INVALID)
+		fprintf(stderr, "gpufleet-agent: plan set: invalid plan: %s\n",
+		    cause);
+	else if (r != 0)
+		fprintf(stderr, "gpufleet-agent: plan set: %s\n", cause);
+	if (r != 0)
+		goto out;
+	if (plan_load(full, &p, NULL, &cause) == 0 &&
+	    watcher_plan_arms(full, &p)) {
+		if (watcher_start(full, "/proc", &started, &pid, &cause) == 0)
+			state = started ? "started" : "running";
+		else {
+			fprintf(
+			    stderr, "gpufleet-agent: plan set: %s\n", cause);
+			r = PLAN_EXIT_WATCHER;
+		}
+	} else if ((pid = watcher_holder(full)) > 0)
+		state = "running";
+	plan_free(&p);
+	printf("{\"generation\":%lld,\"watcher\":\"%s\",\"pid\":", gen, state);
+	if (pid > 0)
+		printf("%ld}\n", (long)pid);
+	else
+		printf("null}\n");
+out:
+	free(cause);
+	free(full);
+	fflush(stdout);
+	return r;
 }
 
 /* A usage error of authkeys, with the usage line. */
@@ -183,6 +363,10 @@ main(int argc, char **argv)
 	}
 	if (argc >= 2 && strcmp(argv[1], "report") == 0)
 		return cmd_report(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "watch") == 0)
+		return cmd_watch(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "plan") == 0)
+		return cmd_plan(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "authkeys") == 0)
 		return cmd_authkeys(argc - 1, argv + 1);
 	usage(stderr);

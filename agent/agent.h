@@ -5,7 +5,9 @@
 #ifndef GPUFLEET_AGENT_H
 #define GPUFLEET_AGENT_H
 
+#include <signal.h>
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -58,6 +60,223 @@ void jsonw_stringn(struct jsonw *, const char *, const char *, size_t);
 void jsonw_opt_int(struct jsonw *, const char *, struct opt_int);
 void jsonw_opt_num(struct jsonw *, const char *, struct opt_num, int);
 void jsonw_escape(struct buf *, const char *, size_t);
+void jsonw_raw(struct jsonw *, const char *, const char *, size_t);
+
+/* jsonr.c */
+#define JSONR_MAXDEPTH 16
+#define JSONR_MAXSIZE  (64 * 1024)
+
+enum jsonr_type {
+	JSONR_NULL,
+	JSONR_BOOL,
+	JSONR_INT,
+	JSONR_STRING,
+	JSONR_ARRAY,
+	JSONR_OBJECT,
+};
+
+/* A parsed value; an object's member i is keys[i] = items[i]. */
+struct jsonr {
+	enum jsonr_type type;
+	long long i; /* JSONR_BOOL (0/1), JSONR_INT */
+	char *s;     /* JSONR_STRING, NUL-terminated, no NUL inside */
+	size_t slen;
+	struct jsonr *items; /* JSONR_ARRAY, JSONR_OBJECT */
+	char **keys;	     /* JSONR_OBJECT */
+	size_t n;
+};
+
+int jsonr_parse(const char *, size_t, struct jsonr *, char **);
+void jsonr_free(struct jsonr *);
+const struct jsonr *jsonr_get(const struct jsonr *, const char *);
+const char *jsonr_str(const struct jsonr *, const char *);
+int jsonr_int(const struct jsonr *, const char *, long long *);
+void jsonr_write(struct jsonw *, const char *, const struct jsonr *);
+
+/* plan.c */
+#define PLAN_ID_MAX	   64
+#define PLAN_MAX_DEADLINES 64
+/* Exit statuses of plan set besides 0 and 2 (WATCH.md). */
+#define PLAN_EXIT_GENERATION 3
+#define PLAN_EXIT_INVALID    4
+#define PLAN_EXIT_WRITE	     5
+#define PLAN_EXIT_WATCHER    6
+
+struct plan_deadline {
+	char id[PLAN_ID_MAX + 1];
+	long long at;
+	int local; /* action "local" */
+	long long warn_minutes;
+	char *before_stop; /* NULL: none */
+	long long before_stop_timeout_s;
+	int before_must_succeed;
+};
+
+struct plan_autostop {
+	char id[PLAN_ID_MAX + 1];
+	long long idle_s;
+	long long gpu_below;
+	long long gpu_mem_mib;
+	int wait_sessions;
+	int wait_jobs;
+	long long stalled_s;
+	long long max_runtime_s;
+	char *progress;	  /* as written: "~/" not expanded */
+	char *nvidia_smi; /* NULL: found as report finds it */
+};
+
+struct plan {
+	long long generation;
+	long long check_interval_s;
+	long long stop_confirm_s;
+	char *stop_command; /* NULL: no stop method */
+	int stop_release;   /* kind "release" */
+	int allow_release;
+	struct plan_deadline *deadlines;
+	size_t ndeadlines;
+	int has_autostop;
+	struct plan_autostop autostop;
+};
+
+int plan_parse(const char *, size_t, struct plan *, char **);
+void plan_free(struct plan *);
+int plan_mkdir(const char *, char **);
+int plan_load(const char *, struct plan *, struct buf *, char **);
+int plan_set(
+    const char *, long long, const char *, size_t, long long *, char **);
+
+/* journal.c */
+#define JOURNAL_EPOCH_LEN 16
+/* What one report carries of the journal at most. */
+#define JOURNAL_REPORT_ENTRIES 256
+#define JOURNAL_REPORT_BYTES   (256 * 1024)
+
+struct journal {
+	int fd;
+	char *path;
+	char epoch[JOURNAL_EPOCH_LEN + 1];
+	long long seq; /* of the last entry */
+};
+
+/* Called with each valid line, its length and its parse; 1 stops. */
+typedef int (*journal_fn)(const char *, size_t, const struct jsonr *, void *);
+
+int journal_scan(const char *, char *, journal_fn, void *);
+int journal_open(struct journal *, const char *, time_t, char **);
+void journal_begin(struct journal *, struct jsonw *, time_t, const char *);
+int journal_end(struct journal *, struct jsonw *, char **);
+void journal_close(struct journal *);
+void journal_report(struct jsonw *, const char *, const char *, long long);
+
+/* judge.c */
+#define JUDGE_MAX_GPUS	  16
+#define JUDGE_SAMPLES	  5		     /* kept for a firing's evidence */
+#define JUDGE_FIRE_ID_MAX (PLAN_ID_MAX + 24) /* "ID@CONTAINER_START" */
+
+enum { JUDGE_GPU_OK, JUDGE_GPU_NONE, JUDGE_GPU_ERROR };
+
+/* One autostop check. */
+struct judge_sample {
+	long long time;
+	int gpu_state; /* JUDGE_GPU_NONE: no nvidia-smi, judged without */
+	size_t ngpus;
+	long long util[JUDGE_MAX_GPUS];	   /* -1: unknown */
+	long long mem_mib[JUDGE_MAX_GPUS]; /* the largest process's */
+	long long sessions;		   /* -1: unknown */
+	long long jobs;
+	long long progress_age_s; /* -1: no progress file */
+};
+
+struct judge_idle {
+	int idle;
+	long long since; /* when the idle clock started */
+	int unreadable;	 /* in a streak of nvidia-smi failures */
+	struct judge_sample last[JUDGE_SAMPLES];
+	size_t nlast;
+};
+
+enum {
+	JUDGE_FIRE_NONE,
+	JUDGE_FIRE_DEADLINE,
+	JUDGE_FIRE_IDLE,
+	JUDGE_FIRE_STALLED,
+	JUDGE_FIRE_MAX_RUNTIME,
+};
+
+/* What a sample changed: each set member is one journal entry. */
+struct judge_verdict {
+	int idle;	  /* "idle", since the idle clock */
+	const char *busy; /* "busy" with this reason */
+	int unreadable;	  /* "gpu_unreadable" */
+	int fire;	  /* JUDGE_FIRE_* */
+};
+
+/* What the journal says of one id (a deadline, or AUTOSTOP@START). */
+struct judge_fire {
+	char id[JUDGE_FIRE_ID_MAX + 1];
+	int armed;
+	int warned;
+	int fired;
+	long long fired_at;
+	int before_done;
+	int before_ok;
+	int attempts; /* "stopping" entries */
+	long long stopping_time;
+	long long stopping_pid;
+	long long stopping_pid_start;
+	int result; /* a "stop_result" after the last "stopping" */
+	int retried;
+	int done; /* stopped, stop_failed, skipped or local_due */
+};
+
+struct judge_state {
+	struct judge_fire *f;
+	size_t n;
+};
+
+/* What runs for a fired id. */
+struct judge_task {
+	const char *before_stop;
+	int before_must_succeed;
+	long long before_timeout_s;
+	int local;
+};
+
+enum judge_act {
+	JUDGE_ACT_NONE,
+	JUDGE_ACT_WAIT, /* until wake */
+	JUDGE_ACT_WARN,
+	JUDGE_ACT_FIRE,
+	JUDGE_ACT_BEFORE,
+	JUDGE_ACT_SKIP, /* reason */
+	JUDGE_ACT_LOCAL_DUE,
+	JUDGE_ACT_STOP,
+	JUDGE_ACT_STOPPED,
+	JUDGE_ACT_WAIT_PID,
+	JUDGE_ACT_RESULT_LOST,
+	JUDGE_ACT_RETRY,
+	JUDGE_ACT_FAILED, /* reason */
+};
+
+struct judge_step {
+	enum judge_act act;
+	long long wake;
+	const char *reason;
+};
+
+void judge_idle_reset(struct judge_idle *);
+const char *judge_busy(
+    const struct plan_autostop *, const struct judge_sample *, int *);
+void judge_sample(struct judge_idle *, const struct plan_autostop *,
+    const struct judge_sample *, long long, struct judge_verdict *);
+const char *judge_fire_name(int);
+struct judge_fire *judge_find(struct judge_state *, const char *, int);
+void judge_state_free(struct judge_state *);
+void judge_replay(struct judge_state *, const struct jsonr *);
+void judge_deadline(const struct plan_deadline *, const struct judge_fire *,
+    long long, struct judge_step *);
+void judge_fired(const struct judge_fire *, const struct judge_task *,
+    const struct plan *, long long, long long, int, struct judge_step *);
 
 /* run.c */
 enum run_state {
@@ -155,6 +374,8 @@ struct host_pstat {
 
 int host_parse_pstat(const char *, size_t, struct host_pstat *);
 int host_is_ssh_session(const char *);
+long long host_container_start_now(const char *);
+long long host_session_count(const char *);
 void host_write(struct jsonw *, const struct host *);
 void host_free(struct host *);
 
@@ -171,6 +392,65 @@ void progress_read(struct progress *, const char *);
 void progress_write(struct jsonw *, const struct progress *);
 void progress_free(struct progress *);
 
+/* shell.c */
+#define SHELL_TAIL 1024 /* bytes of output kept: the last ones */
+
+struct shell {
+	pid_t pid;
+	int gate; /* write end; -1 once released */
+	int out;
+	char tail[SHELL_TAIL];
+	size_t tail_len;
+	int status; /* waitpid status once reaped */
+	int reaped;
+	int timed_out;
+};
+
+char **shell_env(const char *);
+void shell_env_free(char **);
+int shell_start(
+    struct shell *, char *const *, char *const *, const char *, char **);
+void shell_release(struct shell *);
+void shell_wait(struct shell *, long, volatile sig_atomic_t *);
+void shell_close(struct shell *);
+long long shell_pid_start(const char *, long long);
+
+/* watcher.c */
+pid_t watcher_holder(const char *);
+int watcher_current(pid_t);
+int watcher_lock(const char *, int *, pid_t *, char **);
+int watcher_replace(const char *, char **);
+int watcher_start(const char *, const char *, int *, pid_t *, char **);
+int watcher_plan_arms(const char *, const struct plan *);
+void watcher_report(
+    struct jsonw *, const char *, const char *, int, const char *, long long);
+
+/* watch.c, watch-act.c: the watcher's loop and what it does. */
+struct watch {
+	const char *dir;
+	const char *proc;
+	struct journal j;
+	struct plan plan;
+	struct stat plan_sb; /* of the file last loaded or reported */
+	int plan_known;	     /* plan_sb is set */
+	struct judge_state js;
+	struct judge_idle idle;
+	long long next_check;
+	char **env;
+	int ino; /* inotify, or -1 */
+};
+
+extern volatile sig_atomic_t watch_term;
+
+void watch_log(struct watch *, struct jsonw *);
+void watch_entry(struct watch *, struct jsonw *, const char *, const char *);
+int watch_run(const char *, const char *, int, int);
+void watch_run_before(struct watch *, const char *, const struct judge_task *,
+    volatile sig_atomic_t *);
+void watch_run_stop(struct watch *, const char *, volatile sig_atomic_t *);
+void watch_warn(struct watch *, const struct plan_deadline *);
+long long watch_autostop(struct watch *, const char *, long long);
+
 /* report.c */
 struct report_opts {
 	const char *nvidia_smi;	     /* NULL: search PATH */
@@ -179,6 +459,9 @@ struct report_opts {
 	const char *proc;	     /* NULL: /proc */
 	const char *authorized_keys; /* NULL: not reported */
 	long gpu_timeout_ms;
+	const char *journal_epoch; /* --journal-after; NULL: from the start */
+	long long journal_seq;
+	int ensure_watcher;
 };
 
 void report_opts_init(struct report_opts *);

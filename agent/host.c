@@ -247,14 +247,32 @@ out:
 	return r;
 }
 
-/* Start of PID 1 (the container's start): boot time + its starttime. */
+/*
+ * Start of PID 1 (the container's start): boot time + its starttime; read
+ * from the file named by REPORT_CONTAINER_START_ENV instead when it is set
+ * (a test fleet's emulated container).
+ */
 static void
 host_container_start(struct host *h, const char *proc)
 {
 	struct buf b = { NULL, 0, 0 };
 	struct host_pstat ps;
+	const char *knob = getenv(REPORT_CONTAINER_START_ENV);
+	char *line;
+	long long v;
 	long hz;
 
+	if (knob != NULL && *knob != '\0') {
+		if (buf_read_file(&b, knob, 64) == 0 &&
+		    (line = buf_first_line(b.data, b.len)) != NULL) {
+			if (host_ll(line, &v) == 0 && v >= 0) {
+				h->container_start.set = 1;
+				h->container_start.v = v;
+			}
+			free(line);
+		}
+		goto out;
+	}
 	if (!h->boot_time.set || host_read(&b, proc, "1/stat") != 0)
 		goto out;
 	if (host_parse_pstat(b.data, b.len, &ps) != 0 || ps.starttime < 0)
@@ -541,6 +559,35 @@ host_collect(struct host *h, const char *proc, const char *dir)
 	host_disk(&h->disks[1], h->disks[1].path);
 	host_netdev(h, proc);
 	host_sessions(h, proc);
+}
+
+/* The container's start time (as in the report), or -1 when unknown. */
+long long
+host_container_start_now(const char *proc)
+{
+	struct host h;
+	long long v;
+
+	memset(&h, 0, sizeof h);
+	host_stat(&h, proc);
+	host_container_start(&h, proc);
+	v = h.container_start.set ? h.container_start.v : -1;
+	host_free(&h);
+	return v;
+}
+
+/* The report's session count, or -1 when /proc cannot be read. */
+long long
+host_session_count(const char *proc)
+{
+	struct host h;
+	long long v;
+
+	memset(&h, 0, sizeof h);
+	host_sessions(&h, proc);
+	v = h.sessions.set ? h.sessions.v : -1;
+	host_free(&h);
+	return v;
 }
 
 /* Write the "host" object. */

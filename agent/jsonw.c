@@ -155,6 +155,14 @@ jsonw_stringn(struct jsonw *w, const char *key, const char *s, size_t len)
 	jsonw_escape(&w->out, s, len);
 }
 
+/* Write len bytes of JSON text, already valid, as the value. */
+void
+jsonw_raw(struct jsonw *w, const char *key, const char *text, size_t len)
+{
+	jsonw_prefix(w, key);
+	buf_add(&w->out, text, len);
+}
+
 /* Write an integer, or null when unknown. */
 void
 jsonw_opt_int(struct jsonw *w, const char *key, struct opt_int v)

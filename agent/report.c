@@ -128,6 +128,8 @@ report_build(const struct report_opts *o, time_t now)
 		authorized_keys_write(&w, ak);
 		free(ak);
 	}
+	watcher_report(&w, dir, o->proc != NULL ? o->proc : "/proc",
+	    o->ensure_watcher, o->journal_epoch, o->journal_seq);
 	jsonw_object_end(&w);
 	buf_add(&w.out, "\n", 1);
 

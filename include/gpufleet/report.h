@@ -15,6 +15,8 @@
 #define REPORT_GPU_TIMEOUT_MS 4500
 /* Environment variable that overrides REPORT_GPU_TIMEOUT_MS (tests). */
 #define REPORT_GPU_TIMEOUT_ENV "GPUFLEET_AGENT_GPU_TIMEOUT_MS"
+/* Environment variable naming a file that holds container_start (tests). */
+#define REPORT_CONTAINER_START_ENV "GPUFLEET_AGENT_CONTAINER_START"
 
 /* Exit status of gpufleet-agent: a report was printed, or a usage error. */
 #define REPORT_EXIT_OK	  0
@@ -34,6 +36,7 @@
 #define REPORT_KEY_DRIVER_VERSION "driver_version"
 #define REPORT_KEY_CUDA_VERSION	  "cuda_version"
 #define REPORT_KEY_PROGRESS	  "progress"
+#define REPORT_KEY_WATCHER	  "watcher"
 
 /* "host" object. */
 #define REPORT_KEY_HOSTNAME	     "hostname"
@@ -77,5 +80,22 @@
 #define REPORT_KEY_PROGRESS_TEXT      "text"
 #define REPORT_KEY_PROGRESS_TRUNCATED "truncated"
 #define REPORT_KEY_PROGRESS_MTIME     "mtime"
+
+/* "watcher" object (agent/WATCH.md "In the report"), in this order. */
+#define REPORT_KEY_WATCHER_STATE      "state"
+#define REPORT_KEY_WATCHER_PID	      "pid"
+#define REPORT_KEY_WATCHER_CURRENT    "current"
+#define REPORT_KEY_WATCHER_ERROR      "error"
+#define REPORT_KEY_WATCHER_GENERATION "generation"
+#define REPORT_KEY_WATCHER_PLAN	      "plan"
+#define REPORT_KEY_JOURNAL_EPOCH      "journal_epoch"
+#define REPORT_KEY_JOURNAL	      "journal"
+#define REPORT_KEY_JOURNAL_MORE	      "journal_more"
+
+/* Values of "state". */
+#define REPORT_WATCHER_RUNNING "running"
+#define REPORT_WATCHER_STARTED "started"
+#define REPORT_WATCHER_DOWN    "down"
+#define REPORT_WATCHER_NONE    "none"
 
 #endif

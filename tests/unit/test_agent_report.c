@@ -164,7 +164,12 @@ check_schema(json_t *j)
 		REPORT_KEY_AGENT_VERSION, REPORT_KEY_TIME, REPORT_KEY_HOST,
 		REPORT_KEY_GPUS, REPORT_KEY_GPU_ERROR,
 		REPORT_KEY_DRIVER_VERSION, REPORT_KEY_CUDA_VERSION,
-		REPORT_KEY_PROGRESS, NULL };
+		REPORT_KEY_PROGRESS, REPORT_KEY_WATCHER, NULL };
+	static const char *watcher[] = { REPORT_KEY_WATCHER_STATE,
+		REPORT_KEY_WATCHER_PID, REPORT_KEY_WATCHER_CURRENT,
+		REPORT_KEY_WATCHER_ERROR, REPORT_KEY_WATCHER_GENERATION,
+		REPORT_KEY_WATCHER_PLAN, REPORT_KEY_JOURNAL_EPOCH,
+		REPORT_KEY_JOURNAL, REPORT_KEY_JOURNAL_MORE, NULL };
 	static const char *host[] = { REPORT_KEY_HOSTNAME, REPORT_KEY_KERNEL,
 		REPORT_KEY_BOOT_TIME, REPORT_KEY_CONTAINER_START,
 		REPORT_KEY_LOAD, REPORT_KEY_CPUS, REPORT_KEY_MEM_TOTAL_KIB,
@@ -182,7 +187,7 @@ check_schema(json_t *j)
 	size_t i, k;
 
 	ck_assert(json_is_object(j));
-	ck_assert_uint_eq(json_object_size(j), 9);
+	ck_assert_uint_eq(json_object_size(j), 10);
 	for (i = 0; top[i] != NULL; i++)
 		ck_assert_msg(
 		    json_object_get(j, top[i]) != NULL, "no %s", top[i]);
@@ -218,6 +223,20 @@ check_schema(json_t *j)
 	}
 	v = json_object_get(j, REPORT_KEY_GPU_ERROR);
 	ck_assert(json_is_null(v) || json_is_string(v));
+
+	/* The watcher section comes last, its keys in order. */
+	json_object_foreach(j, key, v) d = v;
+	ck_assert_ptr_eq(d, json_object_get(j, REPORT_KEY_WATCHER));
+	ck_assert_uint_eq(json_object_size(d), 9);
+	k = 0;
+	json_object_foreach(d, key, v) ck_assert_str_eq(key, watcher[k++]);
+	ck_assert(json_is_string(json_object_get(d, REPORT_KEY_WATCHER_STATE)));
+	ck_assert(
+	    json_is_boolean(json_object_get(d, REPORT_KEY_WATCHER_CURRENT)));
+	ck_assert(
+	    json_is_integer(json_object_get(d, REPORT_KEY_WATCHER_GENERATION)));
+	ck_assert(json_is_array(json_object_get(d, REPORT_KEY_JOURNAL)));
+	ck_assert(json_is_boolean(json_object_get(d, REPORT_KEY_JOURNAL_MORE)));
 }
 
 START_TEST(test_a100_report)

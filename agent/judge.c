@@ -1,0 +1,275 @@
+/*
+ * The watcher's decisions as pure functions of the plan, the journal's
+ * entries, the samples and the clock, so tests can drive them: the idle
+ * judge (agent/WATCH.md "Idle, as the watcher judges it"), the replay of
+ * journal entries into a state per id ("Exactly once"), and the next step
+ * of a deadline or of a fired id.
+ */
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "../controller/xmalloc.h"
+
+static int judge_gpu_busy(
+    const struct plan_autostop *, const struct judge_sample *, const char **);
+
+/* Forget the idle clock: a plan load, the watcher's start. */
+void
+judge_idle_reset(struct judge_idle *st)
+{
+	st->idle = 0;
+	st->since = 0;
+}
+
+/* Whether the GPUs alone are busy in s; *reason says why. */
+static int
+judge_gpu_busy(const struct plan_autostop *a, const struct judge_sample *s,
+    const char **reason)
+{
+	size_t i;
+
+	if (s->gpu_state == JUDGE_GPU_ERROR) {
+		*reason = "gpu_unreadable";
+		return 1;
+	}
+	if (s->gpu_state == JUDGE_GPU_NONE)
+		return 0;
+	for (i = 0; i < s->ngpus; i++) {
+		if (s->util[i] < 0 || s->util[i] >= a->gpu_below) {
+			*reason = "gpu_util";
+			return 1;
+		}
+		if (s->mem_mib[i] > a->gpu_mem_mib) {
+			*reason = "gpu_memory";
+			return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * Why s is busy under policy a, or NULL when it is idle; *stalled is set
+ * when only a stalled progress file made busy GPUs idle.
+ */
+const char *
+judge_busy(
+    const struct plan_autostop *a, const struct judge_sample *s, int *stalled)
+{
+	const char *reason = NULL;
+
+	*stalled = 0;
+	if (judge_gpu_busy(a, s, &reason)) {
+		if (s->gpu_state == JUDGE_GPU_ERROR || a->stalled_s <= 0 ||
+		    s->progress_age_s < 0 || s->progress_age_s < a->stalled_s)
+			return reason;
+		*stalled = 1;
+	}
+	if (a->wait_sessions && s->sessions != 0)
+		return "sessions"; /* unknown (-1) counts as busy */
+	if (a->wait_jobs && s->jobs != 0)
+		return "jobs";
+	return NULL;
+}
+
+/*
+ * Judge one sample: update st and say in v what to journal (transitions
+ * only) and whether to fire. container_start is -1 when unknown.
+ */
+void
+judge_sample(struct judge_idle *st, const struct plan_autostop *a,
+    const struct judge_sample *s, long long container_start,
+    struct judge_verdict *v)
+{
+	const char *busy;
+	int stalled;
+
+	memset(v, 0, sizeof *v);
+	if (st->nlast == JUDGE_SAMPLES) {
+		memmove(&st->last[0], &st->last[1],
+		    (JUDGE_SAMPLES - 1) * sizeof st->last[0]);
+		st->nlast--;
+	}
+	st->last[st->nlast++] = *s;
+
+	if (s->gpu_state == JUDGE_GPU_ERROR) {
+		v->unreadable = !st->unreadable;
+		st->unreadable = 1;
+	} else
+		st->unreadable = 0;
+
+	busy = judge_busy(a, s, &stalled);
+	if (busy != NULL) {
+		if (st->idle)
+			v->busy = busy;
+		st->idle = 0;
+	} else if (!st->idle) {
+		st->idle = 1;
+		st->since = s->time;
+		v->idle = 1;
+	}
+	if (a->max_runtime_s > 0 && container_start >= 0 &&
+	    s->time - container_start >= a->max_runtime_s)
+		v->fire = JUDGE_FIRE_MAX_RUNTIME;
+	else if (st->idle && s->time - st->since >= a->idle_s)
+		v->fire = stalled ? JUDGE_FIRE_STALLED : JUDGE_FIRE_IDLE;
+}
+
+/* The name of a fire reason, as journaled. */
+const char *
+judge_fire_name(int reason)
+{
+	switch (reason) {
+	case JUDGE_FIRE_DEADLINE:
+		return "deadline";
+	case JUDGE_FIRE_IDLE:
+		return "idle";
+	case JUDGE_FIRE_STALLED:
+		return "stalled";
+	case JUDGE_FIRE_MAX_RUNTIME:
+		return "max_runtime";
+	}
+	return "none";
+}
+
+/* The state of id, or NULL; created (all zero) when create is set. */
+struct judge_fire *
+judge_find(struct judge_state *js, const char *id, int create)
+{
+	struct judge_fire *f;
+	size_t i;
+
+	for (i = 0; i < js->n; i++)
+		if (strcmp(js->f[i].id, id) == 0)
+			return &js->f[i];
+	if (!create || strlen(id) > JUDGE_FIRE_ID_MAX)
+		return NULL;
+	js->f = xreallocarray(js->f, js->n + 1, sizeof *js->f);
+	f = &js->f[js->n++];
+	memset(f, 0, sizeof *f);
+	memcpy(f->id, id, strlen(id) + 1);
+	return f;
+}
+
+/* Free the states. */
+void
+judge_state_free(struct judge_state *js)
+{
+	free(js->f);
+	js->f = NULL;
+	js->n = 0;
+}
+
+/* Apply one journal entry to the state of the id it names. */
+void
+judge_replay(struct judge_state *js, const struct jsonr *e)
+{
+	const char *event = jsonr_str(e, "event"), *id = jsonr_str(e, "id");
+	const struct jsonr *m;
+	struct judge_fire *f;
+	long long t = 0, v;
+
+	if (event == NULL || id == NULL || (f = judge_find(js, id, 1)) == NULL)
+		return;
+	jsonr_int(e, "time", &t);
+	if (strcmp(event, "armed") == 0)
+		f->armed = 1;
+	else if (strcmp(event, "cancelled") == 0)
+		f->armed = 0;
+	else if (strcmp(event, "warned") == 0)
+		f->warned = 1;
+	else if (strcmp(event, "firing") == 0) {
+		f->fired = 1;
+		f->fired_at = t;
+	} else if (strcmp(event, "before_stop") == 0) {
+		f->before_done = 1;
+		m = jsonr_get(e, "timed_out");
+		f->before_ok = jsonr_int(e, "status", &v) == 0 && v == 0 &&
+		    !(m != NULL && m->type == JSONR_BOOL && m->i);
+	} else if (strcmp(event, "stopping") == 0) {
+		f->attempts++;
+		f->stopping_time = t;
+		f->stopping_pid = jsonr_int(e, "pid", &v) == 0 ? v : -1;
+		f->stopping_pid_start =
+		    jsonr_int(e, "pid_start", &v) == 0 ? v : -1;
+		f->result = 0;
+	} else if (strcmp(event, "stop_result") == 0)
+		f->result = 1;
+	else if (strcmp(event, "stop_retry") == 0)
+		f->retried = 1;
+	else if (strcmp(event, "stopped") == 0 ||
+	    strcmp(event, "stop_failed") == 0 ||
+	    strcmp(event, "skipped") == 0 || strcmp(event, "local_due") == 0)
+		f->done = 1;
+}
+
+/*
+ * The next step of a deadline d not yet fired (f: its state or NULL) at
+ * now: fire, warn, or wait until s->wake; nothing once it has fired.
+ */
+void
+judge_deadline(const struct plan_deadline *d, const struct judge_fire *f,
+    long long now, struct judge_step *s)
+{
+	long long warn_at = d->at - d->warn_minutes * 60;
+	int need_warn = d->warn_minutes > 0 && (f == NULL || !f->warned);
+
+	memset(s, 0, sizeof *s);
+	if (f != NULL && f->fired)
+		s->act = JUDGE_ACT_NONE;
+	else if (now >= d->at)
+		s->act = JUDGE_ACT_FIRE;
+	else if (need_warn && now >= warn_at)
+		s->act = JUDGE_ACT_WARN;
+	else {
+		s->act = JUDGE_ACT_WAIT;
+		s->wake = need_warn ? warn_at : d->at;
+	}
+}
+
+/*
+ * The next step of a fired id f at now, for task t under plan p;
+ * container_start is -1 when unknown, pid_alive whether the stop
+ * command recorded in the last "stopping" still runs.
+ */
+void
+judge_fired(const struct judge_fire *f, const struct judge_task *t,
+    const struct plan *p, long long now, long long container_start,
+    int pid_alive, struct judge_step *s)
+{
+	long long confirm_at = f->stopping_time + p->stop_confirm_s;
+
+	memset(s, 0, sizeof *s);
+	if (!f->fired || f->done)
+		s->act = JUDGE_ACT_NONE;
+	else if (f->attempts > 0 && container_start > f->stopping_time)
+		s->act = JUDGE_ACT_STOPPED;
+	else if (f->attempts == 0 && t->before_stop != NULL && !f->before_done)
+		s->act = JUDGE_ACT_BEFORE;
+	else if (f->attempts == 0 && t->before_stop != NULL &&
+	    t->before_must_succeed && !f->before_ok) {
+		s->act = JUDGE_ACT_SKIP;
+		s->reason = "before_stop failed";
+	} else if (t->local)
+		s->act = JUDGE_ACT_LOCAL_DUE;
+	else if (p->stop_command == NULL) {
+		s->act = JUDGE_ACT_SKIP;
+		s->reason = "no stop method";
+	} else if (p->stop_release && !p->allow_release) {
+		s->act = JUDGE_ACT_SKIP;
+		s->reason = "release not allowed";
+	} else if (f->attempts == 0 || (f->retried && f->attempts < 2))
+		s->act = JUDGE_ACT_STOP;
+	else if (!f->result)
+		s->act = pid_alive ? JUDGE_ACT_WAIT_PID : JUDGE_ACT_RESULT_LOST;
+	else if (now < confirm_at) {
+		s->act = JUDGE_ACT_WAIT;
+		s->wake = confirm_at;
+	} else if (!f->retried)
+		s->act = JUDGE_ACT_RETRY;
+	else {
+		s->act = JUDGE_ACT_FAILED;
+		s->reason = "still running after the retry";
+	}
+}

@@ -1,0 +1,378 @@
+/*
+ * What the watcher does besides deciding: run a deadline's before-stop
+ * command and the stop command, warn the people logged in, and take an
+ * autostop sample (agent/WATCH.md "Warnings", "Environment of the
+ * commands", "Idle, as the watcher judges it").
+ */
+
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "gpufleet/report.h"
+#include "../controller/xmalloc.h"
+
+/* Terminals written to at most, where there is no wall. */
+#define WATCH_MAX_TTYS 64
+/* How long wall may take. */
+#define WATCH_WALL_MS 10000
+
+static void watch_result(struct jsonw *, const struct shell *);
+static char *watch_find_wall(void);
+static int watch_ttys(const char *, const char *);
+static void watch_sample_take(
+    struct watch *, long long, struct judge_sample *, char **);
+static void watch_sample_write(struct jsonw *, const struct judge_sample *);
+
+/* status, signal, timed_out and output of an ended command. */
+static void
+watch_result(struct jsonw *jw, const struct shell *sh)
+{
+	if (sh->reaped && WIFEXITED(sh->status) && !sh->timed_out)
+		jsonw_int(jw, "status", WEXITSTATUS(sh->status));
+	else
+		jsonw_null(jw, "status");
+	if (sh->reaped && WIFSIGNALED(sh->status))
+		jsonw_int(jw, "signal", WTERMSIG(sh->status));
+	else
+		jsonw_null(jw, "signal");
+	jsonw_bool(jw, "timed_out", sh->timed_out);
+	jsonw_stringn(jw, "output", sh->tail, sh->tail_len);
+}
+
+/*
+ * Run fired id's before-stop command to its timeout and journal
+ * "before_stop". A SIGTERM (*stop) kills it unjournaled: the next watcher
+ * runs it again.
+ */
+void
+watch_run_before(struct watch *w, const char *id, const struct judge_task *t,
+    volatile sig_atomic_t *stop)
+{
+	char *argv[] = { "/bin/sh", "-c", (char *)t->before_stop, NULL };
+	struct shell sh;
+	struct jsonw jw;
+	char *cause = NULL;
+
+	if (shell_start(&sh, argv, w->env, NULL, &cause) != 0) {
+		watch_entry(w, &jw, "before_stop", id);
+		jsonw_null(&jw, "status");
+		jsonw_null(&jw, "signal");
+		jsonw_bool(&jw, "timed_out", 0);
+		jsonw_string(&jw, "output", cause);
+		watch_log(w, &jw);
+		free(cause);
+		return;
+	}
+	shell_release(&sh);
+	shell_wait(&sh, (long)t->before_timeout_s * 1000, stop);
+	if (!sh.reaped) {
+		kill(-sh.pid, SIGKILL);
+		shell_close(&sh);
+		return;
+	}
+	watch_entry(w, &jw, "before_stop", id);
+	watch_result(&jw, &sh);
+	watch_log(w, &jw);
+	shell_close(&sh);
+}
+
+/*
+ * Run the stop command for fired id: journal "stopping" with its pid while
+ * it waits at its gate, let it run, journal "stop_result" when it ends
+ * (bounded by stop_confirm_s). On SIGTERM it is left running unjournaled:
+ * the next watcher waits for that pid.
+ */
+void
+watch_run_stop(struct watch *w, const char *id, volatile sig_atomic_t *stop)
+{
+	char *argv[] = { "/bin/sh", "-c", w->plan.stop_command, NULL };
+	struct shell sh;
+	struct jsonw jw;
+	char *cause = NULL;
+	int started;
+
+	started = shell_start(&sh, argv, w->env, NULL, &cause) == 0;
+	watch_entry(w, &jw, "stopping", id);
+	jsonw_string(&jw, "command", w->plan.stop_command);
+	if (started) {
+		jsonw_int(&jw, "pid", (long long)sh.pid);
+		jsonw_int(&jw, "pid_start", shell_pid_start(w->proc, sh.pid));
+	} else {
+		jsonw_null(&jw, "pid");
+		jsonw_null(&jw, "pid_start");
+	}
+	watch_log(w, &jw);
+	if (!started) {
+		watch_entry(w, &jw, "stop_result", id);
+		jsonw_null(&jw, "status");
+		jsonw_null(&jw, "signal");
+		jsonw_bool(&jw, "timed_out", 0);
+		jsonw_string(&jw, "output", cause);
+		watch_log(w, &jw);
+		free(cause);
+		return;
+	}
+	shell_release(&sh);
+	shell_wait(&sh, (long)w->plan.stop_confirm_s * 1000, stop);
+	if (sh.reaped) {
+		watch_entry(w, &jw, "stop_result", id);
+		watch_result(&jw, &sh);
+		watch_log(w, &jw);
+	}
+	shell_close(&sh);
+}
+
+/* The path of wall in PATH, /usr/bin or /bin, or NULL. Caller frees. */
+static char *
+watch_find_wall(void)
+{
+	const char *path = getenv("PATH");
+	char *copy, *dir, *save, *found = NULL;
+
+	copy = xstrdup(path != NULL ? path : "");
+	for (dir = strtok_r(copy, ":", &save); found == NULL;
+	     dir = strtok_r(NULL, ":", &save)) {
+		if (dir == NULL)
+			break;
+		xasprintf(&found, "%s/wall", dir);
+		if (access(found, X_OK) != 0) {
+			free(found);
+			found = NULL;
+		}
+	}
+	free(copy);
+	if (found == NULL && access("/usr/bin/wall", X_OK) == 0)
+		found = xstrdup("/usr/bin/wall");
+	if (found == NULL && access("/bin/wall", X_OK) == 0)
+		found = xstrdup("/bin/wall");
+	return found;
+}
+
+/*
+ * Write msg to each /dev/pts/N a process has open, never blocking;
+ * returns how many were written to.
+ */
+static int
+watch_ttys(const char *proc, const char *msg)
+{
+	char seen[WATCH_MAX_TTYS][32], rel[PATH_MAX], link[32], *path;
+	struct dirent *de, *fe;
+	int n = 0, written = 0, i, fd;
+	DIR *d, *fdd;
+	ssize_t ll;
+
+	if ((d = opendir(proc)) == NULL)
+		return 0;
+	while ((de = readdir(d)) != NULL && n < WATCH_MAX_TTYS) {
+		if (!isdigit((unsigned char)de->d_name[0]))
+			continue;
+		snprintf(rel, sizeof rel, "%s/%s/fd", proc, de->d_name);
+		if ((fdd = opendir(rel)) == NULL)
+			continue;
+		while ((fe = readdir(fdd)) != NULL && n < WATCH_MAX_TTYS) {
+			xasprintf(&path, "%s/%s", rel, fe->d_name);
+			ll = readlink(path, link, sizeof link - 1);
+			free(path);
+			if (ll <= 0)
+				continue;
+			link[ll] = '\0';
+			if (strncmp(link, "/dev/pts/", 9) != 0 ||
+			    !isdigit((unsigned char)link[9]))
+				continue;
+			for (i = 0; i < n && strcmp(seen[i], link) != 0; i++)
+				;
+			if (i == n)
+				memcpy(seen[n++], link, (size_t)ll + 1);
+		}
+		closedir(fdd);
+	}
+	closedir(d);
+	for (i = 0; i < n; i++) {
+		fd =
+		    open(seen[i], O_WRONLY | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+		if (fd == -1)
+			continue;
+		if (write(fd, msg, strlen(msg)) > 0)
+			written++;
+		close(fd);
+	}
+	return written;
+}
+
+/* Warn the people logged in that deadline d is near; journal "warned". */
+void
+watch_warn(struct watch *w, const struct plan_deadline *d)
+{
+	char *argv[2] = { NULL, NULL }, *msg, *cause = NULL, hm[8];
+	const char *method = "none";
+	long long now = time(NULL), mins = (d->at - now + 59) / 60;
+	struct shell sh;
+	struct jsonw jw;
+	struct tm tm;
+	time_t at = (time_t)d->at;
+
+	gmtime_r(&at, &tm);
+	strftime(hm, sizeof hm, "%H:%M", &tm);
+	xasprintf(&msg,
+	    "gpufleet: this machine stops at %s UTC (in %lld min) [deadline "
+	    "%s]; cancel with: gpufleet shutdown cancel %s\n",
+	    hm, mins < 0 ? 0 : mins, d->id, d->id);
+	if ((argv[0] = watch_find_wall()) != NULL &&
+	    shell_start(&sh, argv, w->env, msg, &cause) == 0) {
+		shell_release(&sh);
+		shell_wait(&sh, WATCH_WALL_MS, NULL);
+		shell_close(&sh);
+		method = "wall";
+	} else if (watch_ttys(w->proc, msg) > 0)
+		method = "tty";
+	free(cause);
+	free(argv[0]);
+	free(msg);
+	watch_entry(w, &jw, "warned", d->id);
+	jsonw_int(&jw, "users", host_session_count(w->proc));
+	jsonw_string(&jw, "method", method);
+	watch_log(w, &jw);
+}
+
+/* One autostop sample at now; *error gets nvidia-smi's (caller frees). */
+static void
+watch_sample_take(
+    struct watch *w, long long now, struct judge_sample *s, char **error)
+{
+	const struct plan_autostop *a = &w->plan.autostop;
+	struct gpu_info gi;
+	struct progress pr;
+	struct report_opts o;
+	size_t i, k;
+	char *path;
+
+	memset(s, 0, sizeof *s);
+	s->time = now;
+	report_opts_init(&o);
+	gpu_collect(&gi, a->nvidia_smi, o.gpu_timeout_ms);
+	*error = gi.error != NULL ? xstrdup(gi.error) : NULL;
+	if (gi.error != NULL)
+		s->gpu_state = a->nvidia_smi == NULL &&
+			strcmp(gi.error, REPORT_GPU_ERR_NOT_FOUND) == 0
+		    ? JUDGE_GPU_NONE
+		    : JUDGE_GPU_ERROR;
+	for (i = 0; gi.error == NULL && i < gi.ngpus && i < JUDGE_MAX_GPUS;
+	     i++) {
+		const struct gpu *g = &gi.gpus[i];
+
+		s->util[i] = g->util_gpu.set ? g->util_gpu.v : -1;
+		s->mem_mib[i] = 0;
+		if (!g->procs_known && g->mem_used_mib.set)
+			s->mem_mib[i] = g->mem_used_mib.v;
+		for (k = 0; g->procs_known && k < g->nprocs; k++)
+			if (g->procs[k].mem_mib.set &&
+			    g->procs[k].mem_mib.v > s->mem_mib[i])
+				s->mem_mib[i] = g->procs[k].mem_mib.v;
+		s->ngpus = i + 1;
+	}
+	gpu_free(&gi);
+	s->sessions = host_session_count(w->proc);
+	s->jobs = 0; /* gpufleet has no jobs yet */
+	path = report_expand_home(a->progress);
+	progress_read(&pr, path);
+	s->progress_age_s = -1;
+	if (pr.present)
+		s->progress_age_s = now > pr.mtime ? now - pr.mtime : 0;
+	progress_free(&pr);
+	free(path);
+}
+
+/* One sample as the evidence of a firing shows it. */
+static void
+watch_sample_write(struct jsonw *jw, const struct judge_sample *s)
+{
+	size_t i;
+
+	jsonw_object_begin(jw, NULL);
+	jsonw_int(jw, "time", s->time);
+	if (s->gpu_state == JUDGE_GPU_ERROR) {
+		jsonw_null(jw, "gpus");
+		jsonw_null(jw, "gpu_mem_mib");
+	} else {
+		jsonw_array_begin(jw, "gpus");
+		for (i = 0; i < s->ngpus; i++)
+			jsonw_opt_int(jw, NULL,
+			    (struct opt_int){ s->util[i] >= 0, s->util[i] });
+		jsonw_array_end(jw);
+		jsonw_array_begin(jw, "gpu_mem_mib");
+		for (i = 0; i < s->ngpus; i++)
+			jsonw_int(jw, NULL, s->mem_mib[i]);
+		jsonw_array_end(jw);
+	}
+	jsonw_opt_int(
+	    jw, "sessions", (struct opt_int){ s->sessions >= 0, s->sessions });
+	jsonw_int(jw, "jobs", s->jobs);
+	jsonw_opt_int(jw, "progress_age_s",
+	    (struct opt_int){ s->progress_age_s >= 0, s->progress_age_s });
+	jsonw_object_end(jw);
+}
+
+/*
+ * The autostop check, when due: sample, journal the transitions, and
+ * "firing" under fire_id when the policy says so. Returns when the next
+ * check is due (0: fired, nothing more to check).
+ */
+long long
+watch_autostop(struct watch *w, const char *fire_id, long long cs)
+{
+	const struct plan_autostop *a = &w->plan.autostop;
+	struct judge_fire *f = judge_find(&w->js, fire_id, 0);
+	struct judge_verdict v;
+	struct judge_sample s;
+	struct jsonw jw;
+	long long now = time(NULL);
+	char *error;
+	size_t i;
+
+	if (f != NULL && f->fired)
+		return 0;
+	if (now < w->next_check)
+		return w->next_check;
+	watch_sample_take(w, now, &s, &error);
+	judge_sample(&w->idle, a, &s, cs, &v);
+	w->next_check = now + w->plan.check_interval_s;
+	if (v.unreadable) {
+		watch_entry(w, &jw, "gpu_unreadable", a->id);
+		jsonw_string(&jw, "error", error);
+		watch_log(w, &jw);
+	}
+	free(error);
+	if (v.busy != NULL) {
+		watch_entry(w, &jw, "busy", a->id);
+		jsonw_string(&jw, "reason", v.busy);
+		watch_log(w, &jw);
+	}
+	if (v.idle) {
+		watch_entry(w, &jw, "idle", a->id);
+		jsonw_int(&jw, "since", w->idle.since);
+		watch_log(w, &jw);
+	}
+	if (v.fire == JUDGE_FIRE_NONE)
+		return w->next_check;
+	watch_entry(w, &jw, "firing", fire_id);
+	jsonw_string(&jw, "reason", judge_fire_name(v.fire));
+	jsonw_object_begin(&jw, "evidence");
+	jsonw_array_begin(&jw, "samples");
+	for (i = 0; i < w->idle.nlast; i++)
+		watch_sample_write(&jw, &w->idle.last[i]);
+	jsonw_array_end(&jw);
+	jsonw_object_end(&jw);
+	watch_log(w, &jw);
+	return now; /* the loop takes it on from here */
+}

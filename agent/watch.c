@@ -1,0 +1,508 @@
+/*
+ * The watcher's loop (agent/WATCH.md): it holds dir/watcher.pid, obeys
+ * dir/plan.json and journals what it does in dir/journal.jsonl. It sleeps
+ * in poll(2) on an inotify descriptor of dir (or 5 s at a time, to stat
+ * the plan) until the next thing due: a warning, a deadline, an autostop
+ * check, the end of a stop's confirm window.
+ *
+ * Every journal entry it writes is read back into its state with
+ * judge_replay, the function that replays the journal at start, so a
+ * restarted watcher knows exactly what the one before it knew.
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "gpufleet/report.h"
+#include "../controller/xmalloc.h"
+
+/* How often the plan is stat'ed where inotify is not to be had. */
+#define WATCH_STAT_S 5
+
+volatile sig_atomic_t watch_term;
+static int watch_wake_pipe[2] = { -1, -1 };
+
+static void watch_on_term(int);
+static int watch_replay_fn(const char *, size_t, const struct jsonr *, void *);
+static int watch_plan_changed(struct watch *);
+static void watch_load_plan(struct watch *, int);
+static void watch_arm(struct watch *);
+static void watch_fire_id(struct watch *, long long, char *, size_t);
+static void watch_task(struct watch *, const char *, struct judge_task *);
+static long long watch_advance(struct watch *, const char *);
+static int watch_armed(struct watch *, long long);
+static void watch_deadlines(struct watch *, long long *);
+static void watch_sleep(struct watch *, long long);
+static int watch_start(struct watch *, int, int);
+static void watch_loop(struct watch *);
+
+/* SIGTERM (and SIGINT): journal "exiting" and exit at the next turn. */
+static void
+watch_on_term(int sig)
+{
+	(void)sig;
+	watch_term = 1;
+	if (watch_wake_pipe[1] != -1 && write(watch_wake_pipe[1], "x", 1) < 0)
+		(void)0;
+}
+
+/* journal_scan callback: replay one entry. */
+static int
+watch_replay_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
+{
+	struct watch *w = arg;
+
+	(void)line;
+	(void)len;
+	judge_replay(&w->js, e);
+	return 0;
+}
+
+/*
+ * Append the entry in jw and apply it to the state; a journal that cannot
+ * be written is logged, and the state moves on all the same (a full disk
+ * must not keep the machine from being stopped). Frees jw.
+ */
+void
+watch_log(struct watch *w, struct jsonw *jw)
+{
+	struct jsonr e;
+	char *cause = NULL;
+
+	if (journal_end(&w->j, jw, &cause) != 0) {
+		fprintf(stderr, "gpufleet-agent watch: %s\n", cause);
+		free(cause);
+		w->j.seq++;
+	}
+	if (jsonr_parse(jw->out.data, jw->out.len, &e, NULL) == 0)
+		judge_replay(&w->js, &e);
+	jsonr_free(&e);
+	jsonw_free(jw);
+}
+
+/* Journal event with an id (or NULL) and nothing else. */
+void
+watch_entry(
+    struct watch *w, struct jsonw *jw, const char *event, const char *id)
+{
+	journal_begin(&w->j, jw, time(NULL), event);
+	if (id != NULL)
+		jsonw_string(jw, "id", id);
+}
+
+/* Whether dir/plan.json is not the file last seen. */
+static int
+watch_plan_changed(struct watch *w)
+{
+	struct stat sb;
+	char *path;
+	int r;
+
+	xasprintf(&path, "%s/plan.json", w->dir);
+	r = stat(path, &sb);
+	free(path);
+	if (r != 0)
+		return w->plan_known;
+	return !w->plan_known || sb.st_ino != w->plan_sb.st_ino ||
+	    sb.st_size != w->plan_sb.st_size ||
+	    sb.st_mtim.tv_sec != w->plan_sb.st_mtim.tv_sec ||
+	    sb.st_mtim.tv_nsec != w->plan_sb.st_mtim.tv_nsec;
+}
+
+/*
+ * (Re)load the plan: a valid one replaces the one obeyed and restarts the
+ * idle clock; an invalid one is journaled as "failed" once and ignored; a
+ * missing one is an empty plan.
+ */
+static void
+watch_load_plan(struct watch *w, int initial)
+{
+	struct plan p;
+	struct jsonw jw;
+	char *cause = NULL, *path;
+	int r;
+
+	xasprintf(&path, "%s/plan.json", w->dir);
+	w->plan_known = stat(path, &w->plan_sb) == 0;
+	free(path);
+	if ((r = plan_load(w->dir, &p, NULL, &cause)) < 0) {
+		watch_entry(w, &jw, "failed", NULL);
+		jsonw_string(&jw, "reason", cause);
+		watch_log(w, &jw);
+		free(cause);
+		plan_free(&p);
+		return;
+	}
+	plan_free(&w->plan);
+	w->plan = p;
+	judge_idle_reset(&w->idle);
+	w->next_check = 0;
+	if (!initial) {
+		watch_entry(w, &jw, "plan", NULL);
+		jsonw_int(&jw, "generation", p.generation);
+		jsonw_int(&jw, "deadlines", (long long)p.ndeadlines);
+		jsonw_bool(&jw, "autostop", p.has_autostop);
+		watch_log(w, &jw);
+	}
+	watch_arm(w);
+}
+
+/* Journal "armed" for new deadlines and "cancelled" for dropped ones. */
+static void
+watch_arm(struct watch *w)
+{
+	struct judge_fire *f;
+	struct jsonw jw;
+	char id[JUDGE_FIRE_ID_MAX + 1];
+	size_t i, k;
+
+	for (i = 0; i < w->plan.ndeadlines; i++) {
+		const struct plan_deadline *d = &w->plan.deadlines[i];
+
+		f = judge_find(&w->js, d->id, 0);
+		if (f != NULL && (f->armed || f->fired))
+			continue;
+		watch_entry(w, &jw, "armed", d->id);
+		jsonw_int(&jw, "at", d->at);
+		jsonw_string(&jw, "action", d->local ? "local" : "stop");
+		watch_log(w, &jw);
+	}
+	for (i = 0; i < w->js.n; i++) {
+		f = &w->js.f[i];
+		if (!f->armed || f->fired)
+			continue;
+		for (k = 0; k < w->plan.ndeadlines; k++)
+			if (strcmp(w->plan.deadlines[k].id, f->id) == 0)
+				break;
+		if (k < w->plan.ndeadlines)
+			continue;
+		memcpy(id, f->id, sizeof id);
+		watch_entry(w, &jw, "cancelled", id);
+		watch_log(w, &jw); /* may move js.f: f is not used after */
+	}
+}
+
+/* The autostop's fire id in this container: "ID@CONTAINER_START". */
+static void
+watch_fire_id(struct watch *w, long long cs, char *id, size_t size)
+{
+	snprintf(id, size, "%s@%lld", w->plan.autostop.id, cs < 0 ? 0 : cs);
+}
+
+/* What runs for fired id: its deadline's, or a plain stop. */
+static void
+watch_task(struct watch *w, const char *id, struct judge_task *t)
+{
+	size_t i;
+
+	memset(t, 0, sizeof *t);
+	for (i = 0; i < w->plan.ndeadlines; i++) {
+		const struct plan_deadline *d = &w->plan.deadlines[i];
+
+		if (strcmp(d->id, id) == 0) {
+			t->before_stop = d->before_stop;
+			t->before_must_succeed = d->before_must_succeed;
+			t->before_timeout_s = d->before_stop_timeout_s;
+			t->local = d->local;
+		}
+	}
+}
+
+/*
+ * Take the fired id through its stop sequence as far as it goes now;
+ * returns when it is next due (0: never again).
+ */
+static long long
+watch_advance(struct watch *w, const char *id)
+{
+	struct judge_task t;
+	struct judge_step s;
+	struct judge_fire *f;
+	struct jsonw jw;
+	long long now, cs;
+	int alive, n;
+
+	watch_task(w, id, &t);
+	for (n = 0; n < 16 && !watch_term; n++) {
+		now = time(NULL);
+		cs = host_container_start_now(w->proc);
+		if ((f = judge_find(&w->js, id, 0)) == NULL)
+			return 0;
+		alive = f->attempts > 0 && f->stopping_pid > 0 &&
+		    f->stopping_pid_start >= 0 &&
+		    shell_pid_start(w->proc, f->stopping_pid) ==
+			f->stopping_pid_start;
+		judge_fired(f, &t, &w->plan, now, cs, alive, &s);
+		switch (s.act) {
+		case JUDGE_ACT_NONE:
+			return 0;
+		case JUDGE_ACT_WAIT:
+			return s.wake;
+		case JUDGE_ACT_WAIT_PID:
+			return now + 1;
+		case JUDGE_ACT_BEFORE:
+			watch_run_before(w, id, &t, &watch_term);
+			break;
+		case JUDGE_ACT_STOP:
+			watch_run_stop(w, id, &watch_term);
+			break;
+		case JUDGE_ACT_STOPPED:
+			watch_entry(w, &jw, "stopped", id);
+			jsonw_int(&jw, "container_start", cs);
+			watch_log(w, &jw);
+			break;
+		case JUDGE_ACT_RESULT_LOST:
+			watch_entry(w, &jw, "stop_result", id);
+			jsonw_null(&jw, "status");
+			jsonw_null(&jw, "signal");
+			jsonw_string(&jw, "output",
+			    "the watcher restarted: the result is not known");
+			watch_log(w, &jw);
+			break;
+		case JUDGE_ACT_SKIP:
+		case JUDGE_ACT_FAILED:
+			watch_entry(w, &jw,
+			    s.act == JUDGE_ACT_SKIP ? "skipped" : "stop_failed",
+			    id);
+			jsonw_string(&jw, "reason", s.reason);
+			watch_log(w, &jw);
+			break;
+		default: /* JUDGE_ACT_LOCAL_DUE, JUDGE_ACT_RETRY */
+			watch_entry(w, &jw,
+			    s.act == JUDGE_ACT_RETRY ? "stop_retry"
+						     : "local_due",
+			    id);
+			watch_log(w, &jw);
+			break;
+		}
+	}
+	return time(NULL) + 1;
+}
+
+/* Whether anything is left to do: a deadline, autostop, a stop under way. */
+static int
+watch_armed(struct watch *w, long long cs)
+{
+	struct judge_fire *f;
+	char id[JUDGE_FIRE_ID_MAX + 1];
+	size_t i;
+
+	for (i = 0; i < w->plan.ndeadlines; i++) {
+		f = judge_find(&w->js, w->plan.deadlines[i].id, 0);
+		if (f == NULL || !f->fired)
+			return 1;
+	}
+	if (w->plan.has_autostop) {
+		watch_fire_id(w, cs, id, sizeof id);
+		if ((f = judge_find(&w->js, id, 0)) == NULL || !f->fired)
+			return 1;
+	}
+	for (i = 0; i < w->js.n; i++)
+		if (w->js.f[i].fired && !w->js.f[i].done)
+			return 1;
+	return 0;
+}
+
+/* Warn or fire the deadlines that are due; *wake is lowered to the next. */
+static void
+watch_deadlines(struct watch *w, long long *wake)
+{
+	struct judge_step s;
+	struct jsonw jw;
+	char id[PLAN_ID_MAX + 1];
+	long long at, next;
+	size_t i;
+
+	for (i = 0; i < w->plan.ndeadlines && !watch_term; i++) {
+		const struct plan_deadline *d = &w->plan.deadlines[i];
+
+		judge_deadline(d, judge_find(&w->js, d->id, 0), time(NULL), &s);
+		if (s.act == JUDGE_ACT_WAIT && s.wake < *wake)
+			*wake = s.wake;
+		if (s.act == JUDGE_ACT_WARN) {
+			watch_warn(w, d);
+			i--; /* again: it may be due to fire too */
+			continue;
+		}
+		if (s.act != JUDGE_ACT_FIRE)
+			continue;
+		memcpy(id, d->id, sizeof id);
+		at = d->at;
+		watch_entry(w, &jw, "firing", id);
+		jsonw_string(&jw, "reason", "deadline");
+		jsonw_object_begin(&jw, "evidence");
+		jsonw_int(&jw, "at", at);
+		jsonw_object_end(&jw);
+		watch_log(w, &jw);
+		if ((next = watch_advance(w, id)) != 0 && next < *wake)
+			*wake = next;
+	}
+}
+
+/* Sleep until wake, a change in dir, or a signal. */
+static void
+watch_sleep(struct watch *w, long long wake)
+{
+	struct pollfd pfd[2];
+	long long left = wake - (long long)time(NULL);
+	char drain[4096];
+	nfds_t n = 0;
+
+	if (left < 0)
+		left = 0;
+	if (w->ino == -1 && left > WATCH_STAT_S)
+		left = WATCH_STAT_S;
+	if (left > 3600)
+		left = 3600;
+	pfd[n].fd = watch_wake_pipe[0];
+	pfd[n++].events = POLLIN;
+	if (w->ino != -1) {
+		pfd[n].fd = w->ino;
+		pfd[n++].events = POLLIN;
+	}
+	if (poll(pfd, n, (int)(left * 1000)) <= 0)
+		return;
+	while (read(watch_wake_pipe[0], drain, sizeof drain) > 0)
+		;
+	while (w->ino != -1 && read(w->ino, drain, sizeof drain) > 0)
+		;
+}
+
+/*
+ * Lock, open the journal, replay it, load the plan, tell the starter and
+ * journal "started". 0 when this process is the watcher now, 1 when
+ * another one is (said to the starter), -1 on failure (said too).
+ */
+static int
+watch_start(struct watch *w, int notify, int daemon)
+{
+	struct jsonw jw;
+	struct sigaction sa;
+	char *cause = NULL, epoch[JOURNAL_EPOCH_LEN + 1];
+	pid_t holder;
+	int lockfd, r;
+
+	if (plan_mkdir(w->dir, &cause) != 0 ||
+	    (r = watcher_lock(w->dir, &lockfd, &holder, &cause)) < 0 ||
+	    (r == 0 && journal_open(&w->j, w->dir, time(NULL), &cause) != 0)) {
+		dprintf(notify, "failed: %s\n", cause);
+		fprintf(stderr, "gpufleet-agent watch: %s\n", cause);
+		free(cause);
+		return -1;
+	}
+	if (r == 1) {
+		dprintf(notify, "running %ld\n", (long)holder);
+		return 1;
+	}
+	if (pipe2(watch_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
+		watch_wake_pipe[0] = watch_wake_pipe[1] = -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = watch_on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	signal(SIGHUP, SIG_IGN);
+	w->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+	if (w->ino != -1 &&
+	    inotify_add_watch(w->ino, w->dir,
+		IN_CLOSE_WRITE | IN_MOVED_TO | IN_DELETE | IN_CREATE) == -1) {
+		close(w->ino);
+		w->ino = -1;
+	}
+	journal_scan(w->j.path, epoch, watch_replay_fn, w);
+	w->env = shell_env(w->proc);
+	watch_load_plan(w, 1);
+	watch_entry(w, &jw, "started", NULL);
+	jsonw_int(&jw, "pid", (long long)getpid());
+	jsonw_int(&jw, "generation", w->plan.generation);
+	watch_log(w, &jw);
+	dprintf(notify, "started %ld\n", (long)getpid());
+	if (daemon)
+		close(notify);
+	fprintf(
+	    stderr, "gpufleet-agent watch: started, pid %ld\n", (long)getpid());
+	return 0;
+}
+
+/* Until SIGTERM or nothing is armed. */
+static void
+watch_loop(struct watch *w)
+{
+	struct jsonw jw;
+	char id[JUDGE_FIRE_ID_MAX + 1];
+	long long now, wake, next, cs;
+	size_t i;
+
+	for (;;) {
+		if (watch_plan_changed(w))
+			watch_load_plan(w, 0);
+		now = time(NULL);
+		wake = now + 3600;
+		for (i = 0; i < w->js.n && !watch_term; i++) {
+			if (!w->js.f[i].fired || w->js.f[i].done)
+				continue;
+			memcpy(id, w->js.f[i].id, sizeof id);
+			if ((next = watch_advance(w, id)) != 0 && next < wake)
+				wake = next;
+		}
+		watch_deadlines(w, &wake);
+		cs = host_container_start_now(w->proc);
+		if (w->plan.has_autostop && !watch_term) {
+			watch_fire_id(w, cs, id, sizeof id);
+			if ((next = watch_autostop(w, id, cs)) != 0 &&
+			    next < wake)
+				wake = next;
+		}
+		if (watch_term) {
+			watch_entry(w, &jw, "exiting", NULL);
+			jsonw_string(&jw, "reason", "SIGTERM");
+			watch_log(w, &jw);
+			return;
+		}
+		if (!watch_armed(w, cs)) {
+			watch_entry(w, &jw, "exiting", NULL);
+			jsonw_string(&jw, "reason", "nothing armed");
+			watch_log(w, &jw);
+			return;
+		}
+		watch_sleep(w, wake);
+	}
+}
+
+/*
+ * The watcher for dir: notify gets "started PID", "running PID" or
+ * "failed: REASON" (closed after when daemon is set). Returns the exit
+ * status.
+ */
+int
+watch_run(const char *dir, const char *proc, int notify, int daemon)
+{
+	struct watch w;
+	int r;
+
+	memset(&w, 0, sizeof w);
+	w.dir = dir;
+	w.proc = proc;
+	w.ino = -1;
+	if ((r = watch_start(&w, notify, daemon)) != 0)
+		return r < 0 ? 1 : 0;
+	watch_loop(&w);
+	fprintf(stderr, "gpufleet-agent watch: exiting\n");
+	journal_close(&w.j);
+	plan_free(&w.plan);
+	judge_state_free(&w.js);
+	shell_env_free(w.env);
+	if (w.ino != -1)
+		close(w.ino);
+	return 0;
+}
