@@ -10,6 +10,7 @@
 #include "ledger.h"
 #include "log.h"
 #include "status.h"
+#include "stopmethod.h"
 #include "xmalloc.h"
 
 static int cmd_set_exec(
@@ -28,6 +29,10 @@ const struct cmd_entry cmd_set_entry = {
 	    "  billing=second|minute|hour           min_billed=10m\n"
 	    "  stopped_price=5/day  monthly_price=1500  egress_price=0.8/GB\n"
 	    "Prices above 1000000 an hour (or /GB) are refused.\n\n"
+	    "Stopping (see README, \"Stop methods\"):\n"
+	    "  stop_command='remote:CMD'|'local:CMD'|none|default\n"
+	    "  stop_kind=stop|release|default   allow_release=yes|no\n"
+	    "CMD may use {name} {host} {port} {provider} {instance_id}.\n\n"
 	    "Example: gpufleet set a100-1 port=32456 price=2.69/h "
 	    "billing=second\n",
 	.exec = cmd_set_exec,
@@ -44,9 +49,11 @@ cmd_set_exec(
 	struct instance in;
 	char *cause = NULL, *field, *eq;
 	struct billing_rule rule;
+	struct stopmethod_fields sf;
 	int ch, status, i, r, detaches = 0, known, priced = 0, has_price;
 
 	memset(&in, 0, sizeof in);
+	memset(&sf, 0, sizeof sf);
 	while ((ch = cmd_getopt(e, argc, argv, "+h", set_options, &status)) !=
 	    -1) {
 		if (ch == -2)
@@ -66,7 +73,9 @@ cmd_set_exec(
 		return status;
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
 	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0 ||
-	    (r = ledger_price_get(inv, in.id, &rule, &has_price, &cause)) != 0)
+	    (r = ledger_price_get(inv, in.id, &rule, &has_price, &cause)) !=
+		0 ||
+	    (r = stopmethod_fields_get(inv, in.id, &sf, &cause)) != 0)
 		goto fail;
 	for (i = optind + 1; i < argc; i++) {
 		eq = strchr(argv[i], '=');
@@ -75,10 +84,15 @@ cmd_set_exec(
 		    strcmp(field, "user") == 0 ||
 		    strcmp(field, "identity") == 0)
 			detaches = 1;
-		r = ledger_price_field(&rule, field, eq + 1, &known, &cause);
-		if (known)
+		r = stopmethod_field(&sf, field, eq + 1, &known, &cause);
+		if (!known)
+			r = ledger_price_field(
+			    &rule, field, eq + 1, &known, &cause);
+		else
+			known = 2;
+		if (known == 1)
 			priced = 1;
-		else if (r == 0)
+		else if (!known && r == 0)
 			r = instance_set_field(&in, field, eq + 1, &cause);
 		if (r != 0 && !known &&
 		    strstr(cause, "unknown field") != NULL) {
@@ -86,7 +100,8 @@ cmd_set_exec(
 			xasprintf(&cause,
 			    "unknown field '%s' (valid fields: %s, "
 			    "price, currency, billing, min_billed, "
-			    "stopped_price, monthly_price, egress_price)",
+			    "stopped_price, monthly_price, egress_price, "
+			    "stop_command, stop_kind, allow_release)",
 			    field, instance_field_names());
 		}
 		free(field);
@@ -113,13 +128,17 @@ cmd_set_exec(
 		goto fail;
 	}
 	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
+	    (sf.changed &&
+		(r = stopmethod_fields_put(inv, in.id, &sf, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0)
 		goto fail;
 	inventory_close(inv);
 	instance_clear(&in);
+	stopmethod_fields_clear(&sf);
 	return GF_OK;
 fail:
 	inventory_close(inv);
 	instance_clear(&in);
+	stopmethod_fields_clear(&sf);
 	return cmd_fail(-r, cause);
 }

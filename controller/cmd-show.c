@@ -6,6 +6,7 @@
 
 #include "cmd.h"
 #include "status.h"
+#include "stopmethod.h"
 #include "vis.h"
 #include "xmalloc.h"
 
@@ -21,6 +22,29 @@ const struct cmd_entry cmd_show_entry = {
 	.exec = cmd_show_exec,
 };
 
+/* The instance's JSON form plus its stop settings and effective method. */
+static json_t *
+show_json(const struct instance *in, const struct stopmethod_fields *sf,
+    const struct stopmethod *m)
+{
+	json_t *o = instance_to_json(in), *e = json_object();
+	static const char *const where[] = { "none", "remote", "local" };
+
+	json_object_set_new(o, "stop_command",
+	    sf->command != NULL ? json_string(sf->command) : json_null());
+	json_object_set_new(o, "stop_kind",
+	    sf->kind != NULL ? json_string(sf->kind) : json_null());
+	json_object_set_new(
+	    o, "allow_release", json_boolean(sf->allow_release));
+	json_object_set_new(e, "where", json_string(where[m->where]));
+	json_object_set_new(e, "command",
+	    m->command != NULL ? json_string(m->command) : json_null());
+	json_object_set_new(e, "kind", json_string(m->kind));
+	json_object_set_new(e, "from", json_string(m->from));
+	json_object_set_new(o, "stop_method", e);
+	return o;
+}
+
 static const struct option show_options[] = { { "json", no_argument, NULL,
 						  'j' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
@@ -31,7 +55,9 @@ cmd_show_exec(
 {
 	struct inventory *inv = NULL;
 	struct instance in;
-	char *cause = NULL, *tags, *created;
+	struct stopmethod_fields sf;
+	struct stopmethod m;
+	char *cause = NULL, *tags, *created, *method;
 	int ch, status, json = 0, r;
 
 	while ((ch = cmd_getopt(e, argc, argv, "jh", show_options, &status)) !=
@@ -51,10 +77,17 @@ cmd_show_exec(
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
 	}
+	if ((r = stopmethod_fields_get(inv, in.id, &sf, &cause)) != 0) {
+		inventory_close(inv);
+		instance_clear(&in);
+		return cmd_fail(-r, cause);
+	}
 	inventory_close(inv);
+	stopmethod_resolve(&in, &sf, &m);
+	method = stopmethod_format(&m);
 
 	if (json)
-		json_print(instance_to_json(&in), stdout);
+		json_print(show_json(&in, &sf, &m), stdout);
 	else {
 		char port[16], *safe;
 		size_t i;
@@ -73,7 +106,14 @@ cmd_show_exec(
 			{ "notes", in.notes },
 			{ "source",
 			    in.source != NULL ? in.source : "(added by hand)" },
-			{ "created_at", created } };
+			{ "created_at", created },
+			{ "stop_command",
+			    sf.command != NULL ? sf.command : "(default)" },
+			{ "stop_kind",
+			    sf.kind != NULL ? sf.kind : "(default)" },
+			{ "allow_release", sf.allow_release ? "yes" : "no" },
+			{ "stop_method", method },
+			{ "stop_method_from", m.from } };
 		/* Imported fields are text from elsewhere: shown escaped. */
 		for (i = 0; i < sizeof fields / sizeof fields[0]; i++) {
 			safe =
@@ -85,6 +125,9 @@ cmd_show_exec(
 		free(tags);
 		free(created);
 	}
+	free(method);
+	stopmethod_clear(&m);
+	stopmethod_fields_clear(&sf);
 	instance_clear(&in);
 	return GF_OK;
 }

@@ -864,31 +864,35 @@ static void
 conn_write_stdin(struct engine_conn *c)
 {
 	const struct engine_settings *set = c->r->set;
-	size_t left, n;
+	const char *data = set->stdin_data;
+	size_t len = set->stdin_len, left, n;
 	uint32_t window;
 	int w;
 
+	if (c->h->stdin_data != NULL) {
+		data = c->h->stdin_data;
+		len = c->h->stdin_len;
+	}
 	if (c->eof_sent)
 		return;
-	if (set->stdin_data != NULL && c->stdin_off < set->stdin_len) {
+	if (data != NULL && c->stdin_off < len) {
 		if (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)
 			return;
-		left = set->stdin_len - c->stdin_off;
+		left = len - c->stdin_off;
 		window = ssh_channel_window_size(c->ch);
 		n = left < STDIN_CHUNK ? left : STDIN_CHUNK;
 		if (n > window)
 			n = window;
 		if (n == 0)
 			return;
-		w = ssh_channel_write(
-		    c->ch, set->stdin_data + c->stdin_off, (uint32_t)n);
+		w = ssh_channel_write(c->ch, data + c->stdin_off, (uint32_t)n);
 		if (w < 0) {
 			conn_fail(c, EF_SSH, "writing stdin: %s",
 			    ssh_get_error(c->s));
 			return;
 		}
 		c->stdin_off += (size_t)w;
-		if (c->stdin_off < set->stdin_len)
+		if (c->stdin_off < len)
 			return;
 	}
 	if (ssh_channel_send_eof(c->ch) == SSH_ERROR) {

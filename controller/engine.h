@@ -53,7 +53,9 @@ struct engine_host {
 	int nkeys;
 	const char *keys_error; /* why no key, if nkeys == 0 */
 	const char *command;	/* or NULL: the run's command */
-	int skip;		/* leave this host out of the run */
+	const char *stdin_data; /* or NULL: the run's stdin */
+	size_t stdin_len;
+	int skip; /* leave this host out of the run */
 
 	/* Results. */
 	enum engine_fail fail;

@@ -288,6 +288,14 @@ ledger_observe(struct inventory *inv, int64_t id, int64_t now,
 		if (r != 0)
 			goto out;
 	}
+	/* Stopped by gpufleet (its watcher) and started again since. */
+	if (strcmp(last->state, "stopped") == 0 &&
+	    strcmp(last->source, "performed") == 0 && container_start != 0 &&
+	    container_start > last->t && container_start <= now) {
+		r = ledger_add(inv, id, container_start, "running", "observed",
+		    "running again", cause);
+		goto out;
+	}
 	if (container_start != 0 && prev_start != 0 &&
 	    container_start != prev_start) {
 		/* Did gpufleet (or the user) stop it since the last start? */

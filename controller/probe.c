@@ -10,6 +10,7 @@
 #include "probe.h"
 #include "samples.h"
 #include "status.h"
+#include "watcher.h"
 #include "xmalloc.h"
 
 #define ERR_CAP 4096
@@ -18,6 +19,7 @@ static void buf_clear(struct misc_buf *);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void on_finished(struct engine_run *, void *);
 static void reset(struct probe *);
+static char *host_args(struct probe *, size_t);
 static int interrupted(const struct probe *);
 static size_t mark_missing(struct probe *);
 static void classify(struct probe *, size_t);
@@ -90,6 +92,14 @@ probe_attach(struct probe *p, struct remote *rm)
 	}
 }
 
+/* The agent's arguments for host i. Caller frees. */
+static char *
+host_args(struct probe *p, size_t i)
+{
+	(void)i;
+	return xstrdup(p->args);
+}
+
 /* Forget the last pass's results and give every host the run command. */
 static void
 reset(struct probe *p)
@@ -112,7 +122,9 @@ reset(struct probe *p)
 		h->fail = s->prefail != NULL ? s->prefail_kind : EF_NONE;
 		h->skip = 0;
 		free(p->cmds[i]);
-		p->cmds[i] = deploy_run_command(h->in, &p->ab, p->args);
+		free(s->args);
+		s->args = host_args(p, i);
+		p->cmds[i] = deploy_run_command(h->in, &p->ab, s->args);
 		h->command = p->cmds[i];
 	}
 }
@@ -186,7 +198,8 @@ mark_missing(struct probe *p)
 			continue;
 		n++;
 		free(p->cmds[i]);
-		p->cmds[i] = deploy_upload_command(h->in, &p->ab, p->args);
+		p->cmds[i] =
+		    deploy_upload_command(h->in, &p->ab, p->hosts[i].args);
 		h->command = p->cmds[i];
 		buf_clear(&p->hosts[i].out);
 		buf_clear(&p->hosts[i].err);
@@ -325,6 +338,11 @@ probe_store(struct probe *p, char **cause)
 		if (s->have_report &&
 		    (r = samples_store(inv, id, p->now, &s->rep, cause)) != 0)
 			goto fail;
+		/* The watcher: its plan, its journal and what it did. */
+		if (s->have_report &&
+		    (r = watcher_store(
+			 inv, &p->rm->list[i], p->now, &s->rep, cause)) != 0)
+			goto fail;
 		/* A key rotated out that a platform put back. */
 		if (s->have_report && s->rep.authorized_keys != NULL &&
 		    (r = keys_warn_reinjected(inv, &p->rm->list[i],
@@ -374,6 +392,7 @@ probe_free(struct probe *p)
 		buf_clear(&s->out);
 		buf_clear(&s->err);
 		free(s->error);
+		free(s->args);
 		free(s->prefail);
 		if (s->have_report)
 			report_free(&s->rep);

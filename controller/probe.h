@@ -28,6 +28,7 @@ struct probe_host {
 	struct report rep;
 	struct misc_buf out; /* the report as received (with have_report) */
 	struct misc_buf err;
+	char *args;    /* the agent's arguments for this host */
 	char *prefail; /* failed before any run (ProxyJump) */
 	enum engine_fail prefail_kind;
 };

@@ -1,6 +1,7 @@
 /* Parsing and checking the agent's JSON report. */
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,8 @@ static int check_starts(const struct report *, char **);
 static int parse_gpus(json_t *, struct report *, char **);
 static int parse_progress(json_t *, struct report *, int64_t, char **);
 static void read_authorized_keys(json_t *, struct report *);
+static int check_hex16(const char *);
+static void parse_journal(json_t *, int64_t, struct report_watcher *);
 
 /*
  * Bounds of the values an instance may report. Anything outside is a broken
@@ -41,6 +44,15 @@ static void read_authorized_keys(json_t *, struct report *);
 #define TEMP_MAX   300.0
 #define POWER_MAX  100000.0 /* watts */
 #define LOAD_MAX   1000000.0
+#define SEQ_MAX	   (1LL << 53) /* what a JSON number holds exactly */
+#define PLAN_MAX   65536       /* the agent's plan set takes at most this */
+#define TEXT_MAX   1024	       /* the watcher's error */
+
+/* The journal's events (agent/WATCH.md); others are stored as "unknown". */
+static const char *const journal_events[] = { "journal", "started", "plan",
+	"armed", "cancelled", "warned", "firing", "before_stop", "skipped",
+	"stopping", "stop_result", "stopped", "stop_retry", "stop_failed",
+	"local_due", "idle", "busy", "gpu_unreadable", "failed", "exiting" };
 
 static int
 get_obj(json_t *o, const char *key, json_t **out, char **cause)
@@ -417,6 +429,9 @@ report_parse(
 	    parse_progress(doc, r, now, &why) != 0)
 		goto fail;
 	read_authorized_keys(doc, r);
+	if (json_object_get(doc, "watcher") != NULL)
+		report_parse_watcher(
+		    json_object_get(doc, "watcher"), now, &r->watcher);
 	json_decref(doc);
 	return 0;
 fail:
@@ -448,5 +463,198 @@ report_free(struct report *r)
 	free(r->cuda_version);
 	free(r->progress_text);
 	free(r->authorized_keys);
+	report_watcher_free(&r->watcher);
 	memset(r, 0, sizeof *r);
+}
+
+/* Whether s is 1 to 64 of [A-Za-z0-9._@-]: a deadline or policy id. */
+int
+report_check_id(const char *s)
+{
+	size_t n = strspn(s,
+	    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	    "0123456789._@-");
+
+	return n >= 1 && n <= 64 && s[n] == '\0';
+}
+
+/* Whether s is 16 hex digits: a journal epoch. */
+static int
+check_hex16(const char *s)
+{
+	return strlen(s) == 16 && strspn(s, "0123456789abcdefABCDEF") == 16;
+}
+
+/*
+ * Check one journal entry read at time now (the controller's clock) and
+ * copy it into e. Returns -1 with *why (caller frees) for an entry that
+ * cannot be stored: not an object, a bad epoch, seq or time, an id that
+ * is not an id, more than REPORT_ENTRY_MAX bytes. An event this build
+ * does not know is kept as "unknown".
+ */
+int
+report_entry_check(json_t *o, int64_t now, struct report_entry *e, char **why)
+{
+	json_t *v;
+	size_t i;
+
+	memset(e, 0, sizeof *e);
+	if (!json_is_object(o)) {
+		*why = xstrdup("a journal entry is not an object");
+		return -1;
+	}
+	v = json_object_get(o, "epoch");
+	if (!json_is_string(v) || !check_hex16(json_string_value(v))) {
+		*why = xstrdup("'epoch' is not 16 hex digits");
+		return -1;
+	}
+	memcpy(e->epoch, json_string_value(v), 17);
+	if (get_int_in(o, "seq", 1, SEQ_MAX, &e->seq, why) != 0)
+		return -1;
+	if (e->seq == 0) {
+		*why = xstrdup("'seq' is missing");
+		return -1;
+	}
+	if (get_time(o, "time", 0, now, &e->time, why) != 0)
+		return -1;
+	v = json_object_get(o, "event");
+	if (!json_is_string(v)) {
+		*why = xstrdup("'event' is missing or not a string");
+		return -1;
+	}
+	snprintf(e->event, sizeof e->event, "unknown");
+	for (i = 0; i < sizeof journal_events / sizeof journal_events[0]; i++) {
+		if (strcmp(json_string_value(v), journal_events[i]) == 0)
+			snprintf(
+			    e->event, sizeof e->event, "%s", journal_events[i]);
+	}
+	v = json_object_get(o, "id");
+	if (v != NULL && !json_is_null(v)) {
+		if (!json_is_string(v) ||
+		    strlen(json_string_value(v)) != json_string_length(v) ||
+		    !report_check_id(json_string_value(v))) {
+			*why = xstrdup("'id' is not an id");
+			return -1;
+		}
+		e->id = xstrdup(json_string_value(v));
+	}
+	e->entry = json_dumps(o, JSON_COMPACT | JSON_ENSURE_ASCII);
+	if (e->entry == NULL || strlen(e->entry) > REPORT_ENTRY_MAX) {
+		xasprintf(why, "a journal entry is larger than %d bytes",
+		    REPORT_ENTRY_MAX);
+		report_entry_free(e);
+		return -1;
+	}
+	return 0;
+}
+
+void
+report_entry_free(struct report_entry *e)
+{
+	free(e->id);
+	free(e->entry);
+	memset(e, 0, sizeof *e);
+}
+
+/* The section's journal: the entries that pass the checks, in order. */
+static void
+parse_journal(json_t *w, int64_t now, struct report_watcher *rw)
+{
+	json_t *j = json_object_get(w, "journal"), *o;
+	size_t i;
+	char *why;
+
+	rw->journal_more = json_is_true(json_object_get(w, "journal_more"));
+	if (!json_is_array(j))
+		return;
+	rw->journal = xcalloc(json_array_size(j) + 1, sizeof *rw->journal);
+	json_array_foreach(j, i, o)
+	{
+		why = NULL;
+		if (rw->njournal == REPORT_ENTRIES_MAX) {
+			rw->journal_more = 1;
+			break;
+		}
+		if (report_entry_check(
+			o, now, &rw->journal[rw->njournal], &why) == 0)
+			rw->njournal++;
+		else
+			rw->nskipped++;
+		free(why);
+	}
+}
+
+/*
+ * Read the report's watcher section. Nothing in it refuses the report:
+ * what does not check out reads as state "unknown" with an error (a bad
+ * generation as -1, so no plan is written over it), and entries that do
+ * not check out are left out (nskipped).
+ */
+int
+report_parse_watcher(json_t *w, int64_t now, struct report_watcher *rw)
+{
+	static const char *const states[] = { "running", "started", "down",
+		"none" };
+	json_t *v;
+	char *why = NULL;
+	size_t i;
+
+	memset(rw, 0, sizeof *rw);
+	rw->present = 1;
+	snprintf(rw->state, sizeof rw->state, "unknown");
+	if (!json_is_object(w)) {
+		rw->error = xstrdup("the watcher section is not an object");
+		rw->generation = -1;
+		return -1;
+	}
+	v = json_object_get(w, "state");
+	for (i = 0; json_is_string(v) && i < 4; i++) {
+		if (strcmp(json_string_value(v), states[i]) == 0)
+			snprintf(rw->state, sizeof rw->state, "%s", states[i]);
+	}
+	if (get_int_in(w, "pid", 1, PID_MAX, &rw->pid, &why) != 0)
+		rw->pid = 0;
+	free(why);
+	why = NULL;
+	rw->current = json_is_true(json_object_get(w, "current"));
+	v = json_object_get(w, "error");
+	if (json_is_string(v))
+		rw->error = xstrndup(json_string_value(v),
+		    json_string_length(v) < TEXT_MAX ? json_string_length(v)
+						     : TEXT_MAX);
+	v = json_object_get(w, "generation");
+	rw->generation = json_is_integer(v) && json_integer_value(v) >= 0 &&
+		json_integer_value(v) <= SEQ_MAX
+	    ? json_integer_value(v)
+	    : -1;
+	v = json_object_get(w, "plan");
+	if (json_is_object(v)) {
+		rw->plan = json_dumps(v, JSON_COMPACT);
+		if (rw->plan != NULL && strlen(rw->plan) > PLAN_MAX) {
+			free(rw->plan);
+			rw->plan = NULL;
+			rw->generation = -1;
+		}
+	}
+	v = json_object_get(w, "journal_epoch");
+	if (json_is_string(v) && check_hex16(json_string_value(v)))
+		memcpy(rw->epoch, json_string_value(v), 17);
+	parse_journal(w, now, rw);
+	if (rw->generation < 0 && rw->error == NULL)
+		rw->error = xstrdup("the watcher's generation or plan is "
+				    "not valid");
+	return 0;
+}
+
+void
+report_watcher_free(struct report_watcher *rw)
+{
+	size_t i;
+
+	for (i = 0; i < rw->njournal; i++)
+		report_entry_free(&rw->journal[i]);
+	free(rw->journal);
+	free(rw->error);
+	free(rw->plan);
+	memset(rw, 0, sizeof *rw);
 }

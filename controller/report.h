@@ -10,6 +10,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "gpufleet/report.h" /* REPORT_SCHEMA, shared with the agent */
 
 #define REPORT_MAX_BYTES (1024 * 1024)
@@ -36,6 +38,39 @@ struct report_gpu {
 	size_t nprocs;
 };
 
+/*
+ * One journal entry of the watcher (agent/WATCH.md), checked: its event is
+ * one of the known names or "unknown", its id matches [A-Za-z0-9._@-]{1,64}
+ * or it has none, its time is sane. entry is the object as compact JSON.
+ */
+struct report_entry {
+	char epoch[17];
+	int64_t seq;
+	int64_t time; /* the instance's clock */
+	char event[16];
+	char *id;    /* or NULL */
+	char *entry; /* at most REPORT_ENTRY_MAX bytes */
+};
+
+#define REPORT_ENTRY_MAX   16384
+#define REPORT_ENTRIES_MAX 256
+
+/* The report's watcher section; present is 0 for an older agent. */
+struct report_watcher {
+	int present;
+	char state[16]; /* running started down none, or "unknown" */
+	int64_t pid;	/* 0: none */
+	int current;
+	char *error; /* or NULL */
+	int64_t generation;
+	char *plan;	/* the plan as compact JSON, or NULL */
+	char epoch[17]; /* "" before the first entry */
+	struct report_entry *journal;
+	size_t njournal;
+	size_t nskipped; /* entries refused by the checks */
+	int journal_more;
+};
+
 struct report {
 	int64_t time;
 	char *agent_version;
@@ -60,9 +95,15 @@ struct report {
 	int progress_truncated;
 	int64_t progress_mtime;
 	char *authorized_keys; /* "TYPE BLOB" lines, or NULL */
+	struct report_watcher watcher;
 };
 
 int report_parse(const char *, size_t, int64_t, struct report *, char **);
 void report_free(struct report *);
+int report_entry_check(json_t *, int64_t, struct report_entry *, char **);
+void report_entry_free(struct report_entry *);
+int report_check_id(const char *);
+int report_parse_watcher(json_t *, int64_t, struct report_watcher *);
+void report_watcher_free(struct report_watcher *);
 
 #endif

@@ -202,6 +202,67 @@ static const char *const steps[] = {
 	"  pid INTEGER NOT NULL,"
 	"  started_at INTEGER NOT NULL"
 	");",
+
+	/*
+	 * 5 -> 6: the watcher (stopmethod.c, watcher.c). Per instance its
+	 * stop method (stop_command NULL: the provider's default; 'none':
+	 * none), the last plan read back from it (watcher_state), every
+	 * journal entry once (journal; time is the instance's clock, t the
+	 * controller's), alerts (stop_failed) and the local stop commands
+	 * run for `action: local` deadlines (local_stop: once per id).
+	 */
+	"ALTER TABLE instance ADD COLUMN stop_command TEXT;"
+	"ALTER TABLE instance ADD COLUMN stop_kind TEXT"
+	"  CHECK (stop_kind IN ('stop', 'release'));"
+	"ALTER TABLE instance ADD COLUMN allow_release INTEGER NOT NULL"
+	"  DEFAULT 0 CHECK (allow_release IN (0, 1));"
+	"CREATE TABLE watcher_state ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  state TEXT NOT NULL,"
+	"  pid INTEGER,"
+	"  current INTEGER,"
+	"  error TEXT,"
+	"  generation INTEGER NOT NULL,"
+	"  plan TEXT,"
+	"  skew INTEGER NOT NULL,"
+	"  journal_epoch TEXT"
+	");"
+	"CREATE TABLE journal ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  epoch TEXT NOT NULL,"
+	"  seq INTEGER NOT NULL,"
+	"  time INTEGER NOT NULL,"
+	"  t INTEGER NOT NULL,"
+	"  event TEXT NOT NULL,"
+	"  id TEXT,"
+	"  entry TEXT NOT NULL,"
+	"  received_at INTEGER NOT NULL,"
+	"  UNIQUE (instance_id, epoch, seq)"
+	");"
+	"CREATE INDEX journal_t ON journal(t);"
+	"CREATE INDEX journal_instance_id ON journal(instance_id, id);"
+	"CREATE TABLE alert ("
+	"  id INTEGER PRIMARY KEY,"
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  t INTEGER NOT NULL,"
+	"  kind TEXT NOT NULL,"
+	"  deadline TEXT,"
+	"  detail TEXT,"
+	"  cleared_at INTEGER"
+	");"
+	"CREATE TABLE local_stop ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  deadline TEXT NOT NULL,"
+	"  t INTEGER NOT NULL,"
+	"  started_at INTEGER,"
+	"  status INTEGER,"
+	"  PRIMARY KEY (instance_id, deadline)"
+	") WITHOUT ROWID;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

@@ -128,6 +128,19 @@ START_TEST(test_observe)
 			     "kind = 'outage_end'"),
 	    1);
 	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 3);
+	/* Stopped by the watcher, still the same container: stays stopped. */
+	ck_assert_int_eq(ledger_add(inv, in.id, 1500, "stopped", "performed",
+			     "watcher: deadline d-1", &cause),
+	    0);
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1510, 1150, 1, &cause), 0);
+	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 4);
+	/* Started again: running from the new container's start. */
+	ck_assert_int_eq(ledger_observe(inv, in.id, 1700, 1650, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM ledger WHERE note = 'running "
+			     "again' AND state = 'running'"),
+	    1650);
+	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 5);
 	instance_clear(&in);
 	inventory_close(inv);
 	snprintf(path, sizeof path, "rm -rf %s", dir);

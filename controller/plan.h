@@ -1,0 +1,73 @@
+/*
+ * Building the watcher's plan (agent/WATCH.md, "The plan") from the plan
+ * read back from the instance and one change. The controller never writes
+ * a plan it has not read: what was there is kept (deadlines already fired
+ * dropped), the change applied, and the instance's settings (stop method,
+ * check interval, stop confirm) refreshed. Pure: no database, no clock.
+ */
+#ifndef GPUFLEET_PLAN_H
+#define GPUFLEET_PLAN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define PLAN_MAX_DEADLINES 64
+
+enum plan_change_kind {
+	PLAN_ADD,	  /* arm deadline */
+	PLAN_CANCEL_ALL,  /* drop every deadline */
+	PLAN_CANCEL_ID,	  /* drop the deadline cancel_id */
+	PLAN_AUTOSTOP,	  /* set the policy */
+	PLAN_AUTOSTOP_OFF /* drop the policy */
+};
+
+struct plan_deadline {
+	char id[16];
+	int64_t at; /* the instance's clock */
+	int local;  /* action local: the controller stops it */
+	int warn_minutes;
+	const char *before_stop; /* or NULL */
+	int64_t before_stop_timeout_s;
+	int before_must_succeed;
+};
+
+struct plan_autostop {
+	char id[16];
+	int64_t idle_s;
+	int gpu_below;
+	int64_t gpu_mem_mib;
+	int wait_sessions, wait_jobs;
+	int64_t stalled_s, max_runtime_s;
+	const char *progress;	/* or NULL */
+	const char *nvidia_smi; /* or NULL */
+};
+
+/* The change, and what every plan written now carries. */
+struct plan_change {
+	enum plan_change_kind kind;
+	struct plan_deadline deadline; /* PLAN_ADD */
+	const char *cancel_id;	       /* PLAN_CANCEL_ID */
+	struct plan_autostop autostop; /* PLAN_AUTOSTOP */
+
+	const char *instance;
+	const char *stop_command; /* substituted; NULL: no remote method */
+	const char *stop_kind;	  /* "stop" or "release" */
+	int allow_release;
+	int check_interval_s;
+	int stop_confirm_s;
+	const char *written_by;
+	int64_t now;
+};
+
+/* What building did besides the plan. */
+struct plan_result {
+	size_t kept;	  /* deadlines carried over */
+	size_t dropped;	  /* fired (or invalid) ones left out */
+	size_t removed;	  /* cancelled by the change */
+	int had_autostop; /* the read-back plan had a policy */
+};
+
+int plan_build(const char *, int64_t, const char *const *, size_t,
+    const struct plan_change *, char **, struct plan_result *, char **);
+
+#endif

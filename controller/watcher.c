@@ -1,0 +1,354 @@
+/* The watcher's state, journal and their effects, in the inventory. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "db.h"
+#include "ledger.h"
+#include "log.h"
+#include "status.h"
+#include "watcher.h"
+#include "xmalloc.h"
+
+static int knob(const char *, long, long, long, long *, char **);
+static int store_state(
+    struct inventory *, int64_t, int64_t, const struct report *, char **);
+static int ingest(
+    struct inventory *, int64_t, int64_t, const struct report_entry *, char **);
+static int ledger_once(
+    struct inventory *, int64_t, int64_t, const char *, const char *, char **);
+
+/* One knob from the environment, in [lo, hi], def when unset. */
+static int
+knob(const char *name, long def, long lo, long hi, long *out, char **cause)
+{
+	const char *v = getenv(name);
+	char *end;
+	long n;
+
+	*out = def;
+	if (v == NULL || *v == '\0')
+		return 0;
+	n = strtol(v, &end, 10);
+	if (*end != '\0' || n < lo || n > hi) {
+		xasprintf(cause,
+		    "%s '%s' is not a number of seconds from %ld "
+		    "to %ld",
+		    name, v, lo, hi);
+		return -GF_EUSAGE;
+	}
+	*out = n;
+	return 0;
+}
+
+/*
+ * The test knobs: GPUFLEET_CHECK_INTERVAL (default 60),
+ * GPUFLEET_STOP_CONFIRM (600) and GPUFLEET_MIN_IDLE (300).
+ */
+int
+watcher_knobs(struct watcher_knobs *k, char **cause)
+{
+	long ci, sc, mi;
+	int r;
+
+	if ((r = knob("GPUFLEET_CHECK_INTERVAL", 60, 1, 3600, &ci, cause)) !=
+		0 ||
+	    (r = knob("GPUFLEET_STOP_CONFIRM", 600, 1, 86400, &sc, cause)) !=
+		0 ||
+	    (r = knob("GPUFLEET_MIN_IDLE", 300, 1, 86400, &mi, cause)) != 0)
+		return r;
+	k->check_interval_s = (int)ci;
+	k->stop_confirm_s = (int)sc;
+	k->min_idle_s = mi;
+	return 0;
+}
+
+/*
+ * The --journal-after cursor for an instance: "EPOCH:SEQ" of the highest
+ * entry stored of the journal it last reported, or "-" (from the start).
+ * Caller frees *cursor.
+ */
+int
+watcher_cursor(struct inventory *inv, int64_t id, char **cursor, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	*cursor = NULL;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT w.journal_epoch, max(j.seq) FROM watcher_state w "
+		 "JOIN journal j ON j.instance_id = w.instance_id AND "
+		 "j.epoch = w.journal_epoch WHERE w.instance_id = ?",
+		 "cannot read the journal", cause, "I", id)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) == SQLITE_TEXT)
+		xasprintf(cursor, "%s:%lld", sqlite3_column_text(st, 0),
+		    (long long)sqlite3_column_int64(st, 1));
+	r = db_finish(inv, st, r, "cannot read the journal", cause);
+	if (r < 0)
+		return r;
+	if (*cursor == NULL)
+		*cursor = xstrdup("-");
+	return 0;
+}
+
+/* The watcher's state of one report (no section: an older agent). */
+static int
+store_state(struct inventory *inv, int64_t id, int64_t now,
+    const struct report *rep, char **cause)
+{
+	const struct report_watcher *w = &rep->watcher;
+
+	if (!w->present)
+		return db_exec(inv,
+		    "INSERT INTO watcher_state (instance_id, t, state, "
+		    "generation, skew) VALUES (?, ?, 'unknown', 0, ?) "
+		    "ON CONFLICT (instance_id) DO UPDATE SET t = excluded.t, "
+		    "state = 'unknown', skew = excluded.skew",
+		    "storing the watcher's state", cause, "III", id, now,
+		    rep->time - now);
+	return db_exec(inv,
+	    "INSERT OR REPLACE INTO watcher_state (instance_id, t, state, pid, "
+	    "current, error, generation, plan, skew, journal_epoch) VALUES "
+	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    "storing the watcher's state", cause, "IItNittIIt", id, now,
+	    w->state, w->pid, w->current, w->error, w->generation, w->plan,
+	    rep->time - now, w->epoch[0] != '\0' ? w->epoch : NULL);
+}
+
+/* A ledger entry with this note, unless the instance has one already. */
+static int
+ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
+    const char *note, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT 1 FROM ledger WHERE instance_id = ? AND note = ?",
+		 "reading the ledger", cause, "It", id, note)) != 0)
+		return r;
+	r = db_finish(inv, st, sqlite3_step(st), "reading the ledger", cause);
+	if (r != 0)
+		return r < 0 ? r : 0;
+	return ledger_add(inv, id, t, state, "performed", note, cause);
+}
+
+/*
+ * What a new journal entry means here; skew turns the instance's clock
+ * into the controller's. A stop (stopping, or stopped seen after a
+ * restart) is in the ledger once, at the time it began; a stop that
+ * failed is an alert and the instance runs on; a due local stop waits in
+ * local_stop for the controller to run it once.
+ */
+static int
+ingest(struct inventory *inv, int64_t id, int64_t skew,
+    const struct report_entry *e, char **cause)
+{
+	char note[96];
+	const char *ev = e->event;
+	int64_t t = e->time - skew;
+	int r;
+
+	if (e->id == NULL)
+		return 0;
+	if (strcmp(ev, "stopping") == 0 || strcmp(ev, "stopped") == 0) {
+		snprintf(note, sizeof note, "watcher: deadline %s", e->id);
+		if ((r = ledger_once(inv, id, t, "stopped", note, cause)) != 0)
+			return r;
+		/* Unreachable after it stopped: stopped, not unknown. */
+		return db_exec(inv,
+		    "DELETE FROM ledger WHERE instance_id = ? AND state = "
+		    "'unknown' AND source = 'observed' AND t > ?",
+		    "writing the ledger", cause, "II", id, t);
+	}
+	if (strcmp(ev, "stop_failed") == 0) {
+		r = db_exec(inv,
+		    "INSERT INTO alert (instance_id, t, kind, deadline, "
+		    "detail) VALUES (?, ?, 'stop_failed', ?, ?)",
+		    "recording an alert", cause, "IItt", id, t, e->id,
+		    e->entry);
+		if (r != 0)
+			return r;
+		snprintf(note, sizeof note, "watcher: stop failed %s", e->id);
+		return ledger_once(inv, id, t, "running", note, cause);
+	}
+	if (strcmp(ev, "local_due") == 0)
+		return db_exec(inv,
+		    "INSERT OR IGNORE INTO local_stop (instance_id, deadline, "
+		    "t) VALUES (?, ?, ?)",
+		    "recording a local stop", cause, "ItI", id, e->id, t);
+	return 0;
+}
+
+/*
+ * Store what one report says of the watcher, read at now: its state, plan
+ * and skew, and each journal entry not stored yet, with its effects. Runs
+ * in the caller's transaction.
+ */
+int
+watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
+    const struct report *rep, char **cause)
+{
+	const struct report_watcher *w = &rep->watcher;
+	int64_t skew = rep->time - now;
+	sqlite3_stmt *st;
+	size_t i;
+	int r;
+
+	if ((r = store_state(inv, in->id, now, rep, cause)) != 0)
+		return r;
+	if (w->nskipped > 0)
+		warn_msg("%s: %zu journal entr%s not valid, left out", in->name,
+		    w->nskipped, w->nskipped == 1 ? "y" : "ies");
+	for (i = 0; i < w->njournal; i++) {
+		const struct report_entry *e = &w->journal[i];
+		if ((r = db_prepare(inv, &st,
+			 "INSERT OR IGNORE INTO journal (instance_id, epoch, "
+			 "seq, time, t, event, id, entry, received_at) VALUES "
+			 "(?, ?, ?, ?, ?, ?, ?, ?, ?)",
+			 "storing the journal", cause, "ItIIItttI", in->id,
+			 e->epoch, e->seq, e->time, e->time - skew, e->event,
+			 e->id, e->entry, now)) != 0)
+			return r;
+		if ((r = db_finish(inv, st, sqlite3_step(st),
+			 "storing the journal", cause)) < 0)
+			return r;
+		if (sqlite3_changes(inv->db) == 1 &&
+		    (r = ingest(inv, in->id, skew, e, cause)) != 0)
+			return r;
+	}
+	return 0;
+}
+
+/* The stored view of an instance's watcher; v->have is 0 if none. */
+int
+watcher_get(
+    struct inventory *inv, int64_t id, struct watcher_view *v, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	memset(v, 0, sizeof *v);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t, state, pid, current, error, generation, plan, "
+		 "skew FROM watcher_state WHERE instance_id = ?",
+		 "cannot read the watcher's state", cause, "I", id)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		v->have = 1;
+		v->t = sqlite3_column_int64(st, 0);
+		snprintf(v->state, sizeof v->state, "%s",
+		    (const char *)sqlite3_column_text(st, 1));
+		v->pid = sqlite3_column_int64(st, 2);
+		v->current = sqlite3_column_int(st, 3);
+		v->error = db_text(st, 4);
+		v->generation = sqlite3_column_int64(st, 5);
+		v->plan = db_text(st, 6);
+		v->skew = sqlite3_column_int64(st, 7);
+	}
+	r = db_finish(inv, st, r, "cannot read the watcher's state", cause);
+	return r < 0 ? r : 0;
+}
+
+void
+watcher_view_free(struct watcher_view *v)
+{
+	free(v->error);
+	free(v->plan);
+	memset(v, 0, sizeof *v);
+}
+
+/*
+ * The ids the journal shows fired (firing or anything after it): they are
+ * never armed again. Free with watcher_ids_free.
+ */
+int
+watcher_fired_ids(
+    struct inventory *inv, int64_t id, char ***ids, size_t *n, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	*ids = NULL;
+	*n = 0;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT DISTINCT id FROM journal WHERE instance_id = ? AND "
+		 "id IS NOT NULL AND event IN ('firing', 'before_stop', "
+		 "'skipped', 'stopping', 'stop_result', 'stopped', "
+		 "'stop_retry', 'stop_failed', 'local_due') ORDER BY id",
+		 "cannot read the journal", cause, "I", id)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*ids = xreallocarray(*ids, *n + 1, sizeof **ids);
+		(*ids)[(*n)++] = db_text(st, 0);
+	}
+	r = db_finish(inv, st, rc, "cannot read the journal", cause);
+	return r < 0 ? r : 0;
+}
+
+void
+watcher_ids_free(char **ids, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		free(ids[i]);
+	free(ids);
+}
+
+/* The alerts of an instance not cleared yet, oldest first. */
+int
+watcher_alerts(struct inventory *inv, int64_t id, struct watcher_alert **out,
+    size_t *n, char **cause)
+{
+	sqlite3_stmt *st;
+	struct watcher_alert *a;
+	int rc, r;
+
+	*out = NULL;
+	*n = 0;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t, kind, deadline, detail FROM alert WHERE "
+		 "instance_id = ? AND cleared_at IS NULL ORDER BY t, id",
+		 "cannot read the alerts", cause, "I", id)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*out = xreallocarray(*out, *n + 1, sizeof **out);
+		a = &(*out)[(*n)++];
+		a->t = sqlite3_column_int64(st, 0);
+		snprintf(a->kind, sizeof a->kind, "%s",
+		    (const char *)sqlite3_column_text(st, 1));
+		a->deadline = db_text(st, 2);
+		a->detail = db_text(st, 3);
+	}
+	r = db_finish(inv, st, rc, "cannot read the alerts", cause);
+	return r < 0 ? r : 0;
+}
+
+void
+watcher_alerts_free(struct watcher_alert *a, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(a[i].deadline);
+		free(a[i].detail);
+	}
+	free(a);
+}
+
+/* Clear an instance's alerts: the user wrote it a new plan. */
+int
+watcher_alerts_clear(
+    struct inventory *inv, int64_t id, int64_t now, char **cause)
+{
+	int r = db_exec(inv,
+	    "UPDATE alert SET cleared_at = ? WHERE instance_id = ? AND "
+	    "cleared_at IS NULL",
+	    "clearing alerts", cause, "II", now, id);
+
+	return r < 0 ? r : 0;
+}

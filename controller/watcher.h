@@ -1,0 +1,60 @@
+/*
+ * What the controller keeps of each instance's watcher (agent/WATCH.md):
+ * the plan and state last read back, the clock skew, every journal entry
+ * once, and what the entries mean here: the ledger's stops at the
+ * journaled time, fired deadlines (never armed again), stop_failed alerts,
+ * local stops that are due.
+ */
+#ifndef GPUFLEET_WATCHER_H
+#define GPUFLEET_WATCHER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "instance.h"
+#include "inventory.h"
+#include "report.h"
+
+#define WATCHER_SKEW_SHOWN 60 /* seconds of skew worth telling */
+
+/* The stored view of one instance's watcher. */
+struct watcher_view {
+	int have;  /* a report with (or without) a section was stored */
+	int64_t t; /* when (the controller's clock) */
+	char state[16];
+	int64_t pid;
+	int current;
+	char *error;
+	int64_t generation;
+	char *plan; /* compact JSON, or NULL */
+	int64_t skew;
+};
+
+struct watcher_alert {
+	int64_t t;
+	char kind[16];
+	char *deadline; /* or NULL */
+	char *detail;	/* or NULL */
+};
+
+/* The environment's test knobs (README, "Test knobs"). */
+struct watcher_knobs {
+	int check_interval_s;
+	int stop_confirm_s;
+	int64_t min_idle_s;
+};
+
+int watcher_knobs(struct watcher_knobs *, char **);
+int watcher_cursor(struct inventory *, int64_t, char **, char **);
+int watcher_store(struct inventory *, const struct instance *, int64_t,
+    const struct report *, char **);
+int watcher_get(struct inventory *, int64_t, struct watcher_view *, char **);
+void watcher_view_free(struct watcher_view *);
+int watcher_fired_ids(struct inventory *, int64_t, char ***, size_t *, char **);
+void watcher_ids_free(char **, size_t);
+int watcher_alerts(
+    struct inventory *, int64_t, struct watcher_alert **, size_t *, char **);
+void watcher_alerts_free(struct watcher_alert *, size_t);
+int watcher_alerts_clear(struct inventory *, int64_t, int64_t, char **);
+
+#endif

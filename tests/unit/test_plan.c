@@ -1,0 +1,262 @@
+/*
+ * Building the watcher's plan (controller/plan.c) from the read-back plan
+ * and one change: fired deadlines dropped, others kept, the settings
+ * refreshed, the generation that was read carried.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "plan.h"
+#include "xmalloc.h"
+
+#define DL(id, at)                                                             \
+	"{\"id\":\"" id "\",\"at\":" at ",\"action\":\"stop\","                \
+	"\"warn_minutes\":5,\"before_stop\":null,"                             \
+	"\"before_stop_timeout_s\":600,\"before_must_succeed\":false}"
+#define AS "{\"id\":\"a-1\",\"idle_s\":1800,\"gpu_below\":5}"
+
+static const struct {
+	const char *readback; /* or NULL */
+	const char *fired;    /* comma-separated ids */
+	enum plan_change_kind kind;
+	const char *cancel_id;
+	const char *want_ids; /* the deadlines written, comma-separated */
+	const char *want_as;  /* the policy's id, or NULL */
+	size_t kept, dropped, removed;
+	const char *error; /* part of the reason, or NULL */
+} cases[] = {
+	{ NULL, "", PLAN_ADD, NULL, "d-new", NULL, 0, 0, 0, NULL },
+	{ "{\"version\":1,\"generation\":3,\"deadlines\":[]}", "", PLAN_ADD,
+	    NULL, "d-new", NULL, 0, 0, 0, NULL },
+	/* A fired deadline is never written again; the others stay. */
+	{ "{\"deadlines\":[" DL("d-1", "100") "," DL("d-2", "200") "]}", "d-1",
+	    PLAN_ADD, NULL, "d-2,d-new", NULL, 1, 1, 0, NULL },
+	{ "{\"deadlines\":[" DL("d-1", "100") "," DL("d-2", "200") "]}",
+	    "d-1,d-2", PLAN_CANCEL_ALL, NULL, "", NULL, 0, 2, 0, NULL },
+	{ "{\"deadlines\":[" DL("d-1", "100") "," DL("d-2", "200") "]}", "",
+	    PLAN_CANCEL_ALL, NULL, "", NULL, 0, 0, 2, NULL },
+	{ "{\"deadlines\":[" DL("d-1", "100") "," DL("d-2", "200") "]}", "",
+	    PLAN_CANCEL_ID, "d-2", "d-1", NULL, 1, 0, 1, NULL },
+	{ "{\"deadlines\":[" DL("d-1", "100") "]}", "", PLAN_CANCEL_ID, "d-9",
+	    "d-1", NULL, 1, 0, 0, NULL },
+	/* The policy is kept by deadline changes, set and dropped by its own.
+	 */
+	{ "{\"deadlines\":[" DL("d-1", "100") "],\"autostop\":" AS "}", "",
+	    PLAN_ADD, NULL, "d-1,d-new", "a-1", 1, 0, 0, NULL },
+	{ "{\"deadlines\":[" DL("d-1", "100") "],\"autostop\":" AS "}", "",
+	    PLAN_CANCEL_ALL, NULL, "", "a-1", 0, 0, 1, NULL },
+	{ "{\"deadlines\":[" DL("d-1", "100") "],\"autostop\":" AS "}", "",
+	    PLAN_AUTOSTOP, NULL, "d-1", "a-new", 1, 0, 0, NULL },
+	{ "{\"deadlines\":[" DL("d-1", "100") "],\"autostop\":" AS "}", "",
+	    PLAN_AUTOSTOP_OFF, NULL, "d-1", NULL, 1, 0, 0, NULL },
+	/* What is not a valid deadline (it came from the instance) is left. */
+	{ "{\"deadlines\":[7,{\"id\":\"d-x\"},{\"id\":\"bad id\",\"at\":1,"
+	  "\"action\":\"stop\"},{\"id\":\"d-y\",\"at\":1,\"action\":\"boom\"},"
+	  "{\"id\":\"d-z\",\"at\":1,\"action\":\"local\",\"extra\":1}]}",
+	    "", PLAN_ADD, NULL, "d-z,d-new", NULL, 1, 4, 0, NULL },
+	{ "{\"deadlines\":\"many\"}", "", PLAN_ADD, NULL, "d-new", NULL, 0, 0,
+	    0, NULL },
+	{ "[1]", "", PLAN_ADD, NULL, NULL, NULL, 0, 0, 0, "not an object" },
+	{ "{\"deadlines\":[" DL("d-new", "100") "]}", "", PLAN_ADD, NULL, NULL,
+	    NULL, 0, 0, 0, "already armed" },
+	/* A fired id in the read-back plan is dropped before the new one. */
+	{ "{\"deadlines\":[" DL("d-new", "100") "]}", "d-new", PLAN_ADD, NULL,
+	    "d-new", NULL, 0, 1, 0, NULL },
+};
+
+static void
+change_init(
+    struct plan_change *c, enum plan_change_kind kind, const char *cancel_id)
+{
+	memset(c, 0, sizeof *c);
+	c->kind = kind;
+	snprintf(c->deadline.id, sizeof c->deadline.id, "d-new");
+	c->deadline.at = 1764640800;
+	c->deadline.warn_minutes = 5;
+	c->deadline.before_stop_timeout_s = 600;
+	c->cancel_id = cancel_id;
+	snprintf(c->autostop.id, sizeof c->autostop.id, "a-new");
+	c->autostop.idle_s = 1800;
+	c->autostop.gpu_below = 5;
+	c->autostop.gpu_mem_mib = 1024;
+	c->autostop.wait_sessions = c->autostop.wait_jobs = 1;
+	c->instance = "a100-1";
+	c->stop_command = "/usr/bin/shutdown";
+	c->stop_kind = "stop";
+	c->check_interval_s = 60;
+	c->stop_confirm_s = 600;
+	c->written_by = "gpufleet test";
+	c->now = 1764640000;
+}
+
+/* The ids of the plan's deadlines, comma-separated. Caller frees. */
+static char *
+ids_of(json_t *plan)
+{
+	json_t *d;
+	size_t i;
+	char *s = xstrdup(""), *t;
+
+	json_array_foreach(json_object_get(plan, "deadlines"), i, d)
+	{
+		xasprintf(&t, "%s%s%s", s, i ? "," : "",
+		    json_string_value(json_object_get(d, "id")));
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+START_TEST(test_build)
+{
+	struct plan_change c;
+	struct plan_result res;
+	char *fired_buf = xstrdup(cases[_i].fired), *fired[8], *out = NULL;
+	char *cause = NULL, *p, *ids;
+	size_t nfired = 0;
+	json_t *plan, *as;
+	int r;
+
+	for (p = strtok(fired_buf, ","); p != NULL; p = strtok(NULL, ","))
+		fired[nfired++] = p;
+	change_init(&c, cases[_i].kind, cases[_i].cancel_id);
+	r = plan_build(cases[_i].readback, 3, (const char *const *)fired,
+	    nfired, &c, &out, &res, &cause);
+	if (cases[_i].error != NULL) {
+		ck_assert_int_eq(r, -1);
+		ck_assert_ptr_null(out);
+		ck_assert_ptr_nonnull(strstr(cause, cases[_i].error));
+		free(cause);
+		free(fired_buf);
+		return;
+	}
+	ck_assert_int_eq(r, 0);
+	plan = json_loads(out, 0, NULL);
+	ck_assert_ptr_nonnull(plan);
+	ids = ids_of(plan);
+	ck_assert_str_eq(ids, cases[_i].want_ids);
+	as = json_object_get(plan, "autostop");
+	if (cases[_i].want_as == NULL)
+		ck_assert(json_is_null(as));
+	else
+		ck_assert_str_eq(json_string_value(json_object_get(as, "id")),
+		    cases[_i].want_as);
+	ck_assert_uint_eq(res.kept, cases[_i].kept);
+	ck_assert_uint_eq(res.dropped, cases[_i].dropped);
+	ck_assert_uint_eq(res.removed, cases[_i].removed);
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(plan, "generation")), 3);
+	free(ids);
+	json_decref(plan);
+	free(out);
+	free(fired_buf);
+}
+END_TEST
+
+/* The whole plan, byte for byte: settings refreshed, stale stop replaced. */
+START_TEST(test_exact)
+{
+	struct plan_change c;
+	struct plan_result res;
+	char *out = NULL, *cause = NULL;
+	const char *readback =
+	    "{\"version\":1,\"generation\":7,\"stop\":{\"command\":\"old\","
+	    "\"kind\":\"release\",\"allow_release\":true},\"check_interval_s\":"
+	    "5,\"deadlines\":[]}";
+
+	change_init(&c, PLAN_AUTOSTOP, NULL);
+	c.autostop.wait_sessions = 0;
+	c.autostop.stalled_s = 900;
+	c.autostop.progress = "~/p";
+	ck_assert_int_eq(
+	    plan_build(readback, 7, NULL, 0, &c, &out, &res, &cause), 0);
+	ck_assert_str_eq(out,
+	    "{\"version\":1,\"generation\":7,\"written_at\":1764640000,"
+	    "\"written_by\":\"gpufleet test\",\"instance\":\"a100-1\","
+	    "\"check_interval_s\":60,\"stop_confirm_s\":600,\"stop\":{"
+	    "\"command\":\"/usr/bin/shutdown\",\"kind\":\"stop\","
+	    "\"allow_release\":false},\"deadlines\":[],\"autostop\":{\"id\":"
+	    "\"a-new\",\"idle_s\":1800,\"gpu_below\":5,\"gpu_mem_mib\":1024,"
+	    "\"wait_for\":[\"jobs\"],\"stalled_s\":900,\"max_runtime_s\":0,"
+	    "\"progress\":\"~/p\",\"nvidia_smi\":null}}");
+	free(out);
+	/* No remote method: stop is null; a new deadline in full. */
+	change_init(&c, PLAN_ADD, NULL);
+	c.stop_command = NULL;
+	c.deadline.local = 1;
+	c.deadline.before_stop = "python save.py";
+	c.deadline.before_must_succeed = 1;
+	ck_assert_int_eq(
+	    plan_build(NULL, 0, NULL, 0, &c, &out, &res, &cause), 0);
+	ck_assert_str_eq(out,
+	    "{\"version\":1,\"generation\":0,\"written_at\":1764640000,"
+	    "\"written_by\":\"gpufleet test\",\"instance\":\"a100-1\","
+	    "\"check_interval_s\":60,\"stop_confirm_s\":600,\"stop\":null,"
+	    "\"deadlines\":[{\"id\":\"d-new\",\"at\":1764640800,\"action\":"
+	    "\"local\",\"warn_minutes\":5,\"before_stop\":\"python save.py\","
+	    "\"before_stop_timeout_s\":600,\"before_must_succeed\":true}],"
+	    "\"autostop\":null}");
+	free(out);
+}
+END_TEST
+
+/* A plan holds PLAN_MAX_DEADLINES; one more is refused. */
+START_TEST(test_full)
+{
+	struct plan_change c;
+	struct plan_result res;
+	char *out = NULL, *cause = NULL, *rb;
+	json_t *o = json_pack("{s:[]}", "deadlines");
+	int i;
+
+	for (i = 0; i < PLAN_MAX_DEADLINES; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "d-%d", i);
+		json_array_append_new(json_object_get(o, "deadlines"),
+		    json_pack("{s:s, s:i, s:s}", "id", id, "at", 100, "action",
+			"stop"));
+	}
+	rb = json_dumps(o, JSON_COMPACT);
+	change_init(&c, PLAN_ADD, NULL);
+	ck_assert_int_eq(
+	    plan_build(rb, 1, NULL, 0, &c, &out, &res, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "64 deadlines"));
+	free(cause);
+	cause = NULL;
+	/* With one fired, there is room. */
+	{
+		const char *fired[] = { "d-5" };
+		ck_assert_int_eq(
+		    plan_build(rb, 1, fired, 1, &c, &out, &res, &cause), 0);
+		ck_assert_uint_eq(res.kept, PLAN_MAX_DEADLINES - 1);
+		free(out);
+	}
+	free(rb);
+	json_decref(o);
+}
+END_TEST
+
+#define N(a) ((int)(sizeof a / sizeof a[0]))
+
+int
+main(void)
+{
+	Suite *s = suite_create("plan");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_loop_test(tc, test_build, 0, N(cases));
+	tcase_add_test(tc, test_exact);
+	tcase_add_test(tc, test_full);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
