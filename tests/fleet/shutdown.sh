@@ -107,7 +107,7 @@ run status inst-1
 expect_rc 1 "inst-1 cannot be reached"
 expect_match "$out" '^inst-1 +unreachable: connection refused' "inst-1 refuses"
 checks=$((checks + 1))
-kill -0 "$wpid" 2>/dev/null || fail "the watcher died with the listener"
+alive "$wpid" || fail "the watcher died with the listener"
 
 # --- inst-4: vast.ai's stop with the container's variables ------------------
 wait_for 90 "inst-4 stopped by its watcher" is_state inst-4 stopped

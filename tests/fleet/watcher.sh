@@ -7,6 +7,9 @@
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 
+# The stop command is killed after stop_confirm_s: long enough here for
+# the test to hold it while it kills and restarts the watcher.
+export GPUFLEET_STOP_CONFIRM=300
 fleet_up 2 --group-size 1
 i1=$(instance_dir inst-1)
 for n in 1 2; do
@@ -40,7 +43,7 @@ wait_for 30 "stopping journaled" has_event inst-1 stopping ".id == \"$id\""
 w1=$(watcher_pid inst-1)
 expect_match "$w1" '^[0-9]+$' "the watcher runs during the stop"
 kill -KILL "$w1"
-wait_for 10 "the watcher is dead" eval '! kill -0 '"$w1"' 2>/dev/null'
+wait_for 10 "the watcher is dead" eval "! alive $w1"
 expect_eq "$(fstate inst-1)" ok "inst-1 still up (the stop is held)"
 run status inst-1 --json
 expect_rc 0 "status inst-1"
@@ -86,7 +89,7 @@ w1c=$(watcher_pid inst-1)
 gen=$(jq .generation "$p1")
 fleet restart inst-1
 checks=$((checks + 1))
-! kill -0 "$w1c" 2>/dev/null || fail "the container restart left the watcher running"
+! alive "$w1c" || fail "the container restart left the watcher running"
 run status inst-1 --json
 wj=$(printf '%s' "$out" | jq -c '.[0].watcher')
 expect_eq "$(printf '%s' "$wj" | jq -r .state)" started "status: watcher started again"
@@ -101,7 +104,7 @@ expect_match "$w1d" '^[0-9]+$' "a watcher runs again"
 fleet down
 checks=$((checks + 1))
 for p in $w1d $w2; do
-	! kill -0 "$p" 2>/dev/null || fail "watcher $p survived fleet down"
+	! alive "$p" || fail "watcher $p survived fleet down"
 done
 
 finish

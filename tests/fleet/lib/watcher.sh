@@ -77,12 +77,20 @@ gpu_util() {
 	mv -f "$dir/gpu/query-gpu.csv.new" "$dir/gpu/query-gpu.csv"
 }
 
+# alive PID: the process exists and is not a zombie (a killed process
+# whose parent is init stays a zombie until init gets round to it).
+alive() {
+	local st
+	st=$(ps -o stat= -p "$1" 2>/dev/null) || return 1
+	case $st in Z* | '') return 1 ;; esac
+}
+
 # watcher_pid NAME: the pid in the instance's watcher.pid, if that process
 # lives.
 watcher_pid() {
 	local p
 	read -r p 2>/dev/null <"$(rdir "$1")/watcher.pid" || return 1
-	kill -0 "$p" 2>/dev/null && printf '%s\n' "$p"
+	alive "$p" && printf '%s\n' "$p"
 }
 
 # status_watcher NAME: `status NAME --json`'s watcher object (after a
