@@ -29,7 +29,7 @@ extern char **environ;
 
 static long shell_now_ms(void);
 static void shell_child(
-    int, int, int, const char *, char *const *, char *const *);
+    const int *, int, int, const char *, char *const *, char *const *);
 static void shell_keep(struct shell *, const char *, size_t);
 
 /* Milliseconds on the monotonic clock. */
@@ -95,16 +95,18 @@ shell_env_free(char **env)
 
 /*
  * In the child: own process group, default signals, stdin, output, $HOME;
- * wait at the gate, then exec. Only async-signal-safe calls.
+ * wait at the gate (its write end closed here, so that the watcher's end
+ * is the only one), then exec. Only async-signal-safe calls.
  */
 static void
-shell_child(int gate, int in, int out, const char *home, char *const *argv,
-    char *const *env)
+shell_child(const int *gate, int in, int out, const char *home,
+    char *const *argv, char *const *env)
 {
 	sigset_t none;
 	char go = 0;
 	int sig;
 
+	close(gate[1]);
 	setpgid(0, 0);
 	for (sig = 1; sig < 32; sig++)
 		if (sig != SIGKILL && sig != SIGSTOP)
@@ -115,7 +117,7 @@ shell_child(int gate, int in, int out, const char *home, char *const *argv,
 		_exit(127);
 	if (home != NULL && chdir(home) != 0 && chdir("/") != 0)
 		_exit(127);
-	while (read(gate, &go, 1) == -1 && errno == EINTR)
+	while (read(gate[0], &go, 1) == -1 && errno == EINTR)
 		;
 	if (go != 'g')
 		_exit(127); /* the watcher died before journaling the start */
@@ -155,8 +157,12 @@ shell_start(struct shell *sh, char *const *argv, char *const *env,
 		xasprintf(cause, "fork: %s", strerror(errno));
 		goto fail;
 	}
-	if (sh->pid == 0)
-		shell_child(gate[0], in[0], out[1], home, argv, env);
+	if (sh->pid == 0) {
+		if (in[1] != -1)
+			close(in[1]);
+		close(out[0]);
+		shell_child(gate, in[0], out[1], home, argv, env);
+	}
 	setpgid(sh->pid, sh->pid); /* also here, against the race */
 	close(gate[0]);
 	close(in[0]);
@@ -264,22 +270,31 @@ shell_wait(struct shell *sh, long timeout_ms, volatile sig_atomic_t *stop)
 	}
 }
 
-/* Close what is left of a command (a gate never opened stops it). */
+/*
+ * Close what is left of a command. One never released sees its gate close
+ * and exits without running anything: it is reaped here.
+ */
 void
 shell_close(struct shell *sh)
 {
+	int held = sh->gate != -1;
+
 	if (sh->gate != -1)
 		close(sh->gate);
 	if (sh->out != -1)
 		close(sh->out);
 	sh->gate = sh->out = -1;
-	if (sh->pid > 0 && !sh->reaped)
-		waitpid(sh->pid, &sh->status, WNOHANG);
+	if (held && sh->pid > 0 && !sh->reaped) {
+		while (waitpid(sh->pid, &sh->status, 0) == -1 && errno == EINTR)
+			;
+		sh->reaped = 1;
+	}
 }
 
 /*
  * The start time (clock ticks after boot, field 22) of proc/PID/stat, or
- * -1 when there is no such process.
+ * -1 when there is no such process or it is a zombie (a container whose
+ * PID 1 reaps nothing keeps those for ever).
  */
 long long
 shell_pid_start(const char *proc, long long pid)
@@ -287,11 +302,14 @@ shell_pid_start(const char *proc, long long pid)
 	struct buf b = { NULL, 0, 0 };
 	struct host_pstat ps;
 	long long r = -1;
+	const char *paren;
 	char *path;
 
 	xasprintf(&path, "%s/%lld/stat", proc, pid);
 	if (buf_read_file(&b, path, 4096) == 0 &&
-	    host_parse_pstat(b.data, b.len, &ps) == 0)
+	    host_parse_pstat(b.data, b.len, &ps) == 0 &&
+	    (paren = strrchr(b.data, ')')) != NULL && paren[1] == ' ' &&
+	    paren[2] != 'Z' && paren[2] != 'X')
 		r = ps.starttime;
 	free(path);
 	buf_free(&b);

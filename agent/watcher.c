@@ -299,8 +299,9 @@ watcher_plan_arms(const char *dir, const struct plan *p)
 
 /*
  * The report's "watcher" object for dir: the watcher's state (started
- * first when ensure is set and the plan arms something), the plan as on
- * disk and the journal after the cursor (epoch NULL: from the start).
+ * first when ensure is set and the plan arms something, replacing one that
+ * runs another executable), the plan as on disk and the journal after the
+ * cursor (epoch NULL: from the start).
  */
 void
 watcher_report(struct jsonw *w, const char *dir, const char *proc, int ensure,
@@ -316,10 +317,11 @@ watcher_report(struct jsonw *w, const char *dir, const char *proc, int ensure,
 
 	if ((r = plan_load(dir, &p, &raw, &cause)) == 0)
 		arms = watcher_plan_arms(dir, &p);
-	if (pid > 0) {
+	if (pid > 0 && (current = watcher_current(pid)) == 0 && arms && ensure)
+		pid = 0; /* an older agent's: replaced as `watch` does */
+	if (pid > 0)
 		state = REPORT_WATCHER_RUNNING;
-		current = watcher_current(pid);
-	} else if (arms && ensure && cause == NULL &&
+	else if (arms && ensure && cause == NULL &&
 	    watcher_start(dir, proc, &started, &pid, &cause) == 0) {
 		state =
 		    started ? REPORT_WATCHER_STARTED : REPORT_WATCHER_RUNNING;

@@ -1,0 +1,401 @@
+/*
+ * The watcher's decisions (agent/judge.c), one row per case: the idle
+ * judge over a sequence of samples (what each sample journals, and when
+ * it fires), the replay of journal entries into an id's state and the
+ * step that follows, and the deadline's next step.
+ */
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+
+#define MAXS 8
+
+/* A sample: time, gpu state, util and memory of one GPU, the rest. */
+struct s {
+	long long time;
+	int gpu; /* JUDGE_GPU_* */
+	long long util, mem, sessions, jobs, progress_age;
+};
+
+struct idle_case {
+	const char *name;
+	long long idle_s, stalled_s, max_runtime_s, container_start;
+	int wait_sessions, wait_jobs;
+	struct s samples[MAXS];
+	const char *want[MAXS]; /* what each sample journals, "" nothing */
+};
+
+#define OK   JUDGE_GPU_OK
+#define NONE JUDGE_GPU_NONE
+#define ERR  JUDGE_GPU_ERROR
+
+static const struct idle_case idle_cases[] = {
+	{ "idle after the window", 100, 0, 0, 0, 1, 1,
+	    { { 0, OK, 0, 0, 0, 0, -1 }, { 60, OK, 1, 100, 0, 0, -1 },
+		{ 100, OK, 4, 1024, 0, 0, -1 } },
+	    { "idle", "", "fire=idle" } },
+	{ "busy resets the clock", 100, 0, 0, 0, 1, 1,
+	    { { 0, OK, 0, 0, 0, 0, -1 }, { 60, OK, 50, 0, 0, 0, -1 },
+		{ 120, OK, 0, 0, 0, 0, -1 }, { 200, OK, 0, 0, 0, 0, -1 },
+		{ 220, OK, 0, 0, 0, 0, -1 } },
+	    { "idle", "busy=gpu_util", "idle", "", "fire=idle" } },
+	{ "at gpu_below is busy", 100, 0, 0, 0, 1, 1,
+	    { { 0, OK, 5, 0, 0, 0, -1 }, { 500, OK, 5, 0, 0, 0, -1 } },
+	    { "", "" } },
+	{ "unknown utilization is busy", 100, 0, 0, 0, 1, 1,
+	    { { 0, OK, -1, 0, 0, 0, -1 }, { 500, OK, -1, 0, 0, 0, -1 } },
+	    { "", "" } },
+	{ "a process over gpu_mem_mib is busy", 100, 0, 0, 0, 1, 1,
+	    { { 0, OK, 0, 0, 0, 0, -1 }, { 60, OK, 0, 1025, 0, 0, -1 },
+		{ 500, OK, 0, 2048, 0, 0, -1 } },
+	    { "idle", "busy=gpu_memory", "" } },
+	{ "nvidia-smi failing is busy, journaled once", 100, 0, 0, 0, 1, 1,
+	    { { 0, ERR, 0, 0, 0, 0, -1 }, { 60, ERR, 0, 0, 0, 0, -1 },
+		{ 1000, ERR, 0, 0, 0, 0, -1 }, { 1060, OK, 0, 0, 0, 0, -1 },
+		{ 1120, ERR, 0, 0, 0, 0, -1 } },
+	    { "unreadable", "", "", "idle",
+		"unreadable+busy=gpu_unreadable" } },
+	{ "no GPUs: sessions and jobs alone", 100, 0, 0, 0, 1, 1,
+	    { { 0, NONE, 0, 0, 1, 0, -1 }, { 60, NONE, 0, 0, 0, 0, -1 },
+		{ 160, NONE, 0, 0, 0, 0, -1 } },
+	    { "", "idle", "fire=idle" } },
+	{ "a session keeps it busy", 100, 0, 0, 0, 1, 1,
+	    { { 0, OK, 0, 0, 1, 0, -1 }, { 500, OK, 0, 0, 1, 0, -1 } },
+	    { "", "" } },
+	{ "sessions that cannot be counted are busy", 100, 0, 0, 0, 1, 1,
+	    { { 0, OK, 0, 0, -1, 0, -1 }, { 500, OK, 0, 0, -1, 0, -1 } },
+	    { "", "" } },
+	{ "wait_for jobs ignores sessions", 100, 0, 0, 0, 0, 1,
+	    { { 0, OK, 0, 0, 2, 0, -1 }, { 100, OK, 0, 0, 2, 0, -1 } },
+	    { "idle", "fire=idle" } },
+	{ "a job keeps it busy", 100, 0, 0, 0, 0, 1,
+	    { { 0, OK, 0, 0, 0, 0, -1 }, { 60, OK, 0, 0, 0, 1, -1 },
+		{ 500, OK, 0, 0, 0, 1, -1 } },
+	    { "idle", "busy=jobs", "" } },
+	{ "wait_for nothing: GPUs alone", 100, 0, 0, 0, 0, 0,
+	    { { 0, OK, 0, 0, 3, 2, -1 }, { 100, OK, 0, 0, 3, 2, -1 } },
+	    { "idle", "fire=idle" } },
+	{ "stalled: busy GPUs, old progress", 100, 300, 0, 0, 1, 1,
+	    { { 0, OK, 100, 8000, 0, 0, 100 }, { 60, OK, 100, 8000, 0, 0, 300 },
+		{ 160, OK, 100, 8000, 0, 0, 400 } },
+	    { "", "idle", "fire=stalled" } },
+	{ "stalled needs a progress file", 100, 300, 0, 0, 1, 1,
+	    { { 0, OK, 100, 0, 0, 0, -1 }, { 500, OK, 100, 0, 0, 0, -1 } },
+	    { "", "" } },
+	{ "stalled: sessions still count", 100, 300, 0, 0, 1, 1,
+	    { { 0, OK, 100, 0, 1, 0, 900 }, { 500, OK, 100, 0, 1, 0, 1400 } },
+	    { "", "" } },
+	{ "stalled never overrides a failing nvidia-smi", 100, 300, 0, 0, 1, 1,
+	    { { 0, ERR, 0, 0, 0, 0, 900 }, { 500, ERR, 0, 0, 0, 0, 1400 } },
+	    { "unreadable", "" } },
+	{ "max_runtime fires whatever the load", 0 + 100000, 0, 3600, 1000, 1,
+	    1,
+	    { { 4000, OK, 100, 0, 3, 0, -1 }, { 4600, OK, 100, 0, 3, 0, -1 } },
+	    { "", "fire=max_runtime" } },
+	{ "max_runtime needs the container's start", 100000, 0, 3600, -1, 1, 1,
+	    { { 4000, OK, 100, 0, 3, 0, -1 } }, { "" } },
+};
+
+/* What a verdict journals, as the rows write it. */
+static void
+verdict_text(const struct judge_verdict *v, char *out, size_t size)
+{
+	size_t n = 0;
+
+	out[0] = '\0';
+	if (v->unreadable)
+		n += (size_t)snprintf(out + n, size - n, "unreadable");
+	if (v->busy != NULL)
+		n += (size_t)snprintf(
+		    out + n, size - n, "%sbusy=%s", n ? "+" : "", v->busy);
+	if (v->idle)
+		n +=
+		    (size_t)snprintf(out + n, size - n, "%sidle", n ? "+" : "");
+	if (v->fire != JUDGE_FIRE_NONE)
+		snprintf(out + n, size - n, "%sfire=%s", n ? "+" : "",
+		    judge_fire_name(v->fire));
+}
+
+START_TEST(test_idle)
+{
+	const struct idle_case *c = &idle_cases[_i];
+	struct plan_autostop a;
+	struct judge_idle st;
+	struct judge_sample s;
+	struct judge_verdict v;
+	char got[128];
+	size_t k;
+
+	memset(&a, 0, sizeof a);
+	a.idle_s = c->idle_s;
+	a.gpu_below = 5;
+	a.gpu_mem_mib = 1024;
+	a.stalled_s = c->stalled_s;
+	a.max_runtime_s = c->max_runtime_s;
+	a.wait_sessions = c->wait_sessions;
+	a.wait_jobs = c->wait_jobs;
+	memset(&st, 0, sizeof st);
+	judge_idle_reset(&st);
+	for (k = 0; k < MAXS && c->want[k] != NULL; k++) {
+		memset(&s, 0, sizeof s);
+		s.time = c->samples[k].time;
+		s.gpu_state = c->samples[k].gpu;
+		s.ngpus = s.gpu_state == OK ? 1 : 0;
+		s.util[0] = c->samples[k].util;
+		s.mem_mib[0] = c->samples[k].mem;
+		s.sessions = c->samples[k].sessions;
+		s.jobs = c->samples[k].jobs;
+		s.progress_age_s = c->samples[k].progress_age;
+		judge_sample(&st, &a, &s, c->container_start, &v);
+		verdict_text(&v, got, sizeof got);
+		ck_assert_msg(strcmp(got, c->want[k]) == 0,
+		    "%s: sample %zu: got [%s] want [%s]", c->name, k, got,
+		    c->want[k]);
+	}
+	ck_assert_uint_le(st.nlast, JUDGE_SAMPLES);
+}
+END_TEST
+
+/* The evidence keeps the last JUDGE_SAMPLES samples, oldest first. */
+START_TEST(test_idle_evidence)
+{
+	struct plan_autostop a;
+	struct judge_idle st;
+	struct judge_sample s;
+	struct judge_verdict v;
+	long long t;
+
+	memset(&a, 0, sizeof a);
+	a.idle_s = 1000;
+	a.gpu_below = 5;
+	memset(&st, 0, sizeof st);
+	memset(&s, 0, sizeof s);
+	for (t = 0; t < 8; t++) {
+		s.time = t * 60;
+		judge_sample(&st, &a, &s, -1, &v);
+	}
+	ck_assert_uint_eq(st.nlast, JUDGE_SAMPLES);
+	ck_assert_int_eq(st.last[0].time, 3 * 60);
+	ck_assert_int_eq(st.last[JUDGE_SAMPLES - 1].time, 7 * 60);
+	/* A reset (plan load, watcher start) restarts the idle clock. */
+	judge_idle_reset(&st);
+	s.time = 8 * 60;
+	judge_sample(&st, &a, &s, -1, &v);
+	ck_assert_int_eq(v.idle, 1);
+	ck_assert_int_eq(st.since, 8 * 60);
+}
+END_TEST
+
+struct replay_case {
+	const char *name;
+	const char *entries[8]; /* "event[ extra JSON members]" */
+	const char *before;	/* task's before_stop */
+	int must_succeed, local;
+	const char *stop_command;
+	int release, allow_release;
+	long long now, container_start;
+	int pid_alive;
+	enum judge_act want;
+	long long wake;
+	const char *reason;
+};
+
+/*
+ * The entries of id "d-1", at times 100, 110, 120, ... in order;
+ * stop_confirm_s is 600.
+ */
+static const struct replay_case replay_cases[] = {
+	{ "firing without stopping resumes with the stop", { "firing" }, NULL,
+	    0, 0, "stop", 0, 0, 200, 50, 0, JUDGE_ACT_STOP, 0, NULL },
+	{ "firing, before_stop not run: runs it", { "firing" }, "save", 0, 0,
+	    "stop", 0, 0, 200, 50, 0, JUDGE_ACT_BEFORE, 0, NULL },
+	{ "before_stop has a result: not run again",
+	    { "firing", "before_stop,\"status\":0,\"timed_out\":false" },
+	    "save", 1, 0, "stop", 0, 0, 200, 50, 0, JUDGE_ACT_STOP, 0, NULL },
+	{ "before_stop failed, must succeed: skipped",
+	    { "firing", "before_stop,\"status\":1,\"timed_out\":false" },
+	    "save", 1, 0, "stop", 0, 0, 200, 50, 0, JUDGE_ACT_SKIP, 0,
+	    "before_stop failed" },
+	{ "before_stop timed out, must succeed: skipped",
+	    { "firing", "before_stop,\"status\":null,\"timed_out\":true" },
+	    "save", 1, 0, "stop", 0, 0, 200, 50, 0, JUDGE_ACT_SKIP, 0,
+	    "before_stop failed" },
+	{ "before_stop failed, need not succeed: stop",
+	    { "firing", "before_stop,\"status\":1,\"timed_out\":false" },
+	    "save", 0, 0, "stop", 0, 0, 200, 50, 0, JUDGE_ACT_STOP, 0, NULL },
+	{ "action local: local_due", { "firing" }, NULL, 0, 1, "stop", 0, 0,
+	    200, 50, 0, JUDGE_ACT_LOCAL_DUE, 0, NULL },
+	{ "no stop method: skipped", { "firing" }, NULL, 0, 0, NULL, 0, 0, 200,
+	    50, 0, JUDGE_ACT_SKIP, 0, "no stop method" },
+	{ "release not allowed: skipped", { "firing" }, NULL, 0, 0, "rel", 1, 0,
+	    200, 50, 0, JUDGE_ACT_SKIP, 0, "release not allowed" },
+	{ "release allowed: stop", { "firing" }, NULL, 0, 0, "rel", 1, 1, 200,
+	    50, 0, JUDGE_ACT_STOP, 0, NULL },
+	{ "stopping, then a newer container: stopped",
+	    { "firing", "stopping,\"pid\":77,\"pid_start\":5" }, NULL, 0, 0,
+	    "stop", 0, 0, 5000, 4000, 0, JUDGE_ACT_STOPPED, 0, NULL },
+	{ "stopping, same container, pid alive: wait for it",
+	    { "firing", "stopping,\"pid\":77,\"pid_start\":5" }, NULL, 0, 0,
+	    "stop", 0, 0, 200, 50, 1, JUDGE_ACT_WAIT_PID, 0, NULL },
+	{ "stopping, same container, pid gone: result lost",
+	    { "firing", "stopping,\"pid\":77,\"pid_start\":5" }, NULL, 0, 0,
+	    "stop", 0, 0, 200, 50, 0, JUDGE_ACT_RESULT_LOST, 0, NULL },
+	{ "stop_result: wait out the confirm window",
+	    { "firing", "stopping", "stop_result,\"status\":0" }, NULL, 0, 0,
+	    "stop", 0, 0, 300, 50, 0, JUDGE_ACT_WAIT, 710, NULL },
+	{ "stop_result, window over: retry",
+	    { "firing", "stopping", "stop_result,\"status\":0" }, NULL, 0, 0,
+	    "stop", 0, 0, 710, 50, 0, JUDGE_ACT_RETRY, 0, NULL },
+	{ "stop_retry: the one more run",
+	    { "firing", "stopping", "stop_result", "stop_retry" }, NULL, 0, 0,
+	    "stop", 0, 0, 800, 50, 0, JUDGE_ACT_STOP, 0, NULL },
+	{ "after the retry: a new window from the second stopping",
+	    { "firing", "stopping", "stop_result", "stop_retry", "stopping",
+		"stop_result" },
+	    NULL, 0, 0, "stop", 0, 0, 700, 50, 0, JUDGE_ACT_WAIT, 740, NULL },
+	{ "still running after the retry: stop_failed",
+	    { "firing", "stopping", "stop_result", "stop_retry", "stopping",
+		"stop_result" },
+	    NULL, 0, 0, "stop", 0, 0, 740, 50, 0, JUDGE_ACT_FAILED, 0,
+	    "still running after the retry" },
+	{ "stop_failed is the end",
+	    { "firing", "stopping", "stop_result", "stop_retry", "stopping",
+		"stop_result", "stop_failed" },
+	    NULL, 0, 0, "stop", 0, 0, 9000, 8000, 0, JUDGE_ACT_NONE, 0, NULL },
+	{ "stopped is the end", { "firing", "stopping", "stopped" }, NULL, 0, 0,
+	    "stop", 0, 0, 9000, 8000, 0, JUDGE_ACT_NONE, 0, NULL },
+	{ "skipped is the end", { "firing", "skipped" }, NULL, 0, 0, NULL, 0, 0,
+	    9000, 50, 0, JUDGE_ACT_NONE, 0, NULL },
+	{ "not fired: nothing to resume", { "armed", "warned" }, NULL, 0, 0,
+	    "stop", 0, 0, 9000, 50, 0, JUDGE_ACT_NONE, 0, NULL },
+};
+
+/* Replay the entries (times 100, 110, ...) into js. */
+static void
+replay(struct judge_state *js, const char *const *entries)
+{
+	struct jsonr e;
+	char line[512], event[64];
+	const char *comma;
+	size_t k, el;
+
+	for (k = 0; k < 8 && entries[k] != NULL; k++) {
+		comma = strchr(entries[k], ',');
+		el = comma != NULL ? (size_t)(comma - entries[k])
+				   : strlen(entries[k]);
+		memcpy(event, entries[k], el);
+		event[el] = '\0';
+		snprintf(line, sizeof line,
+		    "{\"epoch\":\"0123456789abcdef\",\"seq\":%zu,\"time\":%zu,"
+		    "\"event\":\"%s\",\"id\":\"d-1\"%s}",
+		    k + 2, 100 + 10 * k, event, comma != NULL ? comma : "");
+		ck_assert_msg(
+		    jsonr_parse(line, strlen(line), &e, NULL) == 0, "%s", line);
+		judge_replay(js, &e);
+		jsonr_free(&e);
+	}
+}
+
+START_TEST(test_replay)
+{
+	const struct replay_case *c = &replay_cases[_i];
+	struct judge_state js = { NULL, 0 };
+	struct judge_task t = { c->before, c->must_succeed, 600, c->local };
+	struct judge_step s;
+	struct judge_fire *f;
+	struct plan p;
+
+	memset(&p, 0, sizeof p);
+	p.stop_confirm_s = 600;
+	p.stop_command = (char *)c->stop_command;
+	p.stop_release = c->release;
+	p.allow_release = c->allow_release;
+	replay(&js, c->entries);
+	ck_assert_ptr_nonnull(f = judge_find(&js, "d-1", 0));
+	judge_fired(f, &t, &p, c->now, c->container_start, c->pid_alive, &s);
+	ck_assert_msg(s.act == c->want, "%s: act %d, want %d", c->name,
+	    (int)s.act, (int)c->want);
+	if (c->want == JUDGE_ACT_WAIT)
+		ck_assert_int_eq(s.wake, c->wake);
+	if (c->reason != NULL)
+		ck_assert_str_eq(s.reason, c->reason);
+	judge_state_free(&js);
+}
+END_TEST
+
+struct deadline_case {
+	const char *name;
+	const char *entries[4];
+	long long at, warn_minutes, now;
+	enum judge_act want;
+	long long wake;
+};
+
+static const struct deadline_case deadline_cases[] = {
+	{ "far ahead: wait for the warning", { NULL }, 10000, 5, 1000,
+	    JUDGE_ACT_WAIT, 9700 },
+	{ "in the warning window: warn", { "armed" }, 10000, 5, 9800,
+	    JUDGE_ACT_WARN, 0 },
+	{ "warned: wait for the deadline", { "armed", "warned" }, 10000, 5,
+	    9800, JUDGE_ACT_WAIT, 10000 },
+	{ "no warning: wait for the deadline", { "armed" }, 10000, 0, 9990,
+	    JUDGE_ACT_WAIT, 10000 },
+	{ "due: fire", { "armed", "warned" }, 10000, 5, 10000, JUDGE_ACT_FIRE,
+	    0 },
+	{ "due and never warned: fire", { "armed" }, 10000, 5, 20000,
+	    JUDGE_ACT_FIRE, 0 },
+	{ "a fired id never fires again", { "armed", "firing" }, 10000, 5,
+	    20000, JUDGE_ACT_NONE, 0 },
+	{ "nor once its stop is over", { "firing", "stopping", "stopped" },
+	    10000, 0, 20000, JUDGE_ACT_NONE, 0 },
+	{ "cancelled then armed again: fires", { "armed", "cancelled" }, 10000,
+	    0, 20000, JUDGE_ACT_FIRE, 0 },
+};
+
+START_TEST(test_deadline)
+{
+	const struct deadline_case *c = &deadline_cases[_i];
+	struct judge_state js = { NULL, 0 };
+	struct plan_deadline d;
+	struct judge_step s;
+
+	memset(&d, 0, sizeof d);
+	memcpy(d.id, "d-1", 4);
+	d.at = c->at;
+	d.warn_minutes = c->warn_minutes;
+	replay(&js, c->entries);
+	judge_deadline(&d, judge_find(&js, "d-1", 0), c->now, &s);
+	ck_assert_msg(s.act == c->want, "%s: act %d, want %d", c->name,
+	    (int)s.act, (int)c->want);
+	if (c->want == JUDGE_ACT_WAIT)
+		ck_assert_int_eq(s.wake, c->wake);
+	judge_state_free(&js);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("agent_watch");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_loop_test(
+	    tc, test_idle, 0, (int)(sizeof idle_cases / sizeof idle_cases[0]));
+	tcase_add_test(tc, test_idle_evidence);
+	tcase_add_loop_test(tc, test_replay, 0,
+	    (int)(sizeof replay_cases / sizeof replay_cases[0]));
+	tcase_add_loop_test(tc, test_deadline, 0,
+	    (int)(sizeof deadline_cases / sizeof deadline_cases[0]));
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
