@@ -17,6 +17,7 @@
 #include <event2/event.h>
 
 #include "cmd.h"
+#include "localstop.h"
 #include "log.h"
 #include "misc.h"
 #include "probe.h"
@@ -24,6 +25,7 @@
 #include "status.h"
 #include "timeparse.h"
 #include "vis.h"
+#include "watcher.h"
 #include "xmalloc.h"
 
 /* A status command: its passes, its refresh timer and its Ctrl-C. */
@@ -47,6 +49,8 @@ static int cmd_status_exec(
 static void render_table(const struct probe *, int);
 static void render_json(const struct probe *);
 static void render(struct status_cmd *);
+static json_t *host_watcher(const struct probe *, size_t);
+static void render_watchers(const struct probe *);
 static char *gpu_model(const struct report_gpu *);
 static char *gpu_summary(const struct report *);
 static void start_pass(struct status_cmd *);
@@ -309,6 +313,76 @@ render_table(const struct probe *run, int color)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	render_watchers(run);
+}
+
+/* The stored watcher of instance i, as JSON (watcher_json). */
+static json_t *
+host_watcher(const struct probe *run, size_t i)
+{
+	struct watcher_view v;
+	char *cause = NULL;
+	json_t *o;
+
+	if (watcher_get(run->rm->inv, run->rm->list[i].id, &v, &cause) != 0) {
+		free(cause);
+		return json_null();
+	}
+	o = watcher_json(run->rm->inv, run->rm->list[i].id, &v);
+	watcher_view_free(&v);
+	return o;
+}
+
+/*
+ * Below the table, one line per instance whose watcher holds something
+ * (running, started, down), its clock skew when over a minute, and its
+ * alerts (a stop that did not stop it).
+ */
+static void
+render_watchers(const struct probe *run)
+{
+	json_t *w, *d, *a;
+	size_t i, j, armed;
+	int64_t skew;
+	const char *state;
+	char *when;
+
+	for (i = 0; i < run->rm->n; i++) {
+		const char *name = run->rm->list[i].name;
+		w = host_watcher(run, i);
+		state = json_string_value(json_object_get(w, "state"));
+		skew = json_integer_value(json_object_get(w, "skew_s"));
+		armed = 0;
+		json_array_foreach(json_object_get(w, "deadlines"), j, d)
+		    armed += json_is_null(json_object_get(d, "fired_at"));
+		if (state != NULL &&
+		    (strcmp(state, "running") == 0 ||
+			strcmp(state, "started") == 0 ||
+			strcmp(state, "down") == 0))
+			printf("%s  watcher %s: %zu deadline%s armed%s\n", name,
+			    state, armed, armed == 1 ? "" : "s",
+			    json_is_object(json_object_get(w, "autostop"))
+				? ", autostop on"
+				: "");
+		if (skew > WATCHER_SKEW_SHOWN || skew < -WATCHER_SKEW_SHOWN)
+			printf("%s  clock skew %+llds (the instance's clock "
+			       "against this one)\n",
+			    name, (long long)skew);
+		json_array_foreach(json_object_get(w, "alerts"), j, a)
+		{
+			when = xstrdup(
+			    json_string_value(json_object_get(a, "time")));
+			printf("%s  ALERT %s %s at %s: the stop did not stop "
+			       "it; it still runs (gpufleet events %s)\n",
+			    name, json_string_value(json_object_get(a, "kind")),
+			    json_is_string(json_object_get(a, "id"))
+				? json_string_value(json_object_get(a, "id"))
+				: "-",
+			    when, name);
+			free(when);
+		}
+		json_decref(w);
+	}
 }
 
 /* The reports and the controller's view, as one JSON array. */
@@ -335,6 +409,7 @@ render_json(const struct probe *run)
 		    : NULL;
 		json_object_set_new(
 		    o, "report", rep != NULL ? rep : json_null());
+		json_object_set_new(o, "watcher", host_watcher(run, i));
 		json_array_append_new(arr, o);
 	}
 	json_print(arr, stdout);
@@ -392,6 +467,7 @@ on_pass(struct probe *p, int r, void *arg)
 		sc->over = 1;
 		return;
 	}
+	localstop_run_due(p->rm->inv, p->now);
 	render(sc);
 	sc->status = probe_failed(p) == 0 ? GF_OK : GF_EHOSTS;
 	sc->refreshes++;

@@ -4,15 +4,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "billing.h"
 #include "cmd.h"
 #include "log.h"
 #include "selector.h"
 #include "status.h"
+#include "timeparse.h"
 #include "xmalloc.h"
 
 extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_advise_entry;
+extern const struct cmd_entry cmd_autostop_entry;
 extern const struct cmd_entry cmd_cost_entry;
+extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
@@ -27,6 +31,7 @@ extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
+extern const struct cmd_entry cmd_shutdown_entry;
 extern const struct cmd_entry cmd_ssh_entry;
 extern const struct cmd_entry cmd_status_entry;
 extern const struct cmd_entry cmd_tag_entry;
@@ -49,6 +54,9 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_provider_entry,
 	&cmd_advise_entry,
 	&cmd_exec_entry,
+	&cmd_shutdown_entry,
+	&cmd_autostop_entry,
+	&cmd_events_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,
@@ -205,6 +213,34 @@ cmd_getopt(const struct cmd_entry *e, int argc, char **argv,
 		return -2;
 	}
 	return ch;
+}
+
+/*
+ * A DURATION option (90s, 10m, 1h30m) from min to max seconds; on error
+ * the usage error is printed and its exit status returned.
+ */
+int
+cmd_duration(const struct cmd_entry *e, const char *opt, const char *text,
+    int64_t min, int64_t max, int64_t *out)
+{
+	char *cause = NULL, *lo, *hi;
+	int status;
+
+	if (billing_parse_duration(text, out, &cause) != 0) {
+		status = cmd_usage_error(e, "--%s: %s", opt, cause);
+		free(cause);
+		return status;
+	}
+	if (*out < min || *out > max) {
+		lo = timeparse_duration(min);
+		hi = timeparse_duration(max);
+		status = cmd_usage_error(e,
+		    "--%s '%s' is out of range (%s to %s)", opt, text, lo, hi);
+		free(lo);
+		free(hi);
+		return status;
+	}
+	return 0;
 }
 
 /* Open the inventory, printing the error; returns 0 or an exit status. */

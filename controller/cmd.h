@@ -6,6 +6,7 @@
 #define GPUFLEET_CMD_H
 
 #include <getopt.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "config.h"
@@ -36,6 +37,8 @@ int cmd_usage_error(const struct cmd_entry *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 int cmd_fail(int, char *);
 int cmd_open(struct cmd_ctx *, struct inventory **);
+int cmd_duration(const struct cmd_entry *, const char *, const char *, int64_t,
+    int64_t, int64_t *);
 
 /* output.c */
 struct table;

@@ -92,12 +92,26 @@ probe_attach(struct probe *p, struct remote *rm)
 	}
 }
 
-/* The agent's arguments for host i. Caller frees. */
+/*
+ * The agent's arguments for host i: the poll's, plus the journal cursor
+ * (the entries after the last one stored) and --ensure-watcher, so a
+ * watcher a container restart killed comes back. Caller frees.
+ */
 static char *
 host_args(struct probe *p, size_t i)
 {
-	(void)i;
-	return xstrdup(p->args);
+	char *cursor = NULL, *cause = NULL, *s;
+
+	if (watcher_cursor(p->rm->inv, p->rm->list[i].id, &cursor, &cause) !=
+	    0) {
+		warn_msg("%s", cause);
+		free(cause);
+		cursor = xstrdup("-");
+	}
+	xasprintf(
+	    &s, "%s --journal-after %s --ensure-watcher", p->args, cursor);
+	free(cursor);
+	return s;
 }
 
 /* Forget the last pass's results and give every host the run command. */
@@ -366,6 +380,13 @@ probe_store(struct probe *p, char **cause)
 fail:
 	inventory_rollback(inv);
 	return r;
+}
+
+/* The agent binary the poll deploys (for other commands of the agent). */
+const struct agent_bin *
+probe_agent(const struct probe *p)
+{
+	return &p->ab;
 }
 
 /* How many instances gave no report in the last pass. */

@@ -60,6 +60,7 @@ int probe_start(struct probe *, int, probe_done_cb, void *, char **);
 void probe_cancel(struct probe *);
 int probe_store(struct probe *, char **);
 size_t probe_failed(const struct probe *);
+const struct agent_bin *probe_agent(const struct probe *);
 void probe_free(struct probe *);
 
 #endif

@@ -174,3 +174,46 @@ timeparse_duration(int64_t secs)
 		    (long long)(secs % 86400 / 3600));
 	return s;
 }
+
+/*
+ * A future TIME (shutdown --at): HH:MM[:SS] is the next such local time
+ * after now (today's if it is still ahead, else tomorrow's); anything
+ * else is read as timeparse reads it.
+ */
+int
+timeparse_next(const char *text, int64_t now, int64_t *out, char **cause)
+{
+	const char *s = text;
+	int h, mi, sec = 0;
+	struct tm tm;
+	time_t t = (time_t)now;
+
+	if (digits(&s, 2, &h) != 0 || *s++ != ':' || digits(&s, 2, &mi) != 0 ||
+	    (*s == ':' && (s++, digits(&s, 2, &sec) != 0)) || *s != '\0')
+		return timeparse(text, now, out, cause);
+	if (h > 23 || mi > 59 || sec > 59) {
+		xasprintf(
+		    cause, "bad time '%s' (HH:MM is 00:00 to 23:59)", text);
+		return -1;
+	}
+	localtime_r(&t, &tm);
+	tm.tm_hour = h;
+	tm.tm_min = mi;
+	tm.tm_sec = sec;
+	tm.tm_isdst = -1;
+	if ((t = mktime(&tm)) != (time_t)-1 && (int64_t)t <= now) {
+		localtime_r(&t, &tm);
+		tm.tm_mday++;
+		tm.tm_hour = h;
+		tm.tm_min = mi;
+		tm.tm_sec = sec;
+		tm.tm_isdst = -1;
+		t = mktime(&tm);
+	}
+	if (t == (time_t)-1) {
+		xasprintf(cause, "bad time '%s'", text);
+		return -1;
+	}
+	*out = (int64_t)t;
+	return 0;
+}

@@ -5,7 +5,8 @@
  *   2026-11-01                                         local midnight
  *   now, today, yesterday                              (local midnight)
  *   -2h, -30m, -90s, -7d, -1w                          relative to now
- * The clock is a parameter so tests can drive it.
+ * timeparse_next (shutdown --at) also takes HH:MM[:SS]: the next such
+ * local time. The clock is a parameter so tests can drive it.
  */
 #ifndef GPUFLEET_TIMEPARSE_H
 #define GPUFLEET_TIMEPARSE_H
@@ -14,5 +15,6 @@
 
 int timeparse(const char *, int64_t, int64_t *, char **);
 char *timeparse_duration(int64_t);
+int timeparse_next(const char *, int64_t, int64_t *, char **);
 
 #endif

@@ -3,11 +3,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
 
 #include "db.h"
 #include "ledger.h"
 #include "log.h"
 #include "status.h"
+#include "timeparse.h"
 #include "watcher.h"
 #include "xmalloc.h"
 
@@ -16,8 +19,8 @@ static int store_state(
     struct inventory *, int64_t, int64_t, const struct report *, char **);
 static int ingest(
     struct inventory *, int64_t, int64_t, const struct report_entry *, char **);
-static int ledger_once(
-    struct inventory *, int64_t, int64_t, const char *, const char *, char **);
+static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
+    const char *, const char *, char **);
 
 /* One knob from the environment, in [lo, hi], def when unset. */
 static int
@@ -113,7 +116,7 @@ store_state(struct inventory *inv, int64_t id, int64_t now,
 	    "INSERT OR REPLACE INTO watcher_state (instance_id, t, state, pid, "
 	    "current, error, generation, plan, skew, journal_epoch) VALUES "
 	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-	    "storing the watcher's state", cause, "IItNittIIt", id, now,
+	    "storing the watcher's state", cause, "IItNitItIt", id, now,
 	    w->state, w->pid, w->current, w->error, w->generation, w->plan,
 	    rep->time - now, w->epoch[0] != '\0' ? w->epoch : NULL);
 }
@@ -121,7 +124,7 @@ store_state(struct inventory *inv, int64_t id, int64_t now,
 /* A ledger entry with this note, unless the instance has one already. */
 static int
 ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
-    const char *note, char **cause)
+    const char *source, const char *note, char **cause)
 {
 	sqlite3_stmt *st;
 	int r;
@@ -133,7 +136,7 @@ ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
 	r = db_finish(inv, st, sqlite3_step(st), "reading the ledger", cause);
 	if (r != 0)
 		return r < 0 ? r : 0;
-	return ledger_add(inv, id, t, state, "performed", note, cause);
+	return ledger_add(inv, id, t, state, source, note, cause);
 }
 
 /*
@@ -156,7 +159,8 @@ ingest(struct inventory *inv, int64_t id, int64_t skew,
 		return 0;
 	if (strcmp(ev, "stopping") == 0 || strcmp(ev, "stopped") == 0) {
 		snprintf(note, sizeof note, "watcher: deadline %s", e->id);
-		if ((r = ledger_once(inv, id, t, "stopped", note, cause)) != 0)
+		if ((r = ledger_once(
+			 inv, id, t, "stopped", "performed", note, cause)) != 0)
 			return r;
 		/* Unreachable after it stopped: stopped, not unknown. */
 		return db_exec(inv,
@@ -173,7 +177,8 @@ ingest(struct inventory *inv, int64_t id, int64_t skew,
 		if (r != 0)
 			return r;
 		snprintf(note, sizeof note, "watcher: stop failed %s", e->id);
-		return ledger_once(inv, id, t, "running", note, cause);
+		return ledger_once(
+		    inv, id, t, "running", "observed", note, cause);
 	}
 	if (strcmp(ev, "local_due") == 0)
 		return db_exec(inv,
@@ -351,4 +356,213 @@ watcher_alerts_clear(
 	    "clearing alerts", cause, "II", now, id);
 
 	return r < 0 ? r : 0;
+}
+
+/* "2026-12-02 02:00 CST" in local time. Caller frees. */
+char *
+watcher_local_time(int64_t t)
+{
+	char buf[64];
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (localtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, sizeof buf, "%Y-%m-%d %H:%M %Z", &tm) == 0)
+		return xstrdup("?");
+	return xstrdup(buf);
+}
+
+/* "02:00:03", the instance's clock shown in local time. Caller frees. */
+char *
+watcher_clock(int64_t t)
+{
+	char buf[32];
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (localtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, sizeof buf, "%H:%M:%S", &tm) == 0)
+		return xstrdup("?");
+	return xstrdup(buf);
+}
+
+/* An autostop policy of a plan in one line. Caller frees. */
+char *
+watcher_autostop_line(json_t *as)
+{
+	json_t *w, *v;
+	char *idle, *s, *extra = xstrdup(""), *tmp, wait[32] = "";
+	size_t i;
+
+	json_array_foreach(json_object_get(as, "wait_for"), i, v)
+	{
+		if (json_is_string(v) && strlen(wait) + 10 < sizeof wait)
+			snprintf(wait + strlen(wait),
+			    sizeof wait - strlen(wait), "%s%s",
+			    *wait ? "," : "", json_string_value(v));
+	}
+	w = json_object_get(as, "stalled_s");
+	if (json_integer_value(w) > 0) {
+		idle = timeparse_duration(json_integer_value(w));
+		xasprintf(&tmp, "%s, stalled %s", extra, idle);
+		free(idle);
+		free(extra);
+		extra = tmp;
+	}
+	w = json_object_get(as, "max_runtime_s");
+	if (json_integer_value(w) > 0) {
+		idle = timeparse_duration(json_integer_value(w));
+		xasprintf(&tmp, "%s, max runtime %s", extra, idle);
+		free(idle);
+		free(extra);
+		extra = tmp;
+	}
+	idle = timeparse_duration(
+	    json_integer_value(json_object_get(as, "idle_s")));
+	xasprintf(&s, "autostop %s: idle %s (GPUs below %lld%%, wait for %s%s)",
+	    json_string_value(json_object_get(as, "id")) != NULL
+		? json_string_value(json_object_get(as, "id"))
+		: "?",
+	    idle,
+	    (long long)json_integer_value(json_object_get(as, "gpu_below")),
+	    *wait ? wait : "none", extra);
+	free(idle);
+	free(extra);
+	return s;
+}
+
+/*
+ * The watcher of an instance as `status --json` and `shutdown ls --json`
+ * show it: {state, pid, generation, skew_s, checked_at, deadlines,
+ * autostop, alerts}, from the stored view v.
+ */
+json_t *
+watcher_json(struct inventory *inv, int64_t id, const struct watcher_view *v)
+{
+	json_t *o = json_object(), *plan, *dl = json_array(), *d, *al;
+	struct watcher_alert *a = NULL;
+	size_t i, n = 0;
+	char *cause = NULL, *s;
+
+	plan = v->plan != NULL ? json_loads(v->plan, 0, NULL) : NULL;
+	json_object_set_new(
+	    o, "state", json_string(v->have ? v->state : "unknown"));
+	json_object_set_new(
+	    o, "pid", v->pid > 0 ? json_integer(v->pid) : json_null());
+	json_object_set_new(o, "generation", json_integer(v->generation));
+	json_object_set_new(o, "skew_s", json_integer(v->skew));
+	s = instance_format_time(v->t);
+	json_object_set_new(
+	    o, "checked_at", v->have ? json_string(s) : json_null());
+	free(s);
+	json_array_foreach(json_object_get(plan, "deadlines"), i, d)
+	{
+		json_t *c = json_deep_copy(d);
+		int64_t at = json_integer_value(json_object_get(d, "at"));
+		const char *did = json_string_value(json_object_get(d, "id"));
+		int64_t fired =
+		    did != NULL ? watcher_fired_at(inv, id, did) : 0;
+		s = instance_format_time(at - v->skew);
+		json_object_set_new(c, "at_local", json_string(s));
+		free(s);
+		s = instance_format_time(at);
+		json_object_set_new(c, "at_instance", json_string(s));
+		free(s);
+		s = instance_format_time(fired);
+		json_object_set_new(
+		    c, "fired_at", fired != 0 ? json_string(s) : json_null());
+		free(s);
+		json_array_append_new(dl, c);
+	}
+	json_object_set_new(o, "deadlines", dl);
+	d = json_object_get(plan, "autostop");
+	json_object_set_new(
+	    o, "autostop", json_is_object(d) ? json_deep_copy(d) : json_null());
+	d = json_object_get(plan, "stop");
+	json_object_set_new(
+	    o, "stop", json_is_object(d) ? json_deep_copy(d) : json_null());
+	al = json_array();
+	if (watcher_alerts(inv, id, &a, &n, &cause) != 0)
+		free(cause);
+	for (i = 0; i < n; i++) {
+		s = instance_format_time(a[i].t);
+		json_array_append_new(al,
+		    json_pack("{s:s, s:s, s:o, s:o}", "kind", a[i].kind, "time",
+			s, "id",
+			a[i].deadline != NULL ? json_string(a[i].deadline)
+					      : json_null(),
+			"entry",
+			a[i].detail != NULL ? json_loads(a[i].detail, 0, NULL)
+					    : json_null()));
+		free(s);
+	}
+	watcher_alerts_free(a, n);
+	json_object_set_new(o, "alerts", al);
+	json_decref(plan);
+	return o;
+}
+
+/*
+ * The instance whose plan (as last read) or journal holds deadline or
+ * policy id: *name (caller frees), or NULL when none does.
+ */
+int
+watcher_find_id(
+    struct inventory *inv, const char *id, char **name, char **cause)
+{
+	sqlite3_stmt *st;
+	char *needle;
+	int r;
+
+	*name = NULL;
+	xasprintf(&needle, "\"id\":\"%s\"", id);
+	r = db_prepare(inv, &st,
+	    "SELECT i.name FROM instance i WHERE i.released_at IS NULL AND "
+	    "(EXISTS (SELECT 1 FROM watcher_state w WHERE w.instance_id = "
+	    "i.id AND instr(w.plan, ?) > 0) OR EXISTS (SELECT 1 FROM journal "
+	    "j WHERE j.instance_id = i.id AND j.id = ?)) ORDER BY i.name "
+	    "LIMIT 1",
+	    "cannot read the plans", cause, "tt", needle, id);
+	if (r == 0) {
+		if ((r = sqlite3_step(st)) == SQLITE_ROW)
+			*name = db_text(st, 0);
+		r = db_finish(inv, st, r, "cannot read the plans", cause);
+	}
+	free(needle);
+	return r < 0 ? r : 0;
+}
+
+/* When the journal shows id fired (its firing entry), or 0. */
+int64_t
+watcher_fired_at(struct inventory *inv, int64_t instance, const char *id)
+{
+	sqlite3_stmt *st;
+	int64_t t = 0;
+
+	if (db_prepare(inv, &st,
+		"SELECT min(t) FROM journal WHERE instance_id = ? AND id = ? "
+		"AND event IN ('firing', 'local_due', 'stopping')",
+		NULL, NULL, "It", instance, id) != 0)
+		return 0;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		t = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return t;
+}
+
+/* A new id: prefix, '-' and 8 random hex digits (d-3f2a9c01). */
+void
+watcher_new_id(char *buf, size_t len, char prefix)
+{
+	unsigned char r[4];
+	size_t got = 0;
+	ssize_t n;
+
+	while (got < sizeof r) {
+		if ((n = getrandom(r + got, sizeof r - got, 0)) <= 0)
+			fatal_f("getrandom failed");
+		got += (size_t)n;
+	}
+	snprintf(
+	    buf, len, "%c-%02x%02x%02x%02x", prefix, r[0], r[1], r[2], r[3]);
 }

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "instance.h"
 #include "inventory.h"
 #include "report.h"
@@ -56,5 +58,12 @@ int watcher_alerts(
     struct inventory *, int64_t, struct watcher_alert **, size_t *, char **);
 void watcher_alerts_free(struct watcher_alert *, size_t);
 int watcher_alerts_clear(struct inventory *, int64_t, int64_t, char **);
+int watcher_find_id(struct inventory *, const char *, char **, char **);
+int64_t watcher_fired_at(struct inventory *, int64_t, const char *);
+void watcher_new_id(char *, size_t, char);
+char *watcher_local_time(int64_t);
+char *watcher_clock(int64_t);
+char *watcher_autostop_line(json_t *);
+json_t *watcher_json(struct inventory *, int64_t, const struct watcher_view *);
 
 #endif

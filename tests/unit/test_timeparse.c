@@ -50,16 +50,17 @@ static const struct time_case cases[] = {
 	{ "2026-11-01T10:00:00 ", 0, 0 },
 };
 
-START_TEST(test_time)
+/* One case of timeparse (or, with next, timeparse_next). */
+static void
+check_case(const struct time_case *c, int next)
 {
-	const struct time_case *c = &cases[_i];
 	char *cause = NULL;
 	int64_t got = 0;
 	int r;
 
 	setenv("TZ", "Asia/Shanghai", 1);
 	tzset();
-	r = timeparse(c->text, NOW, &got, &cause);
+	r = (next ? timeparse_next : timeparse)(c->text, NOW, &got, &cause);
 	if (!c->ok) {
 		ck_assert_msg(
 		    r == -1, "'%s' accepted as %lld", c->text, (long long)got);
@@ -70,6 +71,32 @@ START_TEST(test_time)
 	ck_assert_msg(r == 0, "'%s' refused: %s", c->text, cause);
 	ck_assert_msg(got == c->want, "'%s' gave %lld, want %lld", c->text,
 	    (long long)got, c->want);
+}
+
+START_TEST(test_time)
+{
+	check_case(&cases[_i], 0);
+}
+END_TEST
+
+/* HH:MM is the next such local time; NOW is 20:34:56 in Shanghai. */
+static const struct time_case next_cases[] = {
+	{ "21:00", 1, 1796054400LL - 86400 + 21 * 3600 },
+	{ "02:00", 1, 1796054400LL + 2 * 3600 },
+	{ "20:34:56", 1, 1796054400LL + 20 * 3600 + 34 * 60 + 56 },
+	{ "20:34:57", 1, 1796054400LL - 86400 + 20 * 3600 + 34 * 60 + 57 },
+	{ "00:00", 1, 1796054400LL },
+	{ "2026-12-02 02:00", 1, 1796054400LL + 86400 + 2 * 3600 },
+	{ "2026-12-01T02:00:00+08:00", 1, 1796054400LL + 2 * 3600 },
+	{ "24:00", 0, 0 },
+	{ "12:60", 0, 0 },
+	{ "2:00", 0, 0 },
+	{ "02:00pm", 0, 0 },
+};
+
+START_TEST(test_next)
+{
+	check_case(&next_cases[_i], 1);
 }
 END_TEST
 
@@ -108,6 +135,8 @@ main(void)
 	int failed;
 
 	tcase_add_loop_test(tc, test_time, 0, sizeof cases / sizeof cases[0]);
+	tcase_add_loop_test(
+	    tc, test_next, 0, sizeof next_cases / sizeof next_cases[0]);
 	tcase_add_loop_test(tc, test_duration, 0, sizeof durs / sizeof durs[0]);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -1,0 +1,680 @@
+/*
+ * Stop instances at a time, with the laptop closed: `gpufleet shutdown`
+ * arms a deadline in each instance's watcher plan (agent/WATCH.md), which
+ * warns the users logged in, runs the --before command and stops the
+ * instance with its stop method on the instance's own clock. `shutdown
+ * ls` lists what is armed, `shutdown cancel` takes it back.
+ */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmd.h"
+#include "localstop.h"
+#include "log.h"
+#include "planwrite.h"
+#include "status.h"
+#include "timeparse.h"
+#include "vis.h"
+#include "watcher.h"
+#include "xmalloc.h"
+
+#define BEFORE_MAX 4096
+
+/* What `shutdown` was asked to arm. */
+struct arm {
+	int now_, json, dry_run, yes;
+	int64_t at;	    /* the controller's clock */
+	int warn;	    /* minutes */
+	const char *before; /* or NULL */
+	int64_t before_timeout_s;
+	int must_succeed;
+};
+
+static int cmd_shutdown_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
+static int parse_arm(
+    const struct cmd_entry *, int, char **, struct arm *, int *);
+static int check_method(struct planwrite_host *, const struct arm *);
+static void arm_host(
+    struct planwrite *, struct planwrite_host *, const struct arm *, char *);
+static json_t *arm_json(
+    const struct planwrite_host *, const struct arm *, const char *);
+static void arm_print(
+    const struct planwrite_host *, const struct arm *, const char *);
+static void local_now(
+    struct planwrite *, struct planwrite_host *, const struct arm *);
+static void stored_skews(struct planwrite *);
+static size_t arm_report(
+    struct planwrite *, const struct arm *, char (*)[16], const int *);
+static int shutdown_arm(struct cmd_ctx *, const char *, struct arm *);
+static int shutdown_ls(struct cmd_ctx *, int, char **);
+static int shutdown_cancel(struct cmd_ctx *, int, char **);
+
+const struct cmd_entry cmd_shutdown_entry = {
+	.name = "shutdown",
+	.usage =
+	    "SELECTOR (--now | --in DURATION | --at TIME) [--warn MINUTES]\n"
+	    "       [--before CMD] [--before-timeout DURATION] "
+	    "[--before-must-succeed]\n"
+	    "       [--dry-run] [--yes] [--json]\n"
+	    "       gpufleet shutdown ls [SELECTOR] [--json]\n"
+	    "       gpufleet shutdown cancel SELECTOR|ID",
+	.summary = "stop instances at a time, even with the laptop closed",
+	.help =
+	    "Arms a deadline in the watcher on each selected instance (started "
+	    "over SSH,\nit runs there on its own): at the time it warns the "
+	    "users logged in, runs\n--before, and stops the instance with its "
+	    "stop method (gpufleet show NAME;\nREADME, \"Stop methods\"). "
+	    "Times are written in the instance's clock.\n\n"
+	    "      --now              stop now (the warning, if any, at once)\n"
+	    "      --in DURATION      stop in 90s, 30m, 2h, 1h30m ...\n"
+	    "      --at TIME          stop at 02:00 (the next), '2026-12-02 "
+	    "02:00',\n"
+	    "                         2026-12-02T02:00:00+08:00\n"
+	    "      --warn MINUTES     warn logged-in users this long before "
+	    "(default 5; 0: no)\n"
+	    "      --before CMD       run CMD on the instance first (save a "
+	    "checkpoint)\n"
+	    "      --before-timeout DURATION   its time limit (default 10m)\n"
+	    "      --before-must-succeed       no stop when CMD fails\n"
+	    "      --dry-run          print what would be armed; change "
+	    "nothing\n"
+	    "      --yes              allow a release method (deletes the "
+	    "instance and its data)\n"
+	    "      --json             print the results as a JSON array\n\n"
+	    "shutdown ls lists the armed deadlines, the autostop policy, the "
+	    "watcher's\nstate, clock skew and alerts (stop_failed), after "
+	    "contacting the instances.\nshutdown cancel takes deadlines back: "
+	    "every one of the selected instances,\nor the one with that ID.\n\n"
+	    "Examples:\n"
+	    "  gpufleet shutdown a100-1 --at 02:00 --before 'python save.py'\n"
+	    "  gpufleet shutdown @train --in 2h --warn 10\n"
+	    "  gpufleet shutdown ls\n"
+	    "  gpufleet shutdown cancel d-3f2a9c01\n",
+	.exec = cmd_shutdown_exec,
+};
+
+enum {
+	OPT_NOW = 256,
+	OPT_IN,
+	OPT_AT,
+	OPT_WARN,
+	OPT_BEFORE,
+	OPT_BEFORE_TIMEOUT,
+	OPT_MUST,
+	OPT_DRY,
+	OPT_YES,
+	OPT_JSON
+};
+
+static const struct option arm_options[] = { { "now", no_argument, NULL,
+						 OPT_NOW },
+	{ "in", required_argument, NULL, OPT_IN },
+	{ "at", required_argument, NULL, OPT_AT },
+	{ "warn", required_argument, NULL, OPT_WARN },
+	{ "before", required_argument, NULL, OPT_BEFORE },
+	{ "before-timeout", required_argument, NULL, OPT_BEFORE_TIMEOUT },
+	{ "before-must-succeed", no_argument, NULL, OPT_MUST },
+	{ "dry-run", no_argument, NULL, OPT_DRY },
+	{ "yes", no_argument, NULL, OPT_YES },
+	{ "json", no_argument, NULL, OPT_JSON },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+
+static int
+cmd_shutdown_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct arm a;
+	int status;
+
+	if (argc >= 2 && strcmp(argv[1], "ls") == 0)
+		return shutdown_ls(ctx, argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "cancel") == 0)
+		return shutdown_cancel(ctx, argc - 1, argv + 1);
+	if (parse_arm(e, argc, argv, &a, &status) != 0)
+		return status;
+	return shutdown_arm(ctx, argv[optind], &a);
+}
+
+/* The options of `shutdown SELECTOR ...`; *status is the exit on error. */
+static int
+parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
+    int *status)
+{
+	int64_t now = (int64_t)time(NULL), d;
+	char *cause = NULL, *end;
+	int ch, whens = 0;
+	long n;
+
+	memset(a, 0, sizeof *a);
+	a->warn = 5;
+	a->before_timeout_s = 600;
+	while (
+	    (ch = cmd_getopt(e, argc, argv, "h", arm_options, status)) != -1) {
+		switch (ch) {
+		case -2:
+			return -1;
+		case OPT_NOW:
+			a->now_ = 1;
+			a->at = now;
+			whens++;
+			break;
+		case OPT_IN:
+			if ((*status = cmd_duration(
+				 e, "in", optarg, 1, 3650LL * 86400, &d)) != 0)
+				return -1;
+			a->at = now + d;
+			whens++;
+			break;
+		case OPT_AT:
+			if (timeparse_next(optarg, now, &a->at, &cause) != 0) {
+				*status = cmd_usage_error(e, "--at: %s", cause);
+				free(cause);
+				return -1;
+			}
+			if (a->at <= now) {
+				*status = cmd_usage_error(
+				    e, "--at '%s' is in the past", optarg);
+				return -1;
+			}
+			whens++;
+			break;
+		case OPT_WARN:
+			n = strtol(optarg, &end, 10);
+			if (*optarg == '\0' || *end != '\0' || n < 0 ||
+			    n > 1440) {
+				*status = cmd_usage_error(e,
+				    "--warn '%s' is not a number of minutes "
+				    "from 0 to 1440",
+				    optarg);
+				return -1;
+			}
+			a->warn = (int)n;
+			break;
+		case OPT_BEFORE:
+			if (*optarg == '\0' || strlen(optarg) > BEFORE_MAX) {
+				*status = cmd_usage_error(e,
+				    "--before must be a command of 1 to %d "
+				    "bytes",
+				    BEFORE_MAX);
+				return -1;
+			}
+			a->before = optarg;
+			break;
+		case OPT_BEFORE_TIMEOUT:
+			if ((*status = cmd_duration(e, "before-timeout", optarg,
+				 1, 86400, &a->before_timeout_s)) != 0)
+				return -1;
+			break;
+		case OPT_MUST:
+			a->must_succeed = 1;
+			break;
+		case OPT_DRY:
+			a->dry_run = 1;
+			break;
+		case OPT_YES:
+			a->yes = 1;
+			break;
+		case OPT_JSON:
+			a->json = 1;
+			break;
+		}
+	}
+	if (argc - optind != 1) {
+		*status = cmd_usage_error(e, "needs exactly one SELECTOR");
+		return -1;
+	}
+	if (whens != 1) {
+		*status = cmd_usage_error(
+		    e, "needs exactly one of --now, --in DURATION, --at TIME");
+		return -1;
+	}
+	if (a->must_succeed && a->before == NULL) {
+		*status = cmd_usage_error(e,
+		    "--before-must-succeed needs "
+		    "--before");
+		return -1;
+	}
+	return 0;
+}
+
+/* A method this deadline may use; else fail the host and return -1. */
+static int
+check_method(struct planwrite_host *h, const struct arm *a)
+{
+	if (h->method.where == STOP_NONE) {
+		planwrite_fail(h,
+		    "no stop method (%s); set one: gpufleet set %s "
+		    "stop_command='remote:/usr/bin/shutdown'",
+		    strcmp(h->method.from, "instance") == 0
+			? "stop_command is none"
+			: h->method.from + strlen("none: "),
+		    h->in->name);
+		return -1;
+	}
+	if (strcmp(h->method.kind, "release") == 0 && !a->yes) {
+		planwrite_fail(h,
+		    "its stop method %s:%s releases the instance and deletes "
+		    "its data; add --yes",
+		    h->method.where == STOP_REMOTE ? "remote" : "local",
+		    h->method.command);
+		return -1;
+	}
+	return 0;
+}
+
+/* Build host h's plan with the new deadline id. */
+static void
+arm_host(struct planwrite *pw, struct planwrite_host *h, const struct arm *a,
+    char *id)
+{
+	struct plan_change c;
+	struct plan_result res;
+
+	planwrite_change(pw, h, &c);
+	c.kind = PLAN_ADD;
+	memcpy(c.deadline.id, id, strlen(id) + 1);
+	c.deadline.at = (a->now_ ? pw->now : a->at) + h->skew;
+	c.deadline.local = h->method.where == STOP_LOCAL;
+	c.deadline.warn_minutes = a->warn;
+	c.deadline.before_stop = a->before;
+	c.deadline.before_stop_timeout_s = a->before_timeout_s;
+	c.deadline.before_must_succeed = a->must_succeed;
+	if (strcmp(h->method.kind, "release") == 0 && a->yes)
+		c.allow_release = 1;
+	planwrite_build(pw, h, &c, &res);
+}
+
+/* One host's result as --json shows it. */
+static json_t *
+arm_json(const struct planwrite_host *h, const struct arm *a, const char *id)
+{
+	char *at = instance_format_time(a->at),
+	     *ati = instance_format_time(a->at + h->skew),
+	     *m = stopmethod_format(&h->method);
+	json_t *o;
+
+	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:s, s:s, s:o, s:o}",
+	    "name", h->in->name, "id", id, "at", at, "at_instance", ati,
+	    "warn_minutes", a->warn, "before_stop",
+	    a->before != NULL ? json_string(a->before) : json_null(), "method",
+	    m, "kind", h->method.kind, "watcher",
+	    h->written ? json_string(h->watcher) : json_null(), "error",
+	    h->error != NULL ? json_string(h->error) : json_null());
+	free(at);
+	free(ati);
+	free(m);
+	return o;
+}
+
+/* One host's result as a line. */
+static void
+arm_print(const struct planwrite_host *h, const struct arm *a, const char *id)
+{
+	char *when = watcher_local_time(a->at),
+	     *clock = watcher_clock(a->at + h->skew),
+	     *m = stopmethod_format(&h->method), *safe = vis_str(m);
+
+	printf("%s  %s %s (instance clock %s)  warn %d min  %s  id %s%s\n",
+	    h->in->name, a->dry_run ? "would stop at" : "stop at", when, clock,
+	    a->warn, safe, id, a->before != NULL ? "  (before-stop set)" : "");
+	if (h->method.where == STOP_LOCAL && !a->now_)
+		printf("%s  the stop runs on this machine: it must be awake "
+		       "then (gpufleet status or shutdown ls after %s runs "
+		       "it)\n",
+		    h->in->name, when);
+	free(when);
+	free(clock);
+	free(m);
+	free(safe);
+}
+
+/*
+ * A local method with --now: run it here at once (the instance may even
+ * be unreachable: a platform CLI stops it from outside).
+ */
+static void
+local_now(struct planwrite *pw, struct planwrite_host *h, const struct arm *a)
+{
+	char *cause = NULL;
+
+	free(h->error);
+	h->error = NULL;
+	if (a->before != NULL) {
+		planwrite_fail(h,
+		    "--before runs on the instance before the stop; with a "
+		    "local stop method use --in or --at");
+		return;
+	}
+	if (!a->dry_run &&
+	    localstop_run(
+		pw->rm->inv, h->in, NULL, (int64_t)time(NULL), &cause) != 0) {
+		planwrite_fail(h, "%s", cause);
+		free(cause);
+	}
+}
+
+/* The stored skews, for --dry-run (which contacts nothing). */
+static void
+stored_skews(struct planwrite *pw)
+{
+	struct watcher_view v;
+	char *cause = NULL;
+	size_t i;
+
+	for (i = 0; i < pw->n; i++) {
+		if (watcher_get(pw->rm->inv, pw->hosts[i].in->id, &v, &cause) ==
+		    0)
+			pw->hosts[i].skew = v.skew;
+		free(cause);
+		cause = NULL;
+		watcher_view_free(&v);
+	}
+}
+
+/* Print the results; returns how many hosts failed. */
+static size_t
+arm_report(struct planwrite *pw, const struct arm *a, char (*ids)[16],
+    const int *local)
+{
+	json_t *arr = json_array();
+	size_t i, failed = 0;
+	char *safe, *m;
+
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		failed += h->error != NULL;
+		if (a->json)
+			json_array_append_new(arr, arm_json(h, a, ids[i]));
+		else if (h->error != NULL) {
+			safe = vis_str(h->error);
+			error("%s: %s", h->in->name, safe);
+			free(safe);
+		} else if (local[i]) {
+			m = stopmethod_format(&h->method);
+			safe = vis_str(m);
+			printf("%s  %s with %s on this machine\n", h->in->name,
+			    a->dry_run ? "would stop now" : "stopped now",
+			    safe);
+			free(safe);
+			free(m);
+		} else
+			arm_print(h, a, ids[i]);
+	}
+	if (a->json)
+		json_print(arr, stdout);
+	else
+		json_decref(arr);
+	return failed;
+}
+
+/* Arm one deadline on every selected instance. */
+static int
+shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
+{
+	struct planwrite *pw = NULL;
+	char *cause = NULL, (*ids)[16];
+	size_t i;
+	int r, *local;
+
+	if ((r = planwrite_open(ctx->fleet, selector, &pw, &cause)) != 0)
+		return cmd_fail(-r, cause);
+	ids = xcalloc(pw->n + 1, sizeof *ids);
+	local = xcalloc(pw->n + 1, sizeof *local);
+	for (i = 0; i < pw->n; i++) {
+		watcher_new_id(ids[i], sizeof ids[i], 'd');
+		if (check_method(&pw->hosts[i], a) == 0)
+			local[i] =
+			    a->now_ && pw->hosts[i].method.where == STOP_LOCAL;
+	}
+	if (a->dry_run)
+		stored_skews(pw);
+	else if ((r = planwrite_probe(pw, &cause)) != 0)
+		goto out;
+	for (i = 0; i < pw->n; i++) {
+		if (local[i])
+			local_now(pw, &pw->hosts[i], a);
+		else if (!a->dry_run && pw->hosts[i].reached &&
+		    pw->hosts[i].error == NULL)
+			arm_host(pw, &pw->hosts[i], a, ids[i]);
+	}
+	if (!a->dry_run && (r = planwrite_write(pw, &cause)) != 0)
+		goto out;
+	r = arm_report(pw, a, ids, local) > 0 ? -GF_EHOSTS : 0;
+out:
+	free(ids);
+	free(local);
+	planwrite_free(pw);
+	if (cause != NULL)
+		return cmd_fail(-r, cause);
+	return -r;
+}
+
+static const struct option ls_options[] = { { "json", no_argument, NULL,
+						OPT_JSON },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+
+/* One deadline of a plan as a line of `shutdown ls`; 1 if still armed. */
+static int
+ls_deadline(struct planwrite *pw, const struct planwrite_host *h, json_t *plan,
+    json_t *d, int64_t skew)
+{
+	int64_t at = json_integer_value(json_object_get(d, "at"));
+	json_t *stop = json_object_get(plan, "stop");
+	const char *before =
+	    json_string_value(json_object_get(d, "before_stop"));
+	char *when = watcher_local_time(at - skew), *clock = watcher_clock(at),
+	     *m, *line;
+	const char *did = json_string_value(json_object_get(d, "id"));
+	int64_t fired =
+	    did != NULL ? watcher_fired_at(pw->rm->inv, h->in->id, did) : 0;
+	int local = json_is_string(json_object_get(d, "action")) &&
+	    strcmp(json_string_value(json_object_get(d, "action")), "local") ==
+		0;
+
+	if (local)
+		m = stopmethod_format(&h->method);
+	else if (json_is_object(stop))
+		xasprintf(&m, "remote:%s (%s)",
+		    json_string_value(json_object_get(stop, "command")),
+		    json_string_value(json_object_get(stop, "kind")));
+	else
+		m = xstrdup("no stop method");
+	xasprintf(&line,
+	    "  %s  %s %s (instance clock %s)  warn %lld min%s%s  %s",
+	    did != NULL ? did : "?", fired != 0 ? "fired, due at" : "stop at",
+	    when, clock,
+	    (long long)json_integer_value(json_object_get(d, "warn_minutes")),
+	    before != NULL ? "  before: " : "", before != NULL ? before : "",
+	    m);
+	free(m);
+	m = vis_str(line);
+	printf("%s\n", m);
+	free(m);
+	free(line);
+	free(when);
+	free(clock);
+	return fired == 0;
+}
+
+/* One instance of `shutdown ls`, from its stored view. */
+static void
+ls_host(struct planwrite *pw, const struct planwrite_host *h,
+    const struct watcher_view *v)
+{
+	json_t *plan = v->plan != NULL ? json_loads(v->plan, 0, NULL) : NULL,
+	       *d, *as;
+	struct watcher_alert *al = NULL;
+	size_t i, nal = 0, nd = 0;
+	char *cause = NULL, *s, *safe;
+
+	printf("%s  watcher %s", h->in->name, v->have ? v->state : "unknown");
+	if (v->pid > 0)
+		printf(" (pid %lld)", (long long)v->pid);
+	if (v->have &&
+	    (v->skew > WATCHER_SKEW_SHOWN || v->skew < -WATCHER_SKEW_SHOWN))
+		printf("  clock skew %+llds", (long long)v->skew);
+	if (h->probe->state == NULL || !h->probe->have_report) {
+		s = watcher_local_time(v->t);
+		printf("  (as of %s; %s)", v->have ? s : "never",
+		    h->probe->state != NULL ? h->probe->state : "unreachable");
+		free(s);
+	}
+	printf("\n");
+	json_array_foreach(json_object_get(plan, "deadlines"), i, d)
+	{
+		nd += ls_deadline(pw, h, plan, d, v->skew);
+	}
+	as = json_object_get(plan, "autostop");
+	if (json_is_object(as)) {
+		s = watcher_autostop_line(as);
+		safe = vis_str(s);
+		printf("  %s\n", safe);
+		free(safe);
+		free(s);
+	} else if (nd == 0)
+		printf("  nothing armed\n");
+	if (watcher_alerts(pw->rm->inv, h->in->id, &al, &nal, &cause) != 0)
+		free(cause);
+	for (i = 0; i < nal; i++) {
+		s = watcher_local_time(al[i].t);
+		printf("  ALERT %s %s at %s (gpufleet events %s)\n", al[i].kind,
+		    al[i].deadline != NULL ? al[i].deadline : "-", s,
+		    h->in->name);
+		free(s);
+	}
+	watcher_alerts_free(al, nal);
+	json_decref(plan);
+}
+
+/* One instance of `shutdown ls`: a line, or with json its object. */
+static json_t *
+ls_show(struct planwrite *pw, struct planwrite_host *h,
+    const struct watcher_view *v, int json)
+{
+	if (!json) {
+		ls_host(pw, h, v);
+		return NULL;
+	}
+	return json_pack("{s:s, s:b, s:o, s:o}", "name", h->in->name,
+	    "reachable", h->probe->have_report, "error",
+	    h->error != NULL ? json_string(h->error) : json_null(), "watcher",
+	    watcher_json(pw->rm->inv, h->in->id, v));
+}
+
+/* `shutdown ls [SELECTOR] [--json]`: contact, ingest, list. */
+static int
+shutdown_ls(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	return planwrite_ls(&cmd_shutdown_entry, ctx, argc, argv, ls_show);
+}
+
+/* Whether text is a deadline id as shutdown makes them (d-XXXXXXXX). */
+static int
+is_deadline_id(const char *text)
+{
+	return strlen(text) == 10 && strncmp(text, "d-", 2) == 0 &&
+	    strspn(text + 2, "0123456789abcdef") == 8;
+}
+
+/* Build host h's plan without the deadline(s); report what was done. */
+static void
+cancel_host(struct planwrite *pw, struct planwrite_host *h, const char *id,
+    size_t *removed)
+{
+	struct plan_change c;
+	struct plan_result res;
+	int64_t fired;
+	char *when;
+
+	planwrite_change(pw, h, &c);
+	c.kind = id != NULL ? PLAN_CANCEL_ID : PLAN_CANCEL_ALL;
+	c.cancel_id = id;
+	if (planwrite_build(pw, h, &c, &res) != 0)
+		return;
+	*removed = res.removed;
+	if (res.removed > 0)
+		return;
+	free(h->plan);
+	h->plan = NULL;
+	if (id == NULL)
+		return;
+	if ((fired = watcher_fired_at(pw->rm->inv, h->in->id, id)) != 0) {
+		when = watcher_local_time(fired);
+		planwrite_fail(h, "deadline %s already fired at %s", id, when);
+		free(when);
+	} else
+		planwrite_fail(h, "no deadline %s is armed", id);
+}
+
+/* `shutdown cancel SELECTOR | ID`. */
+static int
+shutdown_cancel(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	const struct cmd_entry *e = &cmd_shutdown_entry;
+	struct planwrite *pw = NULL;
+	const char *id = NULL, *target;
+	char *cause = NULL, *name = NULL;
+	struct inventory *inv;
+	size_t i, failed = 0, *removed;
+	int ch, status, r;
+
+	while ((ch = cmd_getopt(e, argc, argv, "h", ls_options + 1, &status)) !=
+	    -1) {
+		if (ch == -2)
+			return status;
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error(e, "cancel needs SELECTOR or ID");
+	target = argv[optind];
+	if (is_deadline_id(target)) {
+		/* An id: the instance whose plan or journal has it. */
+		id = target;
+		if ((r = fleet_inventory(ctx->fleet, &inv, &cause)) != 0 ||
+		    (r = watcher_find_id(inv, id, &name, &cause)) != 0)
+			return cmd_fail(-r, cause);
+		if (name == NULL) {
+			error("no instance has a deadline %s (gpufleet "
+			      "shutdown ls lists them)",
+			    id);
+			return GF_EHOSTS;
+		}
+		target = name;
+	}
+	r = planwrite_contact(ctx->fleet, target, &pw, &cause);
+	free(name);
+	if (r != 0)
+		return cmd_fail(-r, cause);
+	removed = xcalloc(pw->n + 1, sizeof *removed);
+	for (i = 0; i < pw->n; i++) {
+		if (pw->hosts[i].reached && pw->hosts[i].error == NULL)
+			cancel_host(pw, &pw->hosts[i], id, &removed[i]);
+	}
+	if ((r = planwrite_write(pw, &cause)) != 0) {
+		free(removed);
+		planwrite_free(pw);
+		return cmd_fail(-r, cause);
+	}
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		char *safe;
+		if (h->error != NULL) {
+			safe = vis_str(h->error);
+			error("%s: %s", h->in->name, safe);
+			free(safe);
+			failed++;
+		} else if (removed[i] == 0)
+			printf("%s  nothing armed\n", h->in->name);
+		else if (id != NULL)
+			printf("%s  cancelled %s\n", h->in->name, id);
+		else
+			printf("%s  cancelled %zu deadline%s\n", h->in->name,
+			    removed[i], removed[i] == 1 ? "" : "s");
+	}
+	free(removed);
+	planwrite_free(pw);
+	return failed > 0 ? GF_EHOSTS : GF_OK;
+}

@@ -1,0 +1,488 @@
+/* Writing the watcher's plan: read back, change, plan set --expect. */
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <event2/event.h>
+#include <jansson.h>
+
+#include "cmd.h"
+#include "db.h"
+#include "deploy.h"
+#include "gpufleet/version.h"
+#include "localstop.h"
+#include "log.h"
+#include "planwrite.h"
+#include "status.h"
+#include "vis.h"
+#include "xmalloc.h"
+
+#define PLAN_SET_EXIT_GENERATION 3
+#define PLAN_SET_EXIT_INVALID	 4
+#define PLAN_SET_EXIT_WRITE	 5
+#define PLAN_SET_EXIT_WATCHER	 6
+#define OUT_CAP			 4096
+
+static void on_probe(struct probe *, int, void *);
+static void on_output(struct engine_host *, int, const char *, size_t, void *);
+static void read_back(struct planwrite *, struct planwrite_host *);
+static void prepare(struct planwrite *, size_t);
+static char *first_line(const struct misc_buf *);
+static void result(struct planwrite *, size_t);
+static int store_written(struct planwrite *, char **);
+
+/* Fail one host with a reason (formatted); the first reason stays. */
+void
+planwrite_fail(struct planwrite_host *h, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (h->error != NULL)
+		return;
+	va_start(ap, fmt);
+	xvasprintf(&h->error, fmt, ap);
+	va_end(ap);
+}
+
+/*
+ * Select the instances of selector and their stop methods, for a probe
+ * and a write. Free with planwrite_free.
+ */
+int
+planwrite_open(struct fleet *fleet, const char *selector,
+    struct planwrite **out, char **cause)
+{
+	struct planwrite *pw = xcalloc(1, sizeof *pw);
+	size_t i;
+	int r;
+
+	*out = NULL;
+	pw->fleet = fleet;
+	if ((r = watcher_knobs(&pw->knobs, cause)) != 0 ||
+	    (r = probe_new(fleet->config, &pw->p, cause)) != 0 ||
+	    (r = remote_open(fleet, selector, &pw->rm, cause)) != 0) {
+		planwrite_free(pw);
+		return r;
+	}
+	probe_attach(pw->p, pw->rm);
+	pw->n = pw->rm->n;
+	pw->hosts = xcalloc(pw->n + 1, sizeof *pw->hosts);
+	pw->cmds = xcalloc(pw->n + 1, sizeof *pw->cmds);
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		h->in = &pw->rm->list[i];
+		h->probe = &pw->p->hosts[i];
+		if ((r = stopmethod_get(
+			 pw->rm->inv, h->in, &h->method, cause)) != 0) {
+			planwrite_free(pw);
+			return r;
+		}
+		if (h->method.where == STOP_REMOTE)
+			h->stop_command =
+			    stopmethod_expand(h->method.command, h->in);
+	}
+	*out = pw;
+	return 0;
+}
+
+static void
+on_probe(struct probe *p, int r, void *arg)
+{
+	struct planwrite *pw = arg;
+
+	(void)p;
+	pw->probe_r = r;
+	pw->probe_done = 1;
+}
+
+/* What the probe read of one host's watcher. */
+static void
+read_back(struct planwrite *pw, struct planwrite_host *h)
+{
+	const struct probe_host *s = h->probe;
+	const struct report_watcher *w = &s->rep.watcher;
+
+	if (!s->have_report) {
+		planwrite_fail(h, "%s: %s", s->state,
+		    s->error != NULL ? s->error : "no report");
+		return;
+	}
+	h->skew = s->rep.time - pw->now;
+	if (!w->present) {
+		planwrite_fail(h,
+		    "the agent on the instance has no watcher "
+		    "(an older agent)");
+		return;
+	}
+	if (w->generation < 0) {
+		planwrite_fail(h, "the watcher's plan cannot be read: %s",
+		    w->error != NULL ? w->error : "bad generation");
+		return;
+	}
+	h->reached = 1;
+	h->expect = w->generation;
+}
+
+/*
+ * The first pass: probe every instance (sessions kept for the write),
+ * store what came (the journal with it), and read each plan back.
+ * Returns 0, or the negated exit code with *cause.
+ */
+int
+planwrite_probe(struct planwrite *pw, char **cause)
+{
+	size_t i;
+	int r;
+
+	if ((r = probe_start(pw->p, 1, on_probe, pw, cause)) != 0)
+		return r;
+	while (!pw->probe_done)
+		event_base_loop(pw->fleet->base, EVLOOP_ONCE);
+	if (pw->probe_r == -PROBE_INTERRUPTED) {
+		*cause = xstrdup("interrupted; nothing stored");
+		return -PROBE_INTERRUPTED;
+	}
+	if ((r = probe_store(pw->p, cause)) != 0)
+		return r;
+	pw->now = pw->p->now;
+	localstop_run_due(pw->rm->inv, pw->now);
+	for (i = 0; i < pw->n; i++)
+		read_back(pw, &pw->hosts[i]);
+	return 0;
+}
+
+/* Open and probe in one (the commands that only read back). */
+int
+planwrite_contact(struct fleet *fleet, const char *selector,
+    struct planwrite **out, char **cause)
+{
+	int r;
+
+	if ((r = planwrite_open(fleet, selector, out, cause)) != 0)
+		return r;
+	if ((r = planwrite_probe(*out, cause)) != 0) {
+		planwrite_free(*out);
+		*out = NULL;
+	}
+	return r;
+}
+
+/* Print each failed host's reason (escaped); returns how many failed. */
+size_t
+planwrite_print_errors(const struct planwrite *pw)
+{
+	size_t i, failed = 0;
+	char *safe;
+
+	for (i = 0; i < pw->n; i++) {
+		if (pw->hosts[i].error == NULL)
+			continue;
+		safe = vis_str(pw->hosts[i].error);
+		error("%s: %s", pw->hosts[i].in->name, safe);
+		free(safe);
+		failed++;
+	}
+	return failed;
+}
+
+/* The change's common part for host h: its stop method and the knobs. */
+void
+planwrite_change(
+    struct planwrite *pw, struct planwrite_host *h, struct plan_change *c)
+{
+	memset(c, 0, sizeof *c);
+	c->instance = h->in->name;
+	c->stop_command = h->stop_command;
+	c->stop_kind = h->method.kind;
+	c->allow_release = h->method.allow_release;
+	c->check_interval_s = pw->knobs.check_interval_s;
+	c->stop_confirm_s = pw->knobs.stop_confirm_s;
+	c->written_by = "gpufleet " GPUFLEET_VERSION;
+	c->now = pw->now;
+}
+
+/*
+ * Build host h's new plan from the one read back and change c, leaving
+ * out what the journal shows fired. Returns 0, or -1 with h->error.
+ */
+int
+planwrite_build(struct planwrite *pw, struct planwrite_host *h,
+    const struct plan_change *c, struct plan_result *res)
+{
+	char **fired = NULL, *cause = NULL;
+	size_t nfired = 0;
+	int r;
+
+	if ((r = watcher_fired_ids(
+		 pw->rm->inv, h->in->id, &fired, &nfired, &cause)) == 0)
+		r = plan_build(h->probe->rep.watcher.plan, h->expect,
+		    (const char *const *)fired, nfired, c, &h->plan, res,
+		    &cause);
+	watcher_ids_free(fired, nfired);
+	if (r != 0) {
+		planwrite_fail(h, "%s", cause);
+		free(cause);
+		return -1;
+	}
+	return 0;
+}
+
+static void
+on_output(struct engine_host *eh, int is_stderr, const char *data, size_t len,
+    void *arg)
+{
+	struct planwrite *pw = arg;
+	struct planwrite_host *h = &pw->hosts[eh - pw->rm->hosts];
+
+	misc_buf_add(is_stderr ? &h->err : &h->out, data, len, OUT_CAP);
+}
+
+/* Give host i the plan set command and its plan, or leave it out. */
+static void
+prepare(struct planwrite *pw, size_t i)
+{
+	struct planwrite_host *h = &pw->hosts[i];
+	struct engine_host *eh = &pw->rm->hosts[i];
+	const struct agent_bin *ab = probe_agent(pw->p);
+	char args[64], *s;
+
+	eh->skip = h->plan == NULL || h->error != NULL;
+	if (eh->skip)
+		return;
+	free(eh->fail_msg);
+	eh->fail_msg = NULL;
+	eh->fail = EF_NONE;
+	snprintf(args, sizeof args, "plan set --dir \"$d\" --expect %lld",
+	    (long long)h->expect);
+	s = deploy_agent_command(h->in, ab, args, 0);
+	pw->cmds[i] = deploy_sh_command(s);
+	free(s);
+	eh->command = pw->cmds[i];
+	eh->stdin_data = h->plan;
+	eh->stdin_len = strlen(h->plan);
+}
+
+/* The first line of a buffer, for a message. Caller frees. */
+static char *
+first_line(const struct misc_buf *b)
+{
+	const char *d = b->data != NULL ? b->data : "";
+
+	return xstrndup(d, strcspn(d, "\n"));
+}
+
+/* Read host i's plan set result. */
+static void
+result(struct planwrite *pw, size_t i)
+{
+	struct planwrite_host *h = &pw->hosts[i];
+	struct engine_host *eh = &pw->rm->hosts[i];
+	json_t *o = NULL, *g, *w;
+	char *line;
+
+	if (eh->skip)
+		return;
+	if (eh->fail != EF_NONE) {
+		planwrite_fail(
+		    h, "%s", eh->fail_msg != NULL ? eh->fail_msg : "failed");
+		return;
+	}
+	if (h->out.data != NULL)
+		o = json_loadb(
+		    h->out.data, h->out.len, JSON_DISABLE_EOF_CHECK, NULL);
+	g = json_object_get(o, "generation");
+	line = first_line(&h->err);
+	switch (eh->exit_status) {
+	case 0:
+	case PLAN_SET_EXIT_WATCHER:
+		if (!json_is_integer(g)) {
+			planwrite_fail(h, "plan set answered no generation");
+			break;
+		}
+		h->written = 1;
+		h->generation = json_integer_value(g);
+		w = json_object_get(o, "watcher");
+		snprintf(h->watcher, sizeof h->watcher, "%s",
+		    json_is_string(w) ? json_string_value(w) : "unknown");
+		g = json_object_get(o, "pid");
+		h->pid = json_is_integer(g) ? json_integer_value(g) : 0;
+		if (eh->exit_status == PLAN_SET_EXIT_WATCHER)
+			planwrite_fail(h,
+			    "the plan was written (generation %lld) but the "
+			    "watcher did not start: %s",
+			    (long long)h->generation, line);
+		break;
+	case PLAN_SET_EXIT_GENERATION:
+		planwrite_fail(h,
+		    "the plan changed on the instance since it was read "
+		    "(generation %lld -> %lld: another gpufleet wrote it); "
+		    "nothing changed, run it again",
+		    (long long)h->expect,
+		    json_is_integer(g) ? (long long)json_integer_value(g) : -1);
+		break;
+	case PLAN_SET_EXIT_INVALID:
+		planwrite_fail(h, "the agent refused the plan: %s", line);
+		break;
+	case PLAN_SET_EXIT_WRITE:
+		planwrite_fail(h, "the plan could not be written: %s", line);
+		break;
+	default:
+		h->error = deploy_explain(eh->exit_status, h->err.data, h->in);
+		break;
+	}
+	free(line);
+	json_decref(o);
+}
+
+/* Keep what was written as the stored view; the user's alerts are seen. */
+static int
+store_written(struct planwrite *pw, char **cause)
+{
+	struct inventory *inv = pw->rm->inv;
+	size_t i;
+	int r;
+
+	if ((r = inventory_begin(inv, cause)) != 0)
+		return r;
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		json_t *o;
+		char *plan;
+		if (!h->written)
+			continue;
+		/* The stored plan carries the generation plan set gave it. */
+		o = json_loads(h->plan, 0, NULL);
+		json_object_set_new(
+		    o, "generation", json_integer(h->generation));
+		plan = json_dumps(o, JSON_COMPACT);
+		json_decref(o);
+		r = db_exec(inv,
+		    "UPDATE watcher_state SET generation = ?, plan = ?, "
+		    "state = ?, pid = ? WHERE instance_id = ?",
+		    "storing the plan", cause, "IttNI", h->generation, plan,
+		    h->watcher, h->pid, h->in->id);
+		free(plan);
+		if (r < 0 ||
+		    (r = watcher_alerts_clear(
+			 inv, h->in->id, pw->now, cause)) != 0) {
+			inventory_rollback(inv);
+			return r < 0 ? r : -GF_EDB;
+		}
+	}
+	return inventory_commit(inv, cause);
+}
+
+/*
+ * The second pass: plan set on every host with a new plan and no error,
+ * over the sessions of the probe. Per-host failures go to h->error.
+ */
+int
+planwrite_write(struct planwrite *pw, char **cause)
+{
+	struct engine_settings set;
+	const struct config *cf = pw->fleet->config;
+	size_t i, n = 0;
+
+	for (i = 0; i < pw->n; i++) {
+		prepare(pw, i);
+		n += !pw->rm->hosts[i].skip;
+	}
+	if (n == 0)
+		return 0;
+	memset(&set, 0, sizeof set);
+	set.fanout = cf->fanout;
+	set.connect_timeout = cf->connect_timeout;
+	set.setup_timeout = cf->setup_timeout;
+	set.command_timeout = cf->status_timeout;
+	pw->rm->ops.output = on_output;
+	pw->rm->ops.done = NULL;
+	pw->rm->ops.arg = pw;
+	if (remote_run(pw->rm, &set) != 0) {
+		*cause = xstrdup("cannot start the event loop");
+		return -GF_EHOSTS;
+	}
+	for (i = 0; i < pw->n; i++)
+		result(pw, i);
+	return store_written(pw, cause);
+}
+
+void
+planwrite_free(struct planwrite *pw)
+{
+	size_t i;
+
+	if (pw == NULL)
+		return;
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		free(h->error);
+		free(h->plan);
+		free(h->stop_command);
+		stopmethod_clear(&h->method);
+		free(h->out.data);
+		free(h->err.data);
+		free(pw->cmds[i]);
+		pw->rm->hosts[i].command = NULL;
+		pw->rm->hosts[i].stdin_data = NULL;
+	}
+	free(pw->hosts);
+	free(pw->cmds);
+	probe_free(pw->p);
+	remote_close(pw->rm);
+	free(pw);
+}
+
+static const struct option ls_options[] = { { "json", no_argument, NULL, 'j' },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+
+/*
+ * `ls [SELECTOR] [--json]` of e (shutdown, autostop): contact the
+ * selected instances (journals stored, watchers restarted), then show
+ * each from its stored view: show prints it, or with --json returns its
+ * object for the array printed at the end. Returns the exit status.
+ */
+int
+planwrite_ls(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
+    char **argv, planwrite_show_fn show)
+{
+	struct planwrite *pw = NULL;
+	struct watcher_view v;
+	char *cause = NULL;
+	json_t *arr;
+	int ch, status, json = 0, r;
+	size_t i, failed = 0;
+
+	while (
+	    (ch = cmd_getopt(e, argc, argv, "h", ls_options, &status)) != -1) {
+		if (ch == -2)
+			return status;
+		json = 1;
+	}
+	if (argc - optind > 1)
+		return cmd_usage_error(e, "ls takes at most one SELECTOR");
+	if ((r = planwrite_contact(ctx->fleet,
+		 argc - optind == 1 ? argv[optind] : "all", &pw, &cause)) != 0)
+		return cmd_fail(-r, cause);
+	arr = json_array();
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		if (watcher_get(pw->rm->inv, h->in->id, &v, &cause) != 0) {
+			free(cause);
+			cause = NULL;
+		}
+		failed += !h->probe->have_report;
+		if (json)
+			json_array_append_new(arr, show(pw, h, &v, 1));
+		else
+			show(pw, h, &v, 0);
+		watcher_view_free(&v);
+	}
+	if (json)
+		json_print(arr, stdout);
+	else
+		json_decref(arr);
+	planwrite_free(pw);
+	return failed > 0 ? GF_EHOSTS : GF_OK;
+}

@@ -1,0 +1,75 @@
+/*
+ * Changing the watcher's plan on instances, in two passes over the same
+ * SSH sessions: a probe (the plan and generation read back fresh, the
+ * journal ingested, the agent uploaded where missing, a dead watcher
+ * restarted), then `gpufleet-agent plan set --expect G` with each host's
+ * new plan on its stdin. A generation that moved in between (another
+ * gpufleet wrote the plan) fails that host and changes nothing there.
+ */
+#ifndef GPUFLEET_PLANWRITE_H
+#define GPUFLEET_PLANWRITE_H
+
+#include <stdint.h>
+
+#include "fleet.h"
+#include "misc.h"
+#include "plan.h"
+#include "probe.h"
+#include "remote.h"
+#include "stopmethod.h"
+#include "watcher.h"
+
+/* One instance of the write, parallel to rm->list. */
+struct planwrite_host {
+	struct instance *in;
+	struct probe_host *probe;
+	int reached;	/* a report with a watcher section came */
+	int64_t skew;	/* instance clock - controller clock */
+	char *error;	/* this host failed: why, or NULL */
+	char *plan;	/* the plan to write, or NULL: nothing to write */
+	int64_t expect; /* the generation it was read at */
+	struct stopmethod method;
+	char *stop_command; /* method.command substituted, or NULL */
+
+	/* After the write. */
+	int written;
+	int64_t generation;
+	char watcher[16];
+	int64_t pid;
+	struct misc_buf out, err;
+};
+
+struct planwrite {
+	struct fleet *fleet;
+	struct remote *rm;
+	struct probe *p;
+	struct planwrite_host *hosts; /* rm->n */
+	size_t n;
+	int64_t now;
+	struct watcher_knobs knobs;
+	int probe_r, probe_done;
+	char **cmds;
+};
+
+struct cmd_entry;
+struct cmd_ctx;
+typedef json_t *(*planwrite_show_fn)(struct planwrite *,
+    struct planwrite_host *, const struct watcher_view *, int);
+
+int planwrite_ls(const struct cmd_entry *, struct cmd_ctx *, int, char **,
+    planwrite_show_fn);
+int planwrite_open(struct fleet *, const char *, struct planwrite **, char **);
+int planwrite_probe(struct planwrite *, char **);
+int planwrite_contact(
+    struct fleet *, const char *, struct planwrite **, char **);
+size_t planwrite_print_errors(const struct planwrite *);
+void planwrite_change(
+    struct planwrite *, struct planwrite_host *, struct plan_change *);
+int planwrite_build(struct planwrite *, struct planwrite_host *,
+    const struct plan_change *, struct plan_result *);
+int planwrite_write(struct planwrite *, char **);
+void planwrite_fail(struct planwrite_host *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
+void planwrite_free(struct planwrite *);
+
+#endif

@@ -1,0 +1,234 @@
+/*
+ * Storing what the watcher reported (controller/watcher.c) in a real
+ * SQLite inventory: each journal entry once, with its effects once (the
+ * ledger's stop at the journaled time on the controller's clock, an
+ * alert, a due local stop), the cursor, the fired ids, an older agent.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "ledger.h"
+#include "localstop.h"
+#include "watcher.h"
+
+#define NOW  1796000000LL
+#define SKEW 100 /* the instance's clock runs 100 s ahead */
+#define E(seq, t, rest)                                                        \
+	"{\"epoch\":\"00000000000000aa\",\"seq\":" #seq ",\"time\":" #t        \
+	",\"event\":" rest "}"
+
+static struct inventory *inv;
+static struct instance in;
+static char dir[64];
+
+static void
+setup(void)
+{
+	char path[96], *cause = NULL;
+
+	snprintf(dir, sizeof dir, "/tmp/gpufleet-watcher.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/fleet.db", dir);
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	instance_init(&in);
+	in.name = strdup("a1");
+	in.host = strdup("10.0.0.1");
+	in.created_at = 1;
+	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
+}
+
+static void
+teardown(void)
+{
+	char cmd[96];
+
+	instance_clear(&in);
+	inventory_close(inv);
+	snprintf(cmd, sizeof cmd, "rm -rf %s", dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+static long long
+q(const char *sql)
+{
+	sqlite3_stmt *st;
+	long long v = -1;
+
+	ck_assert_int_eq(
+	    sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL), SQLITE_OK);
+	if (sqlite3_step(st) == SQLITE_ROW)
+		v = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return v;
+}
+
+/* Store a report at NOW whose watcher section is section (or NULL). */
+static void
+store(const char *section)
+{
+	struct report rep;
+	json_t *o;
+	char *cause = NULL;
+
+	memset(&rep, 0, sizeof rep);
+	rep.time = NOW + SKEW;
+	if (section != NULL) {
+		o = json_loads(section, 0, NULL);
+		ck_assert_ptr_nonnull(o);
+		report_parse_watcher(o, NOW + SKEW, &rep.watcher);
+		json_decref(o);
+	}
+	ck_assert_int_eq(watcher_store(inv, &in, NOW, &rep, &cause), 0);
+	report_watcher_free(&rep.watcher);
+}
+
+#define SECTION(journal)                                                       \
+	"{\"state\":\"running\",\"pid\":42,\"generation\":3,\"plan\":"         \
+	"{\"version\":1,\"generation\":3},\"journal_epoch\":"                  \
+	"\"00000000000000aa\",\"journal\":[" journal "]}"
+
+START_TEST(test_once)
+{
+	const char *s = SECTION(E(1, 1796000050, "\"journal\"") "," E(
+	    2, 1796000060, "\"firing\",\"id\":\"d-1\"") "," E(3, 1796000070,
+	    "\"stopping\",\"id\":\"d-1\"") "," E(4, 1796000080,
+	    "\"stopped\",\"id\":\"d-1\""));
+	char *cursor = NULL, *cause = NULL, **ids;
+	size_t n;
+
+	store(s);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 4);
+	/* One stop, at the stopping entry's time on the controller's clock. */
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
+			   "'stopped' AND source = 'performed' AND note = "
+			   "'watcher: deadline d-1'"),
+	    1);
+	ck_assert_int_eq(q("SELECT t FROM ledger WHERE state = 'stopped'"),
+	    1796000070 - SKEW);
+	ck_assert_int_eq(
+	    q("SELECT t FROM journal WHERE seq = 3"), 1796000070 - SKEW);
+	/* The same entries again (a cursor lost): nothing twice. */
+	store(s);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 4);
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 1);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "00000000000000aa:4");
+	free(cursor);
+	ck_assert_int_eq(watcher_fired_ids(inv, in.id, &ids, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(ids[0], "d-1");
+	watcher_ids_free(ids, n);
+	ck_assert_int_eq(q("SELECT skew FROM watcher_state"), SKEW);
+	ck_assert_int_eq(q("SELECT generation FROM watcher_state"), 3);
+}
+END_TEST
+
+/* Unreachable after the stop was seen: stopped, not unknown, from then. */
+START_TEST(test_outage_after_stop)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(ledger_add(inv, in.id, NOW - 50, "unknown", "observed",
+			     "unreachable", &cause),
+	    0);
+	store(SECTION(E(5, 1796000000, "\"stopping\",\"id\":\"d-2\"")));
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
+			   "'unknown'"),
+	    0);
+}
+END_TEST
+
+START_TEST(test_alert_and_local)
+{
+	struct watcher_alert *a;
+	size_t n;
+	char *cause = NULL;
+
+	store(SECTION(E(1, 1796000050,
+	    "\"stop_failed\",\"id\":\"d-3\","
+	    "\"reason\":\"still running\"") "," E(2, 1796000060,
+	    "\"local_due\",\"id\":\"d-4\"")));
+	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(a[0].kind, "stop_failed");
+	ck_assert_str_eq(a[0].deadline, "d-3");
+	watcher_alerts_free(a, n);
+	/* The instance runs on: running, observed, in the ledger. */
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
+			   "'running' AND source = 'observed'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM local_stop WHERE deadline = "
+			   "'d-4' AND started_at IS NULL"),
+	    1);
+	/* Due, but the instance has no local method: claimed, failed, once. */
+	localstop_run_due(inv, NOW);
+	ck_assert_int_eq(q("SELECT status FROM local_stop"), 1);
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
+			   "'stopped'"),
+	    0);
+	ck_assert_int_eq(watcher_alerts_clear(inv, in.id, NOW, &cause), 0);
+	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
+	ck_assert_uint_eq(n, 0);
+	watcher_alerts_free(a, n);
+}
+END_TEST
+
+/* An older agent (no section) keeps the stored plan, state unknown. */
+START_TEST(test_old_agent)
+{
+	struct watcher_view v;
+	char *cause = NULL;
+
+	store(SECTION(""));
+	store(NULL);
+	ck_assert_int_eq(watcher_get(inv, in.id, &v, &cause), 0);
+	ck_assert_int_eq(v.have, 1);
+	ck_assert_str_eq(v.state, "unknown");
+	ck_assert_int_eq(v.generation, 3);
+	ck_assert_ptr_nonnull(v.plan);
+	watcher_view_free(&v);
+}
+END_TEST
+
+/* A local stop command's status, a timeout, a signal. */
+START_TEST(test_exec)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(localstop_exec("true", 5, &cause), 0);
+	ck_assert_int_eq(localstop_exec("exit 3", 5, &cause), 3);
+	ck_assert_int_eq(localstop_exec("kill -9 $$", 5, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "signal 9"));
+	free(cause);
+	cause = NULL;
+	ck_assert_int_eq(localstop_exec("sleep 30", 1, &cause), -1);
+	ck_assert_ptr_nonnull(strstr(cause, "ran past 1s"));
+	free(cause);
+}
+END_TEST
+
+int
+main(void)
+{
+	Suite *s = suite_create("watcher");
+	TCase *tc = tcase_create("core");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, test_once);
+	tcase_add_test(tc, test_outage_after_stop);
+	tcase_add_test(tc, test_alert_and_local);
+	tcase_add_test(tc, test_old_agent);
+	tcase_add_test(tc, test_exec);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? 0 : 1;
+}
