@@ -110,6 +110,7 @@ gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'
 export GPUFLEET_CHECK_INTERVAL=2 GPUFLEET_MIN_IDLE=10
 show "gpufleet set gpu-1 stop_command='remote:shutdown -h now'   # the sandbox's AutoDL shutdown is on PATH"
 gpufleet set gpu-1 'stop_command=remote:shutdown -h now'
+fleet setenv gpu-3 RUNPOD_POD_ID=pod-gpu3   # what RunPod sets in its containers
 show gpufleet shutdown gpu-1 --in 30s --warn 1
 gpufleet shutdown gpu-1 --in 30s --warn 1
 show "gpufleet autostop gpu-3 --idle 10s   # gpu-3 (RunPod) has no GPU: idle when nobody is logged in"
@@ -129,7 +130,8 @@ echo
 show "tests/harness/fleet status   # both stopped by their watchers"
 fleet status
 show "cat FLEET/instances/gpu-{1,3}/calls.log   # what the fake platform tools were asked"
-cut -f1,2 "$(idir gpu-1)/calls.log" "$(idir gpu-3)/calls.log"
+awk -F'\t' '{ print "  " $1 " " $2 ($1 == "wall" ? "<<< " $8 : "") }' \
+    "$(idir gpu-1)/calls.log" "$(idir gpu-3)/calls.log"
 show "tests/harness/fleet start gpu-1; ... start gpu-3   # the platform starts them; the laptop opens"
 fleet start gpu-1
 fleet start gpu-3

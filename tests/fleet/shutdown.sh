@@ -22,8 +22,8 @@ run shutdown inst-1 --in 20s --warn 1 --json
 expect_rc 0 "shutdown inst-1 --in 20s"
 id1=$(deadline_id)
 expect_match "$id1" '^d-[0-9a-f]{8}$' "deadline id"
-expect_eq "$(printf '%s' "$out" | jq -r '.[0].method')" \
-    'remote:runpodctl stop pod $RUNPOD_POD_ID' "RunPod's default method"
+expect_match "$(printf '%s' "$out" | jq -r '.[0].method')" \
+    '^remote:runpodctl stop pod \$RUNPOD_POD_ID( |$)' "RunPod's default method"
 expect_eq "$(printf '%s' "$out" | jq -r '.[0].kind')" stop "RunPod: kind stop"
 at1=$(jq --arg id "$id1" '.deadlines[] | select(.id == $id) | .at' "$(rdir inst-1)/plan.json")
 expect_match "$at1" '^[0-9]+$' "the deadline is in the plan on the instance"
@@ -102,10 +102,10 @@ case $out in *"$id5"*) fail "a cancelled deadline is still listed: $out" ;; esac
 
 # --- the laptop closes: nothing can reach inst-1 any more -------------------
 # (gpufleet has no resident process: every command above has exited.)
+# (Checked with ssh, not gpufleet: a closed laptop stores nothing meanwhile.)
 fleet break inst-1 refuse
-run status inst-1
-expect_rc 1 "inst-1 cannot be reached"
-expect_match "$out" '^inst-1 +unreachable: connection refused' "inst-1 refuses"
+out=$(ssh -F "$D/ssh_config" -o ConnectTimeout=5 inst-1 true 2>&1)
+expect_contains "$out" "Connection refused" "inst-1 cannot be reached"
 checks=$((checks + 1))
 alive "$wpid" || fail "the watcher died with the listener"
 
@@ -167,8 +167,8 @@ expect_rc 0 "inst-1 answers again"
 run events inst-1 --json
 evs=$(printf '%s' "$out" | jq -r --arg id "$id1" '[.[] | select(.id == $id) | .event] | join(" ")')
 expect_match "$evs" '^armed warned firing stopping' "events: what happened while away ($evs)"
-expect_eq "$(printf '%s' "$out" | jq --arg id "$id1" '.[] | select(.event == "stopping" and .id == $id) | .time_instance')" \
-    "$stopping" "events: the instance's time of the stop"
+expect_eq "$(printf '%s' "$out" | jq --arg id "$id1" '.[] | select(.event == "stopping" and .id == $id) | .entry.time')" \
+    "$stopping" "events: the entry as the instance journaled it"
 run events inst-1
 expect_match "$out" "inst-1 +firing +$id1" "events, the table"
 run status inst-1
@@ -179,23 +179,26 @@ expect_eq "$(printf '%s' "$out" | jq --arg id "$id1" '[.[] | select(.id == $id a
 # The ledger ends the run at the journaled time (less the measured skew:
 # one machine, so at most the second it rounds to).
 run ledger inst-1 --json
-lt=$(printf '%s' "$out" | jq --arg id "$id1" '[.[] | select(.state == "stopped" and .source == "performed" and (.note // "" | contains($id)))] | (length | tostring) + " " + (.[0].t | tostring)')
+lt=$(printf '%s' "$out" | jq -r --arg id "$id1" '[.[] | select(.state == "stopped" and .source == "performed" and (.note // "" | contains($id)))] | (length | tostring) + " " + (.[0].t | tostring)')
 expect_match "$lt" '^1 [0-9]+$' "one performed stop in the ledger, noting the deadline ($lt)"
 lt=${lt#1 }
 checks=$((checks + 1))
 [ "${lt:-0}" -ge $((stopping - 1)) ] && [ "${lt:-0}" -le $((stopping + 1)) ] ||
     fail "ledger stop at $lt, journal says $stopping"
+ledger=$out
 t0=$(printf '%s' "$out" | jq '[.[] | select(.state == "running")][0].t')
 run cost inst-1 --since "$(date -u -d "@$t0" +%FT%TZ)" --until "$(date -u -d "@$cs2" +%FT%TZ)" --json
-expect_eq "$(printf '%s' "$out" | jq '.instances[0].running_s')" $((lt - t0)) \
-    "cost: the run ends at the watcher's stop"
+rs=$(printf '%s' "$out" | jq '.instances[0].running_s')
+expect_eq "$rs" $((lt - t0)) "cost: the run ends at the watcher's stop"
+[ "$rs" = $((lt - t0)) ] || printf 'ledger: %s\ncost: %s\n' "$ledger" "$out" >&2
 
 # A fired deadline cannot be cancelled (and is not re-armed).
 run shutdown cancel "$id1"
 expect_rc 1 "cancel of a fired deadline"
 expect_match "$out$err" "$id1.*fired|fired.*$id1" "the refusal says it fired"
 run shutdown ls inst-1
-checks=$((checks + 1))
-case $out in *"$id1"*) fail "a fired deadline is listed as armed: $out" ;; esac
+expect_match "$(printf '%s\n' "$out" | grep -F "$id1")" "^ +$id1 +fired" \
+    "shutdown ls: the deadline is marked fired"
+expect_match "$out" "nothing armed" "shutdown ls: nothing armed"
 
 finish

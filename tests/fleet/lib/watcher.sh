@@ -8,7 +8,7 @@ export GPUFLEET_NO_PROGRESS=1
 : "${GPUFLEET_AGENT:=$(dirname "$GPUFLEET")/gpufleet-agent}"
 export GPUFLEET_AGENT
 # The controller's test knobs (README "Test knobs"): they go into the plan.
-export GPUFLEET_CHECK_INTERVAL=1 GPUFLEET_STOP_CONFIRM=3 GPUFLEET_MIN_IDLE=1
+export GPUFLEET_CHECK_INTERVAL=1 GPUFLEET_STOP_CONFIRM=3 GPUFLEET_MIN_IDLE=2
 export TZ=UTC
 db=$XDG_DATA_HOME/gpufleet/fleet.db
 sql() { sqlite3 "$db" "$@"; }
