@@ -94,8 +94,10 @@ int jsonr_int(const struct jsonr *, const char *, long long *);
 void jsonr_write(struct jsonw *, const char *, const struct jsonr *);
 
 /* plan.c */
-#define PLAN_ID_MAX	   64
-#define PLAN_MAX_DEADLINES 64
+#define PLAN_ID_MAX 64
+/* So that "ID@CONTAINER_START" fits in PLAN_ID_MAX too. */
+#define PLAN_AUTOSTOP_ID_MAX 40
+#define PLAN_MAX_DEADLINES   64
 /* Exit statuses of plan set besides 0 and 2 (WATCH.md). */
 #define PLAN_EXIT_GENERATION 3
 #define PLAN_EXIT_INVALID    4
@@ -215,6 +217,7 @@ struct judge_verdict {
 struct judge_fire {
 	char id[JUDGE_FIRE_ID_MAX + 1];
 	int armed;
+	long long armed_at; /* the "at" of the last "armed" */
 	int warned;
 	int fired;
 	long long fired_at;
@@ -445,6 +448,7 @@ extern volatile sig_atomic_t watch_term;
 void watch_log(struct watch *, struct jsonw *);
 void watch_entry(struct watch *, struct jsonw *, const char *, const char *);
 int watch_run(const char *, const char *, int, int);
+void watch_no_result(struct watch *, const char *, const char *, const char *);
 void watch_run_before(struct watch *, const char *, const struct judge_task *,
     volatile sig_atomic_t *);
 void watch_run_stop(struct watch *, const char *, volatile sig_atomic_t *);

@@ -227,7 +227,10 @@ journal_end(struct journal *j, struct jsonw *w, char **cause)
 	if (n == (ssize_t)w->out.len && fsync(j->fd) == 0) {
 		j->seq++;
 		r = 0;
-	} else if (cause != NULL)
+	} else if (n > 0 && n < (ssize_t)w->out.len &&
+	    write(j->fd, "\n", 1) != 1)
+		(void)0; /* end the torn line, so that the next one parses */
+	if (r != 0 && cause != NULL)
 		xasprintf(cause, "cannot append to %s: %s", j->path,
 		    n == -1 ? strerror(errno) : "short write");
 	return r;

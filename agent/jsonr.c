@@ -36,6 +36,7 @@ static int jsonr_hex4(struct jsonr_parser *, unsigned *);
 static void jsonr_put_utf8(struct buf *, unsigned);
 static int jsonr_utf8(const unsigned char *, const unsigned char *);
 static int jsonr_string(struct jsonr_parser *, char **, size_t *);
+static int jsonr_next(struct jsonr_parser *, char);
 static int jsonr_array(struct jsonr_parser *, struct jsonr *, int);
 static int jsonr_object(struct jsonr_parser *, struct jsonr *, int);
 
@@ -285,10 +286,29 @@ bad:
 	return -1;
 }
 
+/* After a member: 1 for a comma, 0 for the closing character, or -1. */
+static int
+jsonr_next(struct jsonr_parser *j, char close)
+{
+	jsonr_space(j);
+	if (j->p < j->end && *j->p == ',') {
+		j->p++;
+		return 1;
+	}
+	if (j->p < j->end && *j->p == close) {
+		j->p++;
+		return 0;
+	}
+	return jsonr_fail(
+	    j, close == ']' ? "expected ',' or ']'" : "expected ',' or '}'");
+}
+
 /* An array; depth is its own nesting level. */
 static int
 jsonr_array(struct jsonr_parser *j, struct jsonr *v, int depth)
 {
+	int r;
+
 	v->type = JSONR_ARRAY;
 	j->p++;
 	jsonr_space(j);
@@ -302,16 +322,8 @@ jsonr_array(struct jsonr_parser *j, struct jsonr *v, int depth)
 		v->n++;
 		if (jsonr_value(j, &v->items[v->n - 1], depth + 1) != 0)
 			return -1;
-		jsonr_space(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (j->p < j->end && *j->p == ']') {
-			j->p++;
-			return 0;
-		}
-		return jsonr_fail(j, "expected ',' or ']'");
+		if ((r = jsonr_next(j, ']')) <= 0)
+			return r;
 	}
 }
 
@@ -321,6 +333,7 @@ jsonr_object(struct jsonr_parser *j, struct jsonr *v, int depth)
 {
 	char *key;
 	size_t kl, i;
+	int r;
 
 	v->type = JSONR_OBJECT;
 	j->p++;
@@ -352,16 +365,8 @@ jsonr_object(struct jsonr_parser *j, struct jsonr *v, int depth)
 		j->p++;
 		if (jsonr_value(j, &v->items[v->n - 1], depth + 1) != 0)
 			return -1;
-		jsonr_space(j);
-		if (j->p < j->end && *j->p == ',') {
-			j->p++;
-			continue;
-		}
-		if (j->p < j->end && *j->p == '}') {
-			j->p++;
-			return 0;
-		}
-		return jsonr_fail(j, "expected ',' or '}'");
+		if ((r = jsonr_next(j, '}')) <= 0)
+			return r;
 	}
 }
 

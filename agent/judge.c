@@ -173,9 +173,10 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 	if (event == NULL || id == NULL || (f = judge_find(js, id, 1)) == NULL)
 		return;
 	jsonr_int(e, "time", &t);
-	if (strcmp(event, "armed") == 0)
+	if (strcmp(event, "armed") == 0) {
 		f->armed = 1;
-	else if (strcmp(event, "cancelled") == 0)
+		f->armed_at = jsonr_int(e, "at", &v) == 0 ? v : 0;
+	} else if (strcmp(event, "cancelled") == 0)
 		f->armed = 0;
 	else if (strcmp(event, "warned") == 0)
 		f->warned = 1;
@@ -245,7 +246,12 @@ judge_fired(const struct judge_fire *f, const struct judge_task *t,
 		s->act = JUDGE_ACT_NONE;
 	else if (f->attempts > 0 && container_start > f->stopping_time)
 		s->act = JUDGE_ACT_STOPPED;
-	else if (f->attempts == 0 && t->before_stop != NULL && !f->before_done)
+	else if (f->attempts == 0 && container_start > f->fired_at) {
+		s->act =
+		    JUDGE_ACT_SKIP; /* never stop a machine started since */
+		s->reason = "the container restarted after firing";
+	} else if (f->attempts == 0 && t->before_stop != NULL &&
+	    !f->before_done)
 		s->act = JUDGE_ACT_BEFORE;
 	else if (f->attempts == 0 && t->before_stop != NULL &&
 	    t->before_must_succeed && !f->before_ok) {

@@ -25,7 +25,7 @@ static int plan_bool(
     const struct jsonr *, const char *, const char *, int *, char **);
 static int plan_string(
     const struct jsonr *, const char *, const char *, int, char **, char **);
-static int plan_id(const struct jsonr *, const char *, char *, char **);
+static int plan_id(const struct jsonr *, const char *, size_t, char *, char **);
 static int plan_stop(const struct jsonr *, struct plan *, char **);
 static int plan_deadline(const struct jsonr *, size_t, struct plan *, char **);
 static int plan_deadlines(const struct jsonr *, struct plan *, char **);
@@ -121,18 +121,21 @@ plan_string(const struct jsonr *o, const char *key, const char *where,
 	return 0;
 }
 
-/* An "id": 1-PLAN_ID_MAX of [A-Za-z0-9._-]. */
+/* An "id": 1-max of [A-Za-z0-9._-]. */
 static int
-plan_id(const struct jsonr *o, const char *where, char *id, char **cause)
+plan_id(const struct jsonr *o, const char *where, size_t max, char *id,
+    char **cause)
 {
 	const char *s = jsonr_str(o, "id");
+	char what[64];
 	size_t i, n;
 
 	if (s == NULL)
 		return plan_bad(cause, where, "id", "missing or not a string");
 	n = strlen(s);
-	if (n == 0 || n > PLAN_ID_MAX)
-		return plan_bad(cause, where, "id", "must be 1-64 characters");
+	snprintf(what, sizeof what, "must be 1-%zu characters", max);
+	if (n == 0 || n > max)
+		return plan_bad(cause, where, "id", what);
 	for (i = 0; i < n; i++) {
 		char c = s[i];
 
@@ -187,7 +190,7 @@ plan_deadline(const struct jsonr *o, size_t i, struct plan *p, char **cause)
 	if (o->type != JSONR_OBJECT)
 		return plan_bad(cause, "", where, "must be an object");
 	if (plan_keys(o, keys, where, cause) != 0 ||
-	    plan_id(o, where, d->id, cause) != 0 ||
+	    plan_id(o, where, PLAN_ID_MAX, d->id, cause) != 0 ||
 	    plan_int(o, "at", where, 0, 1LL << 40, -1, &d->at, cause) != 0 ||
 	    plan_int(o, "warn_minutes", where, 0, 1440, 0, &d->warn_minutes,
 		cause) != 0 ||
@@ -250,7 +253,7 @@ plan_autostop(const struct jsonr *root, struct plan *p, char **cause)
 		    cause, "", "autostop", "must be an object or null");
 	p->has_autostop = 1;
 	if (plan_keys(o, keys, "autostop", cause) != 0 ||
-	    plan_id(o, "autostop", a->id, cause) != 0 ||
+	    plan_id(o, "autostop", PLAN_AUTOSTOP_ID_MAX, a->id, cause) != 0 ||
 	    plan_int(o, "idle_s", "autostop", 1, 1LL << 32, 0, &a->idle_s,
 		cause) != 0 ||
 	    plan_int(o, "gpu_below", "autostop", 0, 100, 5, &a->gpu_below,
@@ -394,8 +397,8 @@ plan_mkdir(const char *dir, char **cause)
 
 /*
  * Load dir/plan.json into p, its text into raw when raw is not NULL:
- * 1 when there is no plan, 0 when it loaded, -1 with cause when it is
- * unreadable or invalid.
+ * 1 when there is no plan (p is then the empty plan), 0 when it loaded,
+ * -1 with cause when it is unreadable or invalid.
  */
 int
 plan_load(const char *dir, struct plan *p, struct buf *raw, char **cause)
@@ -411,6 +414,8 @@ plan_load(const char *dir, struct plan *p, struct buf *raw, char **cause)
 		if (r == -1)
 			xasprintf(
 			    cause, "cannot read %s: %s", path, strerror(errno));
+		else /* the empty plan, with its defaults */
+			plan_parse("{\"version\":1}", 13, p, NULL);
 	} else if ((r = plan_parse(b.data, b.len, p, &why)) != 0) {
 		xasprintf(cause, "invalid %s: %s", path, why);
 		free(why);

@@ -51,6 +51,24 @@ watch_result(struct jsonw *jw, const struct shell *sh)
 }
 
 /*
+ * Journal event (before_stop, stop_result) for a command whose end was not
+ * seen: status and signal null, why in output.
+ */
+void
+watch_no_result(
+    struct watch *w, const char *event, const char *id, const char *why)
+{
+	struct jsonw jw;
+
+	watch_entry(w, &jw, event, id);
+	jsonw_null(&jw, "status");
+	jsonw_null(&jw, "signal");
+	jsonw_bool(&jw, "timed_out", 0);
+	jsonw_string(&jw, "output", why);
+	watch_log(w, &jw);
+}
+
+/*
  * Run fired id's before-stop command to its timeout and journal
  * "before_stop". A SIGTERM (*stop) kills it unjournaled: the next watcher
  * runs it again.
@@ -65,12 +83,7 @@ watch_run_before(struct watch *w, const char *id, const struct judge_task *t,
 	char *cause = NULL;
 
 	if (shell_start(&sh, argv, w->env, NULL, &cause) != 0) {
-		watch_entry(w, &jw, "before_stop", id);
-		jsonw_null(&jw, "status");
-		jsonw_null(&jw, "signal");
-		jsonw_bool(&jw, "timed_out", 0);
-		jsonw_string(&jw, "output", cause);
-		watch_log(w, &jw);
+		watch_no_result(w, "before_stop", id, cause);
 		free(cause);
 		return;
 	}
@@ -114,12 +127,7 @@ watch_run_stop(struct watch *w, const char *id, volatile sig_atomic_t *stop)
 	}
 	watch_log(w, &jw);
 	if (!started) {
-		watch_entry(w, &jw, "stop_result", id);
-		jsonw_null(&jw, "status");
-		jsonw_null(&jw, "signal");
-		jsonw_bool(&jw, "timed_out", 0);
-		jsonw_string(&jw, "output", cause);
-		watch_log(w, &jw);
+		watch_no_result(w, "stop_result", id, cause);
 		free(cause);
 		return;
 	}

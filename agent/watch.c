@@ -158,7 +158,10 @@ watch_load_plan(struct watch *w, int initial)
 	watch_arm(w);
 }
 
-/* Journal "armed" for new deadlines and "cancelled" for dropped ones. */
+/*
+ * Journal "armed" for new deadlines (and moved ones, with their new "at")
+ * and "cancelled" for dropped ones.
+ */
 static void
 watch_arm(struct watch *w)
 {
@@ -171,8 +174,9 @@ watch_arm(struct watch *w)
 		const struct plan_deadline *d = &w->plan.deadlines[i];
 
 		f = judge_find(&w->js, d->id, 0);
-		if (f != NULL && (f->armed || f->fired))
-			continue;
+		if (f != NULL &&
+		    (f->fired || (f->armed && f->armed_at == d->at)))
+			continue; /* armed again only when it moved */
 		watch_entry(w, &jw, "armed", d->id);
 		jsonw_int(&jw, "at", d->at);
 		jsonw_string(&jw, "action", d->local ? "local" : "stop");
@@ -263,12 +267,8 @@ watch_advance(struct watch *w, const char *id)
 			watch_log(w, &jw);
 			break;
 		case JUDGE_ACT_RESULT_LOST:
-			watch_entry(w, &jw, "stop_result", id);
-			jsonw_null(&jw, "status");
-			jsonw_null(&jw, "signal");
-			jsonw_string(&jw, "output",
+			watch_no_result(w, "stop_result", id,
 			    "the watcher restarted: the result is not known");
-			watch_log(w, &jw);
 			break;
 		case JUDGE_ACT_SKIP:
 		case JUDGE_ACT_FAILED:
@@ -494,6 +494,7 @@ watch_run(const char *dir, const char *proc, int notify, int daemon)
 	w.dir = dir;
 	w.proc = proc;
 	w.ino = -1;
+	plan_parse("{\"version\":1}", 13, &w.plan, NULL); /* the defaults */
 	if ((r = watch_start(&w, notify, daemon)) != 0)
 		return r < 0 ? 1 : 0;
 	watch_loop(&w);

@@ -161,7 +161,6 @@ watcher_daemon(const char *dir, const char *proc, int notify)
 	char *log;
 	int fd;
 
-	umask(077);
 	xasprintf(&log, "%s/watcher.log", dir);
 	fd = open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
 	free(log);
@@ -213,7 +212,7 @@ int
 watcher_start(
     const char *dir, const char *proc, int *started, pid_t *pid, char **cause)
 {
-	char line[64], *end;
+	char line[512], *end;
 	pid_t child, gc;
 	int p[2], status;
 	long v;

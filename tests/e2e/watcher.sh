@@ -232,4 +232,53 @@ expect_eq "$(printf '%s' "$out" | jq -c '.watcher | [.state, .current]')" '["sta
 checks=$((checks + 1))
 wait_until 30 gone "$opid" || { fail "the old watcher still runs"; kill "$opid"; }
 
+# The warning (a fake wall in PATH gets the message on stdin), then the
+# before-stop command, which fails and must succeed: the stop is skipped.
+kill_watcher
+echo 1000 >"$T/cstart" # back to a container older than what follows
+mkdir "$T/bin"
+cat >"$T/bin/wall" <<EOF
+#!/bin/sh
+cat >>"$T/wall.txt"
+EOF
+chmod +x "$T/bin/wall"
+at=$(($(date +%s) + 600))
+plan8() {
+	printf '%s' '{"version":1,"stop":{"command":"'$T/stop.sh'","kind":"stop"},
+ "deadlines":[{"id":"d-warn","at":'$1',"action":"stop","warn_minutes":15,
+   "before_stop":"echo saving; echo to-stderr >&2; exit 4","before_must_succeed":true}]}'
+}
+wait_until 30 bash -c "! $A report --dir $W | jq -e '.watcher.state == \"running\"' >/dev/null" ||
+    fail "SIGTERM (5)"
+gen=$(jq -r .generation "$W/plan.json")
+PATH=$T/bin:$PATH agent plan set --dir "$W" --expect "$gen" <<<"$(plan8 "$at")"
+expect_match "$out" '"watcher":"started"' "plan set, a deadline to warn of"
+wait_until 30 journal_has d-warn warned || fail "d-warn: no warning"
+expect_match "$(cat "$T/wall.txt")" \
+    "^gpufleet: this machine stops at $(date -u -d "@$at" +%H:%M) UTC \(in (9|10) min\) \[deadline d-warn\]; cancel with: gpufleet shutdown cancel d-warn$" \
+    "the warning's text"
+# The same deadline moved to now: it fires, warned already.
+agent plan set --dir "$W" --expect $((gen + 1)) <<<"$(plan8 "$(date +%s)")"
+wait_until 60 journal_has d-warn skipped || fail "d-warn was not skipped"
+expect_eq "$(jq -r 'select(.id == "d-warn") | .event' "$W/journal.jsonl" | tr '\n' ' ')" \
+    "armed warned armed firing before_stop skipped " "d-warn's entries (armed again when moved)"
+expect_eq "$(jq -r 'select(.event == "warned") | .method' "$W/journal.jsonl")" wall "warned by wall"
+expect_eq "$(jq -c 'select(.event == "before_stop") | [.status, .signal, .timed_out, .output]' "$W/journal.jsonl")" \
+    '[4,null,false,"saving\nto-stderr\n"]' "before_stop's result"
+expect_eq "$(jq -r 'select(.event == "skipped") | .reason' "$W/journal.jsonl")" \
+    "before_stop failed" "skipped's reason"
+
+# Exit 5: the plan cannot be written (the directory is under a file);
+# exit 6: written, but the watcher cannot start (watcher.pid is a directory).
+touch "$T/afile"
+agent plan set --dir "$T/afile/d" --expect 0 <<<"$plan1"
+expect_rc 5 "plan set where no directory can be made"
+expect_match "$err" '^gpufleet-agent: plan set: cannot create .*afile/d: Not a directory$' "exit 5 says why"
+mkdir -p "$T/w6/watcher.pid"
+agent plan set --dir "$T/w6" --expect 0 <<<"$plan1"
+expect_rc 6 "plan set whose watcher cannot start"
+expect_eq "$out" '{"generation":1,"watcher":"none","pid":null}' "exit 6 still prints the generation"
+expect_match "$err" '^gpufleet-agent: plan set: the watcher said: failed: cannot open .*watcher.pid: Is a directory$' \
+    "exit 6 says why"
+
 finish

@@ -98,6 +98,9 @@ static const struct plan_case plan_cases[] = {
 	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
 	  "\"action\":\"stop\"},{\"id\":\"a\",\"at\":2,\"action\":\"stop\"}]}",
 	    "deadlines[1].id: is not unique" },
+	{ "{\"version\":1,\"autostop\":{\"id\":"
+	  "\"a23456789a123456789a123456789a123456789XY\",\"idle_s\":1}}",
+	    "autostop.id: must be 1-40 characters" },
 	{ "{\"version\":1,\"autostop\":{\"id\":\"a\"}}",
 	    "autostop.idle_s: missing" },
 	{ "{\"version\":1,\"autostop\":{\"id\":\"a\",\"idle_s\":0}}",
