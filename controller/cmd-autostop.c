@@ -33,7 +33,13 @@ static int cmd_autostop_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int parse_policy(
     const struct cmd_entry *, int, char **, struct policy *, int *);
+static int number(const struct cmd_entry *, const char *, const char *,
+    long long, long long, long long *, int *);
+static int wait_for(
+    const struct cmd_entry *, const char *, struct plan_autostop *, int *);
 static int autostop_set(struct cmd_ctx *, const char *, struct policy *);
+static json_t *ls_show(struct planwrite *, struct planwrite_host *,
+    const struct watcher_view *, int);
 static int autostop_ls(struct cmd_ctx *, int, char **);
 static int autostop_off(struct cmd_ctx *, int, char **);
 

@@ -28,6 +28,11 @@ struct event_row {
 
 static int cmd_events_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
+static char *details(const char *);
+static char *local_seconds(int64_t);
+static int load(struct inventory *, const struct instance *, size_t, int64_t,
+    long, struct event_row **, size_t *, char **);
+static void render(const struct event_row *, size_t, int);
 
 const struct cmd_entry cmd_events_entry = {
 	.name = "events",

@@ -75,7 +75,7 @@ cmd_set_exec(
 	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0 ||
 	    (r = ledger_price_get(inv, in.id, &rule, &has_price, &cause)) !=
 		0 ||
-	    (r = stopmethod_fields_get(inv, in.id, &sf, &cause)) != 0)
+	    (r = inventory_stop_get(inv, in.id, &sf, &cause)) != 0)
 		goto fail;
 	for (i = optind + 1; i < argc; i++) {
 		eq = strchr(argv[i], '=');
@@ -129,7 +129,7 @@ cmd_set_exec(
 	}
 	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
 	    (sf.changed &&
-		(r = stopmethod_fields_put(inv, in.id, &sf, &cause)) != 0) ||
+		(r = inventory_stop_put(inv, in.id, &sf, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0)
 		goto fail;
 	inventory_close(inv);

@@ -77,13 +77,13 @@ cmd_show_exec(
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
 	}
-	if ((r = stopmethod_fields_get(inv, in.id, &sf, &cause)) != 0) {
+	if ((r = inventory_stop_get(inv, in.id, &sf, &cause)) != 0) {
 		inventory_close(inv);
 		instance_clear(&in);
 		return cmd_fail(-r, cause);
 	}
 	inventory_close(inv);
-	stopmethod_resolve(&in, &sf, &m);
+	stopmethod_resolve(&in, &sf, ctx->fleet->config, &m);
 	method = stopmethod_format(&m);
 
 	if (json)

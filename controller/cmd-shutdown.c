@@ -50,7 +50,16 @@ static void stored_skews(struct planwrite *);
 static size_t arm_report(
     struct planwrite *, const struct arm *, char (*)[16], const int *);
 static int shutdown_arm(struct cmd_ctx *, const char *, struct arm *);
+static int ls_deadline(struct planwrite *, const struct planwrite_host *,
+    json_t *, json_t *, int64_t);
+static void ls_host(struct planwrite *, const struct planwrite_host *,
+    const struct watcher_view *);
+static json_t *ls_show(struct planwrite *, struct planwrite_host *,
+    const struct watcher_view *, int);
 static int shutdown_ls(struct cmd_ctx *, int, char **);
+static int is_deadline_id(const char *);
+static void cancel_host(
+    struct planwrite *, struct planwrite_host *, const char *, size_t *);
 static int shutdown_cancel(struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_shutdown_entry = {
@@ -350,8 +359,8 @@ local_now(struct planwrite *pw, struct planwrite_host *h, const struct arm *a)
 		return;
 	}
 	if (!a->dry_run &&
-	    localstop_run(
-		pw->rm->inv, h->in, NULL, (int64_t)time(NULL), &cause) != 0) {
+	    localstop_run(pw->rm->inv, pw->fleet->config, h->in, NULL,
+		(int64_t)time(NULL), &cause) != 0) {
 		planwrite_fail(h, "%s", cause);
 		free(cause);
 	}

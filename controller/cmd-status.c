@@ -467,7 +467,7 @@ on_pass(struct probe *p, int r, void *arg)
 		sc->over = 1;
 		return;
 	}
-	localstop_run_due(p->rm->inv, p->now);
+	localstop_run_due(p->rm->inv, p->cf, p->now);
 	render(sc);
 	sc->status = probe_failed(p) == 0 ? GF_OK : GF_EHOSTS;
 	sc->refreshes++;

@@ -13,6 +13,7 @@
 #include "config.h"
 #include "instance.h"
 #include "misc.h"
+#include "stopmethod.h"
 #include "xmalloc.h"
 
 struct parse_state {
@@ -28,6 +29,8 @@ static int parse_int(const char *, int, int, int *);
 static char *reader(char *, int, void *);
 static void set_optional(char **, const char *);
 static int set_other(
+    struct parse_state *, const char *, const char *, const char *);
+static int set_provider(
     struct parse_state *, const char *, const char *, const char *);
 
 void
@@ -50,12 +53,20 @@ config_defaults(struct config *c)
 void
 config_clear(struct config *c)
 {
+	size_t i;
+
 	free(c->path);
 	free(c->user);
 	free(c->identity);
 	free(c->progress_file);
 	free(c->nvidia_smi);
 	free(c->keys_passphrase_file);
+	for (i = 0; i < c->nstops; i++) {
+		free(c->stops[i].provider);
+		free(c->stops[i].command);
+		free(c->stops[i].kind);
+	}
+	free(c->stops);
 	memset(c, 0, sizeof *c);
 }
 
@@ -178,6 +189,67 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 	return -1;
 }
 
+/* The [provider.NAME] override of a provider, or NULL. */
+const struct config_stop *
+config_stop(const struct config *c, const char *provider)
+{
+	size_t i;
+
+	for (i = 0; c != NULL && i < c->nstops; i++) {
+		if (strcmp(c->stops[i].provider, provider) == 0)
+			return &c->stops[i];
+	}
+	return NULL;
+}
+
+/* A key of a [provider.NAME] section: stop_command or stop_kind. */
+static int
+set_provider(struct parse_state *ps, const char *name, const char *key,
+    const char *value)
+{
+	struct config *c = ps->config;
+	struct config_stop *cs = (struct config_stop *)config_stop(c, name);
+	enum stopmethod_where where;
+	const char *cmd;
+	char *why = NULL;
+
+	if (*name == '\0' ||
+	    strspn(name,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		"0123456789._-") != strlen(name)) {
+		xasprintf(
+		    &ps->error, "bad provider name in [provider.%s]", name);
+		return 0;
+	}
+	if (strcmp(key, "stop_command") == 0 &&
+	    stopmethod_parse(value, &where, &cmd, &why) != 0) {
+		xasprintf(&ps->error, "%s", why);
+		free(why);
+		return 0;
+	}
+	if (strcmp(key, "stop_kind") == 0 && strcmp(value, "stop") != 0 &&
+	    strcmp(value, "release") != 0) {
+		xasprintf(&ps->error, "stop_kind must be 'stop' or 'release'");
+		return 0;
+	}
+	if (strcmp(key, "stop_command") != 0 && strcmp(key, "stop_kind") != 0) {
+		xasprintf(&ps->error,
+		    "unknown key '%s' in [provider.%s] (known: stop_command, "
+		    "stop_kind)",
+		    key, name);
+		return 0;
+	}
+	if (cs == NULL) {
+		c->stops =
+		    xreallocarray(c->stops, c->nstops + 1, sizeof *c->stops);
+		cs = &c->stops[c->nstops++];
+		memset(cs, 0, sizeof *cs);
+		cs->provider = xstrdup(name);
+	}
+	set_optional(key[5] == 'c' ? &cs->command : &cs->kind, value);
+	return 1;
+}
+
 static int
 handler(void *arg, const char *section, const char *key, const char *value)
 {
@@ -194,6 +266,8 @@ handler(void *arg, const char *section, const char *key, const char *value)
 		xasprintf(&ps->error, "key '%s' outside any [section]", key);
 		return 0;
 	}
+	if (strncmp(section, "provider.", 9) == 0)
+		return set_provider(ps, section + 9, key, value);
 	for (i = 0; i < sizeof sections / sizeof sections[0]; i++) {
 		if (strcmp(section, sections[i]) == 0)
 			break;
@@ -201,7 +275,7 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	if (i == sizeof sections / sizeof sections[0]) {
 		xasprintf(&ps->error,
 		    "unknown section [%s] (known: [defaults], [ssh], [status], "
-		    "[keys])",
+		    "[keys], [provider.NAME])",
 		    section);
 		return 0;
 	}

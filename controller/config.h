@@ -8,6 +8,13 @@
 
 enum hostkey_policy { HOSTKEY_ACCEPT_NEW, HOSTKEY_STRICT };
 
+/* [provider.NAME]: a provider's stop method over the built-in default. */
+struct config_stop {
+	char *provider;
+	char *command; /* "remote:CMD", "local:CMD", "none", or NULL */
+	char *kind;    /* "stop", "release", or NULL */
+};
+
 struct config {
 	char *path;			    /* file read, or NULL */
 	char *user;			    /* [defaults] user */
@@ -25,11 +32,14 @@ struct config {
 	char *progress_file;	    /* [status] progress_file, or NULL */
 	char *nvidia_smi;	    /* [status] nvidia_smi, or NULL */
 	char *keys_passphrase_file; /* [keys] passphrase_file, or NULL */
+	struct config_stop *stops;  /* [provider.NAME] sections */
+	size_t nstops;
 };
 
 void config_defaults(struct config *);
 char *config_default_path(void);
 int config_load(struct config *, const char *, int, char **);
 void config_clear(struct config *);
+const struct config_stop *config_stop(const struct config *, const char *);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "db.h"
 #include "inventory.h"
+#include "stopmethod.h"
 #include "selector.h"
 #include "log.h"
 #include "misc.h"
@@ -548,4 +549,41 @@ out:
 	free(picked);
 	selector_free(sel);
 	return r;
+}
+
+/* Read an instance's stored stop settings. */
+int
+inventory_stop_get(struct inventory *inv, int64_t id,
+    struct stopmethod_fields *f, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	memset(f, 0, sizeof *f);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT stop_command, stop_kind, allow_release FROM instance "
+		 "WHERE id = ?",
+		 "cannot read the stop method", cause, "I", id)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		f->command = db_text(st, 0);
+		f->kind = db_text(st, 1);
+		f->allow_release = sqlite3_column_int(st, 2);
+	}
+	r = db_finish(inv, st, r, "cannot read the stop method", cause);
+	return r < 0 ? r : 0;
+}
+
+/* Store an instance's stop settings. */
+int
+inventory_stop_put(struct inventory *inv, int64_t id,
+    const struct stopmethod_fields *f, char **cause)
+{
+	int r = db_exec(inv,
+	    "UPDATE instance SET stop_command = ?, stop_kind = ?, "
+	    "allow_release = ? WHERE id = ?",
+	    "cannot store the stop method", cause, "ttiI", f->command, f->kind,
+	    f->allow_release, id);
+
+	return r < 0 ? r : 0;
 }

@@ -43,6 +43,11 @@ int inventory_add(struct inventory *, struct instance *, char **);
 int inventory_update(struct inventory *, const struct instance *, char **);
 int inventory_release(struct inventory *, int64_t, int64_t, char **);
 int inventory_purge(struct inventory *, int64_t, char **);
+struct stopmethod_fields;
+int inventory_stop_get(
+    struct inventory *, int64_t, struct stopmethod_fields *, char **);
+int inventory_stop_put(
+    struct inventory *, int64_t, const struct stopmethod_fields *, char **);
 int inventory_select(
     struct inventory *, const char *, struct instance **, size_t *, char **);
 

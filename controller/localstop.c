@@ -25,7 +25,8 @@ struct due {
 };
 
 static int claim(struct inventory *, int64_t, const char *, int64_t);
-static void run_one(struct inventory *, const struct due *, int64_t);
+static void run_one(
+    struct inventory *, const struct config *, const struct due *, int64_t);
 
 /*
  * Run command with /bin/sh -c in its own process group, stdin /dev/null,
@@ -81,15 +82,18 @@ localstop_exec(const char *command, int timeout, char **cause)
  * with *cause (the method is not local, the command failed).
  */
 int
-localstop_run(struct inventory *inv, const struct instance *in,
-    const char *deadline, int64_t now, char **cause)
+localstop_run(struct inventory *inv, const struct config *cf,
+    const struct instance *in, const char *deadline, int64_t now, char **cause)
 {
+	struct stopmethod_fields f;
 	struct stopmethod m;
 	char *cmd, note[96];
 	int r, st;
 
-	if ((r = stopmethod_get(inv, in, &m, cause)) != 0)
+	if ((r = inventory_stop_get(inv, in->id, &f, cause)) != 0)
 		return r;
+	stopmethod_resolve(in, &f, cf, &m);
+	stopmethod_fields_clear(&f);
 	if (m.where != STOP_LOCAL) {
 		xasprintf(cause, "its stop method is no longer local");
 		stopmethod_clear(&m);
@@ -129,7 +133,8 @@ claim(
 
 /* Run one claimed local stop and record how it went. */
 static void
-run_one(struct inventory *inv, const struct due *d, int64_t now)
+run_one(struct inventory *inv, const struct config *cf, const struct due *d,
+    int64_t now)
 {
 	struct instance in;
 	sqlite3_stmt *st;
@@ -143,7 +148,7 @@ run_one(struct inventory *inv, const struct due *d, int64_t now)
 		sqlite3_finalize(st);
 	}
 	if (name != NULL && inventory_get(inv, name, &in, &cause) == 0) {
-		r = localstop_run(inv, &in, d->deadline, now, &cause);
+		r = localstop_run(inv, cf, &in, d->deadline, now, &cause);
 		if (r == 0)
 			warn_msg("%s: ran the local stop of deadline %s",
 			    in.name, d->deadline);
@@ -163,7 +168,7 @@ run_one(struct inventory *inv, const struct due *d, int64_t now)
 
 /* Run every due local stop not yet claimed (after a probe stored). */
 void
-localstop_run_due(struct inventory *inv, int64_t now)
+localstop_run_due(struct inventory *inv, const struct config *cf, int64_t now)
 {
 	struct due *due = NULL;
 	sqlite3_stmt *st;
@@ -182,7 +187,7 @@ localstop_run_due(struct inventory *inv, int64_t now)
 	sqlite3_finalize(st);
 	for (i = 0; i < n; i++) {
 		if (claim(inv, due[i].instance, due[i].deadline, now))
-			run_one(inv, &due[i], now);
+			run_one(inv, cf, &due[i], now);
 		free(due[i].deadline);
 	}
 	free(due);

@@ -10,14 +10,15 @@
 
 #include <stdint.h>
 
+#include "config.h"
 #include "instance.h"
 #include "inventory.h"
 
 #define LOCALSTOP_TIMEOUT 600 /* seconds a local stop command may take */
 
 int localstop_exec(const char *, int, char **);
-int localstop_run(struct inventory *, const struct instance *, const char *,
-    int64_t, char **);
-void localstop_run_due(struct inventory *, int64_t);
+int localstop_run(struct inventory *, const struct config *,
+    const struct instance *, const char *, int64_t, char **);
+void localstop_run_due(struct inventory *, const struct config *, int64_t);
 
 #endif

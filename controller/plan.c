@@ -173,8 +173,9 @@ plan_build(const char *readback, int64_t generation, const char *const *fired,
 
 	*out = NULL;
 	memset(res, 0, sizeof *res);
-	if (readback != NULL &&
-	    !json_is_object(old = json_loads(readback, 0, NULL))) {
+	if (readback != NULL)
+		old = json_loads(readback, 0, NULL);
+	if (readback != NULL && !json_is_object(old)) {
 		json_decref(old);
 		*cause = xstrdup("the plan on the instance is not an object");
 		return -1;

@@ -24,12 +24,12 @@
 #define PLAN_SET_EXIT_WRITE	 5
 #define PLAN_SET_EXIT_WATCHER	 6
 #define OUT_CAP			 4096
+#define PLANWRITE_MAX		 65536 /* plan set reads at most this */
 
 static void on_probe(struct probe *, int, void *);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void read_back(struct planwrite *, struct planwrite_host *);
 static void prepare(struct planwrite *, size_t);
-static char *first_line(const struct misc_buf *);
 static void result(struct planwrite *, size_t);
 static int store_written(struct planwrite *, char **);
 
@@ -55,6 +55,7 @@ planwrite_open(struct fleet *fleet, const char *selector,
     struct planwrite **out, char **cause)
 {
 	struct planwrite *pw = xcalloc(1, sizeof *pw);
+	struct stopmethod_fields f;
 	size_t i;
 	int r;
 
@@ -74,11 +75,13 @@ planwrite_open(struct fleet *fleet, const char *selector,
 		struct planwrite_host *h = &pw->hosts[i];
 		h->in = &pw->rm->list[i];
 		h->probe = &pw->p->hosts[i];
-		if ((r = stopmethod_get(
-			 pw->rm->inv, h->in, &h->method, cause)) != 0) {
+		if ((r = inventory_stop_get(
+			 pw->rm->inv, h->in->id, &f, cause)) != 0) {
 			planwrite_free(pw);
 			return r;
 		}
+		stopmethod_resolve(h->in, &f, fleet->config, &h->method);
+		stopmethod_fields_clear(&f);
 		if (h->method.where == STOP_REMOTE)
 			h->stop_command =
 			    stopmethod_expand(h->method.command, h->in);
@@ -147,7 +150,7 @@ planwrite_probe(struct planwrite *pw, char **cause)
 	if ((r = probe_store(pw->p, cause)) != 0)
 		return r;
 	pw->now = pw->p->now;
-	localstop_run_due(pw->rm->inv, pw->now);
+	localstop_run_due(pw->rm->inv, pw->fleet->config, pw->now);
 	for (i = 0; i < pw->n; i++)
 		read_back(pw, &pw->hosts[i]);
 	return 0;
@@ -226,6 +229,15 @@ planwrite_build(struct planwrite *pw, struct planwrite_host *h,
 		free(cause);
 		return -1;
 	}
+	if (strlen(h->plan) > PLANWRITE_MAX) {
+		planwrite_fail(h,
+		    "the plan would be larger than %d bytes (the most the "
+		    "agent takes); cancel deadlines or shorten --before",
+		    PLANWRITE_MAX);
+		free(h->plan);
+		h->plan = NULL;
+		return -1;
+	}
 	return 0;
 }
 
@@ -264,37 +276,25 @@ prepare(struct planwrite *pw, size_t i)
 	eh->stdin_len = strlen(h->plan);
 }
 
-/* The first line of a buffer, for a message. Caller frees. */
-static char *
-first_line(const struct misc_buf *b)
+/*
+ * Read plan set's answer for h: its exit status, stdout (the JSON line)
+ * and stderr. Fills h->written, generation, watcher and pid, or
+ * h->error. Returns -1 for an exit status that is not plan set's own
+ * (the deploy wrapper's: the caller explains it).
+ */
+int
+planwrite_answer(struct planwrite_host *h, int status, const char *out,
+    size_t outlen, const char *err)
 {
-	const char *d = b->data != NULL ? b->data : "";
-
-	return xstrndup(d, strcspn(d, "\n"));
-}
-
-/* Read host i's plan set result. */
-static void
-result(struct planwrite *pw, size_t i)
-{
-	struct planwrite_host *h = &pw->hosts[i];
-	struct engine_host *eh = &pw->rm->hosts[i];
 	json_t *o = NULL, *g, *w;
-	char *line;
+	char *line = xstrndup(
+	    err != NULL ? err : "", err != NULL ? strcspn(err, "\n") : 0);
+	int r = 0;
 
-	if (eh->skip)
-		return;
-	if (eh->fail != EF_NONE) {
-		planwrite_fail(
-		    h, "%s", eh->fail_msg != NULL ? eh->fail_msg : "failed");
-		return;
-	}
-	if (h->out.data != NULL)
-		o = json_loadb(
-		    h->out.data, h->out.len, JSON_DISABLE_EOF_CHECK, NULL);
+	if (out != NULL)
+		o = json_loadb(out, outlen, JSON_DISABLE_EOF_CHECK, NULL);
 	g = json_object_get(o, "generation");
-	line = first_line(&h->err);
-	switch (eh->exit_status) {
+	switch (status) {
 	case 0:
 	case PLAN_SET_EXIT_WATCHER:
 		if (!json_is_integer(g)) {
@@ -308,7 +308,7 @@ result(struct planwrite *pw, size_t i)
 		    json_is_string(w) ? json_string_value(w) : "unknown");
 		g = json_object_get(o, "pid");
 		h->pid = json_is_integer(g) ? json_integer_value(g) : 0;
-		if (eh->exit_status == PLAN_SET_EXIT_WATCHER)
+		if (status == PLAN_SET_EXIT_WATCHER)
 			planwrite_fail(h,
 			    "the plan was written (generation %lld) but the "
 			    "watcher did not start: %s",
@@ -329,11 +329,31 @@ result(struct planwrite *pw, size_t i)
 		planwrite_fail(h, "the plan could not be written: %s", line);
 		break;
 	default:
-		h->error = deploy_explain(eh->exit_status, h->err.data, h->in);
+		r = -1;
 		break;
 	}
 	free(line);
 	json_decref(o);
+	return r;
+}
+
+/* Read host i's plan set result. */
+static void
+result(struct planwrite *pw, size_t i)
+{
+	struct planwrite_host *h = &pw->hosts[i];
+	struct engine_host *eh = &pw->rm->hosts[i];
+
+	if (eh->skip)
+		return;
+	if (eh->fail != EF_NONE) {
+		planwrite_fail(
+		    h, "%s", eh->fail_msg != NULL ? eh->fail_msg : "failed");
+		return;
+	}
+	if (planwrite_answer(
+		h, eh->exit_status, h->out.data, h->out.len, h->err.data) != 0)
+		h->error = deploy_explain(eh->exit_status, h->err.data, h->in);
 }
 
 /* Keep what was written as the stored view; the user's alerts are seen. */

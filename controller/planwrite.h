@@ -68,6 +68,8 @@ void planwrite_change(
 int planwrite_build(struct planwrite *, struct planwrite_host *,
     const struct plan_change *, struct plan_result *);
 int planwrite_write(struct planwrite *, char **);
+int planwrite_answer(
+    struct planwrite_host *, int, const char *, size_t, const char *);
 void planwrite_fail(struct planwrite_host *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 void planwrite_free(struct planwrite *);

@@ -4,8 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "db.h"
-#include "log.h"
 #include "misc.h"
 #include "status.h"
 #include "stopmethod.h"
@@ -93,9 +91,10 @@ stopmethod_default(const char *provider, enum stopmethod_where *where,
 	for (i = 0; i < sizeof defaults / sizeof defaults[0]; i++) {
 		if (strcmp(provider, defaults[i].provider) != 0)
 			continue;
+		/* The built-in methods parse (test_stopmethod checks). */
 		if (stopmethod_parse(
 			defaults[i].method, where, command, &cause) != 0)
-			fatal_f("built-in stop method: %s", cause);
+			abort();
 		*kind = defaults[i].kind;
 		return 1;
 	}
@@ -105,16 +104,29 @@ stopmethod_default(const char *provider, enum stopmethod_where *where,
 	return 0;
 }
 
-/* The effective method of an instance with its stored settings. */
+/*
+ * The effective method of an instance with its stored settings f and the
+ * config cf (NULL: none): the instance's own, else its provider's from
+ * cf's [provider.NAME], else the built-in default; f->kind overrides the
+ * kind.
+ */
 void
 stopmethod_resolve(const struct instance *in, const struct stopmethod_fields *f,
-    struct stopmethod *m)
+    const struct config *cf, struct stopmethod *m)
 {
-	const char *cmd = NULL, *kind = "stop";
+	const struct config_stop *cs = config_stop(cf, in->provider);
+	const char *cmd = NULL, *kind = "stop", *value = f->command;
 	char *cause = NULL;
 
 	memset(m, 0, sizeof *m);
-	if (f->command == NULL) {
+	if (value != NULL)
+		snprintf(m->from, sizeof m->from, "instance");
+	else if (cs != NULL && cs->command != NULL) {
+		value = cs->command;
+		snprintf(m->from, sizeof m->from, "config [provider.%s]",
+		    in->provider);
+	}
+	if (value == NULL) {
 		if (stopmethod_default(in->provider, &m->where, &cmd, &kind))
 			snprintf(m->from, sizeof m->from, "provider %s",
 			    in->provider);
@@ -122,20 +134,19 @@ stopmethod_resolve(const struct instance *in, const struct stopmethod_fields *f,
 			snprintf(m->from, sizeof m->from,
 			    "none: provider %s has no default",
 			    *in->provider != '\0' ? in->provider : "(none)");
-	} else {
-		snprintf(m->from, sizeof m->from, "instance");
-		if (stopmethod_parse(f->command, &m->where, &cmd, &cause) !=
-		    0) {
-			/* Stored by `set`, so valid; a hand edit: none. */
-			free(cause);
-			m->where = STOP_NONE;
-			cmd = NULL;
-		}
+	} else if (stopmethod_parse(value, &m->where, &cmd, &cause) != 0) {
+		/* Stored by `set`, so valid; a hand edit: none. */
+		free(cause);
+		m->where = STOP_NONE;
+		cmd = NULL;
 	}
+	if (f->command == NULL && cs != NULL && cs->kind != NULL)
+		kind = cs->kind;
 	m->command = cmd != NULL ? xstrdup(cmd) : NULL;
-	m->kind = f->kind != NULL && strcmp(f->kind, "release") == 0
-	    ? "release"
-	    : (f->kind != NULL ? "stop" : kind);
+	if (f->kind != NULL)
+		m->kind = strcmp(f->kind, "release") == 0 ? "release" : "stop";
+	else
+		m->kind = strcmp(kind, "release") == 0 ? "release" : "stop";
 	m->allow_release = f->allow_release;
 }
 
@@ -244,58 +255,6 @@ stopmethod_field(struct stopmethod_fields *f, const char *field,
 		return 0;
 	}
 	*known = 0;
-	return 0;
-}
-
-/* Read an instance's stored stop settings. */
-int
-stopmethod_fields_get(struct inventory *inv, int64_t id,
-    struct stopmethod_fields *f, char **cause)
-{
-	sqlite3_stmt *st;
-	int r;
-
-	memset(f, 0, sizeof *f);
-	if ((r = db_prepare(inv, &st,
-		 "SELECT stop_command, stop_kind, allow_release FROM instance "
-		 "WHERE id = ?",
-		 "cannot read the stop method", cause, "I", id)) != 0)
-		return r;
-	if ((r = sqlite3_step(st)) == SQLITE_ROW) {
-		f->command = db_text(st, 0);
-		f->kind = db_text(st, 1);
-		f->allow_release = sqlite3_column_int(st, 2);
-	}
-	r = db_finish(inv, st, r, "cannot read the stop method", cause);
-	return r < 0 ? r : 0;
-}
-
-/* Store an instance's stop settings. */
-int
-stopmethod_fields_put(struct inventory *inv, int64_t id,
-    const struct stopmethod_fields *f, char **cause)
-{
-	int r = db_exec(inv,
-	    "UPDATE instance SET stop_command = ?, stop_kind = ?, "
-	    "allow_release = ? WHERE id = ?",
-	    "cannot store the stop method", cause, "ttiI", f->command, f->kind,
-	    f->allow_release, id);
-
-	return r < 0 ? r : 0;
-}
-
-/* An instance's effective stop method, from the database. */
-int
-stopmethod_get(struct inventory *inv, const struct instance *in,
-    struct stopmethod *m, char **cause)
-{
-	struct stopmethod_fields f;
-	int r;
-
-	if ((r = stopmethod_fields_get(inv, in->id, &f, cause)) != 0)
-		return r;
-	stopmethod_resolve(in, &f, m);
-	stopmethod_fields_clear(&f);
 	return 0;
 }
 

@@ -3,17 +3,18 @@
  * watcher on the instance) or `local:COMMAND` (run on the controller's
  * machine), each of kind `stop` (the disk is kept) or `release` (the
  * instance and its data are gone). An instance without a method of its
- * own takes its provider's default (a built-in table, documented in
- * config/providers.ini). Placeholders {name} {host} {port} {provider}
- * {instance_id} are substituted shell-quoted; $VARS are left for the shell.
+ * own takes its provider's: the config's [provider.NAME], else a built-in
+ * default (documented in config/providers.ini). Placeholders {name} {host}
+ * {port} {provider} {instance_id} are substituted shell-quoted; $VARS are left
+ * for the shell.
  */
 #ifndef GPUFLEET_STOPMETHOD_H
 #define GPUFLEET_STOPMETHOD_H
 
 #include <stdint.h>
 
+#include "config.h"
 #include "instance.h"
-#include "inventory.h"
 
 #define STOPMETHOD_MAX_LEN 1024
 
@@ -41,17 +42,12 @@ int stopmethod_parse(
 int stopmethod_default(
     const char *, enum stopmethod_where *, const char **, const char **);
 void stopmethod_resolve(const struct instance *,
-    const struct stopmethod_fields *, struct stopmethod *);
+    const struct stopmethod_fields *, const struct config *,
+    struct stopmethod *);
 char *stopmethod_expand(const char *, const struct instance *);
 char *stopmethod_format(const struct stopmethod *);
 int stopmethod_field(
     struct stopmethod_fields *, const char *, const char *, int *, char **);
-int stopmethod_fields_get(
-    struct inventory *, int64_t, struct stopmethod_fields *, char **);
-int stopmethod_fields_put(
-    struct inventory *, int64_t, const struct stopmethod_fields *, char **);
-int stopmethod_get(
-    struct inventory *, const struct instance *, struct stopmethod *, char **);
 void stopmethod_fields_clear(struct stopmethod_fields *);
 void stopmethod_clear(struct stopmethod *);
 

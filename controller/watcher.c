@@ -143,8 +143,9 @@ ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
  * What a new journal entry means here; skew turns the instance's clock
  * into the controller's. A stop (stopping, or stopped seen after a
  * restart) is in the ledger once, at the time it began; a stop that
- * failed is an alert and the instance runs on; a due local stop waits in
- * local_stop for the controller to run it once.
+ * failed is an alert, and its stop leaves the ledger (the instance ran
+ * on); a due local stop waits in local_stop for the controller to run it
+ * once.
  */
 static int
 ingest(struct inventory *inv, int64_t id, int64_t skew,
@@ -176,9 +177,12 @@ ingest(struct inventory *inv, int64_t id, int64_t skew,
 		    e->entry);
 		if (r != 0)
 			return r;
-		snprintf(note, sizeof note, "watcher: stop failed %s", e->id);
-		return ledger_once(
-		    inv, id, t, "running", "observed", note, cause);
+		/* It never stopped: the run goes on through the attempt. */
+		snprintf(note, sizeof note, "watcher: deadline %s", e->id);
+		return db_exec(inv,
+		    "DELETE FROM ledger WHERE instance_id = ? AND note = ? AND "
+		    "state = 'stopped' AND source = 'performed'",
+		    "writing the ledger", cause, "It", id, note);
 	}
 	if (strcmp(ev, "local_due") == 0)
 		return db_exec(inv,

@@ -11,6 +11,7 @@
 #include <jansson.h>
 
 #include "plan.h"
+#include "planwrite.h"
 #include "xmalloc.h"
 
 #define DL(id, at)                                                             \
@@ -240,6 +241,64 @@ START_TEST(test_full)
 }
 END_TEST
 
+/* plan set's answers, as the second pass reads them (expected gen 7). */
+static const struct {
+	int status;
+	const char *out, *err;
+	int r, written;
+	long long generation;
+	const char *watcher;
+	const char *error; /* the reason, whole; NULL: none */
+} answers[] = {
+	{ 0, "{\"generation\":8,\"watcher\":\"started\",\"pid\":4242}\n", "", 0,
+	    1, 8, "started", NULL },
+	{ 0, "{\"generation\":8,\"watcher\":\"none\",\"pid\":null}", NULL, 0, 1,
+	    8, "none", NULL },
+	{ 3, "{\"error\":\"generation\",\"generation\":9}\n", "", 0, 0, 0, "",
+	    "the plan changed on the instance since it was read (generation 7 "
+	    "-> 9: another gpufleet wrote it); nothing changed, run it again" },
+	{ 3, "garbage", "", 0, 0, 0, "",
+	    "the plan changed on the instance since it was read (generation 7 "
+	    "-> -1: another gpufleet wrote it); nothing changed, run it "
+	    "again" },
+	{ 4, "", "plan: deadlines[0].at: missing\nmore\n", 0, 0, 0, "",
+	    "the agent refused the plan: plan: deadlines[0].at: missing" },
+	{ 5, "", "cannot write D/plan.json: No space left on device\n", 0, 0, 0,
+	    "",
+	    "the plan could not be written: cannot write D/plan.json: No "
+	    "space left on device" },
+	{ 6, "{\"generation\":8,\"watcher\":\"none\",\"pid\":null}",
+	    "fork: Resource temporarily unavailable\n", 0, 1, 8, "none",
+	    "the plan was written (generation 8) but the watcher did not "
+	    "start: fork: Resource temporarily unavailable" },
+	{ 0, "not json", "", 0, 0, 0, "", "plan set answered no generation" },
+	{ 0, NULL, NULL, 0, 0, 0, "", "plan set answered no generation" },
+	/* Not plan set's own status: the caller explains it. */
+	{ 86, "", "", -1, 0, 0, "", NULL },
+	{ 126, "", "Permission denied", -1, 0, 0, "", NULL },
+};
+
+START_TEST(test_answer)
+{
+	struct planwrite_host h;
+	const char *out = answers[_i].out;
+
+	memset(&h, 0, sizeof h);
+	h.expect = 7;
+	ck_assert_int_eq(planwrite_answer(&h, answers[_i].status, out,
+			     out != NULL ? strlen(out) : 0, answers[_i].err),
+	    answers[_i].r);
+	ck_assert_int_eq(h.written, answers[_i].written);
+	ck_assert_int_eq(h.generation, answers[_i].generation);
+	ck_assert_str_eq(h.watcher, answers[_i].watcher);
+	if (answers[_i].error == NULL)
+		ck_assert_ptr_null(h.error);
+	else
+		ck_assert_str_eq(h.error, answers[_i].error);
+	free(h.error);
+}
+END_TEST
+
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 
 int
@@ -253,6 +312,7 @@ main(void)
 	tcase_add_loop_test(tc, test_build, 0, N(cases));
 	tcase_add_test(tc, test_exact);
 	tcase_add_test(tc, test_full);
+	tcase_add_loop_test(tc, test_answer, 0, N(answers));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

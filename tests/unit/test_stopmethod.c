@@ -53,12 +53,59 @@ START_TEST(test_resolve)
 	in.provider = (char *)resolve_cases[_i].provider;
 	f.command = (char *)resolve_cases[_i].command;
 	f.kind = (char *)resolve_cases[_i].kind;
-	stopmethod_resolve(&in, &f, &m);
+	stopmethod_resolve(&in, &f, NULL, &m);
 	s = stopmethod_format(&m);
 	ck_assert_str_eq(s, resolve_cases[_i].want);
 	ck_assert_str_eq(m.from, resolve_cases[_i].from);
 	free(s);
 	stopmethod_clear(&m);
+}
+END_TEST
+
+/* [provider.NAME] in the config: over the built-in, under the instance. */
+START_TEST(test_config)
+{
+	struct config_stop stops[] = {
+		{ "lambda", "local:lambda stop {name}", NULL },
+		{ "autodl", NULL, "release" },
+		{ "runpod", "none", NULL },
+	};
+	struct config cf;
+	struct instance in;
+	struct stopmethod_fields f;
+	struct stopmethod m;
+	static const struct {
+		const char *provider, *command, *want, *from;
+	} rows[] = {
+		{ "lambda", NULL, "local:lambda stop {name} (stop)",
+		    "config [provider.lambda]" },
+		{ "autodl", NULL, "remote:/usr/bin/shutdown (release)",
+		    "provider autodl" },
+		{ "runpod", NULL, "none", "config [provider.runpod]" },
+		{ "lambda", "remote:x", "remote:x (stop)", "instance" },
+		{ "vast", NULL,
+		    "remote:vastai stop instance $CONTAINER_ID --api-key "
+		    "$CONTAINER_API_KEY (stop)",
+		    "provider vast" },
+	};
+	size_t i;
+	char *s;
+
+	memset(&cf, 0, sizeof cf);
+	cf.stops = stops;
+	cf.nstops = 3;
+	for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		memset(&in, 0, sizeof in);
+		memset(&f, 0, sizeof f);
+		in.provider = (char *)rows[i].provider;
+		f.command = (char *)rows[i].command;
+		stopmethod_resolve(&in, &f, &cf, &m);
+		s = stopmethod_format(&m);
+		ck_assert_str_eq(s, rows[i].want);
+		ck_assert_str_eq(m.from, rows[i].from);
+		free(s);
+		stopmethod_clear(&m);
+	}
 }
 END_TEST
 
@@ -209,6 +256,7 @@ main(void)
 	tcase_add_loop_test(tc, test_resolve, 0, N(resolve_cases));
 	tcase_add_loop_test(tc, test_parse, 0, N(parse_cases));
 	tcase_add_test(tc, test_parse_long);
+	tcase_add_test(tc, test_config);
 	tcase_add_loop_test(tc, test_expand, 0, N(expand_cases));
 	tcase_add_loop_test(tc, test_field, 0, N(field_cases));
 	suite_add_tcase(s, tc);

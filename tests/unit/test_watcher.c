@@ -148,24 +148,24 @@ START_TEST(test_alert_and_local)
 	size_t n;
 	char *cause = NULL;
 
-	store(SECTION(E(1, 1796000050,
+	store(SECTION(E(1, 1796000040, "\"stopping\",\"id\":\"d-3\"")));
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 1);
+	store(SECTION(E(2, 1796000050,
 	    "\"stop_failed\",\"id\":\"d-3\","
-	    "\"reason\":\"still running\"") "," E(2, 1796000060,
+	    "\"reason\":\"still running\"") "," E(3, 1796000060,
 	    "\"local_due\",\"id\":\"d-4\"")));
 	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
 	ck_assert_uint_eq(n, 1);
 	ck_assert_str_eq(a[0].kind, "stop_failed");
 	ck_assert_str_eq(a[0].deadline, "d-3");
 	watcher_alerts_free(a, n);
-	/* The instance runs on: running, observed, in the ledger. */
-	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
-			   "'running' AND source = 'observed'"),
-	    1);
+	/* It never stopped: the stop left the ledger, the run goes on. */
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM local_stop WHERE deadline = "
 			   "'d-4' AND started_at IS NULL"),
 	    1);
 	/* Due, but the instance has no local method: claimed, failed, once. */
-	localstop_run_due(inv, NOW);
+	localstop_run_due(inv, NULL, NOW);
 	ck_assert_int_eq(q("SELECT status FROM local_stop"), 1);
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
 			   "'stopped'"),
