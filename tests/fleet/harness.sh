@@ -193,6 +193,17 @@ st=$("$FLEET" -d "$D" status)
 [[ $(rsh inst-7 'echo $GPUFLEET_INSTANCE') == inst-7 ]] || fail "inst-7 after break/break/heal"
 
 step "platform"
+# inst_line NAME: its line of `fleet status`; wait_stopped NAME: until that
+# says stopped (20 s at most)
+inst_line() { "$FLEET" -d "$D" status | grep "^$1 "; }
+wait_stopped() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[[ $(inst_line "$1") == "$1 ${PORT[$1]} stopped -" ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
 # what the agent's test knobs see
 tag=$(<"$D/tag")
 out=$(rsh inst-11 'echo "$GPUFLEET_AGENT_CONTAINER_START|$(cat "$GPUFLEET_AGENT_CONTAINER_START")|$GPUFLEET_AGENT_SESSION_MARK"') ||
@@ -219,13 +230,9 @@ for ((i = 0; i < 200; i++)); do
 	sleep 0.05
 done
 [[ $(tail -n 1 "${IDIR[inst-12]}/calls.log") == $'shutdown\t-h now\t\t\t\t\t' ]] || fail "held shutdown's calls.log: $(cat -A "${IDIR[inst-12]}/calls.log")"
-[[ $("$FLEET" -d "$D" status | grep '^inst-12 ') == "inst-12 ${PORT[inst-12]} ok "* ]] || fail "a held stop took inst-12 down"
+[[ $(inst_line inst-12) == "inst-12 ${PORT[inst-12]} ok "* ]] || fail "a held stop took inst-12 down"
 rm -f "${IDIR[inst-12]}/fake-stop-hold"
-for ((i = 0; i < 200; i++)); do
-	[[ $("$FLEET" -d "$D" status | grep '^inst-12 ') == *" stopped -" ]] && break
-	sleep 0.1
-done
-[[ $("$FLEET" -d "$D" status | grep '^inst-12 ') == *" stopped -" ]] || fail "inst-12 not stopped after its hold went"
+wait_stopped inst-12 || fail "inst-12 not stopped after its hold went: $(inst_line inst-12)"
 "$FLEET" -d "$D" start inst-12 || fail "start inst-12"
 
 # setenv: the platform's variables in new sessions; a stop tool sees them
@@ -243,11 +250,7 @@ rsh inst-11 'vastai stop instance $CONTAINER_ID --api-key "$CONTAINER_API_KEY"; 
 grep -q returned "$D/stop.11" && fail "the stop tool returned: $(cat "$D/stop.11")"
 [[ $(<"${IDIR[inst-11]}/calls.log") == $'vastai\tstop instance 4242 --api-key k\'y $x\t4242\tk\'y $x\t\t\t' ]] ||
 	fail "vastai's calls.log: $(cat -A "${IDIR[inst-11]}/calls.log")"
-for ((i = 0; i < 100; i++)); do
-	[[ $("$FLEET" -d "$D" status | grep '^inst-11 ') == "inst-11 ${PORT[inst-11]} stopped -" ]] && break
-	sleep 0.1
-done
-[[ $("$FLEET" -d "$D" status | grep '^inst-11 ') == "inst-11 ${PORT[inst-11]} stopped -" ]] || fail "inst-11 not stopped: $("$FLEET" -d "$D" status | grep '^inst-11 ')"
+wait_stopped inst-11 || fail "inst-11 not stopped: $(inst_line inst-11)"
 if out=$(rsh -o ConnectTimeout=5 inst-11 true 2>&1); then fail "stopped inst-11 accepted a login"; fi
 grep -q "Connection refused" <<<"$out" || fail "stopped inst-11: no 'Connection refused': $out"
 read -r dpid <"$D/daemon.11"
@@ -265,7 +268,7 @@ grep -q "inst-11 is stopped; start it with" <<<"$out" || fail "break of a stoppe
 [[ $(rsh inst-11 'echo $GPUFLEET_INSTANCE') == inst-11 ]] || fail "inst-11 does not answer after start"
 (($(<"${IDIR[inst-11]}/container_start") > cs11)) || fail "start did not write a later container_start"
 [[ $(wc -l <"${IDIR[inst-11]}/calls.log") == 1 ]] || fail "calls.log not kept across stop/start"
-[[ $("$FLEET" -d "$D" status | grep '^inst-11 ') == "inst-11 ${PORT[inst-11]} ok "* ]] || fail "status after start"
+[[ $(inst_line inst-11) == "inst-11 ${PORT[inst-11]} ok "* ]] || fail "status after start"
 
 # fake-stop-noop: recorded, instance stays up
 : >"${IDIR[inst-13]}/fake-stop-noop"
@@ -283,11 +286,7 @@ for ((i = 0; i < 100; i++)); do
 	sleep 0.05
 done
 [[ $(<"${IDIR[inst-14]}/calls.log") == $'featurize\tinstance release u-1\t\t\t\t\tu-1' ]] || fail "sleeping stop calls.log: $(cat -A "${IDIR[inst-14]}/calls.log")"
-for ((i = 0; i < 200; i++)); do
-	[[ $("$FLEET" -d "$D" status | grep '^inst-14 ') == *" stopped -" ]] && break
-	sleep 0.1
-done
-[[ $("$FLEET" -d "$D" status | grep '^inst-14 ') == *" stopped -" ]] || fail "inst-14 not stopped after its sleeping stop"
+wait_stopped inst-14 || fail "inst-14 not stopped after its sleeping stop: $(inst_line inst-14)"
 "$FLEET" -d "$D" stop inst-14 || fail "stop of a stopped instance is not a no-op"
 "$FLEET" -d "$D" start inst-14 || fail "start inst-14"
 
@@ -304,7 +303,7 @@ pid_gone "$dpid" || fail "inst-15's daemon $dpid survived the restart"
 wait "$bg15" && fail "inst-15's session survived the restart"
 (($(<"${IDIR[inst-15]}/container_start") > cs15)) || fail "restart did not write a later container_start"
 [[ $(rsh inst-15 'cat ~/disk-file') == kept ]] || fail "inst-15 lost its disk or does not answer after restart"
-[[ $("$FLEET" -d "$D" status | grep '^inst-15 ') == "inst-15 ${PORT[inst-15]} ok "* ]] || fail "status after restart"
+[[ $(inst_line inst-15) == "inst-15 ${PORT[inst-15]} ok "* ]] || fail "status after restart"
 
 # outside a fleet session the tools refuse, and touch nothing
 if out=$(env -u GPUFLEET_INSTANCE "$D/platform/shutdown" -h now 2>&1); then fail "fake shutdown outside an instance exited 0"; fi
