@@ -31,6 +31,16 @@ wpid=$(watcher_pid inst-1)
 checks=$((checks + 1))
 [ -n "$wpid" ] || fail "plan set started no watcher on inst-1"
 
+# The laptop closes at once: nothing can reach inst-1 any more. (gpufleet
+# has no resident process: the command above has exited. Checked with ssh,
+# not gpufleet: a closed laptop stores nothing meanwhile.)
+fleet break inst-1 refuse
+closed=$(date +%s)
+out=$(ssh -F "$D/ssh_config" -o ConnectTimeout=5 inst-1 true 2>&1)
+expect_contains "$out" "Connection refused" "inst-1 cannot be reached"
+checks=$((checks + 1))
+alive "$wpid" || fail "the watcher died with the listener"
+
 # inst-2: a stop command that exits 0 and leaves the machine up.
 run set inst-2 'stop_command=remote:shutdown -h now'
 expect_rc 0 "set stop_command"
@@ -100,15 +110,6 @@ run shutdown ls inst-5
 checks=$((checks + 1))
 case $out in *"$id5"*) fail "a cancelled deadline is still listed: $out" ;; esac
 
-# --- the laptop closes: nothing can reach inst-1 any more -------------------
-# (gpufleet has no resident process: every command above has exited.)
-# (Checked with ssh, not gpufleet: a closed laptop stores nothing meanwhile.)
-fleet break inst-1 refuse
-out=$(ssh -F "$D/ssh_config" -o ConnectTimeout=5 inst-1 true 2>&1)
-expect_contains "$out" "Connection refused" "inst-1 cannot be reached"
-checks=$((checks + 1))
-alive "$wpid" || fail "the watcher died with the listener"
-
 # --- inst-4: vast.ai's stop with the container's variables ------------------
 wait_for 90 "inst-4 stopped by its watcher" is_state inst-4 stopped
 expect_eq "$(awk -F'\t' '$1 == "vastai"' "$(instance_dir inst-4)/calls.log")" \
@@ -156,6 +157,8 @@ stopping=$(journal inst-1 "select(.event == \"stopping\" and .id == \"$id1\") | 
 expect_match "$stopping" '^[0-9]+$' "one stopping entry on the instance"
 checks=$((checks + 1))
 [ "${stopping:-0}" -ge "${at1:-1}" ] || fail "stopped at $stopping, before the deadline $at1"
+checks=$((checks + 1))
+[ "${stopping:-0}" -ge "$closed" ] || fail "stopped at $stopping, before the laptop closed at $closed"
 expect_eq "$(jcount inst-1 firing ".id == \"$id1\" and .reason == \"deadline\"")" 1 \
     "firing journaled once, reason deadline"
 
