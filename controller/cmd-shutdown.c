@@ -523,6 +523,11 @@ ls_host(struct planwrite *pw, const struct planwrite_host *h,
 	printf("%s  watcher %s", h->in->name, v->have ? v->state : "unknown");
 	if (v->pid > 0)
 		printf(" (pid %lld)", (long long)v->pid);
+	if (v->error != NULL) {
+		safe = vis_str(v->error);
+		printf(": %s", safe);
+		free(safe);
+	}
 	if (v->have &&
 	    (v->skew > WATCHER_SKEW_SHOWN || v->skew < -WATCHER_SKEW_SHOWN))
 		printf("  clock skew %+llds", (long long)v->skew);

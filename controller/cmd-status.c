@@ -344,8 +344,7 @@ render_watchers(const struct probe *run)
 	json_t *w, *d, *a;
 	size_t i, j, armed;
 	int64_t skew;
-	const char *state;
-	char *when;
+	const char *state, *when;
 
 	for (i = 0; i < run->rm->n; i++) {
 		const char *name = run->rm->list[i].name;
@@ -358,20 +357,25 @@ render_watchers(const struct probe *run)
 		if (state != NULL &&
 		    (strcmp(state, "running") == 0 ||
 			strcmp(state, "started") == 0 ||
-			strcmp(state, "down") == 0))
-			printf("%s  watcher %s: %zu deadline%s armed%s\n", name,
-			    state, armed, armed == 1 ? "" : "s",
+			strcmp(state, "down") == 0)) {
+			const char *err =
+			    json_string_value(json_object_get(w, "error"));
+			char *safe = err != NULL ? vis_str(err) : NULL;
+			printf("%s  watcher %s: %zu deadline%s armed%s%s%s\n",
+			    name, state, armed, armed == 1 ? "" : "s",
 			    json_is_object(json_object_get(w, "autostop"))
 				? ", autostop on"
-				: "");
+				: "",
+			    safe != NULL ? "; " : "", safe != NULL ? safe : "");
+			free(safe);
+		}
 		if (skew > WATCHER_SKEW_SHOWN || skew < -WATCHER_SKEW_SHOWN)
 			printf("%s  clock skew %+llds (the instance's clock "
 			       "against this one)\n",
 			    name, (long long)skew);
 		json_array_foreach(json_object_get(w, "alerts"), j, a)
 		{
-			when = xstrdup(
-			    json_string_value(json_object_get(a, "time")));
+			when = json_string_value(json_object_get(a, "time"));
 			printf("%s  ALERT %s %s at %s: the stop did not stop "
 			       "it; it still runs (gpufleet events %s)\n",
 			    name, json_string_value(json_object_get(a, "kind")),
@@ -379,7 +383,6 @@ render_watchers(const struct probe *run)
 				? json_string_value(json_object_get(a, "id"))
 				: "-",
 			    when, name);
-			free(when);
 		}
 		json_decref(w);
 	}

@@ -453,6 +453,8 @@ watcher_json(struct inventory *inv, int64_t id, const struct watcher_view *v)
 	    o, "state", json_string(v->have ? v->state : "unknown"));
 	json_object_set_new(
 	    o, "pid", v->pid > 0 ? json_integer(v->pid) : json_null());
+	json_object_set_new(
+	    o, "error", v->error != NULL ? json_string(v->error) : json_null());
 	json_object_set_new(o, "generation", json_integer(v->generation));
 	json_object_set_new(o, "skew_s", json_integer(v->skew));
 	s = instance_format_time(v->t);
