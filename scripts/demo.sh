@@ -103,6 +103,44 @@ gpufleet keys gc
 show "gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'   # logged in with the new keys"
 gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'
 
+# The watcher: a shutdown and an autostop that happen with the laptop
+# closed. The sandbox's "platforms" are fake stop tools on each instance
+# (they record the call and take the instance down); the test knobs
+# shorten the check interval and the minimum idle window for the demo.
+export GPUFLEET_CHECK_INTERVAL=2 GPUFLEET_MIN_IDLE=10
+show "gpufleet set gpu-1 stop_command='remote:shutdown -h now'   # the sandbox's AutoDL shutdown is on PATH"
+gpufleet set gpu-1 'stop_command=remote:shutdown -h now'
+fleet setenv gpu-3 RUNPOD_POD_ID=pod-gpu3   # what RunPod sets in its containers
+show gpufleet shutdown gpu-1 --in 30s --warn 1
+gpufleet shutdown gpu-1 --in 30s --warn 1
+show "gpufleet autostop gpu-3 --idle 10s   # gpu-3 (RunPod) has no GPU: idle when nobody is logged in"
+gpufleet autostop gpu-3 --idle 10s
+show gpufleet shutdown ls
+gpufleet shutdown ls || true
+show "tests/harness/fleet break gpu-1 refuse; ... break gpu-3 refuse   # the laptop closes: nothing reaches them"
+fleet break gpu-1 refuse
+fleet break gpu-3 refuse
+printf 'waiting for the watchers on gpu-1 and gpu-3'
+for _ in $(seq 120); do
+	[ "$(fleet status | awk '$1 == "gpu-1" || $1 == "gpu-3" { print $3 }' | sort -u)" = stopped ] && break
+	printf .
+	sleep 1
+done
+echo
+show "tests/harness/fleet status   # both stopped by their watchers"
+fleet status
+show "cat FLEET/instances/gpu-{1,3}/calls.log   # what the fake platform tools were asked"
+awk -F'\t' '{ print "  " $1 " " $2 ($1 == "wall" ? "<<< " $8 : "") }' \
+    "$(idir gpu-1)/calls.log" "$(idir gpu-3)/calls.log"
+show "tests/harness/fleet start gpu-1; ... start gpu-3   # the platform starts them; the laptop opens"
+fleet start gpu-1
+fleet start gpu-3
+gpufleet status gpu-1,gpu-3 >/dev/null || true
+show gpufleet events gpu-1,gpu-3
+gpufleet events gpu-1,gpu-3
+show gpufleet ledger gpu-1
+gpufleet ledger gpu-1
+
 show "tests/harness/fleet down"
 fleet down
 D=""

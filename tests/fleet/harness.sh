@@ -79,7 +79,7 @@ for name in inst-1 inst-7 inst-16 inst-17 inst-20; do
 	out=$(rsh "$name" 'echo "$HOME|$GPUFLEET_INSTANCE|$(id -un)|$(pwd)|$GPUFLEET_GPU_FIXTURES|$PATH"') ||
 		fail "ssh $name failed"
 	i=${IDIR[$name]}
-	want="$i/home|$name|$LOGIN_USER|$i/home|$i/gpu|$i/bin:/usr/local/bin:/usr/bin:/bin"
+	want="$i/home|$name|$LOGIN_USER|$i/home|$i/gpu|$i/bin:$D/platform:/usr/local/bin:/usr/bin:/bin"
 	[[ $out == "$want" ]] || fail "$name: got '$out', want '$want'"
 done
 
@@ -191,6 +191,124 @@ st=$("$FLEET" -d "$D" status)
 "$FLEET" -d "$D" break inst-7 hostkey >/dev/null
 "$FLEET" -d "$D" heal inst-7
 [[ $(rsh inst-7 'echo $GPUFLEET_INSTANCE') == inst-7 ]] || fail "inst-7 after break/break/heal"
+
+step "platform"
+# inst_line NAME: its line of `fleet status`; wait_stopped NAME: until that
+# says stopped (20 s at most)
+inst_line() { "$FLEET" -d "$D" status | grep "^$1 "; }
+wait_stopped() {
+	local i
+	for ((i = 0; i < 200; i++)); do
+		[[ $(inst_line "$1") == "$1 ${PORT[$1]} stopped -" ]] && return 0
+		sleep 0.1
+	done
+	return 1
+}
+# what the agent's test knobs see
+tag=$(<"$D/tag")
+out=$(rsh inst-11 'echo "$GPUFLEET_AGENT_CONTAINER_START|$(cat "$GPUFLEET_AGENT_CONTAINER_START")|$GPUFLEET_AGENT_SESSION_MARK"') ||
+	fail "ssh inst-11"
+cs11=$(<"${IDIR[inst-11]}/container_start")
+[[ $cs11 =~ ^[0-9]+$ ]] && ((cs11 <= EPOCHSECONDS)) || fail "container_start of inst-11 is '$cs11'"
+[[ $out == "${IDIR[inst-11]}/container_start|$cs11|$tag/inst-11" ]] || fail "container start / session mark knobs: $out"
+for t in shutdown runpodctl vastai featurize wall; do
+	[[ $(rsh inst-11 "command -v $t") == "$D/platform/$t" ]] || fail "fake $t not first in PATH"
+done
+[[ ! -s ${IDIR[inst-11]}/calls.log ]] || fail "calls.log not empty at start"
+
+# wall records its message and returns
+printf 'two\tfields\nlines\n' | rsh inst-12 'wall -n' || fail "fake wall failed"
+[[ $(<"${IDIR[inst-12]}/calls.log") == $'wall\t-n\t\t\t\t\t\ttwo fields\\nlines\\n' ]] ||
+	fail "wall's calls.log: $(cat -A "${IDIR[inst-12]}/calls.log")"
+
+# fake-stop-hold: the call is recorded, the stop waits for the file to go
+: >"${IDIR[inst-12]}/fake-stop-hold"
+rsh inst-12 'shutdown -h now' >/dev/null 2>&1 &
+BG+=($!)
+for ((i = 0; i < 200; i++)); do
+	[[ $(wc -l <"${IDIR[inst-12]}/calls.log") == 2 ]] && break
+	sleep 0.05
+done
+[[ $(tail -n 1 "${IDIR[inst-12]}/calls.log") == $'shutdown\t-h now\t\t\t\t\t' ]] || fail "held shutdown's calls.log: $(cat -A "${IDIR[inst-12]}/calls.log")"
+[[ $(inst_line inst-12) == "inst-12 ${PORT[inst-12]} ok "* ]] || fail "a held stop took inst-12 down"
+rm -f "${IDIR[inst-12]}/fake-stop-hold"
+wait_stopped inst-12 || fail "inst-12 not stopped after its hold went: $(inst_line inst-12)"
+"$FLEET" -d "$D" start inst-12 || fail "start inst-12"
+
+# setenv: the platform's variables in new sessions; a stop tool sees them
+"$FLEET" -d "$D" setenv inst-11 CONTAINER_ID=4242 "CONTAINER_API_KEY=k'y \$x" || fail "setenv"
+[[ $(rsh inst-11 'echo "$CONTAINER_ID|$CONTAINER_API_KEY"') == "4242|k'y \$x" ]] || fail "setenv values not in the session"
+if "$FLEET" -d "$D" setenv inst-11 1BAD=x 2>/dev/null; then fail "setenv took a bad name"; fi
+# a daemon and a session of the instance, which the stop must kill
+rsh inst-11 'nohup setsid sh -c "while :; do sleep 1; done" >/dev/null 2>&1 </dev/null & echo $!' >"$D/daemon.11" || fail "daemon on inst-11"
+rsh inst-11 'sleep 120' >/dev/null 2>&1 &
+BG+=($!)
+bg11=$!
+sleep 0.3
+# the stop tool never returns: the instance goes down under it
+rsh inst-11 'vastai stop instance $CONTAINER_ID --api-key "$CONTAINER_API_KEY"; echo returned' >"$D/stop.11" 2>&1 && fail "vastai returned 0 on inst-11: $(cat "$D/stop.11")"
+grep -q returned "$D/stop.11" && fail "the stop tool returned: $(cat "$D/stop.11")"
+[[ $(<"${IDIR[inst-11]}/calls.log") == $'vastai\tstop instance 4242 --api-key k\'y $x\t4242\tk\'y $x\t\t\t' ]] ||
+	fail "vastai's calls.log: $(cat -A "${IDIR[inst-11]}/calls.log")"
+wait_stopped inst-11 || fail "inst-11 not stopped: $(inst_line inst-11)"
+if out=$(rsh -o ConnectTimeout=5 inst-11 true 2>&1); then fail "stopped inst-11 accepted a login"; fi
+grep -q "Connection refused" <<<"$out" || fail "stopped inst-11: no 'Connection refused': $out"
+read -r dpid <"$D/daemon.11"
+pid_gone() { ! kill -0 "$1" 2>/dev/null || [[ $(ps -o stat= -p "$1") == Z* ]]; }
+pid_gone "$dpid" || fail "inst-11's daemon $dpid survived the stop"
+wait "$bg11" && fail "inst-11's session survived the stop"
+[[ -n $(grep -l -s -z -x -F "GPUFLEET_INSTANCE=inst-11" /proc/[0-9]*/environ | xargs -r grep -l -s -z -x -F "GPUFLEET_FLEET_TAG=$tag") ]] &&
+	fail "processes of inst-11 left after the stop"
+[[ $(rsh inst-12 'echo $GPUFLEET_INSTANCE') == inst-12 ]] || fail "inst-12 went down with inst-11"
+if out=$("$FLEET" -d "$D" break inst-11 silent 2>&1); then fail "break of a stopped instance worked"; fi
+grep -q "inst-11 is stopped; start it with" <<<"$out" || fail "break of a stopped instance: $out"
+"$FLEET" -d "$D" start inst-12 2>/dev/null && fail "start of a running instance worked"
+
+"$FLEET" -d "$D" start inst-11 || fail "start inst-11"
+[[ $(rsh inst-11 'echo $GPUFLEET_INSTANCE') == inst-11 ]] || fail "inst-11 does not answer after start"
+(($(<"${IDIR[inst-11]}/container_start") > cs11)) || fail "start did not write a later container_start"
+[[ $(wc -l <"${IDIR[inst-11]}/calls.log") == 1 ]] || fail "calls.log not kept across stop/start"
+[[ $(inst_line inst-11) == "inst-11 ${PORT[inst-11]} ok "* ]] || fail "status after start"
+
+# fake-stop-noop: recorded, instance stays up
+: >"${IDIR[inst-13]}/fake-stop-noop"
+out=$(rsh inst-13 'export RUNPOD_POD_ID=pod-7; runpodctl stop pod "$RUNPOD_POD_ID"; echo "rc=$?"') || fail "runpodctl (noop) on inst-13"
+[[ $out == rc=0 ]] || fail "noop runpodctl: $out"
+[[ $(<"${IDIR[inst-13]}/calls.log") == $'runpodctl\tstop pod pod-7\t\t\tpod-7\t\t' ]] || fail "noop calls.log: $(cat -A "${IDIR[inst-13]}/calls.log")"
+sleep 1.5
+[[ $(rsh inst-13 'echo $GPUFLEET_INSTANCE') == inst-13 ]] || fail "a noop stop took inst-13 down"
+# fake-stop-sleep: recorded at once, the stop comes after the sleep
+echo 2 >"${IDIR[inst-14]}/fake-stop-sleep"
+rsh inst-14 'export UUID=u-1; featurize instance release "$UUID"' >/dev/null 2>&1 &
+BG+=($!)
+for ((i = 0; i < 100; i++)); do
+	[[ -s ${IDIR[inst-14]}/calls.log ]] && break
+	sleep 0.05
+done
+[[ $(<"${IDIR[inst-14]}/calls.log") == $'featurize\tinstance release u-1\t\t\t\t\tu-1' ]] || fail "sleeping stop calls.log: $(cat -A "${IDIR[inst-14]}/calls.log")"
+wait_stopped inst-14 || fail "inst-14 not stopped after its sleeping stop: $(inst_line inst-14)"
+"$FLEET" -d "$D" stop inst-14 || fail "stop of a stopped instance is not a no-op"
+"$FLEET" -d "$D" start inst-14 || fail "start inst-14"
+
+# restart: processes gone, disk kept, a new container start, still listening
+cs15=$(<"${IDIR[inst-15]}/container_start")
+rsh inst-15 'echo kept >~/disk-file; nohup setsid sh -c "while :; do sleep 1; done" >/dev/null 2>&1 </dev/null & echo $!' >"$D/daemon.15" || fail "daemon on inst-15"
+rsh inst-15 'sleep 120' >/dev/null 2>&1 &
+BG+=($!)
+bg15=$!
+sleep 0.3
+"$FLEET" -d "$D" restart inst-15 || fail "restart inst-15"
+read -r dpid <"$D/daemon.15"
+pid_gone "$dpid" || fail "inst-15's daemon $dpid survived the restart"
+wait "$bg15" && fail "inst-15's session survived the restart"
+(($(<"${IDIR[inst-15]}/container_start") > cs15)) || fail "restart did not write a later container_start"
+[[ $(rsh inst-15 'cat ~/disk-file') == kept ]] || fail "inst-15 lost its disk or does not answer after restart"
+[[ $(inst_line inst-15) == "inst-15 ${PORT[inst-15]} ok "* ]] || fail "status after restart"
+
+# outside a fleet session the tools refuse, and touch nothing
+if out=$(env -u GPUFLEET_INSTANCE "$D/platform/shutdown" -h now 2>&1); then fail "fake shutdown outside an instance exited 0"; fi
+grep -q "no instance ''" <<<"$out" || fail "fake shutdown outside an instance: $out"
+[[ -z $(ls -A "$D/requests") ]] || fail "stop requests left: $(ls -A "$D/requests")"
 
 step "down"
 # a daemon that left its session must go too
