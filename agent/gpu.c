@@ -493,7 +493,7 @@ gpu_collect(struct gpu_info *info, const char *nvsmi, long timeout_ms, int full)
 {
 	char *path, *query[4], *apps[4], *plain[2];
 	struct run runs[3];
-	size_t i;
+	size_t i, nruns;
 
 	memset(info, 0, sizeof *info);
 	if ((path = gpu_find_nvidia_smi(nvsmi)) == NULL) {
@@ -509,7 +509,8 @@ gpu_collect(struct gpu_info *info, const char *nvsmi, long timeout_ms, int full)
 	runs[0].argv = query;
 	runs[1].argv = apps;
 	runs[2].argv = plain;
-	run_all(runs, full ? 3 : 1, timeout_ms);
+	nruns = full ? 3 : 1;
+	run_all(runs, nruns, timeout_ms);
 
 	if ((info->error = gpu_run_error(&runs[0], timeout_ms)) == NULL) {
 		gpu_parse_query(info, runs[0].out[0].data, runs[0].out[0].len);
@@ -521,8 +522,8 @@ gpu_collect(struct gpu_info *info, const char *nvsmi, long timeout_ms, int full)
 	}
 	if (full && runs[2].state == RUN_EXITED && runs[2].out[0].len != 0)
 		gpu_parse_banner(info, runs[2].out[0].data, runs[2].out[0].len);
-	for (i = 0; i < 3; i++)
-		run_free(&runs[i]);
+	for (i = 0; i < nruns; i++)
+		run_free(&runs[i]); /* a run never started has no fds to close */
 	free(path);
 }
 

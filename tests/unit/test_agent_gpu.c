@@ -8,6 +8,7 @@
 
 #include <check.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -439,6 +440,11 @@ START_TEST(test_query_only)
 	fclose(f);
 	ck_assert_int_eq(chmod(wrap, 0700), 0);
 
+	ck_assert_int_ne(fcntl(0, F_GETFD), -1);
+	gpu_collect(&info, wrap, 20000, 0);
+	gpu_free(&info);
+	/* The runs not started had no descriptors to close: stdin is open. */
+	ck_assert_int_ne(fcntl(0, F_GETFD), -1);
 	gpu_collect(&info, wrap, 20000, 0);
 	ck_assert_ptr_null(info.error);
 	ck_assert_uint_eq(info.ngpus, 2);
@@ -450,7 +456,7 @@ START_TEST(test_query_only)
 	ck_assert_int_eq(buf_read_file(&b, log, 4096), 0);
 	for (calls = 0, i = 0; i < b.len; i++)
 		calls += b.data[i] == '\n';
-	ck_assert_uint_eq(calls, 1);
+	ck_assert_uint_eq(calls, 2);
 	ck_assert(strncmp(b.data, "--query-gpu=", 12) == 0);
 	buf_free(&b);
 
@@ -460,7 +466,7 @@ START_TEST(test_query_only)
 	ck_assert_int_eq(buf_read_file(&b, log, 4096), 0);
 	for (calls = 0, i = 0; i < b.len; i++)
 		calls += b.data[i] == '\n';
-	ck_assert_uint_eq(calls, 4);
+	ck_assert_uint_eq(calls, 5);
 	buf_free(&b);
 
 	unlink(log);
