@@ -523,7 +523,8 @@ gpu_collect(struct gpu_info *info, const char *nvsmi, long timeout_ms, int full)
 	if (full && runs[2].state == RUN_EXITED && runs[2].out[0].len != 0)
 		gpu_parse_banner(info, runs[2].out[0].data, runs[2].out[0].len);
 	for (i = 0; i < nruns; i++)
-		run_free(&runs[i]); /* a run never started has no fds to close */
+		run_free(
+		    &runs[i]); /* a run never started has no fds to close */
 	free(path);
 }
 
