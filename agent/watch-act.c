@@ -222,9 +222,9 @@ watch_ttys(const char *proc, const char *msg)
 void
 watch_warn(struct watch *w, const struct plan_deadline *d)
 {
-	char *argv[2] = { NULL, NULL }, *msg, *cause = NULL, hm[8];
+	char *argv[2] = { NULL, NULL }, *msg, *cause = NULL, hm[8], in[32];
 	const char *method = "none";
-	long long now = time(NULL), mins = (d->at - now + 59) / 60;
+	long long now = time(NULL), left = d->at > now ? d->at - now : 0;
 	struct shell sh;
 	struct jsonw jw;
 	struct tm tm;
@@ -232,10 +232,14 @@ watch_warn(struct watch *w, const struct plan_deadline *d)
 
 	gmtime_r(&at, &tm);
 	strftime(hm, sizeof hm, "%H:%M", &tm);
+	if (left < 60)
+		snprintf(in, sizeof in, "%lld s", left);
+	else
+		snprintf(in, sizeof in, "%lld min", (left + 59) / 60);
 	xasprintf(&msg,
-	    "gpufleet: this machine stops at %s UTC (in %lld min) [deadline "
+	    "gpufleet: this machine stops at %s UTC (in %s) [deadline "
 	    "%s]; cancel with: gpufleet shutdown cancel %s\n",
-	    hm, mins < 0 ? 0 : mins, d->id, d->id);
+	    hm, in, d->id, d->id);
 	if ((argv[0] = watch_find_wall()) != NULL &&
 	    shell_start(&sh, argv, w->env, msg, &cause) == 0) {
 		shell_release(&sh);

@@ -151,6 +151,7 @@ expect_eq "$(awk -F'\t' '$1 == "runpodctl" { print $2 "|" $5 "|" $6 }' "$i1/call
 expect_eq "$(calls inst-1 wall)" 1 "one warning"
 msg=$(awk -F'\t' '$1 == "wall" { print $8 }' "$i1/calls.log")
 expect_contains "$msg" "gpufleet: this machine stops at " "wall message"
+expect_match "$msg" '\(in [0-9]+ s\)' "a deadline under a minute away is said in seconds"
 expect_contains "$msg" "[deadline $id1]; cancel with: gpufleet shutdown cancel $id1" \
     "wall message names the deadline"
 stopping=$(journal inst-1 "select(.event == \"stopping\" and .id == \"$id1\") | .time")
