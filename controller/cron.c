@@ -29,6 +29,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -475,7 +476,7 @@ wall_to_instant(int64_t w)
 {
 	long before = zone_offset(w - CRON_SPAN);
 	long after = zone_offset(w + CRON_SPAN);
-	int64_t t1 = w - before, t2 = w - after, lo, hi, mid, r;
+	int64_t t1 = w - before, t2 = w - after, lo, hi, mid;
 	int ok1 = zone_offset(t1) == before, ok2 = zone_offset(t2) == after;
 
 	if (ok1 && ok2)
@@ -494,8 +495,7 @@ wall_to_instant(int64_t w)
 		else
 			lo = mid;
 	}
-	r = floor_div(hi + 59, 60) * 60;
-	return r;
+	return floor_div(hi + 59, 60) * 60;
 }
 
 /* Days in month m (1-12) of year y. */
@@ -586,8 +586,10 @@ search(const struct cron *c, int64_t after, int64_t *next)
 }
 
 /*
- * The first firing of c strictly after `after` (Unix seconds) in zone tz
- * (NULL or "": the process's), in *next. Not thread-safe: switches TZ.
+ * The first firing of c strictly after `after` (Unix seconds, 1970 to 3000)
+ * in zone tz (NULL or "": the process's), in *next; fills *cause (caller
+ * frees) for a bad zone or an expression that never fires. Not
+ * thread-safe: it switches TZ.
  */
 int
 cron_next(const struct cron *c, const char *tz, int64_t after, int64_t *next,

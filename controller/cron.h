@@ -13,7 +13,7 @@
  * (write "5-59/10"). Ranges do not wrap ("fri-mon" is refused).
  *
  * struct cron is a plain value: bit n of a mask is value n. It owns no
- * memory.
+ * memory. cron_next sets TZ while it runs, so it is not thread-safe.
  */
 #ifndef GPUFLEET_CRON_H
 #define GPUFLEET_CRON_H

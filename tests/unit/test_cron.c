@@ -183,6 +183,53 @@ START_TEST(test_parse)
 }
 END_TEST
 
+/* The length cap: 256 characters pass, 257 do not. */
+START_TEST(test_parse_long)
+{
+	char buf[CRON_MAX_LEN + 2], *cause = NULL;
+	struct cron c;
+
+	memset(buf, ' ', sizeof buf);
+	memcpy(buf, "0 0 * * *", 9);
+	buf[CRON_MAX_LEN] = '\0';
+	ck_assert_int_eq(cron_parse(buf, &c, &cause), 0);
+	buf[CRON_MAX_LEN] = ' ';
+	buf[CRON_MAX_LEN + 1] = '\0';
+	ck_assert_int_eq(cron_parse(buf, &c, &cause), -1);
+	ck_assert_str_eq(
+	    cause, "cron: expression is longer than 256 characters");
+	free(cause);
+}
+END_TEST
+
+/* Zone names: the system's, real zones, and names refused before lookup. */
+START_TEST(test_check_tz)
+{
+	char name[300], *cause = NULL;
+
+	unsetenv("TZDIR");
+	ck_assert_int_eq(cron_check_tz(NULL, &cause), 0);
+	ck_assert_int_eq(cron_check_tz("", &cause), 0);
+	ck_assert_int_eq(cron_check_tz("Asia/Kolkata", &cause), 0);
+	ck_assert_int_eq(cron_check_tz("Etc/GMT+5", &cause), 0);
+	ck_assert_int_eq(cron_check_tz("America/Port-au-Prince", &cause), 0);
+	ck_assert_int_eq(cron_check_tz("Europe/Berlin\n", &cause), -1);
+	ck_assert_str_eq(
+	    cause, "cron: time zone name has a non-printable character (0x0a)");
+	free(cause);
+	memset(name, 'a', sizeof name);
+	name[sizeof name - 1] = '\0';
+	ck_assert_int_eq(cron_check_tz(name, &cause), -1);
+	ck_assert_str_eq(
+	    cause, "cron: time zone name is longer than 255 characters");
+	free(cause);
+	ck_assert_int_eq(cron_check_tz("Europe/../Asia/Tokyo", &cause), -1);
+	ck_assert_str_eq(
+	    cause, "cron: 'Europe/../Asia/Tokyo' is not a time zone name");
+	free(cause);
+}
+END_TEST
+
 /* Unix seconds of "YYYY-MM-DDTHH:MM:SSZ". */
 static int64_t
 utc(const char *iso)
@@ -536,6 +583,8 @@ main(void)
 	    tc, test_parse, 0, sizeof parse_cases / sizeof parse_cases[0]);
 	tcase_add_loop_test(
 	    tc, test_next, 0, sizeof next_cases / sizeof next_cases[0]);
+	tcase_add_test(tc, test_parse_long);
+	tcase_add_test(tc, test_check_tz);
 	tcase_add_test(tc, test_tz_restored);
 	tcase_add_loop_test(
 	    tc, test_reference, 0, sizeof ref_zones / sizeof ref_zones[0]);
