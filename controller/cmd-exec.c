@@ -579,21 +579,11 @@ has_retired_keys(struct remote *rm)
 static int
 has_watchers(struct remote *rm)
 {
-	struct watcher_view v;
-	char *cause = NULL;
-	size_t i;
-	int have = 0;
+	unsigned char *only = xcalloc(rm->n + 1, 1);
+	size_t n = watcher_planned(rm->inv, rm->list, rm->n, only);
 
-	for (i = 0; i < rm->n && !have; i++) {
-		if (watcher_get(rm->inv, rm->list[i].id, &v, &cause) != 0) {
-			free(cause);
-			cause = NULL;
-			continue;
-		}
-		have = v.have && v.generation > 0;
-		watcher_view_free(&v);
-	}
-	return have;
+	free(only);
+	return n > 0;
 }
 
 static void

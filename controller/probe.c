@@ -482,22 +482,17 @@ journals_done(struct probe *p, int r, void *arg)
 void
 probe_journals(struct remote *rm, const struct config *cf)
 {
-	struct watcher_view v;
 	struct probe *p = NULL;
 	unsigned char *only = xcalloc(rm->n + 1, 1);
 	char *cause = NULL;
 	size_t i, n = 0;
 	int done = 0;
 
+	watcher_planned(rm->inv, rm->list, rm->n, only);
 	for (i = 0; i < rm->n; i++) {
-		if (rm->hosts[i].fail != EF_NONE ||
-		    watcher_get(rm->inv, rm->list[i].id, &v, &cause) != 0) {
-			free(cause);
-			cause = NULL;
-			continue;
-		}
-		n += only[i] = v.have && v.generation > 0;
-		watcher_view_free(&v);
+		if (rm->hosts[i].fail != EF_NONE)
+			only[i] = 0;
+		n += only[i];
 	}
 	if (n == 0 || probe_new(cf, &p, &cause) != 0)
 		goto out;

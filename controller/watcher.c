@@ -572,3 +572,43 @@ watcher_new_id(char *buf, size_t len, char prefix)
 	snprintf(
 	    buf, len, "%c-%02x%02x%02x%02x", prefix, r[0], r[1], r[2], r[3]);
 }
+
+/*
+ * Flag in only (n entries, parallel to list) the instances with a stored
+ * plan (generation above 0), in one query; returns how many. A database
+ * error flags none.
+ */
+size_t
+watcher_planned(struct inventory *inv, const struct instance *list, size_t n,
+    unsigned char *only)
+{
+	sqlite3_stmt *st;
+	char *cause = NULL;
+	int64_t id;
+	size_t i, count = 0;
+	int r;
+
+	memset(only, 0, n);
+	if (db_prepare(inv, &st,
+		"SELECT instance_id FROM watcher_state WHERE generation > 0",
+		"cannot read the watchers' state", &cause, "") != 0) {
+		free(cause);
+		return 0;
+	}
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		id = sqlite3_column_int64(st, 0);
+		for (i = 0; i < n; i++) {
+			if (list[i].id == id && !only[i]) {
+				only[i] = 1;
+				count++;
+			}
+		}
+	}
+	if (db_finish(inv, st, r, "cannot read the watchers' state", &cause) <
+	    0) {
+		free(cause);
+		memset(only, 0, n);
+		return 0;
+	}
+	return count;
+}

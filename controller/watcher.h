@@ -51,6 +51,8 @@ int watcher_cursor(struct inventory *, int64_t, char **, char **);
 int watcher_store(struct inventory *, const struct instance *, int64_t,
     const struct report *, char **);
 int watcher_get(struct inventory *, int64_t, struct watcher_view *, char **);
+size_t watcher_planned(
+    struct inventory *, const struct instance *, size_t, unsigned char *);
 void watcher_view_free(struct watcher_view *);
 int watcher_fired_ids(struct inventory *, int64_t, char ***, size_t *, char **);
 void watcher_ids_free(char **, size_t);
