@@ -132,4 +132,24 @@ expect_rc 0 "events on an empty journal"
 expect_eq "$out" "TIME  INSTANCE  EVENT  ID  DETAILS" "only the header"
 run events --json
 expect_eq "$out" "[]" "an empty array"
+
+# What gpufleet last stored of a watcher is shown while the instance cannot
+# be reached (nothing listens on port 1): a watcher that is down, and the
+# instance's clock skew when it is over a minute (one under is not).
+run add s1 127.0.0.1:1
+run add s2 127.0.0.1:1
+for n in s1:120 s2:30; do
+	sqlite3 "$db" "INSERT INTO watcher_state (instance_id, t, state, generation, plan, skew)
+	    SELECT id, 1796000000, 'down', 1, '{\"version\":1,\"generation\":1,\"deadlines\":[],\"autostop\":null}', ${n#*:}
+	    FROM instance WHERE name = '${n%%:*}'"
+done
+run status s1,s2
+expect_rc 1 "status: neither reached"
+expect_match "$out" "s1  watcher down" "status shows the watcher down"
+expect_match "$out" "s1  clock skew \+120s" "status shows a skew over a minute"
+checks=$((checks + 1))
+case $out in *"s2  clock skew"*) fail "a skew of 30 s is shown: $out" ;; esac
+run shutdown ls s1
+expect_contains "$out" "(as of " "shutdown ls: the stored plan of an instance not reached"
+expect_match "$out" "clock skew \+120s" "shutdown ls shows the skew"
 finish
