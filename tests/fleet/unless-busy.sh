@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# shutdown --unless-busy on the sandbox fleet: at the deadline each watcher
-# samples once. The instance whose GPU is busy is skipped (journaled with
-# the reason before anything runs, no stop call, shown by events and
-# shutdown ls, not counted as armed by status) and stays skipped when its
-# watcher is SIGKILLed and started again with the GPU idle (replay); the
-# idle one stops.
+# shutdown --unless-busy on the sandbox fleet: at the deadline (and at the
+# warning) each watcher samples once. The instance whose GPU is busy gets
+# no warning and is skipped (journaled with the reason before anything
+# runs, no stop call, shown by events and shutdown ls, not counted as armed
+# by status), and stays skipped when its watcher is SIGKILLed and started
+# again with the GPU idle (replay); the idle one is warned and stops.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 
@@ -19,7 +19,8 @@ gpu_util inst-2 0	# idle
 run shutdown inst-1 --in 1h --warn 0 --json
 expect_rc 0 "a plain deadline on inst-1"
 idl=$(deadline_id)
-run shutdown inst-1,inst-2 --in 20s --warn 0 --unless-busy --json
+# --warn 1: due at once; sent where the machine is idle then, not where busy.
+run shutdown inst-1,inst-2 --in 20s --warn 1 --unless-busy --json
 expect_rc 0 "shutdown --unless-busy"
 expect_eq "$(printf '%s' "$out" | jq -c '[.[] | [.name, .unless_busy]]')" \
     '[["inst-1",true],["inst-2",true]]' "--json: unless_busy"
@@ -41,6 +42,8 @@ expect_eq "$(journal inst-1 "select(.event == \"skipped\") | [.reason, .evidence
     '["busy: gpu 0 at 87%",[87]]' "inst-1: skipped, the reason and the sample"
 expect_eq "$(jcount inst-1 firing)" 0 "inst-1: no firing"
 expect_eq "$(calls inst-1 shutdown)$(fstate inst-1)" 0ok "inst-1: no stop call, still up"
+expect_eq "$(calls inst-1 wall)$(jcount inst-1 warned)" 00 "inst-1: busy, no warning"
+expect_eq "$(calls inst-2 wall)$(jcount inst-2 warned)" 11 "inst-2: idle, warned once"
 
 run status inst-1
 expect_match "$out" "inst-1  watcher running: 1 deadline armed" "status: the skipped one is not armed"
