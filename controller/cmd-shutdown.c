@@ -31,6 +31,7 @@ struct arm {
 	const char *before; /* or NULL */
 	int64_t before_timeout_s;
 	int must_succeed;
+	int unless_busy;
 };
 
 static int cmd_shutdown_exec(
@@ -68,7 +69,7 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "SELECTOR (--now | --in DURATION | --at TIME) [--warn MINUTES]\n"
 	    "       [--before CMD] [--before-timeout DURATION] "
 	    "[--before-must-succeed]\n"
-	    "       [--dry-run] [--yes] [--json]\n"
+	    "       [--unless-busy] [--dry-run] [--yes] [--json]\n"
 	    "       gpufleet shutdown ls [SELECTOR] [--json]\n"
 	    "       gpufleet shutdown cancel SELECTOR|ID",
 	.summary = "stop instances at a time, even with the laptop closed",
@@ -89,6 +90,10 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "checkpoint)\n"
 	    "      --before-timeout DURATION   its time limit (default 10m)\n"
 	    "      --before-must-succeed       no stop when CMD fails\n"
+	    "      --unless-busy      at the time, the watcher skips the stop "
+	    "if a GPU is busy\n"
+	    "                         or the progress file changed in the "
+	    "last 10 minutes\n"
 	    "      --dry-run          print what would be armed; change "
 	    "nothing\n"
 	    "      --yes              allow a release method (deletes the "
@@ -114,6 +119,7 @@ enum {
 	OPT_BEFORE,
 	OPT_BEFORE_TIMEOUT,
 	OPT_MUST,
+	OPT_UNLESS_BUSY,
 	OPT_DRY,
 	OPT_YES,
 	OPT_JSON
@@ -127,6 +133,7 @@ static const struct option arm_options[] = { { "now", no_argument, NULL,
 	{ "before", required_argument, NULL, OPT_BEFORE },
 	{ "before-timeout", required_argument, NULL, OPT_BEFORE_TIMEOUT },
 	{ "before-must-succeed", no_argument, NULL, OPT_MUST },
+	{ "unless-busy", no_argument, NULL, OPT_UNLESS_BUSY },
 	{ "dry-run", no_argument, NULL, OPT_DRY },
 	{ "yes", no_argument, NULL, OPT_YES },
 	{ "json", no_argument, NULL, OPT_JSON },
@@ -221,6 +228,9 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 		case OPT_MUST:
 			a->must_succeed = 1;
 			break;
+		case OPT_UNLESS_BUSY:
+			a->unless_busy = 1;
+			break;
 		case OPT_DRY:
 			a->dry_run = 1;
 			break;
@@ -296,6 +306,7 @@ arm_host(struct planwrite *pw, struct planwrite_host *h, const struct arm *a,
 	c.deadline.before_stop = a->before;
 	c.deadline.before_stop_timeout_s = a->before_timeout_s;
 	c.deadline.before_must_succeed = a->must_succeed;
+	c.deadline.unless_busy = a->unless_busy;
 	if (strcmp(h->method.kind, "release") == 0 && a->yes)
 		c.allow_release = 1;
 	planwrite_build(pw, h, &c, &res);
@@ -310,13 +321,13 @@ arm_json(const struct planwrite_host *h, const struct arm *a, const char *id)
 	     *m = stopmethod_spec(&h->method);
 	json_t *o;
 
-	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:s, s:s, s:o, s:o}",
+	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:b, s:s, s:s, s:o, s:o}",
 	    "name", h->in->name, "id", id, "at", at, "at_instance", ati,
 	    "warn_minutes", a->warn, "before_stop",
-	    a->before != NULL ? json_string(a->before) : json_null(), "method",
-	    m, "kind", h->method.kind, "watcher",
-	    h->written ? json_string(h->watcher) : json_null(), "error",
-	    h->error != NULL ? json_string(h->error) : json_null());
+	    a->before != NULL ? json_string(a->before) : json_null(),
+	    "unless_busy", a->unless_busy, "method", m, "kind", h->method.kind,
+	    "watcher", h->written ? json_string(h->watcher) : json_null(),
+	    "error", h->error != NULL ? json_string(h->error) : json_null());
 	free(at);
 	free(ati);
 	free(m);
@@ -331,9 +342,10 @@ arm_print(const struct planwrite_host *h, const struct arm *a, const char *id)
 	     *clock = watcher_clock(a->at + h->skew),
 	     *m = stopmethod_format(&h->method), *safe = vis_str(m);
 
-	printf("%s  %s %s (instance clock %s)  warn %d min  %s  id %s%s\n",
+	printf("%s  %s %s (instance clock %s)%s  warn %d min  %s  id %s%s\n",
 	    h->in->name, a->dry_run ? "would stop at" : "stop at", when, clock,
-	    a->warn, safe, id, a->before != NULL ? "  (before-stop set)" : "");
+	    a->unless_busy ? " unless busy" : "", a->warn, safe, id,
+	    a->before != NULL ? "  (before-stop set)" : "");
 	if (h->method.where == STOP_LOCAL && !a->now_)
 		printf("%s  the stop runs on this machine: it must be awake "
 		       "then (gpufleet status or shutdown ls after %s runs "
@@ -356,10 +368,12 @@ local_now(struct planwrite *pw, struct planwrite_host *h, const struct arm *a)
 
 	free(h->error);
 	h->error = NULL;
-	if (a->before != NULL) {
+	if (a->before != NULL || a->unless_busy) {
 		planwrite_fail(h,
-		    "--before runs on the instance before the stop; with a "
-		    "local stop method use --in or --at");
+		    "%s on the instance before the stop; with a local stop "
+		    "method use --in or --at",
+		    a->before != NULL ? "--before runs"
+				      : "--unless-busy is judged");
 		return;
 	}
 	if (!a->dry_run &&
@@ -484,6 +498,8 @@ ls_deadline(struct planwrite *pw, const struct planwrite_host *h, json_t *plan,
 	const char *did = json_string_value(json_object_get(d, "id"));
 	int64_t fired =
 	    did != NULL ? watcher_fired_at(pw->rm->inv, h->in->id, did) : 0;
+	char *skipped =
+	    did != NULL ? watcher_skipped(pw->rm->inv, h->in->id, did) : NULL;
 	int local = json_is_string(json_object_get(d, "action")) &&
 	    strcmp(json_string_value(json_object_get(d, "action")), "local") ==
 		0;
@@ -497,12 +513,18 @@ ls_deadline(struct planwrite *pw, const struct planwrite_host *h, json_t *plan,
 	else
 		m = xstrdup("no stop method");
 	xasprintf(&line,
-	    "  %s  %s %s (instance clock %s)  warn %lld min%s%s  %s",
-	    did != NULL ? did : "?", fired != 0 ? "fired, due at" : "stop at",
+	    "  %s  %s %s (instance clock %s)%s  warn %lld min%s%s  %s%s%s",
+	    did != NULL ? did : "?",
+	    skipped != NULL  ? "skipped, due at"
+		: fired != 0 ? "fired, due at"
+			     : "stop at",
 	    when, clock,
+	    json_is_true(json_object_get(d, "unless_busy")) ? " unless busy"
+							    : "",
 	    (long long)json_integer_value(json_object_get(d, "warn_minutes")),
-	    before != NULL ? "  before: " : "", before != NULL ? before : "",
-	    m);
+	    before != NULL ? "  before: " : "", before != NULL ? before : "", m,
+	    skipped != NULL ? "  skipped: " : "",
+	    skipped != NULL ? skipped : "");
 	free(m);
 	m = vis_str(line);
 	printf("%s\n", m);
@@ -510,6 +532,8 @@ ls_deadline(struct planwrite *pw, const struct planwrite_host *h, json_t *plan,
 	free(line);
 	free(when);
 	free(clock);
+	fired = fired != 0 || skipped != NULL;
+	free(skipped);
 	return fired == 0;
 }
 

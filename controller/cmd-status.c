@@ -353,7 +353,8 @@ render_watchers(const struct probe *run)
 		skew = json_integer_value(json_object_get(w, "skew_s"));
 		armed = 0;
 		json_array_foreach(json_object_get(w, "deadlines"), j, d)
-		    armed += json_is_null(json_object_get(d, "fired_at"));
+		    armed += json_is_null(json_object_get(d, "fired_at")) &&
+		    json_is_null(json_object_get(d, "skipped"));
 		if (state != NULL &&
 		    (strcmp(state, "running") == 0 ||
 			strcmp(state, "started") == 0 ||

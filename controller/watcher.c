@@ -478,6 +478,13 @@ watcher_json(struct inventory *inv, int64_t id, const struct watcher_view *v)
 		json_object_set_new(
 		    c, "fired_at", fired != 0 ? json_string(s) : json_null());
 		free(s);
+		s = did != NULL ? watcher_skipped(inv, id, did) : NULL;
+		json_object_set_new(
+		    c, "skipped", s != NULL ? json_string(s) : json_null());
+		free(s);
+		json_object_set_new(c, "unless_busy",
+		    json_boolean(
+			json_is_true(json_object_get(d, "unless_busy"))));
 		json_array_append_new(dl, c);
 	}
 	json_object_set_new(o, "deadlines", dl);
@@ -554,6 +561,36 @@ watcher_fired_at(struct inventory *inv, int64_t instance, const char *id)
 		t = sqlite3_column_int64(st, 0);
 	sqlite3_finalize(st);
 	return t;
+}
+
+/*
+ * Why the journal shows id skipped (an unless_busy deadline found busy, a
+ * failed before-stop, ...), or NULL when it was not. Caller frees.
+ */
+char *
+watcher_skipped(struct inventory *inv, int64_t instance, const char *id)
+{
+	sqlite3_stmt *st;
+	json_t *o = NULL;
+	char *entry = NULL, *reason = NULL;
+	const char *r;
+
+	if (db_prepare(inv, &st,
+		"SELECT entry FROM journal WHERE instance_id = ? AND id = ? "
+		"AND event = 'skipped' ORDER BY t LIMIT 1",
+		NULL, NULL, "It", instance, id) != 0)
+		return NULL;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		entry = db_text(st, 0);
+	sqlite3_finalize(st);
+	if (entry != NULL)
+		o = json_loads(entry, 0, NULL);
+	r = json_string_value(json_object_get(o, "reason"));
+	if (entry != NULL)
+		reason = xstrdup(r != NULL ? r : "skipped");
+	json_decref(o);
+	free(entry);
+	return reason;
 }
 
 /* A new id: prefix, '-' and 8 random hex digits (d-3f2a9c01). */

@@ -62,6 +62,7 @@ void watcher_alerts_free(struct watcher_alert *, size_t);
 int watcher_alerts_clear(struct inventory *, int64_t, int64_t, char **);
 int watcher_find_id(struct inventory *, const char *, char **, char **);
 int64_t watcher_fired_at(struct inventory *, int64_t, const char *);
+char *watcher_skipped(struct inventory *, int64_t, const char *);
 void watcher_new_id(char *, size_t, char);
 char *watcher_local_time(int64_t);
 char *watcher_clock(int64_t);

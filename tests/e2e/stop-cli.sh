@@ -89,6 +89,15 @@ run shutdown a1 --in 30m --dry-run --warn 10
 expect_rc 0 "dry run"
 expect_match "$out" '^a1  would stop at .* \(instance clock [0-9:]{8}\)  warn 10 min  remote:/usr/bin/shutdown \(stop\)  id d-[0-9a-f]{8}$' \
     "dry run line"
+run shutdown a1 --in 30m --dry-run --warn 10 --unless-busy
+expect_rc 0 "dry run --unless-busy"
+expect_match "$out" '^a1  would stop at .* \(instance clock [0-9:]{8}\) unless busy  warn 10 min  ' \
+    "dry run line: unless busy"
+run shutdown a1 --in 30m --dry-run --unless-busy --json
+expect_eq "$(printf '%s' "$out" | jq -c '[.[0].unless_busy, .[0].error]')" '[true,null]' \
+    "--json: unless_busy"
+run shutdown a1 --in 30m --dry-run --json
+expect_eq "$(printf '%s' "$out" | jq -c '.[0].unless_busy')" false "--json: unless_busy false"
 run shutdown x1 --in 30m --dry-run
 expect_rc 1 "no stop method"
 expect_contains "$err" "x1: no stop method (provider (none) has no default); set one: gpufleet set x1 stop_command='remote:/usr/bin/shutdown'" \
@@ -112,6 +121,10 @@ run set x1 provider=lambda
 run show x1
 expect_match "$out" "stop_method: +local:lambda-cli stop \{name\} \(stop\)" "the config's method"
 expect_match "$out" "stop_method_from: +config \[provider.lambda\]" "from the config"
+run shutdown x1 --now --unless-busy --dry-run
+expect_rc 1 "--unless-busy --now with a local method"
+expect_contains "$err" "x1: --unless-busy is judged on the instance before the stop; with a local stop method use --in or --at" \
+    "--unless-busy --now, local: says why"
 run show a1
 expect_match "$out" "stop_method: +remote:/usr/bin/shutdown \(release\)" "the config's kind"
 printf '[provider.lambda]\nstop_command = poweroff\n' >"$cfg"
