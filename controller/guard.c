@@ -43,16 +43,20 @@ static json_t *stop_result(
 int
 guard_add(struct inventory *inv, struct guard *g, char **cause)
 {
+	char cost[24];
 	int r;
 
+	/* As text, so that a cap of 0 is not NULL; the column's INTEGER
+	 * affinity stores it as the number. */
+	snprintf(cost, sizeof cost, "%lld", (long long)g->max_cost);
 	r = db_exec(inv,
 	    "INSERT INTO guard (name, selector, max_cost, per, min_runway_s, "
 	    "action, created_at) SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
 	    "(SELECT 1 FROM guard WHERE name = ?1)",
-	    "adding a guard", cause, "ttNtNtIt", g->name, g->selector,
-	    g->has_cost ? g->max_cost : 0, g->has_cost ? g->per : NULL,
+	    "adding a guard", cause, "ttttNtI", g->name, g->selector,
+	    g->has_cost ? cost : NULL, g->has_cost ? g->per : NULL,
 	    g->has_cost ? 0 : g->min_runway_s,
-	    g->shutdown ? "shutdown" : "warn", g->created_at, g->name);
+	    g->shutdown ? "shutdown" : "warn", g->created_at);
 	if (r < 0)
 		return r;
 	if (sqlite3_changes(inv->db) == 0) {
@@ -363,8 +367,8 @@ guard_values_free(struct guard_value *v, size_t n)
 
 /*
  * Claim the hits of g among v (those not fired yet) and log them as one
- * action, in one transaction; with dry_run (a NULL inv transaction) only
- * describe them. a->nnames is 0 when nothing was new.
+ * action (the caller holds the transaction); with inv NULL (a dry run)
+ * only describe them. a->nnames is 0 when nothing was new.
  */
 static int
 claim(struct inventory *inv, const struct guard *g, struct guard_value *v,
@@ -613,6 +617,8 @@ guard_stop_result(struct fleet *fleet, const char *self,
 	size_t i, k = 0;
 	int status = 0, r;
 
+	if (a->nnames == 0)
+		return 0;
 	if ((r = fleet_inventory(fleet, &inv, cause)) != 0)
 		return r;
 	names = xstrdup("");

@@ -101,9 +101,12 @@ frc=$?
 checks=$((checks + 1))
 [ "$frc" = 0 ] || fail "events --follow exit $frc after SIGTERM, wanted 0 ($(cat "$T/follow.err"))"
 
+run guard add a1 --max-cost 0 --do warn --name zero
+expect_rc 0 "a cap of 0 (any cost at all)"
 run guard rm daily
 expect_rc 0 "guard rm"
 run guard ls --json
-expect_eq "$(printf '%s' "$out" | jq -c '[.[].name]')" '["guard-1"]' "rm removed it"
+expect_eq "$(printf '%s' "$out" | jq -c '[.[] | [.name, .max_cost]]')" '[["guard-1",null],["zero",0]]' \
+    "rm removed it; the cap of 0 is stored as 0"
 expect_eq "$(sqlite3 "$db" 'SELECT count(*) FROM guard_fire')" 0 "its firings too"
 finish
