@@ -257,6 +257,18 @@ shown_action(const struct events_filter *f, const char *names)
 	return shown;
 }
 
+/* A new empty row at the end of *rows. */
+static struct event_row *
+row_new(struct event_row **rows, size_t *nrows)
+{
+	struct event_row *w;
+
+	*rows = xreallocarray(*rows, *nrows + 1, sizeof **rows);
+	w = &(*rows)[(*nrows)++];
+	memset(w, 0, sizeof *w);
+	return w;
+}
+
 /* Append f's journal rows with lo < rowid <= hi, in time order. */
 static int
 load_journal(struct inventory *inv, const struct events_filter *f, int64_t lo,
@@ -278,9 +290,7 @@ load_journal(struct inventory *inv, const struct events_filter *f, int64_t lo,
 		if ((name = shown_instance(f, sqlite3_column_int64(st, 0))) ==
 		    NULL)
 			continue;
-		*rows = xreallocarray(*rows, *nrows + 1, sizeof **rows);
-		w = &(*rows)[(*nrows)++];
-		memset(w, 0, sizeof *w);
+		w = row_new(rows, nrows);
 		w->instance = xstrdup(name);
 		w->epoch = db_text(st, 1);
 		w->seq = sqlite3_column_int64(st, 2);
@@ -313,9 +323,7 @@ load_actions(struct inventory *inv, const struct events_filter *f, int64_t lo,
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (!shown_action(f, (const char *)sqlite3_column_text(st, 3)))
 			continue;
-		*rows = xreallocarray(*rows, *nrows + 1, sizeof **rows);
-		w = &(*rows)[(*nrows)++];
-		memset(w, 0, sizeof *w);
+		w = row_new(rows, nrows);
 		w->gpufleet = 1;
 		w->t = sqlite3_column_int64(st, 0);
 		w->event = db_text(st, 1);

@@ -110,36 +110,44 @@ add_guard(const char *name, const char *max, const char *per, int64_t runway,
 	ck_assert_int_eq(guard_add(inv, &g, &cause), 0);
 }
 
-/* One integer from sql. */
-static int64_t
-count(const char *sql)
+/* The first column of the one row sql gives, as text ("(null)" for
+ * NULL). Caller frees. */
+static char *
+query(const char *sql)
 {
 	sqlite3_stmt *st;
-	int64_t v;
+	const unsigned char *v;
+	char *out;
 
 	ck_assert_int_eq(sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL), 0);
 	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-	v = sqlite3_column_int64(st, 0);
+	v = sqlite3_column_text(st, 0);
+	out = strdup(v != NULL ? (const char *)v : "(null)");
 	sqlite3_finalize(st);
-	return v;
+	return out;
 }
 
-/* Column of action_log row id as text ("(null)" for NULL). Caller frees. */
-static char *
-logged(int64_t id, const char *column)
+static long long
+count(const char *sql)
 {
-	sqlite3_stmt *st;
+	char *v = query(sql);
+	long long n = strtoll(v, NULL, 10);
+
+	free(v);
+	return n;
+}
+
+/* Column of action_log row id must be want. */
+static void
+assert_logged(int64_t id, const char *column, const char *want)
+{
 	char sql[128], *v;
 
 	snprintf(sql, sizeof sql, "SELECT %s FROM action_log WHERE id = %lld",
 	    column, (long long)id);
-	ck_assert_int_eq(sqlite3_prepare_v2(inv->db, sql, -1, &st, NULL), 0);
-	ck_assert_int_eq(sqlite3_step(st), SQLITE_ROW);
-	v = strdup(sqlite3_column_type(st, 0) == SQLITE_NULL
-		? "(null)"
-		: (const char *)sqlite3_column_text(st, 0));
-	sqlite3_finalize(st);
-	return v;
+	v = query(sql);
+	ck_assert_str_eq(v, want);
+	free(v);
 }
 
 /* Evaluate at now; wants n actions. Caller frees *out. */
@@ -153,15 +161,6 @@ evaluate(int64_t now, size_t want)
 	ck_assert_int_eq(guard_evaluate(inv, &cf, now, &out, &n, &cause), 0);
 	ck_assert_uint_eq(n, want);
 	return out;
-}
-
-static void
-assert_logged(int64_t id, const char *column, const char *want)
-{
-	char *v = logged(id, column);
-
-	ck_assert_str_eq(v, want);
-	free(v);
 }
 
 /*
