@@ -343,9 +343,12 @@ load_actions(struct inventory *inv, const struct events_filter *f, int64_t lo,
 static void
 merge(struct event_row *rows, size_t nj, size_t n)
 {
-	struct event_row *v = xcalloc(n + 1, sizeof *v);
+	struct event_row *v;
 	size_t i = 0, j = nj, k = 0;
 
+	if (n == 0)
+		return;
+	v = xcalloc(n, sizeof *v);
 	while (i < nj || j < n) {
 		if (j == n || (i < nj && rows[i].t <= rows[j].t))
 			v[k++] = rows[i++];

@@ -296,9 +296,10 @@ guard_ls(struct cmd_ctx *ctx, int json)
 		free(last);
 		guard_values_free(v, nv);
 	}
-	if (status == 0 && json)
-		json_print(arr, stdout);
-	else if (status == 0)
+	if (status == 0 && json) {
+		json_print(arr, stdout); /* consumes it */
+		arr = NULL;
+	} else if (status == 0)
 		table_print(t, stdout);
 	guard_list_free(gs, ng);
 	inventory_close(inv);
@@ -377,10 +378,12 @@ guard_check(struct cmd_ctx *ctx, const struct guard_args *ga)
 		json_decref(res);
 	}
 	if (r == 0 && ga->json)
-		json_print(arr, stdout);
-	else if (r == 0 && n == 0)
-		printf("no guard fires\n");
-	json_decref(arr);
+		json_print(arr, stdout); /* consumes it */
+	else {
+		if (r == 0 && n == 0)
+			printf("no guard fires\n");
+		json_decref(arr);
+	}
 	guard_actions_free(acts, n);
 	inventory_close(inv);
 	if (r != 0)
