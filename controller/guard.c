@@ -385,6 +385,17 @@ claim(struct inventory *inv, const struct guard *g, struct guard_value *v,
 	for (i = 0; i < n; i++) {
 		if (!v[i].hit || v[i].fired)
 			continue;
+		/* Claimed here: another evaluator (the daemon, guard check)
+		 * may have fired it since v was read. */
+		if (inv != NULL &&
+		    (r = db_exec(inv,
+			 "INSERT OR IGNORE INTO guard_fire (guard_id, "
+			 "instance_id, period, t) VALUES (?, ?, ?, ?)",
+			 "claiming a guard firing", cause, "IItI", g->id,
+			 v[i].instance_id, v[i].period, now)) < 0)
+			goto out;
+		if (inv != NULL && sqlite3_changes(inv->db) == 0)
+			continue;
 		a->names =
 		    xreallocarray(a->names, a->nnames + 1, sizeof *a->names);
 		a->names[a->nnames++] = xstrdup(v[i].instance);
@@ -393,15 +404,6 @@ claim(struct inventory *inv, const struct guard *g, struct guard_value *v,
 		    why != NULL ? "; " : "", v[i].instance, v[i].why);
 		free(why);
 		why = tmp;
-		if (inv == NULL)
-			continue;
-		if ((r = db_exec(inv,
-			 "INSERT INTO guard_fire (guard_id, instance_id, "
-			 "period, "
-			 "t) VALUES (?, ?, ?, ?)",
-			 "claiming a guard firing", cause, "IItI", g->id,
-			 v[i].instance_id, v[i].period, now)) < 0)
-			goto out;
 	}
 	a->why = why;
 	why = NULL;
@@ -431,25 +433,25 @@ evaluate(struct inventory *inv, const struct config *cf, int64_t now,
 	*nout = 0;
 	if ((r = guard_list(inv, &gs, &ng, cause)) != 0)
 		return r;
-	for (i = 0; i < ng; i++) {
-		if ((r = guard_values(inv, cf, &gs[i], now, &v, &nv, cause)) !=
-		    0)
-			break;
-		if (!dry_run && (r = inventory_begin(inv, cause)) != 0)
-			break;
-		r = claim(dry_run ? NULL : inv, &gs[i], v, nv, now, &a, cause);
-		if (!dry_run && r == 0)
-			r = inventory_commit(inv, cause);
-		else if (!dry_run)
-			inventory_rollback(inv);
+	for (i = 0; i < ng && r == 0; i++) {
+		memset(&a, 0, sizeof a);
+		r = guard_values(inv, cf, &gs[i], now, &v, &nv, cause);
+		if (r == 0 && !dry_run)
+			r = inventory_begin(inv, cause);
+		if (r == 0) {
+			r = claim(dry_run ? NULL : inv, &gs[i], v, nv, now, &a,
+			    cause);
+			if (!dry_run && r == 0)
+				r = inventory_commit(inv, cause);
+			else if (!dry_run)
+				inventory_rollback(inv);
+		}
 		guard_values_free(v, nv);
 		if (r == 0 && a.nnames > 0) {
 			*out = xreallocarray(*out, *nout + 1, sizeof **out);
 			(*out)[(*nout)++] = a;
 		} else
 			action_clear(&a);
-		if (r != 0)
-			break;
 	}
 	guard_list_free(gs, ng);
 	return r;
