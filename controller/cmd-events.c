@@ -401,6 +401,16 @@ newest(struct inventory *inv, int64_t *hi, char **cause)
 	return r < 0 ? r : 0;
 }
 
+/* Stored JSON text as a value: null when absent or unreadable. */
+static json_t *
+stored(const char *text)
+{
+	json_t *v =
+	    text != NULL ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+
+	return v != NULL ? v : json_null();
+}
+
 /* One row as a JSON object. */
 static json_t *
 row_json(const struct event_row *w)
@@ -411,10 +421,8 @@ row_json(const struct event_row *w)
 	if (w->gpufleet) {
 		o = json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s?, s:o}", "source",
 		    "gpufleet", "time", when, "event", w->event, "name", w->id,
-		    "instances", json_loads(w->names, 0, NULL), "why", w->why,
-		    "result",
-		    w->result != NULL ? json_loads(w->result, 0, NULL)
-				      : json_null());
+		    "instances", stored(w->names), "why", w->why, "result",
+		    stored(w->result));
 		free(when);
 		return o;
 	}
@@ -423,7 +431,7 @@ row_json(const struct event_row *w)
 	    "watcher", "instance", w->instance, "epoch", w->epoch, "seq",
 	    (json_int_t)w->seq, "time", when, "time_instance", ti, "event",
 	    w->event, "id", w->id != NULL ? json_string(w->id) : json_null(),
-	    "entry", json_loads(w->entry, 0, NULL));
+	    "entry", stored(w->entry));
 	free(when);
 	free(ti);
 	return o;

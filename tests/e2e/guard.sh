@@ -89,12 +89,36 @@ expect_eq "$(printf '%s\n' "$out" | wc -l)" 1 "not shown for an instance it does
 run events a1
 expect_match "$out" "a1 +guard_warn +daily +a1: cost" "shown for a1"
 
+# Rows the daemon and schedules write: one naming no instance shows only
+# without a SELECTOR; five names are shortened; why and result escaped.
+sqlite3 "$db" "INSERT INTO action_log (t, kind, name, instances, why, result) VALUES
+    (strftime('%s','now'), 'daemon_start', NULL, '[]', 'pid 42', NULL),
+    (strftime('%s','now'), 'schedule_run', 'nightly', '[\"a1\",\"b\",\"c\",\"d\",\"e\"]',
+     'due', '{\"a1\":\"ok\",\"b\":\"bad\\u001b[31m\"}'),
+    (strftime('%s','now'), 'schedule_missed', 'hourly', '[\"a1\"]', '3 missed', 'not json')"
+run events
+expect_match "$out" " - +daemon_start +- +pid 42$" "daemon_start without a SELECTOR"
+expect_match "$out" " a1,b,c \+2 +schedule_run +nightly +due -> a1: ok, b: bad[\\]e\[31m$" \
+    "five names shortened, the result per host escaped"
+run events --json
+expect_eq "$(printf '%s' "$out" | jq -c '.[-1] | [.event, .why, .result]')" \
+    '["schedule_missed","3 missed",null]' "an unreadable stored result is null, the row still shown"
+run events a1
+checks=$((checks + 1))
+case $out in *daemon_start*) fail "events a1 shows daemon_start: $out" ;; esac
+expect_contains "$out" "schedule_run" "events a1 shows an action naming a1"
+
 for _ in $(seq 1 100); do
 	grep -q guard_warn "$T/follow" && break
 	sleep 0.2
 done
-expect_eq "$(jq -c '[.source, .event, .name]' "$T/follow")" \
-    '["gpufleet","guard_warn","daily"]' "events --follow printed the new row"
+for _ in $(seq 1 100); do
+	grep -q schedule_missed "$T/follow" && break
+	sleep 0.2
+done
+expect_eq "$(jq -c '[.source, .event, .name]' "$T/follow" | tr '\n' ' ')" \
+    '["gpufleet","guard_warn","daily"] ["gpufleet","daemon_start",null] ["gpufleet","schedule_run","nightly"] ["gpufleet","schedule_missed","hourly"] ' \
+    "events --follow printed the new rows, each once"
 kill -TERM "$fpid"
 wait "$fpid"
 frc=$?
