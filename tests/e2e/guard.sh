@@ -40,7 +40,8 @@ bad "--per 'week' must be day or month" all --max-cost 1 --per week --do warn
 bad "--per goes with --max-cost" all --min-runway 1h --per day --do warn
 bad "--do 'stop' must be warn or shutdown" all --max-cost 1 --do stop
 bad "add needs --do warn|shutdown" all --max-cost 1
-bad "--min-runway" all --min-runway 5parsecs --do warn
+bad "--min-runway: duration '5parsecs' is not like 90s" all --min-runway 5parsecs --do warn
+bad "--min-runway '0s' is out of range" all --min-runway 0s --do warn
 bad "a guard named 'daily' exists" all --max-cost 1 --do warn --name daily
 bad "selector '@': tag is empty" @ --max-cost 1 --do warn
 run guard rm nosuch
