@@ -326,7 +326,8 @@ script(const char *name, const char *body, char *out, size_t len)
 }
 
 /*
- * guard_stop runs SELF --db DB shutdown NAMES --now --warn 0 --json and
+ * guard_stop runs SELF --db DB --config C shutdown NAMES --now --warn 0
+ * --json and
  * stores what it says per host; a child that fails without naming a host
  * leaves its first stderr line as that host's result.
  */
@@ -343,6 +344,7 @@ START_TEST(stop)
 	a = evaluate(T_DEC01, 1);
 	ck_assert_uint_eq(a[0].nnames, 2);
 
+	cf.path = strdup("/etc/gf.conf");
 	fleet_init(&fleet, path, &cf);
 	script("ok",
 	    "echo \"$@\" >\"$(dirname \"$0\")/args\"; echo "
@@ -358,7 +360,9 @@ START_TEST(stop)
 	ck_assert_ptr_nonnull(fgets(args, 256, fp));
 	fclose(fp);
 	snprintf(want, sizeof want,
-	    "--db %s shutdown a1,a2 --now --warn 0 --json\n", path);
+	    "--db %s --config /etc/gf.conf shutdown a1,a2 --now --warn 0 "
+	    "--json\n",
+	    path);
 	ck_assert_str_eq(args, want);
 	free(args);
 
