@@ -191,13 +191,14 @@ cost_values(struct inventory *inv, const struct config *cf,
     struct guard_value *v, char **cause)
 {
 	struct cost_report rep;
+	const struct ledger_cost *c;
 	const char *when = "since added";
 	char period[16], *a, *lim;
 	time_t tt = (time_t)now;
 	struct tm tm;
 	int64_t from = 0;
 	size_t i;
-	int r;
+	int r = 0;
 
 	localtime_r(&tt, &tm);
 	snprintf(period, sizeof period, "all");
@@ -210,24 +211,31 @@ cost_values(struct inventory *inv, const struct config *cf,
 		strftime(period, sizeof period, "%Y-%m", &tm);
 		when = "this month";
 	}
-	if ((r = cost_by_instance(
-		 inv, cf, list, n, from, now, now, &rep, cause)) != 0)
-		return r;
+	lim = billing_format_exact(g->max_cost);
 	for (i = 0; i < n; i++) {
-		const struct ledger_cost *c = &rep.rows[i];
-		a = money_text(c->amount, c->rule.currency);
-		lim = billing_format_exact(g->max_cost);
-		if (c->priced)
+		/* One at a time: an instance that cannot be costed (a price
+		 * stored before the ceiling, the database busy) is that
+		 * instance's value, not every guard's failure. */
+		r = cost_by_instance(
+		    inv, cf, &list[i], 1, from, now, now, &rep, cause);
+		c = &rep.rows[0];
+		if (r != 0) {
+			xasprintf(&v[i].value, "cannot cost: %s", *cause);
+			free(*cause);
+			*cause = NULL;
+		} else if (c->priced) {
+			a = money_text(c->amount, c->rule.currency);
 			xasprintf(&v[i].value, "%s %s", a, when);
-		else
+			xasprintf(
+			    &v[i].why, "cost %s %s passed %s", a, when, lim);
+			v[i].hit = c->amount > g->max_cost;
+			free(a);
+		} else
 			v[i].value = xstrdup("(no price)");
-		v[i].hit = c->priced && c->amount > g->max_cost;
-		xasprintf(&v[i].why, "cost %s %s passed %s", a, when, lim);
-		v[i].period = xstrdup(period);
-		free(a);
-		free(lim);
+		v[i].period = r == 0 ? xstrdup(period) : NULL;
+		cost_report_free(&rep);
 	}
-	cost_report_free(&rep);
+	free(lim);
 	return 0;
 }
 

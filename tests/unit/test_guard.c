@@ -230,6 +230,15 @@ START_TEST(per_month_and_lifetime)
 	add("a2", "vast", "1/h", "USD", T_DEC01 - 36000, T_DEC01);
 	id3 = add("a3", "autodl", "3600/h", "CNY", T_DEC01 - 3600, T_DEC01);
 	ck_assert_int_eq(inventory_release(inv, id3, T_DEC01 + 60, &cause), 0);
+	/* a4's price was stored before the ceiling: it cannot be costed. */
+	add("a4", "autodl", "36/h", "CNY", T_DEC01 - 3600, 0);
+	ck_assert_int_eq(sqlite3_exec(inv->db,
+			     "UPDATE instance_price SET price = "
+			     "10000000000000, price_per = 's' WHERE "
+			     "instance_id = (SELECT id FROM instance WHERE "
+			     "name = 'a4')",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
 	add_guard("lifetime", "40", NULL, 0, 0);
 	add_guard("monthly", "40", "month", 0, 1);
 
@@ -245,7 +254,7 @@ START_TEST(per_month_and_lifetime)
 	ck_assert_str_eq(gs[1].name, "monthly");
 	ck_assert_int_eq(
 	    guard_values(inv, &cf, &gs[1], T_DEC01 + 7200, &v, &n, &cause), 0);
-	ck_assert_uint_eq(n, 2); /* a3 is released */
+	ck_assert_uint_eq(n, 3); /* a3 is released */
 	ck_assert_str_eq(v[0].instance, "a1");
 	ck_assert_str_eq(v[0].value, "36.00 CNY this month");
 	ck_assert_str_eq(v[0].period, "2026-12");
@@ -256,6 +265,10 @@ START_TEST(per_month_and_lifetime)
 	    guard_values(inv, &cf, &gs[0], T_DEC01 + 7200, &v, &n, &cause), 0);
 	ck_assert_str_eq(v[1].value, "10.00 USD since added");
 	ck_assert_int_eq(v[1].hit, 0);
+	ck_assert_str_eq(v[2].instance, "a4");
+	ck_assert_ptr_nonnull(strstr(v[2].value, "cannot cost: "));
+	ck_assert_ptr_nonnull(strstr(v[2].value, "above 1000000 an hour"));
+	ck_assert_int_eq(v[2].hit, 0);
 	guard_values_free(v, n);
 	guard_list_free(gs, ng);
 }
