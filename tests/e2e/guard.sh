@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# gpufleet guard like a user: add, ls (text and --json), rm; refused adds
+# exit 2 with the reason and store nothing; `guard check` of a warn guard
+# writes an action_log entry that events shows (source gpufleet), once;
+# events --follow prints an entry added while it runs and exits 0 on
+# SIGTERM.
+. "$(dirname "$0")/lib.sh"
+db=$XDG_DATA_HOME/gpufleet/fleet.db
+dump() { sqlite3 "$db" .dump; }
+
+run add a1 10.0.0.1 --price 360000/h --billing second
+expect_rc 0 "add a1"
+run add a2 10.0.0.2 --price 1/h --currency USD
+expect_rc 0 "add a2"
+run mark a1 running --at -1h
+expect_rc 0 "mark a1 running"
+
+run guard add a1,a2 --max-cost 10 --per day --do warn --name daily
+expect_rc 0 "guard add daily"
+expect_eq "$out" "guard daily: max-cost 10.00/day on a1,a2, warn" "add says what"
+run guard add @gpu --min-runway 6h --do shutdown
+expect_rc 0 "guard add with the default name"
+expect_eq "$out" "guard guard-1: min-runway 6h00m on @gpu, shutdown" "default name"
+before=$(dump)
+
+bad() { # bad MESSAGE ARGS...: a refused add
+	local want=$1
+	shift
+	run guard add "$@"
+	expect_rc 2 "guard add $*"
+	expect_contains "$err" "$want" "guard add $*: why"
+	expect_one_error_line "guard add $*"
+	expect_eq "$(dump)" "$before" "nothing stored by guard add $*"
+}
+bad "amount '12x' is not a number" all --max-cost 12x --do warn
+bad "exactly one of --max-cost and --min-runway" all --max-cost 1 \
+    --min-runway 1h --do warn
+bad "exactly one of --max-cost and --min-runway" all --do warn
+bad "--per 'week' must be day or month" all --max-cost 1 --per week --do warn
+bad "--per goes with --max-cost" all --min-runway 1h --per day --do warn
+bad "--do 'stop' must be warn or shutdown" all --max-cost 1 --do stop
+bad "add needs --do warn|shutdown" all --max-cost 1
+bad "--min-runway: duration '5parsecs' is not like 90s" all --min-runway 5parsecs --do warn
+bad "--min-runway '0s' is out of range" all --min-runway 0s --do warn
+bad "a guard named 'daily' exists" all --max-cost 1 --do warn --name daily
+bad "selector '@': tag is empty" @ --max-cost 1 --do warn
+run guard rm nosuch
+expect_rc 2 "rm of no guard"
+expect_eq "$err" "gpufleet: no guard named 'nosuch'" "rm names it"
+run guard ls --max-cost 1
+expect_rc 2 "ls takes no add option"
+
+run guard ls
+expect_rc 0 "guard ls"
+expect_match "$out" "^NAME +SELECTOR +RULE +ACTION +NOW +LAST" "ls header"
+expect_match "$out" "daily +a1,a2 +max-cost 10.00/day +warn +a1 [0-9.]+ CNY today \(over\), a2 0.00 USD today +-" \
+    "daily: each instance against the cap, in its currency"
+expect_match "$out" "guard-1 +@gpu +min-runway 6h00m +shutdown +- +-" "runway guard, nothing selected"
+run guard ls --json
+expect_rc 0 "guard ls --json"
+expect_eq "$(printf '%s' "$out" | jq -c '.[0] | [.name, .max_cost, .per, .action, .last_fired, [.instances[] | .name, .hit, .fired]]')" \
+    '["daily",100000,"day","warn",null,["a1",true,false,"a2",false,false]]' "ls --json"
+
+# events --follow in the background, then a check that fires.
+"$GPUFLEET" events --follow --json >"$T/follow" 2>"$T/follow.err" &
+fpid=$!
+cleanup_hooks+=("kill $fpid 2>/dev/null")
+
+run guard check --dry-run
+expect_rc 0 "check --dry-run"
+expect_match "$out" "^daily would warn: a1: cost [0-9.]+ CNY today passed 10.00$" "dry run says what"
+expect_eq "$(sqlite3 "$db" 'SELECT count(*) FROM action_log') $(sqlite3 "$db" 'SELECT count(*) FROM guard_fire')" \
+    "0 0" "a dry run writes nothing"
+
+run guard check
+expect_rc 0 "guard check"
+expect_match "$out" "^daily warn: a1: cost [0-9.]+ CNY today passed 10.00$" "check fires"
+run guard check
+expect_rc 0 "second check"
+expect_eq "$out" "no guard fires" "fires once per period"
+
+run events --json
+expect_rc 0 "events --json"
+expect_eq "$(printf '%s' "$out" | jq -c '[.[] | [.source, .event, .name, .instances, .result]]')" \
+    '[["gpufleet","guard_warn","daily",["a1"],null]]' "events shows the firing"
+expect_match "$(printf '%s' "$out" | jq -r '.[0].why')" "^a1: cost [0-9.]+ CNY today passed 10.00$" "its why"
+run events a2
+expect_rc 0 "events a2"
+expect_eq "$(printf '%s\n' "$out" | wc -l)" 1 "not shown for an instance it does not name"
+run events a1
+expect_match "$out" "a1 +guard_warn +daily +a1: cost" "shown for a1"
+
+# Rows the daemon and schedules write: one naming no instance shows only
+# without a SELECTOR; five names are shortened; why and result escaped.
+sqlite3 "$db" "INSERT INTO action_log (t, kind, name, instances, why, result) VALUES
+    (strftime('%s','now'), 'daemon_start', NULL, '[]', 'pid 42', NULL),
+    (strftime('%s','now'), 'schedule_run', 'nightly', '[\"a1\",\"b\",\"c\",\"d\",\"e\"]',
+     'due', '{\"a1\":\"ok\",\"b\":\"bad\\u001b[31m\"}'),
+    (strftime('%s','now'), 'schedule_missed', 'hourly', '[\"a1\"]', '3 missed', 'not json')"
+run events
+expect_match "$out" " - +daemon_start +- +pid 42$" "daemon_start without a SELECTOR"
+expect_match "$out" " a1,b,c \+2 +schedule_run +nightly +due -> a1: ok, b: bad[\\]e\[31m$" \
+    "five names shortened, the result per host escaped"
+run events --json
+expect_eq "$(printf '%s' "$out" | jq -c '.[-1] | [.event, .why, .result]')" \
+    '["schedule_missed","3 missed",null]' "an unreadable stored result is null, the row still shown"
+run events a1
+checks=$((checks + 1))
+case $out in *daemon_start*) fail "events a1 shows daemon_start: $out" ;; esac
+expect_contains "$out" "schedule_run" "events a1 shows an action naming a1"
+
+for _ in $(seq 1 100); do
+	grep -q guard_warn "$T/follow" && break
+	sleep 0.2
+done
+for _ in $(seq 1 100); do
+	grep -q schedule_missed "$T/follow" && break
+	sleep 0.2
+done
+expect_eq "$(jq -c '[.source, .event, .name]' "$T/follow" | tr '\n' ' ')" \
+    '["gpufleet","guard_warn","daily"] ["gpufleet","daemon_start",null] ["gpufleet","schedule_run","nightly"] ["gpufleet","schedule_missed","hourly"] ' \
+    "events --follow printed the new rows, each once"
+kill -TERM "$fpid"
+wait "$fpid"
+frc=$?
+checks=$((checks + 1))
+[ "$frc" = 0 ] || fail "events --follow exit $frc after SIGTERM, wanted 0 ($(cat "$T/follow.err"))"
+
+run guard add a1 --max-cost 0 --do warn --name zero
+expect_rc 0 "a cap of 0 (any cost at all)"
+run guard rm daily
+expect_rc 0 "guard rm"
+run guard ls --json
+expect_eq "$(printf '%s' "$out" | jq -c '[.[] | [.name, .max_cost]]')" '[["guard-1",null],["zero",0]]' \
+    "rm removed it; the cap of 0 is stored as 0"
+expect_eq "$(sqlite3 "$db" 'SELECT count(*) FROM guard_fire')" 0 "its firings too"
+finish
