@@ -29,6 +29,7 @@ extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_rm_entry;
+extern const struct cmd_entry cmd_schedule_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
 extern const struct cmd_entry cmd_shutdown_entry;
@@ -56,6 +57,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_exec_entry,
 	&cmd_shutdown_entry,
 	&cmd_autostop_entry,
+	&cmd_schedule_entry,
 	&cmd_events_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,
