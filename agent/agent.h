@@ -96,8 +96,9 @@ void jsonr_write(struct jsonw *, const char *, const struct jsonr *);
 /* plan.c */
 #define PLAN_ID_MAX 64
 /* So that "ID@CONTAINER_START" fits in PLAN_ID_MAX too. */
-#define PLAN_AUTOSTOP_ID_MAX 40
-#define PLAN_MAX_DEADLINES   64
+#define PLAN_AUTOSTOP_ID_MAX  40
+#define PLAN_MAX_DEADLINES    64
+#define PLAN_PROGRESS_DEFAULT "~/.gpufleet/progress"
 /* Exit statuses of plan set besides 0 and 2 (WATCH.md). */
 #define PLAN_EXIT_GENERATION 3
 #define PLAN_EXIT_INVALID    4
@@ -112,6 +113,7 @@ struct plan_deadline {
 	char *before_stop; /* NULL: none */
 	long long before_stop_timeout_s;
 	int before_must_succeed;
+	int unless_busy; /* skipped when the machine is busy at "at" */
 };
 
 struct plan_autostop {
@@ -174,6 +176,8 @@ void journal_report(struct jsonw *, const char *, const char *, long long);
 #define JUDGE_MAX_GPUS	  16
 #define JUDGE_SAMPLES	  5		     /* kept for a firing's evidence */
 #define JUDGE_FIRE_ID_MAX (PLAN_ID_MAX + 24) /* "ID@CONTAINER_START" */
+/* A progress file changed this recently keeps unless_busy from firing. */
+#define JUDGE_PROGRESS_BUSY_S 600
 
 enum { JUDGE_GPU_OK, JUDGE_GPU_NONE, JUDGE_GPU_ERROR };
 
@@ -229,7 +233,8 @@ struct judge_fire {
 	long long stopping_pid_start;
 	int result; /* a "stop_result" after the last "stopping" */
 	int retried;
-	int done; /* stopped, stop_failed, skipped or local_due */
+	int done;	   /* stopped, stop_failed, skipped or local_due */
+	int warn_withheld; /* not journaled: unless_busy, busy at warn time */
 };
 
 struct judge_state {
@@ -272,6 +277,9 @@ const char *judge_busy(
     const struct plan_autostop *, const struct judge_sample *, int *);
 void judge_sample(struct judge_idle *, const struct plan_autostop *,
     const struct judge_sample *, long long, struct judge_verdict *);
+void judge_unless_policy(const struct plan *, struct plan_autostop *);
+int judge_unless_busy(const struct plan_autostop *, const struct judge_sample *,
+    const char *, char *, size_t);
 const char *judge_fire_name(int);
 struct judge_fire *judge_find(struct judge_state *, const char *, int);
 void judge_state_free(struct judge_state *);
@@ -455,6 +463,7 @@ void watch_run_before(struct watch *, const char *, const struct judge_task *,
     volatile sig_atomic_t *);
 void watch_run_stop(struct watch *, const char *, volatile sig_atomic_t *);
 void watch_warn(struct watch *, const struct plan_deadline *);
+int watch_fire_deadline(struct watch *, const struct plan_deadline *);
 long long watch_autostop(struct watch *, const char *, long long);
 
 /* report.c */

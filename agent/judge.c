@@ -117,6 +117,70 @@ judge_sample(struct judge_idle *st, const struct plan_autostop *a,
 		v->fire = stalled ? JUDGE_FIRE_STALLED : JUDGE_FIRE_IDLE;
 }
 
+/*
+ * The thresholds an unless_busy deadline is judged by: the autostop
+ * policy's when p has one, else the defaults (5 %, 1024 MiB; progress
+ * NULL: PLAN_PROGRESS_DEFAULT). *a borrows p's strings.
+ */
+void
+judge_unless_policy(const struct plan *p, struct plan_autostop *a)
+{
+	if (p->has_autostop) {
+		*a = p->autostop;
+		return;
+	}
+	memset(a, 0, sizeof *a);
+	a->gpu_below = 5;
+	a->gpu_mem_mib = 1024;
+}
+
+/*
+ * Whether sample s keeps an unless_busy deadline from firing under the
+ * thresholds of a: 1 with why ("busy: gpu 0 at 87%") in why, else 0.
+ * error is nvidia-smi's when it failed. Sessions and jobs do not count.
+ */
+int
+judge_unless_busy(const struct plan_autostop *a, const struct judge_sample *s,
+    const char *error, char *why, size_t size)
+{
+	long long age = s->progress_age_s;
+	size_t i;
+
+	if (s->gpu_state == JUDGE_GPU_ERROR) {
+		snprintf(why, size, "busy: nvidia-smi failed: %s",
+		    error != NULL ? error : "no reason given");
+		return 1;
+	}
+	for (i = 0; s->gpu_state == JUDGE_GPU_OK && i < s->ngpus; i++) {
+		if (s->util[i] < 0) {
+			snprintf(
+			    why, size, "busy: gpu %zu utilisation unknown", i);
+			return 1;
+		}
+		if (s->util[i] >= a->gpu_below) {
+			snprintf(why, size, "busy: gpu %zu at %lld%%", i,
+			    s->util[i]);
+			return 1;
+		}
+		if (s->mem_mib[i] > a->gpu_mem_mib) {
+			snprintf(why, size, "busy: gpu %zu has %lld MiB in use",
+			    i, s->mem_mib[i]);
+			return 1;
+		}
+	}
+	if (age >= 0 && age < JUDGE_PROGRESS_BUSY_S) {
+		if (age < 60)
+			snprintf(why, size,
+			    "busy: progress file changed %lld s ago", age);
+		else
+			snprintf(why, size,
+			    "busy: progress file changed %lld min ago",
+			    age / 60);
+		return 1;
+	}
+	return 0;
+}
+
 /* The name of a fire reason, as journaled. */
 const char *
 judge_fire_name(int reason)
@@ -208,17 +272,19 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 
 /*
  * The next step of a deadline d not yet fired (f: its state or NULL) at
- * now: fire, warn, or wait until s->wake; nothing once it has fired.
+ * now: fire, warn, or wait until s->wake; nothing once it has fired or
+ * was skipped (an unless_busy deadline found busy).
  */
 void
 judge_deadline(const struct plan_deadline *d, const struct judge_fire *f,
     long long now, struct judge_step *s)
 {
 	long long warn_at = d->at - d->warn_minutes * 60;
-	int need_warn = d->warn_minutes > 0 && (f == NULL || !f->warned);
+	int need_warn = d->warn_minutes > 0 &&
+	    (f == NULL || (!f->warned && !f->warn_withheld));
 
 	memset(s, 0, sizeof *s);
-	if (f != NULL && f->fired)
+	if (f != NULL && (f->fired || f->done))
 		s->act = JUDGE_ACT_NONE;
 	else if (now >= d->at)
 		s->act = JUDGE_ACT_FIRE;
@@ -291,8 +357,8 @@ judge_fire_id(const struct plan *p, long long cs, char *id, size_t size)
 /*
  * Whether plan p leaves the watcher anything to do, given the journal's
  * state js and the container's start cs (-1: unknown): a deadline that has
- * not fired, an autostop policy that has not fired in this container
- * (fire id ID@CS), or a fired stop whose sequence is not done.
+ * neither fired nor been skipped, an autostop policy that has not fired in this
+ * container (fire id ID@CS), or a fired stop whose sequence is not done.
  */
 int
 judge_arms(const struct plan *p, struct judge_state *js, long long cs)
@@ -303,7 +369,7 @@ judge_arms(const struct plan *p, struct judge_state *js, long long cs)
 
 	for (i = 0; i < p->ndeadlines; i++) {
 		f = judge_find(js, p->deadlines[i].id, 0);
-		if (f == NULL || !f->fired)
+		if (f == NULL || (!f->fired && !f->done))
 			return 1;
 	}
 	if (p->has_autostop) {

@@ -180,7 +180,7 @@ plan_deadline(const struct jsonr *o, size_t i, struct plan *p, char **cause)
 {
 	static const char *const keys[] = { "id", "at", "action",
 		"warn_minutes", "before_stop", "before_stop_timeout_s",
-		"before_must_succeed", NULL };
+		"before_must_succeed", "unless_busy", NULL };
 	struct plan_deadline *d = &p->deadlines[i];
 	const char *action;
 	char where[32];
@@ -199,7 +199,8 @@ plan_deadline(const struct jsonr *o, size_t i, struct plan *p, char **cause)
 	    plan_int(o, "before_stop_timeout_s", where, 1, 86400, 600,
 		&d->before_stop_timeout_s, cause) != 0 ||
 	    plan_bool(o, "before_must_succeed", where, &d->before_must_succeed,
-		cause) != 0)
+		cause) != 0 ||
+	    plan_bool(o, "unless_busy", where, &d->unless_busy, cause) != 0)
 		return -1;
 	action = jsonr_str(o, "action");
 	if (action == NULL ||
@@ -270,7 +271,7 @@ plan_autostop(const struct jsonr *root, struct plan *p, char **cause)
 		o, "nvidia_smi", "autostop", 1, &a->nvidia_smi, cause) != 0)
 		return -1;
 	if (a->progress == NULL)
-		a->progress = xstrdup("~/.gpufleet/progress");
+		a->progress = xstrdup(PLAN_PROGRESS_DEFAULT);
 	if ((w = jsonr_get(o, "wait_for")) == NULL) {
 		a->wait_sessions = a->wait_jobs = 1;
 		return 0;

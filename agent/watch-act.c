@@ -30,8 +30,10 @@
 static void watch_result(struct jsonw *, const struct shell *);
 static char *watch_find_wall(void);
 static int watch_ttys(const char *, const char *);
-static void watch_sample_take(
-    struct watch *, long long, struct judge_sample *, char **);
+static void watch_sample_take(struct watch *, const struct plan_autostop *,
+    long long, struct judge_sample *, char **);
+static int watch_unless_busy(
+    struct watch *, struct judge_sample *, char *, size_t);
 static void watch_sample_write(struct jsonw *, const struct judge_sample *);
 
 /* status, signal, timed_out and output of an ended command. */
@@ -218,18 +220,32 @@ watch_ttys(const char *proc, const char *msg)
 	return written;
 }
 
-/* Warn the people logged in that deadline d is near; journal "warned". */
+/*
+ * Warn the people logged in that deadline d is near; journal "warned".
+ * An unless_busy deadline found busy now is not warned of (nor sampled
+ * again for it): the binding judgement is at its time.
+ */
 void
 watch_warn(struct watch *w, const struct plan_deadline *d)
 {
 	char *argv[2] = { NULL, NULL }, *msg, *cause = NULL, hm[8], in[32];
 	const char *method = "none";
 	long long now = time(NULL), left = d->at > now ? d->at - now : 0;
+	struct judge_sample smp;
+	struct judge_fire *f;
 	struct shell sh;
 	struct jsonw jw;
 	struct tm tm;
 	time_t at = (time_t)d->at;
+	char why[256];
 
+	if (d->unless_busy && watch_unless_busy(w, &smp, why, sizeof why) &&
+	    (f = judge_find(&w->js, d->id, 1)) != NULL) {
+		f->warn_withheld = 1;
+		fprintf(stderr, "gpufleet-agent watch: %s: no warning, %s\n",
+		    d->id, why);
+		return;
+	}
 	gmtime_r(&at, &tm);
 	strftime(hm, sizeof hm, "%H:%M", &tm);
 	if (left < 60)
@@ -257,12 +273,14 @@ watch_warn(struct watch *w, const struct plan_deadline *d)
 	watch_log(w, &jw);
 }
 
-/* One autostop sample at now; *error gets nvidia-smi's (caller frees). */
+/*
+ * One sample at now under policy a (progress NULL: the default file);
+ * *error gets nvidia-smi's (caller frees).
+ */
 static void
-watch_sample_take(
-    struct watch *w, long long now, struct judge_sample *s, char **error)
+watch_sample_take(struct watch *w, const struct plan_autostop *a, long long now,
+    struct judge_sample *s, char **error)
 {
-	const struct plan_autostop *a = &w->plan.autostop;
 	struct gpu_info gi;
 	struct progress pr;
 	struct report_opts o;
@@ -291,7 +309,8 @@ watch_sample_take(
 	gpu_free(&gi);
 	s->sessions = host_session_count(w->proc);
 	s->jobs = 0; /* gpufleet has no jobs yet */
-	path = report_expand_home(a->progress);
+	path = report_expand_home(
+	    a->progress != NULL ? a->progress : PLAN_PROGRESS_DEFAULT);
 	progress_read(&pr, path);
 	s->progress_age_s = -1;
 	if (pr.present)
@@ -331,6 +350,55 @@ watch_sample_write(struct jsonw *jw, const struct judge_sample *s)
 }
 
 /*
+ * One sample now for an unless_busy deadline (agent/WATCH.md, "Unless
+ * busy"): 1 when busy, why saying what, else 0; *s is the sample.
+ */
+static int
+watch_unless_busy(
+    struct watch *w, struct judge_sample *s, char *why, size_t size)
+{
+	struct plan_autostop a;
+	char *error;
+	int busy;
+
+	judge_unless_policy(&w->plan, &a);
+	watch_sample_take(w, &a, time(NULL), s, &error);
+	busy = judge_unless_busy(&a, s, error, why, size);
+	free(error);
+	return busy;
+}
+
+/*
+ * Journal the decision on due deadline d before anything of its stop
+ * runs: "firing", or "skipped" with the reason for an unless_busy one
+ * that one sample finds busy (final: replay treats it as done). The
+ * evidence holds that sample. Returns whether it fired.
+ */
+int
+watch_fire_deadline(struct watch *w, const struct plan_deadline *d)
+{
+	struct judge_sample s;
+	struct jsonw jw;
+	char why[256];
+	int busy = 0;
+
+	if (d->unless_busy)
+		busy = watch_unless_busy(w, &s, why, sizeof why);
+	watch_entry(w, &jw, busy ? "skipped" : "firing", d->id);
+	jsonw_string(&jw, "reason", busy ? why : "deadline");
+	jsonw_object_begin(&jw, "evidence");
+	jsonw_int(&jw, "at", d->at);
+	if (d->unless_busy) {
+		jsonw_array_begin(&jw, "samples");
+		watch_sample_write(&jw, &s);
+		jsonw_array_end(&jw);
+	}
+	jsonw_object_end(&jw);
+	watch_log(w, &jw);
+	return !busy;
+}
+
+/*
  * The autostop check, when due: sample, journal the transitions, and
  * "firing" under fire_id when the policy says so. Returns when the next
  * check is due (0: fired, nothing more to check).
@@ -351,7 +419,7 @@ watch_autostop(struct watch *w, const char *fire_id, long long cs)
 		return 0;
 	if (now < w->next_check)
 		return w->next_check;
-	watch_sample_take(w, now, &s, &error);
+	watch_sample_take(w, a, now, &s, &error);
 	judge_sample(&w->idle, a, &s, cs, &v);
 	w->next_check = now + w->plan.check_interval_s;
 	if (v.unreadable) {

@@ -173,7 +173,7 @@ watch_arm(struct watch *w)
 
 		f = judge_find(&w->js, d->id, 0);
 		if (f != NULL &&
-		    (f->fired || (f->armed && f->armed_at == d->at)))
+		    (f->fired || f->done || (f->armed && f->armed_at == d->at)))
 			continue; /* armed again only when it moved */
 		watch_entry(w, &jw, "armed", d->id);
 		jsonw_int(&jw, "at", d->at);
@@ -182,7 +182,7 @@ watch_arm(struct watch *w)
 	}
 	for (i = 0; i < w->js.n; i++) {
 		f = &w->js.f[i];
-		if (!f->armed || f->fired)
+		if (!f->armed || f->fired || f->done)
 			continue;
 		for (k = 0; k < w->plan.ndeadlines; k++)
 			if (strcmp(w->plan.deadlines[k].id, f->id) == 0)
@@ -286,9 +286,8 @@ static void
 watch_deadlines(struct watch *w, long long *wake)
 {
 	struct judge_step s;
-	struct jsonw jw;
 	char id[PLAN_ID_MAX + 1];
-	long long at, next;
+	long long next;
 	size_t i;
 
 	for (i = 0; i < w->plan.ndeadlines && !watch_term; i++) {
@@ -305,13 +304,8 @@ watch_deadlines(struct watch *w, long long *wake)
 		if (s.act != JUDGE_ACT_FIRE)
 			continue;
 		memcpy(id, d->id, sizeof id);
-		at = d->at;
-		watch_entry(w, &jw, "firing", id);
-		jsonw_string(&jw, "reason", "deadline");
-		jsonw_object_begin(&jw, "evidence");
-		jsonw_int(&jw, "at", at);
-		jsonw_object_end(&jw);
-		watch_log(w, &jw);
+		if (!watch_fire_deadline(w, d))
+			continue; /* skipped: busy */
 		if ((next = watch_advance(w, id)) != 0 && next < *wake)
 			*wake = next;
 	}

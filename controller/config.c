@@ -11,6 +11,7 @@
 #include <ini.h>
 
 #include "config.h"
+#include "cron.h"
 #include "instance.h"
 #include "misc.h"
 #include "stopmethod.h"
@@ -63,6 +64,7 @@ config_clear(struct config *c)
 	free(c->progress_file);
 	free(c->nvidia_smi);
 	free(c->keys_passphrase_file);
+	free(c->schedule_tz);
 	for (i = 0; i < c->nstops; i++) {
 		free(c->stops[i].provider);
 		free(c->stops[i].command);
@@ -192,6 +194,15 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 		set_optional(&c->keys_passphrase_file, value);
 		return 1;
 	}
+	if (strcmp(section, "schedule") == 0 && strcmp(key, "tz") == 0) {
+		if (cron_check_tz(value, &why) != 0) {
+			xasprintf(&ps->error, "tz: %s", why);
+			free(why);
+			return 0;
+		}
+		set_optional(&c->schedule_tz, value);
+		return 1;
+	}
 	return -1;
 }
 
@@ -260,7 +271,7 @@ static int
 handler(void *arg, const char *section, const char *key, const char *value)
 {
 	static const char *const sections[] = { "defaults", "ssh", "status",
-		"keys", "daemon" };
+		"keys", "schedule", "daemon" };
 	struct parse_state *ps = arg;
 	size_t i;
 	int r;
@@ -281,7 +292,7 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	if (i == sizeof sections / sizeof sections[0]) {
 		xasprintf(&ps->error,
 		    "unknown section [%s] (known: [defaults], [ssh], [status], "
-		    "[keys], [daemon], [provider.NAME])",
+		    "[keys], [schedule], [daemon], [provider.NAME])",
 		    section);
 		return 0;
 	}

@@ -44,7 +44,7 @@ static json_t *
 deadline_copy(json_t *o)
 {
 	struct plan_deadline d;
-	json_t *id, *action, *before, *must, *out;
+	json_t *id, *action, *before, *must, *busy, *out;
 	int64_t warn, timeout;
 
 	memset(&d, 0, sizeof d);
@@ -52,6 +52,7 @@ deadline_copy(json_t *o)
 	action = json_object_get(o, "action");
 	before = json_object_get(o, "before_stop");
 	must = json_object_get(o, "before_must_succeed");
+	busy = json_object_get(o, "unless_busy");
 	if (!json_is_object(o) || !json_is_string(id) ||
 	    strlen(json_string_value(id)) >= sizeof d.id ||
 	    !report_check_id(json_string_value(id)) ||
@@ -62,7 +63,8 @@ deadline_copy(json_t *o)
 	    !json_is_string(action) ||
 	    (before != NULL && !json_is_null(before) &&
 		!json_is_string(before)) ||
-	    (must != NULL && !json_is_boolean(must)))
+	    (must != NULL && !json_is_boolean(must)) ||
+	    (busy != NULL && !json_is_boolean(busy)))
 		return NULL;
 	if (strcmp(json_string_value(action), "stop") != 0 &&
 	    strcmp(json_string_value(action), "local") != 0)
@@ -74,20 +76,29 @@ deadline_copy(json_t *o)
 	    json_is_string(before) ? json_string_value(before) : NULL;
 	d.before_stop_timeout_s = timeout;
 	d.before_must_succeed = json_is_true(must);
+	d.unless_busy = json_is_true(busy);
 	out = deadline_json(&d);
 	return out;
 }
 
-/* A deadline as the plan holds it. */
+/*
+ * A deadline as the plan holds it; unless_busy only when set, so that a
+ * plan without one reads as an agent without the field expects.
+ */
 static json_t *
 deadline_json(const struct plan_deadline *d)
 {
-	return json_pack("{s:s, s:I, s:s, s:i, s:o, s:I, s:b}", "id", d->id,
-	    "at", (json_int_t)d->at, "action", d->local ? "local" : "stop",
+	json_t *o;
+
+	o = json_pack("{s:s, s:I, s:s, s:i, s:o, s:I, s:b}", "id", d->id, "at",
+	    (json_int_t)d->at, "action", d->local ? "local" : "stop",
 	    "warn_minutes", d->warn_minutes, "before_stop",
 	    d->before_stop != NULL ? json_string(d->before_stop) : json_null(),
 	    "before_stop_timeout_s", (json_int_t)d->before_stop_timeout_s,
 	    "before_must_succeed", d->before_must_succeed);
+	if (o != NULL && d->unless_busy)
+		json_object_set_new(o, "unless_busy", json_true());
+	return o;
 }
 
 /* An autostop policy as the plan holds it. */

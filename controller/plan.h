@@ -21,14 +21,18 @@ enum plan_change_kind {
 	PLAN_AUTOSTOP_OFF /* drop the policy */
 };
 
+/* A deadline id: 1-64 of [A-Za-z0-9._-] (s-TAG-UNIXTIME for schedules). */
+#define PLAN_DEADLINE_ID_MAX 64
+
 struct plan_deadline {
-	char id[16];
+	char id[PLAN_DEADLINE_ID_MAX + 1];
 	int64_t at; /* the instance's clock */
 	int local;  /* action local: the controller stops it */
 	int warn_minutes;
 	const char *before_stop; /* or NULL */
 	int64_t before_stop_timeout_s;
 	int before_must_succeed;
+	int unless_busy; /* the watcher skips it when the machine is busy */
 };
 
 struct plan_autostop {

@@ -98,6 +98,28 @@ static const struct plan_case plan_cases[] = {
 	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
 	  "\"action\":\"stop\"},{\"id\":\"a\",\"at\":2,\"action\":\"stop\"}]}",
 	    "deadlines[1].id: is not unique" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"unless_busy\":true}]}",
+	    NULL },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"unless_busy\":1}]}",
+	    "deadlines[0].unless_busy: must be true or false" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"unless_busy\":null}]}",
+	    "deadlines[0].unless_busy: must be true or false" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"unless-busy\":true}]}",
+	    "deadlines[0].unless-busy: unknown key" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":"
+	  "\"s-3f2a9c01-1764640800-"
+	  "a123456789a123456789a123456789a123456789ab\","
+	  "\"at\":1,\"action\":\"stop\"}]}",
+	    NULL },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":"
+	  "\"s-3f2a9c01-1764640800-"
+	  "a123456789a123456789a123456789a123456789abX\","
+	  "\"at\":1,\"action\":\"stop\"}]}",
+	    "deadlines[0].id: must be 1-64 characters" },
 	{ "{\"version\":1,\"autostop\":{\"id\":"
 	  "\"a23456789a123456789a123456789a123456789XY\",\"idle_s\":1}}",
 	    "autostop.id: must be 1-40 characters" },
@@ -152,7 +174,9 @@ START_TEST(test_plan_values)
 {
 	static const char minimal[] =
 	    "{\"version\":1,\"deadlines\":[{\"id\":\"x\",\"at\":5,"
-	    "\"action\":\"local\"}],\"autostop\":{\"id\":\"a\",\"idle_s\":9}}";
+	    "\"action\":\"local\"},{\"id\":\"y\",\"at\":6,\"action\":"
+	    "\"stop\",\"unless_busy\":true}],\"autostop\":{\"id\":\"a\","
+	    "\"idle_s\":9}}";
 	struct plan p;
 	char *cause = NULL;
 
@@ -165,6 +189,7 @@ START_TEST(test_plan_values)
 	ck_assert_int_eq(p.deadlines[0].at, 1764640800);
 	ck_assert_int_eq(p.deadlines[0].warn_minutes, 5);
 	ck_assert_str_eq(p.deadlines[0].before_stop, "python save.py");
+	ck_assert_int_eq(p.deadlines[0].unless_busy, 0);
 	ck_assert_int_eq(p.has_autostop, 1);
 	ck_assert_int_eq(p.autostop.idle_s, 1800);
 	ck_assert_ptr_null(p.autostop.nvidia_smi);
@@ -177,6 +202,8 @@ START_TEST(test_plan_values)
 	ck_assert_int_eq(p.deadlines[0].local, 1);
 	ck_assert_int_eq(p.deadlines[0].warn_minutes, 0);
 	ck_assert_int_eq(p.deadlines[0].before_stop_timeout_s, 600);
+	ck_assert_int_eq(p.deadlines[0].unless_busy, 0);
+	ck_assert_int_eq(p.deadlines[1].unless_busy, 1);
 	ck_assert_int_eq(p.autostop.gpu_below, 5);
 	ck_assert_int_eq(p.autostop.gpu_mem_mib, 1024);
 	ck_assert_int_eq(p.autostop.wait_sessions, 1);

@@ -276,6 +276,9 @@ static const struct replay_case replay_cases[] = {
 	    9000, 50, 0, JUDGE_ACT_NONE, 0, NULL },
 	{ "not fired: nothing to resume", { "armed", "warned" }, NULL, 0, 0,
 	    "stop", 0, 0, 9000, 50, 0, JUDGE_ACT_NONE, 0, NULL },
+	{ "skipped busy, never fired: nothing to resume",
+	    { "armed", "skipped,\"reason\":\"busy: gpu 0 at 87%\"" }, NULL, 0,
+	    0, "stop", 0, 0, 9000, 50, 0, JUDGE_ACT_NONE, 0, NULL },
 };
 
 /* Replay the entries (times 100, 110, ...) into js. */
@@ -358,7 +361,122 @@ static const struct deadline_case deadline_cases[] = {
 	    10000, 0, 20000, JUDGE_ACT_NONE, 0 },
 	{ "cancelled then armed again: fires", { "armed", "cancelled" }, 10000,
 	    0, 20000, JUDGE_ACT_FIRE, 0 },
+	{ "skipped as busy: never fires (replayed after a restart)",
+	    { "armed", "warned", "skipped" }, 10000, 5, 20000, JUDGE_ACT_NONE,
+	    0 },
+	{ "skipped as busy: nor warns again", { "armed", "skipped" }, 10000, 5,
+	    9800, JUDGE_ACT_NONE, 0 },
+	{ "skipped, then armed again by a plan: still final",
+	    { "armed", "skipped", "armed" }, 10000, 0, 20000, JUDGE_ACT_NONE,
+	    0 },
 };
+
+/* A warning withheld (unless_busy, busy then): wait for the deadline. */
+START_TEST(test_deadline_withheld)
+{
+	static const char *const entries[] = { "armed", NULL };
+	struct judge_state js = { NULL, 0 };
+	struct plan_deadline d;
+	struct judge_step s;
+	struct judge_fire *f;
+
+	memset(&d, 0, sizeof d);
+	memcpy(d.id, "d-1", 4);
+	d.at = 10000;
+	d.warn_minutes = 5;
+	d.unless_busy = 1;
+	replay(&js, entries);
+	ck_assert_ptr_nonnull(f = judge_find(&js, "d-1", 0));
+	judge_deadline(&d, f, 9800, &s);
+	ck_assert_int_eq(s.act, JUDGE_ACT_WARN);
+	f->warn_withheld = 1;
+	judge_deadline(&d, f, 9800, &s);
+	ck_assert_int_eq(s.act, JUDGE_ACT_WAIT);
+	ck_assert_int_eq(s.wake, 10000);
+	judge_deadline(&d, f, 10000, &s);
+	ck_assert_int_eq(s.act, JUDGE_ACT_FIRE);
+	judge_state_free(&js);
+}
+END_TEST
+
+struct busy_case {
+	const char *name;
+	int has_autostop; /* else the defaults: 5 %, 1024 MiB */
+	long long gpu_below, gpu_mem_mib;
+	int gpu; /* JUDGE_GPU_* */
+	size_t ngpus;
+	long long util[2], mem[2], progress_age;
+	const char *error;
+	const char *want; /* NULL: not busy */
+};
+
+static const struct busy_case busy_cases[] = {
+	{ "idle GPUs, no progress file", 0, 0, 0, OK, 2, { 0, 4 },
+	    { 100, 1024 }, -1, NULL, NULL },
+	{ "at the default 5 % is busy", 0, 0, 0, OK, 2, { 0, 5 }, { 0, 0 }, -1,
+	    NULL, "busy: gpu 1 at 5%" },
+	{ "a busy GPU", 0, 0, 0, OK, 1, { 87 }, { 0 }, -1, NULL,
+	    "busy: gpu 0 at 87%" },
+	{ "the policy's gpu_below: 87 % under 90", 1, 90, 1024, OK, 1, { 87 },
+	    { 0 }, -1, NULL, NULL },
+	{ "the policy's gpu_below: 60 % over 50", 1, 50, 1024, OK, 1, { 60 },
+	    { 0 }, -1, NULL, "busy: gpu 0 at 60%" },
+	{ "a process over the default 1024 MiB", 0, 0, 0, OK, 1, { 0 },
+	    { 1025 }, -1, NULL, "busy: gpu 0 has 1025 MiB in use" },
+	{ "the policy's gpu_mem_mib", 1, 5, 4096, OK, 1, { 0 }, { 2048 }, -1,
+	    NULL, NULL },
+	{ "unknown utilisation is busy", 0, 0, 0, OK, 1, { -1 }, { 0 }, -1,
+	    NULL, "busy: gpu 0 utilisation unknown" },
+	{ "nvidia-smi failing is busy", 0, 0, 0, ERR, 0, { 0 }, { 0 }, -1,
+	    "NVIDIA-SMI has failed",
+	    "busy: nvidia-smi failed: NVIDIA-SMI has failed" },
+	{ "no GPUs, no progress file: idle", 0, 0, 0, NONE, 0, { 0 }, { 0 }, -1,
+	    NULL, NULL },
+	{ "progress 2 min ago", 0, 0, 0, OK, 1, { 0 }, { 0 }, 120, NULL,
+	    "busy: progress file changed 2 min ago" },
+	{ "progress 30 s ago, no GPUs", 0, 0, 0, NONE, 0, { 0 }, { 0 }, 30,
+	    NULL, "busy: progress file changed 30 s ago" },
+	{ "progress 599 s ago", 0, 0, 0, OK, 1, { 0 }, { 0 }, 599, NULL,
+	    "busy: progress file changed 9 min ago" },
+	{ "progress 10 min ago: idle", 0, 0, 0, OK, 1, { 0 }, { 0 }, 600, NULL,
+	    NULL },
+	{ "a busy GPU is named before the progress file", 0, 0, 0, OK, 1,
+	    { 99 }, { 0 }, 5, NULL, "busy: gpu 0 at 99%" },
+};
+
+START_TEST(test_unless_busy)
+{
+	const struct busy_case *c = &busy_cases[_i];
+	struct plan_autostop a;
+	struct judge_sample s;
+	struct plan p;
+	char why[256] = "";
+	size_t k;
+	int busy;
+
+	memset(&p, 0, sizeof p);
+	p.has_autostop = c->has_autostop;
+	p.autostop.gpu_below = c->gpu_below;
+	p.autostop.gpu_mem_mib = c->gpu_mem_mib;
+	judge_unless_policy(&p, &a);
+	memset(&s, 0, sizeof s);
+	s.gpu_state = c->gpu;
+	s.ngpus = c->ngpus;
+	for (k = 0; k < c->ngpus; k++) {
+		s.util[k] = c->util[k];
+		s.mem_mib[k] = c->mem[k];
+	}
+	s.sessions = 3; /* sessions and jobs do not count */
+	s.jobs = 1;
+	s.progress_age_s = c->progress_age;
+	busy = judge_unless_busy(&a, &s, c->error, why, sizeof why);
+	ck_assert_msg(
+	    busy == (c->want != NULL), "%s: busy %d [%s]", c->name, busy, why);
+	if (c->want != NULL)
+		ck_assert_msg(strcmp(why, c->want) == 0, "%s: [%s] want [%s]",
+		    c->name, why, c->want);
+}
+END_TEST
 
 START_TEST(test_deadline)
 {
@@ -405,6 +523,8 @@ static const struct arms_case arms_cases[] = {
 	{ "autostop fired in an earlier container",
 	    { "firing a-1@100", "stopping a-1@100", "stopped a-1@100" }, 0, 1,
 	    200, 1 },
+	{ "a deadline skipped as busy", { "armed d-1", "skipped d-1" }, 1, 0,
+	    100, 0 },
 };
 
 START_TEST(test_arms)
@@ -460,6 +580,9 @@ main(void)
 	    tc, test_arms, 0, (int)(sizeof arms_cases / sizeof arms_cases[0]));
 	tcase_add_loop_test(tc, test_deadline, 0,
 	    (int)(sizeof deadline_cases / sizeof deadline_cases[0]));
+	tcase_add_test(tc, test_deadline_withheld);
+	tcase_add_loop_test(tc, test_unless_busy, 0,
+	    (int)(sizeof busy_cases / sizeof busy_cases[0]));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -205,6 +205,54 @@ START_TEST(test_exact)
 }
 END_TEST
 
+#define SID64 "s-3f2a9c01-1764640800-a123456789a123456789a123456789a123456789ab"
+
+/*
+ * unless_busy and ids of up to 64 characters survive the read-back (a
+ * schedule's occurrence, s-TAG-UNIXTIME, kept by a shutdown); a new
+ * deadline carries it, and one without it is written as before.
+ */
+START_TEST(test_unless_busy)
+{
+	struct plan_change c;
+	struct plan_result res;
+	char *out = NULL, *cause = NULL;
+	const char *readback =
+	    "{\"deadlines\":[{\"id\":\"" SID64 "\",\"at\":100,\"action\":"
+	    "\"stop\",\"unless_busy\":true},{\"id\":\"" SID64 "X\",\"at\":1,"
+	    "\"action\":\"stop\"},{\"id\":\"d-2\",\"at\":1,\"action\":"
+	    "\"stop\",\"unless_busy\":1},{\"id\":\"d-3\",\"at\":1,"
+	    "\"action\":\"stop\",\"unless_busy\":false}]}";
+
+	ck_assert_uint_eq(strlen(SID64), PLAN_DEADLINE_ID_MAX);
+	change_init(&c, PLAN_ADD, NULL);
+	c.deadline.unless_busy = 1;
+	ck_assert_int_eq(
+	    plan_build(readback, 2, NULL, 0, &c, &out, &res, &cause), 0);
+	ck_assert_uint_eq(res.kept, 2);
+	ck_assert_uint_eq(res.dropped, 2); /* 65 characters; not a bool */
+	ck_assert_ptr_nonnull(strstr(out,
+	    "\"deadlines\":[{\"id\":\"" SID64 "\",\"at\":100,\"action\":"
+	    "\"stop\",\"warn_minutes\":0,\"before_stop\":null,"
+	    "\"before_stop_timeout_s\":600,\"before_must_succeed\":false,"
+	    "\"unless_busy\":true},{\"id\":\"d-3\",\"at\":1,\"action\":"
+	    "\"stop\",\"warn_minutes\":0,\"before_stop\":null,"
+	    "\"before_stop_timeout_s\":600,\"before_must_succeed\":false},"
+	    "{\"id\":\"d-new\",\"at\":1764640800,\"action\":\"stop\","
+	    "\"warn_minutes\":5,\"before_stop\":null,"
+	    "\"before_stop_timeout_s\":600,\"before_must_succeed\":false,"
+	    "\"unless_busy\":true}]"));
+	free(out);
+	/* A 64-character id is armed whole. */
+	change_init(&c, PLAN_ADD, NULL);
+	snprintf(c.deadline.id, sizeof c.deadline.id, "%s", SID64);
+	ck_assert_int_eq(
+	    plan_build(NULL, 0, NULL, 0, &c, &out, &res, &cause), 0);
+	ck_assert_ptr_nonnull(strstr(out, "{\"id\":\"" SID64 "\","));
+	free(out);
+}
+END_TEST
+
 /* A plan holds PLAN_MAX_DEADLINES; one more is refused. */
 START_TEST(test_full)
 {
@@ -312,6 +360,7 @@ main(void)
 	tcase_add_loop_test(tc, test_build, 0, N(cases));
 	tcase_add_test(tc, test_exact);
 	tcase_add_test(tc, test_full);
+	tcase_add_test(tc, test_unless_busy);
 	tcase_add_loop_test(tc, test_answer, 0, N(answers));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
