@@ -18,6 +18,7 @@ extern const struct cmd_entry cmd_autostop_entry;
 extern const struct cmd_entry cmd_cost_entry;
 extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
+extern const struct cmd_entry cmd_guard_entry;
 extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
@@ -56,6 +57,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_exec_entry,
 	&cmd_shutdown_entry,
 	&cmd_autostop_entry,
+	&cmd_guard_entry,
 	&cmd_events_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,
