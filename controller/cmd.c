@@ -16,6 +16,7 @@ extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_advise_entry;
 extern const struct cmd_entry cmd_autostop_entry;
 extern const struct cmd_entry cmd_cost_entry;
+extern const struct cmd_entry cmd_daemon_entry;
 extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_guard_entry;
@@ -59,6 +60,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_autostop_entry,
 	&cmd_guard_entry,
 	&cmd_events_entry,
+	&cmd_daemon_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,
