@@ -1,10 +1,14 @@
 /*
- * What the watchers did while the laptop was away: `gpufleet events`
- * lists the journal entries stored from every contact (status, shutdown
- * ls, ...), oldest first. Everything in them comes from the instance and
- * is shown escaped.
+ * What happened, in one time line: `gpufleet events` merges the watcher
+ * journal entries stored from every contact (status, shutdown ls, ...)
+ * with what the laptop side did (action_log: schedule runs, missed and
+ * skipped ones, guard firings, the daemon starting and stopping), oldest
+ * first; --follow keeps printing new rows. Everything that comes from an
+ * instance or a user is shown escaped.
  */
 
+#include <errno.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,51 +22,87 @@
 #include "xmalloc.h"
 
 #define EVENTS_LIMIT_MAX 1000000
+/* At most this many names in the INSTANCE column, then "+N". */
+#define EVENTS_NAMES_SHOWN 3
 
+/*
+ * One row of either source. A watcher row has instance, epoch, seq, time
+ * (the instance's clock), id and entry; an action row (gpufleet) has
+ * names (a JSON array), name (in id), why and result (JSON or NULL).
+ */
 struct event_row {
-	const char *instance;
-	char *epoch;
-	int64_t seq, t, time;
-	char *event, *id, *entry;
+	int gpufleet;
+	int64_t t, seq, time;
+	char *instance, *epoch, *event, *id, *entry;
+	char *names, *why, *result;
 };
+
+/* What is shown: the instances (NULL: every row, no SELECTOR) and when. */
+struct events_filter {
+	const char *selector;
+	struct instance *list;
+	size_t n;
+	int64_t since;
+};
+
+static volatile sig_atomic_t events_stop;
 
 static int cmd_events_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static char *details(const char *);
 static char *local_seconds(int64_t);
-static int load(struct inventory *, const struct instance *, size_t, int64_t,
-    long, struct event_row **, size_t *, char **);
-static void render(const struct event_row *, size_t, int);
+static int load(struct inventory *, const struct events_filter *,
+    const int64_t *, const int64_t *, struct event_row **, size_t *, char **);
+static int select_instances(
+    struct inventory *, struct events_filter *, char **);
+static int follow(struct inventory *, struct events_filter *, int64_t *, int);
+static void render(const struct event_row *, size_t, int, int);
 
 const struct cmd_entry cmd_events_entry = {
 	.name = "events",
-	.usage = "[SELECTOR] [--since TIME] [--limit N] [--json]",
-	.summary = "what the watchers on the instances did (their journals)",
+	.usage = "[SELECTOR] [--since TIME] [--limit N] [--json] [--follow]",
+	.summary = "what gpufleet and the watchers on the instances did",
 	.help =
-	    "Lists the journal entries of the instances' watchers that "
-	    "gpufleet has read\n(every status, shutdown ls, ... reads them), "
-	    "oldest first: TIME (local,\nthe controller's clock), INSTANCE, "
-	    "EVENT (armed, warned, firing, stopping,\nstop_failed, ...; see "
-	    "README, \"The watcher\"), ID (deadline or autostop\npolicy) and "
-	    "DETAILS. Nothing is fetched: run status first for the latest.\n\n"
-	    "      --since TIME   entries from TIME on (-2h, yesterday, "
+	    "One time line, oldest first, of the journal entries of the "
+	    "instances'\nwatchers that gpufleet has read (every status, "
+	    "shutdown ls, ... reads them;\nnothing is fetched: run status "
+	    "first for the latest) and of what gpufleet\ndid on this side "
+	    "(schedule_run, schedule_missed, schedule_skipped,\nguard_warn, "
+	    "guard_shutdown, daemon_start, daemon_stop). Columns: TIME "
+	    "(local,\nthe controller's clock), INSTANCE (the instance, or "
+	    "the instances an action\nnamed), EVENT (armed, warned, firing, "
+	    "stopping, stop_failed, ... see README,\n\"The watcher\"; or the "
+	    "action), ID (deadline, autostop policy, or the\nschedule's or "
+	    "guard's name) and DETAILS (an action's why and its result per\n"
+	    "host). With a SELECTOR: the selected instances' journal entries "
+	    "and the\nactions naming one of them; actions naming no instance "
+	    "(daemon_start,\ndaemon_stop) show only without a SELECTOR.\n\n"
+	    "      --since TIME   rows from TIME on (-2h, yesterday, "
 	    "2026-12-01)\n"
-	    "      --limit N      the last N entries only\n"
-	    "      --json         [{instance, epoch, seq, time, time_instance, "
-	    "event, id,\n                      entry}], entry the stored "
-	    "object\n\n"
+	    "      --limit N      the last N rows only (before --follow's)\n"
+	    "      --follow       then print new rows as they are stored, "
+	    "until\n                     interrupted (SIGINT, SIGTERM: exit "
+	    "0); an action's\n                     result stored later shows "
+	    "in a later `events`\n"
+	    "      --json         an array of objects, \"source\": "
+	    "\"watcher\" ({instance,\n                     epoch, seq, time, "
+	    "time_instance, event, id, entry}) or\n                     "
+	    "\"gpufleet\" ({time, event, name, instances, why, result});\n   "
+	    "                  with --follow one object per line\n\n"
 	    "Examples:\n"
 	    "  gpufleet events --since yesterday\n"
-	    "  gpufleet events a100-1 --limit 20\n",
+	    "  gpufleet events a100-1 --limit 20\n"
+	    "  gpufleet events @train --follow\n",
 	.exec = cmd_events_exec,
 };
 
-enum { OPT_JSON = 256, OPT_SINCE, OPT_LIMIT };
+enum { OPT_JSON = 256, OPT_SINCE, OPT_LIMIT, OPT_FOLLOW };
 
 static const struct option events_options[] = { { "json", no_argument, NULL,
 						    OPT_JSON },
 	{ "since", required_argument, NULL, OPT_SINCE },
 	{ "limit", required_argument, NULL, OPT_LIMIT },
+	{ "follow", no_argument, NULL, OPT_FOLLOW },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 /* The entry's fields other than its id fields, as "k=v ...". Caller frees. */
@@ -92,6 +132,57 @@ details(const char *entry)
 	return s;
 }
 
+/* An action's DETAILS: its why, then "NAME: result" per host. */
+static char *
+action_details(const struct event_row *w)
+{
+	json_t *res = w->result != NULL ? json_loads(w->result, 0, NULL) : NULL;
+	char *s = xstrdup(w->why != NULL ? w->why : ""), *tmp, *val;
+	const char *k, *sep = *s != '\0' ? " -> " : "";
+	json_t *v;
+
+	json_object_foreach(res, k, v)
+	{
+		val = json_is_string(v)
+		    ? xstrdup(json_string_value(v))
+		    : json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+		xasprintf(
+		    &tmp, "%s%s%s: %s", s, sep, k, val != NULL ? val : "?");
+		free(val);
+		free(s);
+		s = tmp;
+		sep = ", ";
+	}
+	json_decref(res);
+	return s;
+}
+
+/* An action's INSTANCE column: "a1,a2,a3 +4", or NULL for none. */
+static char *
+action_names(const char *names)
+{
+	json_t *arr = json_loads(names, 0, NULL), *v;
+	char *s = NULL, *tmp;
+	size_t i, n = json_array_size(arr);
+
+	json_array_foreach(arr, i, v)
+	{
+		if (i == EVENTS_NAMES_SHOWN) {
+			xasprintf(&tmp, "%s +%zu", s, n - i);
+			free(s);
+			s = tmp;
+			break;
+		}
+		xasprintf(&tmp, "%s%s%s", s != NULL ? s : "",
+		    s != NULL ? "," : "",
+		    json_string_value(v) != NULL ? json_string_value(v) : "?");
+		free(s);
+		s = tmp;
+	}
+	json_decref(arr);
+	return s;
+}
+
 /* "2026-12-02 02:00:03" local. Caller frees. */
 static char *
 local_seconds(int64_t t)
@@ -106,35 +197,91 @@ local_seconds(int64_t t)
 	return xstrdup(buf);
 }
 
-/* The selected instances' entries since since, the last limit of them. */
+/* Free the strings of the first n rows. */
+static void
+rows_free_some(struct event_row *rows, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(rows[i].instance);
+		free(rows[i].epoch);
+		free(rows[i].event);
+		free(rows[i].id);
+		free(rows[i].entry);
+		free(rows[i].names);
+		free(rows[i].why);
+		free(rows[i].result);
+	}
+}
+
+static void
+rows_free(struct event_row *rows, size_t n)
+{
+	rows_free_some(rows, n);
+	free(rows);
+}
+
+/* The name of instance id among f's, or NULL when it is not shown. */
+static const char *
+shown_instance(const struct events_filter *f, int64_t id)
+{
+	size_t i;
+
+	for (i = 0; i < f->n; i++) {
+		if (f->list[i].id == id)
+			return f->list[i].name;
+	}
+	return NULL;
+}
+
+/* Whether an action naming names (a JSON array) is shown under f. */
 static int
-load(struct inventory *inv, const struct instance *list, size_t n,
-    int64_t since, long limit, struct event_row **rows, size_t *nrows,
-    char **cause)
+shown_action(const struct events_filter *f, const char *names)
+{
+	json_t *arr, *v;
+	size_t i, j;
+	int shown = 0;
+
+	if (f->selector == NULL)
+		return 1;
+	arr = json_loads(names, 0, NULL);
+	json_array_foreach(arr, i, v)
+	{
+		for (j = 0; j < f->n && !shown; j++) {
+			shown = json_string_value(v) != NULL &&
+			    strcmp(json_string_value(v), f->list[j].name) == 0;
+		}
+	}
+	json_decref(arr);
+	return shown;
+}
+
+/* Append f's journal rows with lo < rowid <= hi, in time order. */
+static int
+load_journal(struct inventory *inv, const struct events_filter *f, int64_t lo,
+    int64_t hi, struct event_row **rows, size_t *nrows, char **cause)
 {
 	sqlite3_stmt *st;
 	struct event_row *w;
-	size_t i;
-	int64_t id;
+	const char *name;
 	int rc, r;
 
-	*rows = NULL;
-	*nrows = 0;
 	if ((r = db_prepare(inv, &st,
 		 "SELECT instance_id, epoch, seq, t, time, event, id, entry "
-		 "FROM journal WHERE t >= ? ORDER BY t, received_at, epoch, "
-		 "seq",
-		 "cannot read the journal", cause, "I", since)) != 0)
+		 "FROM journal WHERE t >= ? AND rowid > ? AND rowid <= ? "
+		 "ORDER BY t, received_at, epoch, seq",
+		 "cannot read the journal", cause, "III", f->since, lo, hi)) !=
+	    0)
 		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		id = sqlite3_column_int64(st, 0);
-		for (i = 0; i < n && list[i].id != id; i++)
-			;
-		if (i == n)
+		if ((name = shown_instance(f, sqlite3_column_int64(st, 0))) ==
+		    NULL)
 			continue;
 		*rows = xreallocarray(*rows, *nrows + 1, sizeof **rows);
 		w = &(*rows)[(*nrows)++];
-		w->instance = list[i].name;
+		memset(w, 0, sizeof *w);
+		w->instance = xstrdup(name);
 		w->epoch = db_text(st, 1);
 		w->seq = sqlite3_column_int64(st, 2);
 		w->t = sqlite3_column_int64(st, 3);
@@ -144,74 +291,294 @@ load(struct inventory *inv, const struct instance *list, size_t n,
 		w->entry = db_text(st, 7);
 	}
 	r = db_finish(inv, st, rc, "cannot read the journal", cause);
-	if (limit > 0 && *nrows > (size_t)limit) {
-		size_t drop = *nrows - (size_t)limit;
-		for (i = 0; i < drop; i++) {
-			free((*rows)[i].epoch);
-			free((*rows)[i].event);
-			free((*rows)[i].id);
-			free((*rows)[i].entry);
-		}
-		memmove(*rows, *rows + drop, (size_t)limit * sizeof **rows);
-		*nrows = (size_t)limit;
-	}
 	return r < 0 ? r : 0;
 }
 
-/* Print the rows as a table, or as JSON. */
-static void
-render(const struct event_row *rows, size_t n, int json)
+/* Append f's action_log rows with lo < id <= hi, in time order. */
+static int
+load_actions(struct inventory *inv, const struct events_filter *f, int64_t lo,
+    int64_t hi, struct event_row **rows, size_t *nrows, char **cause)
 {
-	struct table *t;
-	json_t *arr = json_array(), *o;
-	char *when, *d, *ti;
-	size_t i;
+	sqlite3_stmt *st;
+	struct event_row *w;
+	int rc, r;
 
-	t = table_new(5, "TIME", "INSTANCE", "EVENT", "ID", "DETAILS");
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t, kind, name, instances, why, result FROM "
+		 "action_log WHERE t >= ? AND id > ? AND id <= ? ORDER BY t, "
+		 "id",
+		 "cannot read the action log", cause, "III", f->since, lo,
+		 hi)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (!shown_action(f, (const char *)sqlite3_column_text(st, 3)))
+			continue;
+		*rows = xreallocarray(*rows, *nrows + 1, sizeof **rows);
+		w = &(*rows)[(*nrows)++];
+		memset(w, 0, sizeof *w);
+		w->gpufleet = 1;
+		w->t = sqlite3_column_int64(st, 0);
+		w->event = db_text(st, 1);
+		w->id = db_text(st, 2);
+		w->names = db_text(st, 3);
+		w->why = db_text(st, 4);
+		w->result = db_text(st, 5);
+	}
+	r = db_finish(inv, st, rc, "cannot read the action log", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Merge rows[0, nj) and rows[nj, n), each in time order, into one; at the
+ * same second the watcher's rows come first.
+ */
+static void
+merge(struct event_row *rows, size_t nj, size_t n)
+{
+	struct event_row *v = xcalloc(n + 1, sizeof *v);
+	size_t i = 0, j = nj, k = 0;
+
+	while (i < nj || j < n) {
+		if (j == n || (i < nj && rows[i].t <= rows[j].t))
+			v[k++] = rows[i++];
+		else
+			v[k++] = rows[j++];
+	}
+	memcpy(rows, v, n * sizeof *v);
+	free(v);
+}
+
+/*
+ * Both sources' rows with lo[k] < rowid <= hi[k] (k 0: journal, 1:
+ * action_log), merged in time order. Caller frees with rows_free.
+ */
+static int
+load(struct inventory *inv, const struct events_filter *f, const int64_t *lo,
+    const int64_t *hi, struct event_row **rows, size_t *nrows, char **cause)
+{
+	size_t nj;
+	int r;
+
+	*rows = NULL;
+	*nrows = 0;
+	if ((r = load_journal(inv, f, lo[0], hi[0], rows, nrows, cause)) != 0)
+		return r;
+	nj = *nrows;
+	if ((r = load_actions(inv, f, lo[1], hi[1], rows, nrows, cause)) != 0)
+		return r;
+	merge(*rows, nj, *nrows);
+	return 0;
+}
+
+/* The newest rowid of the journal (hi[0]) and of action_log (hi[1]). */
+static int
+newest(struct inventory *inv, int64_t *hi, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT (SELECT coalesce(max(rowid), 0) FROM journal), "
+		 "(SELECT coalesce(max(id), 0) FROM action_log)",
+		 "cannot read the events", cause, "")) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		hi[0] = sqlite3_column_int64(st, 0);
+		hi[1] = sqlite3_column_int64(st, 1);
+	}
+	r = db_finish(inv, st, r, "cannot read the events", cause);
+	return r < 0 ? r : 0;
+}
+
+/* One row as a JSON object. */
+static json_t *
+row_json(const struct event_row *w)
+{
+	char *when = instance_format_time(w->t), *ti;
+	json_t *o;
+
+	if (w->gpufleet) {
+		o = json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s?, s:o}", "source",
+		    "gpufleet", "time", when, "event", w->event, "name", w->id,
+		    "instances", json_loads(w->names, 0, NULL), "why", w->why,
+		    "result",
+		    w->result != NULL ? json_loads(w->result, 0, NULL)
+				      : json_null());
+		free(when);
+		return o;
+	}
+	ti = instance_format_time(w->time);
+	o = json_pack("{s:s, s:s, s:s, s:I, s:s, s:s, s:s, s:o, s:o}", "source",
+	    "watcher", "instance", w->instance, "epoch", w->epoch, "seq",
+	    (json_int_t)w->seq, "time", when, "time_instance", ti, "event",
+	    w->event, "id", w->id != NULL ? json_string(w->id) : json_null(),
+	    "entry", json_loads(w->entry, 0, NULL));
+	free(when);
+	free(ti);
+	return o;
+}
+
+/* Row w's five text columns, unescaped; free with cells_free. */
+static void
+row_cells(const struct event_row *w, char **c)
+{
+	c[0] = local_seconds(w->t);
+	if (w->gpufleet) {
+		c[1] = action_names(w->names);
+		c[3] = action_details(w);
+	} else {
+		c[1] = xstrdup(w->instance);
+		c[3] = details(w->entry);
+	}
+	c[2] = w->event;
+	c[4] = w->id;
+}
+
+/*
+ * Print the rows: a table, or with json an array; with lines (--follow)
+ * a JSON object or a table line without header per row.
+ */
+static void
+render(const struct event_row *rows, size_t n, int json, int lines)
+{
+	struct table *t =
+	    table_new(5, "TIME", "INSTANCE", "EVENT", "ID", "DETAILS");
+	json_t *arr = json_array(), *o;
+	char *c[5], *e[5];
+	size_t i, k;
+
 	for (i = 0; i < n; i++) {
-		const struct event_row *w = &rows[i];
-		if (json) {
-			when = instance_format_time(w->t);
-			ti = instance_format_time(w->time);
-			o = json_pack(
-			    "{s:s, s:s, s:I, s:s, s:s, s:s, s:o, s:o}",
-			    "instance", w->instance, "epoch", w->epoch, "seq",
-			    (json_int_t)w->seq, "time", when, "time_instance",
-			    ti, "event", w->event, "id",
-			    w->id != NULL ? json_string(w->id) : json_null(),
-			    "entry", json_loads(w->entry, 0, NULL));
-			json_array_append_new(arr, o);
-			free(when);
-			free(ti);
+		if (json && lines) {
+			o = row_json(&rows[i]);
+			json_dumpf(o, stdout, JSON_COMPACT);
+			fputc('\n', stdout);
+			json_decref(o);
 			continue;
 		}
-		when = local_seconds(w->t);
-		d = details(w->entry);
-		table_add(t, when, w->instance, w->event, w->id, d);
-		free(when);
-		free(d);
+		if (json) {
+			json_array_append_new(arr, row_json(&rows[i]));
+			continue;
+		}
+		row_cells(&rows[i], c);
+		if (!lines)
+			table_add(t, c[0], c[1], c[2], c[4], c[3]);
+		for (k = 0; lines && k < 5; k++)
+			e[k] = vis_str(c[k] != NULL && *c[k] ? c[k] : "-");
+		if (lines)
+			printf("%s  %s  %s  %s  %s\n", e[0], e[1], e[2], e[4],
+			    e[3]);
+		for (k = 0; lines && k < 5; k++)
+			free(e[k]);
+		free(c[0]);
+		free(c[1]);
+		free(c[3]);
 	}
-	if (json)
+	if (json && !lines)
 		json_print(arr, stdout);
-	else {
+	else
 		json_decref(arr);
+	if (!json && !lines)
 		table_print(t, stdout);
-	}
 	table_free(t);
+	fflush(stdout);
+}
+
+static void
+on_signal(int sig)
+{
+	(void)sig;
+	events_stop = 1;
+}
+
+/*
+ * The instances whose rows are shown: the selected ones, or every one
+ * (released ones too) without a SELECTOR. Replaces f->list.
+ */
+static int
+select_instances(struct inventory *inv, struct events_filter *f, char **cause)
+{
+	struct instance *list = NULL;
+	size_t n = 0;
+	int r;
+
+	if (f->selector != NULL)
+		r = inventory_select(inv, f->selector, &list, &n, cause);
+	else
+		r = inventory_list(inv, 1, &list, &n, cause);
+	if (r != 0)
+		return r;
+	instance_free_array(f->list, f->n);
+	f->list = list;
+	f->n = n;
+	return 0;
+}
+
+/*
+ * --follow: every second, print the rows stored after hi (the newest
+ * rowids printed), until SIGINT or SIGTERM. The instances are selected
+ * again each time (a new one shows; on an error the last ones stay).
+ */
+static int
+follow(struct inventory *inv, struct events_filter *f, int64_t *hi, int json)
+{
+	struct timespec ts = { 1, 0 };
+	struct sigaction sa;
+	struct event_row *rows;
+	int64_t lo[2];
+	size_t n;
+	char *cause = NULL;
+	int r;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	while (!events_stop) {
+		nanosleep(&ts, NULL);
+		if (events_stop)
+			break;
+		if (select_instances(inv, f, &cause) != 0) {
+			free(cause);
+			cause = NULL;
+		}
+		lo[0] = hi[0];
+		lo[1] = hi[1];
+		if ((r = newest(inv, hi, &cause)) != 0 ||
+		    (r = load(inv, f, lo, hi, &rows, &n, &cause)) != 0)
+			return cmd_fail(-r, cause);
+		render(rows, n, json, 1);
+		rows_free(rows, n);
+	}
+	return GF_OK;
+}
+
+/* Keep only the last limit of the n rows. */
+static void
+keep_last(struct event_row *rows, size_t *n, long limit)
+{
+	size_t drop;
+
+	if (limit <= 0 || *n <= (size_t)limit)
+		return;
+	drop = *n - (size_t)limit;
+	rows_free_some(rows, drop);
+	memmove(rows, rows + drop, (size_t)limit * sizeof *rows);
+	*n = (size_t)limit;
 }
 
 static int
 cmd_events_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
+	struct events_filter f = { NULL, NULL, 0, 0 };
 	struct inventory *inv = NULL;
-	struct instance *list = NULL;
 	struct event_row *rows = NULL;
-	size_t n = 0, nrows = 0, i;
-	int64_t since = 0;
+	size_t nrows = 0;
+	int64_t lo[2] = { 0, 0 }, hi[2] = { 0, 0 };
 	long limit = 0;
 	char *cause = NULL, *end;
-	int ch, status, json = 0, r;
+	int ch, status, json = 0, follow_ = 0, r;
 
 	while ((ch = cmd_getopt(e, argc, argv, "h", events_options, &status)) !=
 	    -1) {
@@ -221,8 +588,11 @@ cmd_events_exec(
 		case OPT_JSON:
 			json = 1;
 			break;
+		case OPT_FOLLOW:
+			follow_ = 1;
+			break;
 		case OPT_SINCE:
-			if (timeparse(optarg, (int64_t)time(NULL), &since,
+			if (timeparse(optarg, (int64_t)time(NULL), &f.since,
 				&cause) != 0) {
 				status =
 				    cmd_usage_error(e, "--since: %s", cause);
@@ -242,26 +612,21 @@ cmd_events_exec(
 	}
 	if (argc - optind > 1)
 		return cmd_usage_error(e, "takes at most one SELECTOR");
+	if (argc - optind == 1)
+		f.selector = argv[optind];
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
-	if ((r = inventory_select(inv,
-		 argc - optind == 1 ? argv[optind] : "all", &list, &n,
-		 &cause)) != 0 ||
-	    (r = load(inv, list, n, since, limit, &rows, &nrows, &cause)) !=
-		0) {
-		instance_free_array(list, n);
-		inventory_close(inv);
-		return cmd_fail(-r, cause);
+	if ((r = select_instances(inv, &f, &cause)) != 0 ||
+	    (r = newest(inv, hi, &cause)) != 0 ||
+	    (r = load(inv, &f, lo, hi, &rows, &nrows, &cause)) != 0)
+		status = cmd_fail(-r, cause);
+	else {
+		keep_last(rows, &nrows, limit);
+		render(rows, nrows, json, json && follow_);
+		status = follow_ ? follow(inv, &f, hi, json) : GF_OK;
 	}
-	render(rows, nrows, json);
-	for (i = 0; i < nrows; i++) {
-		free(rows[i].epoch);
-		free(rows[i].event);
-		free(rows[i].id);
-		free(rows[i].entry);
-	}
-	free(rows);
-	instance_free_array(list, n);
+	rows_free(rows, nrows);
+	instance_free_array(f.list, f.n);
 	inventory_close(inv);
-	return GF_OK;
+	return status;
 }

@@ -18,6 +18,7 @@
 #include "db.h"
 #include "log.h"
 #include "planwrite.h"
+#include "schedrun.h"
 #include "schedule.h"
 #include "selector.h"
 #include "status.h"
@@ -46,59 +47,78 @@ static char *zone_time(int64_t, const char *, int);
 static json_t *last_run(struct inventory *, int64_t, char **);
 static int schedule_ls(struct cmd_ctx *, int, char **);
 static int schedule_change(struct cmd_ctx *, const char *, int, char **);
+static int schedule_run(struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_schedule_entry = {
 	.name = "schedule",
-	.usage = "add SELECTOR --cron EXPR [--tz ZONE] --do "
-		 "shutdown|exec|rotate-keys|status\n"
-		 "       [--name NAME] [--unless-busy] [--catchup DURATION] "
-		 "[--warn MINUTES]\n"
-		 "       [--before CMD] [-- COMMAND...]\n"
+	.usage = "add SELECTOR --cron EXPR [--tz ZONE]\n"
+		 "       --do shutdown|exec|rotate-keys|status [--name NAME]\n"
+		 "       [--unless-busy] [--catchup DURATION] [--warn MINUTES] "
+		 "[--before CMD]\n"
+		 "       [-- COMMAND...]\n"
 		 "       gpufleet schedule ls [--json]\n"
-		 "       gpufleet schedule rm|pause|resume|run NAME",
+		 "       gpufleet schedule rm|pause|resume NAME\n"
+		 "       gpufleet schedule run NAME [--json]",
 	.summary = "run shutdowns, key rotations and commands on a timetable",
 	.help =
 	    "A schedule runs an action at the times of a cron expression "
-	    "(MINUTE HOUR DAY\nMONTH WEEKDAY, or @hourly @daily @midnight "
-	    "@weekly @monthly @yearly @annually)\nin a time zone.\n\n"
+	    "(MINUTE HOUR DAY\n"
+	    "MONTH WEEKDAY, or @hourly @daily @midnight @weekly @monthly "
+	    "@yearly @annually)\n"
+	    "in a time zone.\n"
+	    "\n"
 	    "--do shutdown is armed on the watcher of every instance the "
-	    "selector matches:\nits occurrences of the next 30 days (at most "
-	    "48) are deadlines in the plan there,\nso they fire with the "
-	    "laptop closed. add, rm, pause and resume write those plans\nat "
-	    "once (one line per instance); `gpufleet status` and the daemon "
-	    "top them up and\nre-evaluate the selector (an instance tagged "
-	    "later is armed at its next\ncontact; one whose tag is removed is "
-	    "disarmed). Deadlines set with `gpufleet\nshutdown` come first: "
-	    "a plan holds 64 in all.\n"
+	    "selector\n"
+	    "matches: its occurrences of the next 30 days (at most 48) are "
+	    "deadlines in\n"
+	    "the plan there, so they fire with the laptop closed. add, rm, "
+	    "pause and\n"
+	    "resume write those plans at once (one line per instance); "
+	    "`gpufleet status`\n"
+	    "and the daemon top them up and evaluate the selector again (an "
+	    "instance\n"
+	    "tagged later is armed at its next contact; one whose tag is "
+	    "removed is\n"
+	    "disarmed). Deadlines set with `gpufleet shutdown` come first: a "
+	    "plan holds\n"
+	    "64 in all. An instance with no stop method or a release method is "
+	    "not armed.\n"
 	    "--do exec, rotate-keys and status run in `gpufleet daemon`; an "
-	    "occurrence missed\nwhile no daemon ran is run once when it "
-	    "comes back if it is within --catchup,\nelse recorded as missed.\n"
+	    "occurrence\n"
+	    "missed while no daemon ran is run once when it comes back if it "
+	    "is within\n"
+	    "--catchup, else recorded as missed.\n"
 	    "\n"
 	    "      --cron EXPR        when (quote it: '0 2 * * *')\n"
-	    "      --tz ZONE          an IANA zone (Asia/Shanghai); default "
-	    "[schedule] tz in the\n"
-	    "                         config, else the system's\n"
+	    "      --tz ZONE          an IANA zone (Asia/Shanghai); default: "
+	    "[schedule] tz\n"
+	    "                         in the config, else the system's\n"
 	    "      --do ACTION        shutdown, exec (needs -- COMMAND), "
 	    "rotate-keys, status\n"
 	    "      --name NAME        default: ACTION-SELECTOR made a name "
 	    "(shutdown-train),\n"
 	    "                         with -2, -3 ... when that is taken\n"
 	    "      --catchup DURATION run a missed occurrence this late at "
-	    "most "
-	    "(default 1h;\n"
+	    "most (default 1h;\n"
 	    "                         not for shutdown)\n"
 	    "      --warn MINUTES     shutdown: warn logged-in users (default "
 	    "5; 0: no)\n"
 	    "      --before CMD       shutdown: run CMD on the instance first\n"
 	    "      --unless-busy      shutdown: skip an instance whose GPUs "
-	    "are "
-	    "busy or whose\n"
+	    "are busy or whose\n"
 	    "                         progress file changed in the last 10 "
-	    "minutes\n\n"
+	    "minutes\n"
+	    "\n"
 	    "schedule ls shows each schedule's next run (in its zone and UTC) "
-	    "and its last\nrun with the result per host. rm removes a "
-	    "schedule, pause and resume hold it\n(a resumed schedule does not "
-	    "catch up what fell while paused), run runs it now.\n\n"
+	    "and its last\n"
+	    "run with the result per host. rm removes a schedule; pause and "
+	    "resume hold it\n"
+	    "(a resumed schedule does not catch up what fell while it was "
+	    "paused). run\n"
+	    "runs it now in the foreground, recorded like a scheduled run (a "
+	    "shutdown\n"
+	    "schedule: shutdown --now on the selected instances).\n"
+	    "\n"
 	    "Examples:\n"
 	    "  gpufleet schedule add @train --cron '0 2 * * *' --tz "
 	    "Asia/Shanghai \\\n"
@@ -146,13 +166,15 @@ static int
 cmd_schedule_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
-	static const char *const verbs[] = { "rm", "pause", "resume", "run" };
+	static const char *const verbs[] = { "rm", "pause", "resume" };
 	size_t i;
 
 	if (argc >= 2 && strcmp(argv[1], "add") == 0)
 		return schedule_add_cmd(ctx, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "ls") == 0)
 		return schedule_ls(ctx, argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "run") == 0)
+		return schedule_run(ctx, argc - 1, argv + 1);
 	for (i = 0; argc >= 2 && i < sizeof verbs / sizeof verbs[0]; i++) {
 		if (strcmp(argv[1], verbs[i]) == 0)
 			return schedule_change(
@@ -623,7 +645,11 @@ last_run(struct inventory *inv, int64_t id, char **line)
 			res = json_loads(
 			    (const char *)sqlite3_column_text(st, 5), 0, NULL);
 		free(*line);
-		xasprintf(line, "%s %s", when, sqlite3_column_text(st, 3));
+		xasprintf(line, "%s %s%s%s", when, sqlite3_column_text(st, 3),
+		    sqlite3_column_type(st, 4) == SQLITE_TEXT ? ": " : "",
+		    sqlite3_column_type(st, 4) == SQLITE_TEXT
+			? (const char *)sqlite3_column_text(st, 4)
+			: "");
 		json_object_foreach(res, k, v)
 		{
 			xasprintf(&t, "%s %s=%s", *line, k,
@@ -727,7 +753,7 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 	return GF_OK;
 }
 
-/* `schedule rm|pause|resume|run NAME`. */
+/* `schedule rm|pause|resume NAME`. */
 static int
 schedule_change(struct cmd_ctx *ctx, const char *verb, int argc, char **argv)
 {
@@ -769,6 +795,37 @@ schedule_change(struct cmd_ctx *ctx, const char *verb, int argc, char **argv)
 	status = s.action == SCHED_SHUTDOWN
 	    ? arm(ctx, s.selector, s.tag, s.name)
 	    : GF_OK;
+	schedule_clear(&s);
+	return status;
+}
+
+/*
+ * `schedule run NAME [--json]`: run it now, in the foreground, recorded
+ * like a scheduled run (schedrun.c).
+ */
+static int
+schedule_run(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	const struct cmd_entry *e = &cmd_schedule_entry;
+	struct inventory *inv;
+	struct schedule s;
+	char *cause = NULL;
+	int ch, status, json = 0, r;
+
+	while (
+	    (ch = cmd_getopt(e, argc, argv, "h", ls_options, &status)) != -1) {
+		if (ch == -2)
+			return status;
+		json = 1;
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error(e, "run needs one NAME");
+	if ((status = open_inv(ctx, &inv)) != 0)
+		return status;
+	if ((r = schedule_get(inv, argv[optind], &s, &cause)) != 0)
+		return cmd_fail(-r, cause);
+	if ((r = schedrun_now(ctx->fleet, &s, json, &status, &cause)) != 0)
+		status = cmd_fail(-r, cause);
 	schedule_clear(&s);
 	return status;
 }

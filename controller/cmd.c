@@ -16,8 +16,10 @@ extern const struct cmd_entry cmd_add_entry;
 extern const struct cmd_entry cmd_advise_entry;
 extern const struct cmd_entry cmd_autostop_entry;
 extern const struct cmd_entry cmd_cost_entry;
+extern const struct cmd_entry cmd_daemon_entry;
 extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
+extern const struct cmd_entry cmd_guard_entry;
 extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
@@ -58,7 +60,9 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_shutdown_entry,
 	&cmd_autostop_entry,
 	&cmd_schedule_entry,
+	&cmd_guard_entry,
 	&cmd_events_entry,
+	&cmd_daemon_entry,
 	&cmd_ssh_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,

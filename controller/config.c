@@ -49,6 +49,8 @@ config_defaults(struct config *c)
 	c->status_idle_util = 5;
 	c->status_stale_minutes = 30;
 	c->status_timeout = 20;
+	c->daemon_poll_interval = 60;
+	c->daemon_stop_grace = 20;
 }
 
 void
@@ -120,6 +122,10 @@ static const struct config_int {
 	    offsetof(struct config, status_stale_minutes) },
 	{ "status", "timeout", 5, 3600,
 	    offsetof(struct config, status_timeout) },
+	{ "daemon", "poll_interval", 1, 86400,
+	    offsetof(struct config, daemon_poll_interval) },
+	{ "daemon", "stop_grace", 0, 3600,
+	    offsetof(struct config, daemon_stop_grace) },
 };
 
 /* Replace *dst by value, or NULL when value is empty. */
@@ -265,7 +271,7 @@ static int
 handler(void *arg, const char *section, const char *key, const char *value)
 {
 	static const char *const sections[] = { "defaults", "ssh", "status",
-		"keys", "schedule" };
+		"keys", "schedule", "daemon" };
 	struct parse_state *ps = arg;
 	size_t i;
 	int r;
@@ -286,7 +292,7 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	if (i == sizeof sections / sizeof sections[0]) {
 		xasprintf(&ps->error,
 		    "unknown section [%s] (known: [defaults], [ssh], [status], "
-		    "[keys], [schedule], [provider.NAME])",
+		    "[keys], [schedule], [daemon], [provider.NAME])",
 		    section);
 		return 0;
 	}

@@ -1,0 +1,651 @@
+/* Budget guards: the store, their evaluation from the ledger, their stops. */
+
+#include <sys/wait.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "actionlog.h"
+#include "cost.h"
+#include "db.h"
+#include "guard.h"
+#include "selector.h"
+#include "status.h"
+#include "timeparse.h"
+#include "xmalloc.h"
+
+static int64_t day_start(int64_t);
+static char *money_text(money_t, const char *);
+static int cost_values(struct inventory *, const struct config *,
+    const struct guard *, struct instance *, size_t, int64_t,
+    struct guard_value *, char **);
+static int runway_values(struct inventory *, const struct config *,
+    const struct guard *, struct instance *, size_t, int64_t,
+    struct guard_value *, char **);
+static int fired(struct inventory *, int64_t, struct guard_value *, char **);
+static int evaluate(struct inventory *, const struct config *, int64_t, int,
+    struct guard_action **, size_t *, char **);
+static int claim(struct inventory *, const struct guard *, struct guard_value *,
+    size_t, int64_t, struct guard_action *, char **);
+static void action_clear(struct guard_action *);
+static int run_child(char *const *, char **, char **, int *, char **);
+static json_t *stop_result(
+    const struct guard_action *, const char *, int, const char *);
+
+/*
+ * Store a new guard (g->id and g->created_at are set). -GF_EUSAGE when
+ * the name is taken.
+ */
+int
+guard_add(struct inventory *inv, struct guard *g, char **cause)
+{
+	int r;
+
+	r = db_exec(inv,
+	    "INSERT INTO guard (name, selector, max_cost, per, min_runway_s, "
+	    "action, created_at) SELECT ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS "
+	    "(SELECT 1 FROM guard WHERE name = ?1)",
+	    "adding a guard", cause, "ttNtNtIt", g->name, g->selector,
+	    g->has_cost ? g->max_cost : 0, g->has_cost ? g->per : NULL,
+	    g->has_cost ? 0 : g->min_runway_s,
+	    g->shutdown ? "shutdown" : "warn", g->created_at, g->name);
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(inv->db) == 0) {
+		xasprintf(cause, "a guard named '%s' exists", g->name);
+		return -GF_EUSAGE;
+	}
+	g->id = sqlite3_last_insert_rowid(inv->db);
+	return 0;
+}
+
+/*
+ * Every guard by name, each with when it last fired. Caller frees *out
+ * with guard_list_free.
+ */
+int
+guard_list(struct inventory *inv, struct guard **out, size_t *n, char **cause)
+{
+	sqlite3_stmt *st;
+	struct guard *g;
+	int rc, r;
+
+	*out = NULL;
+	*n = 0;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT id, name, selector, max_cost, per, min_runway_s, "
+		 "action, created_at, (SELECT max(t) FROM guard_fire WHERE "
+		 "guard_id = guard.id) FROM guard ORDER BY name",
+		 "cannot read the guards", cause, "")) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*out = xreallocarray(*out, *n + 1, sizeof **out);
+		g = &(*out)[(*n)++];
+		memset(g, 0, sizeof *g);
+		g->id = sqlite3_column_int64(st, 0);
+		g->name = db_text(st, 1);
+		g->selector = db_text(st, 2);
+		g->has_cost = sqlite3_column_type(st, 3) != SQLITE_NULL;
+		g->max_cost = sqlite3_column_int64(st, 3);
+		g->per = db_text(st, 4);
+		g->min_runway_s = sqlite3_column_int64(st, 5);
+		g->shutdown = strcmp((const char *)sqlite3_column_text(st, 6),
+				  "shutdown") == 0;
+		g->created_at = sqlite3_column_int64(st, 7);
+		g->last_fired = sqlite3_column_int64(st, 8);
+	}
+	r = db_finish(inv, st, rc, "cannot read the guards", cause);
+	return r < 0 ? r : 0;
+}
+
+/* Remove the guard name (and its firings). -GF_EUSAGE when there is none. */
+int
+guard_remove(struct inventory *inv, const char *name, char **cause)
+{
+	int r;
+
+	r = db_exec(inv, "DELETE FROM guard WHERE name = ?", "removing a guard",
+	    cause, "t", name);
+	if (r < 0)
+		return r;
+	if (sqlite3_changes(inv->db) == 0) {
+		xasprintf(cause, "no guard named '%s'", name);
+		return -GF_EUSAGE;
+	}
+	return 0;
+}
+
+void
+guard_clear(struct guard *g)
+{
+	free(g->name);
+	free(g->selector);
+	free(g->per);
+	memset(g, 0, sizeof *g);
+}
+
+void
+guard_list_free(struct guard *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		guard_clear(&v[i]);
+	free(v);
+}
+
+/* The rule as a user reads it: "max-cost 10.00/day". Caller frees. */
+char *
+guard_rule(const struct guard *g)
+{
+	char *s, *m;
+
+	if (!g->has_cost) {
+		m = timeparse_duration(g->min_runway_s);
+		xasprintf(&s, "min-runway %s", m);
+	} else {
+		m = billing_format_exact(g->max_cost);
+		xasprintf(&s, "max-cost %s%s%s", m, g->per != NULL ? "/" : "",
+		    g->per != NULL ? g->per : "");
+	}
+	free(m);
+	return s;
+}
+
+/* Local midnight starting t's day. */
+static int64_t
+day_start(int64_t t)
+{
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	localtime_r(&tt, &tm);
+	tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+	tm.tm_isdst = -1;
+	return (int64_t)mktime(&tm);
+}
+
+/* "12.40 CNY", exact to the minor unit. Caller frees. */
+static char *
+money_text(money_t m, const char *currency)
+{
+	char *a = billing_format_exact(m), *s;
+
+	xasprintf(&s, "%s %s", a, currency);
+	free(a);
+	return s;
+}
+
+/* The cost of each of the n instances in the guard's window, against it. */
+static int
+cost_values(struct inventory *inv, const struct config *cf,
+    const struct guard *g, struct instance *list, size_t n, int64_t now,
+    struct guard_value *v, char **cause)
+{
+	struct cost_report rep;
+	const char *when = "since added";
+	char period[16], *a, *lim;
+	time_t tt = (time_t)now;
+	struct tm tm;
+	int64_t from = 0;
+	size_t i;
+	int r;
+
+	localtime_r(&tt, &tm);
+	snprintf(period, sizeof period, "all");
+	if (g->per != NULL && strcmp(g->per, "day") == 0) {
+		from = day_start(now);
+		strftime(period, sizeof period, "%Y-%m-%d", &tm);
+		when = "today";
+	} else if (g->per != NULL) {
+		from = cost_month_start(now, 0);
+		strftime(period, sizeof period, "%Y-%m", &tm);
+		when = "this month";
+	}
+	if ((r = cost_by_instance(
+		 inv, cf, list, n, from, now, now, &rep, cause)) != 0)
+		return r;
+	for (i = 0; i < n; i++) {
+		const struct ledger_cost *c = &rep.rows[i];
+		a = money_text(c->amount, c->rule.currency);
+		lim = billing_format_exact(g->max_cost);
+		if (c->priced)
+			xasprintf(&v[i].value, "%s %s", a, when);
+		else
+			v[i].value = xstrdup("(no price)");
+		v[i].hit = c->priced && c->amount > g->max_cost;
+		xasprintf(&v[i].why, "cost %s %s passed %s", a, when, lim);
+		v[i].period = xstrdup(period);
+		free(a);
+		free(lim);
+	}
+	cost_report_free(&rep);
+	return 0;
+}
+
+/*
+ * The balance runway of each instance's provider against the guard; one
+ * whose provider has no balance stated is never hit.
+ */
+static int
+runway_values(struct inventory *inv, const struct config *cf,
+    const struct guard *g, struct instance *list, size_t n, int64_t now,
+    struct guard_value *v, char **cause)
+{
+	struct provider_info *pv = NULL, *p;
+	struct instance *all = NULL;
+	size_t np = 0, nall = 0, i;
+	char *a, *lim;
+	int r;
+
+	/* Released instances too: what they cost came off the balance. */
+	if ((r = provider_list(inv, &pv, &np, cause)) != 0 ||
+	    (r = inventory_list(inv, 1, &all, &nall, cause)) != 0)
+		goto out;
+	for (i = 0; i < np; i++) {
+		if (pv[i].has_balance &&
+		    (r = cost_provider_runway(
+			 inv, cf, all, nall, &pv[i], now, 1, cause)) != 0)
+			goto out;
+	}
+	for (i = 0; i < n; i++) {
+		p = (struct provider_info *)provider_find(
+		    pv, np, list[i].provider);
+		if (p == NULL || !p->has_balance) {
+			v[i].value = xstrdup("(no balance)");
+			continue;
+		}
+		a = p->runway < 0 ? xstrdup("never")
+				  : timeparse_duration(p->runway);
+		lim = timeparse_duration(g->min_runway_s);
+		xasprintf(&v[i].value, "runway %s", a);
+		xasprintf(&v[i].why, "%s balance runway %s is below %s",
+		    p->name, a, lim);
+		xasprintf(
+		    &v[i].period, "runway@%lld", (long long)p->balance_at);
+		v[i].hit = p->runway >= 0 && p->runway < g->min_runway_s;
+		free(a);
+		free(lim);
+	}
+out:
+	provider_free(pv, np);
+	instance_free_array(all, nall);
+	return r;
+}
+
+/* Whether v already fired for guard_id in its period. */
+static int
+fired(struct inventory *inv, int64_t guard_id, struct guard_value *v,
+    char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT 1 FROM guard_fire WHERE guard_id = ? AND "
+		 "instance_id = ? AND period = ?",
+		 "cannot read the guard firings", cause, "IIt", guard_id,
+		 v->instance_id, v->period)) != 0)
+		return r;
+	r = db_finish(
+	    inv, st, sqlite3_step(st), "cannot read the guard firings", cause);
+	if (r < 0)
+		return r;
+	v->fired = r == 1;
+	return 0;
+}
+
+/*
+ * Every instance in service that g selects, with its value against g at
+ * now and whether it fired in this period. Caller frees *out with
+ * guard_values_free.
+ */
+int
+guard_values(struct inventory *inv, const struct config *cf,
+    const struct guard *g, int64_t now, struct guard_value **out, size_t *nout,
+    char **cause)
+{
+	struct instance *list = NULL;
+	struct selector *sel = NULL;
+	struct guard_value *v;
+	size_t n = 0, i, j;
+	int r;
+
+	*out = NULL;
+	*nout = 0;
+	if (selector_parse(g->selector, &sel, cause) != 0)
+		return -GF_EUSAGE;
+	if ((r = inventory_list(inv, 0, &list, &n, cause)) != 0)
+		goto out;
+	for (i = j = 0; i < n; i++) {
+		if (selector_match(sel, &list[i]))
+			list[j++] = list[i];
+		else
+			instance_clear(&list[i]);
+	}
+	n = j;
+	v = xcalloc(n + 1, sizeof *v);
+	for (i = 0; i < n; i++) {
+		v[i].instance_id = list[i].id;
+		v[i].instance = xstrdup(list[i].name);
+	}
+	*out = v;
+	*nout = n;
+	r = g->has_cost ? cost_values(inv, cf, g, list, n, now, v, cause)
+			: runway_values(inv, cf, g, list, n, now, v, cause);
+	for (i = 0; r == 0 && i < n; i++) {
+		if (v[i].period != NULL)
+			r = fired(inv, g->id, &v[i], cause);
+	}
+out:
+	instance_free_array(list, n);
+	selector_free(sel);
+	return r;
+}
+
+void
+guard_values_free(struct guard_value *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(v[i].instance);
+		free(v[i].value);
+		free(v[i].period);
+		free(v[i].why);
+	}
+	free(v);
+}
+
+/*
+ * Claim the hits of g among v (those not fired yet) and log them as one
+ * action, in one transaction; with dry_run (a NULL inv transaction) only
+ * describe them. a->nnames is 0 when nothing was new.
+ */
+static int
+claim(struct inventory *inv, const struct guard *g, struct guard_value *v,
+    size_t n, int64_t now, struct guard_action *a, char **cause)
+{
+	json_t *names = json_array();
+	char *why = NULL, *tmp;
+	size_t i;
+	int r = 0;
+
+	memset(a, 0, sizeof a[0]);
+	a->guard = xstrdup(g->name);
+	a->shutdown = g->shutdown;
+	for (i = 0; i < n; i++) {
+		if (!v[i].hit || v[i].fired)
+			continue;
+		a->names =
+		    xreallocarray(a->names, a->nnames + 1, sizeof *a->names);
+		a->names[a->nnames++] = xstrdup(v[i].instance);
+		json_array_append_new(names, json_string(v[i].instance));
+		xasprintf(&tmp, "%s%s%s: %s", why != NULL ? why : "",
+		    why != NULL ? "; " : "", v[i].instance, v[i].why);
+		free(why);
+		why = tmp;
+		if (inv == NULL)
+			continue;
+		if ((r = db_exec(inv,
+			 "INSERT INTO guard_fire (guard_id, instance_id, "
+			 "period, "
+			 "t) VALUES (?, ?, ?, ?)",
+			 "claiming a guard firing", cause, "IItI", g->id,
+			 v[i].instance_id, v[i].period, now)) < 0)
+			goto out;
+	}
+	a->why = why;
+	why = NULL;
+	r = 0;
+	if (inv != NULL && a->nnames > 0)
+		r = actionlog_add(inv, now,
+		    g->shutdown ? "guard_shutdown" : "guard_warn", g->name,
+		    names, a->why, NULL, &a->log_id, cause);
+out:
+	free(why);
+	json_decref(names);
+	return r < 0 ? r : 0;
+}
+
+/* guard_evaluate, or with dry_run guard_preview. */
+static int
+evaluate(struct inventory *inv, const struct config *cf, int64_t now,
+    int dry_run, struct guard_action **out, size_t *nout, char **cause)
+{
+	struct guard *gs = NULL;
+	struct guard_value *v = NULL;
+	struct guard_action a;
+	size_t ng = 0, nv = 0, i;
+	int r;
+
+	*out = NULL;
+	*nout = 0;
+	if ((r = guard_list(inv, &gs, &ng, cause)) != 0)
+		return r;
+	for (i = 0; i < ng; i++) {
+		if ((r = guard_values(inv, cf, &gs[i], now, &v, &nv, cause)) !=
+		    0)
+			break;
+		if (!dry_run && (r = inventory_begin(inv, cause)) != 0)
+			break;
+		r = claim(dry_run ? NULL : inv, &gs[i], v, nv, now, &a, cause);
+		if (!dry_run && r == 0)
+			r = inventory_commit(inv, cause);
+		else if (!dry_run)
+			inventory_rollback(inv);
+		guard_values_free(v, nv);
+		if (r == 0 && a.nnames > 0) {
+			*out = xreallocarray(*out, *nout + 1, sizeof **out);
+			(*out)[(*nout)++] = a;
+		} else
+			action_clear(&a);
+		if (r != 0)
+			break;
+	}
+	guard_list_free(gs, ng);
+	return r;
+}
+
+int
+guard_evaluate(struct inventory *inv, const struct config *cf, int64_t now,
+    struct guard_action **out, size_t *nout, char **cause)
+{
+	return evaluate(inv, cf, now, 0, out, nout, cause);
+}
+
+int
+guard_preview(struct inventory *inv, const struct config *cf, int64_t now,
+    struct guard_action **out, size_t *nout, char **cause)
+{
+	return evaluate(inv, cf, now, 1, out, nout, cause);
+}
+
+static void
+action_clear(struct guard_action *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->nnames; i++)
+		free(a->names[i]);
+	free(a->names);
+	free(a->guard);
+	free(a->why);
+	memset(a, 0, sizeof *a);
+}
+
+void
+guard_actions_free(struct guard_action *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		action_clear(&v[i]);
+	free(v);
+}
+
+/* Read all of fp from its start. Caller frees. */
+static char *
+slurp(FILE *fp)
+{
+	char *s = NULL, buf[4096];
+	size_t len = 0, got;
+
+	rewind(fp);
+	while ((got = fread(buf, 1, sizeof buf, fp)) > 0) {
+		s = xreallocarray(s, len + got + 1, 1);
+		memcpy(s + len, buf, got);
+		len += got;
+	}
+	if (s == NULL)
+		return xstrdup("");
+	s[len] = '\0';
+	return s;
+}
+
+/*
+ * Run argv and wait for it, stdin /dev/null; *out is its stdout, *err the
+ * first line of its stderr, *status its exit status (-1: killed). Returns
+ * 0 (caller frees both) or -1 with *cause.
+ */
+static int
+run_child(char *const *argv, char **out, char **err, int *status, char **cause)
+{
+	FILE *o = tmpfile(), *e = tmpfile();
+	char *nl;
+	pid_t pid;
+	int st, r = -1;
+
+	*out = *err = NULL;
+	if (o == NULL || e == NULL) {
+		xasprintf(
+		    cause, "cannot make a temporary file: %s", strerror(errno));
+		goto out;
+	}
+	fflush(NULL);
+	if ((pid = fork()) == -1) {
+		xasprintf(cause, "cannot fork: %s", strerror(errno));
+		goto out;
+	}
+	if (pid == 0) {
+		if (freopen("/dev/null", "r", stdin) == NULL)
+			_exit(127);
+		dup2(fileno(o), STDOUT_FILENO);
+		dup2(fileno(e), STDERR_FILENO);
+		execv(argv[0], argv);
+		dprintf(STDERR_FILENO, "cannot run %s: %s\n", argv[0],
+		    strerror(errno));
+		_exit(127);
+	}
+	while (waitpid(pid, &st, 0) == -1) {
+		if (errno != EINTR) {
+			xasprintf(cause, "waitpid: %s", strerror(errno));
+			goto out;
+		}
+	}
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	*out = slurp(o);
+	*err = slurp(e);
+	if ((nl = strchr(*err, '\n')) != NULL)
+		*nl = '\0';
+	r = 0;
+out:
+	if (o != NULL)
+		fclose(o);
+	if (e != NULL)
+		fclose(e);
+	return r;
+}
+
+/*
+ * The result per host from shutdown --json's output: "ok", its error, or
+ * for a host it does not name why the child failed.
+ */
+static json_t *
+stop_result(
+    const struct guard_action *a, const char *out, int status, const char *err)
+{
+	json_t *arr = json_loads(out, 0, NULL), *res = json_object(), *o;
+	const char *name, *e;
+	char *why;
+	size_t i;
+
+	json_array_foreach(arr, i, o)
+	{
+		name = json_string_value(json_object_get(o, "name"));
+		e = json_string_value(json_object_get(o, "error"));
+		if (name != NULL)
+			json_object_set_new(
+			    res, name, json_string(e != NULL ? e : "ok"));
+	}
+	json_decref(arr);
+	if (err != NULL && *err != '\0')
+		why = xstrdup(err);
+	else
+		xasprintf(&why, "shutdown exited with status %d", status);
+	for (i = 0; i < a->nnames; i++) {
+		if (json_object_get(res, a->names[i]) == NULL)
+			json_object_set_new(res, a->names[i], json_string(why));
+	}
+	free(why);
+	return res;
+}
+
+int
+guard_stop(struct fleet *fleet, const char *self, const struct guard_action *a,
+    char **cause)
+{
+	return guard_stop_result(fleet, self, a, NULL, cause);
+}
+
+/* guard_stop, with the result per host in *result (NULL: not wanted). */
+int
+guard_stop_result(struct fleet *fleet, const char *self,
+    const struct guard_action *a, json_t **result, char **cause)
+{
+	struct inventory *inv;
+	char *argv[12], *names, *tmp, *out = NULL, *err = NULL;
+	json_t *res;
+	size_t i, k = 0;
+	int status = 0, r;
+
+	if ((r = fleet_inventory(fleet, &inv, cause)) != 0)
+		return r;
+	names = xstrdup("");
+	for (i = 0; i < a->nnames; i++) {
+		xasprintf(&tmp, "%s%s%s", names, i > 0 ? "," : "", a->names[i]);
+		free(names);
+		names = tmp;
+	}
+	argv[k++] = (char *)(self != NULL ? self : "/proc/self/exe");
+	argv[k++] = (char *)"--db";
+	argv[k++] = inv->path;
+	if (fleet->config != NULL && fleet->config->path != NULL) {
+		argv[k++] = (char *)"--config";
+		argv[k++] = fleet->config->path;
+	}
+	argv[k++] = (char *)"shutdown";
+	argv[k++] = names;
+	argv[k++] = (char *)"--now";
+	argv[k++] = (char *)"--warn";
+	argv[k++] = (char *)"0";
+	argv[k++] = (char *)"--json";
+	argv[k] = NULL;
+	if (run_child(argv, &out, &err, &status, &err) != 0)
+		res = stop_result(a, "", -1, err);
+	else
+		res = stop_result(a, out, status, err);
+	free(err);
+	free(out);
+	free(names);
+	r = actionlog_result(inv, a->log_id, res, cause);
+	if (result != NULL && r == 0)
+		*result = res;
+	else
+		json_decref(res);
+	return r;
+}
