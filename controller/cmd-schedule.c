@@ -526,6 +526,11 @@ arm_report(const struct planwrite_host *h, const char *tag)
 		printf("%s  armed: %zu occurrences, the first at %s%s\n",
 		    h->in->name, count, when,
 		    h->plan == NULL ? " (already)" : "");
+		if (h->sync_cut > 0)
+			printf(
+			    "%s  %zu occurrences left out: the plan holds 64 "
+			    "deadlines, those of gpufleet shutdown first\n",
+			    h->in->name, h->sync_cut);
 		free(when);
 	} else if (h->sync_note != NULL && h->ntags > 0) {
 		safe = vis_str(h->sync_note);

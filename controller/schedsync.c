@@ -186,6 +186,7 @@ schedsync_run(struct planwrite *pw, char **cause)
 		c.kind = PLAN_SYNC;
 		if (planwrite_build(pw, h, &c, &res) != 0)
 			continue;
+		h->sync_cut = res.sync_cut;
 		if (plan_sync_equal(h->probe->rep.watcher.plan, h->plan)) {
 			free(h->plan);
 			h->plan = NULL;
