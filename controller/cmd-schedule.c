@@ -26,7 +26,6 @@
 #include "watcher.h"
 #include "xmalloc.h"
 
-#define BEFORE_MAX   4096
 #define NAME_MAX_LEN 64
 #define NAME_CHARS                                                             \
 	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
@@ -213,10 +212,9 @@ static int
 parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
     int *catchup, int *status)
 {
-	char *end, *cause = NULL;
+	char *cause = NULL;
 	const char *act = NULL;
 	int ch, warn_set = 0;
-	long n;
 
 	while (
 	    (ch = cmd_getopt(e, argc, argv, "h", add_options, status)) != -1) {
@@ -255,26 +253,14 @@ parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
 			*catchup = 1;
 			break;
 		case OPT_WARN:
-			n = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || n < 0 ||
-			    n > 1440) {
-				*status = cmd_usage_error(e,
-				    "--warn '%s' is not a number of minutes "
-				    "from 0 to 1440",
-				    optarg);
+			if ((*status = cmd_warn_minutes(
+				 e, optarg, &s->warn_minutes)) != 0)
 				return -1;
-			}
-			s->warn_minutes = (int)n;
 			warn_set = 1;
 			break;
 		case OPT_BEFORE:
-			if (*optarg == '\0' || strlen(optarg) > BEFORE_MAX) {
-				*status = cmd_usage_error(e,
-				    "--before must be a command of 1 to %d "
-				    "bytes",
-				    BEFORE_MAX);
+			if ((*status = cmd_before(e, optarg)) != 0)
 				return -1;
-			}
 			free(s->before_stop);
 			s->before_stop = xstrdup(optarg);
 			break;
@@ -587,30 +573,19 @@ arm(struct cmd_ctx *ctx, const char *selector, const char *tag,
 static char *
 zone_time(int64_t t, const char *tz, int iso)
 {
-	char *saved = NULL, buf[64], utc[32], *out;
-	const char *old = getenv("TZ");
+	struct cron_zone z;
+	char buf[64], utc[32], *out, *cause = NULL;
 	time_t tt = (time_t)t;
 	struct tm tm, gm;
 	long off;
 
-	if (tz != NULL) {
-		if (old != NULL)
-			saved = xstrdup(old);
-		setenv("TZ", tz, 1);
-		tzset();
-	}
+	if (cron_zone_enter(tz, &z, &cause) != 0)
+		free(cause); /* checked when added: the system's zone then */
 	localtime_r(&tt, &tm);
 	off = tm.tm_gmtoff;
 	strftime(buf, sizeof buf,
 	    iso ? "%Y-%m-%dT%H:%M:%S" : "%Y-%m-%d %H:%M %Z", &tm);
-	if (tz != NULL) {
-		if (saved != NULL)
-			setenv("TZ", saved, 1);
-		else
-			unsetenv("TZ");
-		tzset();
-		free(saved);
-	}
+	cron_zone_leave(&z);
 	gmtime_r(&tt, &gm);
 	strftime(utc, sizeof utc, "%Y-%m-%d %H:%M UTC", &gm);
 	if (iso)
