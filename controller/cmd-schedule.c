@@ -722,12 +722,14 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		free(utc);
 	}
 	if (json)
-		json_print(arr, stdout);
-	else if (n == 0)
-		printf("no schedules (gpufleet schedule add --help)\n");
-	else
-		table_print(tbl, stdout);
-	json_decref(arr);
+		json_print(arr, stdout); /* it takes arr */
+	else {
+		if (n == 0)
+			printf("no schedules (gpufleet schedule add --help)\n");
+		else
+			table_print(tbl, stdout);
+		json_decref(arr);
+	}
 	table_free(tbl);
 	schedule_list_free(list, n);
 	return GF_OK;
