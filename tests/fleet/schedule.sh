@@ -71,7 +71,8 @@ expect_eq "$(fstate inst-4)" ok "inst-4 (not tagged) still runs"
 expect_eq "$(calls inst-4 shutdown)" 0 "inst-4: no stop call"
 
 # --- a 4th instance tagged later: armed at its next status; untagged: not ---
-run schedule add @u --cron '0 0 * * *' --do shutdown --name daily
+run schedule add @u --cron '0 0 * * *' --do shutdown --name daily \
+    --unless-busy --warn 7 --before 'echo saved'
 expect_rc 0 "schedule add @u (selects nothing yet)"
 expect_contains "$out" "no instance to arm now" "nothing to arm yet"
 tag2=$(sql "SELECT tag FROM schedule WHERE name = 'daily'")
@@ -80,6 +81,8 @@ expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 0 "tagging alone writes nothin
 run status inst-4
 expect_rc 0 "status inst-4"
 expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 48 "inst-4 armed by status (48 occurrences)"
+expect_eq "$(jq -c '[.deadlines[] | select(.id | startswith("s-")) | [.unless_busy, .warn_minutes, .before_stop, .action]] | unique' "$(rdir inst-4)/plan.json")" \
+    '[[true,7,"echo saved","stop"]]' "the schedule's fields in each deadline"
 expect_match "$(sql "SELECT plan FROM watcher_state w JOIN instance i ON i.id = w.instance_id WHERE i.name = 'inst-4'")" \
     "\"id\":\"s-$tag2-[0-9]+\"" "the stored plan has it too"
 run tag inst-4 -u
