@@ -11,6 +11,7 @@
 #include <ini.h>
 
 #include "config.h"
+#include "cron.h"
 #include "instance.h"
 #include "misc.h"
 #include "stopmethod.h"
@@ -48,6 +49,8 @@ config_defaults(struct config *c)
 	c->status_idle_util = 5;
 	c->status_stale_minutes = 30;
 	c->status_timeout = 20;
+	c->daemon_poll_interval = 60;
+	c->daemon_stop_grace = 20;
 }
 
 void
@@ -61,6 +64,7 @@ config_clear(struct config *c)
 	free(c->progress_file);
 	free(c->nvidia_smi);
 	free(c->keys_passphrase_file);
+	free(c->schedule_tz);
 	for (i = 0; i < c->nstops; i++) {
 		free(c->stops[i].provider);
 		free(c->stops[i].command);
@@ -118,6 +122,10 @@ static const struct config_int {
 	    offsetof(struct config, status_stale_minutes) },
 	{ "status", "timeout", 5, 3600,
 	    offsetof(struct config, status_timeout) },
+	{ "daemon", "poll_interval", 1, 86400,
+	    offsetof(struct config, daemon_poll_interval) },
+	{ "daemon", "stop_grace", 0, 3600,
+	    offsetof(struct config, daemon_stop_grace) },
 };
 
 /* Replace *dst by value, or NULL when value is empty. */
@@ -184,6 +192,15 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 	if (strcmp(section, "keys") == 0 &&
 	    strcmp(key, "passphrase_file") == 0) {
 		set_optional(&c->keys_passphrase_file, value);
+		return 1;
+	}
+	if (strcmp(section, "schedule") == 0 && strcmp(key, "tz") == 0) {
+		if (cron_check_tz(value, &why) != 0) {
+			xasprintf(&ps->error, "tz: %s", why);
+			free(why);
+			return 0;
+		}
+		set_optional(&c->schedule_tz, value);
 		return 1;
 	}
 	return -1;
@@ -254,7 +271,7 @@ static int
 handler(void *arg, const char *section, const char *key, const char *value)
 {
 	static const char *const sections[] = { "defaults", "ssh", "status",
-		"keys" };
+		"keys", "schedule", "daemon" };
 	struct parse_state *ps = arg;
 	size_t i;
 	int r;
@@ -275,7 +292,7 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	if (i == sizeof sections / sizeof sections[0]) {
 		xasprintf(&ps->error,
 		    "unknown section [%s] (known: [defaults], [ssh], [status], "
-		    "[keys], [provider.NAME])",
+		    "[keys], [schedule], [daemon], [provider.NAME])",
 		    section);
 		return 0;
 	}

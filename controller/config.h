@@ -32,6 +32,9 @@ struct config {
 	char *progress_file;	    /* [status] progress_file, or NULL */
 	char *nvidia_smi;	    /* [status] nvidia_smi, or NULL */
 	char *keys_passphrase_file; /* [keys] passphrase_file, or NULL */
+	char *schedule_tz;	    /* [schedule] tz, or NULL: the system's */
+	int daemon_poll_interval;   /* [daemon] poll_interval, seconds */
+	int daemon_stop_grace;	    /* [daemon] stop_grace, seconds */
 	struct config_stop *stops;  /* [provider.NAME] sections */
 	size_t nstops;
 };

@@ -19,6 +19,7 @@
 
 static enum log_level log_level = LOG_WARN;
 static FILE *log_file; /* NULL: stderr */
+static int log_tee;    /* log_file and stderr */
 
 static void log_vmsg(enum log_level, const char *, const char *, va_list)
     __attribute__((format(printf, 3, 0)));
@@ -37,6 +38,34 @@ log_get_level(void)
 	return log_level;
 }
 
+/* One line on f, which says when when it is the log file. */
+static void
+log_line(FILE *f, enum log_level level, const char *func, const char *safe)
+{
+	flockfile(f);
+	if (f == log_file) {
+		/* A file is read later: each line says when. */
+		char when[32];
+		struct tm tm;
+		time_t now = time(NULL);
+		gmtime_r(&now, &tm);
+		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ ", &tm);
+		fputs(when, f);
+	}
+	fputs("gpufleet: ", f);
+	if (level == LOG_WARN)
+		fputs("warning: ", f);
+	if (level == LOG_DEBUG && f == log_file)
+		fputs("debug: ", f);
+	if (func != NULL && log_level >= LOG_DEBUG)
+		fprintf(f, "%s: ", func);
+	fputs(safe, f);
+	fputc('\n', f);
+	if (f == log_file)
+		fflush(f);
+	funlockfile(f);
+}
+
 /*
  * Write one message line. Messages carry text from remote hosts (banners,
  * libssh errors, agent stderr), so the whole line is escaped for the
@@ -49,34 +78,20 @@ log_vmsg(enum log_level level, const char *func, const char *fmt, va_list ap)
 
 	if (level > log_level)
 		return;
-	FILE *f = log_file != NULL ? log_file : stderr;
-
 	xvasprintf(&msg, fmt, ap);
 	safe = vis_str(msg);
-	flockfile(f);
-	if (log_file != NULL) {
-		/* A file is read later: each line says when. */
-		char when[32];
-		struct tm tm;
-		time_t now = time(NULL);
-		gmtime_r(&now, &tm);
-		strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ ", &tm);
-		fputs(when, f);
-	}
-	fputs("gpufleet: ", f);
-	if (level == LOG_WARN)
-		fputs("warning: ", f);
-	if (level == LOG_DEBUG && log_file != NULL)
-		fputs("debug: ", f);
-	if (func != NULL && log_level >= LOG_DEBUG)
-		fprintf(f, "%s: ", func);
-	fputs(safe, f);
-	fputc('\n', f);
-	if (log_file != NULL)
-		fflush(f);
-	funlockfile(f);
+	log_line(log_file != NULL ? log_file : stderr, level, func, safe);
+	if (log_file != NULL && log_tee)
+		log_line(stderr, level, func, safe);
 	free(safe);
 	free(msg);
+}
+
+/* With a log file, also write every line to stderr (a daemon in front). */
+void
+log_tee_stderr(int on)
+{
+	log_tee = on;
 }
 
 /*

@@ -14,6 +14,7 @@ void log_set_level(enum log_level);
 enum log_level log_get_level(void);
 int log_open_file(const char *, char **);
 void log_close_file(void);
+void log_tee_stderr(int);
 void log_hook_libraries(void);
 void log_msg(enum log_level, const char *, const char *, ...)
     __attribute__((format(printf, 3, 4)));

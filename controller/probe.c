@@ -201,6 +201,7 @@ probe_start(
 	p->set.setup_timeout = p->cf->setup_timeout;
 	p->set.command_timeout = p->cf->status_timeout;
 	p->set.keep_open = keep_open;
+	p->set.backoff = p->backoff;
 	p->done = done;
 	p->arg = arg;
 	p->upload = 0;

@@ -41,6 +41,7 @@ struct probe {
 	const struct config *cf;
 	struct probe_host *hosts; /* rm->n */
 	int64_t now;		  /* when the last pass was classified */
+	int backoff; /* hosts that failed to connect wait (engine backoff) */
 
 	/* Private. */
 	struct agent_bin ab;

@@ -1,0 +1,863 @@
+/*
+ * gpufleet daemon: what needs the laptop, on one event loop. Every
+ * [daemon] poll_interval it polls every instance over held SSH sessions
+ * (stores samples, reads watcher journals, restarts dead watchers), runs
+ * due local stops, tops up the watchers' plans and evaluates the guards;
+ * every second it runs the due exec, rotate-keys and status schedules as
+ * child gpufleet processes (controller/SCHEDULE.md, "Running a daemon
+ * action"). One daemon per database (a lock next to it).
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "actionlog.h"
+#include "cmd.h"
+#include "guard.h"
+#include "keys.h"
+#include "localstop.h"
+#include "log.h"
+#include "misc.h"
+#include "probe.h"
+#include "remote.h"
+#include "schedrun.h"
+#include "schedule.h"
+#include "status.h"
+#include "xmalloc.h"
+
+struct daemon {
+	struct fleet *f;
+	char *db;	/* absolute */
+	char *log_path; /* $XDG_STATE_HOME/gpufleet/daemon.log */
+	char *cfg_path; /* what SIGHUP re-reads */
+	int cfg_explicit;
+	char self[4096]; /* /proc/self/exe */
+	int detached;
+	int report_fd; /* --detach: the waiting parent's pipe, or -1 */
+	int lock_fd;
+
+	struct remote *rm; /* every instance, sessions held */
+	struct probe *p;
+	uint64_t sig; /* the inventory rm was opened from */
+	int polling;  /* a poll (pass and what follows) is going */
+	long polls;
+
+	struct schedrun_child *kids;
+	size_t nkids;
+	char *last_error; /* the tick's, logged once */
+
+	int stopping, over, reload;
+	const char *stop_why;
+	struct event *poll, *tick, *grace;
+	struct event *ev_term, *ev_int, *ev_hup, *ev_chld;
+};
+
+static int cmd_daemon_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **);
+
+const struct cmd_entry cmd_daemon_entry = {
+	.name = "daemon",
+	.usage = "[--detach] [-v]",
+	.summary = "poll the fleet and run schedules and guards",
+	.help =
+	    "Runs in the foreground (for systemd and launchd) until SIGTERM "
+	    "or Ctrl-C.\nEvery [daemon] poll_interval seconds (default 60) "
+	    "it polls every instance\nover held SSH sessions (a host that "
+	    "fails waits, with jitter, before the\nnext try), stores the "
+	    "samples and watcher journals, restarts dead\nwatchers, runs due "
+	    "local stops, tops up the plans of shutdown schedules\nand "
+	    "evaluates the guards. Every second it runs the due exec, "
+	    "rotate-keys\nand status schedules as child gpufleet processes "
+	    "(their output in\n$XDG_STATE_HOME/gpufleet/runs/). One daemon "
+	    "per database; a second exits 2.\nLogs to "
+	    "$XDG_STATE_HOME/gpufleet/daemon.log (and stderr in the "
+	    "foreground).\nSIGHUP re-reads the configuration; SIGTERM gives "
+	    "the runs still going\n[daemon] stop_grace seconds (default 20), "
+	    "then stops them (recorded\nabandoned). A [keys] passphrase_file "
+	    "of 'ask' is refused (no terminal).\n\n"
+	    "  -d, --detach   go to the background once the lock is held\n"
+	    "  -v, --verbose  debug lines in the log\n\n"
+	    "Examples:\n"
+	    "  gpufleet daemon\n"
+	    "  gpufleet daemon --detach\n",
+	.exec = cmd_daemon_exec,
+};
+
+static const struct option daemon_options[] = { { "detach", no_argument, NULL,
+						    'd' },
+	{ "verbose", no_argument, NULL, 'v' },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+
+static void poll_start(struct daemon *);
+static void check_over(struct daemon *);
+
+/* Whether cf (or the environment's override) asks for the passphrase. */
+static const char *
+passphrase_ask(const struct config *cf)
+{
+	const char *file = getenv("GPUFLEET_KEYS_PASSPHRASE_FILE");
+
+	if (file != NULL)
+		return strcmp(file, "ask") == 0
+		    ? "GPUFLEET_KEYS_PASSPHRASE_FILE"
+		    : NULL;
+	if (cf->keys_passphrase_file != NULL &&
+	    strcmp(cf->keys_passphrase_file, "ask") == 0)
+		return "[keys] passphrase_file";
+	return NULL;
+}
+
+/* path made absolute against the working directory. Caller frees. */
+static char *
+absolute(const char *path)
+{
+	char cwd[4096], *s;
+
+	if (path[0] == '/' || getcwd(cwd, sizeof cwd) == NULL)
+		return xstrdup(path);
+	xasprintf(&s, "%s/%s", cwd, path);
+	return s;
+}
+
+/*
+ * Take the daemon lock of the database: a write record lock on
+ * DB.daemon.lock, so another process can read the holder's pid with
+ * F_GETLK. Returns 0 held (d->lock_fd), the holder's pid, or -1 with
+ * *cause.
+ */
+static long
+lock_take(struct daemon *d, char **cause)
+{
+	struct flock fl;
+	char *path, pid[32];
+	int fd, tries;
+
+	xasprintf(&path, "%s.daemon.lock", d->db);
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (fd == -1) {
+		xasprintf(cause, "cannot open %s: %s", path, strerror(errno));
+		free(path);
+		return -1;
+	}
+	free(path);
+	for (tries = 0; tries < 5; tries++) {
+		memset(&fl, 0, sizeof fl);
+		fl.l_type = F_WRLCK;
+		fl.l_whence = SEEK_SET;
+		if (fcntl(fd, F_SETLK, &fl) == 0) {
+			snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+			if (ftruncate(fd, 0) != 0 ||
+			    write(fd, pid, strlen(pid)) < 0)
+				debug_f("cannot write the pid: %s",
+				    strerror(errno));
+			d->lock_fd = fd;
+			return 0;
+		}
+		if (errno != EAGAIN && errno != EACCES)
+			break;
+		/* Held: by whom (gone again between the calls: retry). */
+		if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK) {
+			close(fd);
+			return fl.l_pid > 0 ? (long)fl.l_pid : 1;
+		}
+	}
+	xasprintf(
+	    cause, "cannot lock %s.daemon.lock: %s", d->db, strerror(errno));
+	close(fd);
+	return -1;
+}
+
+/*
+ * Tell the user, and a waiting --detach parent, how the start went:
+ * code 0 started, else the exit code with msg (one line).
+ */
+static void
+report(struct daemon *d, int code, const char *msg)
+{
+	char *line;
+
+	if (code != 0)
+		fprintf(stderr, "gpufleet daemon: %s\n", msg);
+	if (d->report_fd == -1)
+		return;
+	if (code == 0)
+		xasprintf(&line, "0 %ld", (long)getpid());
+	else
+		xasprintf(&line, "%d %s", code, msg);
+	if (write(d->report_fd, line, strlen(line)) < 0)
+		debug_f("cannot report to the parent: %s", strerror(errno));
+	free(line);
+	close(d->report_fd);
+	d->report_fd = -1;
+}
+
+/*
+ * The parent of --detach: wait for the daemon's word on the pipe, print
+ * it, and return its exit code (the daemon runs on in the background).
+ */
+static int
+detach_wait(struct daemon *d, int fd, pid_t child)
+{
+	char buf[1024], *msg;
+	size_t len = 0;
+	ssize_t n;
+	long code;
+
+	while (len < sizeof buf - 1 &&
+	    ((n = read(fd, buf + len, sizeof buf - 1 - len)) > 0 ||
+		(n == -1 && errno == EINTR)))
+		len += n > 0 ? (size_t)n : 0;
+	buf[len] = '\0';
+	close(fd);
+	waitpid(child, NULL, 0);
+	code = strtol(buf, &msg, 10);
+	if (len == 0 || msg == buf) {
+		fprintf(stderr,
+		    "gpufleet daemon: the daemon died while starting (see "
+		    "%s)\n",
+		    d->log_path);
+		return GF_EHOSTS;
+	}
+	if (code == 0) {
+		printf("gpufleet daemon: started, pid %ld, log %s\n",
+		    strtol(msg, NULL, 10), d->log_path);
+		return GF_OK;
+	}
+	fprintf(stderr, "gpufleet daemon: %s\n", msg + (*msg == ' '));
+	return (int)code;
+}
+
+/*
+ * --detach: double fork and setsid, stdio on /dev/null. Returns 1 in the
+ * daemon (which goes on, d->report_fd set); 0 in the parent, with
+ * *status once the daemon said how its start went.
+ */
+static int
+detach(struct daemon *d, int *status)
+{
+	int p[2], null;
+	pid_t pid;
+
+	fflush(NULL);
+	if (pipe(p) != 0 || (pid = fork()) == -1) {
+		fprintf(stderr, "gpufleet daemon: cannot detach: %s\n",
+		    strerror(errno));
+		*status = GF_EHOSTS;
+		return 0;
+	}
+	if (pid > 0) {
+		close(p[1]);
+		*status = detach_wait(d, p[0], pid);
+		return 0;
+	}
+	close(p[0]);
+	setsid();
+	if ((pid = fork()) != 0)
+		_exit(pid == -1 ? 1 : 0);
+	if (chdir("/") != 0)
+		_exit(1);
+	if ((null = open("/dev/null", O_RDWR)) != -1) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		dup2(null, STDERR_FILENO);
+		if (null > STDERR_FILENO)
+			close(null);
+	}
+	fcntl(p[1], F_SETFD, FD_CLOEXEC);
+	d->report_fd = p[1];
+	return 1;
+}
+
+/*
+ * A signature of what the remote set is built from: every instance's row
+ * and the key it uses. It changes when instances are added, removed or
+ * edited (not when tags change: the daemon polls all). 0 on an error.
+ */
+static uint64_t
+inventory_signature(struct inventory *inv)
+{
+	static const char *const q[] = {
+		"SELECT * FROM instance WHERE released_at IS NULL ORDER BY id",
+		"SELECT * FROM instance_key ORDER BY instance_id",
+	};
+	uint64_t h = 1469598103934665603ULL;
+	const unsigned char *t;
+	sqlite3_stmt *st;
+	size_t i;
+	int c, n, k, rc;
+
+	for (i = 0; i < sizeof q / sizeof q[0]; i++) {
+		if (sqlite3_prepare_v2(inv->db, q[i], -1, &st, NULL) !=
+		    SQLITE_OK)
+			return 0;
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			for (c = 0; c < sqlite3_column_count(st); c++) {
+				t = sqlite3_column_text(st, c);
+				n = sqlite3_column_bytes(st, c);
+				for (k = 0; t != NULL && k < n; k++)
+					h = (h ^ t[k]) * 1099511628211ULL;
+				h = (h ^ (t != NULL ? 0xfe : 0xff)) *
+				    1099511628211ULL;
+			}
+		}
+		sqlite3_finalize(st);
+		if (rc != SQLITE_DONE)
+			return 0;
+	}
+	return h != 0 ? h : 1;
+}
+
+/* How many instances the inventory holds (-1 on an error). */
+static int
+instance_count(struct inventory *inv)
+{
+	sqlite3_stmt *st;
+	int n = -1;
+
+	if (sqlite3_prepare_v2(inv->db,
+		"SELECT count(*) FROM instance WHERE released_at IS NULL", -1,
+		&st, NULL) != SQLITE_OK)
+		return -1;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = sqlite3_column_int(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}
+
+/* Let the remote set go (its sessions too). */
+static void
+remote_drop(struct daemon *d)
+{
+	probe_free(d->p);
+	remote_close(d->rm);
+	d->p = NULL;
+	d->rm = NULL;
+	d->sig = 0;
+}
+
+/*
+ * Open every instance again when the inventory changed since the set was
+ * opened (the first time too); otherwise the held sessions stay.
+ * Returns 0, or -1 (logged) when no set could be opened.
+ */
+static int
+remote_refresh(struct daemon *d)
+{
+	uint64_t sig = inventory_signature(d->f->inv);
+	char *cause = NULL;
+
+	if (d->sig != 0 && (sig == d->sig || sig == 0))
+		return 0;
+	if (d->sig != 0)
+		info("the instances changed: opening them again");
+	remote_drop(d);
+	if (instance_count(d->f->inv) == 0) {
+		d->sig = sig;
+		return 0; /* nothing to poll (remote_open refuses none) */
+	}
+	if (probe_new(d->f->config, &d->p, &cause) != 0 ||
+	    remote_open(d->f, "all", &d->rm, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+		remote_drop(d);
+		return -1;
+	}
+	probe_attach(d->p, d->rm);
+	d->p->backoff = 1;
+	d->sig = sig;
+	debug_f("%zu instance(s) to poll", d->rm->n);
+	return 0;
+}
+
+/* Wait the poll interval for the next poll. */
+static void
+poll_arm(struct daemon *d)
+{
+	struct timeval tv = { d->f->config->daemon_poll_interval, 0 };
+
+	if (!d->stopping)
+		evtimer_add(d->poll, &tv);
+}
+
+/* Evaluate the guards and stop what a shutdown guard names. */
+static void
+guards(struct daemon *d)
+{
+	struct guard_action *acts = NULL;
+	char *cause = NULL;
+	size_t n = 0, i;
+
+	if (guard_evaluate(d->f->inv, d->f->config, (int64_t)time(NULL), &acts,
+		&n, &cause) != 0) {
+		warn_msg("guards: %s", cause);
+		free(cause);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		info("guard %s: %s: %s", acts[i].guard,
+		    acts[i].shutdown ? "stopping" : "warning", acts[i].why);
+		if (acts[i].shutdown &&
+		    guard_stop(d->f, d->self, &acts[i], &cause) != 0) {
+			warn_msg("guard %s: %s", acts[i].guard, cause);
+			free(cause);
+			cause = NULL;
+		}
+	}
+	guard_actions_free(acts, n);
+}
+
+/* After a poll's pass (or none, with no instance): store, then act. */
+static void
+poll_after(struct daemon *d, int stored)
+{
+	char *cause = NULL;
+
+	if (stored && probe_store(d->p, &cause) != 0) {
+		error("storing the poll: %s", cause);
+		free(cause);
+		stored = 0;
+	}
+	if (stored) {
+		localstop_run_due(d->f->inv, d->f->config, d->p->now);
+		debug_f("poll %ld: %zu of %zu instance(s) up", d->polls,
+		    d->rm->n - probe_failed(d->p), d->rm->n);
+	}
+	if (!d->stopping)
+		guards(d);
+	d->polling = 0;
+	poll_arm(d);
+	check_over(d);
+}
+
+/* The pass of a poll is over. */
+static void
+on_pass(struct probe *p, int r, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)p;
+	if (r == -PROBE_INTERRUPTED) {
+		d->polling = 0;
+		check_over(d);
+		return;
+	}
+	poll_after(d, 1);
+}
+
+/* Start a poll: the pass over held sessions, then poll_after. */
+static void
+poll_start(struct daemon *d)
+{
+	char *cause = NULL;
+
+	if (d->stopping || d->polling)
+		return;
+	d->polls++;
+	d->polling = 1;
+	if (remote_refresh(d) != 0 || d->rm == NULL) {
+		poll_after(d, 0);
+		return;
+	}
+	if (probe_start(d->p, 1, on_pass, d, &cause) != 0) {
+		error("poll: %s", cause);
+		free(cause);
+		poll_after(d, 0);
+	}
+}
+
+static void
+on_poll(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	poll_start(arg);
+}
+
+/* Log a tick's error once, not every second. */
+static void
+tick_error(struct daemon *d, char *cause)
+{
+	if (d->last_error == NULL || strcmp(d->last_error, cause) != 0)
+		error("%s", cause);
+	free(d->last_error);
+	d->last_error = cause;
+}
+
+/* Finish the runs whose children are over. */
+static void
+reap(struct daemon *d)
+{
+	char *cause = NULL;
+	size_t i = 0;
+	int r;
+
+	while (i < d->nkids) {
+		if ((r = schedrun_reap(d->f, &d->kids[i], &cause)) == 0) {
+			i++;
+			continue;
+		}
+		if (r < 0)
+			tick_error(d, cause);
+		cause = NULL;
+		d->kids[i] = d->kids[--d->nkids];
+	}
+}
+
+/* Start what the schedules have due. */
+static void
+run_due(struct daemon *d)
+{
+	struct schedule *list = NULL;
+	struct schedrun_child c;
+	char *cause = NULL;
+	size_t n = 0, i;
+	int r;
+
+	if (schedule_list(d->f->inv, &list, &n, &cause) != 0) {
+		tick_error(d, cause);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		r = schedrun_consider(
+		    d->f, &list[i], (int64_t)time(NULL), &c, &cause);
+		if (r < 0) {
+			tick_error(d, cause);
+			cause = NULL;
+		} else if (r == 1) {
+			d->kids = xreallocarray(
+			    d->kids, d->nkids + 1, sizeof *d->kids);
+			d->kids[d->nkids++] = c;
+			info("%s: started (run %lld, pid %ld)", list[i].name,
+			    (long long)c.run_id, (long)c.pid);
+		}
+	}
+	schedule_list_free(list, n);
+}
+
+/*
+ * SIGHUP's work: re-read the configuration; a bad one is logged and the
+ * one in use kept. The sessions are opened again from the new one.
+ */
+static void
+reload(struct daemon *d)
+{
+	struct config nc;
+	char *cause = NULL;
+	const char *ask = NULL;
+
+	d->reload = 0;
+	config_defaults(&nc);
+	if (config_load(&nc, d->cfg_path, d->cfg_explicit, &cause) != 0 ||
+	    (ask = passphrase_ask(&nc)) != NULL) {
+		if (cause == NULL)
+			xasprintf(&cause, "%s is 'ask'", ask);
+		error("SIGHUP: %s; the configuration in use stays", cause);
+		free(cause);
+		config_clear(&nc);
+		return;
+	}
+	remote_drop(d);
+	free(nc.path);
+	nc.path = d->f->config->path;
+	d->f->config->path = NULL;
+	config_clear(d->f->config);
+	*d->f->config = nc;
+	info("SIGHUP: configuration re-read (%s)", d->cfg_path);
+	evtimer_del(d->poll);
+	poll_arm(d);
+}
+
+/* Every second: finish runs, start due ones, apply a SIGHUP. */
+static void
+on_tick(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	reap(d);
+	if (!d->stopping)
+		run_due(d);
+	if (d->reload && !d->polling)
+		reload(d);
+	check_over(d);
+}
+
+/* The grace is over: stop the runs still going, recorded abandoned. */
+static void
+on_grace(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	char *why, *cause = NULL;
+	size_t i;
+
+	(void)fd;
+	(void)what;
+	reap(d);
+	xasprintf(&why, "the daemon stopped (%s): SIGTERM after %ds",
+	    d->stop_why, d->f->config->daemon_stop_grace);
+	for (i = 0; i < d->nkids; i++) {
+		kill(d->kids[i].pid, SIGTERM);
+		if (schedrun_abandon(d->f, &d->kids[i], why, &cause) != 0) {
+			error("%s", cause);
+			free(cause);
+			cause = NULL;
+		}
+	}
+	d->nkids = 0;
+	free(why);
+	check_over(d);
+}
+
+/* The daemon is over once told to stop and nothing is going. */
+static void
+check_over(struct daemon *d)
+{
+	if (d->stopping && !d->polling && d->nkids == 0) {
+		d->over = 1;
+		event_base_loopbreak(d->f->base);
+	}
+}
+
+/* SIGTERM, SIGINT: stop polling, give the runs going their grace. */
+static void
+on_stop(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct timeval tv = { d->f->config->daemon_stop_grace, 0 };
+
+	(void)what;
+	if (d->stopping)
+		return;
+	d->stopping = 1;
+	d->stop_why = fd == SIGINT ? "SIGINT" : "SIGTERM";
+	evtimer_del(d->poll);
+	if (d->p != NULL && d->p->run != NULL)
+		probe_cancel(d->p);
+	reap(d);
+	if (d->nkids > 0) {
+		info("%s: waiting up to %ds for %zu run(s) still going",
+		    d->stop_why, d->f->config->daemon_stop_grace, d->nkids);
+		evtimer_add(d->grace, &tv);
+	} else
+		info("%s: stopping", d->stop_why);
+	check_over(d);
+}
+
+static void
+on_hup(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	d->reload = 1;
+	if (!d->polling)
+		reload(d);
+}
+
+static void
+on_chld(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	reap(arg);
+	check_over(arg);
+}
+
+/* A daemon_start or daemon_stop entry in the action log. */
+static void
+log_action(struct daemon *d, const char *kind, const char *why)
+{
+	char *cause = NULL;
+
+	if (actionlog_add(d->f->inv, (int64_t)time(NULL), kind, NULL, NULL, why,
+		NULL, NULL, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+	}
+}
+
+/* The loop's events, and the first poll at once. */
+static void
+events_add(struct daemon *d, struct event_base *base)
+{
+	struct timeval sec = { 1, 0 };
+
+	d->poll = evtimer_new(base, on_poll, d);
+	d->tick = event_new(base, -1, EV_PERSIST, on_tick, d);
+	d->grace = evtimer_new(base, on_grace, d);
+	d->ev_term = evsignal_new(base, SIGTERM, on_stop, d);
+	d->ev_int = evsignal_new(base, SIGINT, on_stop, d);
+	d->ev_hup = evsignal_new(base, SIGHUP, on_hup, d);
+	d->ev_chld = evsignal_new(base, SIGCHLD, on_chld, d);
+	evsignal_add(d->ev_term, NULL);
+	evsignal_add(d->ev_int, NULL);
+	evsignal_add(d->ev_hup, NULL);
+	evsignal_add(d->ev_chld, NULL);
+	evtimer_add(d->tick, &sec);
+	event_active(d->poll, EV_TIMEOUT, 0);
+}
+
+static void
+events_free(struct daemon *d)
+{
+	struct event *ev[] = { d->poll, d->tick, d->grace, d->ev_term,
+		d->ev_int, d->ev_hup, d->ev_chld };
+	size_t i;
+
+	for (i = 0; i < sizeof ev / sizeof ev[0]; i++) {
+		if (ev[i] != NULL)
+			event_free(ev[i]);
+	}
+}
+
+/* Open the database and the log, and take the lock. Returns 0 or an exit code.
+ */
+static int
+daemon_open(struct daemon *d)
+{
+	struct inventory *inv;
+	char *cause = NULL, *msg;
+	long holder;
+	int r;
+
+	if ((r = fleet_inventory(d->f, &inv, &cause)) != 0) {
+		report(d, -r, cause);
+		free(cause);
+		return -r;
+	}
+	if ((holder = lock_take(d, &cause)) != 0) {
+		if (holder > 0)
+			xasprintf(&msg, "another daemon (pid %ld) runs on %s",
+			    holder, d->db);
+		else
+			msg = cause;
+		report(d, holder > 0 ? GF_EUSAGE : GF_EHOSTS, msg);
+		free(msg);
+		return holder > 0 ? GF_EUSAGE : GF_EHOSTS;
+	}
+	if (log_open_file(d->log_path, &cause) != 0) {
+		report(d, GF_EHOSTS, cause);
+		free(cause);
+		return GF_EHOSTS;
+	}
+	log_tee_stderr(!d->detached);
+	return 0;
+}
+
+/* The daemon itself, once started: returns its exit status. */
+static int
+daemon_main(struct daemon *d)
+{
+	struct event_base *base;
+	char *why, *cause = NULL;
+	int r;
+
+	if ((r = daemon_open(d)) != 0)
+		return r;
+	if (fleet_engine(d->f) == NULL) {
+		report(d, GF_EHOSTS, "cannot start the event loop");
+		return GF_EHOSTS;
+	}
+	base = d->f->base;
+	report(d, 0, NULL);
+	xasprintf(&why, "pid %ld, database %s, poll every %ds", (long)getpid(),
+	    d->db, d->f->config->daemon_poll_interval);
+	info("daemon started: %s", why);
+	log_action(d, "daemon_start", why);
+	free(why);
+	if (schedrun_recover(d->f, &d->kids, &d->nkids, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+	}
+	events_add(d, base);
+	while (!d->over)
+		event_base_loop(base, EVLOOP_ONCE);
+	xasprintf(&why, "%s, after %ld poll(s)", d->stop_why, d->polls);
+	log_action(d, "daemon_stop", why);
+	info("daemon stopped: %s", why);
+	free(why);
+	events_free(d);
+	remote_drop(d);
+	return GF_OK;
+}
+
+static int
+cmd_daemon_exec(
+    const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
+{
+	struct daemon d;
+	struct config *cf = ctx->fleet->config;
+	const char *db = ctx->fleet->db_path;
+	char *cause = NULL, *dir;
+	const char *ask = NULL;
+	ssize_t n;
+	int ch, status, detach_ = 0;
+
+	while ((ch = cmd_getopt(
+		    e, argc, argv, "dvh", daemon_options, &status)) != -1) {
+		if (ch == -2)
+			return status;
+		if (ch == 'd')
+			detach_ = 1;
+		else if (ch == 'v')
+			log_set_level(LOG_DEBUG);
+	}
+	if (optind != argc)
+		return cmd_usage_error(e, "takes no arguments");
+	if ((ask = passphrase_ask(cf)) != NULL) {
+		xasprintf(&cause,
+		    "daemon: %s is 'ask', but a daemon has no terminal to ask "
+		    "on: name a file that holds the passphrase",
+		    ask);
+		return cmd_fail(GF_ECONFIG, cause);
+	}
+	if (log_get_level() < LOG_INFO)
+		log_set_level(LOG_INFO);
+	memset(&d, 0, sizeof d);
+	d.f = ctx->fleet;
+	d.report_fd = d.lock_fd = -1;
+	d.db = absolute(d.f->db_path);
+	d.f->db_path = d.db;
+	d.cfg_explicit = cf->path != NULL;
+	d.cfg_path =
+	    cf->path != NULL ? absolute(cf->path) : config_default_path();
+	if (cf->path != NULL) {
+		free(cf->path);
+		cf->path = xstrdup(d.cfg_path);
+	}
+	if ((n = readlink("/proc/self/exe", d.self, sizeof d.self - 1)) > 0)
+		d.self[n] = '\0';
+	dir = misc_xdg_path("XDG_STATE_HOME", ".local/state", "gpufleet");
+	xasprintf(&d.log_path, "%s/daemon.log", dir);
+	if (misc_mkdirs(dir, &cause) != 0) {
+		free(dir);
+		return cmd_fail(GF_EHOSTS, cause);
+	}
+	free(dir);
+	status = GF_OK;
+	d.detached = detach_;
+	if (!detach_ || detach(&d, &status))
+		status = daemon_main(&d);
+	if (d.lock_fd != -1)
+		close(d.lock_fd);
+	free(d.last_error);
+	free(d.kids);
+	free(d.log_path);
+	free(d.cfg_path);
+	d.f->db_path = db;
+	free(d.db);
+	return status;
+}

@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# gpufleet daemon on the sandbox fleet: a passphrase it cannot ask for, one
+# daemon per database, polls over held sessions, an exec schedule that runs
+# once per occurrence (the test clock), a daemon SIGKILLed in the middle of
+# a scheduled exec and of a scheduled key rotation (restarted: no double
+# action, state consistent), SIGTERM, and the CLI writing while the daemon
+# polls 50 instances.
+. "$(dirname "$0")/../e2e/lib.sh"
+. "$(dirname "$0")/lib/watcher.sh"
+sql() { sqlite3 -cmd '.timeout 20000' "$db" "$@"; }
+
+export XDG_STATE_HOME="$T/state"
+LOG=$XDG_STATE_HOME/gpufleet/daemon.log
+# A cron minute lasts 3 s from now on (SCHEDULE.md, "The test clock").
+GPUFLEET_TEST_CRON_MINUTE=3@$(date +%s)
+export GPUFLEET_TEST_CRON_MINUTE
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+
+# Every daemon started here, and every run child, dies with the test.
+daemons=()
+kill_all() {
+	local p
+	for p in "${daemons[@]}"; do kill -9 "$p" 2>/dev/null; done
+	for p in $(sql "SELECT pid FROM schedule_run WHERE state = 'running' AND pid IS NOT NULL" 2>/dev/null); do
+		kill -9 "$p" 2>/dev/null
+	done
+	return 0
+}
+cleanup_hooks=(kill_all "${cleanup_hooks[@]}")
+# start_daemon [ENV=VALUE...]: a foreground daemon in the background; dpid.
+start_daemon() {
+	env "$@" "$GPUFLEET" daemon >>"$T/daemon.out" 2>>"$T/daemon.err" &
+	dpid=$!
+	daemons+=("$dpid")
+	wait_for 60 "daemon $dpid starts" started "$dpid"
+}
+started() { grep -q "daemon started: pid $1," "$LOG" 2>/dev/null; }
+# add_schedule NAME SELECTOR ACTION [ARGV_JSON]: every (test) minute.
+add_schedule() {
+	local now tag cmd=NULL
+	now=$(date +%s)
+	tag=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
+	[ -z "${4:-}" ] || cmd="'$4'"
+	sql "INSERT INTO schedule (name, tag, selector, cron, action, command, created_at, considered_until)
+	    VALUES ('$1', '$tag', '$2', '* * * * *', '$3', $cmd, $now, $now)"
+}
+runs() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1'${2:+ AND r.state = '$2'}"; }
+run_col() { sql "SELECT r.$2 FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1' ORDER BY r.id LIMIT 1"; }
+pause() { sql "UPDATE schedule SET paused = 1 WHERE name = '$1'"; }
+at_least() { [ "$("${@:2}")" -ge "$1" ]; }
+settled() { [ "$(runs "$1" running)" = 0 ]; }
+has_pid() { [ -n "$(run_col "$1" pid)" ]; }
+pid_state() { awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null; }
+gone_or_zombie() { local s; s=$(pid_state "$1"); [ -z "$s" ] || [ "$s" = Z ]; }
+logins() { cat "$D"/groups/*/sshd.log "$D"/instances/*/sshd/sshd.log 2>/dev/null | grep -c "Accepted publickey"; }
+lines() { local f; f=$(instance_dir "$1")/home/$2; [ -f "$f" ] && wc -l <"$f" || echo 0; }
+
+fleet_up 3
+D1=$D
+
+# --- a passphrase that would be asked for: refused, nothing started --------
+printf '[keys]\npassphrase_file = ask\n' >"$T/ask.ini"
+"$GPUFLEET" --config "$T/ask.ini" daemon >"$T/out" 2>"$T/err" &
+p=$!
+wait_for 30 "the daemon refuses passphrase_file = ask" gone_or_zombie "$p"
+kill -9 "$p" 2>/dev/null
+wait "$p"
+rc=$?
+err=$(cat "$T/err")
+expect_rc 4 "passphrase_file = ask"
+expect_one_error_line "passphrase_file = ask"
+expect_contains "$err" "[keys] passphrase_file is 'ask', but a daemon has no terminal" \
+    "the refusal says why"
+GPUFLEET_KEYS_PASSPHRASE_FILE=ask timeout 30 "$GPUFLEET" daemon >"$T/out" 2>"$T/err"
+rc=$?
+err=$(cat "$T/err")
+expect_rc 4 "GPUFLEET_KEYS_PASSPHRASE_FILE=ask"
+expect_contains "$err" "GPUFLEET_KEYS_PASSPHRASE_FILE is 'ask'" "the override named"
+checks=$((checks + 1))
+! grep -q "daemon started" "$LOG" 2>/dev/null || fail "a refused daemon started"
+
+# --- one daemon per database -----------------------------------------------
+start_daemon
+a=$dpid
+run daemon
+expect_rc 2 "a second daemon"
+expect_eq "$err" "gpufleet daemon: another daemon (pid $a) runs on $db" \
+    "the second daemon names the first"
+run daemon --detach
+expect_rc 2 "a second daemon, detached"
+expect_eq "$err" "gpufleet daemon: another daemon (pid $a) runs on $db" \
+    "the second detached daemon names the first"
+expect_eq "$(stat -c %a "$XDG_STATE_HOME/gpufleet") $(stat -c %a "$LOG")" \
+    "700 600" "the log is 0600 in a 0700 directory"
+
+# --- polls over held sessions: no new login per poll ------------------------
+polled() { sql "SELECT count(*) FROM sample_host"; }
+wait_for 60 "three polls stored" at_least 9 polled
+l1=$(logins)
+n1=$(polled)
+wait_for 60 "three more polls stored" at_least $((n1 + 9)) polled
+expect_eq "$(logins)" "$l1" "polls reuse the held sessions (no new login)"
+expect_eq "$(sql "SELECT count(*) FROM last_status WHERE state = 'up'")" 3 \
+    "every instance up"
+
+# --- an exec schedule runs once per occurrence ------------------------------
+add_schedule tick inst-1 exec '["sh","-c","echo run >> ticks.txt"]'
+wait_for 120 "three occurrences of tick ran" at_least 3 runs tick ok
+pause tick
+# The pause might land just after a claim: let the last run end.
+wait_for 60 "no run of tick still going" settled tick
+expect_eq "$(lines inst-1 ticks.txt)" "$(runs tick ok)" \
+    "one line on the instance per run recorded ok"
+expect_eq "$(runs tick failed)" 0 "no run of tick failed"
+expect_eq "$(sql "SELECT count(DISTINCT occurrence) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'tick'")" \
+    "$(runs tick)" "one row per occurrence"
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'schedule_run' AND name = 'tick'")" \
+    "$(runs tick ok)" "an action_log entry per run"
+expect_eq "$(sql "SELECT result FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'tick' AND r.state = 'ok' LIMIT 1")" \
+    '{"inst-1":"ok"}' "the result per host"
+out1=$(run_col tick output)
+expect_match "$out1" "^$XDG_STATE_HOME/gpufleet/runs/[0-9]+\.out$" "the run's output file"
+expect_eq "$(stat -c %a "$out1") $(stat -c %a "$(dirname "$out1")")" "600 700" \
+    "output 0600 in 0700"
+
+# --- SIGTERM: exit 0, daemon_stop ------------------------------------------
+kill -TERM "$a"
+wait "$a"
+rc=$?
+expect_rc 0 "SIGTERM"
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'daemon_stop'")" 1 \
+    "a daemon_stop entry"
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'daemon_start'")" 1 \
+    "one daemon_start entry (the refused ones wrote none)"
+
+# --- SIGKILL in the middle of a scheduled exec; the child outlives it -------
+add_schedule slow inst-2 exec '["sh","-c","sleep 4; echo done >> slow.txt"]'
+start_daemon
+wait_for 60 "slow's run started" has_pid slow
+pause slow
+child=$(run_col slow pid)
+kill -9 "$dpid"
+wait "$dpid" 2>/dev/null
+checks=$((checks + 1))
+[ "$(pid_state "$child")" != "" ] || fail "the run's child died with the daemon"
+start_daemon
+wait_for 60 "the restarted daemon finishes slow's run" settled slow
+expect_eq "$(run_col slow state)" ok "the run waited for is ok"
+expect_eq "$(runs slow)" 1 "slow ran once"
+expect_eq "$(lines inst-2 slow.txt)" 1 "one line on the instance"
+expect_contains "$(cat "$LOG")" "(pid $child) from before this daemon still goes" \
+    "the restarted daemon waited for the child"
+kill -TERM "$dpid"
+wait "$dpid"
+
+# --- SIGKILL in the middle of a scheduled rotation --------------------------
+keys_before=$("$GPUFLEET" keys ls --json | jq length)
+add_schedule rot inst-3 rotate-keys
+start_daemon GPUFLEET_TEST_CRASH_AT=4
+wait_for 60 "rot's run started" has_pid rot
+pause rot
+kill -STOP "$dpid"
+child=$(run_col rot pid)
+wait_for 60 "the rotation stops after step 4" gone_or_zombie "$child"
+kill -9 "$dpid"
+kill -CONT "$dpid" 2>/dev/null
+wait "$dpid" 2>/dev/null
+start_daemon
+wait_for 60 "the restarted daemon settles rot's run" settled rot
+expect_eq "$(run_col rot state)" abandoned "a dead runner with no result: abandoned"
+expect_eq "$(run_col rot reason)" "the runner died before it gave a whole result" \
+    "the reason"
+expect_eq "$(runs rot)" 1 "rot not started again"
+sleep 4 # a few test minutes: nothing may start again meanwhile
+expect_eq "$(runs rot)" 1 "rot still not started again"
+run keys status inst-3
+expect_match "$out" "inst-3 .*step 4/7" "the rotation is left at step 4"
+run keys rotate inst-3
+expect_rc 0 "the rerun of keys rotate completes it"
+expect_match "$out" "^inst-3: rotated to " "rerun result"
+run keys status inst-3
+expect_contains "$out" "done, step 7/7" "keys status after the rerun"
+expect_eq "$("$GPUFLEET" keys ls --json | jq length)" $((keys_before + 1)) \
+    "one new key: one rotation"
+run exec inst-3 -- true
+expect_rc 0 "inst-3 reachable with the rotated key"
+kill -TERM "$dpid"
+wait "$dpid"
+expect_rc 0 "SIGTERM after the recoveries"
+
+# --- the CLI writes while the daemon polls 50 instances ---------------------
+fleet_up 50 --prefix big
+start_daemon
+wait_for 180 "a poll reached the 50 instances" \
+    at_least 50 sql "SELECT count(*) FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%' AND s.state = 'up'"
+s0=$(polled)
+bad=0
+for i in $(seq 1 100); do
+	n=big-$((i % 50 + 1))
+	if [ $((i % 10)) = 0 ]; then
+		"$GPUFLEET" set "$n" "notes=write $i" >/dev/null 2>"$T/cli.err"
+	else
+		"$GPUFLEET" tag "$n" "+t$i" >/dev/null 2>"$T/cli.err"
+	fi
+	rc=$?
+	if [ "$rc" != 0 ] || grep -Eiq 'busy|locked' "$T/cli.err"; then
+		bad=$((bad + 1))
+		printf 'call %d: rc %d: %s\n' "$i" "$rc" "$(cat "$T/cli.err")" >&2
+	fi
+done
+expect_eq "$bad" 0 "every CLI write while the daemon polls exits 0, never busy"
+checks=$((checks + 1))
+[ "$(polled)" -gt "$s0" ] || fail "the daemon stored nothing while the CLI wrote"
+expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" 90 \
+    "every tag written"
+kill -TERM "$dpid"
+wait "$dpid"
+expect_rc 0 "SIGTERM after the busy loop"
+checks=$((checks + 1))
+! grep -Eiq 'database is locked|SQLITE_BUSY' "$T/daemon.err" "$LOG" ||
+    fail "the daemon hit a locked database: $(grep -Ei 'locked|busy' "$LOG")"
+
+finish
