@@ -28,11 +28,12 @@
 /*
  * One row of either source. A watcher row has instance, epoch, seq, time
  * (the instance's clock), id and entry; an action row (gpufleet) has
- * names (a JSON array), name (in id), why and result (JSON or NULL).
+ * log_id, names (a JSON array), name (in id), why and result (JSON or
+ * NULL); again: it is printed again, now that its result is stored.
  */
 struct event_row {
-	int gpufleet;
-	int64_t t, seq, time;
+	int gpufleet, again;
+	int64_t t, seq, time, log_id;
 	char *instance, *epoch, *event, *id, *entry;
 	char *names, *why, *result;
 };
@@ -45,6 +46,12 @@ struct events_filter {
 	int64_t since;
 };
 
+/* --follow: the guard_shutdown entries printed before their result. */
+struct events_watch {
+	int64_t *ids;
+	size_t n;
+};
+
 static volatile sig_atomic_t events_stop;
 
 static int cmd_events_exec(
@@ -55,7 +62,9 @@ static int load(struct inventory *, const struct events_filter *,
     const int64_t *, const int64_t *, struct event_row **, size_t *, char **);
 static int select_instances(
     struct inventory *, struct events_filter *, char **);
-static int follow(struct inventory *, struct events_filter *, int64_t *, int);
+static int follow(struct inventory *, struct events_filter *, int64_t *, int,
+    struct events_watch *);
+static void watch_add(struct events_watch *, const struct event_row *, size_t);
 static void render(const struct event_row *, size_t, int, int);
 
 const struct cmd_entry cmd_events_entry = {
@@ -82,8 +91,10 @@ const struct cmd_entry cmd_events_entry = {
 	    "      --limit N      the last N rows only (before --follow's)\n"
 	    "      --follow       then print new rows as they are stored, "
 	    "until\n                     interrupted (SIGINT, SIGTERM: exit "
-	    "0); an action's\n                     result stored later shows "
-	    "in a later `events`\n"
+	    "0); a guard_shutdown\n                     printed before its "
+	    "stop's result was stored is\n                     printed "
+	    "again, once, when it is: DETAILS \"result:\n                     "
+	    "NAME: ok, ...\", or with --json the object again\n"
 	    "      --json         an array of objects, \"source\": "
 	    "\"watcher\" ({instance,\n                     epoch, seq, time, "
 	    "time_instance, event, id, entry}) or\n                     "
@@ -132,13 +143,18 @@ details(const char *entry)
 	return s;
 }
 
-/* An action's DETAILS: its why, then "NAME: result" per host. */
+/*
+ * An action's DETAILS: its why, then "NAME: result" per host; printed
+ * again (its result stored later), "result: NAME: result, ...".
+ */
 static char *
 action_details(const struct event_row *w)
 {
 	json_t *res = w->result != NULL ? json_loads(w->result, 0, NULL) : NULL;
-	char *s = xstrdup(w->why != NULL ? w->why : ""), *tmp, *val;
-	const char *k, *sep = *s != '\0' ? " -> " : "";
+	char *s =
+		 xstrdup(w->again ? "result:" : (w->why != NULL ? w->why : "")),
+	     *tmp, *val;
+	const char *k, *sep = w->again ? " " : (*s != '\0' ? " -> " : "");
 	json_t *v;
 
 	json_object_foreach(res, k, v)
@@ -304,36 +320,52 @@ load_journal(struct inventory *inv, const struct events_filter *f, int64_t lo,
 	return r < 0 ? r : 0;
 }
 
+/*
+ * Append the action_log rows st gives (id, t, kind, name, instances, why,
+ * result) that f shows (f NULL: all), then finalize st.
+ */
+static int
+read_actions(struct inventory *inv, sqlite3_stmt *st,
+    const struct events_filter *f, struct event_row **rows, size_t *nrows,
+    char **cause)
+{
+	struct event_row *w;
+	int rc, r;
+
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (f != NULL &&
+		    !shown_action(f, (const char *)sqlite3_column_text(st, 4)))
+			continue;
+		w = row_new(rows, nrows);
+		w->gpufleet = 1;
+		w->log_id = sqlite3_column_int64(st, 0);
+		w->t = sqlite3_column_int64(st, 1);
+		w->event = db_text(st, 2);
+		w->id = db_text(st, 3);
+		w->names = db_text(st, 4);
+		w->why = db_text(st, 5);
+		w->result = db_text(st, 6);
+	}
+	r = db_finish(inv, st, rc, "cannot read the action log", cause);
+	return r < 0 ? r : 0;
+}
+
 /* Append f's action_log rows with lo < id <= hi, in time order. */
 static int
 load_actions(struct inventory *inv, const struct events_filter *f, int64_t lo,
     int64_t hi, struct event_row **rows, size_t *nrows, char **cause)
 {
 	sqlite3_stmt *st;
-	struct event_row *w;
-	int rc, r;
+	int r;
 
 	if ((r = db_prepare(inv, &st,
-		 "SELECT t, kind, name, instances, why, result FROM "
+		 "SELECT id, t, kind, name, instances, why, result FROM "
 		 "action_log WHERE t >= ? AND id > ? AND id <= ? ORDER BY t, "
 		 "id",
 		 "cannot read the action log", cause, "III", f->since, lo,
 		 hi)) != 0)
 		return r;
-	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
-		if (!shown_action(f, (const char *)sqlite3_column_text(st, 3)))
-			continue;
-		w = row_new(rows, nrows);
-		w->gpufleet = 1;
-		w->t = sqlite3_column_int64(st, 0);
-		w->event = db_text(st, 1);
-		w->id = db_text(st, 2);
-		w->names = db_text(st, 3);
-		w->why = db_text(st, 4);
-		w->result = db_text(st, 5);
-	}
-	r = db_finish(inv, st, rc, "cannot read the action log", cause);
-	return r < 0 ? r : 0;
+	return read_actions(inv, st, f, rows, nrows, cause);
 }
 
 /*
@@ -532,13 +564,63 @@ select_instances(struct inventory *inv, struct events_filter *f, char **cause)
 	return 0;
 }
 
+/* Watch the guard_shutdown rows among rows[0, n) printed with no result. */
+static void
+watch_add(struct events_watch *wa, const struct event_row *rows, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (!rows[i].gpufleet || rows[i].result != NULL ||
+		    strcmp(rows[i].event, "guard_shutdown") != 0)
+			continue;
+		wa->ids = xreallocarray(wa->ids, wa->n + 1, sizeof *wa->ids);
+		wa->ids[wa->n++] = rows[i].log_id;
+	}
+}
+
 /*
- * --follow: every second, print the rows stored after hi (the newest
- * rowids printed), until SIGINT or SIGTERM. The instances are selected
- * again each time (a new one shows; on an error the last ones stay).
+ * The watched rows whose result is stored now, as rows to print again
+ * (once: they leave the watch).
  */
 static int
-follow(struct inventory *inv, struct events_filter *f, int64_t *hi, int json)
+watch_results(struct inventory *inv, struct events_watch *wa,
+    struct event_row **rows, size_t *nrows, char **cause)
+{
+	sqlite3_stmt *st;
+	size_t i, j, had;
+	int r;
+
+	*rows = NULL;
+	*nrows = 0;
+	for (i = j = 0; i < wa->n; i++) {
+		had = *nrows;
+		if ((r = db_prepare(inv, &st,
+			 "SELECT id, t, kind, name, instances, why, result "
+			 "FROM action_log WHERE id = ? AND result IS NOT NULL",
+			 "cannot read the action log", cause, "I",
+			 wa->ids[i])) != 0 ||
+		    (r = read_actions(inv, st, NULL, rows, nrows, cause)) != 0)
+			return r;
+		if (*nrows > had)
+			(*rows)[had].again = 1;
+		else
+			wa->ids[j++] = wa->ids[i];
+	}
+	wa->n = j;
+	return 0;
+}
+
+/*
+ * --follow: every second, print the rows stored after hi (the newest
+ * rowids printed), until SIGINT or SIGTERM, and again, once, the
+ * guard_shutdown rows printed before their stop's result was stored, when
+ * it is. The instances are selected again each time (a new one shows; on
+ * an error the last ones stay).
+ */
+static int
+follow(struct inventory *inv, struct events_filter *f, int64_t *hi, int json,
+    struct events_watch *wa)
 {
 	struct timespec ts = { 1, 0 };
 	struct sigaction sa;
@@ -563,11 +645,19 @@ follow(struct inventory *inv, struct events_filter *f, int64_t *hi, int json)
 		}
 		lo[0] = hi[0];
 		lo[1] = hi[1];
-		if ((r = newest(inv, hi, &cause)) != 0 ||
-		    (r = load(inv, f, lo, hi, &rows, &n, &cause)) != 0)
-			return cmd_fail(-r, cause);
-		render(rows, n, json, 1);
+		if ((r = watch_results(inv, wa, &rows, &n, &cause)) == 0)
+			render(rows, n, json, 1);
 		rows_free(rows, n);
+		rows = NULL;
+		n = 0;
+		if (r == 0 && (r = newest(inv, hi, &cause)) == 0 &&
+		    (r = load(inv, f, lo, hi, &rows, &n, &cause)) == 0) {
+			render(rows, n, json, 1);
+			watch_add(wa, rows, n);
+		}
+		rows_free(rows, n);
+		if (r != 0)
+			return cmd_fail(-r, cause);
 	}
 	return GF_OK;
 }
@@ -591,6 +681,7 @@ cmd_events_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct events_filter f = { NULL, NULL, 0, 0 };
+	struct events_watch wa = { NULL, 0 };
 	struct inventory *inv = NULL;
 	struct event_row *rows = NULL;
 	size_t nrows = 0;
@@ -642,9 +733,11 @@ cmd_events_exec(
 	else {
 		keep_last(rows, &nrows, limit);
 		render(rows, nrows, json, json && follow_);
-		status = follow_ ? follow(inv, &f, hi, json) : GF_OK;
+		watch_add(&wa, rows, nrows);
+		status = follow_ ? follow(inv, &f, hi, json, &wa) : GF_OK;
 	}
 	rows_free(rows, nrows);
+	free(wa.ids);
 	instance_free_array(f.list, f.n);
 	inventory_close(inv);
 	return status;

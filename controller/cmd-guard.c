@@ -13,6 +13,7 @@
 
 #include "cmd.h"
 #include "guard.h"
+#include "log.h"
 #include "selector.h"
 #include "status.h"
 #include "timeparse.h"
@@ -47,13 +48,19 @@ const struct cmd_entry cmd_guard_entry = {
 	    "evaluates every guard after each poll; `guard check` does\nit "
 	    "now (--dry-run: show what would fire, change nothing; exit 1 when "
 	    "a\n"
-	    "stop failed on a host). guard ls: NOW is each selected instance's "
-	    "value,\n\"(over)\" past the limit; LAST the last firing. "
+	    "stop failed on a host). A stop interrupted before its result was "
+	    "stored\n(Ctrl-C, the daemon killed) is run again, \"resumed\", "
+	    "by the next\nevaluation, unless the process running it still "
+	    "runs.\nA guard that cannot be judged, or whose stop cannot be run "
+	    "or recorded, is\nnamed with its error; the others still run.\n"
+	    "guard ls: NOW is each selected instance's value, "
+	    "\"(over)\" past the limit;\nLAST the last firing. "
 	    "Default NAME: guard-N.\n\n"
 	    "      --json   ls: [{name, selector, rule, max_cost (minor "
 	    "units), per,\n               min_runway_s, action, last_fired, "
 	    "instances: [{name, value,\n               hit, fired}]}]; check: "
-	    "[{guard, action, instances, why, result}]\n\n"
+	    "[{guard, action, instances, why,\n               resumed, result, "
+	    "error}]\n\n"
 	    "Examples:\n"
 	    "  gpufleet guard add @train --max-cost 50 --per day --do "
 	    "shutdown\n"
@@ -312,16 +319,21 @@ out:
 	return status;
 }
 
-/* Print one action of guard check and its result per host. */
+/*
+ * Print one action of guard check and its result per host, or why its
+ * stop could not be run or recorded (err).
+ */
 static void
-check_print(const struct guard_action *a, json_t *result, int dry_run)
+check_print(
+    const struct guard_action *a, json_t *result, const char *err, int dry_run)
 {
 	const char *k;
 	char *why = vis_str(a->why), *s;
 	json_t *v;
 
-	printf("%s %s%s: %s\n", a->guard, dry_run ? "would " : "",
-	    a->shutdown ? "shutdown" : "warn", why);
+	printf("%s %s%s%s: %s\n", a->guard, dry_run ? "would " : "",
+	    a->shutdown ? "shutdown" : "warn",
+	    a->resumed ? " (resumed: its stop was interrupted)" : "", why);
 	free(why);
 	json_object_foreach(result, k, v)
 	{
@@ -329,22 +341,44 @@ check_print(const struct guard_action *a, json_t *result, int dry_run)
 		printf("  %s  %s\n", k, s);
 		free(s);
 	}
+	if (err != NULL) {
+		s = vis_str(err);
+		printf("  error: %s\n", s);
+		free(s);
+	}
+}
+
+/* One action of guard check --json. */
+static json_t *
+check_json(const struct guard_action *a, json_t *result, const char *err)
+{
+	json_t *names = json_array();
+	size_t j;
+
+	for (j = 0; j < a->nnames; j++)
+		json_array_append_new(names, json_string(a->names[j]));
+	return json_pack("{s:s, s:s, s:o, s:s, s:b, s:O?, s:s?}", "guard",
+	    a->guard, "action", a->shutdown ? "shutdown" : "warn", "instances",
+	    names, "why", a->why, "resumed", a->resumed, "result", result,
+	    "error", err);
 }
 
 /*
  * guard check: evaluate every guard now and run the shutdowns, as the
- * daemon does after a poll. Exit 1 when a stop failed on a host.
+ * daemon does after a poll; every one is run and reported even when one
+ * of them cannot be (its error on stderr too). Exit: the first such
+ * error's status, else 1 when a stop failed on a host.
  */
 static int
 guard_check(struct cmd_ctx *ctx, const struct guard_args *ga)
 {
 	struct inventory *inv;
 	struct guard_action *acts = NULL;
-	json_t *arr = json_array(), *res, *names, *v;
-	size_t n = 0, i, j;
+	json_t *arr = json_array(), *res, *v;
+	size_t n = 0, i;
 	const char *k;
-	char *cause = NULL;
-	int status, r, failed = 0;
+	char *cause = NULL, *err;
+	int status, r, failed = 0, first = 0;
 
 	if ((status = cmd_open(ctx, &inv)) != 0) {
 		json_decref(arr);
@@ -352,35 +386,31 @@ guard_check(struct cmd_ctx *ctx, const struct guard_args *ga)
 	}
 	r = (ga->dry_run ? guard_preview : guard_evaluate)(
 	    inv, ctx->fleet->config, (int64_t)time(NULL), &acts, &n, &cause);
-	for (i = 0; r == 0 && i < n; i++) {
+	/* What was claimed is run even when a guard could not be judged. */
+	for (i = 0; i < n; i++) {
 		res = NULL;
+		err = NULL;
 		if (acts[i].shutdown && !ga->dry_run &&
-		    (r = guard_stop_result(
-			 ctx->fleet, NULL, &acts[i], &res, &cause)) != 0)
-			break;
+		    (status = guard_stop_result(
+			 ctx->fleet, NULL, &acts[i], &res, &err)) != 0) {
+			error("guard %s: %s", acts[i].guard, err);
+			if (first == 0)
+				first = -status;
+		}
 		json_object_foreach(res, k, v)
 		{
 			if (strcmp(json_string_value(v), "ok") != 0)
 				failed = 1;
 		}
-		names = json_array();
-		for (j = 0; j < acts[i].nnames; j++)
-			json_array_append_new(
-			    names, json_string(acts[i].names[j]));
 		if (ga->json)
-			json_array_append_new(arr,
-			    json_pack("{s:s, s:s, s:o, s:s, s:O?}", "guard",
-				acts[i].guard, "action",
-				acts[i].shutdown ? "shutdown" : "warn",
-				"instances", names, "why", acts[i].why,
-				"result", res));
-		else {
-			json_decref(names);
-			check_print(&acts[i], res, ga->dry_run);
-		}
+			json_array_append_new(
+			    arr, check_json(&acts[i], res, err));
+		else
+			check_print(&acts[i], res, err, ga->dry_run);
 		json_decref(res);
+		free(err);
 	}
-	if (r == 0 && ga->json)
+	if (ga->json)
 		json_print(arr, stdout); /* consumes it */
 	else {
 		if (r == 0 && n == 0)
@@ -391,6 +421,8 @@ guard_check(struct cmd_ctx *ctx, const struct guard_args *ga)
 	inventory_close(inv);
 	if (r != 0)
 		return cmd_fail(-r, cause);
+	if (first != 0)
+		return first;
 	return failed ? GF_EHOSTS : GF_OK;
 }
 

@@ -13,6 +13,7 @@
 #include "cost.h"
 #include "db.h"
 #include "guard.h"
+#include "schedrun.h"
 #include "selector.h"
 #include "status.h"
 #include "timeparse.h"
@@ -27,11 +28,18 @@ static int runway_values(struct inventory *, const struct config *,
     const struct guard *, struct instance *, size_t, int64_t,
     struct guard_value *, char **);
 static int fired(struct inventory *, int64_t, struct guard_value *, char **);
+static int evaluate_one(struct inventory *, const struct config *,
+    const struct guard *, int64_t, int, struct guard_action *, char **);
 static int evaluate(struct inventory *, const struct config *, int64_t, int,
     struct guard_action **, size_t *, char **);
 static int claim(struct inventory *, const struct guard *, struct guard_value *,
     size_t, int64_t, struct guard_action *, char **);
 static void action_clear(struct guard_action *);
+static int runner_set(struct inventory *, int64_t, char **);
+static int take_over(
+    struct inventory *, struct guard_action *, int64_t, int64_t, char **);
+static int resume(
+    struct inventory *, int, struct guard_action **, size_t *, char **);
 static int run_child(char *const *, char **, char **, int *, char **);
 static json_t *stop_result(
     const struct guard_action *, const char *, int, const char *);
@@ -420,41 +428,70 @@ claim(struct inventory *inv, const struct guard *g, struct guard_value *v,
 		r = actionlog_add(inv, now,
 		    g->shutdown ? "guard_shutdown" : "guard_warn", g->name,
 		    names, a->why, NULL, &a->log_id, cause);
+	if (r == 0 && inv != NULL && a->nnames > 0 && g->shutdown)
+		r = runner_set(inv, a->log_id, cause);
 out:
 	free(why);
 	json_decref(names);
 	return r < 0 ? r : 0;
 }
 
-/* guard_evaluate, or with dry_run guard_preview. */
+/* Judge guard g at now and claim its new hits into *a (dry_run: none). */
+static int
+evaluate_one(struct inventory *inv, const struct config *cf,
+    const struct guard *g, int64_t now, int dry_run, struct guard_action *a,
+    char **cause)
+{
+	struct guard_value *v = NULL;
+	size_t nv = 0;
+	int r;
+
+	memset(a, 0, sizeof *a);
+	r = guard_values(inv, cf, g, now, &v, &nv, cause);
+	if (r == 0 && !dry_run)
+		r = inventory_begin(inv, cause);
+	if (r == 0) {
+		r = claim(dry_run ? NULL : inv, g, v, nv, now, a, cause);
+		if (!dry_run && r == 0)
+			r = inventory_commit(inv, cause);
+		else if (!dry_run)
+			inventory_rollback(inv);
+	}
+	guard_values_free(v, nv);
+	return r;
+}
+
+/*
+ * guard_evaluate, or with dry_run guard_preview. A guard that cannot be
+ * judged stops no other: the first such error is returned, with every
+ * action claimed (which the caller still runs).
+ */
 static int
 evaluate(struct inventory *inv, const struct config *cf, int64_t now,
     int dry_run, struct guard_action **out, size_t *nout, char **cause)
 {
 	struct guard *gs = NULL;
-	struct guard_value *v = NULL;
 	struct guard_action a;
-	size_t ng = 0, nv = 0, i;
-	int r;
+	size_t ng = 0, i;
+	char *why = NULL;
+	int r, first = 0;
 
 	*out = NULL;
 	*nout = 0;
-	if ((r = guard_list(inv, &gs, &ng, cause)) != 0)
+	if ((r = resume(inv, dry_run, out, nout, cause)) != 0 ||
+	    (r = guard_list(inv, &gs, &ng, cause)) != 0)
 		return r;
-	for (i = 0; i < ng && r == 0; i++) {
-		memset(&a, 0, sizeof a);
-		r = guard_values(inv, cf, &gs[i], now, &v, &nv, cause);
-		if (r == 0 && !dry_run)
-			r = inventory_begin(inv, cause);
-		if (r == 0) {
-			r = claim(dry_run ? NULL : inv, &gs[i], v, nv, now, &a,
-			    cause);
-			if (!dry_run && r == 0)
-				r = inventory_commit(inv, cause);
-			else if (!dry_run)
-				inventory_rollback(inv);
+	for (i = 0; i < ng; i++) {
+		if ((r = evaluate_one(
+			 inv, cf, &gs[i], now, dry_run, &a, &why)) != 0) {
+			if (first == 0) {
+				first = r;
+				xasprintf(
+				    cause, "guard %s: %s", gs[i].name, why);
+			}
+			free(why);
+			why = NULL;
 		}
-		guard_values_free(v, nv);
 		if (r == 0 && a.nnames > 0) {
 			*out = xreallocarray(*out, *nout + 1, sizeof **out);
 			(*out)[(*nout)++] = a;
@@ -462,7 +499,134 @@ evaluate(struct inventory *inv, const struct config *cf, int64_t now,
 			action_clear(&a);
 	}
 	guard_list_free(gs, ng);
-	return r;
+	return first;
+}
+
+/* Record this process as the runner of entry id's stop. */
+static int
+runner_set(struct inventory *inv, int64_t id, char **cause)
+{
+	pid_t self = getpid();
+	int r;
+
+	r = db_exec(inv,
+	    "UPDATE action_log SET runner_pid = ?, runner_start = ? WHERE id "
+	    "= ? AND result IS NULL",
+	    "recording who runs a guard's stop", cause, "III", (int64_t)self,
+	    schedrun_pid_start(self), id);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Whether the runner pid (started at start) still runs a stop: alive
+ * with that start time, and not this process, which runs none while it
+ * evaluates.
+ */
+static int
+runner_live(int64_t pid, int64_t start)
+{
+	return pid > 0 && start != 0 && pid != (int64_t)getpid() &&
+	    schedrun_pid_start((pid_t)pid) == start;
+}
+
+/* The pending stop of row st (id, name, instances, why) as an action. */
+static void
+pending_action(sqlite3_stmt *st, struct guard_action *a)
+{
+	json_t *arr = json_loads(
+		   (const char *)sqlite3_column_text(st, 2), 0, NULL),
+	       *v;
+	size_t i;
+
+	memset(a, 0, sizeof *a);
+	a->log_id = sqlite3_column_int64(st, 0);
+	a->guard = db_text(st, 1);
+	a->why = db_text(st, 3);
+	a->shutdown = a->resumed = 1;
+	json_array_foreach(arr, i, v)
+	{
+		if (json_string_value(v) == NULL)
+			continue;
+		a->names =
+		    xreallocarray(a->names, a->nnames + 1, sizeof *a->names);
+		a->names[a->nnames++] = xstrdup(json_string_value(v));
+	}
+	json_decref(arr);
+}
+
+/*
+ * Make this process the runner of a's stop, unless another evaluator
+ * took it over since it was read with runner pid (started at start).
+ * Returns 1 when taken, 0 when not, or -GF_x.
+ */
+static int
+take_over(struct inventory *inv, struct guard_action *a, int64_t pid,
+    int64_t start, char **cause)
+{
+	int r;
+
+	r = db_exec(inv,
+	    "UPDATE action_log SET runner_pid = ?, runner_start = ? WHERE id "
+	    "= ? AND result IS NULL AND coalesce(runner_pid, 0) = ? AND "
+	    "coalesce(runner_start, 0) = ?",
+	    "taking over a guard's stop", cause, "IIIII", (int64_t)getpid(),
+	    schedrun_pid_start(getpid()), a->log_id, pid, start);
+	if (r < 0)
+		return r;
+	return sqlite3_changes(inv->db) > 0;
+}
+
+/*
+ * Append to *out the guard_shutdown entries whose stop never finished
+ * (result NULL), whose runner is gone and whose guard still exists, each
+ * taken over by this process (with dry_run only described).
+ */
+static int
+resume(struct inventory *inv, int dry_run, struct guard_action **out,
+    size_t *nout, char **cause)
+{
+	struct guard_action *v = NULL;
+	int64_t *owner = NULL;
+	sqlite3_stmt *st;
+	size_t n = 0, i;
+	int rc, r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT a.id, a.name, a.instances, a.why, a.runner_pid, "
+		 "a.runner_start FROM action_log a WHERE a.kind = "
+		 "'guard_shutdown' AND a.result IS NULL AND EXISTS (SELECT 1 "
+		 "FROM guard g WHERE g.name = a.name AND g.action = "
+		 "'shutdown' AND g.created_at <= a.t) ORDER BY a.id",
+		 "cannot read the pending guard stops", cause, "")) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (runner_live(sqlite3_column_int64(st, 4),
+			sqlite3_column_int64(st, 5)))
+			continue;
+		v = xreallocarray(v, n + 1, sizeof *v);
+		owner = xreallocarray(owner, 2 * (n + 1), sizeof *owner);
+		owner[2 * n] = sqlite3_column_int64(st, 4);
+		owner[2 * n + 1] = sqlite3_column_int64(st, 5);
+		pending_action(st, &v[n++]);
+	}
+	r = db_finish(
+	    inv, st, rc, "cannot read the pending guard stops", cause);
+	for (i = 0; i < n; i++) {
+		if (dry_run)
+			v[i].log_id = 0; /* nothing claimed */
+		if (r >= 0)
+			r = dry_run ? 1
+				    : take_over(inv, &v[i], owner[2 * i],
+					  owner[2 * i + 1], cause);
+		if (r > 0) {
+			*out = xreallocarray(*out, *nout + 1, sizeof **out);
+			(*out)[(*nout)++] = v[i];
+		} else
+			action_clear(&v[i]);
+	}
+	free(v);
+	free(owner);
+	return r < 0 ? r : 0;
 }
 
 int
@@ -629,7 +793,8 @@ guard_stop_result(struct fleet *fleet, const char *self,
 
 	if (a->nnames == 0)
 		return 0;
-	if ((r = fleet_inventory(fleet, &inv, cause)) != 0)
+	if ((r = fleet_inventory(fleet, &inv, cause)) != 0 ||
+	    (r = runner_set(inv, a->log_id, cause)) != 0)
 		return r;
 	names = xstrdup("");
 	for (i = 0; i < a->nnames; i++) {

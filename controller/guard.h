@@ -54,6 +54,7 @@ struct guard_action {
 	char **names;
 	size_t nnames;
 	char *why;
+	int resumed; /* 1: a claimed stop whose runner died, run again */
 };
 
 int guard_add(struct inventory *, struct guard *, char **);
@@ -71,7 +72,12 @@ void guard_values_free(struct guard_value *, size_t);
  * Evaluate every guard from the ledger at now; a hit not fired in its
  * period is claimed (guard_fire) and logged (action_log guard_warn or
  * guard_shutdown, result NULL for a shutdown: the caller fills it after
- * running the stop). Caller frees *out with guard_actions_free.
+ * running the stop, with guard_stop, before it evaluates again). This
+ * process is recorded as the runner of each stop; first, the stops
+ * still pending (result NULL) of a runner that is gone, or of this
+ * process (none of its stops runs while it evaluates), come back as
+ * actions again (resumed) while their guard exists. Caller frees *out
+ * with guard_actions_free.
  */
 int guard_evaluate(struct inventory *, const struct config *, int64_t,
     struct guard_action **, size_t *, char **);

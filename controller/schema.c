@@ -338,6 +338,14 @@ static const char *const steps[] = {
 	"  result TEXT"
 	");"
 	"CREATE INDEX action_log_t ON action_log(t);",
+
+	/*
+	 * 7 -> 8: who runs a guard_shutdown entry's stop while its result is
+	 * NULL: the runner's pid and its start time (field 22 of
+	 * /proc/PID/stat), so that a stop whose runner died is run again.
+	 */
+	"ALTER TABLE action_log ADD COLUMN runner_pid INTEGER;"
+	"ALTER TABLE action_log ADD COLUMN runner_start INTEGER;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

@@ -3,7 +3,10 @@
 # exit 2 with the reason and store nothing; `guard check` of a warn guard
 # writes an action_log entry that events shows (source gpufleet), once;
 # events --follow prints an entry added while it runs and exits 0 on
-# SIGTERM.
+# SIGTERM; a shutdown guard's stop interrupted (its runner killed) is run
+# again by the next check, and --follow prints its entry again with the
+# result; check runs every stop when one of them fails, and judges every
+# guard when one cannot be.
 . "$(dirname "$0")/lib.sh"
 db=$XDG_DATA_HOME/gpufleet/fleet.db
 dump() { sqlite3 "$db" .dump; }
@@ -134,4 +137,122 @@ run guard ls --json
 expect_eq "$(printf '%s' "$out" | jq -c '[.[] | [.name, .max_cost]]')" '[["guard-1",null],["zero",0]]' \
     "rm removed it; the cap of 0 is stored as 0"
 expect_eq "$(sqlite3 "$db" 'SELECT count(*) FROM guard_fire')" 0 "its firings too"
+
+# norm TEXT: TEXT with every cost shown as N (a1's rises by the second).
+norm() { printf '%s' "$1" | sed -E 's/cost [0-9.]+ /cost N /g'; }
+
+# A shutdown guard's stop whose runner is SIGKILLed before the result is
+# stored: while the runner lives a second check leaves it alone; once it is
+# gone the next check runs it again (once) and stores the result. Its
+# stop (a1's local: method) blocks the first time, succeeds after.
+cat >"$T/stop.sh" <<EOF
+#!/bin/sh
+echo \$\$ >>"$T/stop.pids"
+[ -e "$T/stop.once" ] && exit 0
+: >"$T/stop.once"
+exec sleep 120
+EOF
+chmod 0700 "$T/stop.sh"
+cleanup_hooks+=('[ -e "$T/stop.pids" ] && kill $(cat "$T/stop.pids") 2>/dev/null')
+run set a1 "stop_command=local:$T/stop.sh"
+expect_rc 0 "a1's stop method"
+run guard add a1 --max-cost 10 --per day --do shutdown --name cap
+expect_rc 0 "guard add cap"
+"$GPUFLEET" events --follow --json >"$T/follow2" 2>&1 &
+f2pid=$!
+"$GPUFLEET" events a1 --follow >"$T/follow3" 2>&1 &
+f3pid=$!
+cleanup_hooks+=("kill $f2pid $f3pid 2>/dev/null")
+"$GPUFLEET" guard check >"$T/check1" 2>&1 &
+cpid=$!
+cleanup_hooks+=("kill -9 $cpid 2>/dev/null")
+for _ in $(seq 1 150); do
+	[ -e "$T/stop.once" ] && grep -q '"cap"' "$T/follow2" &&
+	    grep -q 'guard_shutdown  cap' "$T/follow3" && break
+	sleep 0.2
+done
+expect_eq "$(sqlite3 "$db" "SELECT coalesce(result, 'null') FROM action_log WHERE name = 'cap'")" \
+    null "the stop runs, no result yet"
+run guard check
+expect_rc 0 "check while the stop runs"
+expect_eq "$out" "no guard fires" "a stop whose runner lives is not run again"
+{
+	kill -KILL "$cpid"
+	wait "$cpid"
+} 2>/dev/null
+run guard check
+expect_rc 0 "check after the runner died"
+expect_eq "$(norm "$out")" "cap shutdown (resumed: its stop was interrupted): a1: cost N CNY today passed 10.00
+  a1  ok" "the interrupted stop is run again"
+expect_eq "$(wc -l <"$T/stop.pids")" 2 "the stop ran twice in all"
+expect_eq "$(sqlite3 "$db" "SELECT result FROM action_log WHERE name = 'cap'")" \
+    '{"a1":"ok"}' "its result stored"
+run guard check
+expect_eq "$out" "no guard fires" "a stop with its result is not run again"
+
+# events --follow printed the entry with no result, then once with it.
+for _ in $(seq 1 100); do
+	grep -q 'cap  result:' "$T/follow3" && grep -q '"a1":"ok"' "$T/follow2" && break
+	sleep 0.2
+done
+expect_eq "$(jq -c 'select(.name == "cap") | [.event, .instances, .result]' "$T/follow2" | tr '\n' ' ')" \
+    '["guard_shutdown",["a1"],null] ["guard_shutdown",["a1"],{"a1":"ok"}] ' \
+    "follow --json: the stop's entry, then again with its result"
+expect_eq "$(grep -c ' cap  ' "$T/follow3")" 2 "follow: two lines for the stop"
+expect_match "$(grep ' cap  ' "$T/follow3" | tail -1)" \
+    "^[0-9-]+ [0-9:]+  a1  guard_shutdown  cap  result: a1: ok$" "follow: the second says its result"
+
+# guard check runs every claimed stop even when one of them cannot be
+# recorded (a trigger refuses aa-first's result), and says each.
+printf '#!/bin/sh\n: >"%s/stop2.ran"\n' "$T" >"$T/stop2.sh"
+chmod 0700 "$T/stop2.sh"
+run set a2 "stop_command=local:$T/stop2.sh"
+expect_rc 0 "a2's stop method"
+run mark a2 running --at -1h
+expect_rc 0 "mark a2 running"
+run guard add a1 --max-cost 10 --do shutdown --name aa-first
+expect_rc 0 "guard add aa-first"
+run guard add a2 --max-cost 0 --do shutdown --name zz-second
+expect_rc 0 "guard add zz-second"
+sqlite3 "$db" "CREATE TRIGGER refuse BEFORE UPDATE OF result ON action_log
+    WHEN NEW.name = 'aa-first' BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+run guard check
+expect_rc 3 "check with a result refused"
+expect_match "$err" "^gpufleet: guard aa-first: .*refused by the test$" "the refusal named, one line"
+expect_eq "$(norm "$out")" "aa-first shutdown: a1: cost N CNY since added passed 10.00
+  error: ${err#gpufleet: guard aa-first: }
+zz-second shutdown: a2: cost N USD since added passed 0.00
+  a2  ok" "both reported"
+checks=$((checks + 1))
+[ -e "$T/stop2.ran" ] || fail "zz-second's stop did not run after aa-first's failed"
+expect_eq "$(sqlite3 "$db" "SELECT name || ' ' || coalesce(result, 'null') FROM action_log WHERE name IN ('aa-first', 'zz-second') ORDER BY id" | tr '\n' ' ')" \
+    'aa-first null zz-second {"a2":"ok"} ' "the second's result stored"
+sqlite3 "$db" "DROP TRIGGER refuse"
+run guard check --json
+expect_rc 0 "check once the trigger is gone"
+expect_eq "$(printf '%s' "$out" | jq -c '[.[] | [.guard, .resumed, .result, .error]]')" \
+    '[["aa-first",true,{"a1":"ok"},null]]' "the refused one is resumed"
+
+# A guard that cannot be judged (its stored selector broken) stops no
+# other: ba-first's hit is claimed and stopped, bc-after still judged, the
+# error named and the exit status its.
+rm -f "$T/stop2.ran"
+run guard add a2 --max-cost 0 --do shutdown --name ba-first
+expect_rc 0 "guard add ba-first"
+run guard add a2 --max-cost 0 --do warn --name bb-broken
+expect_rc 0 "guard add bb-broken"
+run guard add a2 --max-cost 0 --do warn --name bc-after
+expect_rc 0 "guard add bc-after"
+sqlite3 "$db" "UPDATE guard SET selector = '@' WHERE name = 'bb-broken'"
+run guard check
+expect_rc 2 "check with a broken guard"
+expect_eq "$err" "gpufleet: guard bb-broken: selector '@': tag is empty" "the broken guard named"
+expect_eq "$(norm "$out")" "ba-first shutdown: a2: cost N USD since added passed 0.00
+  a2  ok
+bc-after warn: a2: cost N USD since added passed 0.00" "the others judged, the stop run"
+checks=$((checks + 1))
+[ -e "$T/stop2.ran" ] || fail "ba-first's stop did not run"
+
+kill -TERM "$f2pid" "$f3pid"
+wait "$f2pid" "$f3pid"
 finish

@@ -4,7 +4,9 @@
  * per month and since added, each in the instance's currency; a runway
  * below its minimum; a hit fires once per period and again in the next;
  * released instances are ignored; a dry run changes nothing; guard_stop
- * runs the child and stores its result per host.
+ * runs the child and stores its result per host; a stop whose runner
+ * died before its result was stored is resumed, one whose runner lives
+ * is not.
  */
 
 #include <check.h>
@@ -12,12 +14,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <signal.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "db.h"
 #include "guard.h"
 #include "ledger.h"
+#include "actionlog.h"
 #include "provider.h"
+#include "schedrun.h"
 #include "status.h"
 
 /* 2026-12-01T00:00:00Z. */
@@ -274,6 +281,17 @@ START_TEST(per_month_and_lifetime)
 }
 END_TEST
 
+/* Record a's stop as done, as the caller of guard_evaluate does. */
+static void
+stopped(const struct guard_action *a)
+{
+	json_t *res = json_pack("{s:s}", a->names[0], "ok");
+	char *cause = NULL;
+
+	ck_assert_int_eq(actionlog_result(inv, a->log_id, res, &cause), 0);
+	json_decref(res);
+}
+
 /* State vast's balance (USD, in minor units) as of at. */
 static void
 balance(money_t amount, int64_t at, int create)
@@ -310,6 +328,7 @@ START_TEST(runway)
 	ck_assert_str_eq(
 	    a[0].why, "a2: vast balance runway 1h49m is below 3h00m");
 	assert_logged(a[0].log_id, "kind", "guard_shutdown");
+	stopped(&a[0]);
 	guard_actions_free(a, 1);
 	guard_actions_free(evaluate(T_DEC01 + 1200, 0), 0);
 
@@ -318,6 +337,8 @@ START_TEST(runway)
 	balance(10000, T_DEC01 + 1800, 0);
 	a = evaluate(T_DEC01 + 1900, 1);
 	ck_assert_str_eq(a[0].names[0], "a2");
+	ck_assert_int_eq(a[0].resumed, 0);
+	stopped(&a[0]);
 	guard_actions_free(a, 1);
 	ck_assert_int_eq(count("SELECT count(*) FROM guard_fire WHERE period "
 			       "LIKE 'runway@%'"),
@@ -388,6 +409,107 @@ START_TEST(stop)
 }
 END_TEST
 
+/* Make pid (started at start) the runner of action_log row id. */
+static void
+set_runner(int64_t id, pid_t pid, int64_t start)
+{
+	char sql[160];
+
+	snprintf(sql, sizeof sql,
+	    "UPDATE action_log SET runner_pid = %ld, runner_start = %lld "
+	    "WHERE id = %lld",
+	    (long)pid, (long long)start, (long long)id);
+	ck_assert_int_eq(sqlite3_exec(inv->db, sql, NULL, NULL, NULL), 0);
+}
+
+/* A's action again, resumed: same entry, instances and why. */
+static void
+assert_resumed(const struct guard_action *r, const struct guard_action *a)
+{
+	ck_assert_int_eq(r->resumed, 1);
+	ck_assert_int_eq(r->shutdown, 1);
+	ck_assert_int_eq(r->log_id, a->log_id);
+	ck_assert_str_eq(r->guard, a->guard);
+	ck_assert_str_eq(r->why, a->why);
+	ck_assert_uint_eq(r->nnames, 2);
+	ck_assert_str_eq(r->names[0], "a1");
+	ck_assert_str_eq(r->names[1], "a2");
+}
+
+/*
+ * A claimed stop with no result: its runner (a child here) alive with its
+ * start time: not resumed; dead: resumed, once per evaluation, taken over
+ * by this process; a dry run shows it and takes nothing; once its result
+ * is stored, never again; a removed guard's pending stop stays.
+ */
+START_TEST(resume)
+{
+	struct guard_action *a, *r, *p = NULL;
+	char *cause = NULL, want[64], *v;
+	size_t n = 0;
+	pid_t child;
+	int st;
+
+	add("a1", "autodl", "36/h", "CNY", T_DEC01 - 3600, 0);
+	add("a2", "autodl", "36/h", "CNY", T_DEC01 - 3600, 0);
+	add_guard("cap", "1", NULL, 0, 1);
+	a = evaluate(T_DEC01, 1);
+	ck_assert_int_eq(a[0].resumed, 0);
+	snprintf(want, sizeof want, "%ld", (long)getpid());
+	assert_logged(a[0].log_id, "runner_pid", want);
+
+	ck_assert_int_ne(child = fork(), -1);
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	set_runner(a[0].log_id, child, schedrun_pid_start(child));
+	guard_actions_free(evaluate(T_DEC01 + 60, 0), 0);
+	/* The same pid with another start time is another process. */
+	set_runner(a[0].log_id, child, schedrun_pid_start(child) + 1);
+	r = evaluate(T_DEC01 + 60, 1);
+	assert_resumed(&r[0], &a[0]);
+	guard_actions_free(r, 1);
+
+	set_runner(a[0].log_id, child, schedrun_pid_start(child));
+	ck_assert_int_eq(kill(child, SIGKILL), 0);
+	ck_assert_int_eq(waitpid(child, &st, 0), child);
+	ck_assert_int_eq(
+	    guard_preview(inv, &cf, T_DEC01 + 120, &p, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(p[0].resumed, 1);
+	ck_assert_int_eq(p[0].log_id, 0);
+	guard_actions_free(p, n);
+	snprintf(want, sizeof want, "%ld", (long)child);
+	assert_logged(a[0].log_id, "runner_pid", want);
+
+	r = evaluate(T_DEC01 + 120, 1);
+	assert_resumed(&r[0], &a[0]);
+	snprintf(want, sizeof want, "%ld", (long)getpid());
+	assert_logged(a[0].log_id, "runner_pid", want);
+	guard_actions_free(r, 1);
+	/* This process runs none of its stops while it evaluates. */
+	r = evaluate(T_DEC01 + 180, 1);
+	assert_resumed(&r[0], &a[0]);
+	guard_actions_free(r, 1);
+
+	stopped(&a[0]);
+	guard_actions_free(evaluate(T_DEC01 + 240, 0), 0);
+	v = query("SELECT count(*) FROM action_log");
+	ck_assert_str_eq(v, "1");
+	free(v);
+
+	/* A removed guard's pending stop is not run again. */
+	add_guard("cap2", "1", NULL, 0, 1);
+	r = evaluate(T_DEC01 + 300, 1);
+	set_runner(r[0].log_id, 0, 0);
+	ck_assert_int_eq(guard_remove(inv, "cap2", &cause), 0);
+	guard_actions_free(evaluate(T_DEC01 + 360, 0), 0);
+	guard_actions_free(r, 1);
+	guard_actions_free(a, 1);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -403,6 +525,7 @@ main(void)
 	tcase_add_test(tc, per_month_and_lifetime);
 	tcase_add_test(tc, runway);
 	tcase_add_test(tc, stop);
+	tcase_add_test(tc, resume);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
