@@ -66,25 +66,36 @@ real_now_ms(void)
 }
 
 /*
- * Host i's clock skew (instance - controller, in seconds): its report's
- * time against the middle of its own round trip, from the exec of the
- * command to the first byte of the report (the agent takes its time at
- * the start and prints at the end), so that neither the other hosts of
- * the pass nor what the agent does after printing count. The time is
- * truncated to the second: its middle, + 0.5 s, is what is compared.
+ * The clock skew (instance - controller, in seconds) of a report whose
+ * time is rep_time: against the middle of the host's own round trip, from
+ * sent_ms (the command's exec, monotonic) to out_ms (its first byte,
+ * monotonic; out_real_ms the same instant on the real clock). The agent
+ * takes its time at the start and prints at the end, so neither the other
+ * hosts of the pass nor what the host does after printing count. The time
+ * is truncated to the second: its middle, + 0.5 s, is compared, and the
+ * skew rounded to the nearest second.
  */
+int64_t
+probe_skew(
+    int64_t rep_time, int64_t sent_ms, int64_t out_ms, int64_t out_real_ms)
+{
+	int64_t mid = out_real_ms - (out_ms - sent_ms) / 2;
+	int64_t d = rep_time * 1000 + 500 - mid;
+
+	return d >= 0 ? (d + 500) / 1000 : -((-d + 500) / 1000);
+}
+
+/* Host i's clock skew (probe_skew), or against p->now when not timed. */
 static int64_t
 host_skew(const struct probe *p, size_t i)
 {
 	const struct engine_host *h = &p->rm->hosts[i];
 	const struct probe_host *s = &p->hosts[i];
-	int64_t sent = h->exec_ms > 0 ? h->exec_ms : h->start_ms, mid, d;
+	int64_t sent = h->exec_ms > 0 ? h->exec_ms : h->start_ms;
 
 	if (s->out_mono_ms <= 0 || sent <= 0 || sent > s->out_mono_ms)
 		return s->rep.time - p->now;
-	mid = s->out_real_ms - (s->out_mono_ms - sent) / 2;
-	d = s->rep.time * 1000 + 500 - mid;
-	return d >= 0 ? (d + 500) / 1000 : -((-d + 500) / 1000);
+	return probe_skew(s->rep.time, sent, s->out_mono_ms, s->out_real_ms);
 }
 
 /*

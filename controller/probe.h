@@ -68,5 +68,6 @@ size_t probe_failed(const struct probe *);
 const struct agent_bin *probe_agent(const struct probe *);
 void probe_free(struct probe *);
 void probe_journals(struct remote *, const struct config *);
+int64_t probe_skew(int64_t, int64_t, int64_t, int64_t);
 
 #endif
