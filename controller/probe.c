@@ -56,6 +56,7 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 	}
 }
 
+/* The real clock in milliseconds (the skew compares it with the report). */
 static int64_t
 real_now_ms(void)
 {
