@@ -287,7 +287,7 @@ void judge_fire_id(const struct plan *, long long, char *, size_t);
 int judge_arms(const struct plan *, struct judge_state *, long long);
 void judge_replay(struct judge_state *, const struct jsonr *);
 void judge_deadline(const struct plan_deadline *, const struct judge_fire *,
-    long long, struct judge_step *);
+    long long, long long, struct judge_step *);
 void judge_fired(const struct judge_fire *, const struct judge_task *,
     const struct plan *, long long, long long, int, struct judge_step *);
 

@@ -272,12 +272,15 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 
 /*
  * The next step of a deadline d not yet fired (f: its state or NULL) at
- * now: fire, warn, or wait until s->wake; nothing once it has fired or
- * was skipped (an unless_busy deadline found busy).
+ * now in the container started at container_start (-1: unknown): fire,
+ * warn, or wait until s->wake; skip one whose time came before the
+ * container started (someone started the machine since: never stop it
+ * for a time it was already down at); nothing once it has fired or was
+ * skipped.
  */
 void
 judge_deadline(const struct plan_deadline *d, const struct judge_fire *f,
-    long long now, struct judge_step *s)
+    long long now, long long container_start, struct judge_step *s)
 {
 	long long warn_at = d->at - d->warn_minutes * 60;
 	int need_warn = d->warn_minutes > 0 &&
@@ -286,7 +289,10 @@ judge_deadline(const struct plan_deadline *d, const struct judge_fire *f,
 	memset(s, 0, sizeof *s);
 	if (f != NULL && (f->fired || f->done))
 		s->act = JUDGE_ACT_NONE;
-	else if (now >= d->at)
+	else if (now >= d->at && container_start > d->at) {
+		s->act = JUDGE_ACT_SKIP;
+		s->reason = "the container started after its time";
+	} else if (now >= d->at)
 		s->act = JUDGE_ACT_FIRE;
 	else if (need_warn && now >= warn_at)
 		s->act = JUDGE_ACT_WARN;

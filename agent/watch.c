@@ -40,6 +40,8 @@ static void watch_load_plan(struct watch *, int);
 static void watch_arm(struct watch *);
 static void watch_task(struct watch *, const char *, struct judge_task *);
 static long long watch_advance(struct watch *, const char *);
+static void watch_skip_deadline(
+    struct watch *, const struct plan_deadline *, const char *, long long);
 static void watch_deadlines(struct watch *, long long *);
 static void watch_sleep(struct watch *, long long);
 static int watch_start(struct watch *, int, int);
@@ -281,24 +283,51 @@ watch_advance(struct watch *w, const char *id)
 	return time(NULL) + 1;
 }
 
-/* Warn or fire the deadlines that are due; *wake is lowered to the next. */
+/*
+ * Journal "skipped" for deadline d, whose time came before the container
+ * started (final, like every skip).
+ */
+static void
+watch_skip_deadline(struct watch *w, const struct plan_deadline *d,
+    const char *reason, long long cs)
+{
+	struct jsonw jw;
+
+	watch_entry(w, &jw, "skipped", d->id);
+	jsonw_string(&jw, "reason", reason);
+	jsonw_object_begin(&jw, "evidence");
+	jsonw_int(&jw, "at", d->at);
+	jsonw_int(&jw, "container_start", cs);
+	jsonw_object_end(&jw);
+	watch_log(w, &jw);
+}
+
+/*
+ * Warn, fire or skip the deadlines that are due; *wake is lowered to the
+ * next.
+ */
 static void
 watch_deadlines(struct watch *w, long long *wake)
 {
 	struct judge_step s;
 	char id[PLAN_ID_MAX + 1];
-	long long next;
+	long long next, cs = host_container_start_now(w->proc);
 	size_t i;
 
 	for (i = 0; i < w->plan.ndeadlines && !watch_term; i++) {
 		const struct plan_deadline *d = &w->plan.deadlines[i];
 
-		judge_deadline(d, judge_find(&w->js, d->id, 0), time(NULL), &s);
+		judge_deadline(
+		    d, judge_find(&w->js, d->id, 0), time(NULL), cs, &s);
 		if (s.act == JUDGE_ACT_WAIT && s.wake < *wake)
 			*wake = s.wake;
 		if (s.act == JUDGE_ACT_WARN) {
 			watch_warn(w, d);
 			i--; /* again: it may be due to fire too */
+			continue;
+		}
+		if (s.act == JUDGE_ACT_SKIP) {
+			watch_skip_deadline(w, d, s.reason, cs);
 			continue;
 		}
 		if (s.act != JUDGE_ACT_FIRE)

@@ -354,6 +354,7 @@ conn_start(struct engine_run *r, struct engine_host *h)
 		c->key_index = 0;
 		h->exit_status = -1;
 		h->start_ms = engine_now_ms();
+		h->exec_ms = 0;
 		r->active++;
 		c->state = CS_OPEN;
 		conn_setup_phase(c);
@@ -378,6 +379,7 @@ conn_start(struct engine_run *r, struct engine_host *h)
 	h->conn = c;
 	h->exit_status = -1;
 	h->start_ms = engine_now_ms();
+	h->exec_ms = 0;
 	r->active++;
 	c->deadline = evtimer_new(e->base, conn_deadline_cb, c);
 	c->pump = event_new(e->base, -1, EV_PERSIST, conn_pump_cb, c);
@@ -1005,6 +1007,7 @@ conn_step(struct engine_conn *c)
 			return;
 		}
 		c->state = CS_RUN;
+		h->exec_ms = engine_now_ms();
 		conn_phase(c,
 		    set->command_timeout > 0
 			? engine_now_ms() + (int64_t)set->command_timeout * 1000

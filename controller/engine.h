@@ -63,6 +63,7 @@ struct engine_host {
 	int exit_status;   /* -1 if none */
 	char *exit_signal; /* "KILL", or NULL */
 	int64_t start_ms;
+	int64_t exec_ms; /* the command was accepted (0: not yet) */
 	int64_t end_ms;
 	int done;
 	int fails;	     /* connection failures in a row */

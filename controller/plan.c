@@ -18,7 +18,9 @@ static int is_fired(const char *, const char *const *, size_t);
 static json_t *keep_deadlines(json_t *, const char *const *, size_t,
     const struct plan_change *, struct plan_result *);
 static int sync_keeps(const struct plan_change *, const char *);
-static void sync_add(json_t *, const char *const *, size_t,
+static int sync_at_near(int64_t, int64_t);
+static int64_t sync_at(json_t *, const struct plan_deadline *);
+static void sync_add(json_t *, json_t *, const char *const *, size_t,
     const struct plan_change *, struct plan_result *);
 static json_t *sync_set(const char *);
 
@@ -214,25 +216,62 @@ sync_keeps(const struct plan_change *c, const char *id)
 	return 0;
 }
 
-/* Append the wanted schedule deadlines that fit, soonest first. */
-static void
-sync_add(json_t *deadlines, const char *const *fired, size_t nfired,
-    const struct plan_change *c, struct plan_result *res)
+/*
+ * Whether two times of one schedule deadline are the same to the sync:
+ * at most PLAN_SYNC_AT_TOLERANCE_S apart.
+ */
+static int
+sync_at_near(int64_t a, int64_t b)
 {
-	const struct plan_deadline *w;
+	return a - b <= PLAN_SYNC_AT_TOLERANCE_S &&
+	    b - a <= PLAN_SYNC_AT_TOLERANCE_S;
+}
+
+/*
+ * The at to write for wanted deadline w: the read-back one's (in old, the
+ * read-back deadlines) when it is near w's, else w's.
+ */
+static int64_t
+sync_at(json_t *old, const struct plan_deadline *w)
+{
+	json_t *d, *id, *at;
+	size_t i;
+
+	json_array_foreach(old, i, d)
+	{
+		id = json_object_get(d, "id");
+		at = json_object_get(d, "at");
+		if (json_is_string(id) && json_is_integer(at) &&
+		    strcmp(json_string_value(id), w->id) == 0 &&
+		    sync_at_near(json_integer_value(at), w->at))
+			return json_integer_value(at);
+	}
+	return w->at;
+}
+
+/*
+ * Append the wanted schedule deadlines that fit, soonest first; old (the
+ * read-back deadlines) gives the at of one that barely moved.
+ */
+static void
+sync_add(json_t *deadlines, json_t *old, const char *const *fired,
+    size_t nfired, const struct plan_change *c, struct plan_result *res)
+{
+	struct plan_deadline w;
 	json_t *d;
 	size_t i, j;
 
 	for (i = 0; i < c->sync.nwant; i++) {
-		w = &c->sync.want[i];
-		if (is_fired(w->id, fired, nfired) ||
+		w = c->sync.want[i];
+		w.at = sync_at(old, &w);
+		if (is_fired(w.id, fired, nfired) ||
 		    (c->kind == PLAN_CANCEL_ID &&
-			strcmp(w->id, c->cancel_id) == 0))
+			strcmp(w.id, c->cancel_id) == 0))
 			continue;
 		json_array_foreach(deadlines, j, d)
 		{
 			if (strcmp(json_string_value(json_object_get(d, "id")),
-				w->id) == 0)
+				w.id) == 0)
 				break;
 		}
 		if (j < json_array_size(deadlines))
@@ -241,7 +280,7 @@ sync_add(json_t *deadlines, const char *const *fired, size_t nfired,
 			res->sync_cut++;
 			continue;
 		}
-		json_array_append_new(deadlines, deadline_json(w));
+		json_array_append_new(deadlines, deadline_json(&w));
 		res->synced++;
 	}
 }
@@ -272,13 +311,32 @@ sync_set(const char *plan)
 	return set;
 }
 
-/* Whether two plans (compact JSON or NULL) hold the same s- deadlines. */
+/*
+ * Whether two plans (compact JSON or NULL) hold the same s- deadlines:
+ * the same ids, the same members, the at of each within
+ * PLAN_SYNC_AT_TOLERANCE_S.
+ */
 int
 plan_sync_equal(const char *a, const char *b)
 {
-	json_t *sa = sync_set(a), *sb = sync_set(b);
-	int eq = json_equal(sa, sb);
+	json_t *sa = sync_set(a), *sb = sync_set(b), *da, *db;
+	const char *id;
+	int eq = json_object_size(sa) == json_object_size(sb);
 
+	json_object_foreach(sa, id, da)
+	{
+		if (!eq)
+			break;
+		db = json_object_get(sb, id);
+		eq = db != NULL &&
+		    sync_at_near(json_integer_value(json_object_get(da, "at")),
+			json_integer_value(json_object_get(db, "at")));
+		if (eq) {
+			/* The rest must match exactly. */
+			json_object_set(da, "at", json_object_get(db, "at"));
+			eq = json_equal(da, db);
+		}
+	}
 	json_decref(sa);
 	json_decref(sb);
 	return eq;
@@ -331,7 +389,8 @@ plan_build(const char *readback, int64_t generation, const char *const *fired,
 		json_array_append_new(deadlines, deadline_json(&c->deadline));
 	}
 	if (c->sync.on)
-		sync_add(deadlines, fired, nfired, c, res);
+		sync_add(deadlines, json_object_get(old, "deadlines"), fired,
+		    nfired, c, res);
 	res->had_autostop = json_is_object(json_object_get(old, "autostop"));
 	if (c->kind == PLAN_AUTOSTOP)
 		as = autostop_json(&c->autostop);

@@ -48,14 +48,23 @@ struct plan_autostop {
 };
 
 /*
+ * A wanted schedule deadline keeps the read-back one's at when the two are
+ * at most this far apart (seconds): the instance's clock skew, measured
+ * anew on every contact, wobbles, and a plan rewritten for that alone
+ * would journal "armed" again for every deadline it moved.
+ */
+#define PLAN_SYNC_AT_TOLERANCE_S 30
+
+/*
  * The shutdown schedules' deadlines (controller/SCHEDULE.md): with on set,
  * the read-back deadlines whose id starts "s-" are replaced by want
  * (soonest first; fired ids left out), except that a read-back one whose
  * occurrence (the UNIXTIME of s-TAG-UNIXTIME) is at or before now and
- * whose TAG is in tags stays as it is: the watcher may be firing it. The
- * other deadlines come first and win: want fills what is left of the
- * plan's PLAN_MAX_DEADLINES, in order. With on 0, s- deadlines are kept
- * like any other.
+ * whose TAG is in tags stays as it is: the watcher may be firing it. A
+ * wanted one whose read-back at is within PLAN_SYNC_AT_TOLERANCE_S of its
+ * own keeps the read-back at. The other deadlines come first and win:
+ * want fills what is left of the plan's PLAN_MAX_DEADLINES, in order.
+ * With on 0, s- deadlines are kept like any other.
  */
 struct plan_sync {
 	int on;

@@ -28,7 +28,7 @@
 
 static void on_probe(struct probe *, int, void *);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
-static void read_back(struct planwrite *, struct planwrite_host *);
+static void read_back(struct planwrite_host *);
 static int hosts_init(struct planwrite *, char **);
 static void prepare(struct planwrite *, size_t);
 static void result(struct planwrite *, size_t);
@@ -134,7 +134,7 @@ planwrite_adopt(struct fleet *fleet, struct remote *rm, struct probe *p,
 		return r;
 	}
 	for (i = 0; i < pw->n; i++)
-		read_back(pw, &pw->hosts[i]);
+		read_back(&pw->hosts[i]);
 	*out = pw;
 	return 0;
 }
@@ -151,7 +151,7 @@ on_probe(struct probe *p, int r, void *arg)
 
 /* What the probe read of one host's watcher. */
 static void
-read_back(struct planwrite *pw, struct planwrite_host *h)
+read_back(struct planwrite_host *h)
 {
 	const struct probe_host *s = h->probe;
 	const struct report_watcher *w = &s->rep.watcher;
@@ -161,7 +161,7 @@ read_back(struct planwrite *pw, struct planwrite_host *h)
 		    s->error != NULL ? s->error : "no report");
 		return;
 	}
-	h->skew = s->rep.time - pw->now;
+	h->skew = s->skew;
 	if (!w->present) {
 		planwrite_fail(h,
 		    "the agent on the instance has no watcher "
@@ -201,7 +201,7 @@ planwrite_probe(struct planwrite *pw, char **cause)
 	pw->now = pw->p->now;
 	localstop_run_due(pw->rm->inv, pw->fleet->config, pw->now);
 	for (i = 0; i < pw->n; i++)
-		read_back(pw, &pw->hosts[i]);
+		read_back(&pw->hosts[i]);
 	return 0;
 }
 

@@ -19,6 +19,8 @@
 #define ERR_CAP 4096
 
 static void buf_clear(struct misc_buf *);
+static int64_t real_now_ms(void);
+static int64_t host_skew(const struct probe *, size_t);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void on_finished(struct engine_run *, void *);
 static void reset(struct probe *);
@@ -45,8 +47,56 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 
 	if (is_stderr)
 		misc_buf_add(&s->err, data, len, ERR_CAP);
-	else
+	else {
+		if (s->out.len == 0 && len > 0) {
+			s->out_real_ms = real_now_ms();
+			s->out_mono_ms = engine_now_ms();
+		}
 		misc_buf_add(&s->out, data, len, REPORT_MAX_BYTES);
+	}
+}
+
+/* The real clock in milliseconds (the skew compares it with the report). */
+static int64_t
+real_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/*
+ * The clock skew (instance - controller, in seconds) of a report whose
+ * time is rep_time: against the middle of the host's own round trip, from
+ * sent_ms (the command's exec, monotonic) to out_ms (its first byte,
+ * monotonic; out_real_ms the same instant on the real clock). The agent
+ * takes its time at the start and prints at the end, so neither the other
+ * hosts of the pass nor what the host does after printing count. The time
+ * is truncated to the second: its middle, + 0.5 s, is compared, and the
+ * skew rounded to the nearest second.
+ */
+int64_t
+probe_skew(
+    int64_t rep_time, int64_t sent_ms, int64_t out_ms, int64_t out_real_ms)
+{
+	int64_t mid = out_real_ms - (out_ms - sent_ms) / 2;
+	int64_t d = rep_time * 1000 + 500 - mid;
+
+	return d >= 0 ? (d + 500) / 1000 : -((-d + 500) / 1000);
+}
+
+/* Host i's clock skew (probe_skew), or against p->now when not timed. */
+static int64_t
+host_skew(const struct probe *p, size_t i)
+{
+	const struct engine_host *h = &p->rm->hosts[i];
+	const struct probe_host *s = &p->hosts[i];
+	int64_t sent = h->exec_ms > 0 ? h->exec_ms : h->start_ms;
+
+	if (s->out_mono_ms <= 0 || sent <= 0 || sent > s->out_mono_ms)
+		return s->rep.time - p->now;
+	return probe_skew(s->rep.time, sent, s->out_mono_ms, s->out_real_ms);
 }
 
 /*
@@ -361,6 +411,7 @@ classify(struct probe *p, size_t i)
 		return;
 	}
 	s->have_report = 1;
+	s->skew = host_skew(p, i);
 	s->state = "up";
 	return;
 failed:
@@ -391,8 +442,8 @@ probe_store(struct probe *p, char **cause)
 			goto fail;
 		/* The watcher: its plan, its journal and what it did. */
 		if (s->have_report &&
-		    (r = watcher_store(
-			 inv, &p->rm->list[i], p->now, &s->rep, cause)) != 0)
+		    (r = watcher_store(inv, &p->rm->list[i], p->now, s->skew,
+			 &s->rep, cause)) != 0)
 			goto fail;
 		/* A key rotated out that a platform put back. */
 		if (s->have_report && s->rep.authorized_keys != NULL &&

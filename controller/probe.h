@@ -26,6 +26,8 @@ struct probe_host {
 	char *error;	   /* why not up, or NULL */
 	int have_report;
 	struct report rep;
+	int64_t skew; /* instance clock - controller clock, with have_report */
+	int64_t out_real_ms, out_mono_ms; /* the report's first byte came */
 	struct misc_buf out; /* the report as received (with have_report) */
 	struct misc_buf err;
 	char *args;    /* the agent's arguments for this host */
@@ -66,5 +68,6 @@ size_t probe_failed(const struct probe *);
 const struct agent_bin *probe_agent(const struct probe *);
 void probe_free(struct probe *);
 void probe_journals(struct remote *, const struct config *);
+int64_t probe_skew(int64_t, int64_t, int64_t, int64_t);
 
 #endif

@@ -15,8 +15,8 @@
 #include "xmalloc.h"
 
 static int knob(const char *, long, long, long, long *, char **);
-static int store_state(
-    struct inventory *, int64_t, int64_t, const struct report *, char **);
+static int store_state(struct inventory *, int64_t, int64_t, int64_t,
+    const struct report *, char **);
 static int ingest(
     struct inventory *, int64_t, int64_t, const struct report_entry *, char **);
 static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
@@ -99,7 +99,7 @@ watcher_cursor(struct inventory *inv, int64_t id, char **cursor, char **cause)
 
 /* The watcher's state of one report (no section: an older agent). */
 static int
-store_state(struct inventory *inv, int64_t id, int64_t now,
+store_state(struct inventory *inv, int64_t id, int64_t now, int64_t skew,
     const struct report *rep, char **cause)
 {
 	const struct report_watcher *w = &rep->watcher;
@@ -110,15 +110,14 @@ store_state(struct inventory *inv, int64_t id, int64_t now,
 		    "generation, skew) VALUES (?, ?, 'unknown', 0, ?) "
 		    "ON CONFLICT (instance_id) DO UPDATE SET t = excluded.t, "
 		    "state = 'unknown', skew = excluded.skew",
-		    "storing the watcher's state", cause, "III", id, now,
-		    rep->time - now);
+		    "storing the watcher's state", cause, "III", id, now, skew);
 	return db_exec(inv,
 	    "INSERT OR REPLACE INTO watcher_state (instance_id, t, state, pid, "
 	    "current, error, generation, plan, skew, journal_epoch) VALUES "
 	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 	    "storing the watcher's state", cause, "IItNitItIt", id, now,
 	    w->state, w->pid, w->current, w->error, w->generation, w->plan,
-	    rep->time - now, w->epoch[0] != '\0' ? w->epoch : NULL);
+	    skew, w->epoch[0] != '\0' ? w->epoch : NULL);
 }
 
 /* A ledger entry with this note, unless the instance has one already. */
@@ -193,21 +192,21 @@ ingest(struct inventory *inv, int64_t id, int64_t skew,
 }
 
 /*
- * Store what one report says of the watcher, read at now: its state, plan
- * and skew, and each journal entry not stored yet, with its effects. Runs
- * in the caller's transaction.
+ * Store what one report says of the watcher, read at now with the clock
+ * skew the probe measured (instance - controller): its state, plan and
+ * skew, and each journal entry not stored yet, with its effects. Runs in
+ * the caller's transaction.
  */
 int
 watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
-    const struct report *rep, char **cause)
+    int64_t skew, const struct report *rep, char **cause)
 {
 	const struct report_watcher *w = &rep->watcher;
-	int64_t skew = rep->time - now;
 	sqlite3_stmt *st;
 	size_t i;
 	int r;
 
-	if ((r = store_state(inv, in->id, now, rep, cause)) != 0)
+	if ((r = store_state(inv, in->id, now, skew, rep, cause)) != 0)
 		return r;
 	if (w->nskipped > 0)
 		warn_msg("%s: %zu journal entr%s not valid, left out", in->name,

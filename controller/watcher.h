@@ -48,7 +48,7 @@ struct watcher_knobs {
 
 int watcher_knobs(struct watcher_knobs *, char **);
 int watcher_cursor(struct inventory *, int64_t, char **, char **);
-int watcher_store(struct inventory *, const struct instance *, int64_t,
+int watcher_store(struct inventory *, const struct instance *, int64_t, int64_t,
     const struct report *, char **);
 int watcher_get(struct inventory *, int64_t, struct watcher_view *, char **);
 size_t watcher_planned(

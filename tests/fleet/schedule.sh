@@ -3,7 +3,9 @@
 # test clock (a cron minute lasts 3 s) `schedule add @t --cron '*/2 * * * *'
 # --do shutdown` arms 3 instances, then no gpufleet process runs at all and
 # the watchers stop all 3; an instance tagged later is armed at its next
-# `status`, and removing its tag disarms it at the next one.
+# `status`, and removing its tag disarms it at the next one. An occurrence
+# that came while the machine was stopped from the console is skipped once
+# it is started again; contacts with a slow agent rewrite no plan.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 
@@ -123,4 +125,71 @@ expect_contains "$out" "inst-4  not armed (disarmed)" "pause reports the disarm"
 expect_eq "$(s_ids inst-4 | wc -l)" 0 "pause disarmed inst-4"
 run shutdown ls inst-4
 expect_contains "$out" "$manual" "the manual deadline stays through it all"
+
+# --- stopped before an occurrence, started after: not stopped again ---------
+# The user stops the machine from the platform's console before the time and
+# starts it after; the first contact starts the watcher, which must skip the
+# deadline whose time came while the machine was down, not fire it late.
+run tag inst-4 +r
+expect_rc 0 "tag inst-4 +r"
+anchor=${GPUFLEET_TEST_CRON_MINUTE#*@}
+# The schedule clock's minute about 15 real seconds ahead: a daily cron
+# there comes back 72 real minutes later.
+m=$(( (anchor + ($(date +%s) + 15 - anchor) * 20 + 59) / 60 * 60 ))
+run schedule add @r --cron "$(date -u -d "@$m" +'%-M %-H') * * *" \
+    --do shutdown --warn 0 --name restart
+expect_rc 0 "schedule add @r"
+tag3=$(sql "SELECT tag FROM schedule WHERE name = 'restart'")
+first=$(s_ids inst-4 | grep "^s-$tag3-" | sort -t- -k3 -n | head -1)
+occ=${first##*-}
+expect_match "$first" "^s-$tag3-[0-9]+$" "the next occurrence armed on inst-4"
+fleet stop inst-4
+wait_for 30 "inst-4 stopped from the console" is_state inst-4 stopped
+checks=$((checks + 1))
+[ "$(date +%s)" -lt "${occ:-0}" ] || fail "inst-4 stopped after the occurrence $occ"
+while [ "$(date +%s)" -le $((occ + 1)) ]; do sleep 0.5; done
+fleet start inst-4
+run status inst-4
+expect_rc 0 "status after the start"
+wait_for 30 "the occurrence the machine was down at is skipped" \
+    has_event inst-4 skipped ".id == \"$first\"" || show_journal inst-4
+expect_eq "$(journal inst-4 "select(.event == \"skipped\" and .id == \"$first\") | .reason")" \
+    '"the container started after its time"' "skipped, and why"
+expect_eq "$(jcount inst-4 firing ".id == \"$first\"")" 0 "it never fired"
+expect_eq "$(calls inst-4 shutdown)" 0 "no stop call: the machine the user started runs on"
+expect_eq "$(fstate inst-4)" ok "inst-4 runs"
+
+# --- contacts with a slow agent rewrite nothing ------------------------------
+# The agent answers, then takes 1 s or 5 s to exit (alternately): the skew is
+# measured over the host's own round trip up to its report, so it stays, and
+# the plan is not written again (nor "armed" journaled) for a wobble.
+slow=$T/slow-agent count=$(rdir inst-4)/slow-count
+cat >"$slow" <<EOS
+#!/bin/sh
+'$GPUFLEET_AGENT' "\$@"
+rc=\$?
+if [ "\$1" = report ]; then
+	n=\$(cat '$count' 2>/dev/null || echo 0)
+	echo \$((n + 1)) >'$count'
+	if [ \$((n % 2)) -eq 0 ]; then sleep 1; else sleep 5; fi
+fi
+exit \$rc
+EOS
+gen() { jq .generation "$(rdir inst-4)/plan.json"; }
+skew() { sql "SELECT skew FROM watcher_state w JOIN instance i ON i.id = w.instance_id WHERE i.name = 'inst-4'"; }
+GPUFLEET_AGENT=$slow run status inst-4
+expect_rc 0 "status with the slow agent (uploaded)"
+gen1=$(gen)
+armed1=$(jcount inst-4 armed)
+GPUFLEET_AGENT=$slow run status inst-4
+expect_rc 0 "status with the slow agent (5 s after its report)"
+s2=$(skew)
+GPUFLEET_AGENT=$slow run status inst-4
+expect_rc 0 "status with the slow agent (1 s after its report)"
+expect_eq "$(cat "$count")" 3 "the slow agent ran 3 reports"
+expect_eq "$(gen)" "$gen1" "two contacts: the plan's generation stays"
+expect_eq "$(jcount inst-4 armed)" "$armed1" "two contacts: no armed entry"
+checks=$((checks + 1))
+[ "${s2:-99}" -ge -2 ] && [ "${s2:-99}" -le 2 ] ||
+    fail "skew $s2 measured with the 5 s wait (one machine: about 0)"
 finish

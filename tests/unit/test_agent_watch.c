@@ -340,35 +340,50 @@ struct deadline_case {
 	long long at, warn_minutes, now;
 	enum judge_act want;
 	long long wake;
+	long long container_start; /* 0: long before every at */
 };
 
 static const struct deadline_case deadline_cases[] = {
 	{ "far ahead: wait for the warning", { NULL }, 10000, 5, 1000,
-	    JUDGE_ACT_WAIT, 9700 },
+	    JUDGE_ACT_WAIT, 9700, 0 },
 	{ "in the warning window: warn", { "armed" }, 10000, 5, 9800,
-	    JUDGE_ACT_WARN, 0 },
+	    JUDGE_ACT_WARN, 0, 0 },
 	{ "warned: wait for the deadline", { "armed", "warned" }, 10000, 5,
-	    9800, JUDGE_ACT_WAIT, 10000 },
+	    9800, JUDGE_ACT_WAIT, 10000, 0 },
 	{ "no warning: wait for the deadline", { "armed" }, 10000, 0, 9990,
-	    JUDGE_ACT_WAIT, 10000 },
+	    JUDGE_ACT_WAIT, 10000, 0 },
 	{ "due: fire", { "armed", "warned" }, 10000, 5, 10000, JUDGE_ACT_FIRE,
-	    0 },
+	    0, 0 },
 	{ "due and never warned: fire", { "armed" }, 10000, 5, 20000,
-	    JUDGE_ACT_FIRE, 0 },
+	    JUDGE_ACT_FIRE, 0, 0 },
 	{ "a fired id never fires again", { "armed", "firing" }, 10000, 5,
-	    20000, JUDGE_ACT_NONE, 0 },
+	    20000, JUDGE_ACT_NONE, 0, 0 },
 	{ "nor once its stop is over", { "firing", "stopping", "stopped" },
-	    10000, 0, 20000, JUDGE_ACT_NONE, 0 },
+	    10000, 0, 20000, JUDGE_ACT_NONE, 0, 0 },
 	{ "cancelled then armed again: fires", { "armed", "cancelled" }, 10000,
-	    0, 20000, JUDGE_ACT_FIRE, 0 },
+	    0, 20000, JUDGE_ACT_FIRE, 0, 0 },
 	{ "skipped as busy: never fires (replayed after a restart)",
 	    { "armed", "warned", "skipped" }, 10000, 5, 20000, JUDGE_ACT_NONE,
-	    0 },
+	    0, 0 },
 	{ "skipped as busy: nor warns again", { "armed", "skipped" }, 10000, 5,
-	    9800, JUDGE_ACT_NONE, 0 },
+	    9800, JUDGE_ACT_NONE, 0, 0 },
 	{ "skipped, then armed again by a plan: still final",
-	    { "armed", "skipped", "armed" }, 10000, 0, 20000, JUDGE_ACT_NONE,
+	    { "armed", "skipped", "armed" }, 10000, 0, 20000, JUDGE_ACT_NONE, 0,
 	    0 },
+	{ "its time came before the container started: skipped", { "armed" },
+	    10000, 0, 20000, JUDGE_ACT_SKIP, 0, 15000 },
+	{ "warned, then the machine was stopped and started: skipped",
+	    { "armed", "warned" }, 10000, 5, 20000, JUDGE_ACT_SKIP, 0, 10001 },
+	{ "a watcher dead in the same container fires late", { "armed" }, 10000,
+	    5, 20000, JUDGE_ACT_FIRE, 0, 9000 },
+	{ "the container started at its very time: fires", { "armed" }, 10000,
+	    0, 10000, JUDGE_ACT_FIRE, 0, 10000 },
+	{ "the container's start unknown: fires", { "armed" }, 10000, 0, 20000,
+	    JUDGE_ACT_FIRE, 0, -1 },
+	{ "ahead of its time in a new container: waits", { "armed" }, 30000, 0,
+	    20000, JUDGE_ACT_WAIT, 30000, 15000 },
+	{ "skipped once: nothing more", { "armed", "skipped" }, 10000, 0, 20000,
+	    JUDGE_ACT_NONE, 0, 15000 },
 };
 
 /* A warning withheld (unless_busy, busy then): wait for the deadline. */
@@ -387,13 +402,13 @@ START_TEST(test_deadline_withheld)
 	d.unless_busy = 1;
 	replay(&js, entries);
 	ck_assert_ptr_nonnull(f = judge_find(&js, "d-1", 0));
-	judge_deadline(&d, f, 9800, &s);
+	judge_deadline(&d, f, 9800, 0, &s);
 	ck_assert_int_eq(s.act, JUDGE_ACT_WARN);
 	f->warn_withheld = 1;
-	judge_deadline(&d, f, 9800, &s);
+	judge_deadline(&d, f, 9800, 0, &s);
 	ck_assert_int_eq(s.act, JUDGE_ACT_WAIT);
 	ck_assert_int_eq(s.wake, 10000);
-	judge_deadline(&d, f, 10000, &s);
+	judge_deadline(&d, f, 10000, 0, &s);
 	ck_assert_int_eq(s.act, JUDGE_ACT_FIRE);
 	judge_state_free(&js);
 }
@@ -490,11 +505,15 @@ START_TEST(test_deadline)
 	d.at = c->at;
 	d.warn_minutes = c->warn_minutes;
 	replay(&js, c->entries);
-	judge_deadline(&d, judge_find(&js, "d-1", 0), c->now, &s);
+	judge_deadline(
+	    &d, judge_find(&js, "d-1", 0), c->now, c->container_start, &s);
 	ck_assert_msg(s.act == c->want, "%s: act %d, want %d", c->name,
 	    (int)s.act, (int)c->want);
 	if (c->want == JUDGE_ACT_WAIT)
 		ck_assert_int_eq(s.wake, c->wake);
+	if (c->want == JUDGE_ACT_SKIP)
+		ck_assert_str_eq(
+		    s.reason, "the container started after its time");
 	judge_state_free(&js);
 }
 END_TEST

@@ -390,6 +390,99 @@ START_TEST(test_sync)
 }
 END_TEST
 
+/* A read-back plan of one schedule deadline s-aaaa0001-1764650000. */
+static char *
+sync_plan_of(long long at, int warn)
+{
+	char *s;
+
+	xasprintf(&s,
+	    "{\"deadlines\":[{\"id\":\"s-aaaa0001-1764650000\",\"at\":%lld,"
+	    "\"action\":\"stop\",\"warn_minutes\":%d,\"before_stop\":null,"
+	    "\"before_stop_timeout_s\":600,\"before_must_succeed\":false}]}",
+	    at, warn);
+	return s;
+}
+
+struct tolerance_case {
+	const char *name;
+	long long readback_at, want_at;
+	long long written_at; /* the at in the plan built */
+	int equal;	      /* plan_sync_equal(readback, built) */
+};
+
+/* The clock skew wobbles between contacts: within 30 s it is the same. */
+static const struct tolerance_case tolerance_cases[] = {
+	{ "the same at", 1764650000, 1764650000, 1764650000, 1 },
+	{ "1 s later (skew wobble): the old at kept", 1764650000, 1764650001,
+	    1764650000, 1 },
+	{ "30 s later: still kept", 1764650000, 1764650030, 1764650000, 1 },
+	{ "30 s earlier: still kept", 1764650000, 1764649970, 1764650000, 1 },
+	{ "31 s later: rewritten", 1764650000, 1764650031, 1764650031, 0 },
+	{ "31 s earlier: rewritten", 1764650000, 1764649969, 1764649969, 0 },
+	{ "an hour off (the instance's clock was set): rewritten", 1764650000,
+	    1764653600, 1764653600, 0 },
+};
+
+START_TEST(test_sync_tolerance)
+{
+	const struct tolerance_case *t = &tolerance_cases[_i];
+	struct plan_change c;
+	struct plan_result res;
+	struct plan_deadline want;
+	const char *tags[] = { "aaaa0001" };
+	char *rb = sync_plan_of(t->readback_at, 0), *out = NULL, *cause = NULL;
+	json_t *plan, *d;
+
+	want = want_dl("aaaa0001", 1764650000);
+	want.at = t->want_at;
+	change_init(&c, PLAN_SYNC, NULL);
+	c.now = 1764640000; /* before the occurrence: it is replaced */
+	c.sync.on = 1;
+	c.sync.want = &want;
+	c.sync.nwant = 1;
+	c.sync.tags = tags;
+	c.sync.ntags = 1;
+	ck_assert_int_eq(plan_build(rb, 3, NULL, 0, &c, &out, &res, &cause), 0);
+	plan = json_loads(out, 0, NULL);
+	d = json_array_get(json_object_get(plan, "deadlines"), 0);
+	ck_assert_msg(
+	    json_integer_value(json_object_get(d, "at")) == t->written_at,
+	    "%s: at %lld, want %lld", t->name,
+	    (long long)json_integer_value(json_object_get(d, "at")),
+	    t->written_at);
+	ck_assert_msg(plan_sync_equal(rb, out) == t->equal,
+	    "%s: plan_sync_equal is not %d", t->name, t->equal);
+	json_decref(plan);
+	free(out);
+	free(rb);
+}
+END_TEST
+
+/*
+ * plan_sync_equal: the at of each within the tolerance, every other member
+ * exactly.
+ */
+START_TEST(test_sync_equal_tolerance)
+{
+	char *a = sync_plan_of(1764650000, 0), *b = sync_plan_of(1764650012, 0),
+	     *far = sync_plan_of(1764650031, 0),
+	     *warn = sync_plan_of(1764650000, 5);
+
+	ck_assert(plan_sync_equal(a, b));
+	ck_assert(plan_sync_equal(b, a));
+	ck_assert(!plan_sync_equal(a, far));
+	ck_assert(!plan_sync_equal(far, a));
+	ck_assert(!plan_sync_equal(a, warn));
+	ck_assert(!plan_sync_equal(a, "{\"deadlines\":[]}"));
+	ck_assert(!plan_sync_equal("{\"deadlines\":[]}", a));
+	free(a);
+	free(b);
+	free(far);
+	free(warn);
+}
+END_TEST
+
 /* Other deadlines win: the wanted s- ones fill what is left of 64. */
 START_TEST(test_sync_full)
 {
@@ -510,6 +603,8 @@ main(void)
 	tcase_add_test(tc, test_unless_busy);
 	tcase_add_test(tc, test_sync);
 	tcase_add_test(tc, test_sync_full);
+	tcase_add_loop_test(tc, test_sync_tolerance, 0, N(tolerance_cases));
+	tcase_add_test(tc, test_sync_equal_tolerance);
 	tcase_add_loop_test(tc, test_answer, 0, N(answers));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -82,7 +82,7 @@ store(const char *section)
 		report_parse_watcher(o, NOW + SKEW, &rep.watcher);
 		json_decref(o);
 	}
-	ck_assert_int_eq(watcher_store(inv, &in, NOW, &rep, &cause), 0);
+	ck_assert_int_eq(watcher_store(inv, &in, NOW, SKEW, &rep, &cause), 0);
 	report_watcher_free(&rep.watcher);
 }
 
