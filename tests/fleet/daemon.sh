@@ -125,6 +125,33 @@ expect_match "$out1" "^$XDG_STATE_HOME/gpufleet/runs/[0-9]+\.out$" "the run's ou
 expect_eq "$(stat -c %a "$out1") $(stat -c %a "$(dirname "$out1")")" "600 700" \
     "output 0600 in 0700"
 
+# --- missed occurrences are recorded once, the newest runs -----------------
+past=$(($(date +%s) - 60)) # 20 test minutes ago
+add_schedule miss inst-1 exec '["true"]'
+sql "UPDATE schedule SET created_at = $past, considered_until = $past WHERE name = 'miss'"
+wait_for 60 "miss ran" at_least 1 runs miss ok
+pause miss
+wait_for 60 "miss settled" settled miss
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'schedule_missed' AND name = 'miss'")" 1 \
+    "the missed occurrences: one entry, not one each"
+expect_match "$(sql "SELECT why FROM action_log WHERE kind = 'schedule_missed' AND name = 'miss'")" \
+    '^(19|[2-9][0-9]) occurrences missed from ' "the entry says how many and from when"
+expect_eq "$(runs miss)" "$(runs miss ok)" "no row for the older occurrences, and nothing failed"
+
+# --- SIGHUP re-reads the configuration; a bad one is kept out --------------
+printf '[daemon]\npoll_interval = 2\nstop_grace = 2\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+kill -HUP "$a"
+wait_for 30 "SIGHUP re-reads the configuration" grep -q "SIGHUP: configuration re-read" "$LOG"
+printf '[daemon]\npoll_interval = 0\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+kill -HUP "$a"
+wait_for 30 "a bad configuration is logged" grep -q "the configuration in use stays" "$LOG"
+expect_eq "$(grep -c "the configuration in use stays" "$LOG")" 1 "one line for the bad configuration"
+checks=$((checks + 1))
+kill -0 "$a" 2>/dev/null || fail "a bad configuration stopped the daemon"
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+
 # --- SIGTERM: exit 0, daemon_stop ------------------------------------------
 kill -TERM "$a"
 wait "$a"
@@ -152,8 +179,21 @@ expect_eq "$(runs slow)" 1 "slow ran once"
 expect_eq "$(lines inst-2 slow.txt)" 1 "one line on the instance"
 expect_contains "$(cat "$LOG")" "(pid $child) from before this daemon still goes" \
     "the restarted daemon waited for the child"
+
+# --- SIGTERM with a run going: its grace, then stopped and abandoned --------
+add_schedule long inst-2 exec '["sh","-c","sleep 120; echo late >> long.txt"]'
+wait_for 60 "long's run started" has_pid long
+pause long
+child=$(run_col long pid)
 kill -TERM "$dpid"
 wait "$dpid"
+rc=$?
+expect_rc 0 "SIGTERM with a run going"
+expect_eq "$(run_col long state)" abandoned "the run still going is abandoned"
+expect_eq "$(run_col long reason)" "the daemon stopped (SIGTERM): SIGTERM after 2s" \
+    "the reason says who stopped it"
+wait_for 30 "the run's child is stopped" gone_or_zombie "$child"
+expect_eq "$(lines inst-2 long.txt)" 0 "the stopped run wrote nothing"
 
 # --- SIGKILL in the middle of a scheduled rotation --------------------------
 keys_before=$("$GPUFLEET" keys ls --json | jq length)
