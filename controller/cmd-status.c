@@ -20,6 +20,7 @@
 #include "localstop.h"
 #include "log.h"
 #include "misc.h"
+#include "planwrite.h"
 #include "probe.h"
 #include "remote.h"
 #include "status.h"
@@ -39,7 +40,9 @@ struct status_cmd {
 	int status; /* the exit code so far */
 	int busy;   /* a pass is in flight */
 	int over;
-	char *cause; /* why it failed */
+	char *cause;  /* why it failed */
+	int sync;     /* top up the schedules' deadlines after each pass */
+	int sync_due; /* a pass is stored: top up, then wait for the next */
 	struct event *timer;
 	struct event *sigint;
 };
@@ -57,6 +60,7 @@ static void start_pass(struct status_cmd *);
 static void on_pass(struct probe *, int, void *);
 static void on_timer(evutil_socket_t, short, void *);
 static void on_sigint(evutil_socket_t, short, void *);
+static void top_up(struct status_cmd *);
 
 const struct cmd_entry cmd_status_entry = {
 	.name = "status",
@@ -442,8 +446,8 @@ start_pass(struct status_cmd *sc)
 {
 	int r;
 
-	if ((r = probe_start(sc->p, sc->watch > 0, on_pass, sc, &sc->cause)) !=
-	    0) {
+	if ((r = probe_start(sc->p, sc->watch > 0 || sc->sync, on_pass, sc,
+		 &sc->cause)) != 0) {
 		sc->status = -r;
 		sc->over = 1;
 		return;
@@ -474,10 +478,14 @@ on_pass(struct probe *p, int r, void *arg)
 	render(sc);
 	sc->status = probe_failed(p) == 0 ? GF_OK : GF_EHOSTS;
 	sc->refreshes++;
-	if (sc->watch == 0 || (sc->count > 0 && sc->refreshes >= sc->count)) {
+	if (sc->watch == 0 || (sc->count > 0 && sc->refreshes >= sc->count))
 		sc->over = 1;
+	if (sc->sync) {
+		sc->sync_due = 1; /* status_loop, outside this callback */
 		return;
 	}
+	if (sc->over)
+		return;
 	tv.tv_sec = sc->watch;
 	tv.tv_usec = 0;
 	evtimer_add(sc->timer, &tv);
@@ -510,6 +518,48 @@ on_sigint(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * After a pass is stored and shown: write the plans whose schedule
+ * deadlines are not the wanted ones, over the pass's sessions (SCHEDULE.md,
+ * "Top-up"); then wait for the next pass. What fails here is logged: the
+ * output and the exit status are the pass's.
+ */
+static void
+top_up(struct status_cmd *sc)
+{
+	struct planwrite *pw = NULL;
+	struct timeval tv;
+	char *cause = NULL, *safe;
+	size_t i;
+	int r;
+
+	sc->sync_due = 0;
+	if ((r = planwrite_adopt(
+		 sc->p->rm->fleet, sc->p->rm, sc->p, &pw, &cause)) == 0) {
+		pw->keep_open = !sc->over;
+		r = schedsync_run(pw, &cause);
+		for (i = 0; r == 0 && i < pw->n; i++) {
+			if (pw->hosts[i].plan == NULL ||
+			    pw->hosts[i].error == NULL)
+				continue;
+			safe = vis_str(pw->hosts[i].error);
+			warn_msg("%s: schedules not armed: %s",
+			    pw->hosts[i].in->name, safe);
+			free(safe);
+		}
+	}
+	if (r != 0) {
+		warn_msg("schedules: %s", cause);
+		free(cause);
+	}
+	planwrite_free(pw);
+	if (sc->over)
+		return;
+	tv.tv_sec = sc->watch;
+	tv.tv_usec = 0;
+	evtimer_add(sc->timer, &tv);
+}
+
 /* Run the passes on the remote's loop until the last one is shown. */
 static int
 status_loop(struct status_cmd *sc, struct remote *rm)
@@ -524,8 +574,12 @@ status_loop(struct status_cmd *sc, struct remote *rm)
 	sc->sigint = evsignal_new(base, SIGINT, on_sigint, sc);
 	evsignal_add(sc->sigint, NULL);
 	start_pass(sc);
-	while (!sc->over)
-		event_base_loop(base, EVLOOP_ONCE);
+	while (!sc->over || sc->sync_due) {
+		if (sc->sync_due)
+			top_up(sc);
+		else
+			event_base_loop(base, EVLOOP_ONCE);
+	}
 	event_free(sc->sigint);
 	event_free(sc->timer);
 	if (sc->cause != NULL)
@@ -579,6 +633,7 @@ cmd_status_exec(
 		return cmd_fail(-r, cause);
 	}
 	probe_attach(sc.p, rm);
+	sc.sync = schedsync_needed(rm->inv);
 	status = status_loop(&sc, rm);
 	probe_free(sc.p);
 	remote_close(rm);

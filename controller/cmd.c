@@ -31,6 +31,7 @@ extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_rm_entry;
+extern const struct cmd_entry cmd_schedule_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
 extern const struct cmd_entry cmd_shutdown_entry;
@@ -59,6 +60,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_shutdown_entry,
 	&cmd_autostop_entry,
 	&cmd_guard_entry,
+	&cmd_schedule_entry,
 	&cmd_events_entry,
 	&cmd_daemon_entry,
 	&cmd_ssh_entry,

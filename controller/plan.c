@@ -17,6 +17,10 @@ static json_t *autostop_json(const struct plan_autostop *);
 static int is_fired(const char *, const char *const *, size_t);
 static json_t *keep_deadlines(json_t *, const char *const *, size_t,
     const struct plan_change *, struct plan_result *);
+static int sync_keeps(const struct plan_change *, const char *);
+static void sync_add(json_t *, const char *const *, size_t,
+    const struct plan_change *, struct plan_result *);
+static json_t *sync_set(const char *);
 
 /* An integer member in [lo, hi], or def when absent; -1 when invalid. */
 static int
@@ -154,6 +158,16 @@ keep_deadlines(json_t *old, const char *const *fired, size_t nfired,
 			json_decref(copy);
 			continue;
 		}
+		if (c->sync.on && plan_is_sync_id(id) &&
+		    (c->kind != PLAN_CANCEL_ID ||
+			strcmp(id, c->cancel_id) != 0)) {
+			if (sync_keeps(c, id)) {
+				res->synced++;
+				json_array_append_new(out, copy);
+			} else
+				json_decref(copy);
+			continue;
+		}
 		if (c->kind == PLAN_CANCEL_ALL ||
 		    (c->kind == PLAN_CANCEL_ID &&
 			strcmp(id, c->cancel_id) == 0)) {
@@ -165,6 +179,109 @@ keep_deadlines(json_t *old, const char *const *fired, size_t nfired,
 		json_array_append_new(out, copy);
 	}
 	return out;
+}
+
+/* Whether id is a schedule's deadline: s-TAG-UNIXTIME. */
+int
+plan_is_sync_id(const char *id)
+{
+	return strncmp(id, "s-", 2) == 0;
+}
+
+/*
+ * Whether the read-back schedule deadline id stays through the sync: its
+ * occurrence has come (the watcher may be firing it) and its schedule
+ * still applies here.
+ */
+static int
+sync_keeps(const struct plan_change *c, const char *id)
+{
+	const char *tag = id + 2, *dash = strchr(tag, '-');
+	char *end;
+	long long t;
+	size_t i;
+
+	if (dash == NULL)
+		return 0;
+	t = strtoll(dash + 1, &end, 10);
+	if (*end != '\0' || end == dash + 1 || t > c->now)
+		return 0;
+	for (i = 0; i < c->sync.ntags; i++) {
+		if (strlen(c->sync.tags[i]) == (size_t)(dash - tag) &&
+		    strncmp(c->sync.tags[i], tag, (size_t)(dash - tag)) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+/* Append the wanted schedule deadlines that fit, soonest first. */
+static void
+sync_add(json_t *deadlines, const char *const *fired, size_t nfired,
+    const struct plan_change *c, struct plan_result *res)
+{
+	const struct plan_deadline *w;
+	json_t *d;
+	size_t i, j;
+
+	for (i = 0; i < c->sync.nwant; i++) {
+		w = &c->sync.want[i];
+		if (is_fired(w->id, fired, nfired) ||
+		    (c->kind == PLAN_CANCEL_ID &&
+			strcmp(w->id, c->cancel_id) == 0))
+			continue;
+		json_array_foreach(deadlines, j, d)
+		{
+			if (strcmp(json_string_value(json_object_get(d, "id")),
+				w->id) == 0)
+				break;
+		}
+		if (j < json_array_size(deadlines))
+			continue;
+		if (json_array_size(deadlines) >= PLAN_MAX_DEADLINES) {
+			res->sync_cut++;
+			continue;
+		}
+		json_array_append_new(deadlines, deadline_json(w));
+		res->synced++;
+	}
+}
+
+/*
+ * The schedule deadlines of a plan (compact JSON or NULL), as an object
+ * from id to the deadline as plan_build would write it.
+ */
+static json_t *
+sync_set(const char *plan)
+{
+	json_t *o = plan != NULL ? json_loads(plan, 0, NULL) : NULL;
+	json_t *set = json_object(), *d, *copy;
+	const char *id;
+	size_t i;
+
+	json_array_foreach(json_object_get(o, "deadlines"), i, d)
+	{
+		if ((copy = deadline_copy(d)) == NULL)
+			continue;
+		id = json_string_value(json_object_get(copy, "id"));
+		if (plan_is_sync_id(id))
+			json_object_set_new(set, id, copy);
+		else
+			json_decref(copy);
+	}
+	json_decref(o);
+	return set;
+}
+
+/* Whether two plans (compact JSON or NULL) hold the same s- deadlines. */
+int
+plan_sync_equal(const char *a, const char *b)
+{
+	json_t *sa = sync_set(a), *sb = sync_set(b);
+	int eq = json_equal(sa, sb);
+
+	json_decref(sa);
+	json_decref(sb);
+	return eq;
 }
 
 /*
@@ -204,6 +321,7 @@ plan_build(const char *readback, int64_t generation, const char *const *fired,
 			}
 		}
 		if (json_array_size(deadlines) >= PLAN_MAX_DEADLINES) {
+			/* The schedules' future deadlines are not in yet. */
 			xasprintf(cause,
 			    "%d deadlines are armed already (the most a "
 			    "plan holds); cancel one first",
@@ -212,6 +330,8 @@ plan_build(const char *readback, int64_t generation, const char *const *fired,
 		}
 		json_array_append_new(deadlines, deadline_json(&c->deadline));
 	}
+	if (c->sync.on)
+		sync_add(deadlines, fired, nfired, c, res);
 	res->had_autostop = json_is_object(json_object_get(old, "autostop"));
 	if (c->kind == PLAN_AUTOSTOP)
 		as = autostop_json(&c->autostop);

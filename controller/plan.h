@@ -14,11 +14,12 @@
 #define PLAN_MAX_DEADLINES 64
 
 enum plan_change_kind {
-	PLAN_ADD,	  /* arm deadline */
-	PLAN_CANCEL_ALL,  /* drop every deadline */
-	PLAN_CANCEL_ID,	  /* drop the deadline cancel_id */
-	PLAN_AUTOSTOP,	  /* set the policy */
-	PLAN_AUTOSTOP_OFF /* drop the policy */
+	PLAN_ADD,	   /* arm deadline */
+	PLAN_CANCEL_ALL,   /* drop every deadline */
+	PLAN_CANCEL_ID,	   /* drop the deadline cancel_id */
+	PLAN_AUTOSTOP,	   /* set the policy */
+	PLAN_AUTOSTOP_OFF, /* drop the policy */
+	PLAN_SYNC	   /* nothing but the sync (the schedules' top-up) */
 };
 
 /* A deadline id: 1-64 of [A-Za-z0-9._-] (s-TAG-UNIXTIME for schedules). */
@@ -46,6 +47,24 @@ struct plan_autostop {
 	const char *nvidia_smi; /* or NULL */
 };
 
+/*
+ * The shutdown schedules' deadlines (controller/SCHEDULE.md): with on set,
+ * the read-back deadlines whose id starts "s-" are replaced by want
+ * (soonest first; fired ids left out), except that a read-back one whose
+ * occurrence (the UNIXTIME of s-TAG-UNIXTIME) is at or before now and
+ * whose TAG is in tags stays as it is: the watcher may be firing it. The
+ * other deadlines come first and win: want fills what is left of the
+ * plan's PLAN_MAX_DEADLINES, in order. With on 0, s- deadlines are kept
+ * like any other.
+ */
+struct plan_sync {
+	int on;
+	const struct plan_deadline *want;
+	size_t nwant;
+	const char *const *tags; /* the schedules that apply here */
+	size_t ntags;
+};
+
 /* The change, and what every plan written now carries. */
 struct plan_change {
 	enum plan_change_kind kind;
@@ -61,6 +80,7 @@ struct plan_change {
 	int stop_confirm_s;
 	const char *written_by;
 	int64_t now;
+	struct plan_sync sync;
 };
 
 /* What building did besides the plan. */
@@ -68,9 +88,13 @@ struct plan_result {
 	size_t kept;	  /* deadlines carried over */
 	size_t dropped;	  /* fired (or invalid) ones left out */
 	size_t removed;	  /* cancelled by the change */
+	size_t synced;	  /* s- deadlines in the plan after the sync */
+	size_t sync_cut;  /* wanted s- deadlines left out: the plan was full */
 	int had_autostop; /* the read-back plan had a policy */
 };
 
+int plan_is_sync_id(const char *);
+int plan_sync_equal(const char *, const char *);
 int plan_build(const char *, int64_t, const char *const *, size_t,
     const struct plan_change *, char **, struct plan_result *, char **);
 

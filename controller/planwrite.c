@@ -29,6 +29,7 @@
 static void on_probe(struct probe *, int, void *);
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void read_back(struct planwrite *, struct planwrite_host *);
+static int hosts_init(struct planwrite *, char **);
 static void prepare(struct planwrite *, size_t);
 static void result(struct planwrite *, size_t);
 static int store_written(struct planwrite *, char **);
@@ -46,6 +47,39 @@ planwrite_fail(struct planwrite_host *h, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Each host of pw->rm, parallel to it, with its stop method resolved. */
+static int
+hosts_init(struct planwrite *pw, char **cause)
+{
+	const struct config *cf = pw->fleet->config;
+	struct stopmethod_fields f;
+	size_t i;
+	int r;
+
+	pw->n = pw->rm->n;
+	pw->hosts = xcalloc(pw->n + 1, sizeof *pw->hosts);
+	pw->cmds = xcalloc(pw->n + 1, sizeof *pw->cmds);
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		h->in = &pw->rm->list[i];
+		h->probe = &pw->p->hosts[i];
+		if ((r = inventory_stop_get(
+			 pw->rm->inv, h->in->id, &f, cause)) != 0)
+			return r;
+		stopmethod_resolve(h->in, &f, cf, &h->method);
+		stopmethod_fields_clear(&f);
+		/* A local command is substituted when it runs: checked now. */
+		if (h->method.where != STOP_NONE)
+			h->stop_command = stopmethod_expand(
+			    h->method.command, h->in, &h->method_error);
+		if (h->method.where == STOP_LOCAL) {
+			free(h->stop_command);
+			h->stop_command = NULL;
+		}
+	}
+	return 0;
+}
+
 /*
  * Select the instances of selector and their stop methods, for a probe
  * and a write. Free with planwrite_free.
@@ -55,8 +89,6 @@ planwrite_open(struct fleet *fleet, const char *selector,
     struct planwrite **out, char **cause)
 {
 	struct planwrite *pw = xcalloc(1, sizeof *pw);
-	struct stopmethod_fields f;
-	size_t i;
 	int r;
 
 	*out = NULL;
@@ -68,29 +100,41 @@ planwrite_open(struct fleet *fleet, const char *selector,
 		return r;
 	}
 	probe_attach(pw->p, pw->rm);
-	pw->n = pw->rm->n;
-	pw->hosts = xcalloc(pw->n + 1, sizeof *pw->hosts);
-	pw->cmds = xcalloc(pw->n + 1, sizeof *pw->cmds);
-	for (i = 0; i < pw->n; i++) {
-		struct planwrite_host *h = &pw->hosts[i];
-		h->in = &pw->rm->list[i];
-		h->probe = &pw->p->hosts[i];
-		if ((r = inventory_stop_get(
-			 pw->rm->inv, h->in->id, &f, cause)) != 0) {
-			planwrite_free(pw);
-			return r;
-		}
-		stopmethod_resolve(h->in, &f, fleet->config, &h->method);
-		stopmethod_fields_clear(&f);
-		/* A local command is substituted when it runs: checked now. */
-		if (h->method.where != STOP_NONE)
-			h->stop_command = stopmethod_expand(
-			    h->method.command, h->in, &h->method_error);
-		if (h->method.where == STOP_LOCAL) {
-			free(h->stop_command);
-			h->stop_command = NULL;
-		}
+	if ((r = hosts_init(pw, cause)) != 0) {
+		planwrite_free(pw);
+		return r;
 	}
+	*out = pw;
+	return 0;
+}
+
+/*
+ * A planwrite over a remote and a probe someone else owns (the daemon's
+ * held sessions, status's), after that probe's pass was stored: each
+ * plan is read back from it. planwrite_free frees neither.
+ */
+int
+planwrite_adopt(struct fleet *fleet, struct remote *rm, struct probe *p,
+    struct planwrite **out, char **cause)
+{
+	struct planwrite *pw = xcalloc(1, sizeof *pw);
+	size_t i;
+	int r;
+
+	*out = NULL;
+	pw->fleet = fleet;
+	pw->rm = rm;
+	pw->p = p;
+	pw->adopted = 1;
+	pw->saved_ops = rm->ops;
+	pw->now = p->now;
+	if ((r = watcher_knobs(&pw->knobs, cause)) != 0 ||
+	    (r = hosts_init(pw, cause)) != 0) {
+		planwrite_free(pw);
+		return r;
+	}
+	for (i = 0; i < pw->n; i++)
+		read_back(pw, &pw->hosts[i]);
 	*out = pw;
 	return 0;
 }
@@ -195,7 +239,10 @@ planwrite_print_errors(const struct planwrite *pw)
 	return failed;
 }
 
-/* The change's common part for host h: its stop method and the knobs. */
+/*
+ * The change's common part for host h: its stop method, the knobs, and
+ * the shutdown schedules' deadlines (the sync).
+ */
 void
 planwrite_change(
     struct planwrite *pw, struct planwrite_host *h, struct plan_change *c)
@@ -209,6 +256,7 @@ planwrite_change(
 	c->stop_confirm_s = pw->knobs.stop_confirm_s;
 	c->written_by = "gpufleet " GPUFLEET_VERSION;
 	c->now = pw->now;
+	schedsync_fill(pw, h, c);
 }
 
 /*
@@ -421,6 +469,7 @@ planwrite_write(struct planwrite *pw, char **cause)
 	set.connect_timeout = cf->connect_timeout;
 	set.setup_timeout = cf->setup_timeout;
 	set.command_timeout = cf->status_timeout;
+	set.keep_open = pw->keep_open;
 	pw->rm->ops.output = on_output;
 	pw->rm->ops.done = NULL;
 	pw->rm->ops.arg = pw;
@@ -449,12 +498,21 @@ planwrite_free(struct planwrite *pw)
 		stopmethod_clear(&h->method);
 		free(h->out.data);
 		free(h->err.data);
+		free(h->want);
+		free(h->tags);
+		free(h->sync_note);
 		free(pw->cmds[i]);
 		pw->rm->hosts[i].command = NULL;
 		pw->rm->hosts[i].stdin_data = NULL;
 	}
 	free(pw->hosts);
 	free(pw->cmds);
+	schedsync_free(pw);
+	if (pw->adopted) {
+		pw->rm->ops = pw->saved_ops;
+		free(pw);
+		return;
+	}
 	probe_free(pw->p);
 	remote_close(pw->rm);
 	free(pw);

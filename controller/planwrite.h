@@ -38,7 +38,19 @@ struct planwrite_host {
 	char watcher[16];
 	int64_t pid;
 	struct misc_buf out, err;
+
+	/* The sync (schedsync.c), filled at the first change of the host. */
+	int want_done;
+	struct plan_deadline
+	    *want; /* the schedules' deadlines, soonest first */
+	size_t nwant;
+	const char **tags; /* of the schedules that apply (pw->scheds') */
+	size_t ntags;
+	char *sync_note; /* why the schedules arm nothing here, or NULL */
 };
+
+struct schedule;
+struct selector;
 
 struct planwrite {
 	struct fleet *fleet;
@@ -50,6 +62,15 @@ struct planwrite {
 	struct watcher_knobs knobs;
 	int probe_r, probe_done;
 	char **cmds;
+	int keep_open; /* the write keeps the sessions held */
+	int adopted;   /* rm and p are someone else's (planwrite_adopt) */
+	struct engine_ops saved_ops;
+
+	/* The shutdown schedules (schedsync.c), loaded at the first change. */
+	int scheds_loaded, scheds_failed;
+	struct schedule *scheds;
+	struct selector **sels; /* parallel; NULL: not a shutdown one */
+	size_t nscheds;
 };
 
 struct cmd_entry;
@@ -61,6 +82,8 @@ int planwrite_ls(const struct cmd_entry *, struct cmd_ctx *, int, char **,
     planwrite_show_fn);
 int planwrite_open(struct fleet *, const char *, struct planwrite **, char **);
 int planwrite_probe(struct planwrite *, char **);
+int planwrite_adopt(struct fleet *, struct remote *, struct probe *,
+    struct planwrite **, char **);
 int planwrite_contact(
     struct fleet *, const char *, struct planwrite **, char **);
 size_t planwrite_print_errors(const struct planwrite *);
@@ -74,5 +97,14 @@ int planwrite_answer(
 void planwrite_fail(struct planwrite_host *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 void planwrite_free(struct planwrite *);
+
+/* schedsync.c */
+#define SCHEDSYNC_PER_SCHEDULE 48	    /* occurrences armed per schedule */
+#define SCHEDSYNC_HORIZON      (30 * 86400) /* how far ahead they are armed */
+void schedsync_fill(
+    struct planwrite *, struct planwrite_host *, struct plan_change *);
+int schedsync_run(struct planwrite *, char **);
+int schedsync_needed(struct inventory *);
+void schedsync_free(struct planwrite *);
 
 #endif

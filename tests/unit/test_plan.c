@@ -289,6 +289,154 @@ START_TEST(test_full)
 }
 END_TEST
 
+/* A schedule deadline wanted by the sync: s-TAG-AT, warn 0. */
+static struct plan_deadline
+want_dl(const char *tag, long long at)
+{
+	struct plan_deadline d;
+
+	memset(&d, 0, sizeof d);
+	snprintf(d.id, sizeof d.id, "s-%s-%lld", tag, at);
+	d.at = at;
+	d.before_stop_timeout_s = 600;
+	return d;
+}
+
+/*
+ * The sync: read-back s- deadlines replaced by the wanted ones (fired
+ * left out), except one whose occurrence has come while its schedule
+ * still applies; other deadlines untouched, and cancel-all leaves s- ones.
+ */
+START_TEST(test_sync)
+{
+	struct plan_change c;
+	struct plan_result res;
+	struct plan_deadline want[3];
+	const char *tags[] = { "aaaa0001" };
+	const char *fired[] = { "s-aaaa0001-1764670000" };
+	char *out = NULL, *cause = NULL, *ids;
+	json_t *plan;
+	const char *readback = "{\"deadlines\":[" DL("d-1", "100") "," DL(
+	    "s-aaaa0001-100", "100") "," DL("s-aaaa0001-1764650000",
+	    "1764650000") "," DL("s-bbbb0002-50",
+	    "50") "," DL("s-aaaa0001-1764640500", "1764640500") "]}";
+
+	want[0] = want_dl("aaaa0001", 1764650000);
+	want[1] = want_dl("aaaa0001", 1764660000);
+	want[2] = want_dl("aaaa0001", 1764670000);
+	change_init(&c, PLAN_SYNC, NULL);
+	c.sync.on = 1;
+	c.sync.want = want;
+	c.sync.nwant = 3;
+	c.sync.tags = tags;
+	c.sync.ntags = 1;
+	ck_assert_int_eq(
+	    plan_build(readback, 4, fired, 1, &c, &out, &res, &cause), 0);
+	plan = json_loads(out, 0, NULL);
+	ids = ids_of(plan);
+	ck_assert_str_eq(ids,
+	    "d-1,s-aaaa0001-100,s-aaaa0001-1764650000,s-aaaa0001-1764660000");
+	ck_assert_uint_eq(res.kept, 1);
+	ck_assert_uint_eq(res.synced, 3);
+	ck_assert(!plan_sync_equal(readback, out));
+	ck_assert(plan_sync_equal(out, out));
+	free(ids);
+	json_decref(plan);
+
+	/* Built again over what was written: nothing changes. */
+	{
+		char *again = NULL;
+		ck_assert_int_eq(
+		    plan_build(out, 5, fired, 1, &c, &again, &res, &cause), 0);
+		ck_assert(plan_sync_equal(out, again));
+		free(again);
+	}
+
+	/* The schedule no longer applies: every s- deadline goes. */
+	c.sync.ntags = 0;
+	c.sync.nwant = 0;
+	c.kind = PLAN_CANCEL_ALL;
+	free(out);
+	ck_assert_int_eq(
+	    plan_build(readback, 4, NULL, 0, &c, &out, &res, &cause), 0);
+	plan = json_loads(out, 0, NULL);
+	ids = ids_of(plan);
+	ck_assert_str_eq(ids, "");
+	ck_assert_uint_eq(res.removed, 1);
+	free(ids);
+	json_decref(plan);
+	free(out);
+
+	/* Cancel-all with the schedule still applying: s- ones stay. */
+	c.sync.ntags = 1;
+	c.sync.nwant = 2;
+	ck_assert_int_eq(
+	    plan_build(readback, 4, NULL, 0, &c, &out, &res, &cause), 0);
+	plan = json_loads(out, 0, NULL);
+	ids = ids_of(plan);
+	ck_assert_str_eq(
+	    ids, "s-aaaa0001-100,s-aaaa0001-1764650000,s-aaaa0001-1764660000");
+	free(ids);
+	json_decref(plan);
+	free(out);
+}
+END_TEST
+
+/* Other deadlines win: the wanted s- ones fill what is left of 64. */
+START_TEST(test_sync_full)
+{
+	struct plan_change c;
+	struct plan_result res;
+	struct plan_deadline want[10];
+	json_t *o = json_pack("{s:[]}", "deadlines"), *plan;
+	char *out = NULL, *cause = NULL, *rb;
+	int i;
+
+	for (i = 0; i < 60; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "d-%d", i);
+		json_array_append_new(json_object_get(o, "deadlines"),
+		    json_pack("{s:s, s:i, s:s}", "id", id, "at", 100, "action",
+			"stop"));
+	}
+	rb = json_dumps(o, JSON_COMPACT);
+	for (i = 0; i < 10; i++)
+		want[i] = want_dl("aaaa0001", 1764650000LL + i);
+	change_init(&c, PLAN_ADD, NULL);
+	c.sync.on = 1;
+	c.sync.want = want;
+	c.sync.nwant = 10;
+	ck_assert_int_eq(plan_build(rb, 1, NULL, 0, &c, &out, &res, &cause), 0);
+	plan = json_loads(out, 0, NULL);
+	ck_assert_uint_eq(
+	    json_array_size(json_object_get(plan, "deadlines")), 64);
+	ck_assert_uint_eq(res.synced, 3); /* 60 + d-new + 3 */
+	ck_assert_uint_eq(res.sync_cut, 7);
+	ck_assert_str_eq(
+	    json_string_value(json_object_get(
+		json_array_get(json_object_get(plan, "deadlines"), 63), "id")),
+	    "s-aaaa0001-1764650002");
+	json_decref(plan);
+	/* A manual deadline is still armed over a plan full of s- ones. */
+	{
+		char *full = out, *again = NULL;
+		change_init(&c, PLAN_ADD, NULL);
+		snprintf(c.deadline.id, sizeof c.deadline.id, "d-more");
+		c.sync.on = 1;
+		c.sync.want = want;
+		c.sync.nwant = 10;
+		ck_assert_int_eq(
+		    plan_build(full, 2, NULL, 0, &c, &again, &res, &cause), 0);
+		ck_assert_uint_eq(res.synced, 2);
+		ck_assert_ptr_nonnull(strstr(again, "\"d-more\""));
+		free(again);
+		free(full);
+	}
+	free(rb);
+	json_decref(o);
+}
+END_TEST
+
 /* plan set's answers, as the second pass reads them (expected gen 7). */
 static const struct {
 	int status;
@@ -361,6 +509,8 @@ main(void)
 	tcase_add_test(tc, test_exact);
 	tcase_add_test(tc, test_full);
 	tcase_add_test(tc, test_unless_busy);
+	tcase_add_test(tc, test_sync);
+	tcase_add_test(tc, test_sync_full);
 	tcase_add_loop_test(tc, test_answer, 0, N(answers));
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# Shutdown schedules on the sandbox fleet, fired by the watchers: with the
+# test clock (a cron minute lasts 3 s) `schedule add @t --cron '*/2 * * * *'
+# --do shutdown` arms 3 instances, then no gpufleet process runs at all and
+# the watchers stop all 3; an instance tagged later is armed at its next
+# `status`, and removing its tag disarms it at the next one.
+. "$(dirname "$0")/../e2e/lib.sh"
+. "$(dirname "$0")/lib/watcher.sh"
+
+fleet_up 4 --group-size 1
+GPUFLEET_TEST_CRON_MINUTE=3@$(date +%s)
+export GPUFLEET_TEST_CRON_MINUTE
+for n in 1 2 3 4; do
+	run set "inst-$n" 'stop_command=remote:shutdown -h now'
+	expect_rc 0 "stop method of inst-$n"
+done
+for n in 1 2 3; do
+	run tag "inst-$n" +t
+	expect_rc 0 "tag inst-$n"
+done
+
+# no_gpufleet: no gpufleet process of this test runs (the others' may).
+no_gpufleet() {
+	local p
+	for p in $(pgrep -x gpufleet); do
+		if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null |
+		    grep -qx "XDG_DATA_HOME=$XDG_DATA_HOME"; then
+			fail "gpufleet process $p runs: $(tr '\0' ' ' <"/proc/$p/cmdline")"
+			return 1
+		fi
+	done
+	return 0
+}
+
+# s_ids NAME: the schedule deadline ids in the plan on the instance's disk.
+s_ids() {
+	local p
+	p=$(rdir "$1")/plan.json
+	[ -f "$p" ] || return 0
+	jq -r '.deadlines[].id | select(startswith("s-"))' "$p"
+}
+
+# --- 3 instances armed, then stopped with no gpufleet running ----------------
+run schedule add @t --cron '*/2 * * * *' --do shutdown --warn 0 --name fast
+expect_rc 0 "schedule add @t"
+for n in 1 2 3; do
+	expect_match "$(printf '%s\n' "$out" | grep "^inst-$n ")" \
+	    "^inst-$n  armed: [0-9]+ occurrences" "inst-$n armed (line)"
+done
+expect_eq "$(printf '%s\n' "$out" | grep -c '^inst-4 ')" 0 "inst-4 is not selected"
+tag=$(sql "SELECT tag FROM schedule WHERE name = 'fast'")
+expect_match "$tag" '^[0-9a-f]{8}$' "the schedule's tag"
+ids=$(s_ids inst-1)
+expect_match "$(printf '%s\n' "$ids" | head -1)" "^s-$tag-[0-9]+$" "deadline id s-TAG-UNIXTIME"
+expect_eq "$(printf '%s\n' "$ids" | wc -l)" 48 "48 occurrences armed"
+first=$(printf '%s\n' "$ids" | head -1)
+at=$(jq --arg id "$first" '.deadlines[] | select(.id == $id) | .at' "$(rdir inst-1)/plan.json")
+checks=$((checks + 1))
+d=$((at - ${first##*-}))
+[ "$d" -ge -1 ] && [ "$d" -le 1 ] || fail "at $at is not the occurrence ${first##*-} plus the skew"
+checks=$((checks + 1))
+no_gpufleet || true
+for n in 1 2 3; do
+	wait_for 120 "inst-$n stopped by its watcher" is_state "inst-$n" stopped ||
+	    show_journal "inst-$n"
+	expect_eq "$(calls "inst-$n" shutdown)" 1 "inst-$n: one stop call"
+	expect_eq "$(jcount "inst-$n" firing ".id | startswith(\"s-$tag-\")")" 1 \
+	    "inst-$n: one schedule deadline fired"
+done
+expect_eq "$(fstate inst-4)" ok "inst-4 (not tagged) still runs"
+expect_eq "$(calls inst-4 shutdown)" 0 "inst-4: no stop call"
+
+# --- a 4th instance tagged later: armed at its next status; untagged: not ---
+run schedule add @u --cron '0 0 * * *' --do shutdown --name daily
+expect_rc 0 "schedule add @u (selects nothing yet)"
+expect_contains "$out" "no instance to arm now" "nothing to arm yet"
+tag2=$(sql "SELECT tag FROM schedule WHERE name = 'daily'")
+run tag inst-4 +u
+expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 0 "tagging alone writes nothing"
+run status inst-4
+expect_rc 0 "status inst-4"
+expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 48 "inst-4 armed by status (48 occurrences)"
+expect_match "$(sql "SELECT plan FROM watcher_state w JOIN instance i ON i.id = w.instance_id WHERE i.name = 'inst-4'")" \
+    "\"id\":\"s-$tag2-[0-9]+\"" "the stored plan has it too"
+run tag inst-4 -u
+run status inst-4
+expect_rc 0 "status inst-4 after the tag went"
+expect_eq "$(s_ids inst-4 | wc -l)" 0 "inst-4 disarmed: the plan has no s- deadline"
+run shutdown ls inst-4 --json
+expect_eq "$(printf '%s' "$out" | jq '[.[0].deadlines[]? | select(.id | startswith("s-"))] | length')" \
+    0 "shutdown ls reads back no s- deadline"
+
+# --- rm disarms at once ------------------------------------------------------
+run tag inst-4 +u
+run schedule add @u --cron '0 0 * * *' --do shutdown --name daily
+expect_rc 2 "a name taken"
+run status inst-4
+expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 48 "inst-4 armed again"
+run schedule rm daily
+expect_rc 0 "schedule rm"
+expect_contains "$out" "inst-4  not armed (disarmed)" "rm reports the disarm"
+expect_eq "$(s_ids inst-4 | wc -l)" 0 "rm disarmed inst-4"
+finish
