@@ -37,14 +37,13 @@ start_daemon() {
 	wait_for 60 "daemon $dpid starts" started "$dpid"
 }
 started() { grep -q "daemon started: pid $1," "$LOG" 2>/dev/null; }
-# add_schedule NAME SELECTOR ACTION [ARGV_JSON]: every (test) minute.
+# add_schedule NAME SELECTOR ACTION [COMMAND...]: every (test) minute.
 add_schedule() {
-	local now tag cmd=NULL
-	now=$(date +%s)
-	tag=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
-	[ -z "${4:-}" ] || cmd="'$4'"
-	sql "INSERT INTO schedule (name, tag, selector, cron, action, command, created_at, considered_until)
-	    VALUES ('$1', '$tag', '$2', '* * * * *', '$3', $cmd, $now, $now)"
+	local name=$1 sel=$2 action=$3
+	shift 3
+	"$GPUFLEET" schedule add "$sel" --cron '* * * * *' --do "$action" \
+	    --name "$name" ${1:+--} "$@" >"$T/add.out" 2>"$T/add.err" ||
+	    fail "schedule add $name: $(cat "$T/add.err")"
 }
 runs() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1'${2:+ AND r.state = '$2'}"; }
 run_col() { sql "SELECT r.$2 FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1' ORDER BY r.id LIMIT 1"; }
@@ -106,7 +105,7 @@ expect_eq "$(sql "SELECT count(*) FROM last_status WHERE state = 'up'")" 3 \
     "every instance up"
 
 # --- an exec schedule runs once per occurrence ------------------------------
-add_schedule tick inst-1 exec '["sh","-c","echo run >> ticks.txt"]'
+add_schedule tick inst-1 exec sh -c 'echo run >> ticks.txt'
 wait_for 120 "three occurrences of tick ran" at_least 3 runs tick ok
 pause tick
 # The pause might land just after a claim: let the last run end.
@@ -125,9 +124,18 @@ expect_match "$out1" "^$XDG_STATE_HOME/gpufleet/runs/[0-9]+\.out$" "the run's ou
 expect_eq "$(stat -c %a "$out1") $(stat -c %a "$(dirname "$out1")")" "600 700" \
     "output 0600 in 0700"
 
+# --- schedule run NAME: now, in the foreground, recorded as manual --------
+before=$(lines inst-1 ticks.txt)
+run schedule run tick
+expect_rc 0 "schedule run tick"
+expect_eq "$out" "inst-1: ok" "schedule run prints the result per host"
+expect_eq "$(lines inst-1 ticks.txt)" $((before + 1)) "schedule run ran the command once"
+expect_eq "$(sql "SELECT state || ' ' || result FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'tick' AND r.manual = 1")" \
+    'ok {"inst-1":"ok"}' "the manual run's row"
+
 # --- missed occurrences are recorded once, the newest runs -----------------
 past=$(($(date +%s) - 60)) # 20 test minutes ago
-add_schedule miss inst-1 exec '["true"]'
+add_schedule miss inst-1 exec true
 sql "UPDATE schedule SET created_at = $past, considered_until = $past WHERE name = 'miss'"
 wait_for 60 "miss ran" at_least 1 runs miss ok
 pause miss
@@ -163,7 +171,7 @@ expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'daemon_start'")"
     "one daemon_start entry (the refused ones wrote none)"
 
 # --- SIGKILL in the middle of a scheduled exec; the child outlives it -------
-add_schedule slow inst-2 exec '["sh","-c","sleep 4; echo done >> slow.txt"]'
+add_schedule slow inst-2 exec sh -c 'sleep 4; echo done >> slow.txt'
 start_daemon
 wait_for 60 "slow's run started" has_pid slow
 pause slow
@@ -181,7 +189,7 @@ expect_contains "$(cat "$LOG")" "(pid $child) from before this daemon still goes
     "the restarted daemon waited for the child"
 
 # --- SIGTERM with a run going: its grace, then stopped and abandoned --------
-add_schedule long inst-2 exec '["sh","-c","sleep 120; echo late >> long.txt"]'
+add_schedule long inst-2 exec sh -c 'sleep 120; echo late >> long.txt'
 wait_for 60 "long's run started" has_pid long
 pause long
 child=$(run_col long pid)
