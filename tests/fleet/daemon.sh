@@ -4,7 +4,7 @@
 # once per occurrence (the test clock), a daemon SIGKILLed in the middle of
 # a scheduled exec and of a scheduled key rotation (restarted: no double
 # action, state consistent), SIGTERM, and the CLI writing while the daemon
-# polls 50 instances.
+# polls 50 instances (and backs off from one that refuses).
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 sql() { sqlite3 -cmd '.timeout 20000' "$db" "$@"; }
@@ -239,8 +239,12 @@ wait "$dpid"
 expect_rc 0 "SIGTERM after the recoveries"
 
 # --- the CLI writes while the daemon polls 50 instances ---------------------
-fleet_up 50 --prefix big
+fleet_up 51 --prefix big
+# big-51 refuses connections: the daemon backs off from it between polls.
+fleet break big-51 refuse
 start_daemon
+backed_off() { [ -n "$(sql "SELECT 1 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'big-51' AND s.state = 'unreachable' AND s.error LIKE 'not tried: % connection failure% in a row, next attempt in %'")" ]; }
+wait_for 120 "a host that fails to connect is not tried again at once" backed_off
 wait_for 180 "a poll reached the 50 instances" \
     at_least 50 sql "SELECT count(*) FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%' AND s.state = 'up'"
 s0=$(polled)
