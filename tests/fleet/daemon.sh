@@ -83,11 +83,21 @@ checks=$((checks + 1))
 # --- one daemon per database -----------------------------------------------
 start_daemon
 a=$dpid
-run daemon
+# (bounded: a second daemon that did not refuse would run on)
+second() {
+	timeout 60 "$GPUFLEET" daemon "$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	out=$(cat "$T/out")
+	err=$(cat "$T/err")
+	local p
+	p=$(printf '%s' "$out" | sed -n 's/.*started, pid \([0-9]*\),.*/\1/p')
+	[ -z "$p" ] || daemons+=("$p")
+}
+second
 expect_rc 2 "a second daemon"
 expect_eq "$err" "gpufleet daemon: another daemon (pid $a) runs on $db" \
     "the second daemon names the first"
-run daemon --detach
+second --detach
 expect_rc 2 "a second daemon, detached"
 expect_eq "$err" "gpufleet daemon: another daemon (pid $a) runs on $db" \
     "the second detached daemon names the first"
@@ -237,6 +247,24 @@ expect_rc 0 "inst-3 reachable with the rotated key"
 kill -TERM "$dpid"
 wait "$dpid"
 expect_rc 0 "SIGTERM after the recoveries"
+
+# --- --detach: back once the lock is held, the daemon in the background ---
+run daemon --detach
+expect_rc 0 "daemon --detach"
+bg=$(printf '%s' "$out" | sed -n 's/^gpufleet daemon: started, pid \([0-9]*\), log .*/\1/p')
+[ -z "$bg" ] || daemons+=("$bg")
+expect_match "$out" "^gpufleet daemon: started, pid [0-9]+, log $LOG\$" "what --detach says"
+expect_eq "$(readlink "/proc/$bg/fd/1") $(readlink "/proc/$bg/fd/2")" "/dev/null /dev/null" \
+    "the detached daemon's stdout and stderr are /dev/null"
+# A session of its own, which it does not lead (so it never gets a terminal).
+sid=$(ps -o sid= -p "$bg" | tr -d ' ')
+checks=$((checks + 1))
+[ -n "$sid" ] && [ "$sid" != "$(ps -o sid= -p $$ | tr -d ' ')" ] && [ "$sid" != "$bg" ] ||
+    fail "the detached daemon's session: $sid (daemon $bg, test $(ps -o sid= -p $$))"
+second
+expect_rc 2 "a second daemon while the detached one runs"
+kill -TERM "$bg"
+wait_for 60 "the detached daemon stops on SIGTERM" gone_or_zombie "$bg"
 
 # --- the CLI writes while the daemon polls 50 instances ---------------------
 fleet_up 51 --prefix big
