@@ -270,11 +270,25 @@ wait_for 60 "the detached daemon stops on SIGTERM" gone_or_zombie "$bg"
 fleet_up 51 --prefix big
 # big-51 refuses connections: the daemon backs off from it between polls.
 fleet break big-51 refuse
+# Two instances past a cost cap: a warn guard and a shutdown guard.
+for n in big-2 big-3; do
+	"$GPUFLEET" set "$n" price=360000/h billing=second >/dev/null &&
+	    "$GPUFLEET" mark "$n" running --at -1h >/dev/null ||
+	    fail "pricing $n"
+done
+"$GPUFLEET" set big-3 'stop_command=remote:shutdown -h now' >/dev/null
+run guard add big-2 --max-cost 10 --do warn --name cap-warn
+expect_rc 0 "guard add cap-warn"
+run guard add big-3 --max-cost 10 --do shutdown --name cap-stop
+expect_rc 0 "guard add cap-stop"
 start_daemon
 backed_off() { [ -n "$(sql "SELECT 1 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'big-51' AND s.state = 'unreachable' AND s.error LIKE 'not tried: % connection failure% in a row, next attempt in %'")" ]; }
 wait_for 120 "a host that fails to connect is not tried again at once" backed_off
-wait_for 180 "a poll reached the 50 instances" \
-    at_least 50 sql "SELECT count(*) FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%' AND s.state = 'up'"
+# (big-3 may be stopped by its guard meanwhile: 48 up at least)
+wait_for 180 "a poll reached the 51 instances" \
+    at_least 51 sql "SELECT count(*) FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%'"
+expect_eq "$(sql "SELECT count(*) >= 48 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%' AND s.state = 'up'")" 1 \
+    "the polled instances are up"
 s0=$(polled)
 bad=0
 for i in $(seq 1 100); do
@@ -295,6 +309,16 @@ checks=$((checks + 1))
 [ "$(polled)" -gt "$s0" ] || fail "the daemon stored nothing while the CLI wrote"
 expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" 90 \
     "every tag written"
+# The guards, evaluated after every poll, fired once each.
+guard_done() { [ -n "$(sql "SELECT 1 FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop' AND result IS NOT NULL")" ]; }
+wait_for 120 "the shutdown guard's stop ran" guard_done
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_warn' AND name = 'cap-warn'")" 1 \
+    "the warn guard fired once over many polls"
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop'")" 1 \
+    "the shutdown guard fired once"
+expect_eq "$(sql "SELECT json_extract(result, '\$.\"big-3\"') IS NOT NULL FROM action_log WHERE kind = 'guard_shutdown'")" 1 \
+    "the stop's result for big-3 is recorded"
+expect_contains "$(cat "$LOG")" "guard cap-stop: stopping" "the daemon logs the guard"
 kill -TERM "$dpid"
 wait "$dpid"
 expect_rc 0 "SIGTERM after the busy loop"
