@@ -26,7 +26,6 @@
 #include "watcher.h"
 #include "xmalloc.h"
 
-#define BEFORE_MAX   4096
 #define NAME_MAX_LEN 64
 #define NAME_CHARS                                                             \
 	"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-"
@@ -47,59 +46,78 @@ static char *zone_time(int64_t, const char *, int);
 static json_t *last_run(struct inventory *, int64_t, char **);
 static int schedule_ls(struct cmd_ctx *, int, char **);
 static int schedule_change(struct cmd_ctx *, const char *, int, char **);
+static int schedule_run(struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_schedule_entry = {
 	.name = "schedule",
-	.usage = "add SELECTOR --cron EXPR [--tz ZONE] --do "
-		 "shutdown|exec|rotate-keys|status\n"
-		 "       [--name NAME] [--unless-busy] [--catchup DURATION] "
-		 "[--warn MINUTES]\n"
-		 "       [--before CMD] [-- COMMAND...]\n"
+	.usage = "add SELECTOR --cron EXPR [--tz ZONE]\n"
+		 "       --do shutdown|exec|rotate-keys|status [--name NAME]\n"
+		 "       [--unless-busy] [--catchup DURATION] [--warn MINUTES] "
+		 "[--before CMD]\n"
+		 "       [-- COMMAND...]\n"
 		 "       gpufleet schedule ls [--json]\n"
-		 "       gpufleet schedule rm|pause|resume|run NAME",
+		 "       gpufleet schedule rm|pause|resume NAME\n"
+		 "       gpufleet schedule run NAME [--json]",
 	.summary = "run shutdowns, key rotations and commands on a timetable",
 	.help =
 	    "A schedule runs an action at the times of a cron expression "
-	    "(MINUTE HOUR DAY\nMONTH WEEKDAY, or @hourly @daily @midnight "
-	    "@weekly @monthly @yearly @annually)\nin a time zone.\n\n"
+	    "(MINUTE HOUR DAY\n"
+	    "MONTH WEEKDAY, or @hourly @daily @midnight @weekly @monthly "
+	    "@yearly @annually)\n"
+	    "in a time zone.\n"
+	    "\n"
 	    "--do shutdown is armed on the watcher of every instance the "
-	    "selector matches:\nits occurrences of the next 30 days (at most "
-	    "48) are deadlines in the plan there,\nso they fire with the "
-	    "laptop closed. add, rm, pause and resume write those plans\nat "
-	    "once (one line per instance); `gpufleet status` and the daemon "
-	    "top them up and\nre-evaluate the selector (an instance tagged "
-	    "later is armed at its next\ncontact; one whose tag is removed is "
-	    "disarmed). Deadlines set with `gpufleet\nshutdown` come first: "
-	    "a plan holds 64 in all.\n"
+	    "selector\n"
+	    "matches: its occurrences of the next 30 days (at most 48) are "
+	    "deadlines in\n"
+	    "the plan there, so they fire with the laptop closed. add, rm, "
+	    "pause and\n"
+	    "resume write those plans at once (one line per instance); "
+	    "`gpufleet status`\n"
+	    "and the daemon top them up and evaluate the selector again (an "
+	    "instance\n"
+	    "tagged later is armed at its next contact; one whose tag is "
+	    "removed is\n"
+	    "disarmed). Deadlines set with `gpufleet shutdown` come first: a "
+	    "plan holds\n"
+	    "64 in all. An instance with no stop method or a release method is "
+	    "not armed.\n"
 	    "--do exec, rotate-keys and status run in `gpufleet daemon`; an "
-	    "occurrence missed\nwhile no daemon ran is run once when it "
-	    "comes back if it is within --catchup,\nelse recorded as missed.\n"
+	    "occurrence\n"
+	    "missed while no daemon ran is run once when it comes back if it "
+	    "is within\n"
+	    "--catchup, else recorded as missed.\n"
 	    "\n"
 	    "      --cron EXPR        when (quote it: '0 2 * * *')\n"
-	    "      --tz ZONE          an IANA zone (Asia/Shanghai); default "
-	    "[schedule] tz in the\n"
-	    "                         config, else the system's\n"
+	    "      --tz ZONE          an IANA zone (Asia/Shanghai); default: "
+	    "[schedule] tz\n"
+	    "                         in the config, else the system's\n"
 	    "      --do ACTION        shutdown, exec (needs -- COMMAND), "
 	    "rotate-keys, status\n"
 	    "      --name NAME        default: ACTION-SELECTOR made a name "
 	    "(shutdown-train),\n"
 	    "                         with -2, -3 ... when that is taken\n"
 	    "      --catchup DURATION run a missed occurrence this late at "
-	    "most "
-	    "(default 1h;\n"
+	    "most (default 1h;\n"
 	    "                         not for shutdown)\n"
 	    "      --warn MINUTES     shutdown: warn logged-in users (default "
 	    "5; 0: no)\n"
 	    "      --before CMD       shutdown: run CMD on the instance first\n"
 	    "      --unless-busy      shutdown: skip an instance whose GPUs "
-	    "are "
-	    "busy or whose\n"
+	    "are busy or whose\n"
 	    "                         progress file changed in the last 10 "
-	    "minutes\n\n"
+	    "minutes\n"
+	    "\n"
 	    "schedule ls shows each schedule's next run (in its zone and UTC) "
-	    "and its last\nrun with the result per host. rm removes a "
-	    "schedule, pause and resume hold it\n(a resumed schedule does not "
-	    "catch up what fell while paused), run runs it now.\n\n"
+	    "and its last\n"
+	    "run with the result per host. rm removes a schedule; pause and "
+	    "resume hold it\n"
+	    "(a resumed schedule does not catch up what fell while it was "
+	    "paused). run\n"
+	    "runs it now in the foreground, recorded like a scheduled run (a "
+	    "shutdown\n"
+	    "schedule: shutdown --now on the selected instances).\n"
+	    "\n"
 	    "Examples:\n"
 	    "  gpufleet schedule add @train --cron '0 2 * * *' --tz "
 	    "Asia/Shanghai \\\n"
@@ -147,13 +165,15 @@ static int
 cmd_schedule_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
-	static const char *const verbs[] = { "rm", "pause", "resume", "run" };
+	static const char *const verbs[] = { "rm", "pause", "resume" };
 	size_t i;
 
 	if (argc >= 2 && strcmp(argv[1], "add") == 0)
 		return schedule_add_cmd(ctx, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "ls") == 0)
 		return schedule_ls(ctx, argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "run") == 0)
+		return schedule_run(ctx, argc - 1, argv + 1);
 	for (i = 0; argc >= 2 && i < sizeof verbs / sizeof verbs[0]; i++) {
 		if (strcmp(argv[1], verbs[i]) == 0)
 			return schedule_change(
@@ -192,10 +212,9 @@ static int
 parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
     int *catchup, int *status)
 {
-	char *end, *cause = NULL;
+	char *cause = NULL;
 	const char *act = NULL;
 	int ch, warn_set = 0;
-	long n;
 
 	while (
 	    (ch = cmd_getopt(e, argc, argv, "h", add_options, status)) != -1) {
@@ -234,26 +253,14 @@ parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
 			*catchup = 1;
 			break;
 		case OPT_WARN:
-			n = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || n < 0 ||
-			    n > 1440) {
-				*status = cmd_usage_error(e,
-				    "--warn '%s' is not a number of minutes "
-				    "from 0 to 1440",
-				    optarg);
+			if ((*status = cmd_warn_minutes(
+				 e, optarg, &s->warn_minutes)) != 0)
 				return -1;
-			}
-			s->warn_minutes = (int)n;
 			warn_set = 1;
 			break;
 		case OPT_BEFORE:
-			if (*optarg == '\0' || strlen(optarg) > BEFORE_MAX) {
-				*status = cmd_usage_error(e,
-				    "--before must be a command of 1 to %d "
-				    "bytes",
-				    BEFORE_MAX);
+			if ((*status = cmd_before(e, optarg)) != 0)
 				return -1;
-			}
 			free(s->before_stop);
 			s->before_stop = xstrdup(optarg);
 			break;
@@ -505,6 +512,11 @@ arm_report(const struct planwrite_host *h, const char *tag)
 		printf("%s  armed: %zu occurrences, the first at %s%s\n",
 		    h->in->name, count, when,
 		    h->plan == NULL ? " (already)" : "");
+		if (h->sync_cut > 0)
+			printf(
+			    "%s  %zu occurrences left out: the plan holds 64 "
+			    "deadlines, those of gpufleet shutdown first\n",
+			    h->in->name, h->sync_cut);
 		free(when);
 	} else if (h->sync_note != NULL && h->ntags > 0) {
 		safe = vis_str(h->sync_note);
@@ -561,30 +573,19 @@ arm(struct cmd_ctx *ctx, const char *selector, const char *tag,
 static char *
 zone_time(int64_t t, const char *tz, int iso)
 {
-	char *saved = NULL, buf[64], utc[32], *out;
-	const char *old = getenv("TZ");
+	struct cron_zone z;
+	char buf[64], utc[32], *out, *cause = NULL;
 	time_t tt = (time_t)t;
 	struct tm tm, gm;
 	long off;
 
-	if (tz != NULL) {
-		if (old != NULL)
-			saved = xstrdup(old);
-		setenv("TZ", tz, 1);
-		tzset();
-	}
+	if (cron_zone_enter(tz, &z, &cause) != 0)
+		free(cause); /* checked when added: the system's zone then */
 	localtime_r(&tt, &tm);
 	off = tm.tm_gmtoff;
 	strftime(buf, sizeof buf,
 	    iso ? "%Y-%m-%dT%H:%M:%S" : "%Y-%m-%d %H:%M %Z", &tm);
-	if (tz != NULL) {
-		if (saved != NULL)
-			setenv("TZ", saved, 1);
-		else
-			unsetenv("TZ");
-		tzset();
-		free(saved);
-	}
+	cron_zone_leave(&z);
 	gmtime_r(&tt, &gm);
 	strftime(utc, sizeof utc, "%Y-%m-%d %H:%M UTC", &gm);
 	if (iso)
@@ -624,7 +625,11 @@ last_run(struct inventory *inv, int64_t id, char **line)
 			res = json_loads(
 			    (const char *)sqlite3_column_text(st, 5), 0, NULL);
 		free(*line);
-		xasprintf(line, "%s %s", when, sqlite3_column_text(st, 3));
+		xasprintf(line, "%s %s%s%s", when, sqlite3_column_text(st, 3),
+		    sqlite3_column_type(st, 4) == SQLITE_TEXT ? ": " : "",
+		    sqlite3_column_type(st, 4) == SQLITE_TEXT
+			? (const char *)sqlite3_column_text(st, 4)
+			: "");
 		json_object_foreach(res, k, v)
 		{
 			xasprintf(&t, "%s %s=%s", *line, k,
@@ -717,18 +722,20 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		free(utc);
 	}
 	if (json)
-		json_print(arr, stdout);
-	else if (n == 0)
-		printf("no schedules (gpufleet schedule add --help)\n");
-	else
-		table_print(tbl, stdout);
-	json_decref(arr);
+		json_print(arr, stdout); /* it takes arr */
+	else {
+		if (n == 0)
+			printf("no schedules (gpufleet schedule add --help)\n");
+		else
+			table_print(tbl, stdout);
+		json_decref(arr);
+	}
 	table_free(tbl);
 	schedule_list_free(list, n);
 	return GF_OK;
 }
 
-/* `schedule rm|pause|resume|run NAME`. */
+/* `schedule rm|pause|resume NAME`. */
 static int
 schedule_change(struct cmd_ctx *ctx, const char *verb, int argc, char **argv)
 {
@@ -770,6 +777,37 @@ schedule_change(struct cmd_ctx *ctx, const char *verb, int argc, char **argv)
 	status = s.action == SCHED_SHUTDOWN
 	    ? arm(ctx, s.selector, s.tag, s.name)
 	    : GF_OK;
+	schedule_clear(&s);
+	return status;
+}
+
+/*
+ * `schedule run NAME [--json]`: run it now, in the foreground, recorded
+ * like a scheduled run (schedrun.c).
+ */
+static int
+schedule_run(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	const struct cmd_entry *e = &cmd_schedule_entry;
+	struct inventory *inv;
+	struct schedule s;
+	char *cause = NULL;
+	int ch, status, json = 0, r;
+
+	while (
+	    (ch = cmd_getopt(e, argc, argv, "h", ls_options, &status)) != -1) {
+		if (ch == -2)
+			return status;
+		json = 1;
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error(e, "run needs one NAME");
+	if ((status = open_inv(ctx, &inv)) != 0)
+		return status;
+	if ((r = schedule_get(inv, argv[optind], &s, &cause)) != 0)
+		return cmd_fail(-r, cause);
+	if ((r = schedrun_now(ctx->fleet, &s, json, &status, &cause)) != 0)
+		status = cmd_fail(-r, cause);
 	schedule_clear(&s);
 	return status;
 }

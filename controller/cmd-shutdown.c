@@ -21,8 +21,6 @@
 #include "watcher.h"
 #include "xmalloc.h"
 
-#define BEFORE_MAX 4096
-
 /* What `shutdown` was asked to arm. */
 struct arm {
 	int now_, json, dry_run, yes;
@@ -154,9 +152,8 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
     int *status)
 {
 	int64_t now = (int64_t)time(NULL), d;
-	char *cause = NULL, *end;
+	char *cause = NULL;
 	int ch, whens = 0;
-	long n;
 
 	memset(a, 0, sizeof *a);
 	a->warn = 5;
@@ -192,25 +189,13 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 			whens++;
 			break;
 		case OPT_WARN:
-			n = strtol(optarg, &end, 10);
-			if (*optarg == '\0' || *end != '\0' || n < 0 ||
-			    n > 1440) {
-				*status = cmd_usage_error(e,
-				    "--warn '%s' is not a number of minutes "
-				    "from 0 to 1440",
-				    optarg);
+			if ((*status = cmd_warn_minutes(e, optarg, &a->warn)) !=
+			    0)
 				return -1;
-			}
-			a->warn = (int)n;
 			break;
 		case OPT_BEFORE:
-			if (*optarg == '\0' || strlen(optarg) > BEFORE_MAX) {
-				*status = cmd_usage_error(e,
-				    "--before must be a command of 1 to %d "
-				    "bytes",
-				    BEFORE_MAX);
+			if ((*status = cmd_before(e, optarg)) != 0)
 				return -1;
-			}
 			a->before = optarg;
 			break;
 		case OPT_BEFORE_TIMEOUT:

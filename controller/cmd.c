@@ -59,8 +59,8 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_exec_entry,
 	&cmd_shutdown_entry,
 	&cmd_autostop_entry,
-	&cmd_guard_entry,
 	&cmd_schedule_entry,
+	&cmd_guard_entry,
 	&cmd_events_entry,
 	&cmd_daemon_entry,
 	&cmd_ssh_entry,
@@ -246,6 +246,36 @@ cmd_duration(const struct cmd_entry *e, const char *opt, const char *text,
 		free(hi);
 		return status;
 	}
+	return 0;
+}
+
+/*
+ * A --warn MINUTES option (0 to 1440, as a watcher deadline takes); on
+ * error the usage error is printed and its exit status returned.
+ */
+int
+cmd_warn_minutes(const struct cmd_entry *e, const char *text, int *out)
+{
+	char *end;
+	long n;
+
+	n = strtol(text, &end, 10);
+	if (*text == '\0' || *end != '\0' || n < 0 || n > 1440)
+		return cmd_usage_error(e,
+		    "--warn '%s' is not a number of minutes from 0 to 1440",
+		    text);
+	*out = (int)n;
+	return 0;
+}
+
+/* A --before CMD option: 1 to CMD_BEFORE_MAX bytes; as cmd_warn_minutes. */
+int
+cmd_before(const struct cmd_entry *e, const char *text)
+{
+	if (*text == '\0' || strlen(text) > CMD_BEFORE_MAX)
+		return cmd_usage_error(e,
+		    "--before must be a command of 1 to %d bytes",
+		    CMD_BEFORE_MAX);
 	return 0;
 }
 

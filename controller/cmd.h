@@ -39,6 +39,9 @@ int cmd_fail(int, char *);
 int cmd_open(struct cmd_ctx *, struct inventory **);
 int cmd_duration(const struct cmd_entry *, const char *, const char *, int64_t,
     int64_t, int64_t *);
+#define CMD_BEFORE_MAX 4096 /* the longest --before command */
+int cmd_warn_minutes(const struct cmd_entry *, const char *, int *);
+int cmd_before(const struct cmd_entry *, const char *);
 
 /* output.c */
 struct table;

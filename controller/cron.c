@@ -586,6 +586,49 @@ search(const struct cron *c, int64_t after, int64_t *next)
 }
 
 /*
+ * Make tz (NULL or "": keep the process's) the zone of localtime_r until
+ * cron_zone_leave(*z). Returns 0, or -1 with *cause for a bad zone. Not
+ * thread-safe: it switches TZ.
+ */
+int
+cron_zone_enter(const char *tz, struct cron_zone *z, char **cause)
+{
+	const char *old;
+
+	memset(z, 0, sizeof *z);
+	if (tz == NULL || *tz == '\0')
+		return 0;
+	if (cron_check_tz(tz, cause) != 0)
+		return -1;
+	if ((old = getenv("TZ")) != NULL)
+		z->saved = xstrdup(old);
+	if (setenv("TZ", tz, 1) != 0) {
+		xasprintf(cause, "cron: can't set TZ: %s", strerror(errno));
+		free(z->saved);
+		z->saved = NULL;
+		return -1;
+	}
+	tzset();
+	z->switched = 1;
+	return 0;
+}
+
+/* Give the process its zone back (after cron_zone_enter). */
+void
+cron_zone_leave(struct cron_zone *z)
+{
+	if (!z->switched)
+		return;
+	if (z->saved != NULL)
+		setenv("TZ", z->saved, 1);
+	else
+		unsetenv("TZ");
+	tzset();
+	free(z->saved);
+	memset(z, 0, sizeof *z);
+}
+
+/*
  * The first firing of c strictly after `after` (Unix seconds, 1970 to 3000)
  * in zone tz (NULL or "": the process's), in *next; fills *cause (caller
  * frees) for a bad zone or an expression that never fires. Not
@@ -595,38 +638,18 @@ int
 cron_next(const struct cron *c, const char *tz, int64_t after, int64_t *next,
     char **cause)
 {
-	const char *old;
-	char *saved = NULL;
-	int r, switched = 0;
+	struct cron_zone z;
+	int r;
 
 	if (after < 0 || after > CRON_TIME_MAX) {
 		xasprintf(
 		    cause, "cron: time %lld is out of range", (long long)after);
 		return -1;
 	}
-	if (tz != NULL && *tz != '\0') {
-		if (cron_check_tz(tz, cause) != 0)
-			return -1;
-		if ((old = getenv("TZ")) != NULL)
-			saved = xstrdup(old);
-		if (setenv("TZ", tz, 1) != 0) {
-			xasprintf(
-			    cause, "cron: can't set TZ: %s", strerror(errno));
-			free(saved);
-			return -1;
-		}
-		tzset();
-		switched = 1;
-	}
+	if (cron_zone_enter(tz, &z, cause) != 0)
+		return -1;
 	r = search(c, after, next);
-	if (switched) {
-		if (saved != NULL)
-			setenv("TZ", saved, 1);
-		else
-			unsetenv("TZ");
-		tzset();
-		free(saved);
-	}
+	cron_zone_leave(&z);
 	if (r != 0)
 		xasprintf(cause,
 		    "cron: the expression never fires (no matching day in %d "

@@ -35,7 +35,15 @@ struct cron {
 	uint8_t flags;	  /* CRON_DAY_STAR, CRON_WEEKDAY_STAR */
 };
 
+/* The process's zone while another is in use (cron_zone_enter). */
+struct cron_zone {
+	int switched;
+	char *saved; /* TZ before, or NULL: it was unset */
+};
+
 int cron_parse(const char *, struct cron *, char **);
+int cron_zone_enter(const char *, struct cron_zone *, char **);
+void cron_zone_leave(struct cron_zone *);
 int cron_check_tz(const char *, char **);
 int cron_next(const struct cron *, const char *, int64_t, int64_t *, char **);
 

@@ -47,6 +47,7 @@ struct planwrite_host {
 	const char **tags; /* of the schedules that apply (pw->scheds') */
 	size_t ntags;
 	char *sync_note; /* why the schedules arm nothing here, or NULL */
+	size_t sync_cut; /* wanted s- deadlines left out: the plan was full */
 };
 
 struct schedule;

@@ -166,8 +166,9 @@ schedsync_fill(
  * Top-up: for each reached host whose read-back s- deadlines differ from
  * the wanted ones, write the plan (plan set --expect) over the sessions
  * held, kept open when pw->keep_open. A host already given a plan by its
- * caller is left to that write. Returns 0 or -GF_x with *cause; per-host
- * failures in h->error.
+ * caller is left to that write. The write runs the engine's loop until
+ * it is over (engine_run): call this outside any event callback. Returns
+ * 0 or -GF_x with *cause; per-host failures in h->error.
  */
 int
 schedsync_run(struct planwrite *pw, char **cause)
@@ -186,6 +187,7 @@ schedsync_run(struct planwrite *pw, char **cause)
 		c.kind = PLAN_SYNC;
 		if (planwrite_build(pw, h, &c, &res) != 0)
 			continue;
+		h->sync_cut = res.sync_cut;
 		if (plan_sync_equal(h->probe->rep.watcher.plan, h->plan)) {
 			free(h->plan);
 			h->plan = NULL;

@@ -70,8 +70,16 @@ for v in rm pause resume run; do
 	expect_rc 2 "$v of an unknown schedule"
 	expect_eq "$err" "gpufleet: no schedule nope" "$v nope: message"
 done
-run schedule run nightly
-expect_rc 2 "run (not built on this branch)"
+# run: recorded like a scheduled run (nothing matches @none: it fails).
+run schedule add @none --cron '@yearly' --do status --name st
+run schedule run st
+expect_rc 1 "run of a schedule that selects nothing"
+run schedule ls --json
+expect_eq "$(printf '%s' "$out" | jq -c '.[] | select(.name == "st") | .last | [.manual, .state]')" \
+    '[true,"failed"]' "ls --json: the last run"
+run schedule ls
+expect_match "$(printf '%s\n' "$out" | grep '^st ')" ' [0-9T:-]{19}Z failed' "ls: LAST"
+run schedule rm st
 
 # --- refused adds: exit 2, one line naming the problem, nothing stored -------
 before=$(dump)

@@ -71,7 +71,8 @@ expect_eq "$(fstate inst-4)" ok "inst-4 (not tagged) still runs"
 expect_eq "$(calls inst-4 shutdown)" 0 "inst-4: no stop call"
 
 # --- a 4th instance tagged later: armed at its next status; untagged: not ---
-run schedule add @u --cron '0 0 * * *' --do shutdown --name daily
+run schedule add @u --cron '0 0 * * *' --do shutdown --name daily \
+    --unless-busy --warn 7 --before 'echo saved'
 expect_rc 0 "schedule add @u (selects nothing yet)"
 expect_contains "$out" "no instance to arm now" "nothing to arm yet"
 tag2=$(sql "SELECT tag FROM schedule WHERE name = 'daily'")
@@ -80,6 +81,8 @@ expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 0 "tagging alone writes nothin
 run status inst-4
 expect_rc 0 "status inst-4"
 expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 48 "inst-4 armed by status (48 occurrences)"
+expect_eq "$(jq -c '[.deadlines[] | select(.id | startswith("s-")) | [.unless_busy, .warn_minutes, .before_stop, .action]] | unique' "$(rdir inst-4)/plan.json")" \
+    '[[true,7,"echo saved","stop"]]' "the schedule's fields in each deadline"
 expect_match "$(sql "SELECT plan FROM watcher_state w JOIN instance i ON i.id = w.instance_id WHERE i.name = 'inst-4'")" \
     "\"id\":\"s-$tag2-[0-9]+\"" "the stored plan has it too"
 run tag inst-4 -u
@@ -96,8 +99,28 @@ run schedule add @u --cron '0 0 * * *' --do shutdown --name daily
 expect_rc 2 "a name taken"
 run status inst-4
 expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 48 "inst-4 armed again"
+
+# --- 64 deadlines in a plan: a manual one first, the schedules' fill the rest
+run shutdown inst-4 --in 1h --json
+expect_rc 0 "a manual deadline on inst-4"
+manual=$(deadline_id)
+run schedule add @u --cron '0 12 * * *' --do shutdown --name noon
+expect_rc 0 "a second schedule on @u"
+expect_contains "$out" "inst-4  33 occurrences left out: the plan holds 64 deadlines" \
+    "the plan is full, and it says so"
+expect_eq "$(jq '.deadlines | length' "$(rdir inst-4)/plan.json")" 64 "64 deadlines armed"
+expect_eq "$(jq --arg id "$manual" '[.deadlines[] | select(.id == $id)] | length' "$(rdir inst-4)/plan.json")" \
+    1 "the manual deadline kept"
+
 run schedule rm daily
 expect_rc 0 "schedule rm"
 expect_contains "$out" "inst-4  not armed (disarmed)" "rm reports the disarm"
-expect_eq "$(s_ids inst-4 | wc -l)" 0 "rm disarmed inst-4"
+expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 0 "rm disarmed daily on inst-4"
+expect_eq "$(s_ids inst-4 | wc -l)" 48 "the other schedule's 48 fill the room"
+run schedule pause noon
+expect_rc 0 "pause"
+expect_contains "$out" "inst-4  not armed (disarmed)" "pause reports the disarm"
+expect_eq "$(s_ids inst-4 | wc -l)" 0 "pause disarmed inst-4"
+run shutdown ls inst-4
+expect_contains "$out" "$manual" "the manual deadline stays through it all"
 finish

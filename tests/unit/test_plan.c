@@ -253,23 +253,32 @@ START_TEST(test_unless_busy)
 }
 END_TEST
 
-/* A plan holds PLAN_MAX_DEADLINES; one more is refused. */
-START_TEST(test_full)
+/* A read-back plan of n deadlines d-0 .. d-(n-1). Caller frees. */
+static char *
+plan_of(int n)
 {
-	struct plan_change c;
-	struct plan_result res;
-	char *out = NULL, *cause = NULL, *rb;
 	json_t *o = json_pack("{s:[]}", "deadlines");
+	char id[16], *rb;
 	int i;
 
-	for (i = 0; i < PLAN_MAX_DEADLINES; i++) {
-		char id[16];
+	for (i = 0; i < n; i++) {
 		snprintf(id, sizeof id, "d-%d", i);
 		json_array_append_new(json_object_get(o, "deadlines"),
 		    json_pack("{s:s, s:i, s:s}", "id", id, "at", 100, "action",
 			"stop"));
 	}
 	rb = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	return rb;
+}
+
+/* A plan holds PLAN_MAX_DEADLINES; one more is refused. */
+START_TEST(test_full)
+{
+	struct plan_change c;
+	struct plan_result res;
+	char *out = NULL, *cause = NULL, *rb = plan_of(PLAN_MAX_DEADLINES);
+
 	change_init(&c, PLAN_ADD, NULL);
 	ck_assert_int_eq(
 	    plan_build(rb, 1, NULL, 0, &c, &out, &res, &cause), -1);
@@ -285,7 +294,6 @@ START_TEST(test_full)
 		free(out);
 	}
 	free(rb);
-	json_decref(o);
 }
 END_TEST
 
@@ -388,18 +396,10 @@ START_TEST(test_sync_full)
 	struct plan_change c;
 	struct plan_result res;
 	struct plan_deadline want[10];
-	json_t *o = json_pack("{s:[]}", "deadlines"), *plan;
-	char *out = NULL, *cause = NULL, *rb;
+	json_t *plan;
+	char *out = NULL, *cause = NULL, *rb = plan_of(60);
 	int i;
 
-	for (i = 0; i < 60; i++) {
-		char id[16];
-		snprintf(id, sizeof id, "d-%d", i);
-		json_array_append_new(json_object_get(o, "deadlines"),
-		    json_pack("{s:s, s:i, s:s}", "id", id, "at", 100, "action",
-			"stop"));
-	}
-	rb = json_dumps(o, JSON_COMPACT);
 	for (i = 0; i < 10; i++)
 		want[i] = want_dl("aaaa0001", 1764650000LL + i);
 	change_init(&c, PLAN_ADD, NULL);
@@ -433,7 +433,6 @@ START_TEST(test_sync_full)
 		free(full);
 	}
 	free(rb);
-	json_decref(o);
 }
 END_TEST
 
