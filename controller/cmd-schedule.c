@@ -757,9 +757,9 @@ schedule_change(struct cmd_ctx *ctx, const char *verb, int argc, char **argv)
 	if ((r = schedule_get(inv, argv[optind], &s, &cause)) != 0)
 		return cmd_fail(-r, cause);
 	if (strcmp(verb, "run") == 0) {
-		r = schedrun_now(ctx->fleet, &s, 0, &status, &cause);
 		schedule_clear(&s);
-		return r != 0 ? cmd_fail(-r, cause) : status;
+		return cmd_fail(
+		    GF_EUSAGE, xstrdup("schedule run: not built yet"));
 	}
 	if (strcmp(verb, "rm") == 0)
 		r = schedule_remove(inv, s.name, &cause);
