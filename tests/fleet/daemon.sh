@@ -37,11 +37,12 @@ start_daemon() {
 	wait_for 60 "daemon $dpid starts" started "$dpid"
 }
 started() { grep -q "daemon started: pid $1," "$LOG" 2>/dev/null; }
-# add_schedule NAME SELECTOR ACTION [COMMAND...]: every (test) minute.
+# add_schedule NAME SELECTOR ACTION [COMMAND...]: every (test) minute, or
+# at $CRON.
 add_schedule() {
 	local name=$1 sel=$2 action=$3
 	shift 3
-	"$GPUFLEET" schedule add "$sel" --cron '* * * * *' --do "$action" \
+	"$GPUFLEET" schedule add "$sel" --cron "${CRON:-* * * * *}" --do "$action" \
 	    --name "$name" ${1:+--} "$@" >"$T/add.out" 2>"$T/add.err" ||
 	    fail "schedule add $name: $(cat "$T/add.err")"
 }
@@ -291,7 +292,11 @@ expect_eq "$(sql "SELECT count(*) >= 48 FROM last_status s JOIN instance i ON i.
     "the polled instances are up"
 s0=$(polled)
 bad=0
-for i in $(seq 1 100); do
+i=0
+# 100 writes at least, and on until the daemon stored a poll meanwhile (a
+# pass waits for its slowest host).
+while [ "$i" -lt 100 ] || { [ "$(polled)" -le "$s0" ] && [ "$i" -lt 2000 ]; }; do
+	i=$((i + 1))
 	n=big-$((i % 50 + 1))
 	if [ $((i % 10)) = 0 ]; then
 		"$GPUFLEET" set "$n" "notes=write $i" >/dev/null 2>"$T/cli.err"
@@ -307,7 +312,7 @@ done
 expect_eq "$bad" 0 "every CLI write while the daemon polls exits 0, never busy"
 checks=$((checks + 1))
 [ "$(polled)" -gt "$s0" ] || fail "the daemon stored nothing while the CLI wrote"
-expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" 90 \
+expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" $((i - i / 10)) \
     "every tag written"
 # The guards, evaluated after every poll, fired once each.
 guard_done() { [ -n "$(sql "SELECT 1 FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop' AND result IS NOT NULL")" ]; }
@@ -319,6 +324,35 @@ expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' 
 expect_eq "$(sql "SELECT json_extract(result, '\$.\"big-3\"') IS NOT NULL FROM action_log WHERE kind = 'guard_shutdown'")" 1 \
     "the stop's result for big-3 is recorded"
 expect_contains "$(cat "$LOG")" "guard cap-stop: stopping" "the daemon logs the guard"
+# schedule run of a status and of a shutdown schedule: their children's
+# JSON parsed per host.
+CRON='0 0 1 1 *' add_schedule st big-1,big-51 status
+run schedule run st
+expect_rc 1 "schedule run of a status schedule with a host down"
+expect_eq "$(sql "SELECT state || ' ' || json_extract(result, '\$.\"big-1\"') || ' ' || (json_extract(result, '\$.\"big-51\"') LIKE 'unreachable: %') FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'st'")" \
+    "failed ok 1" "status per host: up is ok, unreachable says why"
+"$GPUFLEET" set big-4 'stop_command=remote:shutdown -h now' >/dev/null
+run schedule add big-4 --cron '0 2 * * *' --do shutdown --warn 0 --name night
+expect_rc 0 "schedule add night"
+run schedule run night
+expect_rc 0 "schedule run of a shutdown schedule"
+expect_eq "$out" "big-4: ok" "the stop armed on big-4"
+armed() { [ "$(s_ids "$1")" -gt 0 ]; }
+s_ids() { jq -r '[.deadlines[] | select(.id | startswith("s-")) | .id] | length' "$(rdir "$1")/plan.json" 2>/dev/null || echo 0; }
+# The top-up: a shutdown schedule's selector picks big-5 once tagged (the
+# tag arms nothing itself); the daemon's next poll writes its plan.
+for n in big-5 big-6; do
+	"$GPUFLEET" set "$n" 'stop_command=remote:shutdown -h now' >/dev/null
+done
+run schedule add @night,big-6 --cron '0 2 * * *' --do shutdown --warn 0 --name by-tag
+expect_rc 0 "schedule add by-tag"
+checks=$((checks + 1))
+armed big-6 || fail "big-6 not armed by schedule add"
+expect_eq "$(s_ids big-5)" 0 "big-5 not armed before its tag"
+run tag big-5 +night
+wait_for 120 "the daemon's poll tops up big-5's plan" armed big-5
+checks=$((checks + 1))
+! grep -q "reentrant" "$LOG" || fail "the top-up ran the loop inside the loop"
 kill -TERM "$dpid"
 wait "$dpid"
 expect_rc 0 "SIGTERM after the busy loop"
