@@ -35,7 +35,6 @@
 #include "schedrun.h"
 #include "schedule.h"
 #include "status.h"
-#include "vis.h"
 #include "xmalloc.h"
 
 struct daemon {
@@ -395,40 +394,6 @@ poll_arm(struct daemon *d)
 		evtimer_add(d->poll, &tv);
 }
 
-/*
- * The top-up: write the plans whose schedule deadlines are not the wanted
- * ones, over the sessions the poll holds.
- */
-static void
-topup(struct daemon *d)
-{
-	struct planwrite *pw = NULL;
-	char *cause = NULL, *safe;
-	size_t i;
-
-	if (schedsync_needed(d->f->inv) <= 0)
-		return;
-	if (planwrite_adopt(d->f, d->rm, d->p, &pw, &cause) == 0) {
-		pw->keep_open = 1;
-		if (schedsync_run(pw, &cause) == 0)
-			cause = NULL;
-		for (i = 0; cause == NULL && i < pw->n; i++) {
-			if (pw->hosts[i].plan == NULL ||
-			    pw->hosts[i].error == NULL)
-				continue;
-			safe = vis_str(pw->hosts[i].error);
-			warn_msg("%s: schedules not armed: %s",
-			    pw->hosts[i].in->name, safe);
-			free(safe);
-		}
-	}
-	if (cause != NULL) {
-		warn_msg("top-up: %s", cause);
-		free(cause);
-	}
-	planwrite_free(pw);
-}
-
 /* Evaluate the guards and stop what a shutdown guard names. */
 static void
 guards(struct daemon *d)
@@ -471,8 +436,8 @@ poll_after(struct daemon *d, int stored)
 		localstop_run_due(d->f->inv, d->f->config, d->p->now);
 		debug_f("poll %ld: %zu of %zu instance(s) up", d->polls,
 		    d->rm->n - probe_failed(d->p), d->rm->n);
-		if (!d->stopping)
-			topup(d);
+		if (!d->stopping && schedsync_needed(d->f->inv) > 0)
+			schedsync_topup(d->rm, d->p, 1);
 	}
 	if (!d->stopping)
 		guards(d);

@@ -341,6 +341,10 @@ armed() { [ "$(s_ids "$1")" -gt 0 ]; }
 s_ids() { jq -r '[.deadlines[] | select(.id | startswith("s-")) | .id] | length' "$(rdir "$1")/plan.json" 2>/dev/null || echo 0; }
 # The top-up: a shutdown schedule's selector picks big-5 once tagged (the
 # tag arms nothing itself); the daemon's next poll writes its plan.
+# (With the daemon stopped: a schedule add racing the daemon's top-up on
+# the same plan loses with "the plan changed on the instance".)
+kill -TERM "$dpid"
+wait "$dpid"
 for n in big-5 big-6; do
 	"$GPUFLEET" set "$n" 'stop_command=remote:shutdown -h now' >/dev/null
 done
@@ -350,6 +354,7 @@ checks=$((checks + 1))
 armed big-6 || fail "big-6 not armed by schedule add"
 expect_eq "$(s_ids big-5)" 0 "big-5 not armed before its tag"
 run tag big-5 +night
+start_daemon
 wait_for 120 "the daemon's poll tops up big-5's plan" armed big-5
 checks=$((checks + 1))
 ! grep -q "reentrant" "$LOG" || fail "the top-up ran the loop inside the loop"
