@@ -29,6 +29,7 @@
 #include "localstop.h"
 #include "log.h"
 #include "misc.h"
+#include "planwrite.h"
 #include "probe.h"
 #include "remote.h"
 #include "schedrun.h"
@@ -51,6 +52,7 @@ struct daemon {
 	struct probe *p;
 	uint64_t sig; /* the inventory rm was opened from */
 	int polling;  /* a poll (pass and what follows) is going */
+	int after;    /* the pass is over: 1 stored, -1 nothing to store */
 	long polls;
 
 	struct schedrun_child *kids;
@@ -280,15 +282,17 @@ detach(struct daemon *d, int *status)
 }
 
 /*
- * A signature of what the remote set is built from: every instance's row
- * and the key it uses. It changes when instances are added, removed or
- * edited (not when tags change: the daemon polls all). 0 on an error.
+ * A signature of what the remote set is built from: every instance's row,
+ * its tags (the top-up matches schedules' selectors against them) and the
+ * key it uses. It changes when instances are added, removed or edited.
+ * 0 on an error.
  */
 static uint64_t
 inventory_signature(struct inventory *inv)
 {
 	static const char *const q[] = {
 		"SELECT * FROM instance WHERE released_at IS NULL ORDER BY id",
+		"SELECT * FROM instance_tag ORDER BY instance_id, tag",
 		"SELECT * FROM instance_key ORDER BY instance_id",
 	};
 	uint64_t h = 1469598103934665603ULL;
@@ -432,6 +436,8 @@ poll_after(struct daemon *d, int stored)
 		localstop_run_due(d->f->inv, d->f->config, d->p->now);
 		debug_f("poll %ld: %zu of %zu instance(s) up", d->polls,
 		    d->rm->n - probe_failed(d->p), d->rm->n);
+		if (!d->stopping && schedsync_needed(d->f->inv) > 0)
+			schedsync_topup(d->rm, d->p, 1);
 	}
 	if (!d->stopping)
 		guards(d);
@@ -452,10 +458,13 @@ on_pass(struct probe *p, int r, void *arg)
 		check_over(d);
 		return;
 	}
-	poll_after(d, 1);
+	d->after = 1; /* daemon_main, outside this callback */
 }
 
-/* Start a poll: the pass over held sessions, then poll_after. */
+/*
+ * Start a poll: the pass over held sessions, then poll_after, which the
+ * main loop runs outside any callback (the top-up runs the loop itself).
+ */
 static void
 poll_start(struct daemon *d)
 {
@@ -466,13 +475,13 @@ poll_start(struct daemon *d)
 	d->polls++;
 	d->polling = 1;
 	if (remote_refresh(d) != 0 || d->rm == NULL) {
-		poll_after(d, 0);
+		d->after = -1;
 		return;
 	}
 	if (probe_start(d->p, 1, on_pass, d, &cause) != 0) {
 		error("poll: %s", cause);
 		free(cause);
-		poll_after(d, 0);
+		d->after = -1;
 	}
 }
 
@@ -624,10 +633,8 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 static void
 check_over(struct daemon *d)
 {
-	if (d->stopping && !d->polling && d->nkids == 0) {
-		d->over = 1;
-		event_base_loopbreak(d->f->base);
-	}
+	if (d->stopping && !d->polling && d->nkids == 0)
+		d->over = 1; /* daemon_main's loop ends after this round */
 }
 
 /* SIGTERM, SIGINT: stop polling, give the runs going their grace. */
@@ -783,8 +790,14 @@ daemon_main(struct daemon *d)
 		free(cause);
 	}
 	events_add(d, base);
-	while (!d->over)
+	while (!d->over) {
 		event_base_loop(base, EVLOOP_ONCE);
+		if (d->after != 0) {
+			r = d->after;
+			d->after = 0;
+			poll_after(d, r > 0);
+		}
+	}
 	xasprintf(&why, "%s, after %ld poll(s)", d->stop_why, d->polls);
 	log_action(d, "daemon_stop", why);
 	info("daemon stopped: %s", why);

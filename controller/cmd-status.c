@@ -528,32 +528,10 @@ on_sigint(evutil_socket_t fd, short what, void *arg)
 static void
 top_up(struct status_cmd *sc)
 {
-	struct planwrite *pw = NULL;
 	struct timeval tv;
-	char *cause = NULL, *safe;
-	size_t i;
-	int r;
 
 	sc->sync_due = 0;
-	if ((r = planwrite_adopt(
-		 sc->p->rm->fleet, sc->p->rm, sc->p, &pw, &cause)) == 0) {
-		pw->keep_open = !sc->over;
-		r = schedsync_run(pw, &cause);
-		for (i = 0; r == 0 && i < pw->n; i++) {
-			if (pw->hosts[i].plan == NULL ||
-			    pw->hosts[i].error == NULL)
-				continue;
-			safe = vis_str(pw->hosts[i].error);
-			warn_msg("%s: schedules not armed: %s",
-			    pw->hosts[i].in->name, safe);
-			free(safe);
-		}
-	}
-	if (r != 0) {
-		warn_msg("schedules: %s", cause);
-		free(cause);
-	}
-	planwrite_free(pw);
+	schedsync_topup(sc->p->rm, sc->p, !sc->over);
 	if (sc->over)
 		return;
 	tv.tv_sec = sc->watch;

@@ -105,6 +105,7 @@ void planwrite_free(struct planwrite *);
 void schedsync_fill(
     struct planwrite *, struct planwrite_host *, struct plan_change *);
 int schedsync_run(struct planwrite *, char **);
+void schedsync_topup(struct remote *, struct probe *, int);
 int schedsync_needed(struct inventory *);
 void schedsync_free(struct planwrite *);
 

@@ -367,6 +367,7 @@ classify(struct probe *p, size_t i)
 	case EF_REFUSED:
 	case EF_UNREACHABLE:
 	case EF_CONNECT_TIMEOUT:
+	case EF_BACKOFF: /* not tried: it failed to connect lately */
 		s->state = "unreachable";
 		goto failed;
 	case EF_AUTH:

@@ -58,6 +58,7 @@ static json_t *parse_output(enum schedule_action, const char *, int *);
 static int finish(
     struct fleet *, int64_t, int, const char *, struct outcome *, char **);
 static void outcome_clear(struct outcome *);
+static int alive(const struct schedrun_child *);
 
 /* The folder of the runs' output files, made 0700. Caller frees. */
 static char *
@@ -584,6 +585,14 @@ schedrun_pid_start(pid_t pid)
 	return p != NULL ? strtoll(p + 1, NULL, 10) : 0;
 }
 
+/* Whether c's child still runs: its pid is there with the same start. */
+static int
+alive(const struct schedrun_child *c)
+{
+	return c->pid > 0 && (kill(c->pid, 0) == 0 || errno == EPERM) &&
+	    schedrun_pid_start(c->pid) == c->pid_start;
+}
+
 /*
  * Act on schedule s at real time now as a daemon does (SCHEDULE.md,
  * "Running a daemon action"): nothing due, a skipped or missed row, or a
@@ -652,8 +661,7 @@ schedrun_reap(struct fleet *f, struct schedrun_child *c, char **cause)
 			return 0;
 		if (r == -1)
 			wstatus = -1;
-	} else if (c->pid > 0 && (kill(c->pid, 0) == 0 || errno == EPERM) &&
-	    schedrun_pid_start(c->pid) == c->pid_start)
+	} else if (alive(c))
 		return 0;
 	r = finish(f, c->run_id, wstatus, NULL, NULL, cause);
 	return r < 0 ? r : 1;
@@ -694,8 +702,7 @@ schedrun_recover(
 		c.run_id = sqlite3_column_int64(st, 0);
 		c.pid = (pid_t)sqlite3_column_int64(st, 1);
 		c.pid_start = sqlite3_column_int64(st, 2);
-		if (c.pid > 0 && (kill(c.pid, 0) == 0 || errno == EPERM) &&
-		    schedrun_pid_start(c.pid) == c.pid_start) {
+		if (alive(&c)) {
 			*list = xreallocarray(*list, *n + 1, sizeof **list);
 			(*list)[(*n)++] = c;
 		} else {

@@ -204,6 +204,39 @@ schedsync_run(struct planwrite *pw, char **cause)
 }
 
 /*
+ * The top-up after a stored pass of p over rm (status, the daemon): write
+ * the plans whose schedule deadlines differ, over the held sessions (kept
+ * open with keep_open); what fails is a warning.
+ */
+void
+schedsync_topup(struct remote *rm, struct probe *p, int keep_open)
+{
+	struct planwrite *pw = NULL;
+	char *cause = NULL, *safe;
+	size_t i;
+	int r;
+
+	if ((r = planwrite_adopt(rm->fleet, rm, p, &pw, &cause)) == 0) {
+		pw->keep_open = keep_open;
+		r = schedsync_run(pw, &cause);
+		for (i = 0; r == 0 && i < pw->n; i++) {
+			if (pw->hosts[i].plan == NULL ||
+			    pw->hosts[i].error == NULL)
+				continue;
+			safe = vis_str(pw->hosts[i].error);
+			warn_msg("%s: schedules not armed: %s",
+			    pw->hosts[i].in->name, safe);
+			free(safe);
+		}
+	}
+	if (r != 0) {
+		warn_msg("schedules: %s", cause);
+		free(cause);
+	}
+	planwrite_free(pw);
+}
+
+/*
  * Whether a top-up may have anything to do: a shutdown schedule runs, or
  * a stored plan still holds a schedule's deadline (to disarm).
  */

@@ -4,7 +4,7 @@
 # once per occurrence (the test clock), a daemon SIGKILLed in the middle of
 # a scheduled exec and of a scheduled key rotation (restarted: no double
 # action, state consistent), SIGTERM, and the CLI writing while the daemon
-# polls 50 instances.
+# polls 50 instances (and backs off from one that refuses).
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 sql() { sqlite3 -cmd '.timeout 20000' "$db" "$@"; }
@@ -37,14 +37,14 @@ start_daemon() {
 	wait_for 60 "daemon $dpid starts" started "$dpid"
 }
 started() { grep -q "daemon started: pid $1," "$LOG" 2>/dev/null; }
-# add_schedule NAME SELECTOR ACTION [ARGV_JSON]: every (test) minute.
+# add_schedule NAME SELECTOR ACTION [COMMAND...]: every (test) minute, or
+# at $CRON.
 add_schedule() {
-	local now tag cmd=NULL
-	now=$(date +%s)
-	tag=$(od -An -N4 -tx1 /dev/urandom | tr -d ' \n')
-	[ -z "${4:-}" ] || cmd="'$4'"
-	sql "INSERT INTO schedule (name, tag, selector, cron, action, command, created_at, considered_until)
-	    VALUES ('$1', '$tag', '$2', '* * * * *', '$3', $cmd, $now, $now)"
+	local name=$1 sel=$2 action=$3
+	shift 3
+	"$GPUFLEET" schedule add "$sel" --cron "${CRON:-* * * * *}" --do "$action" \
+	    --name "$name" ${1:+--} "$@" >"$T/add.out" 2>"$T/add.err" ||
+	    fail "schedule add $name: $(cat "$T/add.err")"
 }
 runs() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1'${2:+ AND r.state = '$2'}"; }
 run_col() { sql "SELECT r.$2 FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1' ORDER BY r.id LIMIT 1"; }
@@ -84,11 +84,21 @@ checks=$((checks + 1))
 # --- one daemon per database -----------------------------------------------
 start_daemon
 a=$dpid
-run daemon
+# (bounded: a second daemon that did not refuse would run on)
+second() {
+	timeout 60 "$GPUFLEET" daemon "$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	out=$(cat "$T/out")
+	err=$(cat "$T/err")
+	local p
+	p=$(printf '%s' "$out" | sed -n 's/.*started, pid \([0-9]*\),.*/\1/p')
+	[ -z "$p" ] || daemons+=("$p")
+}
+second
 expect_rc 2 "a second daemon"
 expect_eq "$err" "gpufleet daemon: another daemon (pid $a) runs on $db" \
     "the second daemon names the first"
-run daemon --detach
+second --detach
 expect_rc 2 "a second daemon, detached"
 expect_eq "$err" "gpufleet daemon: another daemon (pid $a) runs on $db" \
     "the second detached daemon names the first"
@@ -106,7 +116,7 @@ expect_eq "$(sql "SELECT count(*) FROM last_status WHERE state = 'up'")" 3 \
     "every instance up"
 
 # --- an exec schedule runs once per occurrence ------------------------------
-add_schedule tick inst-1 exec '["sh","-c","echo run >> ticks.txt"]'
+add_schedule tick inst-1 exec sh -c 'echo run >> ticks.txt'
 wait_for 120 "three occurrences of tick ran" at_least 3 runs tick ok
 pause tick
 # The pause might land just after a claim: let the last run end.
@@ -125,6 +135,42 @@ expect_match "$out1" "^$XDG_STATE_HOME/gpufleet/runs/[0-9]+\.out$" "the run's ou
 expect_eq "$(stat -c %a "$out1") $(stat -c %a "$(dirname "$out1")")" "600 700" \
     "output 0600 in 0700"
 
+# --- schedule run NAME: now, in the foreground, recorded as manual --------
+before=$(lines inst-1 ticks.txt)
+run schedule run tick
+expect_rc 0 "schedule run tick"
+expect_eq "$out" "inst-1: ok" "schedule run prints the result per host"
+expect_eq "$(lines inst-1 ticks.txt)" $((before + 1)) "schedule run ran the command once"
+expect_eq "$(sql "SELECT state || ' ' || result FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'tick' AND r.manual = 1")" \
+    'ok {"inst-1":"ok"}' "the manual run's row"
+
+# --- missed occurrences are recorded once, the newest runs -----------------
+past=$(($(date +%s) - 60)) # 20 test minutes ago
+add_schedule miss inst-1 exec true
+sql "UPDATE schedule SET created_at = $past, considered_until = $past WHERE name = 'miss'"
+wait_for 60 "miss ran" at_least 1 runs miss ok
+pause miss
+wait_for 60 "miss settled" settled miss
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'schedule_missed' AND name = 'miss'")" 1 \
+    "the missed occurrences: one entry, not one each"
+expect_match "$(sql "SELECT why FROM action_log WHERE kind = 'schedule_missed' AND name = 'miss'")" \
+    '^(19|[2-9][0-9]) occurrences missed from ' "the entry says how many and from when"
+expect_eq "$(runs miss)" "$(runs miss ok)" "no row for the older occurrences, and nothing failed"
+
+# --- SIGHUP re-reads the configuration; a bad one is kept out --------------
+printf '[daemon]\npoll_interval = 2\nstop_grace = 2\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+kill -HUP "$a"
+wait_for 30 "SIGHUP re-reads the configuration" grep -q "SIGHUP: configuration re-read" "$LOG"
+printf '[daemon]\npoll_interval = 0\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+kill -HUP "$a"
+wait_for 30 "a bad configuration is logged" grep -q "the configuration in use stays" "$LOG"
+expect_eq "$(grep -c "the configuration in use stays" "$LOG")" 1 "one line for the bad configuration"
+checks=$((checks + 1))
+kill -0 "$a" 2>/dev/null || fail "a bad configuration stopped the daemon"
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+
 # --- SIGTERM: exit 0, daemon_stop ------------------------------------------
 kill -TERM "$a"
 wait "$a"
@@ -136,7 +182,7 @@ expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'daemon_start'")"
     "one daemon_start entry (the refused ones wrote none)"
 
 # --- SIGKILL in the middle of a scheduled exec; the child outlives it -------
-add_schedule slow inst-2 exec '["sh","-c","sleep 4; echo done >> slow.txt"]'
+add_schedule slow inst-2 exec sh -c 'sleep 4; echo done >> slow.txt'
 start_daemon
 wait_for 60 "slow's run started" has_pid slow
 pause slow
@@ -152,8 +198,21 @@ expect_eq "$(runs slow)" 1 "slow ran once"
 expect_eq "$(lines inst-2 slow.txt)" 1 "one line on the instance"
 expect_contains "$(cat "$LOG")" "(pid $child) from before this daemon still goes" \
     "the restarted daemon waited for the child"
+
+# --- SIGTERM with a run going: its grace, then stopped and abandoned --------
+add_schedule long inst-2 exec sh -c 'sleep 120; echo late >> long.txt'
+wait_for 60 "long's run started" has_pid long
+pause long
+child=$(run_col long pid)
 kill -TERM "$dpid"
 wait "$dpid"
+rc=$?
+expect_rc 0 "SIGTERM with a run going"
+expect_eq "$(run_col long state)" abandoned "the run still going is abandoned"
+expect_eq "$(run_col long reason)" "the daemon stopped (SIGTERM): SIGTERM after 2s" \
+    "the reason says who stopped it"
+wait_for 30 "the run's child is stopped" gone_or_zombie "$child"
+expect_eq "$(lines inst-2 long.txt)" 0 "the stopped run wrote nothing"
 
 # --- SIGKILL in the middle of a scheduled rotation --------------------------
 keys_before=$("$GPUFLEET" keys ls --json | jq length)
@@ -190,14 +249,54 @@ kill -TERM "$dpid"
 wait "$dpid"
 expect_rc 0 "SIGTERM after the recoveries"
 
+# --- --detach: back once the lock is held, the daemon in the background ---
+run daemon --detach
+expect_rc 0 "daemon --detach"
+bg=$(printf '%s' "$out" | sed -n 's/^gpufleet daemon: started, pid \([0-9]*\), log .*/\1/p')
+[ -z "$bg" ] || daemons+=("$bg")
+expect_match "$out" "^gpufleet daemon: started, pid [0-9]+, log $LOG\$" "what --detach says"
+expect_eq "$(readlink "/proc/$bg/fd/1") $(readlink "/proc/$bg/fd/2")" "/dev/null /dev/null" \
+    "the detached daemon's stdout and stderr are /dev/null"
+# A session of its own, which it does not lead (so it never gets a terminal).
+sid=$(ps -o sid= -p "$bg" | tr -d ' ')
+checks=$((checks + 1))
+[ -n "$sid" ] && [ "$sid" != "$(ps -o sid= -p $$ | tr -d ' ')" ] && [ "$sid" != "$bg" ] ||
+    fail "the detached daemon's session: $sid (daemon $bg, test $(ps -o sid= -p $$))"
+second
+expect_rc 2 "a second daemon while the detached one runs"
+kill -TERM "$bg"
+wait_for 60 "the detached daemon stops on SIGTERM" gone_or_zombie "$bg"
+
 # --- the CLI writes while the daemon polls 50 instances ---------------------
-fleet_up 50 --prefix big
+fleet_up 51 --prefix big
+# big-51 refuses connections: the daemon backs off from it between polls.
+fleet break big-51 refuse
+# Two instances past a cost cap: a warn guard and a shutdown guard.
+for n in big-2 big-3; do
+	"$GPUFLEET" set "$n" price=360000/h billing=second >/dev/null &&
+	    "$GPUFLEET" mark "$n" running --at -1h >/dev/null ||
+	    fail "pricing $n"
+done
+"$GPUFLEET" set big-3 'stop_command=remote:shutdown -h now' >/dev/null
+run guard add big-2 --max-cost 10 --do warn --name cap-warn
+expect_rc 0 "guard add cap-warn"
+run guard add big-3 --max-cost 10 --do shutdown --name cap-stop
+expect_rc 0 "guard add cap-stop"
 start_daemon
-wait_for 180 "a poll reached the 50 instances" \
-    at_least 50 sql "SELECT count(*) FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%' AND s.state = 'up'"
+backed_off() { [ -n "$(sql "SELECT 1 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'big-51' AND s.state = 'unreachable' AND s.error LIKE 'not tried: % connection failure% in a row, next attempt in %'")" ]; }
+wait_for 120 "a host that fails to connect is not tried again at once" backed_off
+# (big-3 may be stopped by its guard meanwhile: 48 up at least)
+wait_for 180 "a poll reached the 51 instances" \
+    at_least 51 sql "SELECT count(*) FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%'"
+expect_eq "$(sql "SELECT count(*) >= 48 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%' AND s.state = 'up'")" 1 \
+    "the polled instances are up"
 s0=$(polled)
 bad=0
-for i in $(seq 1 100); do
+i=0
+# 100 writes at least, and on until the daemon stored a poll meanwhile (a
+# pass waits for its slowest host).
+while [ "$i" -lt 100 ] || { [ "$(polled)" -le "$s0" ] && [ "$i" -lt 2000 ]; }; do
+	i=$((i + 1))
 	n=big-$((i % 50 + 1))
 	if [ $((i % 10)) = 0 ]; then
 		"$GPUFLEET" set "$n" "notes=write $i" >/dev/null 2>"$T/cli.err"
@@ -213,8 +312,52 @@ done
 expect_eq "$bad" 0 "every CLI write while the daemon polls exits 0, never busy"
 checks=$((checks + 1))
 [ "$(polled)" -gt "$s0" ] || fail "the daemon stored nothing while the CLI wrote"
-expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" 90 \
+expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" $((i - i / 10)) \
     "every tag written"
+# The guards, evaluated after every poll, fired once each.
+guard_done() { [ -n "$(sql "SELECT 1 FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop' AND result IS NOT NULL")" ]; }
+wait_for 120 "the shutdown guard's stop ran" guard_done
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_warn' AND name = 'cap-warn'")" 1 \
+    "the warn guard fired once over many polls"
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop'")" 1 \
+    "the shutdown guard fired once"
+expect_eq "$(sql "SELECT json_extract(result, '\$.\"big-3\"') IS NOT NULL FROM action_log WHERE kind = 'guard_shutdown'")" 1 \
+    "the stop's result for big-3 is recorded"
+expect_contains "$(cat "$LOG")" "guard cap-stop: stopping" "the daemon logs the guard"
+# schedule run of a status and of a shutdown schedule: their children's
+# JSON parsed per host.
+CRON='0 0 1 1 *' add_schedule st big-1,big-51 status
+run schedule run st
+expect_rc 1 "schedule run of a status schedule with a host down"
+expect_eq "$(sql "SELECT state || ' ' || json_extract(result, '\$.\"big-1\"') || ' ' || (json_extract(result, '\$.\"big-51\"') LIKE 'unreachable: %') FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'st'")" \
+    "failed ok 1" "status per host: up is ok, unreachable says why"
+"$GPUFLEET" set big-4 'stop_command=remote:shutdown -h now' >/dev/null
+run schedule add big-4 --cron '0 2 * * *' --do shutdown --warn 0 --name night
+expect_rc 0 "schedule add night"
+run schedule run night
+expect_rc 0 "schedule run of a shutdown schedule"
+expect_eq "$out" "big-4: ok" "the stop armed on big-4"
+armed() { [ "$(s_ids "$1")" -gt 0 ]; }
+s_ids() { jq -r '[.deadlines[] | select(.id | startswith("s-")) | .id] | length' "$(rdir "$1")/plan.json" 2>/dev/null || echo 0; }
+# The top-up: a shutdown schedule's selector picks big-5 once tagged (the
+# tag arms nothing itself); the daemon's next poll writes its plan.
+# (With the daemon stopped: a schedule add racing the daemon's top-up on
+# the same plan loses with "the plan changed on the instance".)
+kill -TERM "$dpid"
+wait "$dpid"
+for n in big-5 big-6; do
+	"$GPUFLEET" set "$n" 'stop_command=remote:shutdown -h now' >/dev/null
+done
+run schedule add @night,big-6 --cron '0 2 * * *' --do shutdown --warn 0 --name by-tag
+expect_rc 0 "schedule add by-tag"
+checks=$((checks + 1))
+armed big-6 || fail "big-6 not armed by schedule add"
+expect_eq "$(s_ids big-5)" 0 "big-5 not armed before its tag"
+run tag big-5 +night
+start_daemon
+wait_for 120 "the daemon's poll tops up big-5's plan" armed big-5
+checks=$((checks + 1))
+! grep -q "reentrant" "$LOG" || fail "the top-up ran the loop inside the loop"
 kill -TERM "$dpid"
 wait "$dpid"
 expect_rc 0 "SIGTERM after the busy loop"
