@@ -402,11 +402,12 @@ guards(struct daemon *d)
 	char *cause = NULL;
 	size_t n = 0, i;
 
+	/* What was claimed is run even when a guard could not be judged. */
 	if (guard_evaluate(d->f->inv, d->f->config, (int64_t)time(NULL), &acts,
 		&n, &cause) != 0) {
 		warn_msg("guards: %s", cause);
 		free(cause);
-		return;
+		cause = NULL;
 	}
 	for (i = 0; i < n; i++) {
 		info("guard %s: %s: %s", acts[i].guard,

@@ -39,6 +39,7 @@ static int check_add(
     const struct cmd_entry *, struct schedule *, int, char **, int, int);
 static char *derive_name(struct inventory *, const struct schedule *);
 static int schedule_add_cmd(struct cmd_ctx *, int, char **);
+static void names_add(char **, const char *);
 static char *contact_list(struct inventory *, const char *, const char *);
 static int arm(struct cmd_ctx *, const char *, const char *, const char *);
 static void arm_report(const struct planwrite_host *, const char *);
@@ -439,6 +440,18 @@ out:
 	return status;
 }
 
+/* Append name to the selector of names *list ("a,b"; NULL: empty). */
+static void
+names_add(char **list, const char *name)
+{
+	char *t;
+
+	xasprintf(&t, "%s%s%s", *list != NULL ? *list : "",
+	    *list != NULL ? "," : "", name);
+	free(*list);
+	*list = t;
+}
+
 /*
  * The instances to contact for the schedule with tag: those selector
  * matches now and those whose stored plan holds its deadlines, as a
@@ -449,7 +462,7 @@ contact_list(struct inventory *inv, const char *selector, const char *tag)
 {
 	struct instance *list = NULL;
 	sqlite3_stmt *st;
-	char *out = NULL, *t, *cause = NULL, like[32];
+	char *out = NULL, *cause = NULL, like[32];
 	size_t i, n = 0;
 	int rc;
 
@@ -458,12 +471,8 @@ contact_list(struct inventory *inv, const char *selector, const char *tag)
 		free(cause);
 		cause = NULL;
 	}
-	for (i = 0; i < n; i++) {
-		xasprintf(&t, "%s%s%s", out != NULL ? out : "",
-		    out != NULL ? "," : "", list[i].name);
-		free(out);
-		out = t;
-	}
+	for (i = 0; i < n; i++)
+		names_add(&out, list[i].name);
 	instance_free_array(list, n);
 	snprintf(like, sizeof like, "%%\"id\":\"s-%s-%%", tag);
 	if (db_prepare(inv, &st,
@@ -473,10 +482,7 @@ contact_list(struct inventory *inv, const char *selector, const char *tag)
 		return out;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		const char *name = (const char *)sqlite3_column_text(st, 0);
-		xasprintf(&t, "%s%s%s", out != NULL ? out : "",
-		    out != NULL ? "," : "", name);
-		free(out);
-		out = t;
+		names_add(&out, name);
 	}
 	sqlite3_finalize(st);
 	return out;
@@ -527,9 +533,13 @@ arm_report(const struct planwrite_host *h, const char *tag)
 		    h->plan != NULL ? " (disarmed)" : "");
 }
 
+#define ARM_TRIES 3 /* a plan another gpufleet wrote meanwhile: again */
+
 /*
  * Write the plans of the instances a change of schedule tag touches (see
- * contact_list), one line each. Returns the exit status.
+ * contact_list), one line each. A host whose plan moved between the read
+ * and the write (the daemon's top-up wrote it) is contacted again: the
+ * sync is the same whoever writes it. Returns the exit status.
  */
 static int
 arm(struct cmd_ctx *ctx, const char *selector, const char *tag,
@@ -537,9 +547,9 @@ arm(struct cmd_ctx *ctx, const char *selector, const char *tag,
 {
 	struct planwrite *pw = NULL;
 	struct inventory *inv;
-	char *names, *cause = NULL;
+	char *names, *again, *cause = NULL;
 	size_t i, failed = 0;
-	int r;
+	int r, try;
 
 	if ((r = open_inv(ctx, &inv)) != 0)
 		return r;
@@ -549,18 +559,28 @@ arm(struct cmd_ctx *ctx, const char *selector, const char *tag,
 		    name);
 		return GF_OK;
 	}
-	if ((r = planwrite_contact(ctx->fleet, names, &pw, &cause)) != 0 ||
-	    (r = schedsync_run(pw, &cause)) != 0) {
-		free(names);
+	for (try = 1; names != NULL; try++) {
+		if ((r = planwrite_contact(ctx->fleet, names, &pw, &cause)) !=
+			0 ||
+		    (r = schedsync_run(pw, &cause)) != 0) {
+			free(names);
+			planwrite_free(pw);
+			return cmd_fail(-r, cause);
+		}
+		again = NULL;
+		for (i = 0; i < pw->n; i++) {
+			struct planwrite_host *h = &pw->hosts[i];
+			if (h->moved && try < ARM_TRIES) {
+				names_add(&again, h->in->name);
+				continue;
+			}
+			arm_report(h, tag);
+			failed += h->error != NULL;
+		}
 		planwrite_free(pw);
-		return cmd_fail(-r, cause);
+		free(names);
+		names = again;
 	}
-	for (i = 0; i < pw->n; i++) {
-		arm_report(&pw->hosts[i], tag);
-		failed += pw->hosts[i].error != NULL;
-	}
-	planwrite_free(pw);
-	free(names);
 	return failed > 0 ? GF_EHOSTS : GF_OK;
 }
 

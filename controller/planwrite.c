@@ -368,6 +368,7 @@ planwrite_answer(struct planwrite_host *h, int status, const char *out,
 			    (long long)h->generation, line);
 		break;
 	case PLAN_SET_EXIT_GENERATION:
+		h->moved = 1;
 		planwrite_fail(h,
 		    "the plan changed on the instance since it was read "
 		    "(generation %lld -> %lld: another gpufleet wrote it); "

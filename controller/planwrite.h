@@ -34,6 +34,7 @@ struct planwrite_host {
 
 	/* After the write. */
 	int written;
+	int moved; /* refused: the generation moved since the read */
 	int64_t generation;
 	char watcher[16];
 	int64_t pid;

@@ -282,6 +282,11 @@ run guard add big-2 --max-cost 10 --do warn --name cap-warn
 expect_rc 0 "guard add cap-warn"
 run guard add big-3 --max-cost 10 --do shutdown --name cap-stop
 expect_rc 0 "guard add cap-stop"
+# A guard that cannot be judged (its stored selector broken, sorted first)
+# must not keep the others' stops from running.
+run guard add big-2 --max-cost 0 --do warn --name aa-broken
+expect_rc 0 "guard add aa-broken"
+sql "UPDATE guard SET selector = '@' WHERE name = 'aa-broken'"
 start_daemon
 backed_off() { [ -n "$(sql "SELECT 1 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'big-51' AND s.state = 'unreachable' AND s.error LIKE 'not tried: % connection failure% in a row, next attempt in %'")" ]; }
 wait_for 120 "a host that fails to connect is not tried again at once" backed_off
@@ -324,6 +329,7 @@ expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' 
 expect_eq "$(sql "SELECT json_extract(result, '\$.\"big-3\"') IS NOT NULL FROM action_log WHERE kind = 'guard_shutdown'")" 1 \
     "the stop's result for big-3 is recorded"
 expect_contains "$(cat "$LOG")" "guard cap-stop: stopping" "the daemon logs the guard"
+expect_contains "$(cat "$LOG")" "guards: guard aa-broken" "the daemon logs the guard it cannot judge"
 # schedule run of a status and of a shutdown schedule: their children's
 # JSON parsed per host.
 CRON='0 0 1 1 *' add_schedule st big-1,big-51 status

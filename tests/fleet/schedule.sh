@@ -192,4 +192,33 @@ expect_eq "$(jcount inst-4 armed)" "$armed1" "two contacts: no armed entry"
 checks=$((checks + 1))
 [ "${s2:-99}" -ge -2 ] && [ "${s2:-99}" -le 2 ] ||
     fail "skew $s2 measured with the 5 s wait (one machine: about 0)"
+
+# --- a plan written by someone else between the read and the write ----------
+# The agent, after its first report, writes the plan itself (as the daemon's
+# top-up would): schedule add's plan set finds the generation moved, and
+# contacts the host again instead of failing it.
+race=$T/race-agent mark=$(rdir inst-4)/race-mark
+cat >"$race" <<EOS
+#!/bin/sh
+'$GPUFLEET_AGENT' "\$@"
+rc=\$?
+if [ "\$1" = report ] && [ ! -e '$mark' ]; then
+	: >'$mark'
+	d='$(rdir inst-4)'
+	g=\$(sed -n 's/.*"generation":\([0-9]*\).*/\1/p' "\$d/plan.json")
+	'$GPUFLEET_AGENT' plan set --dir "\$d" --expect "\$g" <"\$d/plan.json" >/dev/null
+fi
+exit \$rc
+EOS
+chmod +x "$race"
+gen0=$(gen)
+GPUFLEET_AGENT=$race run schedule add inst-4 --cron '0 3 * * *' --do shutdown --name racing
+expect_rc 0 "schedule add while another writer moves the plan"
+[ -e "$mark" ] || fail "the racing agent never wrote the plan"
+checks=$((checks + 1))
+case $err in *"plan changed"*) fail "the moved plan was reported as a failure: $err" ;; esac
+rtag=$(sql "SELECT tag FROM schedule WHERE name = 'racing'")
+expect_eq "$(jq "[.deadlines[] | select(.id | startswith(\"s-$rtag-\"))] | length > 0" "$(rdir inst-4)/plan.json")" true \
+    "the racing schedule is armed on inst-4"
+expect_eq "$(( $(gen) >= gen0 + 2 ))" 1 "both writes happened (the racing one and the retry)"
 finish
