@@ -24,6 +24,8 @@
 #define EVENTS_LIMIT_MAX 1000000
 /* At most this many names in the INSTANCE column, then "+N". */
 #define EVENTS_NAMES_SHOWN 3
+/* A run of this many "armed" entries at once is shown as one row. */
+#define EVENTS_FOLD_ARMED 3
 
 /*
  * One row of either source. A watcher row has instance, epoch, seq, time
@@ -486,8 +488,28 @@ row_cells(const struct event_row *w, char **c)
 }
 
 /*
- * Print the rows: a table, or with json an array; with lines (--follow)
- * a JSON object or a table line without header per row.
+ * How many rows from i on are one plan's arming: watcher "armed" entries
+ * of one instance stored at one time (a schedule arms 48 at once).
+ */
+static size_t
+armed_run(const struct event_row *rows, size_t i, size_t n)
+{
+	size_t j;
+
+	for (j = i; j < n; j++) {
+		if (rows[j].gpufleet || rows[j].again ||
+		    strcmp(rows[j].event, "armed") != 0 ||
+		    strcmp(rows[j].instance, rows[i].instance) != 0 ||
+		    rows[j].t != rows[i].t)
+			break;
+	}
+	return j - i;
+}
+
+/*
+ * Print rows: a JSON array, JSON lines (--follow --json), a table, or
+ * lines (--follow). In text a run of EVENTS_FOLD_ARMED or more "armed"
+ * entries of one instance at one time is one row.
  */
 static void
 render(const struct event_row *rows, size_t n, int json, int lines)
@@ -495,8 +517,8 @@ render(const struct event_row *rows, size_t n, int json, int lines)
 	struct table *t =
 	    table_new(5, "TIME", "INSTANCE", "EVENT", "ID", "DETAILS");
 	json_t *arr = json_array(), *o;
-	char *c[5], *e[5];
-	size_t i, k;
+	char *c[5], *e[5], *ids = NULL, *first;
+	size_t i, k, fold;
 
 	for (i = 0; i < n; i++) {
 		if (json && lines) {
@@ -511,6 +533,17 @@ render(const struct event_row *rows, size_t n, int json, int lines)
 			continue;
 		}
 		row_cells(&rows[i], c);
+		fold = armed_run(rows, i, n);
+		if (fold >= EVENTS_FOLD_ARMED) {
+			xasprintf(&ids, "%s +%zu", c[4] != NULL ? c[4] : "-",
+			    fold - 1);
+			c[4] = ids;
+			first = c[3];
+			xasprintf(&c[3], "%zu deadlines armed; the first: %s",
+			    fold, first);
+			free(first);
+			i += fold - 1;
+		}
 		if (!lines)
 			table_add(t, c[0], c[1], c[2], c[4], c[3]);
 		for (k = 0; lines && k < 5; k++)
@@ -523,6 +556,8 @@ render(const struct event_row *rows, size_t n, int json, int lines)
 		free(c[0]);
 		free(c[1]);
 		free(c[3]);
+		free(ids);
+		ids = NULL;
 	}
 	if (json && !lines)
 		json_print(arr, stdout);

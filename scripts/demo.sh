@@ -13,9 +13,12 @@ fleet() { bash "$top/tests/harness/fleet" -d "$D" "$@"; }
 show() { printf '\n\033[1m$ %s\033[0m\n' "$*"; }
 
 work=$(mktemp -d /tmp/gpufleet-demo.XXXXXX)
-export GPUFLEET_DB=$work/fleet.db XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data
+export GPUFLEET_DB=$work/fleet.db XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$work/data \
+    XDG_STATE_HOME=$work/state
 D=""
+pid=""
 cleanup() {
+	[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
 	[ -n "$D" ] && fleet down >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -140,6 +143,74 @@ show gpufleet events gpu-1,gpu-3
 gpufleet events gpu-1,gpu-3
 show gpufleet ledger gpu-1
 gpufleet ledger gpu-1
+
+# Schedules: every night at 02:00 Shanghai time stop the training boxes
+# unless they are busy. The occurrences are armed on each watcher, so they
+# fire with the laptop closed. The test clock makes a cron minute last one
+# second, set so that tonight's 02:00 comes about 20 s from now.
+t2=$(TZ=Asia/Shanghai date -d 'tomorrow 02:00' +%s)
+export GPUFLEET_TEST_CRON_MINUTE=1@$(( (60 * ($(date +%s) + 20) - t2) / 59 ))
+gpufleet set gpu-2 platform_id=4242 >/dev/null   # vast.ai's id of it, for its stop command
+show "gpufleet schedule add @train --cron '0 2 * * *' --tz Asia/Shanghai --do shutdown --unless-busy --warn 0 --name nightly"
+gpufleet schedule add @train --cron '0 2 * * *' --tz Asia/Shanghai --do shutdown \
+    --unless-busy --warn 0 --name nightly
+show "gpufleet schedule ls   # NEXT: when it really fires (the test clock puts 02:00 there)"
+gpufleet schedule ls
+echo "gpu-2's job is done (its GPUs go idle); gpu-1 still trains (97 %)"
+awk -F', ' 'BEGIN { OFS = ", " } { $4 = 0; $6 = 0; print }' \
+    "$(idir gpu-2)/gpu/query-gpu.csv" >"$(idir gpu-2)/gpu/idle.csv"
+mv "$(idir gpu-2)/gpu/idle.csv" "$(idir gpu-2)/gpu/query-gpu.csv"
+rm -f "$(idir gpu-2)/gpu/query-apps.csv"
+printf 'waiting for 02:00 in Shanghai (test clock)'
+for _ in $(seq 90); do
+	[ "$(fleet status | awk '$1 == "gpu-2" { print $3 }')" = stopped ] && break
+	printf .
+	sleep 1
+done
+echo
+show "tests/harness/fleet status   # gpu-2 stopped by its watcher; gpu-1 was busy"
+fleet status
+fleet start gpu-2
+gpufleet status @train >/dev/null || true
+show "gpufleet events @train --since -2m"
+gpufleet events @train --since -2m
+gpufleet schedule rm nightly >/dev/null || true
+
+# A guard: warn when an instance costs more than 0.01 a day (the daemon
+# evaluates guards after every poll; guard check does it now).
+show gpufleet guard add gpu-1 --max-cost 0.01 --per day --do warn --name burn
+gpufleet guard add gpu-1 --max-cost 0.01 --per day --do warn --name burn
+show gpufleet guard check
+gpufleet guard check || true
+show gpufleet guard ls
+gpufleet guard ls
+
+# The daemon: what needs the laptop (batch commands, key rotations, guards)
+# runs there; here an exec schedule every 10 cron minutes (10 s).
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[daemon]\npoll_interval = 5\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+show "gpufleet schedule add @train --cron '*/10 * * * *' --do exec --name disk -- df -h /"
+gpufleet schedule add @train --cron '*/10 * * * *' --do exec --name disk -- df -h /
+show gpufleet daemon --detach
+started=$(gpufleet daemon --detach)
+echo "$started"
+pid=$(printf '%s' "$started" | sed -n 's/.*pid \([0-9]*\).*/\1/p')
+printf 'waiting for the daemon to run the schedule'
+for _ in $(seq 60); do
+	gpufleet schedule ls --json | grep -Eq '"state": "(ok|failed)"' && break
+	printf .
+	sleep 1
+done
+echo
+show gpufleet schedule ls
+gpufleet schedule ls
+show "gpufleet events --limit 4"
+gpufleet events --limit 4
+show "kill -TERM $pid   # the daemon finishes what runs, records it, exits 0"
+[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
+for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
+tail -3 "$XDG_STATE_HOME/gpufleet/daemon.log"
+unset GPUFLEET_TEST_CRON_MINUTE
 
 show "tests/harness/fleet down"
 fleet down

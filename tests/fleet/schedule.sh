@@ -87,6 +87,16 @@ expect_eq "$(jq -c '[.deadlines[] | select(.id | startswith("s-")) | [.unless_bu
     '[[true,7,"echo saved","stop"]]' "the schedule's fields in each deadline"
 expect_match "$(sql "SELECT plan FROM watcher_state w JOIN instance i ON i.id = w.instance_id WHERE i.name = 'inst-4'")" \
     "\"id\":\"s-$tag2-[0-9]+\"" "the stored plan has it too"
+# events: the 48 armed entries of that write (read at the next contact) are
+# one row in text, all of them in JSON.
+run status inst-4
+expect_rc 0 "status inst-4 (reads the journal)"
+run events inst-4
+expect_match "$out" "armed +s-$tag2-[0-9]+ \\+47 +48 deadlines armed; the first: at=" \
+    "events shows one schedule arming as one row"
+run events inst-4 --json
+expect_eq "$(printf '%s' "$out" | jq "[.[] | select(.event == \"armed\" and (.id | startswith(\"s-$tag2-\")))] | length")" \
+    48 "events --json has every armed entry"
 run tag inst-4 -u
 run status inst-4
 expect_rc 0 "status inst-4 after the tag went"
