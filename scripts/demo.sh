@@ -150,7 +150,6 @@ gpufleet ledger gpu-1
 # second, set so that tonight's 02:00 comes about 20 s from now.
 t2=$(TZ=Asia/Shanghai date -d 'tomorrow 02:00' +%s)
 export GPUFLEET_TEST_CRON_MINUTE=1@$(( (60 * ($(date +%s) + 20) - t2) / 59 ))
-gpufleet set gpu-2 platform_id=4242 >/dev/null   # vast.ai's id of it, for its stop command
 show "gpufleet schedule add @train --cron '0 2 * * *' --tz Asia/Shanghai --do shutdown --unless-busy --warn 0 --name nightly"
 gpufleet schedule add @train --cron '0 2 * * *' --tz Asia/Shanghai --do shutdown \
     --unless-busy --warn 0 --name nightly
