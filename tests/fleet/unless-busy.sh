@@ -4,7 +4,8 @@
 # no warning and is skipped (journaled with the reason before anything
 # runs, no stop call, shown by events and shutdown ls, not counted as armed
 # by status), and stays skipped when its watcher is SIGKILLed and started
-# again with the GPU idle (replay); the idle one is warned and stops.
+# again with the GPU idle (replay); the idle one is warned and stops. A
+# nightly schedule --unless-busy (the test clock) skips the busy one too.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 
@@ -72,5 +73,22 @@ expect_eq "$(jcount inst-1 firing)$(calls inst-1 shutdown)$(fstate inst-1)" 00ok
 
 run events inst-1
 expect_match "$out" "inst-1 +skipped +$id1 +reason=busy: gpu 0 at 87%" "events shows the skip and why"
+
+# --- a nightly schedule --unless-busy skips the busy machine -----------------
+# The test clock puts tonight's 02:00 (Shanghai) about 15 s from now.
+gpu_util inst-1 87
+t2=$(TZ=Asia/Shanghai date -d 'tomorrow 02:00' +%s)
+GPUFLEET_TEST_CRON_MINUTE=1@$(( (60 * ($(date +%s) + 15) - t2) / 59 ))
+export GPUFLEET_TEST_CRON_MINUTE
+run schedule add inst-1 --cron '0 2 * * *' --tz Asia/Shanghai --do shutdown \
+    --unless-busy --warn 0 --name nightly
+expect_rc 0 "schedule add --unless-busy"
+stag=$(sql "SELECT tag FROM schedule WHERE name = 'nightly'")
+wait_for 90 "the nightly occurrence skipped on busy inst-1" \
+    has_event inst-1 skipped ".id | startswith(\"s-$stag-\")" || show_journal inst-1
+expect_eq "$(journal inst-1 "select(.event == \"skipped\" and (.id | startswith(\"s-$stag-\"))) | .reason")" \
+    '"busy: gpu 0 at 87%"' "the schedule's skip says why"
+expect_eq "$(jcount inst-1 firing)$(calls inst-1 shutdown)$(fstate inst-1)" 00ok \
+    "the busy machine is not stopped by its schedule"
 
 finish
