@@ -10,6 +10,7 @@
 #include "ledger.h"
 #include "localstop.h"
 #include "log.h"
+#include "planwrite.h"
 #include "probe.h"
 #include "samples.h"
 #include "status.h"
@@ -530,7 +531,9 @@ journals_done(struct probe *p, int r, void *arg)
  * After another command (exec) on rm's held sessions: poll the instances
  * that command reached and whose watcher gpufleet knows (a plan was
  * stored), so their journals are read on every contact; store it and run
- * local stops that came due. Prints nothing; a failure is only logged.
+ * local stops that came due. While shutdown schedules exist every reached
+ * instance is polled and the schedules topped up (a selector is evaluated
+ * again on every contact). Prints nothing; a failure is only logged.
  */
 void
 probe_journals(struct remote *rm, const struct config *cf)
@@ -539,24 +542,26 @@ probe_journals(struct remote *rm, const struct config *cf)
 	unsigned char *only = xcalloc(rm->n + 1, 1);
 	char *cause = NULL;
 	size_t i, n = 0;
-	int done = 0;
+	int done = 0, topup = schedsync_needed(rm->inv);
 
 	watcher_planned(rm->inv, rm->list, rm->n, only);
 	for (i = 0; i < rm->n; i++) {
-		if (rm->hosts[i].fail != EF_NONE)
-			only[i] = 0;
+		only[i] = rm->hosts[i].fail == EF_NONE && (only[i] || topup);
 		n += only[i];
 	}
 	if (n == 0 || probe_new(cf, &p, &cause) != 0)
 		goto out;
 	probe_attach(p, rm);
 	probe_only(p, only);
-	if (probe_start(p, 0, journals_done, &done, &cause) != 0)
+	if (probe_start(p, topup, journals_done, &done, &cause) != 0)
 		goto out;
 	while (done == 0)
 		event_base_loop(rm->fleet->base, EVLOOP_ONCE);
-	if (done == 1 && probe_store(p, &cause) == 0)
+	if (done == 1 && probe_store(p, &cause) == 0) {
 		localstop_run_due(rm->inv, cf, p->now);
+		if (topup)
+			schedsync_topup(rm, p, 0);
+	}
 out:
 	if (cause != NULL)
 		error_f("reading the watchers' journals: %s", cause);

@@ -109,8 +109,10 @@ expect_eq "$(printf '%s' "$out" | jq '[.[0].deadlines[]? | select(.id | startswi
 run tag inst-4 +u
 run schedule add @u --cron '0 0 * * *' --do shutdown --name daily
 expect_rc 2 "a name taken"
-run status inst-4
-expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 48 "inst-4 armed again"
+# exec is a contact too: it arms the instance tagged again.
+run exec inst-4 -- true
+expect_rc 0 "exec on inst-4"
+expect_eq "$(s_ids inst-4 | grep -c "^s-$tag2-")" 48 "inst-4 armed again by exec's contact"
 
 # --- 64 deadlines in a plan: a manual one first, the schedules' fill the rest
 run shutdown inst-4 --in 1h --json
