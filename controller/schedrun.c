@@ -372,6 +372,9 @@ spawn(struct fleet *f, const struct schedule *s, int64_t run_id, int group,
 	}
 	close(gate[0]);
 	gate[0] = -1;
+	/* Test hook: die between the fork and the pid's record. */
+	if (getenv("GPUFLEET_TEST_SPAWN_CRASH") != NULL)
+		raise(SIGKILL);
 	memset(c, 0, sizeof *c);
 	c->run_id = run_id;
 	c->pid = pid;

@@ -50,6 +50,7 @@ runs() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.sc
 run_col() { sql "SELECT r.$2 FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1' ORDER BY r.id LIMIT 1"; }
 pause() { sql "UPDATE schedule SET paused = 1 WHERE name = '$1'"; }
 at_least() { [ "$("${@:2}")" -ge "$1" ]; }
+not() { ! "$@"; }
 settled() { [ "$(runs "$1" running)" = 0 ]; }
 has_pid() { [ -n "$(run_col "$1" pid)" ]; }
 pid_state() { awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null; }
@@ -326,6 +327,29 @@ wait "$dpid"
 # (the locked database was logged on purpose: keep it out of the checks below)
 mv "$LOG" "$T/held.log"
 mv "$T/daemon.err" "$T/held.err"
+
+# --- a daemon killed between fork and the pid's record: the child does not act
+start_daemon GPUFLEET_TEST_SPAWN_CRASH=1
+add_schedule gate inst-1 exec sh -c 'echo g >> gate.txt'
+wait_for 60 "the daemon dies as it starts gate's run" gone_or_zombie "$dpid"
+wait "$dpid" 2>/dev/null
+pause gate
+gate_out=$XDG_STATE_HOME/gpufleet/runs/$(run_col gate id).out
+holds_out() {
+	local fd
+	for fd in /proc/[0-9]*/fd/*; do
+		[ "$(readlink "$fd" 2>/dev/null)" = "$gate_out" ] && return 0
+	done
+	return 1
+}
+expect_eq "$(run_col gate pid)" "" "gate's child was never recorded"
+wait_for 60 "gate's child is gone" not holds_out
+expect_eq "$(lines inst-1 gate.txt)" 0 "the unrecorded child did not run the command"
+start_daemon
+wait_for 60 "the restarted daemon settles gate's run" settled gate
+expect_eq "$(run_col gate state)" abandoned "the run that never started is abandoned"
+kill -TERM "$dpid"
+wait "$dpid"
 
 # --- SIGKILL in the middle of a scheduled rotation --------------------------
 keys_before=$("$GPUFLEET" keys ls --json | jq length)
