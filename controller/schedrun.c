@@ -50,6 +50,7 @@ static void argv_free(char **);
 static json_t *selected(struct inventory *, const char *);
 static int running(struct inventory *, int64_t, int64_t *, char **);
 static int settle(struct fleet *, int64_t, char **);
+static void claim_test_gate(void);
 static int claim(struct inventory *, const struct schedule *, int64_t, int,
     struct mark *, int64_t *, char **);
 static int spawn(struct fleet *, const struct schedule *, int64_t, int,
@@ -240,6 +241,25 @@ settle(struct fleet *f, int64_t id, char **cause)
 }
 
 /*
+ * Test hook: with GPUFLEET_TEST_CLAIM_GATE=PATH, create PATH and wait
+ * (up to 60 s) until it is removed, right before a claim's transaction.
+ */
+static void
+claim_test_gate(void)
+{
+	struct timespec tick = { 0, 100 * 1000 * 1000 };
+	const char *path = getenv("GPUFLEET_TEST_CLAIM_GATE");
+	int fd, t;
+
+	if (path == NULL || *path == '\0' ||
+	    (fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) == -1)
+		return;
+	close(fd);
+	for (t = 0; t < 600 && access(path, F_OK) == 0; t++)
+		nanosleep(&tick, NULL);
+}
+
+/*
  * The claim of occurrence occ of s (SCHEDULE.md): in one transaction,
  * considered_until moves to occ (a scheduled one; a manual run leaves it),
  * the row is inserted as m->state (with this process as its runner), and
@@ -257,6 +277,7 @@ claim(struct inventory *inv, const struct schedule *s, int64_t occ, int manual,
 	int64_t now = (int64_t)time(NULL), going = 0;
 	int r, changed;
 
+	claim_test_gate();
 	if ((r = inventory_begin(inv, cause)) != 0)
 		goto out;
 	if ((r = running(inv, s->id, &going, cause)) < 0)

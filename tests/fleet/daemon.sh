@@ -328,6 +328,27 @@ wait "$dpid"
 mv "$LOG" "$T/held.log"
 mv "$T/daemon.err" "$T/held.err"
 
+# --- "still going" is decided inside the claim's transaction -----------------
+# A run of fg claimed (by a daemon, say) while schedule run is between its
+# reads and its claim: schedule run refuses, nothing runs twice.
+GPUFLEET_TEST_CLAIM_GATE=$T/gate "$GPUFLEET" schedule run fg >"$T/fg.out" 2>"$T/fg.err" &
+cli=$!
+wait_for 60 "schedule run reaches its claim" test -e "$T/gate"
+sleep 300 &
+holder=$!
+sql "INSERT INTO schedule_run (schedule_id, occurrence, manual, state, started_at, runner_pid, runner_start) SELECT id, 1, 0, 'running', 1, $holder, $(awk '{ sub(/.*\) /, ""); print $20 }' /proc/$holder/stat) FROM schedule WHERE name = 'fg'"
+rm -f "$T/gate"
+wait "$cli"
+rc=$?
+err=$(cat "$T/fg.err")
+expect_rc 2 "schedule run when a run was claimed meanwhile"
+expect_match "$err" "fg: the previous run is still going \(run [0-9]+\)" "the refusal says why"
+expect_eq "$(sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'fg' AND r.state = 'running'")" 1 \
+    "one run of fg going, not two"
+kill "$holder"
+wait "$holder" 2>/dev/null
+sql "DELETE FROM schedule_run WHERE occurrence = 1 AND schedule_id = (SELECT id FROM schedule WHERE name = 'fg')"
+
 # --- a daemon killed between fork and the pid's record: the child does not act
 start_daemon GPUFLEET_TEST_SPAWN_CRASH=1
 add_schedule gate inst-1 exec sh -c 'echo g >> gate.txt'
