@@ -37,6 +37,8 @@
 #include "status.h"
 #include "xmalloc.h"
 
+#define STOP_WAIT_S 5 /* for our children, after their SIGTERM at grace end */
+
 struct daemon {
 	struct fleet *f;
 	char *db;	/* absolute */
@@ -433,6 +435,12 @@ poll_after(struct daemon *d, int stored)
 		free(cause);
 		stored = 0;
 	}
+	if (schedrun_prune(d->f, d->f->config->daemon_runs_keep_days, &cause) !=
+	    0) {
+		error("pruning the runs' files: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
 	if (stored) {
 		localstop_run_due(d->f->inv, d->f->config, d->p->now);
 		debug_f("poll %ld: %zu of %zu instance(s) up", d->polls,
@@ -504,22 +512,29 @@ tick_error(struct daemon *d, char *cause)
 	d->last_error = cause;
 }
 
-/* Finish the runs whose children are over. */
+/*
+ * Finish the runs whose children are over. A run whose finish failed is
+ * kept (how its child ended with it) and finished on a later tick.
+ */
 static void
 reap(struct daemon *d)
 {
-	char *cause = NULL;
+	char *cause = NULL, *msg;
 	size_t i = 0;
 	int r;
 
 	while (i < d->nkids) {
-		if ((r = schedrun_reap(d->f, &d->kids[i], &cause)) == 0) {
+		if ((r = schedrun_reap(d->f, &d->kids[i], &cause)) <= 0) {
+			if (r < 0) {
+				xasprintf(&msg, "finishing run %lld: %s",
+				    (long long)d->kids[i].run_id, cause);
+				free(cause);
+				tick_error(d, msg);
+			}
+			cause = NULL;
 			i++;
 			continue;
 		}
-		if (r < 0)
-			tick_error(d, cause);
-		cause = NULL;
 		d->kids[i] = d->kids[--d->nkids];
 	}
 }
@@ -556,8 +571,9 @@ run_due(struct daemon *d)
 }
 
 /*
- * SIGHUP's work: re-read the configuration; a bad one is logged and the
- * one in use kept. The sessions are opened again from the new one.
+ * SIGHUP's work: open the log again (logrotate moved it), re-read the
+ * configuration; a bad one is logged and the one in use kept. The
+ * sessions are opened again from the new one.
  */
 static void
 reload(struct daemon *d)
@@ -567,6 +583,11 @@ reload(struct daemon *d)
 	const char *ask = NULL;
 
 	d->reload = 0;
+	if (log_open_file(d->log_path, &cause) != 0) {
+		error("SIGHUP: %s; the log stays open as it was", cause);
+		free(cause);
+		cause = NULL;
+	}
 	config_defaults(&nc);
 	if (config_load(&nc, d->cfg_path, d->cfg_explicit, &cause) != 0 ||
 	    (ask = passphrase_ask(&nc)) != NULL) {
@@ -618,13 +639,15 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 	xasprintf(&why, "the daemon stopped (%s): SIGTERM after %ds",
 	    d->stop_why, d->f->config->daemon_stop_grace);
 	for (i = 0; i < d->nkids; i++) {
-		kill(d->kids[i].pid, SIGTERM);
-		if (schedrun_abandon(d->f, &d->kids[i], why, &cause) != 0) {
+		if (schedrun_stop(d->f, &d->kids[i], why, &cause) != 0) {
 			error("%s", cause);
 			free(cause);
 			cause = NULL;
 		}
 	}
+	/* Under KillMode=mixed the service ends once this process exits:
+	   give our children a few seconds to exit on their SIGTERM first. */
+	schedrun_wait(d->kids, d->nkids, STOP_WAIT_S);
 	d->nkids = 0;
 	free(why);
 	check_over(d);

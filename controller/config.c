@@ -51,6 +51,7 @@ config_defaults(struct config *c)
 	c->status_timeout = 20;
 	c->daemon_poll_interval = 60;
 	c->daemon_stop_grace = 20;
+	c->daemon_runs_keep_days = 14;
 }
 
 void
@@ -126,6 +127,8 @@ static const struct config_int {
 	    offsetof(struct config, daemon_poll_interval) },
 	{ "daemon", "stop_grace", 0, 3600,
 	    offsetof(struct config, daemon_stop_grace) },
+	{ "daemon", "runs_keep_days", 0, 36500,
+	    offsetof(struct config, daemon_runs_keep_days) },
 };
 
 /* Replace *dst by value, or NULL when value is empty. */

@@ -35,6 +35,7 @@ struct config {
 	char *schedule_tz;	    /* [schedule] tz, or NULL: the system's */
 	int daemon_poll_interval;   /* [daemon] poll_interval, seconds */
 	int daemon_stop_grace;	    /* [daemon] stop_grace, seconds */
+	int daemon_runs_keep_days;  /* [daemon] runs_keep_days */
 	struct config_stop *stops;  /* [provider.NAME] sections */
 	size_t nstops;
 };

@@ -48,9 +48,11 @@ static char *runs_dir(char **);
 static char **child_argv(const struct fleet *, const struct schedule *);
 static void argv_free(char **);
 static json_t *selected(struct inventory *, const char *);
-static int running(struct inventory *, int64_t);
+static int running(struct inventory *, int64_t, int64_t *, char **);
+static int settle(struct fleet *, int64_t, char **);
+static void claim_test_gate(void);
 static int claim(struct inventory *, const struct schedule *, int64_t, int,
-    const struct mark *, int64_t *, char **);
+    struct mark *, int64_t *, char **);
 static int spawn(struct fleet *, const struct schedule *, int64_t, int,
     struct schedrun_child *, char **);
 static json_t *host_result(enum schedule_action, json_t *, const char **);
@@ -59,6 +61,8 @@ static int finish(
     struct fleet *, int64_t, int, const char *, struct outcome *, char **);
 static void outcome_clear(struct outcome *);
 static int alive(const struct schedrun_child *);
+static int pid_alive(pid_t, int64_t);
+static int64_t proc_stat(pid_t, char *);
 
 /* The folder of the runs' output files, made 0700. Caller frees. */
 static char *
@@ -178,42 +182,117 @@ selected(struct inventory *inv, const char *selector)
 	return names;
 }
 
-/* The id of a run of schedule id that is still going, or 0. */
+/*
+ * Whether a run of schedule id is still going: 1 with its id in *run, 0
+ * none, or -GF_EDB.
+ */
 static int
-running(struct inventory *inv, int64_t id)
+running(struct inventory *inv, int64_t id, int64_t *run, char **cause)
 {
 	sqlite3_stmt *st;
-	int r = 0;
+	int r;
 
-	if (db_prepare(inv, &st,
-		"SELECT id FROM schedule_run WHERE schedule_id = ? AND "
-		"state = 'running' LIMIT 1",
-		NULL, NULL, "I", id) != 0)
-		return 0;
-	if (sqlite3_step(st) == SQLITE_ROW)
-		r = (int)sqlite3_column_int64(st, 0);
-	sqlite3_finalize(st);
-	return r;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT id FROM schedule_run WHERE schedule_id = ? AND "
+		 "state = 'running' LIMIT 1",
+		 "reading the schedule runs", cause, "I", id)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW)
+		*run = sqlite3_column_int64(st, 0);
+	return db_finish(inv, st, r, "reading the schedule runs", cause);
+}
+
+/*
+ * Finish the runs of schedule id left `running` whose child and runner
+ * are both gone (a `schedule run` killed with its child, a daemon killed
+ * before its child started): from the output file when it is whole, else
+ * abandoned, so that they never block the next run. Returns 0 or -GF_EDB.
+ */
+static int
+settle(struct fleet *f, int64_t id, char **cause)
+{
+	int64_t *dead = NULL;
+	size_t n = 0, i;
+	sqlite3_stmt *st;
+	int r;
+
+	if ((r = db_prepare(f->inv, &st,
+		 "SELECT id, pid, pid_start, runner_pid, runner_start FROM "
+		 "schedule_run WHERE schedule_id = ? AND state = 'running'",
+		 "reading the schedule runs", cause, "I", id)) != 0)
+		return r;
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		if (pid_alive((pid_t)sqlite3_column_int64(st, 1),
+			sqlite3_column_int64(st, 2)) ||
+		    pid_alive((pid_t)sqlite3_column_int64(st, 3),
+			sqlite3_column_int64(st, 4)))
+			continue;
+		dead = xreallocarray(dead, n + 1, sizeof *dead);
+		dead[n++] = sqlite3_column_int64(st, 0);
+	}
+	r = db_finish(f->inv, st, r, "reading the schedule runs", cause);
+	for (i = 0; i < n && r >= 0; i++) {
+		info("run %lld: its child and its runner are gone",
+		    (long long)dead[i]);
+		r = finish(f, dead[i], -1, NULL, NULL, cause);
+	}
+	free(dead);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Test hook: with GPUFLEET_TEST_CLAIM_GATE=PATH, create PATH and wait
+ * (up to 60 s) until it is removed, right before a claim's transaction.
+ */
+static void
+claim_test_gate(void)
+{
+	struct timespec tick = { 0, 100 * 1000 * 1000 };
+	const char *path = getenv("GPUFLEET_TEST_CLAIM_GATE");
+	int fd, t;
+
+	if (path == NULL || *path == '\0' ||
+	    (fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) == -1)
+		return;
+	close(fd);
+	for (t = 0; t < 600 && access(path, F_OK) == 0; t++)
+		nanosleep(&tick, NULL);
 }
 
 /*
  * The claim of occurrence occ of s (SCHEDULE.md): in one transaction,
  * considered_until moves to occ (a scheduled one; a manual run leaves it),
- * the row is inserted as m->state, and the action_log entries of m are
- * written. Nothing runs before this commits, so an occurrence is never
- * acted on twice. Returns 1 claimed (*run_id), 0 when it was handled
- * already, or -GF_EDB.
+ * the row is inserted as m->state (with this process as its runner), and
+ * the action_log entries of m are written. Nothing runs before this
+ * commits, so an occurrence is never acted on twice. A run of s still
+ * going, seen inside the transaction, makes a scheduled claim `skipped`
+ * (m changed) and refuses a manual one (-GF_EUSAGE). Returns 1 claimed
+ * (*run_id), 0 when it was handled already, or -GF_x.
  */
 static int
 claim(struct inventory *inv, const struct schedule *s, int64_t occ, int manual,
-    const struct mark *m, int64_t *run_id, char **cause)
+    struct mark *m, int64_t *run_id, char **cause)
 {
 	json_t *names = selected(inv, s->selector);
-	int64_t now = (int64_t)time(NULL);
+	int64_t now = (int64_t)time(NULL), going = 0;
 	int r, changed;
 
+	claim_test_gate();
 	if ((r = inventory_begin(inv, cause)) != 0)
 		goto out;
+	if ((r = running(inv, s->id, &going, cause)) < 0)
+		goto fail;
+	if (r == 1 && manual) {
+		xasprintf(cause, "%s: %s (run %lld)", s->name, STILL_GOING,
+		    (long long)going);
+		r = -GF_EUSAGE;
+		goto fail;
+	}
+	if (r == 1) {
+		m->state = "skipped";
+		m->kind = "schedule_skipped";
+		m->reason = m->why = STILL_GOING;
+	}
 	if (!manual &&
 	    (r = db_exec(inv,
 		 "UPDATE schedule SET considered_until = ? WHERE id = ? AND "
@@ -236,11 +315,12 @@ claim(struct inventory *inv, const struct schedule *s, int64_t occ, int manual,
 	}
 	if ((r = db_exec(inv,
 		 "INSERT INTO schedule_run (schedule_id, occurrence, manual, "
-		 "state, reason, started_at, ended_at) VALUES (?, ?, ?, ?, ?, "
-		 "?, ?)",
-		 "claiming a schedule's occurrence", cause, "IIittIN", s->id,
+		 "state, reason, started_at, ended_at, runner_pid, "
+		 "runner_start) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		 "claiming a schedule's occurrence", cause, "IIittINII", s->id,
 		 occ, manual, m->state, m->reason, now,
-		 strcmp(m->state, "running") == 0 ? 0 : now)) < 0)
+		 strcmp(m->state, "running") == 0 ? 0 : now, (int64_t)getpid(),
+		 schedrun_pid_start(getpid()))) < 0)
 		goto fail;
 	*run_id = sqlite3_last_insert_rowid(inv->db);
 	if (m->missed != NULL &&
@@ -265,15 +345,19 @@ out:
  * Start the child of run run_id, stdout to runs/RUN_ID.out and stderr to
  * RUN_ID.err (0600), and record its pid. With group it gets a process
  * group of its own (a daemon's: Ctrl-C at the daemon's terminal does not
- * reach it, and it outlives a daemon that dies). Returns 0 or -GF_x.
+ * reach it, and it outlives a daemon that dies). The child waits on a
+ * pipe before it execs: it acts only once its pid is committed, and exits
+ * 0 doing nothing when the pipe closes without the go byte (the pid could
+ * not be recorded, or this process died before). Returns 0 or -GF_x.
  */
 static int
 spawn(struct fleet *f, const struct schedule *s, int64_t run_id, int group,
     struct schedrun_child *c, char **cause)
 {
 	char *dir, *out = NULL, *errpath = NULL, **argv;
-	int fdo = -1, fde = -1, fdn = -1, r = -GF_EHOSTS;
+	int fdo = -1, fde = -1, fdn = -1, gate[2] = { -1, -1 }, r = -GF_EHOSTS;
 	pid_t pid;
+	char go = 'g';
 
 	if ((dir = runs_dir(cause)) == NULL)
 		return -GF_EHOSTS;
@@ -289,19 +373,30 @@ spawn(struct fleet *f, const struct schedule *s, int64_t run_id, int group,
 		xasprintf(cause, "cannot create %s: %s", out, strerror(errno));
 		goto out;
 	}
-	if ((pid = fork()) == -1) {
+	if (pipe2(gate, O_CLOEXEC) == -1 || (pid = fork()) == -1) {
 		xasprintf(cause, "cannot start a child: %s", strerror(errno));
 		goto out;
 	}
 	if (pid == 0) {
 		if (group)
 			setpgid(0, 0);
+		close(gate[1]);
+		while ((r = (int)read(gate[0], &go, 1)) == -1 && errno == EINTR)
+			;
+		if (r != 1)
+			_exit(0);
 		dup2(fdn, STDIN_FILENO);
 		dup2(fdo, STDOUT_FILENO);
 		dup2(fde, STDERR_FILENO);
 		execv(argv[0], argv);
 		_exit(127);
 	}
+	close(gate[0]);
+	gate[0] = -1;
+	/* Test hook: die between the fork and the pid's record. */
+	if (getenv("GPUFLEET_TEST_SPAWN_CRASH") != NULL)
+		raise(SIGKILL);
+	memset(c, 0, sizeof *c);
 	c->run_id = run_id;
 	c->pid = pid;
 	c->pid_start = schedrun_pid_start(pid);
@@ -313,8 +408,24 @@ spawn(struct fleet *f, const struct schedule *s, int64_t run_id, int group,
 	    "WHERE id = ?",
 	    "recording a schedule run's child", cause, "IItI", (int64_t)pid,
 	    c->pid_start, out, run_id);
-	r = r < 0 ? r : 0;
+	if (r >= 0 && write(gate[1], &go, 1) == 1)
+		r = 0;
+	else {
+		if (r >= 0) {
+			xasprintf(
+			    cause, "cannot start a child: %s", strerror(errno));
+			r = -GF_EHOSTS;
+		}
+		close(gate[1]);
+		gate[1] = -1;
+		while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+			;
+	}
 out:
+	if (gate[0] != -1)
+		close(gate[0]);
+	if (gate[1] != -1)
+		close(gate[1]);
 	if (fdo != -1)
 		close(fdo);
 	if (fde != -1)
@@ -532,7 +643,8 @@ finish(struct fleet *f, int64_t run_id, int wstatus, const char *why,
 		else
 			r = inventory_commit(inv, cause);
 	}
-	info("%s: %s", s.name, logwhy);
+	if (r == 0)
+		info("%s: %s", s.name, logwhy);
 	if (oc != NULL && r == 0) {
 		oc->state = xstrdup(state);
 		oc->reason = reason;
@@ -561,9 +673,12 @@ outcome_clear(struct outcome *oc)
 	memset(oc, 0, sizeof *oc);
 }
 
-/* Field 22 of /proc/PID/stat (the start time in clock ticks), or 0. */
-int64_t
-schedrun_pid_start(pid_t pid)
+/*
+ * Field 22 of /proc/PID/stat (the start time in clock ticks), or 0; with
+ * state, field 3 (R, S, Z...) in *state.
+ */
+static int64_t
+proc_stat(pid_t pid, char *state)
 {
 	char path[64], buf[1024], *p;
 	int fd, field;
@@ -580,17 +695,38 @@ schedrun_pid_start(pid_t pid)
 	/* The name (field 2) may hold anything: count from its last ')'. */
 	if ((p = strrchr(buf, ')')) == NULL)
 		return 0;
+	if (state != NULL)
+		*state = p[1] == ' ' ? p[2] : '?';
 	for (field = 2; field < 22 && p != NULL; field++)
 		p = strchr(p + 1, ' ');
 	return p != NULL ? strtoll(p + 1, NULL, 10) : 0;
+}
+
+/* Field 22 of /proc/PID/stat (the start time in clock ticks), or 0. */
+int64_t
+schedrun_pid_start(pid_t pid)
+{
+	return proc_stat(pid, NULL);
+}
+
+/*
+ * Whether process pid runs with start time start (0 pid: none); a zombie
+ * (dead, its parent has not waited for it) does not.
+ */
+static int
+pid_alive(pid_t pid, int64_t start)
+{
+	char state = '?';
+
+	return pid > 0 && (kill(pid, 0) == 0 || errno == EPERM) &&
+	    proc_stat(pid, &state) == start && state != 'Z' && state != 'X';
 }
 
 /* Whether c's child still runs: its pid is there with the same start. */
 static int
 alive(const struct schedrun_child *c)
 {
-	return c->pid > 0 && (kill(c->pid, 0) == 0 || errno == EPERM) &&
-	    schedrun_pid_start(c->pid) == c->pid_start;
+	return pid_alive(c->pid, c->pid_start);
 }
 
 /*
@@ -623,15 +759,12 @@ schedrun_consider(struct fleet *f, const struct schedule *s, int64_t now,
 		free(from);
 		m.missed = missed;
 	}
-	if (running(f->inv, s->id)) {
-		m.state = "skipped";
-		m.kind = "schedule_skipped";
-		m.reason = m.why = STILL_GOING;
-	} else if (late) {
+	if (late) {
 		m.state = "missed";
 		m.reason = "past the catch-up window";
 	}
-	r = claim(f->inv, s, occ, 0, &m, &id, cause);
+	if ((r = settle(f, s->id, cause)) == 0)
+		r = claim(f->inv, s, occ, 0, &m, &id, cause);
 	free(missed);
 	if (r <= 0 || strcmp(m.state, "running") != 0)
 		return r < 0 ? r : 0;
@@ -644,8 +777,9 @@ schedrun_consider(struct fleet *f, const struct schedule *s, int64_t now,
 
 /*
  * Whether run c is over, and if so finish it: ours are waited for
- * (WNOHANG), others are over when their pid is gone or is another
- * process. Returns 1 over, 0 going, or -GF_x.
+ * (WNOHANG; how it ended is kept in c, so that a finish that failed is
+ * tried again with it), others are over when their pid is gone or is
+ * another process. Returns 1 over, 0 going, or -GF_x (c still going).
  */
 int
 schedrun_reap(struct fleet *f, struct schedrun_child *c, char **cause)
@@ -653,33 +787,70 @@ schedrun_reap(struct fleet *f, struct schedrun_child *c, char **cause)
 	int wstatus = -1;
 	pid_t r;
 
-	if (c->own) {
+	if (c->own && !c->reaped) {
 		while ((r = waitpid(c->pid, &wstatus, WNOHANG)) == -1 &&
 		    errno == EINTR)
 			;
 		if (r == 0)
 			return 0;
-		if (r == -1)
-			wstatus = -1;
-	} else if (alive(c))
+		c->reaped = 1;
+		c->wstatus = r == -1 ? -1 : wstatus;
+	} else if (!c->own && alive(c))
 		return 0;
-	r = finish(f, c->run_id, wstatus, NULL, NULL, cause);
+	r = finish(f, c->run_id, c->own ? c->wstatus : -1, NULL, NULL, cause);
 	return r < 0 ? r : 1;
 }
 
-/* Record run c abandoned, why saying by whom (its child goes on or not). */
+/*
+ * Send SIGTERM to run c's child (ours not reaped yet, or another's that
+ * is still the same process) and record the run abandoned, why saying by
+ * whom.
+ */
 int
-schedrun_abandon(struct fleet *f, const struct schedrun_child *c,
-    const char *why, char **cause)
+schedrun_stop(struct fleet *f, const struct schedrun_child *c, const char *why,
+    char **cause)
 {
+	if (c->own ? !c->reaped : alive(c))
+		kill(c->pid, SIGTERM);
 	return finish(f, c->run_id, -1, why, NULL, cause);
 }
 
 /*
- * A daemon that starts: every run left `running` whose child is alive
- * (same pid and start time) goes into *list (caller frees) to be polled;
- * the others are finished from their output, or abandoned. None is
- * started again.
+ * Wait up to seconds for our children in list that are not reaped yet to
+ * exit, reaping them.
+ */
+void
+schedrun_wait(struct schedrun_child *list, size_t n, int seconds)
+{
+	struct timespec tick = { 0, 100 * 1000 * 1000 };
+	size_t i, left;
+	int t;
+
+	for (t = 0; t <= seconds * 10; t++) {
+		for (i = 0, left = 0; i < n; i++) {
+			if (!list[i].own || list[i].reaped)
+				continue;
+			if (waitpid(list[i].pid, &list[i].wstatus, WNOHANG) ==
+			    0) {
+				left++;
+				continue;
+			}
+			list[i].reaped = 1;
+			info("run %lld: its child exited",
+			    (long long)list[i].run_id);
+		}
+		if (left == 0)
+			return;
+		nanosleep(&tick, NULL);
+	}
+}
+
+/*
+ * A daemon that starts: a run left `running` whose runner lives (a
+ * `schedule run` in the foreground) is its runner's and left alone; of
+ * the others, each whose child is alive (same pid and start time) goes
+ * into *list (caller frees) to be polled, the rest are finished from
+ * their output, or abandoned. None is started again.
  */
 int
 schedrun_recover(
@@ -693,11 +864,14 @@ schedrun_recover(
 	*list = NULL;
 	*n = 0;
 	if ((r = db_prepare(f->inv, &st,
-		 "SELECT id, pid, pid_start FROM schedule_run WHERE "
-		 "state = 'running' ORDER BY id",
+		 "SELECT id, pid, pid_start, runner_pid, runner_start FROM "
+		 "schedule_run WHERE state = 'running' ORDER BY id",
 		 "reading the schedule runs", cause, "")) != 0)
 		return r;
 	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		if (pid_alive((pid_t)sqlite3_column_int64(st, 3),
+			sqlite3_column_int64(st, 4)))
+			continue;
 		memset(&c, 0, sizeof c);
 		c.run_id = sqlite3_column_int64(st, 0);
 		c.pid = (pid_t)sqlite3_column_int64(st, 1);
@@ -723,6 +897,39 @@ schedrun_recover(
 		    (long long)(*list)[i].run_id, (long)(*list)[i].pid);
 	free(dead);
 	return r < 0 ? r : 0;
+}
+
+/*
+ * The outcome of run id as the row holds it (another process finished
+ * it: a daemon that stopped it). Returns 0 or -GF_EDB.
+ */
+static int
+reread(struct inventory *inv, int64_t id, struct outcome *oc, char **cause)
+{
+	sqlite3_stmt *st;
+	char *result = NULL;
+	int r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT state, reason, result FROM schedule_run WHERE id = ?",
+		 "reading a schedule run", cause, "I", id)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		oc->state = db_text(st, 0);
+		oc->reason = db_text(st, 1);
+		result = db_text(st, 2);
+	}
+	if ((r = db_finish(inv, st, r, "reading a schedule run", cause)) < 0)
+		return r;
+	oc->result = result != NULL ? json_loads(result, 0, NULL) : NULL;
+	if (oc->state == NULL)
+		oc->state = xstrdup("abandoned");
+	if (!json_is_object(oc->result)) {
+		json_decref(oc->result);
+		oc->result = json_object();
+	}
+	free(result);
+	return 0;
 }
 
 /* Print a finished run: a line per host, or the run as JSON. */
@@ -772,10 +979,8 @@ schedrun_now(struct fleet *f, const struct schedule *s, int json, int *status,
 	memset(&oc, 0, sizeof oc);
 	if (f->inv == NULL && (r = fleet_inventory(f, &f->inv, cause)) != 0)
 		return r;
-	if ((r = running(f->inv, s->id)) != 0) {
-		xasprintf(cause, "%s: %s (run %d)", s->name, STILL_GOING, r);
-		return -GF_EUSAGE;
-	}
+	if ((r = settle(f, s->id, cause)) != 0)
+		return r;
 	if ((r = claim(f->inv, s, (int64_t)time(NULL), 1, &m, &id, cause)) <=
 	    0) {
 		if (r == 0)
@@ -792,10 +997,50 @@ schedrun_now(struct fleet *f, const struct schedule *s, int json, int *status,
 	while ((w = waitpid(c.pid, &wstatus, 0)) == -1 && errno == EINTR)
 		;
 	if ((r = finish(f, id, w == c.pid ? wstatus : -1, NULL, &oc, cause)) !=
-	    0)
+		0 ||
+	    (oc.state == NULL && (r = reread(f->inv, id, &oc, cause)) != 0))
 		return r;
 	print_outcome(&oc, id, json);
 	*status = strcmp(oc.state, "ok") == 0 ? GF_OK : GF_EHOSTS;
 	outcome_clear(&oc);
 	return 0;
+}
+
+/*
+ * Delete the output and error files of the runs that ended more than
+ * keep_days ago (their rows stay, output NULL). Returns 0 or -GF_EDB.
+ */
+int
+schedrun_prune(struct fleet *f, int keep_days, char **cause)
+{
+	int64_t before = (int64_t)time(NULL) - (int64_t)keep_days * 86400;
+	char *err = NULL;
+	sqlite3_stmt *st;
+	const char *out;
+	size_t len;
+	int r;
+
+	if ((r = db_prepare(f->inv, &st,
+		 "SELECT output FROM schedule_run WHERE state <> 'running' "
+		 "AND output IS NOT NULL AND ended_at < ?",
+		 "reading the schedule runs", cause, "I", before)) != 0)
+		return r;
+	while ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		out = (const char *)sqlite3_column_text(st, 0);
+		len = strlen(out);
+		unlink(out);
+		if (len > 4 && strcmp(out + len - 4, ".out") == 0) {
+			xasprintf(&err, "%.*s.err", (int)(len - 4), out);
+			unlink(err);
+			free(err);
+		}
+	}
+	if ((r = db_finish(f->inv, st, r, "reading the schedule runs", cause)) <
+	    0)
+		return r;
+	r = db_exec(f->inv,
+	    "UPDATE schedule_run SET output = NULL WHERE state <> 'running' "
+	    "AND output IS NOT NULL AND ended_at < ?",
+	    "pruning the schedule runs", cause, "I", before);
+	return r < 0 ? r : 0;
 }

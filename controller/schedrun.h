@@ -26,14 +26,18 @@ struct schedrun_child {
 	pid_t pid;
 	int64_t pid_start; /* field 22 of /proc/PID/stat */
 	int own;
+	int reaped; /* ours, waited for: wstatus holds how it ended */
+	int wstatus;
 };
 
 int schedrun_now(struct fleet *, const struct schedule *, int, int *, char **);
 int schedrun_consider(struct fleet *, const struct schedule *, int64_t,
     struct schedrun_child *, char **);
 int schedrun_reap(struct fleet *, struct schedrun_child *, char **);
-int schedrun_abandon(
+int schedrun_stop(
     struct fleet *, const struct schedrun_child *, const char *, char **);
+void schedrun_wait(struct schedrun_child *, size_t, int);
+int schedrun_prune(struct fleet *, int, char **);
 int schedrun_recover(
     struct fleet *, struct schedrun_child **, size_t *, char **);
 int64_t schedrun_pid_start(pid_t);

@@ -346,6 +346,14 @@ static const char *const steps[] = {
 	 */
 	"ALTER TABLE action_log ADD COLUMN runner_pid INTEGER;"
 	"ALTER TABLE action_log ADD COLUMN runner_start INTEGER;",
+
+	/*
+	 * 8 -> 9: who runs a schedule_run row while it is running (the daemon
+	 * or the `schedule run` CLI): its pid and start time, so that a row
+	 * whose child and runner are both gone is finished, not waited for.
+	 */
+	"ALTER TABLE schedule_run ADD COLUMN runner_pid INTEGER;"
+	"ALTER TABLE schedule_run ADD COLUMN runner_start INTEGER;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

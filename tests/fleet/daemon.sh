@@ -50,6 +50,7 @@ runs() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.sc
 run_col() { sql "SELECT r.$2 FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1' ORDER BY r.id LIMIT 1"; }
 pause() { sql "UPDATE schedule SET paused = 1 WHERE name = '$1'"; }
 at_least() { [ "$("${@:2}")" -ge "$1" ]; }
+not() { ! "$@"; }
 settled() { [ "$(runs "$1" running)" = 0 ]; }
 has_pid() { [ -n "$(run_col "$1" pid)" ]; }
 pid_state() { awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null; }
@@ -160,8 +161,11 @@ expect_eq "$(runs miss)" "$(runs miss ok)" "no row for the older occurrences, an
 # --- SIGHUP re-reads the configuration; a bad one is kept out --------------
 printf '[daemon]\npoll_interval = 2\nstop_grace = 2\n' \
     >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+# logrotate moves the log, then sends SIGHUP: the daemon writes a new one.
+mv "$LOG" "$LOG.1"
 kill -HUP "$a"
-wait_for 30 "SIGHUP re-reads the configuration" grep -q "SIGHUP: configuration re-read" "$LOG"
+wait_for 30 "SIGHUP re-reads the configuration, logged in a new log" grep -q "SIGHUP: configuration re-read" "$LOG"
+expect_eq "$(stat -c %a "$LOG")" 600 "the new log is 0600"
 printf '[daemon]\npoll_interval = 0\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
 kill -HUP "$a"
 wait_for 30 "a bad configuration is logged" grep -q "the configuration in use stays" "$LOG"
@@ -170,6 +174,20 @@ checks=$((checks + 1))
 kill -0 "$a" 2>/dev/null || fail "a bad configuration stopped the daemon"
 printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n' \
     >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+
+# --- the files of runs that ended more than runs_keep_days ago go ----------
+old=$(sql "SELECT r.output FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'tick' AND r.state = 'ok' ORDER BY r.id LIMIT 1")
+recent=$(sql "SELECT r.output FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'tick' AND r.state = 'ok' ORDER BY r.id DESC LIMIT 1")
+checks=$((checks + 1))
+[ -f "$old" ] && [ -f "${old%.out}.err" ] && [ "$old" != "$recent" ] ||
+    fail "two runs of tick with their files: $old $recent"
+sql "UPDATE schedule_run SET ended_at = ended_at - 15 * 86400 WHERE output = '$old'"
+pruned() { [ ! -e "$old" ] && [ ! -e "${old%.out}.err" ]; }
+wait_for 30 "the files of a run ended 15 days ago are deleted" pruned
+checks=$((checks + 1))
+[ -f "$recent" ] && [ -f "${recent%.out}.err" ] || fail "the files of a recent run went too"
+expect_eq "$(sql "SELECT count(*) FROM schedule_run WHERE output = '$old'")" 0 \
+    "the pruned run's row no longer names its file"
 
 # --- SIGTERM: exit 0, daemon_stop ------------------------------------------
 kill -TERM "$a"
@@ -204,15 +222,155 @@ add_schedule long inst-2 exec sh -c 'sleep 120; echo late >> long.txt'
 wait_for 60 "long's run started" has_pid long
 pause long
 child=$(run_col long pid)
+long_id=$(run_col long id)
 kill -TERM "$dpid"
 wait "$dpid"
 rc=$?
 expect_rc 0 "SIGTERM with a run going"
+expect_contains "$(cat "$LOG")" "run $long_id: its child exited" \
+    "the daemon waited for its child to exit after its SIGTERM"
 expect_eq "$(run_col long state)" abandoned "the run still going is abandoned"
 expect_eq "$(run_col long reason)" "the daemon stopped (SIGTERM): SIGTERM after 2s" \
     "the reason says who stopped it"
 wait_for 30 "the run's child is stopped" gone_or_zombie "$child"
 expect_eq "$(lines inst-2 long.txt)" 0 "the stopped run wrote nothing"
+
+# --- a daemon leaves a foreground schedule run alone while its CLI lives ----
+# The run waits on the instance while the file hang is there.
+home2=$(instance_dir inst-2)/home
+: >"$home2/hang"
+CRON='0 0 1 1 *' add_schedule fg inst-2 exec sh -c 'while [ -f hang ]; do sleep 0.2; done; echo r >> fg.txt'
+"$GPUFLEET" schedule run fg >"$T/fg.out" 2>"$T/fg.err" &
+cli=$!
+wait_for 60 "fg's manual run started" has_pid fg
+child=$(run_col fg pid)
+expect_eq "$(run_col fg runner_pid)" "$cli" "the manual run's runner is the CLI"
+start_daemon
+kill -TERM "$dpid"
+wait "$dpid"
+rc=$?
+expect_rc 0 "SIGTERM with a foreground schedule run going"
+checks=$((checks + 1))
+[ "$(pid_state "$child")" != "" ] || fail "the daemon stopped the CLI's child"
+expect_eq "$(run_col fg state)" running "the daemon left the CLI's run alone"
+rm -f "$home2/hang"
+wait "$cli"
+rc=$?
+expect_rc 0 "the foreground schedule run, a daemon started and stopped meanwhile"
+expect_eq "$(cat "$T/fg.out")" "inst-2: ok" "its result per host"
+expect_eq "$(run_col fg state)" ok "its row"
+
+# --- a schedule run killed with its child blocks nothing after it ----------
+# Killed by a hang-up: the CLI and its child (one process group) die; the
+# row is finished (abandoned) by whoever decides "still going" next: the
+# daemon's tick, and the CLI's schedule run.
+start_daemon
+sql "DELETE FROM schedule_run WHERE schedule_id = (SELECT id FROM schedule WHERE name = 'fg')"
+hup_run() {
+	: >"$home2/hang"
+	setsid "$GPUFLEET" schedule run fg >/dev/null 2>&1 &
+	wait_for 60 "fg's manual run started" has_pid fg
+	local runner
+	runner=$(run_col fg runner_pid)
+	kill -HUP -- "-$runner"
+	wait_for 30 "the hung-up run's runner is gone" gone_or_zombie "$runner"
+	wait_for 30 "the hung-up run's child is gone" gone_or_zombie "$(run_col fg pid)"
+	rm -f "$home2/hang"
+}
+hup_run
+sql "UPDATE schedule SET cron = '* * * * *' WHERE name = 'fg'"
+run schedule resume fg
+expect_rc 0 "schedule resume fg"
+wait_for 60 "the daemon runs fg after the hung-up run" at_least 1 runs fg ok
+pause fg
+wait_for 60 "fg settled" settled fg
+expect_eq "$(runs fg skipped)" 0 "no occurrence skipped for a dead run"
+expect_eq "$(sql "SELECT state || ': ' || reason FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'fg' AND r.manual = 1")" \
+    "abandoned: the runner died before it gave a whole result" \
+    "the hung-up run is abandoned"
+kill -TERM "$dpid"
+wait "$dpid"
+sql "DELETE FROM schedule_run WHERE schedule_id = (SELECT id FROM schedule WHERE name = 'fg')"
+hup_run
+# (a manual run's occurrence is the second it started: one per second)
+later() { [ "$(date +%s)" -gt "$(run_col fg occurrence)" ]; }
+wait_for 10 "a second after the hung-up run's" later
+run schedule run fg --json
+expect_rc 0 "schedule run after a hung-up one"
+expect_eq "$(printf '%s' "$out" | jq -r .state)" ok "the new run is ok"
+expect_eq "$(sql "SELECT group_concat(state, ' ') FROM (SELECT state FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'fg' ORDER BY r.id)")" \
+    "abandoned ok" "the hung-up run abandoned, then the new one"
+
+# --- a run whose finish failed (database locked) is finished later ---------
+start_daemon
+: >"$home2/hang"
+add_schedule held inst-2 exec sh -c 'while [ -f hang ]; do sleep 0.2; done'
+wait_for 60 "held's run started" has_pid held
+pause held
+mkfifo "$T/lock"
+sqlite3 "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
+locker=$!
+exec 7>"$T/lock"
+printf "BEGIN IMMEDIATE;\nSELECT 'locked';\n" >&7
+wait_for 30 "the database is locked" grep -q locked "$T/lock.out"
+rm -f "$home2/hang"
+wait_for 90 "the daemon cannot finish held's run" \
+    grep -q "finishing run $(run_col held id): .*database is locked" "$LOG"
+expect_eq "$(run_col held state)" running "held's run not finished yet"
+printf 'COMMIT;\n' >&7
+exec 7>&-
+wait "$locker"
+wait_for 60 "held's run is finished once the database is free" settled held
+expect_eq "$(run_col held state)" ok "held's run, finished late, is ok"
+kill -TERM "$dpid"
+wait "$dpid"
+# (the locked database was logged on purpose: keep it out of the checks below)
+mv "$LOG" "$T/held.log"
+mv "$T/daemon.err" "$T/held.err"
+
+# --- "still going" is decided inside the claim's transaction -----------------
+# A run of fg claimed (by a daemon, say) while schedule run is between its
+# reads and its claim: schedule run refuses, nothing runs twice.
+GPUFLEET_TEST_CLAIM_GATE=$T/gate "$GPUFLEET" schedule run fg >"$T/fg.out" 2>"$T/fg.err" &
+cli=$!
+wait_for 60 "schedule run reaches its claim" test -e "$T/gate"
+sleep 300 &
+holder=$!
+sql "INSERT INTO schedule_run (schedule_id, occurrence, manual, state, started_at, runner_pid, runner_start) SELECT id, 1, 0, 'running', 1, $holder, $(awk '{ sub(/.*\) /, ""); print $20 }' /proc/$holder/stat) FROM schedule WHERE name = 'fg'"
+rm -f "$T/gate"
+wait "$cli"
+rc=$?
+err=$(cat "$T/fg.err")
+expect_rc 2 "schedule run when a run was claimed meanwhile"
+expect_match "$err" "fg: the previous run is still going \(run [0-9]+\)" "the refusal says why"
+expect_eq "$(sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'fg' AND r.state = 'running'")" 1 \
+    "one run of fg going, not two"
+kill "$holder"
+wait "$holder" 2>/dev/null
+sql "DELETE FROM schedule_run WHERE occurrence = 1 AND schedule_id = (SELECT id FROM schedule WHERE name = 'fg')"
+
+# --- a daemon killed between fork and the pid's record: the child does not act
+start_daemon GPUFLEET_TEST_SPAWN_CRASH=1
+add_schedule gate inst-1 exec sh -c 'echo g >> gate.txt'
+wait_for 60 "the daemon dies as it starts gate's run" gone_or_zombie "$dpid"
+wait "$dpid" 2>/dev/null
+pause gate
+gate_out=$XDG_STATE_HOME/gpufleet/runs/$(run_col gate id).out
+holds_out() {
+	local fd
+	for fd in /proc/[0-9]*/fd/*; do
+		[ "$(readlink "$fd" 2>/dev/null)" = "$gate_out" ] && return 0
+	done
+	return 1
+}
+expect_eq "$(run_col gate pid)" "" "gate's child was never recorded"
+wait_for 60 "gate's child is gone" not holds_out
+expect_eq "$(lines inst-1 gate.txt)" 0 "the unrecorded child did not run the command"
+start_daemon
+wait_for 60 "the restarted daemon settles gate's run" settled gate
+expect_eq "$(run_col gate state)" abandoned "the run that never started is abandoned"
+kill -TERM "$dpid"
+wait "$dpid"
 
 # --- SIGKILL in the middle of a scheduled rotation --------------------------
 keys_before=$("$GPUFLEET" keys ls --json | jq length)
