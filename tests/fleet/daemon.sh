@@ -3,60 +3,11 @@
 # daemon per database, polls over held sessions, an exec schedule that runs
 # once per occurrence (the test clock), a daemon SIGKILLed in the middle of
 # a scheduled exec and of a scheduled key rotation (restarted: no double
-# action, state consistent), SIGTERM, and the CLI writing while the daemon
-# polls 50 instances (and backs off from one that refuses).
+# action, state consistent), SIGTERM, SIGHUP, missed runs, a hung-up
+# schedule run, --detach (tests/fleet/daemon-scale.sh: 50 instances).
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
-sql() { sqlite3 -cmd '.timeout 20000' "$db" "$@"; }
-
-export XDG_STATE_HOME="$T/state"
-LOG=$XDG_STATE_HOME/gpufleet/daemon.log
-# A cron minute lasts 3 s from now on (SCHEDULE.md, "The test clock").
-GPUFLEET_TEST_CRON_MINUTE=3@$(date +%s)
-export GPUFLEET_TEST_CRON_MINUTE
-mkdir -p "$XDG_CONFIG_HOME/gpufleet"
-printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n' \
-    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
-
-# Every daemon started here, and every run child, dies with the test.
-daemons=()
-kill_all() {
-	local p
-	for p in "${daemons[@]}"; do kill -9 "$p" 2>/dev/null; done
-	for p in $(sql "SELECT pid FROM schedule_run WHERE state = 'running' AND pid IS NOT NULL" 2>/dev/null); do
-		kill -9 "$p" 2>/dev/null
-	done
-	return 0
-}
-cleanup_hooks=(kill_all "${cleanup_hooks[@]}")
-# start_daemon [ENV=VALUE...]: a foreground daemon in the background; dpid.
-start_daemon() {
-	env "$@" "$GPUFLEET" daemon >>"$T/daemon.out" 2>>"$T/daemon.err" &
-	dpid=$!
-	daemons+=("$dpid")
-	wait_for 60 "daemon $dpid starts" started "$dpid"
-}
-started() { grep -q "daemon started: pid $1," "$LOG" 2>/dev/null; }
-# add_schedule NAME SELECTOR ACTION [COMMAND...]: every (test) minute, or
-# at $CRON.
-add_schedule() {
-	local name=$1 sel=$2 action=$3
-	shift 3
-	"$GPUFLEET" schedule add "$sel" --cron "${CRON:-* * * * *}" --do "$action" \
-	    --name "$name" ${1:+--} "$@" >"$T/add.out" 2>"$T/add.err" ||
-	    fail "schedule add $name: $(cat "$T/add.err")"
-}
-runs() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1'${2:+ AND r.state = '$2'}"; }
-run_col() { sql "SELECT r.$2 FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1' ORDER BY r.id LIMIT 1"; }
-pause() { sql "UPDATE schedule SET paused = 1 WHERE name = '$1'"; }
-at_least() { [ "$("${@:2}")" -ge "$1" ]; }
-not() { ! "$@"; }
-settled() { [ "$(runs "$1" running)" = 0 ]; }
-has_pid() { [ -n "$(run_col "$1" pid)" ]; }
-pid_state() { awk '{ sub(/.*\) /, ""); print $1 }' "/proc/$1/stat" 2>/dev/null; }
-gone_or_zombie() { local s; s=$(pid_state "$1"); [ -z "$s" ] || [ "$s" = Z ]; }
-logins() { cat "$D"/groups/*/sshd.log "$D"/instances/*/sshd/sshd.log 2>/dev/null | grep -c "Accepted publickey"; }
-lines() { local f; f=$(instance_dir "$1")/home/$2; [ -f "$f" ] && wc -l <"$f" || echo 0; }
+. "$(dirname "$0")/lib/daemon.sh"
 
 fleet_up 3
 D1=$D
@@ -107,7 +58,6 @@ expect_eq "$(stat -c %a "$XDG_STATE_HOME/gpufleet") $(stat -c %a "$LOG")" \
     "700 600" "the log is 0600 in a 0700 directory"
 
 # --- polls over held sessions: no new login per poll ------------------------
-polled() { sql "SELECT count(*) FROM sample_host"; }
 wait_for 60 "three polls stored" at_least 9 polled
 l1=$(logins)
 n1=$(polled)
@@ -424,109 +374,4 @@ second
 expect_rc 2 "a second daemon while the detached one runs"
 kill -TERM "$bg"
 wait_for 60 "the detached daemon stops on SIGTERM" gone_or_zombie "$bg"
-
-# --- the CLI writes while the daemon polls 50 instances ---------------------
-fleet_up 51 --prefix big
-# big-51 refuses connections: the daemon backs off from it between polls.
-fleet break big-51 refuse
-# Two instances past a cost cap: a warn guard and a shutdown guard.
-for n in big-2 big-3; do
-	"$GPUFLEET" set "$n" price=360000/h billing=second >/dev/null &&
-	    "$GPUFLEET" mark "$n" running --at -1h >/dev/null ||
-	    fail "pricing $n"
-done
-"$GPUFLEET" set big-3 'stop_command=remote:shutdown -h now' >/dev/null
-run guard add big-2 --max-cost 10 --do warn --name cap-warn
-expect_rc 0 "guard add cap-warn"
-run guard add big-3 --max-cost 10 --do shutdown --name cap-stop
-expect_rc 0 "guard add cap-stop"
-# A guard that cannot be judged (its stored selector broken, sorted first)
-# must not keep the others' stops from running.
-run guard add big-2 --max-cost 0 --do warn --name aa-broken
-expect_rc 0 "guard add aa-broken"
-sql "UPDATE guard SET selector = '@' WHERE name = 'aa-broken'"
-start_daemon
-backed_off() { [ -n "$(sql "SELECT 1 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'big-51' AND s.state = 'unreachable' AND s.error LIKE 'not tried: % connection failure% in a row, next attempt in %'")" ]; }
-wait_for 120 "a host that fails to connect is not tried again at once" backed_off
-# (big-3 may be stopped by its guard meanwhile: 48 up at least)
-wait_for 180 "a poll reached the 51 instances" \
-    at_least 51 sql "SELECT count(*) FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%'"
-expect_eq "$(sql "SELECT count(*) >= 48 FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name LIKE 'big-%' AND s.state = 'up'")" 1 \
-    "the polled instances are up"
-s0=$(polled)
-bad=0
-i=0
-# 100 writes at least, and on until the daemon stored a poll meanwhile (a
-# pass waits for its slowest host).
-while [ "$i" -lt 100 ] || { [ "$(polled)" -le "$s0" ] && [ "$i" -lt 2000 ]; }; do
-	i=$((i + 1))
-	n=big-$((i % 50 + 1))
-	if [ $((i % 10)) = 0 ]; then
-		"$GPUFLEET" set "$n" "notes=write $i" >/dev/null 2>"$T/cli.err"
-	else
-		"$GPUFLEET" tag "$n" "+t$i" >/dev/null 2>"$T/cli.err"
-	fi
-	rc=$?
-	if [ "$rc" != 0 ] || grep -Eiq 'busy|locked' "$T/cli.err"; then
-		bad=$((bad + 1))
-		printf 'call %d: rc %d: %s\n' "$i" "$rc" "$(cat "$T/cli.err")" >&2
-	fi
-done
-expect_eq "$bad" 0 "every CLI write while the daemon polls exits 0, never busy"
-checks=$((checks + 1))
-[ "$(polled)" -gt "$s0" ] || fail "the daemon stored nothing while the CLI wrote"
-expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" $((i - i / 10)) \
-    "every tag written"
-# The guards, evaluated after every poll, fired once each.
-guard_done() { [ -n "$(sql "SELECT 1 FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop' AND result IS NOT NULL")" ]; }
-wait_for 120 "the shutdown guard's stop ran" guard_done
-expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_warn' AND name = 'cap-warn'")" 1 \
-    "the warn guard fired once over many polls"
-expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop'")" 1 \
-    "the shutdown guard fired once"
-expect_eq "$(sql "SELECT json_extract(result, '\$.\"big-3\"') IS NOT NULL FROM action_log WHERE kind = 'guard_shutdown'")" 1 \
-    "the stop's result for big-3 is recorded"
-expect_contains "$(cat "$LOG")" "guard cap-stop: stopping" "the daemon logs the guard"
-expect_contains "$(cat "$LOG")" "guards: guard aa-broken" "the daemon logs the guard it cannot judge"
-# schedule run of a status and of a shutdown schedule: their children's
-# JSON parsed per host.
-CRON='0 0 1 1 *' add_schedule st big-1,big-51 status
-run schedule run st
-expect_rc 1 "schedule run of a status schedule with a host down"
-expect_eq "$(sql "SELECT state || ' ' || json_extract(result, '\$.\"big-1\"') || ' ' || (json_extract(result, '\$.\"big-51\"') LIKE 'unreachable: %') FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'st'")" \
-    "failed ok 1" "status per host: up is ok, unreachable says why"
-"$GPUFLEET" set big-4 'stop_command=remote:shutdown -h now' >/dev/null
-run schedule add big-4 --cron '0 2 * * *' --do shutdown --warn 0 --name night
-expect_rc 0 "schedule add night"
-run schedule run night
-expect_rc 0 "schedule run of a shutdown schedule"
-expect_eq "$out" "big-4: ok" "the stop armed on big-4"
-armed() { [ "$(s_ids "$1")" -gt 0 ]; }
-s_ids() { jq -r '[.deadlines[] | select(.id | startswith("s-")) | .id] | length' "$(rdir "$1")/plan.json" 2>/dev/null || echo 0; }
-# The top-up: a shutdown schedule's selector picks big-5 once tagged (the
-# tag arms nothing itself); the daemon's next poll writes its plan.
-# (With the daemon stopped: a schedule add racing the daemon's top-up on
-# the same plan loses with "the plan changed on the instance".)
-kill -TERM "$dpid"
-wait "$dpid"
-for n in big-5 big-6; do
-	"$GPUFLEET" set "$n" 'stop_command=remote:shutdown -h now' >/dev/null
-done
-run schedule add @night,big-6 --cron '0 2 * * *' --do shutdown --warn 0 --name by-tag
-expect_rc 0 "schedule add by-tag"
-checks=$((checks + 1))
-armed big-6 || fail "big-6 not armed by schedule add"
-expect_eq "$(s_ids big-5)" 0 "big-5 not armed before its tag"
-run tag big-5 +night
-start_daemon
-wait_for 120 "the daemon's poll tops up big-5's plan" armed big-5
-checks=$((checks + 1))
-! grep -q "reentrant" "$LOG" || fail "the top-up ran the loop inside the loop"
-kill -TERM "$dpid"
-wait "$dpid"
-expect_rc 0 "SIGTERM after the busy loop"
-checks=$((checks + 1))
-! grep -Eiq 'database is locked|SQLITE_BUSY' "$T/daemon.err" "$LOG" ||
-    fail "the daemon hit a locked database: $(grep -Ei 'locked|busy' "$LOG")"
-
 finish
