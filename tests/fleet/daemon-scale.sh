@@ -61,6 +61,10 @@ expect_eq "$(sql "SELECT count(*) FROM instance_tag WHERE tag LIKE 't%'")" $((i 
 # The guards, evaluated after every poll, fired once each.
 guard_done() { [ -n "$(sql "SELECT 1 FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop' AND result IS NOT NULL")" ]; }
 wait_for 120 "the shutdown guard's stop ran" guard_done
+# Its fake stop moves big-3 off the sshd it shares with big-1..16 (the
+# harness's caveat: new connections to them are refused for a moment); the
+# contacts below wait until that is over (and big-4's, further down).
+wait_for 120 "big-3 stopped by its guard" is_state big-3 stopped
 expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_warn' AND name = 'cap-warn'")" 1 \
     "the warn guard fired once over many polls"
 expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND name = 'cap-stop'")" 1 \
@@ -82,6 +86,7 @@ expect_rc 0 "schedule add night"
 run schedule run night
 expect_rc 0 "schedule run of a shutdown schedule"
 expect_eq "$out" "big-4: ok" "the stop armed on big-4"
+wait_for 120 "big-4 stopped by its watcher" is_state big-4 stopped
 armed() { [ "$(s_ids "$1")" -gt 0 ]; }
 s_ids() { jq -r '[.deadlines[] | select(.id | startswith("s-")) | .id] | length' "$(rdir "$1")/plan.json" 2>/dev/null || echo 0; }
 # The top-up: a shutdown schedule's selector picks big-5 once tagged (the
