@@ -95,6 +95,9 @@ expect_eq "$(lines inst-1 ticks.txt)" $((before + 1)) "schedule run ran the comm
 expect_eq "$(sql "SELECT state || ' ' || result FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'tick' AND r.manual = 1")" \
     'ok {"inst-1":"ok"}' "the manual run's row"
 
+checks=$((checks + 1))
+! grep -q "instance(s) up" "$LOG" || fail "debug lines in the log without -v"
+
 # --- missed occurrences are recorded once, the newest runs -----------------
 past=$(($(date +%s) - 60)) # 20 test minutes ago
 add_schedule miss inst-1 exec true
@@ -374,4 +377,12 @@ second
 expect_rc 2 "a second daemon while the detached one runs"
 kill -TERM "$bg"
 wait_for 60 "the detached daemon stops on SIGTERM" gone_or_zombie "$bg"
+
+# --- -v: debug lines in the log ---------------------------------------------
+DAEMON_ARGS=-v start_daemon
+wait_for 60 "-v logs each poll" grep -q "poll [0-9]*: [0-9]* of [0-9]* instance(s) up" "$LOG"
+kill -TERM "$dpid"
+wait "$dpid"
+rc=$? err=""
+expect_rc 0 "SIGTERM of the -v daemon"
 finish
