@@ -277,6 +277,38 @@ expect_eq "$(jq -c 'select(.event == "firing" or .event == "skipped" or .event =
     6 "a restarted watcher fires and journals nothing twice"
 expect_eq "$(cat "$T/stopped" | tr '\n' ' ')" "stop stop " "the stop ran twice in all"
 
+# action local: the laptop's to stop (local_due); a plan that lost its
+# stop method since the job started: skipped as a deadline would be.
+start "$D3" '{"version":1,"command":"true","then":{"when":"success","action":"local"}}'
+f4=$(printf '%s' "$out" | jq -r .fire_id)
+wait_until 60 journal_has "$D3" '.id == "'"$f4"'" and .event == "local_due"' || fail "no local_due for then local"
+start "$D3" '{"version":1,"command":"while [ ! -e '"$T"'/go4 ]; do sleep 0.1; done","then":{"when":"always","action":"stop"}}'
+f5=$(printf '%s' "$out" | jq -r .fire_id)
+agent plan set --dir "$D3" --expect 1 <<<'{"version":1}'
+expect_rc 0 "plan set without a stop method"
+touch "$T/go4"
+wait_until 60 journal_has "$D3" '.id == "'"$f5"'" and .event == "skipped"' || fail "no skip without a stop method"
+expect_eq "$(jq -r 'select(.id == "'"$f5"'") | [.event, .reason] | @tsv' "$D3/journal.jsonl" | tr '\n\t' '  ')" \
+    "firing job skipped no stop method " "a job's stop without a stop method"
+expect_eq "$(cat "$T/stopped" | tr '\n' ' ')" "stop stop " "no stop ran for them"
+
+# wait_for jobs: a running job makes autostop busy (reason jobs).
+D5=$T/d5
+mkdir "$T/gpus"
+echo "0, GPU-4f1e9a2c-7b3d-5e8f-9c2a-3cecef5a0d11, NVIDIA A100-SXM4-80GB, 0, 0, 10, 81920, 30, 60.00, 400.00, 535.104.05" \
+    >"$T/gpus/query-gpu.csv"
+GPUFLEET_GPU_FIXTURES=$T/gpus agent plan set --dir "$D5" --expect 0 <<<'{"version":1,"check_interval_s":1,
+ "autostop":{"id":"a-1","idle_s":3600,"wait_for":["jobs"],"nvidia_smi":"'"$GPUFLEET_SRC"'/tests/data/agent/fake-nvidia-smi"}}'
+expect_match "$out" '"watcher":"started"' "an autostop plan"
+wait_until 30 journal_has "$D5" '.event == "idle"' || fail "autostop never idle"
+start "$D5" '{"version":1,"command":"while [ ! -e '"$T"'/go5 ]; do sleep 0.1; done"}'
+expect_eq "$(printf '%s' "$out" | jq -r .watcher)" running "job start finds the watcher running"
+wait_until 30 journal_has "$D5" '.event == "busy"' || fail "a running job is not busy"
+expect_eq "$(entries "$D5" '.event == "busy"' | jq -r .reason)" jobs "busy's reason"
+touch "$T/go5"
+wait_until 30 bash -c "[ \$(jq -c 'select(.event == \"idle\")' '$D5/journal.jsonl' | wc -l) = 2 ]" ||
+    fail "not idle again after the job"
+
 # Starts that fail leave no D/jobs/N behind.
 D4=$T/d4
 agent job start --dir "$D4" <<<'{"version":1,"command":"true","then":{"when":"sometimes","action":"stop"}}'
