@@ -35,6 +35,8 @@ extern char **environ;
 #define JOB_ROTATE_S 2
 /* How often `job log --follow` looks for more. */
 #define JOB_FOLLOW_MS 200
+/* How long job start waits for the watcher's job_started. */
+#define JOB_WATCHED_MS 3000
 /* What last_line is taken from: the log's last bytes. */
 #define JOB_LAST_CHUNK 4096
 
@@ -95,6 +97,8 @@ static void job_write_status(const char *, int);
 static void job_supervise(const char *, const struct job_spec *, const char *,
     int) __attribute__((noreturn));
 static int job_read_line(int, char *, size_t, int);
+static int job_started_fn(const char *, size_t, const struct jsonr *, void *);
+static void job_watched(const char *, long long, long long, int *, pid_t *);
 static int job_start(const char *, const char *, size_t);
 static void job_write_ls(struct jsonw *, const char *, struct job *);
 static int job_cmp(const void *, const void *);
@@ -992,6 +996,67 @@ job_read_line(int fd, char *line, size_t size, int ms)
 	return len > 0 ? 0 : -1;
 }
 
+struct job_seen {
+	const char *fire_id;
+	int found;
+};
+
+/* journal_scan callback: stop at job_started of the fire id. */
+static int
+job_started_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
+{
+	const char *event = jsonr_str(e, "event"),
+		   *id = jsonr_str(e, "fire_id");
+	struct job_seen *seen = arg;
+
+	(void)line;
+	(void)len;
+	seen->found = event != NULL && id != NULL &&
+	    strcmp(event, "job_started") == 0 && strcmp(id, seen->fire_id) == 0;
+	return seen->found;
+}
+
+/*
+ * Make sure a watcher sees job n (started at started): signal it to scan
+ * D/jobs now and wait (at most JOB_WATCHED_MS) for its job_started. A
+ * watcher that was exiting when job start found it (nothing else armed)
+ * is gone by then: another one is started. The job runs either way; the
+ * next report --ensure-watcher also brings one.
+ */
+static void
+job_watched(
+    const char *dir, long long n, long long started, int *wstarted, pid_t *wpid)
+{
+	char fire_id[JOB_FIRE_ID_MAX], epoch[JOURNAL_EPOCH_LEN + 1], *path;
+	struct job_seen seen = { fire_id, 0 };
+	char *cause = NULL;
+	pid_t holder;
+	int waited, s;
+
+	snprintf(fire_id, sizeof fire_id, "j-%lld-%lld", n, started);
+	xasprintf(&path, "%s/journal.jsonl", dir);
+	for (waited = 0; waited < JOB_WATCHED_MS; waited += 100) {
+		if ((holder = watcher_holder(dir)) <= 0) {
+			if (watcher_start(dir, "/proc", &s, &holder, &cause) !=
+			    0) {
+				fprintf(
+				    stderr, "gpufleet-agent job: %s\n", cause);
+				free(cause);
+				break;
+			}
+			*wstarted = s;
+		}
+		if (holder != *wpid || waited == 0)
+			kill(holder, SIGUSR1);
+		*wpid = holder;
+		if (journal_scan(path, epoch, job_started_fn, &seen) == 0 &&
+		    seen.found)
+			break;
+		poll(NULL, 0, 100);
+	}
+	free(path);
+}
+
 /*
  * job start: validate the spec in text, make D/jobs/N, write the spec,
  * ensure the watcher, start the supervisor and print the job's line once
@@ -1001,6 +1066,7 @@ static int
 job_start(const char *dir, const char *text, size_t len)
 {
 	struct job_spec s;
+	struct job j;
 	struct jsonw w;
 	struct plan p;
 	struct stat sb;
@@ -1080,36 +1146,27 @@ job_start(const char *dir, const char *text, size_t len)
 	r = job_read_line(ready[0], line, sizeof line, JOB_READY_MS);
 	close(ready[0]);
 	if (r != 0 || strncmp(line, "running ", 8) != 0) {
-		char *pidf;
-
-		xasprintf(&pidf, "%s/pid", jobdir);
-		if (r != 0 && access(pidf, F_OK) == 0) {
-			/* Slow, but it runs: say so as best we can. */
-			snprintf(line, sizeof line, "running 0 %lld",
-			    (long long)time(NULL));
+		if (r != 0 && job_load(dir, "/proc", n, &j) == 0 && j.has_pid) {
+			/* Slow to say so, but it runs. */
+			snprintf(line, sizeof line, "running %lld %lld", j.pid,
+			    j.started);
+			job_free(&j);
 		} else {
+			if (r != 0)
+				job_free(&j);
 			job_remove_dir(jobdir);
-			free(pidf);
 			r = job_error(JOB_EXIT_START, "%s",
 			    r != 0 ? "the supervisor did not say that the "
 				     "job runs within 10 s"
-				   : line);
+				: strncmp(line, "failed: ", 8) == 0 ? line + 8
+								    : line);
 			goto out;
 		}
-		free(pidf);
 	}
 	v = strtol(line + 8, &end, 10);
 	jpid = (pid_t)v;
 	started = strtoll(end, NULL, 10);
-	/* The watcher journals job_started at once (and comes back if it
-	 * exited in between, having nothing else to do). */
-	if (watcher_holder(dir) != wpid &&
-	    watcher_start(dir, "/proc", &wstarted, &wpid, &cause) != 0) {
-		fprintf(stderr, "gpufleet-agent job: %s\n", cause);
-		free(cause);
-		cause = NULL;
-	} else
-		kill(wpid, SIGUSR1);
+	job_watched(dir, n, started, &wstarted, &wpid);
 	printf("{\"job\":%lld,\"pid\":%ld,\"started\":%lld,"
 	       "\"fire_id\":\"j-%lld-%lld\",\"watcher\":\"%s\",\"log\":",
 	    n, (long)jpid, started, n, started,

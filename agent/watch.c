@@ -491,6 +491,8 @@ watch_loop(struct watch *w)
 			watch_log(w, &jw);
 			return;
 		}
+		if (!judge_arms(&w->plan, &w->js, cs))
+			watch_jobs(w, &wake); /* one started just now? */
 		if (!judge_arms(&w->plan, &w->js, cs)) {
 			watch_entry(w, &jw, "exiting", NULL);
 			jsonw_string(&jw, "reason", "nothing armed");
