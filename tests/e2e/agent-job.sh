@@ -116,6 +116,10 @@ expect_eq "$rc" 137 "--follow of a job killed by SIGKILL: 128 + 9"
 expect_eq "$(printf '%s\n' "$err" | tail -n 1)" '{"job":3,"state":"killed","exit":null,"signal":"KILL"}' "killed trailer"
 expect_eq "$("$A" job ls --dir "$D1" | jq -c '[.jobs[] | [.job, .state]]')" \
     '[[3,"killed"],[2,"failed"],[1,"succeeded"]]' "job ls, newest first"
+mkdir "$HOME/sub"
+start "$D1" '{"version":1,"command":"pwd","cwd":"~/sub"}'
+agent job log --dir "$D1" --job "$n" --follow
+expect_eq "$rc $out" "0 $HOME/sub" "the job runs in its cwd"
 agent job ls --dir "$D1" --job 9
 expect_rc 6 "job ls of no such job"
 agent job log --dir "$D1" --job 9
