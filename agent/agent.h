@@ -143,6 +143,14 @@ struct plan {
 };
 
 int plan_parse(const char *, size_t, struct plan *, char **);
+/* Validation helpers, shared with job.c's spec. */
+int plan_bad(char **, const char *, const char *, const char *);
+int plan_keys(const struct jsonr *, const char *const *, const char *, char **);
+int plan_int(const struct jsonr *, const char *, const char *, long long,
+    long long, long long, long long *, char **);
+int plan_bool(const struct jsonr *, const char *, const char *, int *, char **);
+int plan_string(
+    const struct jsonr *, const char *, const char *, int, char **, char **);
 void plan_free(struct plan *);
 int plan_mkdir(const char *, char **);
 int plan_load(const char *, struct plan *, struct buf *, char **);
@@ -173,6 +181,8 @@ void journal_close(struct journal *);
 void journal_report(struct jsonw *, const char *, const char *, long long);
 
 /* judge.c */
+struct job_then;
+
 #define JUDGE_MAX_GPUS	  16
 #define JUDGE_SAMPLES	  5		     /* kept for a firing's evidence */
 #define JUDGE_FIRE_ID_MAX (PLAN_ID_MAX + 24) /* "ID@CONTAINER_START" */
@@ -207,6 +217,7 @@ enum {
 	JUDGE_FIRE_IDLE,
 	JUDGE_FIRE_STALLED,
 	JUDGE_FIRE_MAX_RUNTIME,
+	JUDGE_FIRE_JOB,
 };
 
 /* What a sample changed: each set member is one journal entry. */
@@ -235,11 +246,24 @@ struct judge_fire {
 	int retried;
 	int done;	   /* stopped, stop_failed, skipped or local_due */
 	int warn_withheld; /* not journaled: unless_busy, busy at warn time */
+	/* A job's fire id (j-N-STARTED): its job_started and job_ended. */
+	int job_started;
+	int job_ended;
+	long long job_n;
+	long long job_ended_at;
+	char job_state[16];
+	struct opt_int job_exit;
+	char job_signal[16]; /* "" none */
+	int job_then;	     /* job_ended asks for a stop... */
+	int job_stop;	     /* ...and the job qualifies: a deadline */
+	char job_skip[96];   /* why it does not, when job_then && !job_stop */
 };
 
 struct judge_state {
 	struct judge_fire *f;
 	size_t n;
+	/* Jobs running, being started or ended and not yet journaled. */
+	long long jobs_pending;
 };
 
 /* What runs for a fired id. */
@@ -286,6 +310,8 @@ void judge_state_free(struct judge_state *);
 void judge_fire_id(const struct plan *, long long, char *, size_t);
 int judge_arms(const struct plan *, struct judge_state *, long long);
 void judge_replay(struct judge_state *, const struct jsonr *);
+void judge_job_deadline(
+    const struct judge_fire *, const struct job_then *, struct plan_deadline *);
 void judge_deadline(const struct plan_deadline *, const struct judge_fire *,
     long long, long long, struct judge_step *);
 void judge_fired(const struct judge_fire *, const struct judge_task *,
@@ -379,7 +405,9 @@ void host_collect(struct host *, const char *, const char *);
 struct host_pstat {
 	long long pid;
 	char comm[64];
+	char state; /* R, S, Z, ... */
 	long long ppid;
+	long long pgrp;
 	long long session;
 	long long tty_nr;
 	long long starttime;
@@ -428,6 +456,96 @@ void shell_wait(struct shell *, long, volatile sig_atomic_t *);
 void shell_close(struct shell *);
 long long shell_pid_start(const char *, long long);
 
+/* job.c: detached jobs (agent/JOBS.md). */
+#define JOB_EXIT_USAGE	  2
+#define JOB_EXIT_INVALID  4
+#define JOB_EXIT_START	  5
+#define JOB_EXIT_NOJOB	  6
+#define JOB_NAME_MAX	  64
+#define JOB_COMMAND_MAX	  (16 * 1024)
+#define JOB_ENV_MAX	  64
+#define JOB_ENV_KEY_MAX	  128
+#define JOB_ENV_VALUE_MAX 4096
+#define JOB_LOG_MIN	  (1LL << 20)
+#define JOB_LOG_MAX	  (16LL << 30)
+#define JOB_LOG_DEFAULT	  (64LL << 20)
+#define JOB_LAST_LINE_MAX 200
+#define JOB_COMMAND_SHOWN 200
+#define JOB_FIRE_ID_MAX	  48
+/* A job directory without a pid file this young is still being started. */
+#define JOB_STARTING_S 60
+
+struct job_then {
+	int set;
+	int if_ok; /* when "success" */
+	int local; /* action "local" */
+	long long warn_minutes;
+	char *before_stop; /* NULL: none */
+	long long before_stop_timeout_s;
+	int before_must_succeed;
+};
+
+struct job_spec {
+	char name[JOB_NAME_MAX + 1];
+	char *command;
+	char *cwd;  /* as written: "~/" not expanded */
+	char **env; /* key, value, key, value...: 2 * nenv */
+	size_t nenv;
+	long long log_max_bytes;
+	long long created;
+	struct job_then then;
+};
+
+enum job_state {
+	JOB_STARTING, /* no pid file yet: not a job to anyone */
+	JOB_RUNNING,
+	JOB_SUCCEEDED,
+	JOB_FAILED,
+	JOB_KILLED,
+	JOB_LOST,
+};
+
+/* What D/jobs/N holds and what was seen of its processes. */
+struct job {
+	long long n;
+	int spec_ok;
+	struct job_spec spec;
+	int has_pid;
+	long long supervisor, supervisor_start, pid, pid_start, started;
+	int has_status;
+	long long ended;
+	struct opt_int exit;
+	int signal; /* 0: none */
+	int core;
+	int has_kill;
+	long long created; /* the spec's, or the directory's mtime */
+	int supervisor_alive;
+	int pid_alive;
+	long long container_start; /* -1: unknown */
+	/* job_judge: */
+	enum job_state state;
+	int restarted; /* lost: the container restarted after it started */
+	char reason[256];
+	char fire_id[JOB_FIRE_ID_MAX];
+};
+
+int job_spec_parse(const char *, size_t, long long, struct job_spec *, char **);
+void job_spec_free(struct job_spec *);
+void job_spec_write(struct jsonw *, const struct job_spec *);
+const char *job_signal_name(int, char *, size_t);
+int job_signal_number(const char *);
+const char *job_state_name(enum job_state);
+const char *job_then_name(const struct job_then *);
+void job_judge(struct job *, long long);
+void job_last_line(const char *, size_t, char *, size_t);
+void job_log_facts(
+    const char *, const struct job *, char *, size_t, long long *);
+int job_load(const char *, const char *, long long, struct job *);
+void job_free(struct job *);
+int job_list(const char *, const char *, struct job **, size_t *);
+void job_list_free(struct job *, size_t);
+int job_main(int, char **);
+
 /* watcher.c */
 pid_t watcher_holder(const char *);
 int watcher_current(pid_t);
@@ -451,6 +569,11 @@ struct watch {
 	long long next_check;
 	char **env;
 	int ino; /* inotify, or -1 */
+	/* The jobs' stops as deadlines (judge_job_deadline); owns before_stop.
+	 */
+	struct plan_deadline *jdl;
+	size_t njdl;
+	long long jobs_running;
 };
 
 extern volatile sig_atomic_t watch_term;
@@ -464,6 +587,11 @@ void watch_run_before(struct watch *, const char *, const struct judge_task *,
 void watch_run_stop(struct watch *, const char *, volatile sig_atomic_t *);
 void watch_warn(struct watch *, const struct plan_deadline *);
 int watch_fire_deadline(struct watch *, const struct plan_deadline *);
+void watch_jobs(struct watch *, long long *);
+void watch_jobs_free(struct watch *);
+void watch_fire_job(struct watch *, const char *);
+long long watcher_jobs_pending(
+    const char *, const char *, struct judge_state *);
 long long watch_autostop(struct watch *, const char *, long long);
 
 /* report.c */
