@@ -42,6 +42,12 @@ usage(FILE *f)
 	    "[--proc ROOT]\n"
 	    "       gpufleet-agent plan set [--dir DIR] --expect GENERATION "
 	    "< PLAN\n"
+	    "       gpufleet-agent job start [--dir DIR] < SPEC\n"
+	    "       gpufleet-agent job ls [--dir DIR] [--job N]\n"
+	    "       gpufleet-agent job log [--dir DIR] --job N|--last "
+	    "[--tail LINES] [--follow]\n"
+	    "       gpufleet-agent job kill [--dir DIR] --job N "
+	    "[--signal SIG] [--grace SECONDS]\n"
 	    "       gpufleet-agent authkeys PATH [--add 'TYPE BLOB COMMENT'] "
 	    "[--like BLOB]\n"
 	    "                      [--remove BLOB]\n");
@@ -368,6 +374,8 @@ main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "plan") == 0)
 		return cmd_plan(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "job") == 0)
+		return job_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "authkeys") == 0)
 		return cmd_authkeys(argc - 1, argv + 1);
 	usage(stderr);

@@ -143,6 +143,14 @@ struct plan {
 };
 
 int plan_parse(const char *, size_t, struct plan *, char **);
+/* Validation helpers, shared with job.c's spec. */
+int plan_bad(char **, const char *, const char *, const char *);
+int plan_keys(const struct jsonr *, const char *const *, const char *, char **);
+int plan_int(const struct jsonr *, const char *, const char *, long long,
+    long long, long long, long long *, char **);
+int plan_bool(const struct jsonr *, const char *, const char *, int *, char **);
+int plan_string(
+    const struct jsonr *, const char *, const char *, int, char **, char **);
 void plan_free(struct plan *);
 int plan_mkdir(const char *, char **);
 int plan_load(const char *, struct plan *, struct buf *, char **);
@@ -379,7 +387,9 @@ void host_collect(struct host *, const char *, const char *);
 struct host_pstat {
 	long long pid;
 	char comm[64];
+	char state; /* R, S, Z, ... */
 	long long ppid;
+	long long pgrp;
 	long long session;
 	long long tty_nr;
 	long long starttime;
@@ -427,6 +437,94 @@ void shell_release(struct shell *);
 void shell_wait(struct shell *, long, volatile sig_atomic_t *);
 void shell_close(struct shell *);
 long long shell_pid_start(const char *, long long);
+
+/* job.c: detached jobs (agent/JOBS.md). */
+#define JOB_EXIT_USAGE	  2
+#define JOB_EXIT_INVALID  4
+#define JOB_EXIT_START	  5
+#define JOB_EXIT_NOJOB	  6
+#define JOB_NAME_MAX	  64
+#define JOB_COMMAND_MAX	  (16 * 1024)
+#define JOB_ENV_MAX	  64
+#define JOB_ENV_KEY_MAX	  128
+#define JOB_ENV_VALUE_MAX 4096
+#define JOB_LOG_MIN	  (1LL << 20)
+#define JOB_LOG_MAX	  (16LL << 30)
+#define JOB_LOG_DEFAULT	  (64LL << 20)
+#define JOB_LAST_LINE_MAX 200
+#define JOB_COMMAND_SHOWN 200
+#define JOB_FIRE_ID_MAX	  48
+/* A job directory without a pid file this young is still being started. */
+#define JOB_STARTING_S 60
+
+struct job_then {
+	int set;
+	int if_ok; /* when "success" */
+	int local; /* action "local" */
+	long long warn_minutes;
+	char *before_stop; /* NULL: none */
+	long long before_stop_timeout_s;
+	int before_must_succeed;
+};
+
+struct job_spec {
+	char name[JOB_NAME_MAX + 1];
+	char *command;
+	char *cwd;  /* as written: "~/" not expanded */
+	char **env; /* key, value, key, value...: 2 * nenv */
+	size_t nenv;
+	long long log_max_bytes;
+	long long created;
+	struct job_then then;
+};
+
+enum job_state {
+	JOB_STARTING, /* no pid file yet: not a job to anyone */
+	JOB_RUNNING,
+	JOB_SUCCEEDED,
+	JOB_FAILED,
+	JOB_KILLED,
+	JOB_LOST,
+};
+
+/* What D/jobs/N holds and what was seen of its processes. */
+struct job {
+	long long n;
+	int spec_ok;
+	struct job_spec spec;
+	int has_pid;
+	long long supervisor, supervisor_start, pid, pid_start, started;
+	int has_status;
+	long long ended;
+	struct opt_int exit;
+	int signal; /* 0: none */
+	int core;
+	int has_kill;
+	long long created; /* the spec's, or the directory's mtime */
+	int supervisor_alive;
+	int pid_alive;
+	long long container_start; /* -1: unknown */
+	/* job_judge: */
+	enum job_state state;
+	int restarted; /* lost: the container restarted after it started */
+	char reason[256];
+	char fire_id[JOB_FIRE_ID_MAX];
+};
+
+int job_spec_parse(const char *, size_t, long long, struct job_spec *, char **);
+void job_spec_free(struct job_spec *);
+void job_spec_write(struct jsonw *, const struct job_spec *);
+const char *job_signal_name(int, char *, size_t);
+int job_signal_number(const char *);
+const char *job_state_name(enum job_state);
+const char *job_then_name(const struct job_then *);
+void job_judge(struct job *, long long);
+void job_last_line(const char *, size_t, char *, size_t);
+int job_load(const char *, const char *, long long, struct job *);
+void job_free(struct job *);
+int job_list(const char *, const char *, struct job **, size_t *);
+void job_list_free(struct job *, size_t);
+int job_main(int, char **);
 
 /* watcher.c */
 pid_t watcher_holder(const char *);

@@ -245,7 +245,9 @@ host_parse_pstat(const char *text, size_t len, struct host_pstat *ps)
 	for (i = 1; i < 20; i++)
 		if (host_ll(tok[i], &v[i]) != 0)
 			goto out;
+	ps->state = tok[0][0]; /* field 3 */
 	ps->ppid = v[1];       /* field 4 */
+	ps->pgrp = v[2];       /* field 5 */
 	ps->session = v[3];    /* field 6 */
 	ps->tty_nr = v[4];     /* field 7 */
 	ps->starttime = v[19]; /* field 22, clock ticks after boot */

@@ -16,15 +16,6 @@
 #include "agent.h"
 #include "../controller/xmalloc.h"
 
-static int plan_bad(char **, const char *, const char *, const char *);
-static int plan_keys(
-    const struct jsonr *, const char *const *, const char *, char **);
-static int plan_int(const struct jsonr *, const char *, const char *, long long,
-    long long, long long, long long *, char **);
-static int plan_bool(
-    const struct jsonr *, const char *, const char *, int *, char **);
-static int plan_string(
-    const struct jsonr *, const char *, const char *, int, char **, char **);
 static int plan_id(const struct jsonr *, const char *, size_t, char *, char **);
 static int plan_stop(const struct jsonr *, struct plan *, char **);
 static int plan_deadline(const struct jsonr *, size_t, struct plan *, char **);
@@ -34,7 +25,7 @@ static int plan_from(const struct jsonr *, struct plan *, char **);
 static int plan_write_file(const char *, const char *, size_t, char **);
 
 /* "WHERE.KEY: WHAT" in *cause; returns -1. */
-static int
+int
 plan_bad(char **cause, const char *where, const char *key, const char *what)
 {
 	if (cause != NULL && *cause == NULL)
@@ -44,7 +35,7 @@ plan_bad(char **cause, const char *where, const char *key, const char *what)
 }
 
 /* Reject a key of object o that is not in allowed. */
-static int
+int
 plan_keys(const struct jsonr *o, const char *const *allowed, const char *where,
     char **cause)
 {
@@ -62,7 +53,7 @@ plan_keys(const struct jsonr *o, const char *const *allowed, const char *where,
 }
 
 /* An integer member in [min, max]; def when absent (required if def<min). */
-static int
+int
 plan_int(const struct jsonr *o, const char *key, const char *where,
     long long min, long long max, long long def, long long *out, char **cause)
 {
@@ -83,7 +74,7 @@ plan_int(const struct jsonr *o, const char *key, const char *where,
 }
 
 /* A boolean member, false when absent. */
-static int
+int
 plan_bool(const struct jsonr *o, const char *key, const char *where, int *out,
     char **cause)
 {
@@ -102,7 +93,7 @@ plan_bool(const struct jsonr *o, const char *key, const char *where, int *out,
  * A non-empty string member in *out (caller frees), or NULL when it is null
  * or absent and nullable; required otherwise.
  */
-static int
+int
 plan_string(const struct jsonr *o, const char *key, const char *where,
     int nullable, char **out, char **cause)
 {
