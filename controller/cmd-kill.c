@@ -81,13 +81,14 @@ outcome(const struct job_answer *a, const struct instance *in, const char *sig,
 		return xstrdup("job kill gave no answer");
 	*gone = json_is_true(json_object_get(o, "gone"));
 	g = timeparse_duration(grace);
-	if (json_is_null(json_object_get(o, "signal")))
-		s = xstrdup("it had already ended; nothing sent");
-	else if (json_is_true(json_object_get(o, "killed")))
-		xasprintf(&s, "sent %s; still there after %s: sent KILL; %s",
+	/* A job that had ended gets nothing, and reads gone too. */
+	if (json_is_true(json_object_get(o, "killed")))
+		xasprintf(&s,
+		    "%s to its process group; still there after %s: KILL "
+		    "sent; %s",
 		    sig, g, *gone ? "gone" : "NOT gone");
 	else
-		xasprintf(&s, "sent %s; %s", sig,
+		xasprintf(&s, "%s to its process group; %s", sig,
 		    *gone ? "gone" : "NOT gone after the grace period");
 	free(g);
 	json_decref(o);

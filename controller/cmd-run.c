@@ -199,8 +199,12 @@ parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
 			break;
 		case OPT_LOG_MAX:
 			if (jobspec_parse_size(
-				optarg, &r->spec.log_max_bytes, &cause) != 0)
-				goto usage;
+				optarg, &r->spec.log_max_bytes, &cause) != 0) {
+				*status =
+				    cmd_usage_error(e, "--log-max: %s", cause);
+				free(cause);
+				return -1;
+			}
 			break;
 		case OPT_JSON:
 			r->json = 1;

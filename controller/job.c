@@ -167,7 +167,7 @@ upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
 	const char *state = r->end.state[0] != '\0' ? r->end.state : "running";
 	int rc;
 
-	rc = db_exec(inv, sql[how], "storing a job", cause, "IIttttNtINnttI",
+	rc = db_exec(inv, sql[how], "storing a job", cause, "IIttttNtINntttI",
 	    id, r->job, r->name != NULL ? r->name : "?",
 	    r->command != NULL ? r->command : "", r->then, r->fire_id, r->pid,
 	    state, r->started, r->ended,

@@ -87,8 +87,9 @@ jobspec_join(int argc, char **argv)
 
 /*
  * The name of a job when --name is not given: the basename of the
- * command's first word, without the characters a name may not have, cut
- * to JOBSPEC_NAME_MAX; "job" when nothing is left. buf holds
+ * command's first word, each character a name may not have made '_', cut
+ * to JOBSPEC_NAME_MAX (as the agent's default); "job" when it is empty.
+ * buf holds
  * JOBSPEC_NAME_MAX + 1 bytes.
  */
 void
@@ -98,10 +99,8 @@ jobspec_default_name(const char *word, char *buf)
 	size_t n = 0;
 
 	base = base != NULL ? base + 1 : word;
-	for (; *base != '\0' && n < JOBSPEC_NAME_MAX; base++) {
-		if (name_char((unsigned char)*base))
-			buf[n++] = *base;
-	}
+	for (; *base != '\0' && n < JOBSPEC_NAME_MAX; base++)
+		buf[n++] = name_char((unsigned char)*base) ? *base : '_';
 	buf[n] = '\0';
 	if (n == 0)
 		snprintf(buf, JOBSPEC_NAME_MAX + 1, "job");
