@@ -181,6 +181,8 @@ void journal_close(struct journal *);
 void journal_report(struct jsonw *, const char *, const char *, long long);
 
 /* judge.c */
+struct job_then;
+
 #define JUDGE_MAX_GPUS	  16
 #define JUDGE_SAMPLES	  5		     /* kept for a firing's evidence */
 #define JUDGE_FIRE_ID_MAX (PLAN_ID_MAX + 24) /* "ID@CONTAINER_START" */
@@ -215,6 +217,7 @@ enum {
 	JUDGE_FIRE_IDLE,
 	JUDGE_FIRE_STALLED,
 	JUDGE_FIRE_MAX_RUNTIME,
+	JUDGE_FIRE_JOB,
 };
 
 /* What a sample changed: each set member is one journal entry. */
@@ -243,11 +246,24 @@ struct judge_fire {
 	int retried;
 	int done;	   /* stopped, stop_failed, skipped or local_due */
 	int warn_withheld; /* not journaled: unless_busy, busy at warn time */
+	/* A job's fire id (j-N-STARTED): its job_started and job_ended. */
+	int job_started;
+	int job_ended;
+	long long job_n;
+	long long job_ended_at;
+	char job_state[16];
+	struct opt_int job_exit;
+	char job_signal[16]; /* "" none */
+	int job_then;	     /* job_ended asks for a stop... */
+	int job_stop;	     /* ...and the job qualifies: a deadline */
+	char job_skip[96];   /* why it does not, when job_then && !job_stop */
 };
 
 struct judge_state {
 	struct judge_fire *f;
 	size_t n;
+	/* Jobs running, being started or ended and not yet journaled. */
+	long long jobs_pending;
 };
 
 /* What runs for a fired id. */
@@ -294,6 +310,8 @@ void judge_state_free(struct judge_state *);
 void judge_fire_id(const struct plan *, long long, char *, size_t);
 int judge_arms(const struct plan *, struct judge_state *, long long);
 void judge_replay(struct judge_state *, const struct jsonr *);
+void judge_job_deadline(
+    const struct judge_fire *, const struct job_then *, struct plan_deadline *);
 void judge_deadline(const struct plan_deadline *, const struct judge_fire *,
     long long, long long, struct judge_step *);
 void judge_fired(const struct judge_fire *, const struct judge_task *,
@@ -520,6 +538,8 @@ const char *job_state_name(enum job_state);
 const char *job_then_name(const struct job_then *);
 void job_judge(struct job *, long long);
 void job_last_line(const char *, size_t, char *, size_t);
+void job_log_facts(
+    const char *, const struct job *, char *, size_t, long long *);
 int job_load(const char *, const char *, long long, struct job *);
 void job_free(struct job *);
 int job_list(const char *, const char *, struct job **, size_t *);
@@ -549,6 +569,11 @@ struct watch {
 	long long next_check;
 	char **env;
 	int ino; /* inotify, or -1 */
+	/* The jobs' stops as deadlines (judge_job_deadline); owns before_stop.
+	 */
+	struct plan_deadline *jdl;
+	size_t njdl;
+	long long jobs_running;
 };
 
 extern volatile sig_atomic_t watch_term;
@@ -562,6 +587,11 @@ void watch_run_before(struct watch *, const char *, const struct judge_task *,
 void watch_run_stop(struct watch *, const char *, volatile sig_atomic_t *);
 void watch_warn(struct watch *, const struct plan_deadline *);
 int watch_fire_deadline(struct watch *, const struct plan_deadline *);
+void watch_jobs(struct watch *, long long *);
+void watch_jobs_free(struct watch *);
+void watch_fire_job(struct watch *, const char *);
+long long watcher_jobs_pending(
+    const char *, const char *, struct judge_state *);
 long long watch_autostop(struct watch *, const char *, long long);
 
 /* report.c */

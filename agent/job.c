@@ -98,8 +98,6 @@ static int job_read_line(int, char *, size_t, int);
 static int job_start(const char *, const char *, size_t);
 static void job_write_ls(struct jsonw *, const char *, struct job *);
 static int job_cmp(const void *, const void *);
-static void job_log_facts(
-    const char *, const struct job *, char *, size_t, long long *);
 static int job_ls(const char *, long long);
 static int job_write_all(int, const char *, size_t);
 static int job_copy(int, off_t, off_t);
@@ -458,10 +456,10 @@ job_then_name(const struct job_then *t)
 
 /*
  * The state of job j at now from what its files say and what was seen of
- * its processes (agent/JOBS.md "States"): an exit status decides; a live
- * supervisor (same start time, so the same container) means running;
- * else the container restarted after the job started, or the supervisor
- * vanished, leaving the job's process running unwatched or gone too.
+ * its processes (agent/JOBS.md "States"): an exit status decides; else a
+ * container that started after the job makes it lost; else a live
+ * supervisor means running, and a vanished one leaves the job's process
+ * running unwatched or gone too.
  */
 void
 job_judge(struct job *j, long long now)
@@ -487,15 +485,15 @@ job_judge(struct job *j, long long now)
 			j->state = JOB_SUCCEEDED;
 		else
 			j->state = JOB_FAILED;
-	} else if (j->supervisor_alive)
-		j->state = JOB_RUNNING;
-	else if (j->container_start >= 0 && j->container_start > j->started) {
+	} else if (j->container_start >= 0 && j->container_start > j->started) {
 		j->state = JOB_LOST;
 		j->restarted = 1;
 		snprintf(r, size,
 		    "the container restarted at %lld; the job started at %lld",
 		    j->container_start, j->started);
-	} else {
+	} else if (j->supervisor_alive)
+		j->state = JOB_RUNNING;
+	else {
 		j->state = j->pid_alive ? JOB_RUNNING : JOB_LOST;
 		snprintf(r, size,
 		    "its supervisor (pid %lld) vanished without recording an "
@@ -1287,8 +1285,12 @@ job_list_free(struct job *jobs, size_t n)
 	free(jobs);
 }
 
-/* The last line and the size of job j's log (log.1 when log has none). */
-static void
+/*
+ * The last line (in last, size more than JOB_LAST_LINE_MAX) and the size
+ * of job j's log and log.1 together; the last line of log.1 when log has
+ * none (just rotated).
+ */
+void
 job_log_facts(const char *dir, const struct job *j, char *last, size_t size,
     long long *bytes)
 {

@@ -15,6 +15,7 @@
 
 static int judge_gpu_busy(
     const struct plan_autostop *, const struct judge_sample *, const char **);
+static void judge_replay_job(struct judge_state *, const struct jsonr *, int);
 
 /* Forget the idle clock: a plan load, the watcher's start. */
 void
@@ -194,6 +195,8 @@ judge_fire_name(int reason)
 		return "stalled";
 	case JUDGE_FIRE_MAX_RUNTIME:
 		return "max_runtime";
+	case JUDGE_FIRE_JOB:
+		return "job";
 	}
 	return "none";
 }
@@ -235,6 +238,12 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 	struct judge_fire *f;
 	long long t = 0, v;
 
+	if (event != NULL &&
+	    (strcmp(event, "job_started") == 0 ||
+		strcmp(event, "job_ended") == 0)) {
+		judge_replay_job(js, e, strcmp(event, "job_ended") == 0);
+		return;
+	}
 	if (event == NULL || id == NULL || (f = judge_find(js, id, 1)) == NULL)
 		return;
 	jsonr_int(e, "time", &t);
@@ -268,6 +277,92 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 	    strcmp(event, "stop_failed") == 0 ||
 	    strcmp(event, "skipped") == 0 || strcmp(event, "local_due") == 0)
 		f->done = 1;
+}
+
+/*
+ * Apply a job_started or (ended set) job_ended entry to the state of its
+ * fire_id; a job_ended whose "then" asks for a stop decides here whether
+ * the job qualifies (agent/JOBS.md "The watcher and jobs"): "stop" any
+ * end, "stop-if-ok" a success only, and never a job lost because the
+ * container restarted (someone started the machine again since).
+ */
+static void
+judge_replay_job(struct judge_state *js, const struct jsonr *e, int ended)
+{
+	const char *id = jsonr_str(e, "fire_id"), *then, *state, *sig, *why;
+	struct judge_fire *f;
+	long long v;
+
+	if (id == NULL || (f = judge_find(js, id, 1)) == NULL)
+		return;
+	f->job_n = jsonr_int(e, "job", &v) == 0 ? v : 0;
+	if (!ended) {
+		f->job_started = 1;
+		return;
+	}
+	f->job_ended = 1;
+	f->job_ended_at = jsonr_int(e, "ended", &v) == 0 ? v : 0;
+	state = jsonr_str(e, "state");
+	snprintf(f->job_state, sizeof f->job_state, "%s",
+	    state != NULL ? state : "lost");
+	f->job_exit.set = jsonr_int(e, "exit", &v) == 0;
+	f->job_exit.v = f->job_exit.set ? v : 0;
+	sig = jsonr_str(e, "signal");
+	snprintf(
+	    f->job_signal, sizeof f->job_signal, "%s", sig != NULL ? sig : "");
+	then = jsonr_str(e, "then");
+	why = jsonr_str(e, "reason");
+	f->job_then = then != NULL &&
+	    (strcmp(then, "stop") == 0 || strcmp(then, "stop-if-ok") == 0);
+	f->job_stop = 0;
+	f->job_skip[0] = '\0';
+	if (!f->job_then)
+		return;
+	if (strcmp(f->job_state, "lost") == 0 && why != NULL &&
+	    strncmp(why, "the container restarted", 23) == 0)
+		snprintf(f->job_skip, sizeof f->job_skip,
+		    "the container restarted after the job started");
+	else if (strcmp(then, "stop") == 0 ||
+	    strcmp(f->job_state, "succeeded") == 0)
+		f->job_stop = 1;
+	else if (strcmp(f->job_state, "failed") == 0)
+		snprintf(f->job_skip, sizeof f->job_skip,
+		    "job failed: exit %lld", f->job_exit.v);
+	else if (strcmp(f->job_state, "killed") == 0 && f->job_signal[0] != 0)
+		snprintf(f->job_skip, sizeof f->job_skip, "killed by %s",
+		    f->job_signal);
+	else if (strcmp(f->job_state, "killed") == 0)
+		snprintf(f->job_skip, sizeof f->job_skip, "killed: exit %lld",
+		    f->job_exit.v);
+	else
+		snprintf(f->job_skip, sizeof f->job_skip, "%s", f->job_state);
+}
+
+/*
+ * The deadline a job's stop is (f->job_stop set): its fire id, at the
+ * job's end plus warn_minutes, with the spec's then (t NULL: the spec is
+ * gone, the stop is left to the laptop). d borrows t's strings.
+ */
+void
+judge_job_deadline(const struct judge_fire *f, const struct job_then *t,
+    struct plan_deadline *d)
+{
+	size_t l = strlen(f->id);
+
+	memset(d, 0, sizeof *d);
+	if (l > PLAN_ID_MAX) /* never: a job's fire id is shorter */
+		l = PLAN_ID_MAX;
+	memcpy(d->id, f->id, l);
+	d->before_stop_timeout_s = 600;
+	d->local = 1;
+	if (t != NULL) {
+		d->local = t->local;
+		d->warn_minutes = t->warn_minutes;
+		d->before_stop = t->before_stop;
+		d->before_stop_timeout_s = t->before_stop_timeout_s;
+		d->before_must_succeed = t->before_must_succeed;
+	}
+	d->at = f->job_ended_at + d->warn_minutes * 60;
 }
 
 /*
@@ -364,7 +459,8 @@ judge_fire_id(const struct plan *p, long long cs, char *id, size_t size)
  * Whether plan p leaves the watcher anything to do, given the journal's
  * state js and the container's start cs (-1: unknown): a deadline that has
  * neither fired nor been skipped, an autostop policy that has not fired in this
- * container (fire id ID@CS), or a fired stop whose sequence is not done.
+ * container (fire id ID@CS), a fired stop whose sequence is not done, a
+ * job pending (js->jobs_pending), or a job's stop not yet fired or skipped.
  */
 int
 judge_arms(const struct plan *p, struct judge_state *js, long long cs)
@@ -383,8 +479,13 @@ judge_arms(const struct plan *p, struct judge_state *js, long long cs)
 		if ((f = judge_find(js, id, 0)) == NULL || !f->fired)
 			return 1;
 	}
-	for (i = 0; i < js->n; i++)
-		if (js->f[i].fired && !js->f[i].done)
+	if (js->jobs_pending > 0)
+		return 1;
+	for (i = 0; i < js->n; i++) {
+		f = &js->f[i];
+		if ((f->fired && !f->done) ||
+		    (f->job_ended && f->job_then && !f->fired && !f->done))
 			return 1;
+	}
 	return 0;
 }

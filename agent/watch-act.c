@@ -35,6 +35,9 @@ static void watch_sample_take(struct watch *, const struct plan_autostop *,
 static int watch_unless_busy(
     struct watch *, struct judge_sample *, char *, size_t);
 static void watch_sample_write(struct jsonw *, const struct judge_sample *);
+static void watch_job_evidence(struct jsonw *, const struct judge_fire *);
+static void watch_job_started(struct watch *, const struct job *);
+static void watch_job_ended(struct watch *, const struct job *);
 
 /* status, signal, timed_out and output of an ended command. */
 static void
@@ -252,10 +255,16 @@ watch_warn(struct watch *w, const struct plan_deadline *d)
 		snprintf(in, sizeof in, "%lld s", left);
 	else
 		snprintf(in, sizeof in, "%lld min", (left + 59) / 60);
-	xasprintf(&msg,
-	    "gpufleet: this machine stops at %s UTC (in %s) [deadline "
-	    "%s]; cancel with: gpufleet shutdown cancel %s\n",
-	    hm, in, d->id, d->id);
+	if (strncmp(d->id, "j-", 2) == 0) /* a job's --then */
+		xasprintf(&msg,
+		    "gpufleet: this machine stops at %s UTC (in %s): job %lld "
+		    "has ended [%s]\n",
+		    hm, in, strtoll(d->id + 2, NULL, 10), d->id);
+	else
+		xasprintf(&msg,
+		    "gpufleet: this machine stops at %s UTC (in %s) [deadline "
+		    "%s]; cancel with: gpufleet shutdown cancel %s\n",
+		    hm, in, d->id, d->id);
 	if ((argv[0] = watch_find_wall()) != NULL &&
 	    shell_start(&sh, argv, w->env, msg, &cause) == 0) {
 		shell_release(&sh);
@@ -308,7 +317,7 @@ watch_sample_take(struct watch *w, const struct plan_autostop *a, long long now,
 	}
 	gpu_free(&gi);
 	s->sessions = host_session_count(w->proc);
-	s->jobs = 0; /* gpufleet has no jobs yet */
+	s->jobs = w->jobs_running; /* as of the last scan of D/jobs */
 	path = report_expand_home(
 	    a->progress != NULL ? a->progress : PLAN_PROGRESS_DEFAULT);
 	progress_read(&pr, path);
@@ -450,4 +459,170 @@ watch_autostop(struct watch *w, const char *fire_id, long long cs)
 	jsonw_object_end(&jw);
 	watch_log(w, &jw);
 	return now; /* the loop takes it on from here */
+}
+
+/* The evidence of a job's firing or skip: how it ended. */
+static void
+watch_job_evidence(struct jsonw *jw, const struct judge_fire *f)
+{
+	jsonw_object_begin(jw, "evidence");
+	jsonw_int(jw, "job", f->job_n);
+	jsonw_string(jw, "state", f->job_state);
+	jsonw_opt_int(jw, "exit", f->job_exit);
+	jsonw_string(
+	    jw, "signal", f->job_signal[0] != '\0' ? f->job_signal : NULL);
+	jsonw_object_end(jw);
+}
+
+/* Journal job_started for job j. */
+static void
+watch_job_started(struct watch *w, const struct job *j)
+{
+	struct jsonw jw;
+
+	watch_entry(w, &jw, "job_started", NULL);
+	jsonw_int(&jw, "job", j->n);
+	jsonw_string(&jw, "name", j->spec.name);
+	jsonw_int(&jw, "pid", j->pid);
+	jsonw_int(&jw, "started", j->started);
+	jsonw_string(&jw, "then", job_then_name(&j->spec.then));
+	jsonw_string(&jw, "fire_id", j->fire_id);
+	watch_log(w, &jw);
+}
+
+/* Journal job_ended for job j (a lost one ended when found so). */
+static void
+watch_job_ended(struct watch *w, const struct job *j)
+{
+	char last[JOB_LAST_LINE_MAX + 1], sb[16];
+	long long now = (long long)time(NULL), ended, bytes;
+	struct jsonw jw;
+
+	ended = j->state == JOB_LOST || !j->has_status ? now : j->ended;
+	job_log_facts(w->dir, j, last, sizeof last, &bytes);
+	watch_entry(w, &jw, "job_ended", NULL);
+	jsonw_int(&jw, "job", j->n);
+	jsonw_string(&jw, "name", j->spec.name);
+	jsonw_string(&jw, "state", job_state_name(j->state));
+	jsonw_opt_int(
+	    &jw, "exit", j->has_status ? j->exit : (struct opt_int){ 0, 0 });
+	jsonw_string(&jw, "signal",
+	    j->signal != 0 ? job_signal_name(j->signal, sb, sizeof sb) : NULL);
+	jsonw_string(&jw, "reason", j->reason[0] != '\0' ? j->reason : NULL);
+	jsonw_int(&jw, "started", j->started);
+	jsonw_int(&jw, "ended", ended);
+	jsonw_int(&jw, "duration_s", ended - j->started);
+	jsonw_string(&jw, "then", job_then_name(&j->spec.then));
+	jsonw_string(&jw, "fire_id", j->fire_id);
+	jsonw_string(&jw, "last_line", last[0] != '\0' ? last : NULL);
+	watch_log(w, &jw);
+}
+
+/* Free the jobs' deadlines. */
+void
+watch_jobs_free(struct watch *w)
+{
+	size_t i;
+
+	for (i = 0; i < w->njdl; i++)
+		free(w->jdl[i].before_stop);
+	free(w->jdl);
+	w->jdl = NULL;
+	w->njdl = 0;
+}
+
+/*
+ * Scan D/jobs (agent/JOBS.md "The watcher and jobs"): journal job_started
+ * and job_ended once per job, count the running ones, journal "skipped"
+ * for an ended job whose "then" it does not qualify for, and make the
+ * deadlines of those that do. *wake is lowered to 2 s ahead while a job
+ * runs (1 s while one is being started).
+ */
+void
+watch_jobs(struct watch *w, long long *wake)
+{
+	struct judge_fire *f;
+	struct jsonw jw;
+	struct job *jobs;
+	char id[JUDGE_FIRE_ID_MAX + 1];
+	long long now = (long long)time(NULL), starting = 0, running = 0;
+	long long pending = 0;
+	size_t n, i, k;
+
+	job_list(w->dir, w->proc, &jobs, &n);
+	for (i = n; i > 0; i--) { /* oldest first */
+		const struct job *j = &jobs[i - 1];
+
+		if (j->state == JOB_STARTING) {
+			starting++;
+			continue;
+		}
+		if (!j->has_pid)
+			continue; /* never started: no job to anyone */
+		f = judge_find(&w->js, j->fire_id, 0);
+		if (f == NULL || !f->job_started)
+			watch_job_started(w, j);
+		if (j->state == JOB_RUNNING) {
+			running++;
+			continue;
+		}
+		f = judge_find(&w->js, j->fire_id, 0);
+		if (f == NULL || !f->job_ended)
+			watch_job_ended(w, j);
+	}
+
+	watch_jobs_free(w);
+	for (i = 0; i < w->js.n; i++) {
+		f = &w->js.f[i];
+		if (!f->job_ended || !f->job_then)
+			continue;
+		if (!f->job_stop) {
+			if (f->fired || f->done)
+				continue;
+			memcpy(id, f->id, sizeof id);
+			watch_entry(w, &jw, "skipped", id);
+			jsonw_string(&jw, "reason", f->job_skip);
+			watch_job_evidence(&jw, f);
+			watch_log(w, &jw); /* may move js.f */
+			continue;
+		}
+		for (k = 0; k < n; k++)
+			if (jobs[k].has_pid && jobs[k].spec_ok &&
+			    strcmp(jobs[k].fire_id, f->id) == 0)
+				break;
+		w->jdl = xreallocarray(w->jdl, w->njdl + 1, sizeof *w->jdl);
+		judge_job_deadline(
+		    f, k < n ? &jobs[k].spec.then : NULL, &w->jdl[w->njdl]);
+		if (w->jdl[w->njdl].before_stop != NULL)
+			w->jdl[w->njdl].before_stop =
+			    xstrdup(w->jdl[w->njdl].before_stop);
+		w->njdl++;
+	}
+	job_list_free(jobs, n);
+
+	pending = starting + running;
+	w->jobs_running = running;
+	w->js.jobs_pending = pending;
+	if (running > 0 && now + 2 < *wake)
+		*wake = now + 2;
+	if (starting > 0 && now + 1 < *wake)
+		*wake = now + 1;
+}
+
+/* Journal "firing" for the stop of the job whose fire id is id. */
+void
+watch_fire_job(struct watch *w, const char *id)
+{
+	struct judge_fire *f = judge_find(&w->js, id, 0);
+	struct jsonw jw;
+
+	watch_entry(w, &jw, "firing", id);
+	jsonw_string(&jw, "reason", judge_fire_name(JUDGE_FIRE_JOB));
+	if (f != NULL)
+		watch_job_evidence(&jw, f);
+	else {
+		jsonw_object_begin(&jw, "evidence");
+		jsonw_object_end(&jw);
+	}
+	watch_log(w, &jw);
 }

@@ -34,6 +34,7 @@ volatile sig_atomic_t watch_term;
 static int watch_wake_pipe[2] = { -1, -1 };
 
 static void watch_on_term(int);
+static void watch_on_usr1(int);
 static int watch_replay_fn(const char *, size_t, const struct jsonr *, void *);
 static int watch_plan_changed(struct watch *);
 static void watch_load_plan(struct watch *, int);
@@ -42,7 +43,7 @@ static void watch_task(struct watch *, const char *, struct judge_task *);
 static long long watch_advance(struct watch *, const char *);
 static void watch_skip_deadline(
     struct watch *, const struct plan_deadline *, const char *, long long);
-static void watch_deadlines(struct watch *, long long *);
+static void watch_deadlines(struct watch *, int, long long *);
 static void watch_sleep(struct watch *, long long);
 static int watch_start(struct watch *, int, int);
 static void watch_loop(struct watch *);
@@ -54,6 +55,15 @@ watch_on_term(int sig)
 	(void)sig;
 	watch_term = 1;
 	if (watch_wake_pipe[1] != -1 && write(watch_wake_pipe[1], "x", 1) < 0)
+		(void)0;
+}
+
+/* SIGUSR1 (job start): wake up now, to scan D/jobs. */
+static void
+watch_on_usr1(int sig)
+{
+	(void)sig;
+	if (watch_wake_pipe[1] != -1 && write(watch_wake_pipe[1], "u", 1) < 0)
 		(void)0;
 }
 
@@ -212,8 +222,23 @@ watch_task(struct watch *w, const char *id, struct judge_task *t)
 			t->before_must_succeed = d->before_must_succeed;
 			t->before_timeout_s = d->before_stop_timeout_s;
 			t->local = d->local;
+			return;
 		}
 	}
+	for (i = 0; i < w->njdl; i++) {
+		const struct plan_deadline *d = &w->jdl[i];
+
+		if (strcmp(d->id, id) == 0) {
+			t->before_stop = d->before_stop;
+			t->before_must_succeed = d->before_must_succeed;
+			t->before_timeout_s = d->before_stop_timeout_s;
+			t->local = d->local;
+			return;
+		}
+	}
+	/* A job's stop whose job is gone from D/jobs: left to the laptop. */
+	if (strncmp(id, "j-", 2) == 0)
+		t->local = 1;
 }
 
 /*
@@ -303,19 +328,20 @@ watch_skip_deadline(struct watch *w, const struct plan_deadline *d,
 }
 
 /*
- * Warn, fire or skip the deadlines that are due; *wake is lowered to the
- * next.
+ * Warn, fire or skip the deadlines that are due, the plan's or (jobs set)
+ * the jobs' stops; *wake is lowered to the next.
  */
 static void
-watch_deadlines(struct watch *w, long long *wake)
+watch_deadlines(struct watch *w, int jobs, long long *wake)
 {
 	struct judge_step s;
 	char id[PLAN_ID_MAX + 1];
 	long long next, cs = host_container_start_now(w->proc);
-	size_t i;
+	size_t i, n = jobs ? w->njdl : w->plan.ndeadlines;
 
-	for (i = 0; i < w->plan.ndeadlines && !watch_term; i++) {
-		const struct plan_deadline *d = &w->plan.deadlines[i];
+	for (i = 0; i < n && !watch_term; i++) {
+		const struct plan_deadline *d =
+		    jobs ? &w->jdl[i] : &w->plan.deadlines[i];
 
 		judge_deadline(
 		    d, judge_find(&w->js, d->id, 0), time(NULL), cs, &s);
@@ -333,7 +359,9 @@ watch_deadlines(struct watch *w, long long *wake)
 		if (s.act != JUDGE_ACT_FIRE)
 			continue;
 		memcpy(id, d->id, sizeof id);
-		if (!watch_fire_deadline(w, d))
+		if (jobs)
+			watch_fire_job(w, id);
+		else if (!watch_fire_deadline(w, d))
 			continue; /* skipped: busy */
 		if ((next = watch_advance(w, id)) != 0 && next < *wake)
 			*wake = next;
@@ -401,6 +429,8 @@ watch_start(struct watch *w, int notify, int daemon)
 	sa.sa_handler = watch_on_term;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = watch_on_usr1;
+	sigaction(SIGUSR1, &sa, NULL);
 	signal(SIGHUP, SIG_IGN);
 	w->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (w->ino != -1 &&
@@ -438,6 +468,7 @@ watch_loop(struct watch *w)
 			watch_load_plan(w, 0);
 		now = time(NULL);
 		wake = now + 3600;
+		watch_jobs(w, &wake);
 		for (i = 0; i < w->js.n && !watch_term; i++) {
 			if (!w->js.f[i].fired || w->js.f[i].done)
 				continue;
@@ -445,7 +476,8 @@ watch_loop(struct watch *w)
 			if ((next = watch_advance(w, id)) != 0 && next < wake)
 				wake = next;
 		}
-		watch_deadlines(w, &wake);
+		watch_deadlines(w, 0, &wake);
+		watch_deadlines(w, 1, &wake);
 		cs = host_container_start_now(w->proc);
 		if (w->plan.has_autostop && !watch_term) {
 			judge_fire_id(&w->plan, cs, id, sizeof id);
@@ -492,6 +524,7 @@ watch_run(const char *dir, const char *proc, int notify, int daemon)
 	journal_close(&w.j);
 	plan_free(&w.plan);
 	judge_state_free(&w.js);
+	watch_jobs_free(&w);
 	shell_env_free(w.env);
 	if (w.ino != -1)
 		close(w.ino);

@@ -274,20 +274,48 @@ watcher_replay_fn(
 }
 
 /*
- * Whether plan p arms anything for dir's journal in the container of the
- * proc root (judge_arms): a watcher killed mid-stop is brought back, one
- * whose autostop already fired in this container is not.
+ * The jobs of dir that need a watcher: being started, running, or ended
+ * without a job_ended in the journal's state js.
+ */
+long long
+watcher_jobs_pending(const char *dir, const char *proc, struct judge_state *js)
+{
+	struct judge_fire *f;
+	struct job *jobs;
+	long long pending = 0;
+	size_t n, i;
+
+	job_list(dir, proc, &jobs, &n);
+	for (i = 0; i < n; i++) {
+		if (jobs[i].state == JOB_STARTING ||
+		    jobs[i].state == JOB_RUNNING)
+			pending++;
+		else if (jobs[i].has_pid &&
+		    ((f = judge_find(js, jobs[i].fire_id, 0)) == NULL ||
+			!f->job_ended))
+			pending++;
+	}
+	job_list_free(jobs, n);
+	return pending;
+}
+
+/*
+ * Whether plan p arms anything for dir's journal and jobs in the container
+ * of the proc root (judge_arms): a watcher killed mid-stop is brought
+ * back, one whose autostop already fired in this container is not; so is
+ * one with a job running, or ended and not yet journaled.
  */
 int
 watcher_plan_arms(const char *dir, const char *proc, const struct plan *p)
 {
-	struct judge_state js = { NULL, 0 };
+	struct judge_state js = { NULL, 0, 0 };
 	char epoch[JOURNAL_EPOCH_LEN + 1], *path;
 	int arms;
 
 	xasprintf(&path, "%s/journal.jsonl", dir);
 	journal_scan(path, epoch, watcher_replay_fn, &js);
 	free(path);
+	js.jobs_pending = watcher_jobs_pending(dir, proc, &js);
 	arms = judge_arms(p, &js, host_container_start_now(proc));
 	judge_state_free(&js);
 	return arms;
@@ -311,8 +339,8 @@ watcher_report(struct jsonw *w, const char *dir, const char *proc, int ensure,
 	pid_t pid = watcher_holder(dir);
 	int r, arms = 0, started, current = 0;
 
-	if ((r = plan_load(dir, &p, &raw, &cause)) == 0)
-		arms = watcher_plan_arms(dir, proc, &p);
+	if ((r = plan_load(dir, &p, &raw, &cause)) >= 0)
+		arms = watcher_plan_arms(dir, proc, &p); /* no plan: jobs */
 	if (pid > 0 && (current = watcher_current(pid)) == 0 && arms && ensure)
 		pid = 0; /* an older agent's: replaced as `watch` does */
 	if (pid > 0)

@@ -310,7 +310,7 @@ replay(struct judge_state *js, const char *const *entries)
 START_TEST(test_replay)
 {
 	const struct replay_case *c = &replay_cases[_i];
-	struct judge_state js = { NULL, 0 };
+	struct judge_state js = { NULL, 0, 0 };
 	struct judge_task t = { c->before, c->must_succeed, 600, c->local };
 	struct judge_step s;
 	struct judge_fire *f;
@@ -390,7 +390,7 @@ static const struct deadline_case deadline_cases[] = {
 START_TEST(test_deadline_withheld)
 {
 	static const char *const entries[] = { "armed", NULL };
-	struct judge_state js = { NULL, 0 };
+	struct judge_state js = { NULL, 0, 0 };
 	struct plan_deadline d;
 	struct judge_step s;
 	struct judge_fire *f;
@@ -496,7 +496,7 @@ END_TEST
 START_TEST(test_deadline)
 {
 	const struct deadline_case *c = &deadline_cases[_i];
-	struct judge_state js = { NULL, 0 };
+	struct judge_state js = { NULL, 0, 0 };
 	struct plan_deadline d;
 	struct judge_step s;
 
@@ -549,7 +549,7 @@ static const struct arms_case arms_cases[] = {
 START_TEST(test_arms)
 {
 	const struct arms_case *c = &arms_cases[_i];
-	struct judge_state js = { NULL, 0 };
+	struct judge_state js = { NULL, 0, 0 };
 	struct plan_deadline d;
 	struct plan p;
 	struct jsonr e;
