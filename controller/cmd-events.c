@@ -16,6 +16,7 @@
 
 #include "cmd.h"
 #include "db.h"
+#include "jobspec.h"
 #include "status.h"
 #include "timeparse.h"
 #include "vis.h"
@@ -484,7 +485,9 @@ row_cells(const struct event_row *w, char **c)
 		c[3] = action_details(w);
 	} else {
 		c[1] = xstrdup(w->instance);
-		c[3] = details(w->entry);
+		c[3] = jobspec_event_text(w->event, w->id, w->entry);
+		if (c[3] == NULL)
+			c[3] = details(w->entry);
 	}
 	c[2] = w->event;
 	c[4] = w->id;
