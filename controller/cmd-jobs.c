@@ -312,11 +312,14 @@ cmd_jobs_exec(
 				state = "jobs not read";
 				reason = why;
 			}
-			when = as_of != 0 ? watcher_local_time(as_of)
-					  : xstrdup("never seen");
+			when = watcher_local_time(as_of);
 			safe = vis_str(reason != NULL ? reason : "no answer");
-			error("%s: %s (%s); its jobs as of %s", h->in->name,
-			    state, safe, when);
+			if (as_of != 0)
+				error("%s: %s (%s); its jobs as of %s",
+				    h->in->name, state, safe, when);
+			else
+				error("%s: %s (%s); no jobs of it recorded",
+				    h->in->name, state, safe);
 			free(safe);
 			free(when);
 		}

@@ -132,38 +132,28 @@ static int
 upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
     int how, char **cause)
 {
-	static const char *const sql[] = {
-		"INSERT INTO job (instance_id, job, name, command, then_stop, "
-		"fire_id, pid, state, started, ended, exit, signal, reason, "
-		"last_line, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-		"?, "
-		"?, ?, ?) ON CONFLICT (instance_id, fire_id) DO UPDATE SET "
-		"job = excluded.job, name = excluded.name, command = CASE WHEN "
-		"length(excluded.command) > length(command) THEN "
-		"excluded.command ELSE command END, then_stop = "
-		"excluded.then_stop, pid = coalesce(excluded.pid, pid), state "
-		"= "
-		"excluded.state, started = excluded.started, ended = "
-		"excluded.ended, exit = excluded.exit, signal = "
-		"excluded.signal, "
-		"reason = excluded.reason, last_line = excluded.last_line, "
-		"updated = excluded.updated",
-		"INSERT INTO job (instance_id, job, name, command, then_stop, "
-		"fire_id, pid, state, started, ended, exit, signal, reason, "
-		"last_line, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-		"?, "
-		"?, ?, ?) ON CONFLICT (instance_id, fire_id) DO UPDATE SET "
-		"pid = coalesce(pid, excluded.pid)",
-		"INSERT INTO job (instance_id, job, name, command, then_stop, "
-		"fire_id, pid, state, started, ended, exit, signal, reason, "
-		"last_line, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "
-		"?, "
-		"?, ?, ?) ON CONFLICT (instance_id, fire_id) DO UPDATE SET "
-		"state = excluded.state, ended = excluded.ended, exit = "
+#define UPSERT                                                                 \
+	"INSERT INTO job (instance_id, job, name, command, then_stop, "        \
+	"fire_id, pid, state, started, ended, exit, signal, reason, "          \
+	"last_line, updated) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, "  \
+	"?, ?) ON CONFLICT (instance_id, fire_id) DO UPDATE SET "
+	static const char *const sql[] = { UPSERT
+		"job = excluded.job, name = excluded.name, command = "
+		"CASE WHEN length(excluded.command) > length(command) "
+		"THEN excluded.command ELSE command END, then_stop = "
+		"excluded.then_stop, pid = coalesce(excluded.pid, pid), "
+		"state = excluded.state, started = excluded.started, "
+		"ended = coalesce(excluded.ended, ended), exit = "
 		"excluded.exit, signal = excluded.signal, reason = "
-		"excluded.reason, last_line = excluded.last_line, updated = "
-		"excluded.updated"
-	};
+		"excluded.reason, last_line = excluded.last_line, "
+		"updated = excluded.updated",
+		UPSERT "pid = coalesce(pid, excluded.pid)",
+		UPSERT
+		"state = excluded.state, ended = coalesce(excluded.ended, "
+		"ended), exit = excluded.exit, signal = excluded.signal, "
+		"reason = excluded.reason, last_line = "
+		"excluded.last_line, updated = excluded.updated" };
+#undef UPSERT
 	const char *state = r->end.state[0] != '\0' ? r->end.state : "running";
 	int rc;
 
@@ -174,6 +164,12 @@ upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
 	    (int64_t)(r->end.has_exit ? r->end.exit : -1),
 	    r->end.signal[0] != '\0' ? r->end.signal : NULL, r->reason,
 	    r->last_line, now);
+	/* An end not timed (lost, as job ls tells it): when it was seen. */
+	if (rc >= 0 && r->ended == 0 && strcmp(state, "running") != 0)
+		rc = db_exec(inv,
+		    "UPDATE job SET ended = ? WHERE instance_id = ? AND "
+		    "fire_id = ? AND ended IS NULL",
+		    "storing a job", cause, "IIt", now, id, r->fire_id);
 	return rc < 0 ? rc : 0;
 }
 

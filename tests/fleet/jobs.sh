@@ -98,6 +98,19 @@ expect_eq "$(job_field inst-1 "$j_f" state)" succeeded "the job ran to its end"
 run logs "inst-1:$j_f"
 expect_eq "$out" late "its output is all there"
 
+# Ctrl-C ends a follower (130); the job goes on.
+run run inst-1 --json -- sh -c 'sleep 3; echo after'
+j_i=$(started_job)
+"$GPUFLEET" logs "inst-1:$j_i" -f >"$T/follow" 2>&1 &
+fpid=$!
+sleep 1
+kill -INT "$fpid"
+wait "$fpid"
+rc=$?
+expect_rc 130 "logs -f after Ctrl-C"
+wait_for 60 "the job outlives the interrupted follower" job_ended inst-1 "$j_i"
+expect_eq "$(job_field inst-1 "$j_i" state)" succeeded "it ran to its end"
+
 # --- kill takes the whole process group -------------------------------------
 # The job's shell, a child that ignores TERM, and a grandchild.
 run run inst-1 --json -- sh -c 'sh -c "trap \"\" TERM; echo \$\$ >$HOME/child.pid; while :; do sleep 1; done" & sh -c "sleep 300 & echo \$! >$HOME/grand.pid; wait" & wait'
@@ -135,6 +148,8 @@ expect_eq "$(printf '%s' "$out" | jq -r --argjson j "$j_lost" '.[] | select(.job
     lost "a restarted container's job is lost"
 expect_contains "$(printf '%s' "$out" | jq -r --argjson j "$j_lost" '.[] | select(.job == $j) | .reason')" \
     "the container restarted at" "lost says what was observed"
+expect_match "$(printf '%s' "$out" | jq -r --argjson j "$j_lost" '.[] | select(.job == $j) | .ended')" \
+    '^[0-9]{4}-' "a lost job ended when it was found lost"
 run jobs inst-2
 expect_contains "$out" "inst-2:$j_lost lost: the container restarted at" \
     "the table's lost line"
