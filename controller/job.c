@@ -329,14 +329,14 @@ on_output(struct engine_host *eh, int is_stderr, const char *data, size_t len,
 /*
  * Run the agent with args[i] (quoted for sh, "$d" is REMOTE_DIR; NULL:
  * host i is left out, as is one that failed before) on the sessions pw's
- * probe holds, stdin[i] on its stdin (NULL: none). timeout: seconds, 0
+ * probe holds, input[i] on its stdin (NULL: none). timeout: seconds, 0
  * for none; sigint: Ctrl-C ends the pass. fn (or NULL) gets the stdout
  * bytes as they come instead of ans[i].out; stderr is kept in ans[i].err
  * (and given to fn too). ans has pw->n entries, filled here; free with
  * job_answers_free. Returns 0, or -GF_EHOSTS when the loop cannot run.
  */
 int
-job_pass(struct planwrite *pw, char *const *args, const char *const *stdin,
+job_pass(struct planwrite *pw, char *const *args, const char *const *input,
     int timeout, int sigint, job_output_fn fn, void *arg,
     struct job_answer *ans)
 {
@@ -362,7 +362,7 @@ job_pass(struct planwrite *pw, char *const *args, const char *const *stdin,
 		cmds[i] = deploy_sh_command(s);
 		free(s);
 		eh->command = cmds[i];
-		eh->stdin_data = stdin != NULL ? stdin[i] : NULL;
+		eh->stdin_data = input != NULL ? input[i] : NULL;
 		eh->stdin_len =
 		    eh->stdin_data != NULL ? strlen(eh->stdin_data) : 0;
 		n++;
