@@ -16,6 +16,7 @@
 
 #include "cmd.h"
 #include "db.h"
+#include "jobspec.h"
 #include "status.h"
 #include "timeparse.h"
 #include "vis.h"
@@ -79,13 +80,16 @@ const struct cmd_entry cmd_events_entry = {
 	    "shutdown ls, ... reads them;\nnothing is fetched: run status "
 	    "first for the latest) and of what gpufleet\ndid on this side "
 	    "(schedule_run, schedule_missed, schedule_skipped,\nguard_warn, "
-	    "guard_shutdown, daemon_start, daemon_stop). Columns: TIME "
-	    "(local,\nthe controller's clock), INSTANCE (the instance, or "
-	    "the instances an action\nnamed), EVENT (armed, warned, firing, "
-	    "stopping, stop_failed, ... see README,\n\"The watcher\"; or the "
-	    "action), ID (deadline, autostop policy, or the\nschedule's or "
+	    "guard_shutdown, daemon_start, daemon_stop, job_kill). Columns:\n"
+	    "TIME (local, the controller's clock), INSTANCE (the instance, or "
+	    "the\ninstances an action named), EVENT (armed, warned, firing, "
+	    "stopping,\nstop_failed, job_started, job_ended, ... see README, "
+	    "\"The watcher\"; or the\naction), ID (deadline, autostop "
+	    "policy, a job's fire id j-N-STARTED, or the\nschedule's or "
 	    "guard's name) and DETAILS (an action's why and its result per\n"
-	    "host). With a SELECTOR: the selected instances' journal entries "
+	    "host; a job's start, end and stop in words: job 7 (train) "
+	    "succeeded,\nexit 0, 2h13m). With a SELECTOR: the selected "
+	    "instances' journal entries "
 	    "and the\nactions naming one of them; actions naming no instance "
 	    "(daemon_start,\ndaemon_stop) show only without a SELECTOR.\n\n"
 	    "      --since TIME   rows from TIME on (-2h, yesterday, "
@@ -481,7 +485,9 @@ row_cells(const struct event_row *w, char **c)
 		c[3] = action_details(w);
 	} else {
 		c[1] = xstrdup(w->instance);
-		c[3] = details(w->entry);
+		c[3] = jobspec_event_text(w->event, w->id, w->entry);
+		if (c[3] == NULL)
+			c[3] = details(w->entry);
 	}
 	c[2] = w->event;
 	c[4] = w->id;

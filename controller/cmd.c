@@ -25,12 +25,16 @@ extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
 extern const struct cmd_entry cmd_hostkey_entry;
 extern const struct cmd_entry cmd_import_entry;
+extern const struct cmd_entry cmd_jobs_entry;
 extern const struct cmd_entry cmd_keys_entry;
+extern const struct cmd_entry cmd_kill_entry;
 extern const struct cmd_entry cmd_ledger_entry;
+extern const struct cmd_entry cmd_logs_entry;
 extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_rm_entry;
+extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_schedule_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
@@ -57,6 +61,10 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_provider_entry,
 	&cmd_advise_entry,
 	&cmd_exec_entry,
+	&cmd_run_entry,
+	&cmd_jobs_entry,
+	&cmd_logs_entry,
+	&cmd_kill_entry,
 	&cmd_shutdown_entry,
 	&cmd_autostop_entry,
 	&cmd_schedule_entry,

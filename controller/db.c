@@ -43,6 +43,13 @@ db_bindv(sqlite3_stmt *st, const char *fmt, va_list ap)
 			else
 				sqlite3_bind_int64(st, i, v);
 			break;
+		case 'n':
+			v = va_arg(ap, int64_t);
+			if (v < 0)
+				sqlite3_bind_null(st, i);
+			else
+				sqlite3_bind_int64(st, i, v);
+			break;
 		case 'd':
 			d = va_arg(ap, double);
 			if (isnan(d))

@@ -3,7 +3,8 @@
  * with errors as inventory_error writes them ("database PATH: WHAT: why").
  *
  * fmt has one letter per parameter, in order: 'i' int, 'I' int64_t, 'N'
- * int64_t bound as NULL when 0, 'd' double bound as NULL when NAN, 't' a
+ * int64_t bound as NULL when 0, 'n' int64_t bound as NULL when negative,
+ * 'd' double bound as NULL when NAN, 't' a
  * string (NULL binds NULL), which is not copied and must outlive the
  * statement. cause may be NULL where the caller does not report the error.
  * The functions return 1 when the last step gave a row, 0 when it was done

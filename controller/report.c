@@ -52,7 +52,8 @@ static void parse_journal(json_t *, int64_t, struct report_watcher *);
 static const char *const journal_events[] = { "journal", "started", "plan",
 	"armed", "cancelled", "warned", "firing", "before_stop", "skipped",
 	"stopping", "stop_result", "stopped", "stop_retry", "stop_failed",
-	"local_due", "idle", "busy", "gpu_unreadable", "failed", "exiting" };
+	"local_due", "idle", "busy", "gpu_unreadable", "failed", "exiting",
+	"job_started", "job_ended" };
 
 static int
 get_obj(json_t *o, const char *key, json_t **out, char **cause)

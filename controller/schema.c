@@ -354,6 +354,37 @@ static const char *const steps[] = {
 	 */
 	"ALTER TABLE schedule_run ADD COLUMN runner_pid INTEGER;"
 	"ALTER TABLE schedule_run ADD COLUMN runner_start INTEGER;",
+
+	/*
+	 * 9 -> 10: the jobs `gpufleet run` started (agent/JOBS.md), as last
+	 * seen: by run itself, by `jobs` (the agent's job ls) and by the
+	 * watcher's job_started and job_ended entries. fire_id (j-N-STARTED)
+	 * names a job for good; N alone may come back when D/jobs was
+	 * emptied by hand. Times are the controller's clock; updated is when
+	 * the row was last confirmed.
+	 */
+	"CREATE TABLE job ("
+	"  id INTEGER PRIMARY KEY,"
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  job INTEGER NOT NULL CHECK (job > 0),"
+	"  name TEXT NOT NULL,"
+	"  command TEXT NOT NULL DEFAULT '',"
+	"  then_stop TEXT CHECK (then_stop IN ('stop', 'stop-if-ok')),"
+	"  fire_id TEXT NOT NULL,"
+	"  pid INTEGER,"
+	"  state TEXT NOT NULL CHECK (state IN ('running', 'succeeded',"
+	"    'failed', 'killed', 'lost')),"
+	"  started INTEGER NOT NULL,"
+	"  ended INTEGER,"
+	"  exit INTEGER CHECK (exit BETWEEN 0 AND 255),"
+	"  signal TEXT,"
+	"  reason TEXT,"
+	"  last_line TEXT,"
+	"  updated INTEGER NOT NULL,"
+	"  UNIQUE (instance_id, fire_id)"
+	");"
+	"CREATE INDEX job_instance ON job(instance_id, job);",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

@@ -20,6 +20,7 @@
 
 static int vis_hidden(uint32_t);
 static size_t vis_utf8_len(const unsigned char *, size_t);
+static char *vis_escape(const void *, size_t, int);
 
 /*
  * Format characters that change what a terminal shows without being seen:
@@ -95,6 +96,17 @@ vis_needed(const void *p, size_t len)
 char *
 vis_buf(const void *p, size_t len)
 {
+	return vis_escape(p, len, 0);
+}
+
+/*
+ * The len bytes at p escaped; with text, \n, \t, \r and backslash pass
+ * as they are (a log's lines, a progress bar's carriage returns, paths).
+ * Caller frees.
+ */
+static char *
+vis_escape(const void *p, size_t len, int text)
+{
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *s = p;
 	char *out, *o;
@@ -113,6 +125,12 @@ vis_buf(const void *p, size_t len)
 			memcpy(o, s + i, n);
 			o += n;
 			i += n;
+			continue;
+		}
+		if (text &&
+		    (s[i] == '\n' || s[i] == '\t' || s[i] == '\r' ||
+			s[i] == '\\')) {
+			*o++ = (char)s[i++];
 			continue;
 		}
 		esc = NULL;
@@ -168,4 +186,39 @@ vis_str(const char *s)
 	if (s == NULL)
 		return NULL;
 	return vis_buf(s, strlen(s));
+}
+
+/*
+ * The next len bytes of a stream (a job's log) escaped for a terminal as
+ * vis_escape's text: a UTF-8 sequence cut at the end of one piece is held
+ * for the next, and with final (the stream ended) written as it is,
+ * escaped. *outlen gets the length. Caller frees.
+ */
+char *
+vis_stream(
+    struct vis_stream *vs, const void *p, size_t len, int final, size_t *outlen)
+{
+	unsigned char *b = xmalloc(vs->nheld + len + 1);
+	size_t n = vs->nheld + len, cut = n, k, need;
+	char *out;
+
+	memcpy(b, vs->held, vs->nheld);
+	if (len > 0)
+		memcpy(b + vs->nheld, p, len);
+	/* A lead byte in the last three with its sequence not complete. */
+	for (k = 1; !final && k <= 3 && k <= n; k++) {
+		unsigned char c = b[n - k];
+		if ((c & 0xc0) == 0x80)
+			continue;
+		need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 1;
+		if (need > k)
+			cut = n - k;
+		break;
+	}
+	vs->nheld = n - cut;
+	memcpy(vs->held, b + cut, vs->nheld);
+	out = vis_escape(b, cut, 1);
+	*outlen = strlen(out);
+	free(b);
+	return out;
 }

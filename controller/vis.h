@@ -8,7 +8,14 @@
 
 #include <stddef.h>
 
+/* A stream being escaped: the bytes of a UTF-8 sequence held back. */
+struct vis_stream {
+	unsigned char held[4];
+	size_t nheld;
+};
+
 char *vis_buf(const void *, size_t);
+char *vis_stream(struct vis_stream *, const void *, size_t, int, size_t *);
 char *vis_str(const char *);
 int vis_needed(const void *, size_t);
 

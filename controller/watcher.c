@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "db.h"
+#include "job.h"
 #include "ledger.h"
 #include "log.h"
 #include "status.h"
@@ -17,8 +18,8 @@
 static int knob(const char *, long, long, long, long *, char **);
 static int store_state(struct inventory *, int64_t, int64_t, int64_t,
     const struct report *, char **);
-static int ingest(
-    struct inventory *, int64_t, int64_t, const struct report_entry *, char **);
+static int ingest(struct inventory *, int64_t, int64_t, int64_t,
+    const struct report_entry *, char **);
 static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
     const char *, const char *, char **);
 
@@ -144,10 +145,12 @@ ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
  * restart) is in the ledger once, at the time it began; a stop that
  * failed is an alert, and its stop leaves the ledger (the instance ran
  * on); a due local stop waits in local_stop for the controller to run it
- * once.
+ * once (a job's --then stop with a local method too: its fire id is no
+ * deadline of the plan, and needs none); a job's start and end update
+ * the job table.
  */
 static int
-ingest(struct inventory *inv, int64_t id, int64_t skew,
+ingest(struct inventory *inv, int64_t id, int64_t skew, int64_t now,
     const struct report_entry *e, char **cause)
 {
 	char note[96];
@@ -155,6 +158,8 @@ ingest(struct inventory *inv, int64_t id, int64_t skew,
 	int64_t t = e->time - skew;
 	int r;
 
+	if (strncmp(ev, "job_", 4) == 0)
+		return job_ingest(inv, id, skew, now, e, cause);
 	if (e->id == NULL)
 		return 0;
 	if (strcmp(ev, "stopping") == 0 || strcmp(ev, "stopped") == 0) {
@@ -225,7 +230,7 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			 "storing the journal", cause)) < 0)
 			return r;
 		if (sqlite3_changes(inv->db) == 1 &&
-		    (r = ingest(inv, in->id, skew, e, cause)) != 0)
+		    (r = ingest(inv, in->id, skew, now, e, cause)) != 0)
 			return r;
 	}
 	return 0;

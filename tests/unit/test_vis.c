@@ -74,6 +74,49 @@ START_TEST(test_vis_str)
 }
 END_TEST
 
+/*
+ * A job's log in pieces: newline, tab, carriage return and backslash
+ * pass, ESC does not, and a UTF-8 character cut between two pieces comes
+ * out whole with the second; at the end a cut one is escaped.
+ */
+static const struct {
+	const char *pieces[3];
+	const char *want;
+} stream_cases[] = {
+	{ { "a\tb\r\n", "c\\d\n", NULL }, "a\tb\r\nc\\d\n" },
+	{ { "x\x1b[2J", "\a", NULL }, "x\\e[2J\\a" },
+	{ { "\xe2", "\x82\xac!", NULL }, "\xe2\x82\xac!" },
+	{ { "\xf0\x9f", "\x98", "\x80" }, "\xf0\x9f\x98\x80" },
+	{ { "ok\xe2\x82", NULL, NULL }, "ok\\xe2\\x82" },
+	{ { "\xc3", "(", NULL }, "\\xc3(" },
+};
+
+START_TEST(test_vis_stream)
+{
+	struct vis_stream vs = { { 0 }, 0 };
+	char *got = strdup(""), *part, *tmp;
+	size_t k, n;
+
+	for (k = 0; k < 4; k++) {
+		const char *p = k < 3 ? stream_cases[_i].pieces[k] : NULL;
+		if (k < 3 && p == NULL)
+			continue;
+		part =
+		    vis_stream(&vs, p, p != NULL ? strlen(p) : 0, k == 3, &n);
+		ck_assert_uint_eq(n, strlen(part));
+		tmp = malloc(strlen(got) + n + 1);
+		strcpy(tmp, got);
+		strcat(tmp, part);
+		free(got);
+		free(part);
+		got = tmp;
+	}
+	ck_assert_str_eq(got, stream_cases[_i].want);
+	ck_assert_uint_eq(vs.nheld, 0);
+	free(got);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -84,6 +127,8 @@ main(void)
 
 	tcase_add_loop_test(tc, test_vis, 0, sizeof cases / sizeof cases[0]);
 	tcase_add_test(tc, test_vis_str);
+	tcase_add_loop_test(tc, test_vis_stream, 0,
+	    sizeof stream_cases / sizeof stream_cases[0]);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

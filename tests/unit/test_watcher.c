@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "job.h"
 #include "ledger.h"
 #include "localstop.h"
 #include "watcher.h"
@@ -127,6 +128,76 @@ START_TEST(test_once)
 }
 END_TEST
 
+/*
+ * A job's start and end in the journal fill the job table once, on the
+ * controller's clock; what the agent's job ls says later wins; an entry
+ * that does not check out changes nothing.
+ */
+START_TEST(test_jobs)
+{
+	const char *s = SECTION(E(1, 1796000050, "\"journal\"") "," E(2,
+	    1796000060,
+	    "\"job_started\",\"job\":7,\"name\":\"train\",\"pid\":42,"
+	    "\"started\":1796000059,\"then\":\"stop\",\"fire_id\":"
+	    "\"j-7-1796000059\"") "," E(3, 1796000070,
+	    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
+	    "\"killed\",\"exit\":null,\"signal\":\"TERM\",\"reason\":null,"
+	    "\"started\":1796000059,\"ended\":1796000069,\"duration_s\":10,"
+	    "\"then\":\"stop\",\"fire_id\":\"j-7-1796000059\",\"last_line\":"
+	    "\"epoch 3\"") "," E(4, 1796000080,
+	    "\"job_ended\",\"job\":8,\"name\":\"x\",\"state\":\"done\","
+	    "\"started\":1796000059,\"fire_id\":\"j-8-1\""));
+	struct job_row *rows;
+	size_t n;
+	char *cause = NULL;
+	json_t *ls;
+
+	store(s);
+	store(s);
+	ck_assert_int_eq(q("SELECT count(*) FROM job"), 1);
+	ck_assert_int_eq(job_list(inv, in.id, &rows, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(rows[0].job, 7);
+	ck_assert_str_eq(rows[0].name, "train");
+	ck_assert_str_eq(rows[0].end.state, "killed");
+	ck_assert_str_eq(rows[0].end.signal, "TERM");
+	ck_assert_int_eq(rows[0].end.has_exit, 0);
+	ck_assert_int_eq(rows[0].started, 1796000059 - SKEW);
+	ck_assert_int_eq(rows[0].ended, 1796000069 - SKEW);
+	ck_assert_str_eq(rows[0].then, "stop");
+	ck_assert_str_eq(rows[0].last_line, "epoch 3");
+	ck_assert_int_eq(rows[0].pid, 42);
+	job_rows_free(rows, n);
+	/* job ls: the same job, and one the journal has not told yet. */
+	ls =
+	    json_loads("{\"jobs\":[{\"job\":9,\"name\":\"b\",\"command\":"
+		       "\"sleep 9\",\"state\":\"running\",\"started\":"
+		       "1796000090,\"ended\":null,\"exit\":null,\"signal\":"
+		       "null,\"reason\":null,\"pid\":50,\"then\":null,"
+		       "\"fire_id\":\"j-9-1796000090\",\"last_line\":null},"
+		       "{\"job\":7,\"name\":\"train\",\"command\":\"python "
+		       "t.py\",\"state\":\"killed\",\"started\":1796000059,"
+		       "\"ended\":1796000069,\"exit\":null,\"signal\":\"TERM\","
+		       "\"pid\":42,\"then\":\"stop\",\"fire_id\":"
+		       "\"j-7-1796000059\",\"last_line\":\"epoch 4\"},"
+		       "{\"job\":0,\"fire_id\":\"j-0-1\"}]}",
+		0, NULL);
+	ck_assert_ptr_nonnull(ls);
+	ck_assert_int_eq(job_store_ls(inv, in.id, NOW, SKEW, ls, &cause), 0);
+	json_decref(ls);
+	ck_assert_int_eq(q("SELECT count(*) FROM job"), 2);
+	ck_assert_int_eq(job_list(inv, in.id, &rows, &n, &cause), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(rows[0].job, 9);
+	ck_assert_str_eq(rows[0].end.state, "running");
+	ck_assert_str_eq(rows[0].command, "sleep 9");
+	ck_assert_str_eq(rows[1].command, "python t.py");
+	ck_assert_str_eq(rows[1].last_line, "epoch 4");
+	job_rows_free(rows, n);
+	ck_assert_int_eq(job_as_of(inv, in.id), NOW);
+}
+END_TEST
+
 /* Unreachable after the stop was seen: stopped, not unknown, from then. */
 START_TEST(test_outage_after_stop)
 {
@@ -221,6 +292,7 @@ main(void)
 
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_once);
+	tcase_add_test(tc, test_jobs);
 	tcase_add_test(tc, test_outage_after_stop);
 	tcase_add_test(tc, test_alert_and_local);
 	tcase_add_test(tc, test_old_agent);
