@@ -8,7 +8,11 @@ export GPUFLEET_NO_PROGRESS=1
 : "${GPUFLEET_AGENT:=$(dirname "$GPUFLEET")/gpufleet-agent}"
 export GPUFLEET_AGENT
 # The controller's test knobs (README "Test knobs"): they go into the plan.
-export GPUFLEET_CHECK_INTERVAL=1 GPUFLEET_STOP_CONFIRM=3 GPUFLEET_MIN_IDLE=2
+# The stop's confirm window must outlast the harness watchdog's reaction to
+# a fake stop (about a second idle, several on a loaded CI machine), or a
+# working stop is retried and counted twice; 8 s keeps a stop_failed test
+# (two windows) short.
+export GPUFLEET_CHECK_INTERVAL=1 GPUFLEET_STOP_CONFIRM=8 GPUFLEET_MIN_IDLE=2
 export TZ=UTC
 db=$XDG_DATA_HOME/gpufleet/fleet.db
 sql() { sqlite3 "$db" "$@"; }
