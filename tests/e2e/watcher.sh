@@ -48,7 +48,7 @@ events() {
 }
 journal_has() { events "$1" | grep -qx "$2"; }
 # gone PID: it has exited (a zombie too: not every PID 1 reaps).
-gone() { ! grep -qs '^State:[[:space:]]*[^ZX]' "/proc/$1/status"; }
+gone() { ! grep -Eqs '^State:[[:space:]]+[^[:space:]ZX]' "/proc/$1/status"; }
 
 cat >"$T/stop.sh" <<EOF
 #!/bin/sh
