@@ -20,6 +20,7 @@ extern const struct cmd_entry cmd_daemon_entry;
 extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_guard_entry;
+extern const struct cmd_entry cmd_notify_entry;
 extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
@@ -61,6 +62,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_autostop_entry,
 	&cmd_schedule_entry,
 	&cmd_guard_entry,
+	&cmd_notify_entry,
 	&cmd_events_entry,
 	&cmd_daemon_entry,
 	&cmd_ssh_entry,
@@ -288,5 +290,6 @@ cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
 
 	if ((r = inventory_open(ctx->fleet->db_path, inv, &cause)) != 0)
 		return cmd_fail(-r, cause);
+	(*inv)->config = ctx->fleet->config;
 	return 0;
 }
