@@ -125,12 +125,14 @@ notify_ls(struct cmd_ctx *ctx, int json)
 		json_decref(a);
 		return status;
 	}
-	t = table_new(6, "NAME", "FORMAT", "EVENTS", "URL", "PENDING", "FAILED");
+	t = table_new(
+	    6, "NAME", "FORMAT", "EVENTS", "URL", "PENDING", "FAILED");
 	for (i = 0; i < cf->nnotifies; i++) {
 		n = &cf->notifies[i];
 		url = shown_url(n);
 		events = notify_events_string(n->events);
-		snprintf(pend, sizeof pend, "%d", count(inv, n->name, "pending"));
+		snprintf(
+		    pend, sizeof pend, "%d", count(inv, n->name, "pending"));
 		snprintf(fail, sizeof fail, "%d",
 		    count(inv, n->name, "failed") +
 			count(inv, n->name, "unknown"));
@@ -205,10 +207,10 @@ notify_queue_cmd(struct cmd_ctx *ctx, int json, int all)
 		json_array_append_new(a,
 		    json_pack("{s:I, s:s, s:s, s:s?, s:s, s:s, s:s?, s:s, s:i, "
 			      "s:I, s:s?}",
-			"id", (json_int_t)sqlite3_column_int64(st, 0),
-			"target", (const char *)sqlite3_column_text(st, 1),
-			"kind", (const char *)sqlite3_column_text(st, 2),
-			"instance", inst, "time", when, "text",
+			"id", (json_int_t)sqlite3_column_int64(st, 0), "target",
+			(const char *)sqlite3_column_text(st, 1), "kind",
+			(const char *)sqlite3_column_text(st, 2), "instance",
+			inst, "time", when, "text",
 			(const char *)sqlite3_column_text(st, 5), "next",
 			(const char *)sqlite3_column_text(st, 6), "state",
 			(const char *)sqlite3_column_text(st, 7), "attempts",
@@ -271,7 +273,8 @@ notify_test(struct cmd_ctx *ctx, const char *name)
 		return status;
 	if ((base = event_base_new()) == NULL) {
 		inventory_close(inv);
-		return cmd_fail(GF_EHOSTS, xstrdup("cannot start an event loop"));
+		return cmd_fail(
+		    GF_EHOSTS, xstrdup("cannot start an event loop"));
 	}
 	if (gethostname(host, sizeof host) != 0)
 		snprintf(host, sizeof host, "?");
@@ -288,8 +291,7 @@ notify_test(struct cmd_ctx *ctx, const char *name)
 	for (i = 0; i < cf->nnotifies; i++) {
 		if (name != NULL && strcmp(cf->notifies[i].name, name) != 0)
 			continue;
-		if (notifysend_test(base, inv, &cf->notifies[i], &m, &res) ==
-		    0)
+		if (notifysend_test(base, inv, &cf->notifies[i], &m, &res) == 0)
 			printf("%s: sent (HTTP %ld)%s%s\n", res.target,
 			    res.http, res.answer != NULL ? ": " : "",
 			    res.answer != NULL ? res.answer : "");
@@ -369,7 +371,8 @@ notify_flush(struct cmd_ctx *ctx)
 	}
 	if ((base = event_base_new()) == NULL) {
 		inventory_close(inv);
-		return cmd_fail(GF_EHOSTS, xstrdup("cannot start an event loop"));
+		return cmd_fail(
+		    GF_EHOSTS, xstrdup("cannot start an event loop"));
 	}
 	/* Rows tried from now on are this flush's: last_at >= since. */
 	since = (int64_t)time(NULL);
@@ -405,8 +408,8 @@ cmd_notify_exec(
 	const char *verb;
 	int ch, status, json = 0, all = 0, nargs;
 
-	while ((ch = cmd_getopt(
-		    e, argc, argv, "h", notify_options, &status)) != -1) {
+	while ((ch = cmd_getopt(e, argc, argv, "h", notify_options, &status)) !=
+	    -1) {
 		if (ch == -2)
 			return status;
 		if (ch == OPT_JSON)

@@ -32,6 +32,7 @@ static int parse_int(const char *, int, int, int *);
 static int parse_seconds(const char *, int, int, int *);
 static char *reader(char *, int, void *);
 static void set_optional(char **, const char *);
+static void set_path(char **, const char *);
 static int set_other(
     struct parse_state *, const char *, const char *, const char *);
 static int set_notify(
@@ -154,6 +155,14 @@ set_optional(char **dst, const char *value)
 	*dst = *value != '\0' ? xstrdup(value) : NULL;
 }
 
+/* Like set_optional, a leading ~/ for $HOME. */
+static void
+set_path(char **dst, const char *value)
+{
+	free(*dst);
+	*dst = *value != '\0' ? misc_expand_home(value) : NULL;
+}
+
 /*
  * The settings that are not integers. Returns 1 when set, 0 on an error
  * (ps->error set), -1 when section.key is not one of them.
@@ -272,7 +281,8 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
     const char *value)
 {
 	struct config *c = ps->config;
-	struct config_notify *n = (struct config_notify *)config_notify(c, name);
+	struct config_notify *n =
+	    (struct config_notify *)config_notify(c, name);
 	char *why = NULL;
 	int v;
 
@@ -305,11 +315,11 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
 		}
 		set_optional(&n->url, value);
 	} else if (strcmp(key, "url_file") == 0)
-		set_optional(&n->url_file, value);
+		set_path(&n->url_file, value);
 	else if (strcmp(key, "secret_file") == 0)
-		set_optional(&n->secret_file, value);
+		set_path(&n->secret_file, value);
 	else if (strcmp(key, "ca_file") == 0)
-		set_optional(&n->ca_file, value);
+		set_path(&n->ca_file, value);
 	else if (strcmp(key, "format") == 0) {
 		if ((v = notify_format_parse(value)) < 0) {
 			xasprintf(&ps->error,
@@ -389,7 +399,8 @@ check_notifies(struct parse_state *ps)
 			    n->name);
 			return -1;
 		}
-		if (n->secret_file != NULL && n->format != NOTIFY_FORMAT_FEISHU &&
+		if (n->secret_file != NULL &&
+		    n->format != NOTIFY_FORMAT_FEISHU &&
 		    n->format != NOTIFY_FORMAT_DINGTALK) {
 			xasprintf(&ps->error,
 			    "[notify.%s]: secret_file is for the feishu and "

@@ -21,15 +21,15 @@ struct config_stop {
  */
 struct config_notify {
 	char *name;
-	char *url;	   /* or NULL: url_file */
-	char *url_file;	   /* or NULL */
-	int format;	   /* enum notify_format */
-	char *secret_file; /* feishu, dingtalk signing, or NULL */
-	unsigned events;   /* bit (1 << enum notify_kind) per event */
-	int min_interval;  /* seconds between two sends */
-	char *ca_file;	   /* extra CA bundle, or NULL */
-	int timeout;	   /* seconds per attempt, connect included */
-	int retries;	   /* attempts after the first */
+	char *url;	    /* or NULL: url_file */
+	char *url_file;	    /* or NULL */
+	int format;	    /* enum notify_format */
+	char *secret_file;  /* feishu, dingtalk signing, or NULL */
+	unsigned events;    /* bit (1 << enum notify_kind) per event */
+	int min_interval;   /* seconds between two sends */
+	char *ca_file;	    /* extra CA bundle, or NULL */
+	int timeout;	    /* seconds per attempt, connect included */
+	int retries;	    /* attempts after the first */
 	int from_instances; /* also sent by the watchers (later) */
 	int min_interval_set;
 	int line; /* of the section's first key, for errors */
@@ -58,7 +58,7 @@ struct config {
 	int daemon_runs_keep_days;  /* [daemon] runs_keep_days */
 	struct config_stop *stops;  /* [provider.NAME] sections */
 	size_t nstops;
-	int notify_host_down_after;	 /* [notify] host_down_after, s */
+	int notify_host_down_after;	/* [notify] host_down_after, s */
 	struct config_notify *notifies; /* [notify.NAME] sections */
 	size_t nnotifies;
 };
@@ -68,7 +68,6 @@ char *config_default_path(void);
 int config_load(struct config *, const char *, int, char **);
 void config_clear(struct config *);
 const struct config_stop *config_stop(const struct config *, const char *);
-const struct config_notify *config_notify(
-    const struct config *, const char *);
+const struct config_notify *config_notify(const struct config *, const char *);
 
 #endif

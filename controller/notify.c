@@ -25,10 +25,10 @@
 static int read_first_line(const char *, const char *, char **, char **);
 static void urlencode_b64(const char *, char *, size_t);
 
-static const char *const kinds[NOTIFY_NKINDS] = { "job_finished",
-	"job_failed", "stopped", "stop_failed", "autostopped",
-	"schedule_failed", "guard", "low_balance", "stalled", "host_down",
-	"hostkey_changed", "key_reinjected", "release_deadline" };
+static const char *const kinds[NOTIFY_NKINDS] = { "job_finished", "job_failed",
+	"stopped", "stop_failed", "autostopped", "schedule_failed", "guard",
+	"low_balance", "stalled", "host_down", "hostkey_changed",
+	"key_reinjected", "release_deadline" };
 
 static const char *const formats[] = { "json", "slack", "discord", "feishu",
 	"dingtalk", "ntfy" };
@@ -174,7 +174,8 @@ notify_redact(const char *url)
 	end = host + strcspn(host, "/?#");
 	/* userinfo is a secret too */
 	if (memchr(host, '@', (size_t)(end - host)) != NULL)
-		host = (const char *)memchr(host, '@', (size_t)(end - host)) + 1;
+		host =
+		    (const char *)memchr(host, '@', (size_t)(end - host)) + 1;
 	xasprintf(&s, "%.*s%.*s%s", (int)(strstr(url, "://") + 3 - url), url,
 	    (int)(end - host), host, *end != '\0' ? "/..." : "");
 	return s;
@@ -239,8 +240,7 @@ notify_target_url(const struct config_notify *n, char **url, char **cause)
 
 /* The target's signing secret, or NULL without secret_file. Caller frees. */
 int
-notify_target_secret(
-    const struct config_notify *n, char **secret, char **cause)
+notify_target_secret(const struct config_notify *n, char **secret, char **cause)
 {
 	*secret = NULL;
 	if (n->secret_file == NULL)
@@ -327,9 +327,8 @@ notify_request_build(const struct config_notify *n, const char *url,
 		o = json_pack("{s:s}", "content", m->text);
 		break;
 	case NOTIFY_FORMAT_FEISHU:
-		o = json_pack(
-		    "{s:s, s:{s:s}}", "msg_type", "text", "content", "text",
-		    m->text);
+		o = json_pack("{s:s, s:{s:s}}", "msg_type", "text", "content",
+		    "text", m->text);
 		if (o != NULL && secret != NULL) {
 			if (notify_sign_feishu(
 				secret, now_ms / 1000, sig, sizeof sig) != 0)
@@ -348,7 +347,7 @@ notify_request_build(const struct config_notify *n, const char *url,
 		r->content_type = "text/plain; charset=utf-8";
 		r->body = xstrdup(m->text);
 		xasprintf(&r->title, "gpufleet: %s%s%s",
-		    m->instance != NULL ? m->instance : "", 
+		    m->instance != NULL ? m->instance : "",
 		    m->instance != NULL ? " " : "", m->kind);
 		r->title[strcspn(r->title, "\r\n")] = '\0';
 		r->url = xstrdup(url);
@@ -376,7 +375,8 @@ notify_request_build(const struct config_notify *n, const char *url,
 bad:
 	json_decref(o);
 	notify_request_clear(r);
-	xasprintf(cause, "cannot build the %s body", notify_format_name(n->format));
+	xasprintf(
+	    cause, "cannot build the %s body", notify_format_name(n->format));
 	return -1;
 }
 
@@ -412,7 +412,7 @@ notify_judge(int format, long http, const char *body, char **why)
 	if (http < 200 || http > 299) {
 		xasprintf(why, "HTTP %ld", http);
 		return http == 408 || http == 429 || http >= 500 ? NOTIFY_RETRY
-								  : NOTIFY_FAIL;
+								 : NOTIFY_FAIL;
 	}
 	if (format != NOTIFY_FORMAT_FEISHU && format != NOTIFY_FORMAT_DINGTALK)
 		return NOTIFY_OK;

@@ -55,9 +55,9 @@ enum notify_format {
 };
 
 /* DingTalk takes 20 messages a minute, then throttles for 10 minutes. */
-#define NOTIFY_DINGTALK_INTERVAL 3
+#define NOTIFY_DINGTALK_INTERVAL   3
 #define NOTIFY_DINGTALK_PER_MINUTE 20
-#define NOTIFY_TEXT_MAX 1800 /* under Discord's 2000 */
+#define NOTIFY_TEXT_MAX		   1800 /* under Discord's 2000 */
 
 /* One message, as queued. */
 struct notify_msg {
@@ -92,8 +92,8 @@ int notify_target_secret(const struct config_notify *, char **, char **);
 int notify_sign_feishu(const char *, int64_t, char *, size_t);
 int notify_sign_dingtalk(const char *, int64_t, char *, size_t);
 int notify_request_build(const struct config_notify *, const char *,
-    const char *, const struct notify_msg *, int64_t,
-    struct notify_request *, char **);
+    const char *, const struct notify_msg *, int64_t, struct notify_request *,
+    char **);
 void notify_request_clear(struct notify_request *);
 enum notify_verdict notify_judge(int, long, const char *, char **);
 char *notify_when(int64_t, int64_t);

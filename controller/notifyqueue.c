@@ -17,8 +17,9 @@
  * Runs in the caller's transaction, else in its own.
  */
 int
-notifyqueue_add(struct inventory *inv, int kind, const char *instance, int64_t t,
-    const char *what, const char *next, const char *dedupe, char **cause)
+notifyqueue_add(struct inventory *inv, int kind, const char *instance,
+    int64_t t, const char *what, const char *next, const char *dedupe,
+    char **cause)
 {
 	const struct config *cf = inv->config;
 	const struct config_notify *n;
@@ -62,8 +63,8 @@ notifyqueue_add(struct inventory *inv, int kind, const char *instance, int64_t t
 		    "queueing a notification", cause, "ItI", id, n->name, now);
 	}
 	if (r >= 0)
-		debug_f("queued %s (%s) for %zu target(s)", notify_kind_name(kind), dedupe,
-		    want);
+		debug_f("queued %s (%s) for %zu target(s)",
+		    notify_kind_name(kind), dedupe, want);
 out:
 	if (own) {
 		if (r < 0)
@@ -73,4 +74,3 @@ out:
 	}
 	return r < 0 ? r : 0;
 }
-

@@ -60,7 +60,7 @@ struct ns_xfer {
 	char *target;
 	int format, retries, attempt, test;
 	int64_t msg_id;
-	char *kind, *instance; /* for the action_log entry */
+	char *kind, *instance;		  /* for the action_log entry */
 	struct notifysend_result *result; /* test: where the result goes */
 };
 
@@ -94,16 +94,16 @@ static int xfer_start(struct notifysend *, const struct config_notify *,
     const struct notify_msg *, int, struct ns_xfer **, char **);
 static void xfer_free(struct ns_xfer *);
 static void xfer_done(struct ns_xfer *, CURLcode);
-static void finish(struct ns_xfer *, enum notify_verdict, long, const char *,
-    int64_t);
+static void finish(
+    struct ns_xfer *, enum notify_verdict, long, const char *, int64_t);
 static void check_done(struct notifysend *);
 static int on_socket(CURL *, curl_socket_t, int, void *, void *);
 static int on_timer_set(CURLM *, long, void *);
 static void on_event(evutil_socket_t, short, void *);
 static void on_timer(evutil_socket_t, short, void *);
 static size_t on_write(char *, size_t, size_t, void *);
-static void log_attempt(struct notifysend *, const struct ns_xfer *,
-    const char *, const char *);
+static void log_attempt(
+    struct notifysend *, const struct ns_xfer *, const char *, const char *);
 
 /* curl_global_init, once, before anything else uses curl. */
 int
@@ -244,8 +244,7 @@ target_started(struct ns_target *t, int64_t now)
  */
 static int
 xfer_start(struct notifysend *ns, const struct config_notify *n,
-    const struct notify_msg *m, int attempt, struct ns_xfer **out,
-    char **cause)
+    const struct notify_msg *m, int attempt, struct ns_xfer **out, char **cause)
 {
 	struct ns_xfer *x;
 	char *url = NULL, *secret = NULL, *h;
@@ -293,7 +292,8 @@ xfer_start(struct notifysend *ns, const struct config_notify *n,
 	curl_easy_setopt(x->easy, CURLOPT_NOSIGNAL, 1L);
 	curl_easy_setopt(x->easy, CURLOPT_POSTFIELDS, x->req.body);
 	curl_easy_setopt(x->easy, CURLOPT_HTTPHEADER, x->headers);
-	curl_easy_setopt(x->easy, CURLOPT_USERAGENT, "gpufleet/" GPUFLEET_VERSION);
+	curl_easy_setopt(
+	    x->easy, CURLOPT_USERAGENT, "gpufleet/" GPUFLEET_VERSION);
 	curl_easy_setopt(x->easy, CURLOPT_TIMEOUT, (long)n->timeout);
 	curl_easy_setopt(x->easy, CURLOPT_CONNECTTIMEOUT,
 	    (long)(n->timeout < 10 ? n->timeout : 10));
@@ -375,7 +375,8 @@ finish(struct ns_xfer *x, enum notify_verdict v, long http, const char *why,
 	if (v == NOTIFY_RETRY && ns->once_since != 0)
 		again = x->attempt <= x->retries; /* flush: a later one */
 	if (again) {
-		wait = (int64_t)BACKOFF_BASE << (x->attempt - 1 < 8 ? x->attempt - 1 : 8);
+		wait = (int64_t)BACKOFF_BASE
+		    << (x->attempt - 1 < 8 ? x->attempt - 1 : 8);
 		if (wait > BACKOFF_MAX)
 			wait = BACKOFF_MAX;
 		wait += random() % (wait / 2 + 1);
@@ -398,8 +399,8 @@ finish(struct ns_xfer *x, enum notify_verdict v, long http, const char *why,
 		    x->attempt, tail);
 	free(tail);
 	if (x->test) {
-		log_attempt(ns, x, v == NOTIFY_OK ? "notify_sent" : "notify_failed",
-		    line);
+		log_attempt(ns, x,
+		    v == NOTIFY_OK ? "notify_sent" : "notify_failed", line);
 		free(line);
 		return;
 	}
@@ -409,8 +410,8 @@ finish(struct ns_xfer *x, enum notify_verdict v, long http, const char *why,
 			    "UPDATE notify_send SET state = 'sent', last_error "
 			    "= NULL WHERE msg_id = ? AND target = ? AND state "
 			    "= 'sending'",
-			    "recording a notification", &cause, "It",
-			    x->msg_id, x->target);
+			    "recording a notification", &cause, "It", x->msg_id,
+			    x->target);
 		else
 			r = db_exec(ns->inv,
 			    "UPDATE notify_send SET state = ?, next_at = ?, "
@@ -500,7 +501,8 @@ check_done(struct notifysend *ns)
 	while ((msg = curl_multi_info_read(ns->multi, &left)) != NULL) {
 		if (msg->msg != CURLMSG_DONE)
 			continue;
-		curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+		curl_easy_getinfo(
+		    msg->easy_handle, CURLINFO_PRIVATE, (char **)&x);
 		xfer_done(x, msg->data.result);
 	}
 }

@@ -25,8 +25,8 @@ struct notifysend_result {
 	char *answer; /* the answer's body, escaped and cut, or NULL */
 };
 
-struct notifysend *notifysend_new(struct event_base *, struct inventory *,
-    const struct config *, int64_t);
+struct notifysend *notifysend_new(
+    struct event_base *, struct inventory *, const struct config *, int64_t);
 void notifysend_free(struct notifysend *);
 void notifysend_kick(struct notifysend *);
 int notifysend_inflight(const struct notifysend *);

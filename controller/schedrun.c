@@ -667,8 +667,8 @@ finish(struct fleet *f, int64_t run_id, int wstatus, const char *why,
 			      "schedule_run", s.name, names, logwhy, res,
 			      &log_id, cause)) != 0 ||
 			    (strcmp(state, "ok") != 0 &&
-				(r = notify_failed(inv, log_id, s.name,
-				     logwhy, cause)) != 0))))
+				(r = notify_failed(inv, log_id, s.name, logwhy,
+				     cause)) != 0))))
 			inventory_rollback(inv);
 		else
 			r = inventory_commit(inv, cause);

@@ -231,7 +231,8 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 	xasprintf(&key, "journal:%lld:%s:%lld", (long long)in->id, e->epoch,
 	    (long long)e->seq);
 	if (strcmp(ev, "job_ended") == 0) {
-		const char *state = json_string_value(json_object_get(o, "state"));
+		const char *state =
+		    json_string_value(json_object_get(o, "state"));
 		v = json_object_get(o, "job");
 		if (json_is_integer(v) && json_integer_value(v) > 0)
 			job = json_integer_value(v);
@@ -243,28 +244,28 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 			name = s;
 		} else
 			name = xstrdup("");
-		xasprintf(&next, "gpufleet logs %s:%lld", in->name,
-		    (long long)job);
+		xasprintf(
+		    &next, "gpufleet logs %s:%lld", in->name, (long long)job);
 		if (strcmp(state, "succeeded") == 0) {
 			kind = NOTIFY_JOB_FINISHED;
-			xasprintf(&what, "job %lld%s finished", (long long)job,
-			    name);
+			xasprintf(
+			    &what, "job %lld%s finished", (long long)job, name);
 		} else if (strcmp(state, "failed") == 0) {
 			kind = NOTIFY_JOB_FAILED;
 			v = json_object_get(o, "exit");
 			xasprintf(&what, "job %lld%s failed (exit %lld)",
 			    (long long)job, name,
-			    json_is_integer(v) ? (long long)json_integer_value(v)
-					       : -1LL);
+			    json_is_integer(v)
+				? (long long)json_integer_value(v)
+				: -1LL);
 		} else if (strcmp(state, "killed") == 0 ||
 		    strcmp(state, "lost") == 0) {
 			kind = NOTIFY_JOB_FAILED;
-			s = entry_str(o, state[0] == 'k' ? "signal" : "reason",
-			    200);
+			s = entry_str(
+			    o, state[0] == 'k' ? "signal" : "reason", 200);
 			xasprintf(&what, "job %lld%s was %s%s%s%s",
-			    (long long)job, name, state,
-			    s != NULL ? " (" : "", s != NULL ? s : "",
-			    s != NULL ? ")" : "");
+			    (long long)job, name, state, s != NULL ? " (" : "",
+			    s != NULL ? s : "", s != NULL ? ")" : "");
 			free(s);
 		}
 	} else if ((strcmp(ev, "stop_result") == 0 &&
@@ -287,7 +288,8 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 		free(s);
 		xasprintf(&next, "gpufleet status %s", in->name);
 	} else if (strcmp(ev, "firing") == 0) {
-		const char *why = json_string_value(json_object_get(o, "reason"));
+		const char *why =
+		    json_string_value(json_object_get(o, "reason"));
 		if (why == NULL ||
 		    (strcmp(why, "idle") != 0 && strcmp(why, "stalled") != 0 &&
 			strcmp(why, "max_runtime") != 0))
@@ -297,7 +299,8 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 		xasprintf(&next, "gpufleet events %s", in->name);
 	}
 	if (kind >= 0)
-		r = notifyqueue_add(inv, kind, in->name, t, what, next, key, cause);
+		r = notifyqueue_add(
+		    inv, kind, in->name, t, what, next, key, cause);
 out:
 	json_decref(o);
 	free(what);
