@@ -158,9 +158,10 @@ notify_ls(struct cmd_ctx *ctx, int json)
 		free(events);
 	}
 	inventory_close(inv);
-	if (json)
-		json_print(a, stdout);
-	else if (cf->nnotifies == 0)
+	if (json) {
+		json_print(a, stdout); /* steals a */
+		a = NULL;
+	} else if (cf->nnotifies == 0)
 		printf("no notification targets: add a [notify.NAME] section "
 		       "to %s\n",
 		    cf->path != NULL ? cf->path : "the config");
@@ -236,9 +237,10 @@ notify_queue_cmd(struct cmd_ctx *ctx, int json, int all)
 		json_decref(a);
 		return cmd_fail(-r, cause);
 	}
-	if (json)
-		json_print(a, stdout);
-	else if (json_array_size(a) == 0)
+	if (json) {
+		json_print(a, stdout); /* steals a */
+		a = NULL;
+	} else if (json_array_size(a) == 0)
 		printf("the notification queue is empty%s\n",
 		    all ? "" : " (--all: sent ones too)");
 	else

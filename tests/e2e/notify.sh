@@ -161,10 +161,12 @@ expect_match "$(printf '%s' "$out" | jq -r '.[0].text')" \
 # --- daemon 1: sends; the hung target holds up nobody; SIGTERM ------------
 daemons=()
 cleanup_hooks=('for p in "${daemons[@]}"; do kill -9 "$p" 2>/dev/null; done' "${cleanup_hooks[@]}")
+started() { grep -q "daemon started: pid $1," "$XDG_STATE_HOME/gpufleet/daemon.log" 2>/dev/null; }
 start_daemon() {
 	"$GPUFLEET" daemon >>"$T/daemon.out" 2>&1 &
 	dpid=$!
 	daemons+=("$dpid")
+	wait_for 60 "daemon $dpid starts" started "$dpid"
 }
 hits() { grep -c "\"path\": \"$1" "$T/r/${2:-a}.log"; }
 at_least() { [ "$("${@:2}")" -ge "$1" ]; }
