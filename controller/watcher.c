@@ -22,7 +22,7 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
 static int ingest(
     struct inventory *, int64_t, int64_t, const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
-    int64_t, const struct report_entry *, char **);
+    int64_t, int64_t, const struct report_entry *, char **);
 static char *entry_str(json_t *, const char *, size_t);
 static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
     const char *, const char *, char **);
@@ -213,12 +213,16 @@ entry_str(json_t *o, const char *key, size_t max)
  * The notification a new journal entry makes, if any: a job's end, a
  * stop done or failed, an autostop firing. Entries from more than a day
  * ago (a journal read for the first time) are history, not news. Each is
- * queued once by the entry (a stop once by its deadline: stop_result and
- * a later stopped are one stop).
+ * queued once by the entry; a stop once by its deadline: `stopped` (seen
+ * after a restart), or a stop_result with status 0 when the container
+ * (container_start, the instance's clock; 0 unknown) started after it. A
+ * stop_result read while the same container runs says nothing yet: the
+ * machine answered, so it is not stopped (stop_failed may follow).
  */
 static int
 notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
-    int64_t skew, const struct report_entry *e, char **cause)
+    int64_t skew, int64_t container_start, const struct report_entry *e,
+    char **cause)
 {
 	const char *ev = e->event;
 	int64_t t = e->time - skew, job = 0;
@@ -270,7 +274,8 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 		}
 	} else if ((strcmp(ev, "stop_result") == 0 &&
 		       json_is_integer(json_object_get(o, "status")) &&
-		       json_integer_value(json_object_get(o, "status")) == 0) ||
+		       json_integer_value(json_object_get(o, "status")) == 0 &&
+		       container_start > e->time) ||
 	    strcmp(ev, "stopped") == 0) {
 		if (e->id == NULL)
 			goto out;
@@ -345,7 +350,8 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			return r;
 		if (sqlite3_changes(inv->db) == 1 &&
 		    ((r = ingest(inv, in->id, skew, e, cause)) != 0 ||
-			(r = notify_entry(inv, in, now, skew, e, cause)) != 0))
+			(r = notify_entry(inv, in, now, skew,
+			     rep->container_start, e, cause)) != 0))
 			return r;
 	}
 	return 0;
