@@ -192,10 +192,22 @@ expect_rc 2 "flush refused while a daemon runs"
 expect_contains "$err" "a daemon (pid $dpid) runs on" "flush names the daemon"
 left() { [ "$(sql "SELECT count(*) FROM notify_send WHERE target <> 'hang' AND state <> 'sent'")" = 0 ]; }
 wait_for 90 "everything but the hung target sent" left
+wait_for 60 "the hung receiver got the second message" at_least 2 hits /hang
+# A crash mid-send: the row stays claimed until a sender finds it dead.
+kill -9 "$dpid"
+wait_for 60 "daemon 2 is gone" gone "$dpid"
+expect_eq "$(sql "SELECT state FROM notify_send WHERE target = 'hang' AND msg_id = 2")" sending \
+    "claimed by the killed daemon"
+start_daemon
+is_unknown() { [ "$(sql "SELECT state FROM notify_send WHERE target = 'hang' AND msg_id = 2")" = unknown ]; }
+wait_for 60 "the next daemon marks it unknown, not pending" is_unknown
+expect_contains "$(sql "SELECT last_error FROM notify_send WHERE target = 'hang' AND msg_id = 2")" \
+    "died mid-send: may not have arrived" "unknown after a crash says why"
+wait_for 60 "daemon 3 tries the third message" at_least 3 hits /hang
 kill -TERM "$dpid"
-wait_for 60 "daemon 2 stops" gone "$dpid"
-expect_eq "$(sql "SELECT state || ' ' || attempts FROM notify_send WHERE target = 'hang' AND msg_id = 1")" "unknown 1" \
-    "the unknown row is not sent again"
+wait_for 60 "daemon 3 stops" gone "$dpid"
+expect_eq "$(sql "SELECT state || ' ' || attempts FROM notify_send WHERE target = 'hang' ORDER BY msg_id" | tr '\n' ' ')" \
+    "unknown 1 unknown 1 unknown 1 " "no unknown row is sent again"
 
 for p in /slack /discord /feishu /dingtalk /ntfy /json; do
 	expect_eq "$(jq -r "select(.path | startswith(\"$p\")) | .body" "$T/r/a.log" | sort | uniq -d | wc -l)" 0 \
