@@ -232,10 +232,10 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 	}
 	if (strcmp(section, "notify") == 0 &&
 	    strcmp(key, "host_down_after") == 0) {
-		if (parse_seconds(value, 60, 30 * 86400,
+		if (parse_seconds(value, 1, 30 * 86400,
 			&c->notify_host_down_after) != 0) {
 			xasprintf(&ps->error,
-			    "host_down_after '%s' must be a duration from 1m "
+			    "host_down_after '%s' must be a duration from 1s "
 			    "to 30d (10m, 1h30m)",
 			    value);
 			return 0;

@@ -202,9 +202,8 @@ notify_changed(struct inventory *inv, const struct instance *in,
 	char *what, *key, *next, *cause = NULL;
 
 	xasprintf(&what,
-	    "HOST KEY CHANGED: pinned %s, presented %s; gpufleet refuses to "
-	    "connect",
-	    k->fingerprint, fp);
+	    "host key changed to %s (pinned: %s); gpufleet refuses to connect",
+	    fp, k->fingerprint);
 	xasprintf(&key, "hostkey:%lld:%s", (long long)in->id, fp);
 	xasprintf(&next, "gpufleet hostkey show %s", in->name);
 	if (notifyqueue_add(inv, NOTIFY_HOSTKEY_CHANGED, in->name,

@@ -4,7 +4,9 @@
 # on 127.0.0.1): a stop that did not stop (stop_failed, from the watcher's
 # journal), a stop done while the laptop was away (stopped, learned when
 # the instance is back), a changed host key (hostkey_changed, once however
-# often it is met). Each is queued once, whichever contact reads it.
+# often it is met), and an instance the platform stopped behind gpufleet's
+# back (host_down, from the daemon's held sessions). Each is queued once,
+# whichever contact reads it.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 export XDG_STATE_HOME="$T/state"
@@ -24,10 +26,13 @@ cat >"$XDG_CONFIG_HOME/gpufleet/config.ini" <<EOT
 poll_interval = 1
 stop_grace = 2
 
+[notify]
+host_down_after = 2s
+
 [notify.hook]
 url = http://127.0.0.1:$(cat "$T/port")/hook/secret-token
 format = json
-events = stopped stop_failed hostkey_changed
+events = stopped stop_failed hostkey_changed host_down
 
 [notify.jobs]
 url = http://127.0.0.1:$(cat "$T/port")/jobs
@@ -83,16 +88,25 @@ expect_contains "$(sql "SELECT next FROM notify_msg WHERE kind = 'hostkey_change
 "$GPUFLEET" daemon >>"$T/daemon.out" 2>&1 &
 dpid=$!
 cleanup_hooks=("kill -9 $dpid 2>/dev/null" "${cleanup_hooks[@]}")
-sent() { [ "$(sql "SELECT count(*) FROM notify_send WHERE state = 'sent'")" = 3 ]; }
-wait_for 60 "the daemon sent the three" sent
+sent() { [ "$(sql "SELECT count(*) FROM notify_send WHERE state = 'sent'")" = "$1" ]; }
+wait_for 60 "the daemon sent the three" sent 3
+started() { grep -q "daemon started: pid $1," "$XDG_STATE_HOME/gpufleet/daemon.log" 2>/dev/null; }
+wait_for 60 "the daemon starts" started "$dpid"
+# The platform stops inst-1 behind gpufleet's back: its held session dies.
+fleet stop inst-1
+wait_for 90 "host_down queued for inst-1" at_least 1 queued host_down inst-1
+wait_for 60 "the daemon sent host_down" sent 4
+expect_eq "$(queued host_down)" 1 "host_down once per outage, for inst-1 only"
+expect_match "$(sql "SELECT text FROM notify_msg WHERE kind = 'host_down'")" \
+    '^gpufleet: inst-1 is unreachable for [0-9]+s.* Next: gpufleet status inst-1$' "the host_down message"
 hits() { grep -c '"path": "/hook/secret-token"' "$T/hook.log"; }
 expect_eq "$(jq -r .body "$T/hook.log" | jq -r .kind | sort | tr '\n' ' ')" \
-    "hostkey_changed stop_failed stopped " "one request per event"
+    "host_down hostkey_changed stop_failed stopped " "one request per event"
 expect_eq "$(jq -r .body "$T/hook.log" | jq -r 'select(.kind == "stopped") | .instance')" inst-2 \
     "the json body names the instance"
 kill -TERM "$dpid"
 wait "$dpid"
 expect_eq "$?" 0 "the daemon stops"
-expect_eq "$(hits)" 3 "nothing more"
+expect_eq "$(hits)" 4 "nothing more"
 
 finish
