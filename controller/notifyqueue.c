@@ -37,8 +37,13 @@ notifyqueue_add(struct inventory *inv, int kind, const char *instance,
 	    instance != NULL ? instance : "", instance != NULL ? " " : "", what,
 	    when, next != NULL ? " Next: " : "", next != NULL ? next : "");
 	free(when);
-	if (strlen(text) > NOTIFY_TEXT_MAX)
-		text[NOTIFY_TEXT_MAX] = '\0';
+	if ((i = strlen(text)) > NOTIFY_TEXT_MAX) {
+		/* Cut at a character's start: the bodies must be UTF-8. */
+		i = NOTIFY_TEXT_MAX;
+		while (i > 0 && ((unsigned char)text[i] & 0xc0) == 0x80)
+			i--;
+		text[i] = '\0';
+	}
 	own = sqlite3_get_autocommit(inv->db);
 	if (own && (r = inventory_begin(inv, cause)) != 0) {
 		free(text);
