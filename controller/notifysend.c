@@ -150,6 +150,7 @@ notifysend_new(struct event_base *base, struct inventory *inv,
 	ns->inv = inv;
 	ns->cf = cf;
 	ns->once_since = once_since;
+	srandom((unsigned)getpid() ^ (unsigned)time(NULL)); /* the jitter */
 	if ((ns->multi = curl_multi_init()) == NULL)
 		fatal("cannot start libcurl");
 	ns->timer = evtimer_new(base, on_timer, ns);
@@ -371,9 +372,8 @@ finish(struct ns_xfer *x, enum notify_verdict v, long http, const char *why,
 	char *line, *tail, *cause = NULL;
 	int r, again;
 
-	again = v == NOTIFY_RETRY && x->attempt <= x->retries && !ns->stopping;
-	if (v == NOTIFY_RETRY && ns->once_since != 0)
-		again = x->attempt <= x->retries; /* flush: a later one */
+	/* Stopping too: the next daemon (or flush) tries it again. */
+	again = v == NOTIFY_RETRY && x->attempt <= x->retries;
 	if (again) {
 		wait = (int64_t)BACKOFF_BASE
 		    << (x->attempt - 1 < 8 ? x->attempt - 1 : 8);
