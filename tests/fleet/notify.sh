@@ -69,7 +69,9 @@ wait_for 90 "inst-2 stopped by its watcher" is_state inst-2 stopped
 fleet start inst-2
 run status inst-2
 expect_rc 0 "inst-2 answers again"
-wait_for 30 "inst-2: stopped queued" at_least 1 queued stopped inst-2
+# The restarted watcher journals `stopped` once it has looked: read again.
+stopped_queued() { run status inst-2; [ "$(queued stopped inst-2)" -ge 1 ]; }
+wait_for 60 "inst-2: stopped queued" stopped_queued
 run status inst-2
 expect_eq "$(queued stopped inst-2)" 1 "stopped queued once"
 expect_contains "$(sql "SELECT text FROM notify_msg WHERE kind = 'stopped'")" \
