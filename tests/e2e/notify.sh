@@ -262,6 +262,19 @@ expect_contains "$out" "schedule_failed to feishu: sent (HTTP 200, attempt 1)" "
 
 # --- flush without a daemon -------------------------------------------------
 run_failing
+# A cost guard firing: a guard event, queued once per firing.
+run add g1 10.0.0.1 --price 360000/h --billing second
+run mark g1 running --at -1h
+run guard add g1 --max-cost 10 --per day --do warn --name daily
+expect_rc 0 "guard add"
+run guard check
+expect_rc 0 "guard check"
+run guard check
+expect_eq "$(sql "SELECT count(*) FROM notify_msg WHERE kind = 'guard' AND instance = 'g1'")" 1 \
+    "the guard's firing queued once"
+expect_match "$(sql "SELECT text FROM notify_msg WHERE kind = 'guard'")" \
+    '^gpufleet: g1 guard daily warns: g1: cost .* passed 10\.00 at [0-9:]+ UTC\. Next: gpufleet cost$' \
+    "the guard message"
 python3 - "$cfg" "$T/nohang.ini" <<'PY'
 import sys, re
 s = open(sys.argv[1]).read()
@@ -270,8 +283,10 @@ open(sys.argv[2], "w").write(s)
 PY
 run --config "$T/nohang.ini" notify flush
 expect_rc 0 "flush sends the new message"
-expect_eq "$(hits /slack)" 4 "flush: slack got the fourth"
-expect_eq "$(hits /dingtalk)" 4 "flush: dingtalk got the fourth"
+expect_eq "$(hits /slack)" 4 "flush: slack got the fourth, not the guard's"
+expect_eq "$(hits /dingtalk)" 5 "flush: dingtalk got both"
+expect_eq "$(jq -r 'select(.path | startswith("/json")) | .body | fromjson | select(.kind == "guard") | .instance' "$T/r/a.log")" \
+    g1 "flush: the guard's message as json"
 expect_eq "$(sql "SELECT count(*) FROM notify_send WHERE msg_id = 4 AND state = 'sent'")" 7 \
     "flush: sent to every configured target"
 expect_eq "$(sql "SELECT state FROM notify_send WHERE msg_id = 4 AND target = 'hang'")" pending \
