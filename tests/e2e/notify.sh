@@ -41,7 +41,7 @@ echo 'SECdingtalk4567' >"$T/r/ding.secret"
 pids=()
 cleanup_hooks=('for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done' "${cleanup_hooks[@]}")
 python3 "$RECV" --port-file "$T/r/a.port" --log "$T/r/a.log" \
-    --cert "$T/r/cert.pem" --key "$T/r/key.pem" --hang /hang \
+    --cert "$T/r/cert.pem" --key "$T/r/key.pem" --hang /hang --slow /slow \
     --feishu-secret SECfeishu0123 --dingtalk-secret SECdingtalk4567 &
 pids+=($!)
 python3 "$RECV" --port-file "$T/r/b.port" --log "$T/r/b.log" --fail-first 1 &
@@ -291,6 +291,29 @@ expect_eq "$(sql "SELECT count(*) FROM notify_send WHERE msg_id = 4 AND state = 
     "flush: sent to every configured target"
 expect_eq "$(sql "SELECT state FROM notify_send WHERE msg_id = 4 AND target = 'hang'")" pending \
     "a target no longer configured keeps its row"
+
+# --- SIGTERM: a send in flight finishes within the stop grace --------------
+cat >"$T/slow.ini" <<EOT
+[daemon]
+poll_interval = 1
+stop_grace = 30
+
+[notify.slow]
+url = $A/slow
+ca_file = $T/r/cert.pem
+EOT
+export GPUFLEET_CONFIG=$T/slow.ini
+run_failing
+start_daemon
+arrived() { [ "$(jq -r 'select(.path == "/slow") | .status' "$T/r/a.log" | grep -c arrived)" -ge 1 ]; }
+wait_for 60 "the slow receiver has the request" arrived
+kill -TERM "$dpid"
+wait_for 60 "the daemon stops once the send is over" gone "$dpid"
+unset GPUFLEET_CONFIG
+expect_eq "$(sql "SELECT state FROM notify_send WHERE target = 'slow'")" sent \
+    "the send in flight at SIGTERM finished"
+expect_eq "$(jq -r 'select(.path == "/slow") | .status' "$T/r/a.log" | tr '\n' ' ')" "arrived 200 " \
+    "answered once"
 
 # --- notify test ----------------------------------------------------------
 run --config "$T/nohang.ini" notify test feishu

@@ -2,13 +2,16 @@
 """A webhook receiver for the notification tests (tests/e2e/notify.sh).
 
 hookrecv.py --port-file F --log F [--cert C --key K] [--fail-first K]
-            [--hang PATH] [--feishu-secret S] [--dingtalk-secret S]
+            [--hang PATH] [--slow PATH] [--feishu-secret S]
+            [--dingtalk-secret S]
 
 Listens on 127.0.0.1 (an ephemeral port, written to --port-file once it
 listens), over HTTPS with --cert/--key. Every request is one JSON line in
 --log: {"time", "path", "query", "headers", "body", "status", "sig"}.
 The first K requests (--fail-first) get a 500. A request whose path starts
-with --hang is accepted and never answered. Feishu (path /feishu...) and
+with --hang is accepted and never answered; one whose path starts with
+--slow is logged when it arrives ("status": "arrived") and answered 200
+two seconds later. Feishu (path /feishu...) and
 DingTalk (/dingtalk...) signatures are checked here with the platforms'
 documented algorithms, independently of gpufleet: "sig" is "ok", "bad"
 or "none"; a bad one gets the platform's error body.
@@ -74,6 +77,9 @@ class Handler(BaseHTTPRequestHandler):
             self.record(rec)
             time.sleep(3600)
             return
+        if args.slow and u.path.startswith(args.slow):
+            self.record(dict(rec, status="arrived"))
+            time.sleep(2)
         with lock:
             count[0] += 1
             k = count[0]
@@ -118,6 +124,7 @@ def main():
     p.add_argument("--key")
     p.add_argument("--fail-first", type=int, default=0)
     p.add_argument("--hang")
+    p.add_argument("--slow")
     p.add_argument("--feishu-secret")
     p.add_argument("--dingtalk-secret")
     args = p.parse_args()
