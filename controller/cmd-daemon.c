@@ -23,21 +23,31 @@
 #include <event2/event.h>
 
 #include "actionlog.h"
+#include "db.h"
 #include "cmd.h"
 #include "guard.h"
 #include "keys.h"
 #include "localstop.h"
 #include "log.h"
 #include "misc.h"
+#include "notify.h"
+#include "notifysend.h"
 #include "planwrite.h"
 #include "probe.h"
 #include "remote.h"
 #include "schedrun.h"
 #include "schedule.h"
 #include "status.h"
+#include "timeparse.h"
 #include "xmalloc.h"
 
 #define STOP_WAIT_S 5 /* for our children, after their SIGTERM at grace end */
+
+/* An instance unreachable since, and whether host_down was queued. */
+struct down {
+	int64_t id;
+	int64_t since;
+};
 
 struct daemon {
 	struct fleet *f;
@@ -59,6 +69,10 @@ struct daemon {
 
 	struct schedrun_child *kids;
 	size_t nkids;
+
+	struct notifysend *ns;
+	struct down *down; /* instances whose held session is down */
+	size_t ndown;
 	char *last_error; /* the tick's, logged once */
 
 	int stopping, over, reload;
@@ -83,7 +97,8 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "local stops, tops up the plans of shutdown schedules\nand "
 	    "evaluates the guards. Every second it runs the due exec, "
 	    "rotate-keys\nand status schedules as child gpufleet processes "
-	    "(their output in\n$XDG_STATE_HOME/gpufleet/runs/). One daemon "
+	    "(their output in\n$XDG_STATE_HOME/gpufleet/runs/) and sends the "
+	    "queued notifications\n([notify.NAME] targets). One daemon "
 	    "per database; a second exits 2.\nLogs to "
 	    "$XDG_STATE_HOME/gpufleet/daemon.log (and stderr in the "
 	    "foreground).\nSIGHUP re-reads the configuration; SIGTERM gives "
@@ -104,6 +119,7 @@ static const struct option daemon_options[] = { { "detach", no_argument, NULL,
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static void poll_start(struct daemon *);
+static void hosts_down(struct daemon *);
 static void check_over(struct daemon *);
 
 /* Whether cf (or the environment's override) asks for the passphrase. */
@@ -424,6 +440,74 @@ guards(struct daemon *d)
 	guard_actions_free(acts, n);
 }
 
+/* Whether instance id is stopped or released as far as the ledger knows. */
+static int
+known_stopped(struct daemon *d, int64_t id)
+{
+	return db_exec(d->f->inv,
+		   "SELECT 1 FROM ledger WHERE instance_id = ? AND id = "
+		   "(SELECT id FROM ledger WHERE instance_id = ? AND state <> "
+		   "'unknown' ORDER BY t DESC, id DESC LIMIT 1) AND state IN "
+		   "('stopped', 'released')",
+		   "reading the ledger", NULL, "II", id, id) == 1;
+}
+
+/*
+ * After a poll: an instance unreachable for [notify] host_down_after
+ * (not one the ledger says is stopped) queues host_down, once per
+ * outage (keyed by when this daemon first saw it down).
+ */
+static void
+hosts_down(struct daemon *d)
+{
+	const struct instance *in;
+	struct down *w;
+	char *what, *key, *next, *cause = NULL, *dur;
+	int64_t now = (int64_t)time(NULL);
+	size_t i, j;
+	int down;
+
+	for (i = 0; i < d->rm->n; i++) {
+		in = &d->rm->list[i];
+		down = strcmp(d->p->hosts[i].state, "unreachable") == 0;
+		for (j = 0; j < d->ndown && d->down[j].id != in->id; j++)
+			;
+		if (!down) {
+			if (j < d->ndown)
+				d->down[j] = d->down[--d->ndown];
+			continue;
+		}
+		if (j == d->ndown) {
+			d->down = xreallocarray(
+			    d->down, d->ndown + 1, sizeof *d->down);
+			d->down[d->ndown].id = in->id;
+			d->down[d->ndown++].since = now;
+			continue;
+		}
+		w = &d->down[j];
+		if (now - w->since < d->f->config->notify_host_down_after ||
+		    known_stopped(d, in->id))
+			continue;
+		dur = timeparse_duration(now - w->since);
+		xasprintf(&what, "is unreachable for %s%s%s", dur,
+		    d->p->hosts[i].error != NULL ? ": " : "",
+		    d->p->hosts[i].error != NULL ? d->p->hosts[i].error : "");
+		free(dur);
+		xasprintf(&key, "host_down:%lld:%lld", (long long)in->id,
+		    (long long)w->since);
+		xasprintf(&next, "gpufleet status %s", in->name);
+		if (notifyqueue_add(d->f->inv, NOTIFY_HOST_DOWN, in->name,
+			w->since, what, next, key, &cause) != 0) {
+			error("%s", cause);
+			free(cause);
+			cause = NULL;
+		}
+		free(what);
+		free(key);
+		free(next);
+	}
+}
+
 /* After a poll's pass (or none, with no instance): store, then act. */
 static void
 poll_after(struct daemon *d, int stored)
@@ -443,6 +527,7 @@ poll_after(struct daemon *d, int stored)
 	}
 	if (stored) {
 		localstop_run_due(d->f->inv, d->f->config, d->p->now);
+		hosts_down(d);
 		debug_f("poll %ld: %zu of %zu instance(s) up", d->polls,
 		    d->rm->n - probe_failed(d->p), d->rm->n);
 		if (!d->stopping && schedsync_needed(d->f->inv) > 0)
@@ -618,8 +703,10 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(d);
-	if (!d->stopping)
+	if (!d->stopping) {
 		run_due(d);
+		notifysend_kick(d->ns);
+	}
 	if (d->reload && !d->polling)
 		reload(d);
 	check_over(d);
@@ -649,6 +736,7 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 	   give our children a few seconds to exit on their SIGTERM first. */
 	schedrun_wait(d->kids, d->nkids, STOP_WAIT_S);
 	d->nkids = 0;
+	notifysend_abort(d->ns, why);
 	free(why);
 	check_over(d);
 }
@@ -657,7 +745,8 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 static void
 check_over(struct daemon *d)
 {
-	if (d->stopping && !d->polling && d->nkids == 0)
+	if (d->stopping && !d->polling && d->nkids == 0 &&
+	    notifysend_inflight(d->ns) == 0)
 		d->over = 1; /* daemon_main's loop ends after this round */
 }
 
@@ -677,9 +766,12 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 	if (d->p != NULL && d->p->run != NULL)
 		probe_cancel(d->p);
 	reap(d);
-	if (d->nkids > 0) {
-		info("%s: waiting up to %ds for %zu run(s) still going",
-		    d->stop_why, d->f->config->daemon_stop_grace, d->nkids);
+	notifysend_stop(d->ns);
+	if (d->nkids > 0 || notifysend_inflight(d->ns) > 0) {
+		info("%s: waiting up to %ds for %zu run(s) and %d "
+		     "notification(s) still going",
+		    d->stop_why, d->f->config->daemon_stop_grace, d->nkids,
+		    notifysend_inflight(d->ns));
 		evtimer_add(d->grace, &tv);
 	} else
 		info("%s: stopping", d->stop_why);
@@ -813,6 +905,12 @@ daemon_main(struct daemon *d)
 		error("%s", cause);
 		free(cause);
 	}
+	if (notifysend_recover(d->f->inv, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	d->ns = notifysend_new(base, d->f->inv, d->f->config, 0);
 	events_add(d, base);
 	while (!d->over) {
 		event_base_loop(base, EVLOOP_ONCE);
@@ -827,6 +925,8 @@ daemon_main(struct daemon *d)
 	info("daemon stopped: %s", why);
 	free(why);
 	events_free(d);
+	notifysend_free(d->ns);
+	d->ns = NULL;
 	remote_drop(d);
 	return GF_OK;
 }
@@ -892,6 +992,7 @@ cmd_daemon_exec(
 		close(d.lock_fd);
 	free(d.last_error);
 	free(d.kids);
+	free(d.down);
 	free(d.log_path);
 	free(d.cfg_path);
 	d.f->db_path = db;

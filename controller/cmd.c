@@ -20,6 +20,7 @@ extern const struct cmd_entry cmd_daemon_entry;
 extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_guard_entry;
+extern const struct cmd_entry cmd_notify_entry;
 extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
@@ -69,6 +70,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_autostop_entry,
 	&cmd_schedule_entry,
 	&cmd_guard_entry,
+	&cmd_notify_entry,
 	&cmd_events_entry,
 	&cmd_daemon_entry,
 	&cmd_ssh_entry,
@@ -296,5 +298,6 @@ cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
 
 	if ((r = inventory_open(ctx->fleet->db_path, inv, &cause)) != 0)
 		return cmd_fail(-r, cause);
+	(*inv)->config = ctx->fleet->config;
 	return 0;
 }

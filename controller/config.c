@@ -11,9 +11,11 @@
 #include <ini.h>
 
 #include "config.h"
+#include "billing.h"
 #include "cron.h"
 #include "instance.h"
 #include "misc.h"
+#include "notify.h"
 #include "stopmethod.h"
 #include "xmalloc.h"
 
@@ -27,10 +29,15 @@ struct parse_state {
 
 static int handler(void *, const char *, const char *, const char *);
 static int parse_int(const char *, int, int, int *);
+static int parse_seconds(const char *, int, int, int *);
 static char *reader(char *, int, void *);
 static void set_optional(char **, const char *);
+static void set_path(char **, const char *);
 static int set_other(
     struct parse_state *, const char *, const char *, const char *);
+static int set_notify(
+    struct parse_state *, const char *, const char *, const char *);
+static int check_notifies(struct parse_state *);
 static int set_provider(
     struct parse_state *, const char *, const char *, const char *);
 
@@ -52,6 +59,7 @@ config_defaults(struct config *c)
 	c->daemon_poll_interval = 60;
 	c->daemon_stop_grace = 20;
 	c->daemon_runs_keep_days = 14;
+	c->notify_host_down_after = 600;
 }
 
 void
@@ -72,6 +80,14 @@ config_clear(struct config *c)
 		free(c->stops[i].kind);
 	}
 	free(c->stops);
+	for (i = 0; i < c->nnotifies; i++) {
+		free(c->notifies[i].name);
+		free(c->notifies[i].url);
+		free(c->notifies[i].url_file);
+		free(c->notifies[i].secret_file);
+		free(c->notifies[i].ca_file);
+	}
+	free(c->notifies);
 	memset(c, 0, sizeof *c);
 }
 
@@ -137,6 +153,14 @@ set_optional(char **dst, const char *value)
 {
 	free(*dst);
 	*dst = *value != '\0' ? xstrdup(value) : NULL;
+}
+
+/* Like set_optional, a leading ~/ for $HOME. */
+static void
+set_path(char **dst, const char *value)
+{
+	free(*dst);
+	*dst = *value != '\0' ? misc_expand_home(value) : NULL;
 }
 
 /*
@@ -206,7 +230,188 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 		set_optional(&c->schedule_tz, value);
 		return 1;
 	}
+	if (strcmp(section, "notify") == 0 &&
+	    strcmp(key, "host_down_after") == 0) {
+		if (parse_seconds(value, 1, 30 * 86400,
+			&c->notify_host_down_after) != 0) {
+			xasprintf(&ps->error,
+			    "host_down_after '%s' must be a duration from 1s "
+			    "to 30d (10m, 1h30m)",
+			    value);
+			return 0;
+		}
+		return 1;
+	}
 	return -1;
+}
+
+/* A duration (2w3d1h30m90s, billing_parse_duration) in [min, max] s. */
+static int
+parse_seconds(const char *value, int min, int max, int *out)
+{
+	char *why = NULL;
+	int64_t v;
+
+	if (billing_parse_duration(value, &v, &why) != 0) {
+		free(why);
+		return -1;
+	}
+	if (v < min || v > max)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+/* The [notify.NAME] target of that name, or NULL. */
+const struct config_notify *
+config_notify(const struct config *c, const char *name)
+{
+	size_t i;
+
+	for (i = 0; c != NULL && i < c->nnotifies; i++) {
+		if (strcmp(c->notifies[i].name, name) == 0)
+			return &c->notifies[i];
+	}
+	return NULL;
+}
+
+/* One key of a [notify.NAME] section. */
+static int
+set_notify(struct parse_state *ps, const char *name, const char *key,
+    const char *value)
+{
+	struct config *c = ps->config;
+	struct config_notify *n =
+	    (struct config_notify *)config_notify(c, name);
+	char *why = NULL;
+	int v;
+
+	if (*name == '\0' || strlen(name) > 64 ||
+	    strspn(name,
+		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		"0123456789._-") != strlen(name)) {
+		xasprintf(&ps->error,
+		    "bad target name in [notify.%s] (letters, digits, . _ -)",
+		    name);
+		return 0;
+	}
+	if (n == NULL) {
+		c->notifies = xreallocarray(
+		    c->notifies, c->nnotifies + 1, sizeof *c->notifies);
+		n = &c->notifies[c->nnotifies++];
+		memset(n, 0, sizeof *n);
+		n->name = xstrdup(name);
+		n->format = NOTIFY_FORMAT_JSON;
+		n->events = NOTIFY_EVENTS_ALL;
+		n->timeout = 10;
+		n->retries = 5;
+		n->line = ps->line;
+	}
+	if (strcmp(key, "url") == 0) {
+		if (notify_url_check(value, &why) != 0) {
+			xasprintf(&ps->error, "url: %s", why);
+			free(why);
+			return 0;
+		}
+		set_optional(&n->url, value);
+	} else if (strcmp(key, "url_file") == 0)
+		set_path(&n->url_file, value);
+	else if (strcmp(key, "secret_file") == 0)
+		set_path(&n->secret_file, value);
+	else if (strcmp(key, "ca_file") == 0)
+		set_path(&n->ca_file, value);
+	else if (strcmp(key, "format") == 0) {
+		if ((v = notify_format_parse(value)) < 0) {
+			xasprintf(&ps->error,
+			    "format '%s' must be json, slack, discord, feishu, "
+			    "dingtalk or ntfy",
+			    value);
+			return 0;
+		}
+		n->format = v;
+	} else if (strcmp(key, "events") == 0) {
+		if (notify_events_parse(value, &n->events, &why) != 0) {
+			xasprintf(&ps->error, "events: %s", why);
+			free(why);
+			return 0;
+		}
+	} else if (strcmp(key, "min_interval") == 0) {
+		if (parse_seconds(value, 0, 86400, &n->min_interval) != 0) {
+			xasprintf(&ps->error,
+			    "min_interval '%s' must be a duration up to 1d "
+			    "(0, 3s, 1m)",
+			    value);
+			return 0;
+		}
+		n->min_interval_set = 1;
+	} else if (strcmp(key, "timeout") == 0) {
+		if (parse_seconds(value, 1, 600, &n->timeout) != 0) {
+			xasprintf(&ps->error,
+			    "timeout '%s' must be a duration from 1s to 10m",
+			    value);
+			return 0;
+		}
+	} else if (strcmp(key, "retries") == 0) {
+		if (parse_int(value, 0, 100, &n->retries) != 0) {
+			xasprintf(&ps->error,
+			    "retries = '%s' is not a number from 0 to 100",
+			    value);
+			return 0;
+		}
+	} else if (strcmp(key, "from_instances") == 0) {
+		if (strcmp(value, "yes") == 0)
+			n->from_instances = 1;
+		else if (strcmp(value, "no") == 0)
+			n->from_instances = 0;
+		else {
+			xasprintf(&ps->error,
+			    "from_instances '%s' must be yes or no", value);
+			return 0;
+		}
+	} else {
+		xasprintf(&ps->error,
+		    "unknown key '%s' in [notify.%s] (known: url, url_file, "
+		    "format, secret_file, events, min_interval, ca_file, "
+		    "timeout, retries, from_instances)",
+		    key, name);
+		return 0;
+	}
+	return 1;
+}
+
+/*
+ * What a target needs once its section is read: a URL (one of url and
+ * url_file), and DingTalk's own limit of 20 messages a minute as its
+ * default spacing.
+ */
+static int
+check_notifies(struct parse_state *ps)
+{
+	struct config_notify *n;
+	size_t i;
+
+	for (i = 0; i < ps->config->nnotifies; i++) {
+		n = &ps->config->notifies[i];
+		ps->error_line = n->line;
+		if ((n->url == NULL) == (n->url_file == NULL)) {
+			xasprintf(&ps->error,
+			    "[notify.%s] needs one of url and url_file",
+			    n->name);
+			return -1;
+		}
+		if (n->secret_file != NULL &&
+		    n->format != NOTIFY_FORMAT_FEISHU &&
+		    n->format != NOTIFY_FORMAT_DINGTALK) {
+			xasprintf(&ps->error,
+			    "[notify.%s]: secret_file is for the feishu and "
+			    "dingtalk formats only",
+			    n->name);
+			return -1;
+		}
+		if (!n->min_interval_set && n->format == NOTIFY_FORMAT_DINGTALK)
+			n->min_interval = NOTIFY_DINGTALK_INTERVAL;
+	}
+	return 0;
 }
 
 /* The [provider.NAME] override of a provider, or NULL. */
@@ -274,7 +479,7 @@ static int
 handler(void *arg, const char *section, const char *key, const char *value)
 {
 	static const char *const sections[] = { "defaults", "ssh", "status",
-		"keys", "schedule", "daemon" };
+		"keys", "schedule", "daemon", "notify" };
 	struct parse_state *ps = arg;
 	size_t i;
 	int r;
@@ -288,6 +493,8 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	}
 	if (strncmp(section, "provider.", 9) == 0)
 		return set_provider(ps, section + 9, key, value);
+	if (strncmp(section, "notify.", 7) == 0)
+		return set_notify(ps, section + 7, key, value);
 	for (i = 0; i < sizeof sections / sizeof sections[0]; i++) {
 		if (strcmp(section, sections[i]) == 0)
 			break;
@@ -295,7 +502,8 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	if (i == sizeof sections / sizeof sections[0]) {
 		xasprintf(&ps->error,
 		    "unknown section [%s] (known: [defaults], [ssh], [status], "
-		    "[keys], [schedule], [daemon], [provider.NAME])",
+		    "[keys], [schedule], [daemon], [notify], [provider.NAME], "
+		    "[notify.NAME])",
 		    section);
 		return 0;
 	}
@@ -373,6 +581,8 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 	}
 	line = ini_parse_stream(reader, &ps, handler, &ps);
 	fclose(ps.f);
+	if (line == 0 && ps.error == NULL)
+		check_notifies(&ps);
 	if (line != 0 || ps.error != NULL) {
 		if (ps.error == NULL || (line != 0 && line < ps.error_line))
 			xasprintf(cause, "%s:%d: syntax error", path, line);

@@ -15,6 +15,26 @@ struct config_stop {
 	char *kind;    /* "stop", "release", or NULL */
 };
 
+/*
+ * [notify.NAME]: a webhook target (controller/notify.h). The URL and the
+ * secret are read when used (url_file, secret_file: their first line).
+ */
+struct config_notify {
+	char *name;
+	char *url;	    /* or NULL: url_file */
+	char *url_file;	    /* or NULL */
+	int format;	    /* enum notify_format */
+	char *secret_file;  /* feishu, dingtalk signing, or NULL */
+	unsigned events;    /* bit (1 << enum notify_kind) per event */
+	int min_interval;   /* seconds between two sends */
+	char *ca_file;	    /* extra CA bundle, or NULL */
+	int timeout;	    /* seconds per attempt, connect included */
+	int retries;	    /* attempts after the first */
+	int from_instances; /* also sent by the watchers (later) */
+	int min_interval_set;
+	int line; /* of the section's first key, for errors */
+};
+
 struct config {
 	char *path;			    /* file read, or NULL */
 	char *user;			    /* [defaults] user */
@@ -38,6 +58,9 @@ struct config {
 	int daemon_runs_keep_days;  /* [daemon] runs_keep_days */
 	struct config_stop *stops;  /* [provider.NAME] sections */
 	size_t nstops;
+	int notify_host_down_after;	/* [notify] host_down_after, s */
+	struct config_notify *notifies; /* [notify.NAME] sections */
+	size_t nnotifies;
 };
 
 void config_defaults(struct config *);
@@ -45,5 +68,6 @@ char *config_default_path(void);
 int config_load(struct config *, const char *, int, char **);
 void config_clear(struct config *);
 const struct config_stop *config_stop(const struct config *, const char *);
+const struct config_notify *config_notify(const struct config *, const char *);
 
 #endif

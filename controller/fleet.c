@@ -27,6 +27,7 @@ fleet_inventory(struct fleet *f, struct inventory **inv, char **cause)
 	if (f->inv == NULL &&
 	    (r = inventory_open(f->db_path, &f->inv, cause)) != 0)
 		return r;
+	f->inv->config = f->config;
 	*inv = f->inv;
 	return 0;
 }

@@ -13,6 +13,7 @@
 #include "cost.h"
 #include "db.h"
 #include "guard.h"
+#include "notify.h"
 #include "schedrun.h"
 #include "selector.h"
 #include "status.h"
@@ -35,6 +36,8 @@ static int evaluate(struct inventory *, const struct config *, int64_t, int,
 static int claim(struct inventory *, const struct guard *, struct guard_value *,
     size_t, int64_t, struct guard_action *, char **);
 static void action_clear(struct guard_action *);
+static int notify(struct inventory *, const struct guard *,
+    const struct guard_action *, int64_t, char **);
 static int runner_set(struct inventory *, int64_t, char **);
 static int take_over(
     struct inventory *, struct guard_action *, int64_t, int64_t, char **);
@@ -382,6 +385,29 @@ guard_values_free(struct guard_value *v, size_t n)
 }
 
 /*
+ * Queue the notification of a firing (a balance runway guard's is a
+ * low_balance, a cost guard's a guard), keyed by its action_log entry.
+ */
+static int
+notify(struct inventory *inv, const struct guard *g,
+    const struct guard_action *a, int64_t now, char **cause)
+{
+	char *what, *key;
+	int r;
+
+	xasprintf(&what, "guard %s %s: %s", g->name,
+	    g->shutdown ? "is stopping" : "warns", a->why);
+	xasprintf(&key, "action:%lld", (long long)a->log_id);
+	r = notifyqueue_add(inv,
+	    g->has_cost ? NOTIFY_GUARD : NOTIFY_LOW_BALANCE,
+	    a->nnames == 1 ? a->names[0] : NULL, now, what,
+	    g->has_cost ? "gpufleet cost" : "gpufleet guard ls", key, cause);
+	free(what);
+	free(key);
+	return r;
+}
+
+/*
  * Claim the hits of g among v (those not fired yet) and log them as one
  * action (the caller holds the transaction); with inv NULL (a dry run)
  * only describe them. a->nnames is 0 when nothing was new.
@@ -430,6 +456,8 @@ claim(struct inventory *inv, const struct guard *g, struct guard_value *v,
 		    names, a->why, NULL, &a->log_id, cause);
 	if (r == 0 && inv != NULL && a->nnames > 0 && g->shutdown)
 		r = runner_set(inv, a->log_id, cause);
+	if (r == 0 && inv != NULL && a->nnames > 0)
+		r = notify(inv, g, a, now, cause);
 out:
 	free(why);
 	json_decref(names);

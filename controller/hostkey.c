@@ -15,11 +15,14 @@
 #include "db.h"
 #include "hostkey.h"
 #include "log.h"
+#include "notify.h"
 #include "status.h"
 #include "xmalloc.h"
 
 static int known_hosts_has(const struct instance *, const char *, const char *);
 static int known_hosts_ours(const char *, char **);
+static void notify_changed(struct inventory *, const struct instance *,
+    const struct hostkey *, const char *);
 static int insert_pin(struct inventory *, int, int64_t, const char *,
     const char *, const char *, const char *, char **);
 static int pin_first(struct inventory *, int64_t, const char *, const char *,
@@ -188,6 +191,32 @@ known_hosts_has(const struct instance *in, const char *type, const char *base64)
 }
 
 /*
+ * Queue the hostkey_changed notification of instance in presenting fp
+ * where k is pinned: once per presented key. A failure is logged (the
+ * refusal to connect is what matters).
+ */
+static void
+notify_changed(struct inventory *inv, const struct instance *in,
+    const struct hostkey *k, const char *fp)
+{
+	char *what, *key, *next, *cause = NULL;
+
+	xasprintf(&what,
+	    "host key changed to %s (pinned: %s); gpufleet refuses to connect",
+	    fp, k->fingerprint);
+	xasprintf(&key, "hostkey:%lld:%s", (long long)in->id, fp);
+	xasprintf(&next, "gpufleet hostkey show %s", in->name);
+	if (notifyqueue_add(inv, NOTIFY_HOSTKEY_CHANGED, in->name,
+		(int64_t)time(NULL), what, next, key, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+	}
+	free(what);
+	free(key);
+	free(next);
+}
+
+/*
  * Apply the policy to the key a host presented. Returns 0 to trust it
  * (pinning it when new), or -1 with *fail and *msg set.
  */
@@ -232,6 +261,7 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 	}
 	same = strcmp(k.type, type) == 0 && strcmp(k.base64, base64) == 0;
 	if (!same) {
+		notify_changed(inv, in, &k, fp);
 		*fail = EF_HOSTKEY_CHANGED;
 		xasprintf(msg,
 		    "HOST KEY CHANGED for %s (%s port %d): "

@@ -21,10 +21,15 @@
 
 #define INVENTORY_APPLICATION_ID 0x47464c54 /* "GFLT" */
 
+struct config;
+
 struct inventory {
 	sqlite3 *db;
 	char *path;
 	int in_txn;
+	/* The process's configuration (borrowed, may be NULL): the targets
+	   that what is stored here queues notifications for (notify.c). */
+	const struct config *config;
 };
 
 char *inventory_default_path(void);

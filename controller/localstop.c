@@ -15,6 +15,7 @@
 #include "ledger.h"
 #include "localstop.h"
 #include "log.h"
+#include "notify.h"
 #include "status.h"
 #include "stopmethod.h"
 #include "xmalloc.h"
@@ -25,6 +26,8 @@ struct due {
 };
 
 static int claim(struct inventory *, int64_t, const char *, int64_t);
+static void notify(struct inventory *, const struct instance *, const char *,
+    int64_t, const char *);
 static void run_one(
     struct inventory *, const struct config *, const struct due *, int64_t);
 
@@ -133,6 +136,36 @@ claim(
 	return sqlite3_changes(inv->db) == 1;
 }
 
+/*
+ * Queue the notification of a local stop of deadline: stopped (keyed as
+ * the watcher's stop of it is), or stop_failed with why.
+ */
+static void
+notify(struct inventory *inv, const struct instance *in, const char *deadline,
+    int64_t now, const char *why)
+{
+	char *what, *key, *next, *cause = NULL;
+
+	if (why == NULL)
+		xasprintf(&what, "was stopped (%s, local stop)", deadline);
+	else
+		xasprintf(
+		    &what, "did not stop (%s, local stop): %s", deadline, why);
+	xasprintf(&key, "%s:%lld:%s", why == NULL ? "stop" : "localstop",
+	    (long long)in->id, deadline);
+	xasprintf(&next, "gpufleet %s %s", why == NULL ? "events" : "status",
+	    in->name);
+	if (notifyqueue_add(inv,
+		why == NULL ? NOTIFY_STOPPED : NOTIFY_STOP_FAILED, in->name,
+		now, what, next, key, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+	}
+	free(what);
+	free(key);
+	free(next);
+}
+
 /* Run one claimed local stop and record how it went. */
 static void
 run_one(struct inventory *inv, const struct config *cf, const struct due *d,
@@ -157,6 +190,7 @@ run_one(struct inventory *inv, const struct config *cf, const struct due *d,
 		else
 			error("%s: the local stop of deadline %s failed: %s",
 			    in.name, d->deadline, cause);
+		notify(inv, &in, d->deadline, now, r == 0 ? NULL : cause);
 		instance_clear(&in);
 	}
 	free(cause);

@@ -19,6 +19,7 @@
 #include "instance.h"
 #include "log.h"
 #include "misc.h"
+#include "notify.h"
 #include "schedrun.h"
 #include "status.h"
 #include "vis.h"
@@ -61,6 +62,8 @@ static int finish(
     struct fleet *, int64_t, int, const char *, struct outcome *, char **);
 static void outcome_clear(struct outcome *);
 static int alive(const struct schedrun_child *);
+static int notify_failed(
+    struct inventory *, int64_t, const char *, const char *, char **);
 static int pid_alive(pid_t, int64_t);
 static int64_t proc_stat(pid_t, char *);
 
@@ -274,7 +277,7 @@ claim(struct inventory *inv, const struct schedule *s, int64_t occ, int manual,
     struct mark *m, int64_t *run_id, char **cause)
 {
 	json_t *names = selected(inv, s->selector);
-	int64_t now = (int64_t)time(NULL), going = 0;
+	int64_t now = (int64_t)time(NULL), going = 0, log_id = 0;
 	int r, changed;
 
 	claim_test_gate();
@@ -324,8 +327,10 @@ claim(struct inventory *inv, const struct schedule *s, int64_t occ, int manual,
 		goto fail;
 	*run_id = sqlite3_last_insert_rowid(inv->db);
 	if (m->missed != NULL &&
-	    (r = actionlog_add(inv, now, "schedule_missed", s->name, names,
-		 m->missed, NULL, NULL, cause)) != 0)
+	    ((r = actionlog_add(inv, now, "schedule_missed", s->name, names,
+		  m->missed, NULL, &log_id, cause)) != 0 ||
+		(r = notify_failed(inv, log_id, s->name, m->missed, cause)) !=
+		    0))
 		goto fail;
 	if (m->kind != NULL &&
 	    (r = actionlog_add(inv, now, m->kind, s->name, names, m->why, NULL,
@@ -338,6 +343,28 @@ fail:
 	inventory_rollback(inv);
 out:
 	json_decref(names);
+	return r;
+}
+
+/*
+ * Queue a schedule_failed notification for action_log entry log_id
+ * (a failed or abandoned run, missed occurrences), in the caller's
+ * transaction.
+ */
+static int
+notify_failed(struct inventory *inv, int64_t log_id, const char *name,
+    const char *why, char **cause)
+{
+	char *what, *key;
+	int r;
+
+	xasprintf(&what, "schedule %s: %s", name, why);
+	xasprintf(&key, "action:%lld", (long long)log_id);
+	r = notifyqueue_add(inv, NOTIFY_SCHEDULE_FAILED, NULL,
+	    (int64_t)time(NULL), what, "gpufleet events --since -1h", key,
+	    cause);
+	free(what);
+	free(key);
 	return r;
 }
 
@@ -586,7 +613,7 @@ finish(struct fleet *f, int64_t run_id, int wstatus, const char *why,
 	sqlite3_stmt *st;
 	char *output = NULL, *name = NULL, *reason = NULL, *text, *when,
 	     *logwhy;
-	int64_t occ = 0;
+	int64_t occ = 0, log_id = 0;
 	int manual = 0, whole, r;
 	const char *state, *k;
 	json_t *res, *names, *v;
@@ -636,9 +663,12 @@ finish(struct fleet *f, int64_t run_id, int wstatus, const char *why,
 			 "finishing a schedule run", cause, "ttItI", state,
 			 reason, (int64_t)time(NULL), text, run_id)) < 0 ||
 		    (sqlite3_changes(inv->db) > 0 &&
-			(r = actionlog_add(inv, (int64_t)time(NULL),
-			     "schedule_run", s.name, names, logwhy, res, NULL,
-			     cause)) != 0))
+			((r = actionlog_add(inv, (int64_t)time(NULL),
+			      "schedule_run", s.name, names, logwhy, res,
+			      &log_id, cause)) != 0 ||
+			    (strcmp(state, "ok") != 0 &&
+				(r = notify_failed(inv, log_id, s.name, logwhy,
+				     cause)) != 0))))
 			inventory_rollback(inv);
 		else
 			r = inventory_commit(inv, cause);

@@ -385,6 +385,39 @@ static const char *const steps[] = {
 	"  UNIQUE (instance_id, fire_id)"
 	");"
 	"CREATE INDEX job_instance ON job(instance_id, job);",
+
+	/*
+	 * 10 -> 11: the notification queue (notify.h). notify_msg: one row
+	 * per event, queued once (dedupe: "journal:INSTANCE_ID:EPOCH:SEQ",
+	 * "action:ID", ...). notify_send: one row per message and target;
+	 * sender_pid and sender_start (field 22 of /proc/PID/stat) name the
+	 * process of a 'sending' row, so that one whose sender died becomes
+	 * 'unknown', never sent again.
+	 */
+	"CREATE TABLE notify_msg ("
+	"  id INTEGER PRIMARY KEY,"
+	"  kind TEXT NOT NULL,"
+	"  instance TEXT,"
+	"  t INTEGER NOT NULL,"
+	"  text TEXT NOT NULL,"
+	"  next TEXT,"
+	"  dedupe TEXT NOT NULL UNIQUE,"
+	"  created_at INTEGER NOT NULL"
+	");"
+	"CREATE TABLE notify_send ("
+	"  msg_id INTEGER NOT NULL REFERENCES notify_msg(id) ON DELETE CASCADE,"
+	"  target TEXT NOT NULL,"
+	"  state TEXT NOT NULL CHECK (state IN ('pending', 'sending', 'sent',"
+	"    'failed', 'unknown')),"
+	"  attempts INTEGER NOT NULL DEFAULT 0,"
+	"  next_at INTEGER NOT NULL,"
+	"  last_at INTEGER,"
+	"  last_error TEXT,"
+	"  sender_pid INTEGER,"
+	"  sender_start INTEGER,"
+	"  PRIMARY KEY (msg_id, target)"
+	");"
+	"CREATE INDEX notify_send_state ON notify_send(state, next_at);",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

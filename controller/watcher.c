@@ -10,8 +10,10 @@
 #include "job.h"
 #include "ledger.h"
 #include "log.h"
+#include "notify.h"
 #include "status.h"
 #include "timeparse.h"
+#include "vis.h"
 #include "watcher.h"
 #include "xmalloc.h"
 
@@ -20,6 +22,9 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
     const struct report *, char **);
 static int ingest(struct inventory *, int64_t, int64_t, int64_t,
     const struct report_entry *, char **);
+static int notify_entry(struct inventory *, const struct instance *, int64_t,
+    int64_t, int64_t, const struct report_entry *, char **);
+static char *entry_str(json_t *, const char *, size_t);
 static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
     const char *, const char *, char **);
 
@@ -196,6 +201,125 @@ ingest(struct inventory *inv, int64_t id, int64_t skew, int64_t now,
 	return 0;
 }
 
+/* Member key of o as text, escaped and cut to max bytes; NULL if absent. */
+static char *
+entry_str(json_t *o, const char *key, size_t max)
+{
+	const char *v = json_string_value(json_object_get(o, key));
+	char *s;
+
+	if (v == NULL)
+		return NULL;
+	s = vis_buf(v, strnlen(v, max));
+	return s;
+}
+
+/*
+ * The notification a new journal entry makes, if any: a job's end, a
+ * stop done or failed, an autostop firing. Entries from more than a day
+ * ago (a journal read for the first time) are history, not news. Each is
+ * queued once by the entry; a stop once by its deadline: `stopped` (seen
+ * after a restart), or a stop_result with status 0 when the container
+ * (container_start, the instance's clock; 0 unknown) started after it. A
+ * stop_result read while the same container runs says nothing yet: the
+ * machine answered, so it is not stopped (stop_failed may follow).
+ */
+static int
+notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
+    int64_t skew, int64_t container_start, const struct report_entry *e,
+    char **cause)
+{
+	const char *ev = e->event;
+	int64_t t = e->time - skew, job = 0;
+	char *what = NULL, *next = NULL, *key = NULL, *name = NULL, *s;
+	json_t *o, *v;
+	int kind = -1, r = 0;
+
+	if (t < now - 86400 || (o = json_loads(e->entry, 0, NULL)) == NULL)
+		return 0;
+	xasprintf(&key, "journal:%lld:%s:%lld", (long long)in->id, e->epoch,
+	    (long long)e->seq);
+	if (strcmp(ev, "job_ended") == 0) {
+		const char *state =
+		    json_string_value(json_object_get(o, "state"));
+		v = json_object_get(o, "job");
+		if (json_is_integer(v) && json_integer_value(v) > 0)
+			job = json_integer_value(v);
+		if (state == NULL || job == 0)
+			goto out;
+		if ((name = entry_str(o, "name", 64)) != NULL) {
+			xasprintf(&s, " (%s)", name);
+			free(name);
+			name = s;
+		} else
+			name = xstrdup("");
+		xasprintf(
+		    &next, "gpufleet logs %s:%lld", in->name, (long long)job);
+		if (strcmp(state, "succeeded") == 0) {
+			kind = NOTIFY_JOB_FINISHED;
+			xasprintf(
+			    &what, "job %lld%s finished", (long long)job, name);
+		} else if (strcmp(state, "failed") == 0) {
+			kind = NOTIFY_JOB_FAILED;
+			v = json_object_get(o, "exit");
+			xasprintf(&what, "job %lld%s failed (exit %lld)",
+			    (long long)job, name,
+			    json_is_integer(v)
+				? (long long)json_integer_value(v)
+				: -1LL);
+		} else if (strcmp(state, "killed") == 0 ||
+		    strcmp(state, "lost") == 0) {
+			kind = NOTIFY_JOB_FAILED;
+			s = entry_str(
+			    o, state[0] == 'k' ? "signal" : "reason", 200);
+			xasprintf(&what, "job %lld%s was %s%s%s%s",
+			    (long long)job, name, state, s != NULL ? " (" : "",
+			    s != NULL ? s : "", s != NULL ? ")" : "");
+			free(s);
+		}
+	} else if ((strcmp(ev, "stop_result") == 0 &&
+		       json_is_integer(json_object_get(o, "status")) &&
+		       json_integer_value(json_object_get(o, "status")) == 0 &&
+		       container_start > e->time) ||
+	    strcmp(ev, "stopped") == 0) {
+		if (e->id == NULL)
+			goto out;
+		kind = NOTIFY_STOPPED;
+		free(key);
+		xasprintf(&key, "stop:%lld:%s", (long long)in->id, e->id);
+		xasprintf(&what, "was stopped (%s)", e->id);
+		xasprintf(&next, "gpufleet events %s", in->name);
+	} else if (strcmp(ev, "stop_failed") == 0) {
+		kind = NOTIFY_STOP_FAILED;
+		s = entry_str(o, "reason", 200);
+		xasprintf(&what, "did not stop (%s)%s%s",
+		    e->id != NULL ? e->id : "?", s != NULL ? ": " : "",
+		    s != NULL ? s : "");
+		free(s);
+		xasprintf(&next, "gpufleet status %s", in->name);
+	} else if (strcmp(ev, "firing") == 0) {
+		const char *why =
+		    json_string_value(json_object_get(o, "reason"));
+		if (why == NULL ||
+		    (strcmp(why, "idle") != 0 && strcmp(why, "stalled") != 0 &&
+			strcmp(why, "max_runtime") != 0))
+			goto out;
+		kind = NOTIFY_AUTOSTOPPED;
+		xasprintf(&what, "is being stopped by autostop (%s)", why);
+		xasprintf(&next, "gpufleet events %s", in->name);
+	}
+	if (kind >= 0)
+		r = notifyqueue_add(
+		    inv, kind, in->name, t, what, next, key, cause);
+out:
+	json_decref(o);
+	free(what);
+	free(next);
+	free(key);
+	free(name);
+	return r;
+}
+
 /*
  * Store what one report says of the watcher, read at now with the clock
  * skew the probe measured (instance - controller): its state, plan and
@@ -230,7 +354,9 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			 "storing the journal", cause)) < 0)
 			return r;
 		if (sqlite3_changes(inv->db) == 1 &&
-		    (r = ingest(inv, in->id, skew, now, e, cause)) != 0)
+		    ((r = ingest(inv, in->id, skew, now, e, cause)) != 0 ||
+			(r = notify_entry(inv, in, now, skew,
+			     rep->container_start, e, cause)) != 0))
 			return r;
 	}
 	return 0;

@@ -2,7 +2,8 @@
  * Storing what the watcher reported (controller/watcher.c) in a real
  * SQLite inventory: each journal entry once, with its effects once (the
  * ledger's stop at the journaled time on the controller's clock, an
- * alert, a due local stop), the cursor, the fired ids, an older agent.
+ * alert, a due local stop), the cursor, the fired ids, an older agent;
+ * the notifications new entries queue.
  */
 #include <check.h>
 #include <stdio.h>
@@ -11,9 +12,11 @@
 
 #include <jansson.h>
 
+#include "config.h"
 #include "job.h"
 #include "ledger.h"
 #include "localstop.h"
+#include "notify.h"
 #include "watcher.h"
 
 #define NOW  1796000000LL
@@ -265,6 +268,119 @@ START_TEST(test_old_agent)
 }
 END_TEST
 
+/* Store entries (event, id or NULL, entry's JSON, time) directly. */
+static void
+store_entries(const char *const (*t)[3], const int64_t *times, size_t n,
+    int64_t container_start)
+{
+	struct report rep;
+	char *cause = NULL;
+	size_t i;
+
+	memset(&rep, 0, sizeof rep);
+	rep.time = NOW + SKEW;
+	rep.container_start = container_start;
+	rep.watcher.present = 1;
+	snprintf(rep.watcher.state, sizeof rep.watcher.state, "running");
+	rep.watcher.journal = calloc(n, sizeof *rep.watcher.journal);
+	rep.watcher.njournal = n;
+	for (i = 0; i < n; i++) {
+		struct report_entry *e = &rep.watcher.journal[i];
+		snprintf(e->epoch, sizeof e->epoch, "00000000000000bb");
+		e->seq = (int64_t)i + 1;
+		e->time = times[i];
+		snprintf(e->event, sizeof e->event, "%s", t[i][0]);
+		e->id = t[i][1] != NULL ? strdup(t[i][1]) : NULL;
+		e->entry = strdup(t[i][2]);
+	}
+	ck_assert_int_eq(watcher_store(inv, &in, NOW, SKEW, &rep, &cause), 0);
+	report_watcher_free(&rep.watcher);
+}
+
+/* What new entries queue, once, for the targets that take them. */
+START_TEST(test_notify)
+{
+	static const char *const t[][3] = {
+		{ "job_ended", NULL,
+		    "{\"job\":7,\"name\":\"train\",\"state\":\"failed\","
+		    "\"exit\":1}" },
+		{ "job_ended", NULL,
+		    "{\"job\":8,\"name\":\"eval\\u001b[2J\",\"state\":"
+		    "\"succeeded\",\"exit\":0}" },
+		{ "job_ended", NULL,
+		    "{\"job\":9,\"state\":\"killed\",\"signal\":\"TERM\"}" },
+		{ "job_ended", NULL,
+		    "{\"job\":10,\"state\":\"lost\",\"reason\":\"the "
+		    "container restarted\"}" },
+		{ "firing", "a-1", "{\"id\":\"a-1\",\"reason\":\"idle\"}" },
+		{ "firing", "d-1", "{\"id\":\"d-1\",\"reason\":\"deadline\"}" },
+		{ "stop_failed", "d-1",
+		    "{\"id\":\"d-1\",\"reason\":\"still running\"}" },
+		{ "stop_result", "d-2", "{\"id\":\"d-2\",\"status\":0}" },
+		{ "stop_result", "d-3", "{\"id\":\"d-3\",\"status\":0}" },
+		{ "stopped", "d-3", "{\"id\":\"d-3\"}" },
+		{ "job_ended", NULL,
+		    "{\"job\":11,\"state\":\"failed\",\"exit\":2}" },
+	};
+	/* The last one is two days old: history, not news. */
+	static const int64_t times[] = { NOW, NOW, NOW, NOW, NOW, NOW, NOW,
+		NOW + 50, NOW - 10, NOW, NOW - 2 * 86400 };
+	struct config c;
+	const size_t n = sizeof t / sizeof t[0];
+
+	config_defaults(&c);
+	c.notifies = calloc(1, sizeof *c.notifies);
+	c.nnotifies = 1;
+	c.notifies[0].name = strdup("t");
+	c.notifies[0].url = strdup("https://h/");
+	c.notifies[0].events = NOTIFY_EVENTS_ALL;
+	inv->config = &c;
+	/* The container started at NOW + 20: d-3's stop_result (before it)
+	   is a stop; d-2's (after it) was read from the running machine. */
+	store_entries(t, times, n, NOW + 20);
+	store_entries(t, times, n, NOW + 20);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 7);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_send"), 7);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'job_failed' AND instance = 'a1' AND text LIKE "
+			   "'gpufleet: a1 job 7 (train) failed (exit 1) at %. "
+			   "Next: gpufleet logs a1:7' AND next = 'gpufleet "
+			   "logs a1:7'"),
+	    1);
+	/* What came from the instance is escaped. */
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'job_finished' AND text LIKE 'gpufleet: a1 job 8 "
+			   "(eval\\e[2J) finished at %'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'job_failed' AND text LIKE '%job 9 was killed "
+			   "(TERM) at%'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'job_failed' AND text LIKE '%job 10 was lost (the "
+			   "container restarted) at%'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'autostopped' AND text LIKE '%is being stopped by "
+			   "autostop (idle)%'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'stop_failed' AND text LIKE 'gpufleet: a1 did not "
+			   "stop (d-1): still running at %'"),
+	    1);
+	/* d-3: its stop_result and its stopped are one stop. */
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'stopped' AND dedupe LIKE 'stop:%:d-3'"),
+	    1);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM notify_msg WHERE text LIKE '%d-2%'"), 0);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM notify_msg WHERE text LIKE '%job 11%'"), 0);
+	inv->config = NULL;
+	config_clear(&c);
+}
+END_TEST
+
 /* A local stop command's status, a timeout, a signal. */
 START_TEST(test_exec)
 {
@@ -297,6 +413,7 @@ main(void)
 	tcase_add_test(tc, test_alert_and_local);
 	tcase_add_test(tc, test_old_agent);
 	tcase_add_test(tc, test_exec);
+	tcase_add_test(tc, test_notify);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -1,0 +1,480 @@
+/*
+ * Notifications: the event names, the targets' URLs and secrets, the
+ * bodies and signatures of each format and the verdict on an answer
+ * (notify.h has the contract; notifyqueue.c writes the queue).
+ */
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "gpufleet/hmac.h"
+
+#include "instance.h"
+#include "notify.h"
+#include "status.h"
+#include "vis.h"
+#include "xmalloc.h"
+
+static int read_first_line(const char *, const char *, char **, char **);
+static void urlencode_b64(const char *, char *, size_t);
+
+static const char *const kinds[NOTIFY_NKINDS] = { "job_finished", "job_failed",
+	"stopped", "stop_failed", "autostopped", "schedule_failed", "guard",
+	"low_balance", "stalled", "host_down", "hostkey_changed",
+	"key_reinjected", "release_deadline" };
+
+static const char *const formats[] = { "json", "slack", "discord", "feishu",
+	"dingtalk", "ntfy" };
+
+const char *
+notify_kind_name(int k)
+{
+	return k >= 0 && k < NOTIFY_NKINDS ? kinds[k] : "test";
+}
+
+/* The kind of an event name, or -1. */
+int
+notify_kind_parse(const char *s)
+{
+	int i;
+
+	for (i = 0; i < NOTIFY_NKINDS; i++) {
+		if (strcmp(kinds[i], s) == 0)
+			return i;
+	}
+	return -1;
+}
+
+const char *
+notify_format_name(int f)
+{
+	return f >= 0 && f < (int)(sizeof formats / sizeof formats[0])
+	    ? formats[f]
+	    : "?";
+}
+
+int
+notify_format_parse(const char *s)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof formats / sizeof formats[0]; i++) {
+		if (strcmp(formats[i], s) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+/*
+ * An events list: names separated by spaces or commas, or "all". An
+ * unknown name is an error naming it.
+ */
+int
+notify_events_parse(const char *s, unsigned *out, char **cause)
+{
+	char *copy = xstrdup(s), *p = copy, *w;
+	unsigned mask = 0;
+	int k;
+
+	while ((w = strsep(&p, " \t,")) != NULL) {
+		if (*w == '\0')
+			continue;
+		if (strcmp(w, "all") == 0) {
+			mask = NOTIFY_EVENTS_ALL;
+			continue;
+		}
+		if ((k = notify_kind_parse(w)) < 0) {
+			xasprintf(cause,
+			    "unknown event '%s' (known: all, job_finished, "
+			    "job_failed, stopped, stop_failed, autostopped, "
+			    "schedule_failed, guard, low_balance, stalled, "
+			    "host_down, hostkey_changed, key_reinjected, "
+			    "release_deadline)",
+			    w);
+			free(copy);
+			return -1;
+		}
+		mask |= 1u << k;
+	}
+	free(copy);
+	if (mask == 0) {
+		xasprintf(cause, "no event named");
+		return -1;
+	}
+	*out = mask;
+	return 0;
+}
+
+/* The names in mask, space-separated ("all" for every one). Caller frees. */
+char *
+notify_events_string(unsigned mask)
+{
+	char *s = xstrdup(""), *t;
+	int k;
+
+	if ((mask & NOTIFY_EVENTS_ALL) == NOTIFY_EVENTS_ALL) {
+		free(s);
+		return xstrdup("all");
+	}
+	for (k = 0; k < NOTIFY_NKINDS; k++) {
+		if ((mask & (1u << k)) == 0)
+			continue;
+		xasprintf(&t, "%s%s%s", s, *s != '\0' ? " " : "", kinds[k]);
+		free(s);
+		s = t;
+	}
+	return s;
+}
+
+/* A URL gpufleet sends to: http:// or https://, a host, no blanks. */
+int
+notify_url_check(const char *url, char **cause)
+{
+	const char *host;
+
+	if (strncmp(url, "https://", 8) == 0)
+		host = url + 8;
+	else if (strncmp(url, "http://", 7) == 0)
+		host = url + 7;
+	else {
+		xasprintf(cause, "only http:// and https:// URLs are sent to");
+		return -1;
+	}
+	if (*host == '\0' || *host == '/' || *host == '?') {
+		xasprintf(cause, "the URL has no host");
+		return -1;
+	}
+	if (strpbrk(url, " \t\r\n") != NULL || vis_needed(url, strlen(url))) {
+		xasprintf(cause, "the URL holds blanks or control characters");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * The URL as it may be shown: scheme://host/... (the path and query hold
+ * the webhook's token). Caller frees.
+ */
+char *
+notify_redact(const char *url)
+{
+	const char *host = strstr(url, "://"), *end;
+	char *s;
+
+	if (host == NULL)
+		return xstrdup("...");
+	host += 3;
+	end = host + strcspn(host, "/?#");
+	/* userinfo is a secret too */
+	if (memchr(host, '@', (size_t)(end - host)) != NULL)
+		host =
+		    (const char *)memchr(host, '@', (size_t)(end - host)) + 1;
+	xasprintf(&s, "%.*s%.*s%s", (int)(strstr(url, "://") + 3 - url), url,
+	    (int)(end - host), host, *end != '\0' ? "/..." : "");
+	return s;
+}
+
+/* The first line of file (what: for errors), CR and LF cut. Caller frees. */
+static int
+read_first_line(const char *file, const char *what, char **out, char **cause)
+{
+	char buf[4096];
+	size_t len = 0;
+	ssize_t n;
+	int fd;
+
+	if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1) {
+		xasprintf(cause, "cannot read %s %s: %s", what, file,
+		    strerror(errno));
+		return -1;
+	}
+	while (len < sizeof buf - 1 &&
+	    (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			break;
+		len += (size_t)n;
+		if (memchr(buf, '\n', len) != NULL)
+			break;
+	}
+	close(fd);
+	buf[len] = '\0';
+	buf[strcspn(buf, "\r\n")] = '\0';
+	if (buf[0] == '\0') {
+		xasprintf(cause, "%s %s is empty", what, file);
+		return -1;
+	}
+	*out = xstrdup(buf);
+	explicit_bzero(buf, sizeof buf);
+	return 0;
+}
+
+/* The target's URL (url, or url_file's first line), checked. Caller frees. */
+int
+notify_target_url(const struct config_notify *n, char **url, char **cause)
+{
+	char *why = NULL;
+
+	*url = NULL;
+	if (n->url != NULL)
+		*url = xstrdup(n->url);
+	else if (read_first_line(n->url_file, "url_file", url, cause) != 0)
+		return -1;
+	if (notify_url_check(*url, &why) != 0) {
+		xasprintf(cause, "url_file %s: %s", n->url_file, why);
+		free(why);
+		free(*url);
+		*url = NULL;
+		return -1;
+	}
+	return 0;
+}
+
+/* The target's signing secret, or NULL without secret_file. Caller frees. */
+int
+notify_target_secret(const struct config_notify *n, char **secret, char **cause)
+{
+	*secret = NULL;
+	if (n->secret_file == NULL)
+		return 0;
+	return read_first_line(n->secret_file, "secret_file", secret, cause);
+}
+
+/*
+ * Feishu's signature at ts (seconds): base64(HMAC-SHA256(key = ts "\n"
+ * secret, message empty)), into out. Returns 0, or -1 when out is small.
+ */
+int
+notify_sign_feishu(const char *secret, int64_t ts, char *out, size_t size)
+{
+	unsigned char mac[HMAC_SHA256_LEN];
+	char *key;
+
+	xasprintf(&key, "%lld\n%s", (long long)ts, secret);
+	hmac_sha256(key, strlen(key), "", 0, mac);
+	explicit_bzero(key, strlen(key));
+	free(key);
+	return hmac_base64(mac, sizeof mac, out, size) != 0 ? 0 : -1;
+}
+
+/*
+ * DingTalk's signature at ts (milliseconds): base64(HMAC-SHA256(key =
+ * secret, message = ts "\n" secret)), before its URL encoding.
+ */
+int
+notify_sign_dingtalk(const char *secret, int64_t ts, char *out, size_t size)
+{
+	unsigned char mac[HMAC_SHA256_LEN];
+	char *msg;
+
+	xasprintf(&msg, "%lld\n%s", (long long)ts, secret);
+	hmac_sha256(secret, strlen(secret), msg, strlen(msg), mac);
+	explicit_bzero(msg, strlen(msg));
+	free(msg);
+	return hmac_base64(mac, sizeof mac, out, size) != 0 ? 0 : -1;
+}
+
+/* base64 text URL-encoded (+ / = are its only reserved characters). */
+static void
+urlencode_b64(const char *in, char *out, size_t size)
+{
+	size_t o = 0;
+
+	for (; *in != '\0' && o + 4 < size; in++) {
+		if (*in == '+' || *in == '/' || *in == '=') {
+			snprintf(out + o, size - o, "%%%02X", (unsigned)*in);
+			o += 3;
+		} else
+			out[o++] = *in;
+	}
+	out[o] = '\0';
+}
+
+/*
+ * The request that sends m to target n at url, signed with secret (may
+ * be NULL) at now_ms (milliseconds since the epoch). Caller clears r.
+ */
+int
+notify_request_build(const struct config_notify *n, const char *url,
+    const char *secret, const struct notify_msg *m, int64_t now_ms,
+    struct notify_request *r, char **cause)
+{
+	char sig[64], enc[128], *when;
+	json_t *o = NULL;
+
+	memset(r, 0, sizeof *r);
+	r->content_type = "application/json";
+	switch (n->format) {
+	case NOTIFY_FORMAT_JSON:
+		when = instance_format_time(m->t);
+		o = json_pack("{s:s, s:s?, s:s, s:s, s:s?}", "kind", m->kind,
+		    "instance", m->instance, "time", when, "text", m->text,
+		    "next", m->next);
+		free(when);
+		break;
+	case NOTIFY_FORMAT_SLACK:
+		o = json_pack("{s:s}", "text", m->text);
+		break;
+	case NOTIFY_FORMAT_DISCORD:
+		o = json_pack("{s:s}", "content", m->text);
+		break;
+	case NOTIFY_FORMAT_FEISHU:
+		o = json_pack("{s:s, s:{s:s}}", "msg_type", "text", "content",
+		    "text", m->text);
+		if (o != NULL && secret != NULL) {
+			if (notify_sign_feishu(
+				secret, now_ms / 1000, sig, sizeof sig) != 0)
+				goto bad;
+			snprintf(enc, sizeof enc, "%lld",
+			    (long long)(now_ms / 1000));
+			json_object_set_new(o, "timestamp", json_string(enc));
+			json_object_set_new(o, "sign", json_string(sig));
+		}
+		break;
+	case NOTIFY_FORMAT_DINGTALK:
+		o = json_pack("{s:s, s:{s:s}}", "msgtype", "text", "text",
+		    "content", m->text);
+		break;
+	case NOTIFY_FORMAT_NTFY:
+		r->content_type = "text/plain; charset=utf-8";
+		r->body = xstrdup(m->text);
+		xasprintf(&r->title, "gpufleet: %s%s%s",
+		    m->instance != NULL ? m->instance : "",
+		    m->instance != NULL ? " " : "", m->kind);
+		r->title[strcspn(r->title, "\r\n")] = '\0';
+		r->url = xstrdup(url);
+		return 0;
+	default:
+		goto bad;
+	}
+	if (o == NULL)
+		goto bad;
+	r->body = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	o = NULL;
+	if (r->body == NULL)
+		goto bad;
+	if (n->format == NOTIFY_FORMAT_DINGTALK && secret != NULL) {
+		if (notify_sign_dingtalk(secret, now_ms, sig, sizeof sig) != 0)
+			goto bad;
+		urlencode_b64(sig, enc, sizeof enc);
+		xasprintf(&r->url, "%s%ctimestamp=%lld&sign=%s", url,
+		    strchr(url, '?') != NULL ? '&' : '?', (long long)now_ms,
+		    enc);
+	} else
+		r->url = xstrdup(url);
+	return 0;
+bad:
+	json_decref(o);
+	notify_request_clear(r);
+	xasprintf(
+	    cause, "cannot build the %s body", notify_format_name(n->format));
+	return -1;
+}
+
+void
+notify_request_clear(struct notify_request *r)
+{
+	free(r->url);
+	free(r->body);
+	free(r->title);
+	memset(r, 0, sizeof *r);
+}
+
+/*
+ * The verdict on an answer: HTTP status http (0: no answer: the
+ * transport failed) and its body (may be NULL). A 2xx is delivered,
+ * except where the platform says otherwise in the body (Feishu's code,
+ * DingTalk's errcode). 408, 429 and 5xx are tried again; any other 4xx
+ * and 3xx fail at once. *why says what failed (caller frees).
+ */
+enum notify_verdict
+notify_judge(int format, long http, const char *body, char **why)
+{
+	json_t *o, *v;
+	long long code = 0;
+	const char *msg = NULL;
+	enum notify_verdict vd = NOTIFY_OK;
+
+	*why = NULL;
+	if (http == 0) {
+		xasprintf(why, "no answer");
+		return NOTIFY_RETRY;
+	}
+	if (http < 200 || http > 299) {
+		xasprintf(why, "HTTP %ld", http);
+		return http == 408 || http == 429 || http >= 500 ? NOTIFY_RETRY
+								 : NOTIFY_FAIL;
+	}
+	if (format != NOTIFY_FORMAT_FEISHU && format != NOTIFY_FORMAT_DINGTALK)
+		return NOTIFY_OK;
+	if (body == NULL || (o = json_loads(body, 0, NULL)) == NULL) {
+		xasprintf(why, "HTTP %ld but the body is not JSON", http);
+		return NOTIFY_FAIL;
+	}
+	if (format == NOTIFY_FORMAT_FEISHU) {
+		if ((v = json_object_get(o, "code")) == NULL)
+			v = json_object_get(o, "StatusCode");
+		msg = json_string_value(json_object_get(o, "msg"));
+		if (msg == NULL)
+			msg = json_string_value(
+			    json_object_get(o, "StatusMessage"));
+	} else {
+		v = json_object_get(o, "errcode");
+		msg = json_string_value(json_object_get(o, "errmsg"));
+	}
+	if (!json_is_integer(v)) {
+		xasprintf(why, "HTTP %ld without a %s", http,
+		    format == NOTIFY_FORMAT_FEISHU ? "code" : "errcode");
+		vd = NOTIFY_FAIL;
+	} else if ((code = json_integer_value(v)) != 0) {
+		char *m = vis_str(msg != NULL ? msg : "");
+		xasprintf(why, "%s %lld%s%.200s",
+		    format == NOTIFY_FORMAT_FEISHU ? "code" : "errcode", code,
+		    *m != '\0' ? ": " : "", m);
+		free(m);
+		/* DingTalk's "send too fast" (130101), Feishu's 11232. */
+		vd = code == 130101 || code == 11232 ? NOTIFY_RETRY
+						     : NOTIFY_FAIL;
+	}
+	json_decref(o);
+	return vd;
+}
+
+/*
+ * When t was, local time, for a message read at now: "03:14 CST", with
+ * the date in front when it is not within the last day. Caller frees.
+ */
+char *
+notify_when(int64_t t, int64_t now)
+{
+	char buf[64];
+	time_t tt = (time_t)t;
+	struct tm tm;
+
+	if (localtime_r(&tt, &tm) == NULL ||
+	    strftime(buf, sizeof buf,
+		now - t < 86400 && t - now < 3600 ? "%H:%M %Z"
+						  : "%Y-%m-%d %H:%M %Z",
+		&tm) == 0)
+		return xstrdup("?");
+	return xstrdup(buf);
+}
+
+void
+notify_msg_clear(struct notify_msg *m)
+{
+	free(m->kind);
+	free(m->instance);
+	free(m->text);
+	free(m->next);
+	memset(m, 0, sizeof *m);
+}
