@@ -495,17 +495,22 @@ row_cells(const struct event_row *w, char **c)
 }
 
 /*
- * How many rows from i on are one plan's arming: watcher "armed" entries
- * of one instance stored at one time (a schedule arms 48 at once).
+ * How many rows from i on are one plan's arming or disarming: watcher
+ * "armed" (or "cancelled") entries of one instance stored at one time (a
+ * schedule arms 48 at once, and its removal cancels them all).
  */
 static size_t
 armed_run(const struct event_row *rows, size_t i, size_t n)
 {
 	size_t j;
 
+	if (rows[i].gpufleet ||
+	    (strcmp(rows[i].event, "armed") != 0 &&
+		strcmp(rows[i].event, "cancelled") != 0))
+		return 1;
 	for (j = i; j < n; j++) {
 		if (rows[j].gpufleet || rows[j].again ||
-		    strcmp(rows[j].event, "armed") != 0 ||
+		    strcmp(rows[j].event, rows[i].event) != 0 ||
 		    strcmp(rows[j].instance, rows[i].instance) != 0 ||
 		    rows[j].t != rows[i].t)
 			break;
@@ -516,7 +521,7 @@ armed_run(const struct event_row *rows, size_t i, size_t n)
 /*
  * Print rows: a JSON array, JSON lines (--follow --json), a table, or
  * lines (--follow). In text a run of EVENTS_FOLD_ARMED or more "armed"
- * entries of one instance at one time is one row.
+ * (or "cancelled") entries of one instance at one time is one row.
  */
 static void
 render(const struct event_row *rows, size_t n, int json, int lines)
@@ -546,8 +551,13 @@ render(const struct event_row *rows, size_t n, int json, int lines)
 			    fold - 1);
 			c[4] = ids;
 			first = c[3];
-			xasprintf(&c[3], "%zu deadlines armed; the first: %s",
-			    fold, first);
+			if (strcmp(rows[i].event, "armed") == 0)
+				xasprintf(&c[3],
+				    "%zu deadlines armed; the first: %s", fold,
+				    first);
+			else
+				xasprintf(
+				    &c[3], "%zu deadlines cancelled", fold);
 			free(first);
 			i += fold - 1;
 		}

@@ -17,8 +17,10 @@ export GPUFLEET_DB=$work/fleet.db XDG_CONFIG_HOME=$work/config XDG_DATA_HOME=$wo
     XDG_STATE_HOME=$work/state
 D=""
 pid=""
+hook=""
 cleanup() {
 	[ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
+	[ -n "$hook" ] && kill "$hook" 2>/dev/null || true
 	[ -n "$D" ] && fleet down >/dev/null 2>&1 || true
 	rm -rf "$work"
 }
@@ -187,7 +189,22 @@ gpufleet guard ls
 # The daemon: what needs the laptop (batch commands, key rotations, guards)
 # runs there; here an exec schedule every 10 cron minutes (10 s).
 mkdir -p "$XDG_CONFIG_HOME/gpufleet"
-printf '[daemon]\npoll_interval = 5\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+# A webhook receiver on 127.0.0.1 stands for Slack, Feishu, DingTalk or ntfy.
+python3 "$top/tests/harness/hookrecv.py" --port-file "$work/hook.port" \
+    --log "$work/hook.log" &
+hook=$!
+for _ in $(seq 50); do [ -s "$work/hook.port" ] && break; sleep 0.1; done
+cat >"$XDG_CONFIG_HOME/gpufleet/config.ini" <<EOF
+[daemon]
+poll_interval = 5
+
+[notify.phone]
+url = http://127.0.0.1:$(cat "$work/hook.port")/hook
+format = json
+events = job_finished job_failed stopped
+EOF
+show "cat config.ini   # [notify.phone]: where messages go"
+sed 's/^/  /' "$XDG_CONFIG_HOME/gpufleet/config.ini"
 show "gpufleet schedule add @train --cron '*/10 * * * *' --do exec --name disk -- df -h /"
 gpufleet schedule add @train --cron '*/10 * * * *' --do exec --name disk -- df -h /
 show gpufleet daemon --detach
@@ -205,6 +222,43 @@ show gpufleet schedule ls
 gpufleet schedule ls
 show "gpufleet events --limit 4"
 gpufleet events --limit 4
+# Jobs: a short "training" on gpu-2 that stops its instance when it ends;
+# the job outlives the SSH session, and the message comes from the daemon
+# once it reads the instance's journal.
+job='for e in 1 2 3; do echo "epoch $e loss 0.$((9 - e))"; sleep 2; done'
+show "gpufleet run gpu-2 --name train --then stop -- sh -c '$job'"
+gpufleet run gpu-2 --name train --then stop -- sh -c "$job"
+show gpufleet jobs @train
+gpufleet jobs @train
+show "gpufleet logs -f gpu-2   # follows the newest job until it ends, exits with its status"
+rc=0
+gpufleet logs -f gpu-2 || rc=$?
+echo "(exit $rc)"
+printf 'waiting for gpu-2 to stop after its job'
+for _ in $(seq 60); do
+	[ "$(fleet status | awk '$1 == "gpu-2" { print $3 }')" = stopped ] && break
+	printf .
+	sleep 1
+done
+echo
+show "tests/harness/fleet status   # gpu-2 stopped itself when its job ended"
+fleet status
+fleet start gpu-2
+printf 'waiting for the messages at the receiver'
+for _ in $(seq 60); do
+	[ -s "$work/hook.log" ] && [ "$(grep -c . "$work/hook.log")" -ge 2 ] && break
+	printf .
+	sleep 1
+done
+echo
+show "the receiver got (the json format's text field):"
+python3 -c 'import json, sys
+for l in open(sys.argv[1]):
+    print("  " + json.loads(json.loads(l)["body"])["text"])' "$work/hook.log"
+show gpufleet jobs gpu-2 --all
+gpufleet jobs gpu-2 --all || true
+show "gpufleet events gpu-2 --since -1m"
+gpufleet events gpu-2 --since -1m
 show "kill -TERM $pid   # the daemon finishes what runs, records it, exits 0"
 [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null || true
 for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done

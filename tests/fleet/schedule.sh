@@ -104,6 +104,16 @@ expect_eq "$(s_ids inst-4 | wc -l)" 0 "inst-4 disarmed: the plan has no s- deadl
 run shutdown ls inst-4 --json
 expect_eq "$(printf '%s' "$out" | jq '[.[0].deadlines[]? | select(.id | startswith("s-"))] | length')" \
     0 "shutdown ls reads back no s- deadline"
+# events: the disarm's cancelled entries (read at a later contact) fold
+# into a row too, and JSON has each of them.
+cancelled48() {
+	"$GPUFLEET" status inst-4 >/dev/null 2>&1
+	[ "$("$GPUFLEET" events inst-4 --json | jq "[.[] | select(.event == \"cancelled\" and (.id | startswith(\"s-$tag2-\")))] | length")" = 48 ]
+}
+wait_for 60 "the 48 cancelled entries read back" cancelled48
+run events inst-4
+expect_match "$out" "cancelled +s-$tag2-[0-9]+ \\+[0-9]+ +[0-9]+ deadlines cancelled" \
+    "events folds the disarm's cancelled entries"
 
 # --- rm disarms at once ------------------------------------------------------
 run tag inst-4 +u
