@@ -27,6 +27,11 @@
 #define EVENTS_NAMES_SHOWN 3
 /* A run of this many "armed" entries at once is shown as one row. */
 #define EVENTS_FOLD_ARMED 3
+/*
+ * "At once": within this many seconds of the run's first entry (a plan of
+ * 48 deadlines may be journaled across a second's boundary).
+ */
+#define EVENTS_FOLD_SPAN_S 2
 
 /*
  * One row of either source. A watcher row has instance, epoch, seq, time
@@ -496,7 +501,7 @@ row_cells(const struct event_row *w, char **c)
 
 /*
  * How many rows from i on are one plan's arming or disarming: watcher
- * "armed" (or "cancelled") entries of one instance stored at one time (a
+ * "armed" (or "cancelled") entries of one instance at one time (a
  * schedule arms 48 at once, and its removal cancels them all).
  */
 static size_t
@@ -512,7 +517,7 @@ armed_run(const struct event_row *rows, size_t i, size_t n)
 		if (rows[j].gpufleet || rows[j].again ||
 		    strcmp(rows[j].event, rows[i].event) != 0 ||
 		    strcmp(rows[j].instance, rows[i].instance) != 0 ||
-		    rows[j].t != rows[i].t)
+		    rows[j].t - rows[i].t > EVENTS_FOLD_SPAN_S)
 			break;
 	}
 	return j - i;
