@@ -231,18 +231,19 @@ END_TEST
 
 START_TEST(notify_set_file)
 {
-	char dir[] = "/tmp/gpufleet-notify-XXXXXX", *path, *cause = NULL;
+	char top[] = "/tmp/gpufleet-notify-XXXXXX", dir[64], *path;
+	char *cause = NULL;
 	const char *doc = ncases[0].text, *none = ncases[1].text;
 	char sha[65];
 	struct notif_conf nc;
 	struct stat sb;
 
-	ck_assert_ptr_nonnull(mkdtemp(dir));
-	ck_assert_int_eq(asprintf(&path, "%s/d/notify.json", dir) > 0, 1);
+	ck_assert_ptr_nonnull(mkdtemp(top));
+	snprintf(dir, sizeof dir, "%s/d", top); /* notif_set creates it */
+	ck_assert_int_eq(asprintf(&path, "%s/notify.json", dir) > 0, 1);
 	ck_assert_int_eq(notif_set(dir, "{", 1, &cause), PLAN_EXIT_INVALID);
 	free(cause);
 	cause = NULL;
-	strcat(dir, "/d");
 	ck_assert_int_eq(notif_set(dir, doc, strlen(doc), &cause), 0);
 	ck_assert_int_eq(stat(path, &sb), 0);
 	ck_assert_int_eq(sb.st_mode & 0777, 0600);
@@ -263,8 +264,7 @@ START_TEST(notify_set_file)
 	ck_assert_int_eq(notif_load(dir, &nc, NULL, &cause), 1);
 	ck_assert_int_eq(notif_set(dir, none, strlen(none), &cause), 0);
 	rmdir(dir);
-	dir[strlen(dir) - 2] = '\0';
-	rmdir(dir);
+	rmdir(top);
 	free(path);
 }
 END_TEST
