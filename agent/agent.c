@@ -276,6 +276,7 @@ cmd_plan(int argc, char **argv)
 			    "gpufleet-agent: plan set: invalid notify "
 			    "document: %s\n",
 			    cause);
+			explicit_bzero(in.data, in.len);
 			buf_free(&in);
 			goto out;
 		}
@@ -289,6 +290,7 @@ cmd_plan(int argc, char **argv)
 		if (r != 0) {
 			fprintf(
 			    stderr, "gpufleet-agent: plan set: %s\n", cause);
+			explicit_bzero(in.data, in.len);
 			buf_free(&in);
 			goto out;
 		}
@@ -297,6 +299,7 @@ cmd_plan(int argc, char **argv)
 	}
 	r = plan_set(
 	    full, g, in.data + nbytes, in.len - (size_t)nbytes, &gen, &cause);
+	explicit_bzero(in.data, in.len); /* notify.json's secrets */
 	buf_free(&in);
 	if (r == PLAN_EXIT_GENERATION)
 		printf("{\"error\":\"generation\",\"generation\":%lld}\n", gen);
