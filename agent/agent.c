@@ -27,6 +27,7 @@ static int parse_cursor(const char *, struct report_opts *);
 static int cmd_watch(int, char **);
 static int plan_usage(const char *);
 static int cmd_plan(int, char **);
+static int cmd_notify(int, char **);
 
 /* Print the usage text. */
 static void
@@ -41,7 +42,9 @@ usage(FILE *f)
 	    "       gpufleet-agent watch [--dir DIR] [--foreground] "
 	    "[--proc ROOT]\n"
 	    "       gpufleet-agent plan set [--dir DIR] --expect GENERATION "
-	    "< PLAN\n"
+	    "[--notify-bytes N]\n"
+	    "                      < [NOTIFY] PLAN\n"
+	    "       gpufleet-agent notify set [--dir DIR] < NOTIFY\n"
 	    "       gpufleet-agent job start [--dir DIR] < SPEC\n"
 	    "       gpufleet-agent job ls [--dir DIR] [--job N]\n"
 	    "       gpufleet-agent job log [--dir DIR] --job N|--last "
@@ -206,23 +209,26 @@ plan_usage(const char *what)
 	fprintf(stderr, "gpufleet-agent: plan set: %s\n", what);
 	fprintf(stderr,
 	    "usage: gpufleet-agent plan set [--dir DIR] "
-	    "--expect GENERATION < PLAN\n");
+	    "--expect GENERATION [--notify-bytes N] < [NOTIFY] PLAN\n");
 	return REPORT_EXIT_USAGE;
 }
 
 /*
- * gpufleet-agent plan set [--dir D] --expect G: write the plan on stdin
- * if the plan on disk has generation G, then start the watcher if the
- * plan arms anything (agent/WATCH.md "Commands").
+ * gpufleet-agent plan set [--dir D] --expect G [--notify-bytes N]: write
+ * the plan on stdin if the plan on disk has generation G, then start the
+ * watcher if the plan arms anything (agent/WATCH.md "Commands"). With
+ * --notify-bytes, stdin's first N bytes are D/notify.json's (notify set),
+ * written first when both are valid.
  */
 static int
 cmd_plan(int argc, char **argv)
 {
-	const char *dir = "~/.cache/gpufleet", *expect = NULL;
+	const char *dir = "~/.cache/gpufleet", *expect = NULL, *nb = NULL;
 	struct buf in = { NULL, 0, 0 };
+	struct notif_conf nc;
 	struct plan p;
 	char *full, *cause = NULL, *end, why[64];
-	long long g, gen = 0;
+	long long g, gen = 0, nbytes = 0;
 	const char *state = "none";
 	int i, r, started;
 	pid_t pid = 0;
@@ -232,6 +238,8 @@ cmd_plan(int argc, char **argv)
 			dir = argv[++i];
 		else if (strcmp(argv[i], "--expect") == 0 && i + 1 < argc)
 			expect = argv[++i];
+		else if (strcmp(argv[i], "--notify-bytes") == 0 && i + 1 < argc)
+			nb = argv[++i];
 		else
 			return plan_usage("bad argument");
 	}
@@ -248,8 +256,50 @@ cmd_plan(int argc, char **argv)
 		    why, sizeof why, "cannot read stdin: %s", strerror(errno));
 		return plan_usage(why);
 	}
+	if (nb != NULL) {
+		errno = 0;
+		nbytes = strtoll(nb, &end, 10);
+		if (errno != 0 || *end != '\0' || end == nb || nbytes < 0 ||
+		    (size_t)nbytes > in.len) {
+			buf_free(&in);
+			return plan_usage("--notify-bytes needs the length of "
+					  "the notify document on stdin");
+		}
+	}
 	full = report_expand_home(dir);
-	r = plan_set(full, g, in.data, in.len, &gen, &cause);
+	if (nb != NULL) {
+		/* Both checked before either is written. */
+		memset(&p, 0, sizeof p);
+		if (notif_parse(in.data, (size_t)nbytes, &nc, &cause) != 0) {
+			r = PLAN_EXIT_INVALID;
+			fprintf(stderr,
+			    "gpufleet-agent: plan set: invalid notify "
+			    "document: %s\n",
+			    cause);
+			explicit_bzero(in.data, in.len);
+			buf_free(&in);
+			goto out;
+		}
+		notif_free(&nc);
+		if (plan_parse(in.data + nbytes, in.len - (size_t)nbytes, &p,
+			&cause) == 0)
+			r = notif_set(full, in.data, (size_t)nbytes, &cause);
+		else
+			r = 0; /* plan_set says why */
+		plan_free(&p);
+		if (r != 0) {
+			fprintf(
+			    stderr, "gpufleet-agent: plan set: %s\n", cause);
+			explicit_bzero(in.data, in.len);
+			buf_free(&in);
+			goto out;
+		}
+		free(cause);
+		cause = NULL;
+	}
+	r = plan_set(
+	    full, g, in.data + nbytes, in.len - (size_t)nbytes, &gen, &cause);
+	explicit_bzero(in.data, in.len); /* notify.json's secrets */
 	buf_free(&in);
 	if (r == PLAN_EXIT_GENERATION)
 		printf("{\"error\":\"generation\",\"generation\":%lld}\n", gen);
@@ -278,6 +328,51 @@ cmd_plan(int argc, char **argv)
 	else
 		printf("null}\n");
 out:
+	free(cause);
+	free(full);
+	fflush(stdout);
+	return r;
+}
+
+/*
+ * gpufleet-agent notify set [--dir D]: write D/notify.json from stdin
+ * (removed when it names no target); agent/WATCH.md "Notifications".
+ */
+static int
+cmd_notify(int argc, char **argv)
+{
+	const char *dir = "~/.cache/gpufleet";
+	struct buf in = { NULL, 0, 0 };
+	char *full, *cause = NULL;
+	int i, r;
+
+	for (i = 2; i < argc; i++) {
+		if (strcmp(argv[i], "--dir") == 0 && i + 1 < argc)
+			dir = argv[++i];
+		else
+			break;
+	}
+	if (argc < 2 || strcmp(argv[1], "set") != 0 || i < argc) {
+		fprintf(stderr,
+		    "usage: gpufleet-agent notify set [--dir DIR] < NOTIFY\n");
+		return REPORT_EXIT_USAGE;
+	}
+	if (buf_read_file(&in, "/dev/stdin", JSONR_MAXSIZE + 1) != 0) {
+		fprintf(stderr,
+		    "gpufleet-agent: notify set: cannot read "
+		    "stdin: %s\n",
+		    strerror(errno));
+		return REPORT_EXIT_USAGE;
+	}
+	full = report_expand_home(dir);
+	r = notif_set(full, in.data, in.len, &cause);
+	explicit_bzero(in.data, in.len);
+	buf_free(&in);
+	if (r != 0)
+		fprintf(stderr, "gpufleet-agent: notify set: %s%s\n",
+		    r == PLAN_EXIT_INVALID ? "invalid: " : "", cause);
+	else
+		printf("{\"ok\":true}\n");
 	free(cause);
 	free(full);
 	fflush(stdout);
@@ -374,6 +469,8 @@ main(int argc, char **argv)
 		return cmd_watch(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "plan") == 0)
 		return cmd_plan(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "notify") == 0)
+		return cmd_notify(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "job") == 0)
 		return job_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "authkeys") == 0)

@@ -156,6 +156,7 @@ int plan_mkdir(const char *, char **);
 int plan_load(const char *, struct plan *, struct buf *, char **);
 int plan_set(
     const char *, long long, const char *, size_t, long long *, char **);
+int plan_write_named(const char *, const char *, const char *, size_t, char **);
 
 /* journal.c */
 #define JOURNAL_EPOCH_LEN 16
@@ -326,6 +327,8 @@ enum run_state {
 
 struct run {
 	char *const *argv; /* argv[0] is the program's path */
+	const char *in;	   /* its stdin, or NULL: /dev/null */
+	size_t inlen;
 	pid_t pid;
 	int fd[2]; /* stdout, stderr; -1 once closed */
 	struct buf out[2];
@@ -593,6 +596,71 @@ void watch_fire_job(struct watch *, const char *);
 long long watcher_jobs_pending(
     const char *, const char *, struct judge_state *);
 long long watch_autostop(struct watch *, const char *, long long);
+char *watch_find_prog(const char *);
+
+/* notify.c: D/notify.json and the bodies of the messages. */
+#define NOTIF_MAX_TARGETS 16
+#define NOTIF_NAME_MAX	  64
+#define NOTIF_URL_MAX	  2048
+#define NOTIF_SECRET_MAX  512
+#define NOTIF_TEXT_MAX	  1800 /* the controller's NOTIFY_TEXT_MAX */
+/* All the targets of one entry together; curl's own limit is under it. */
+#define NOTIF_DEADLINE_MS   10000
+#define NOTIF_CURL_MAX_TIME "9"
+
+/* The controller's enum notify_kind and notify_format, in their order. */
+enum {
+	NOTIF_JOB_FINISHED,
+	NOTIF_JOB_FAILED,
+	NOTIF_STOPPED,
+	NOTIF_STOP_FAILED,
+	NOTIF_AUTOSTOPPED,
+};
+enum {
+	NOTIF_FORMAT_JSON,
+	NOTIF_FORMAT_SLACK,
+	NOTIF_FORMAT_DISCORD,
+	NOTIF_FORMAT_FEISHU,
+	NOTIF_FORMAT_DINGTALK,
+	NOTIF_FORMAT_NTFY,
+};
+
+struct notif_target {
+	char name[NOTIF_NAME_MAX + 1];
+	int format;
+	char *url;
+	char *secret; /* NULL: none */
+	unsigned events;
+	char instance[NOTIF_NAME_MAX + 1];
+};
+
+struct notif_conf {
+	struct notif_target *t;
+	size_t n;
+};
+
+struct notif_req {
+	char *url;
+	struct buf body;
+	const char *content_type;
+	char *title; /* ntfy's, or NULL */
+};
+
+int notif_format_parse(const char *);
+int notif_kind_parse(const char *);
+int notif_parse(const char *, size_t, struct notif_conf *, char **);
+void notif_free(struct notif_conf *);
+int notif_set(const char *, const char *, size_t, char **);
+int notif_load(const char *, struct notif_conf *, char *, char **);
+char *notif_text(
+    const char *, const char *, long long, long long, const char *);
+void notif_request(const struct notif_target *, const char *, const char *,
+    long long, const char *, const char *, long long, struct notif_req *);
+void notif_req_free(struct notif_req *);
+int notif_judge(int, long, const char *, size_t, char **);
+
+/* watch-notify.c */
+void watch_notify(struct watch *, const struct jsonr *, long long);
 
 /* report.c */
 struct report_opts {

@@ -22,7 +22,6 @@ static int plan_deadline(const struct jsonr *, size_t, struct plan *, char **);
 static int plan_deadlines(const struct jsonr *, struct plan *, char **);
 static int plan_autostop(const struct jsonr *, struct plan *, char **);
 static int plan_from(const struct jsonr *, struct plan *, char **);
-static int plan_write_file(const char *, const char *, size_t, char **);
 
 /* "WHERE.KEY: WHAT" in *cause; returns -1. */
 int
@@ -420,17 +419,21 @@ plan_load(const char *dir, struct plan *p, struct buf *raw, char **cause)
 	return r;
 }
 
-/* Write text to dir/plan.json by a temporary file, fsync and rename. */
-static int
-plan_write_file(const char *dir, const char *text, size_t len, char **cause)
+/*
+ * Write text to dir/name (mode 0600) by a temporary file, fsync and
+ * rename.
+ */
+int
+plan_write_named(const char *dir, const char *name, const char *text,
+    size_t len, char **cause)
 {
 	char *tmp, *path;
 	ssize_t n;
 	size_t off = 0;
 	int fd, dfd, r = -1;
 
-	xasprintf(&tmp, "%s/.plan.json.%ld", dir, (long)getpid());
-	xasprintf(&path, "%s/plan.json", dir);
+	xasprintf(&tmp, "%s/.%s.%ld", dir, name, (long)getpid());
+	xasprintf(&path, "%s/%s", dir, name);
 	unlink(tmp);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
 	if (fd == -1) {
@@ -523,7 +526,7 @@ plan_set(const char *dir, long long expect, const char *text, size_t len,
 	jsonw_object_end(&w);
 	buf_add(&w.out, "\n", 1);
 	jsonr_free(&root);
-	r = plan_write_file(dir, w.out.data, w.out.len, cause);
+	r = plan_write_named(dir, "plan.json", w.out.data, w.out.len, cause);
 	jsonw_free(&w);
 	close(fd);
 	if (r != 0)

@@ -21,6 +21,11 @@
 #define RUN_OUTPUT_MAX (1024 * 1024)
 /* How long killed children are waited for before giving up on them. */
 #define RUN_KILL_GRACE_MS 200
+/*
+ * What a run's stdin may hold. It is written whole before any output is
+ * read: only for programs that read all their input first (curl's -K -).
+ */
+#define RUN_INPUT_MAX 65536
 
 extern char **environ;
 
@@ -41,24 +46,36 @@ run_now_ms(void)
 	return (long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* Start one program with stdin from /dev/null and pipes for its output. */
+/*
+ * Start one program with pipes for its output, stdin from /dev/null or
+ * r->in (RUN_INPUT_MAX).
+ */
 static void
 run_spawn(struct run *r)
 {
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t attr;
 	sigset_t none, dfl;
-	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, e;
+	int out[2] = { -1, -1 }, err[2] = { -1, -1 }, in[2] = { -1, -1 }, e;
+	size_t off = 0;
+	ssize_t n;
 
 	r->pid = -1;
 	r->fd[0] = r->fd[1] = -1;
-	if (pipe2(out, O_CLOEXEC) == -1 || pipe2(err, O_CLOEXEC) == -1) {
+	if (pipe2(out, O_CLOEXEC) == -1 || pipe2(err, O_CLOEXEC) == -1 ||
+	    (r->in != NULL &&
+		(r->inlen > RUN_INPUT_MAX || pipe2(in, O_CLOEXEC) == -1))) {
 		r->state = RUN_SPAWN_FAILED;
-		r->error = errno;
+		r->error =
+		    r->in != NULL && r->inlen > RUN_INPUT_MAX ? E2BIG : errno;
 		goto fail;
 	}
 	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	if (r->in != NULL)
+		posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+	else
+		posix_spawn_file_actions_addopen(
+		    &fa, 0, "/dev/null", O_RDONLY, 0);
 	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
 	posix_spawn_file_actions_adddup2(&fa, err[1], 2);
 	posix_spawnattr_init(&attr);
@@ -86,6 +103,19 @@ run_spawn(struct run *r)
 	}
 	close(out[1]);
 	close(err[1]);
+	if (r->in != NULL) {
+		close(in[0]);
+		while (off < r->inlen) {
+			n = write(in[1], r->in + off, r->inlen - off);
+			if (n == -1 && errno == EINTR)
+				continue;
+			if (n <= 0)
+				break; /* it exited early: its output says why
+					*/
+			off += (size_t)n;
+		}
+		close(in[1]);
+	}
 	r->fd[0] = out[0];
 	r->fd[1] = err[0];
 	fcntl(out[0], F_SETFL, O_NONBLOCK);
@@ -93,6 +123,10 @@ run_spawn(struct run *r)
 	return;
 
 fail:
+	if (in[0] != -1)
+		close(in[0]);
+	if (in[1] != -1)
+		close(in[1]);
 	if (out[0] != -1)
 		close(out[0]);
 	if (out[1] != -1)

@@ -28,7 +28,6 @@
 #define WATCH_WALL_MS 10000
 
 static void watch_result(struct jsonw *, const struct shell *);
-static char *watch_find_wall(void);
 static int watch_ttys(const char *, const char *);
 static void watch_sample_take(struct watch *, const struct plan_autostop *,
     long long, struct judge_sample *, char **);
@@ -146,9 +145,9 @@ watch_run_stop(struct watch *w, const char *id, volatile sig_atomic_t *stop)
 	shell_close(&sh);
 }
 
-/* The path of wall in PATH, /usr/bin or /bin, or NULL. Caller frees. */
-static char *
-watch_find_wall(void)
+/* The path of program name in PATH, /usr/bin or /bin, or NULL. Caller frees. */
+char *
+watch_find_prog(const char *name)
 {
 	const char *path = getenv("PATH");
 	char *copy, *dir, *save, *found = NULL;
@@ -158,17 +157,23 @@ watch_find_wall(void)
 	     dir = strtok_r(NULL, ":", &save)) {
 		if (dir == NULL)
 			break;
-		xasprintf(&found, "%s/wall", dir);
+		xasprintf(&found, "%s/%s", dir, name);
 		if (access(found, X_OK) != 0) {
 			free(found);
 			found = NULL;
 		}
 	}
 	free(copy);
-	if (found == NULL && access("/usr/bin/wall", X_OK) == 0)
-		found = xstrdup("/usr/bin/wall");
-	if (found == NULL && access("/bin/wall", X_OK) == 0)
-		found = xstrdup("/bin/wall");
+	if (found == NULL)
+		xasprintf(&found, "/usr/bin/%s", name);
+	if (access(found, X_OK) != 0) {
+		free(found);
+		xasprintf(&found, "/bin/%s", name);
+	}
+	if (access(found, X_OK) != 0) {
+		free(found);
+		found = NULL;
+	}
 	return found;
 }
 
@@ -265,7 +270,7 @@ watch_warn(struct watch *w, const struct plan_deadline *d)
 		    "gpufleet: this machine stops at %s UTC (in %s) [deadline "
 		    "%s]; cancel with: gpufleet shutdown cancel %s\n",
 		    hm, in, d->id, d->id);
-	if ((argv[0] = watch_find_wall()) != NULL &&
+	if ((argv[0] = watch_find_prog("wall")) != NULL &&
 	    shell_start(&sh, argv, w->env, msg, &cause) == 0) {
 		shell_release(&sh);
 		shell_wait(&sh, WATCH_WALL_MS, NULL);

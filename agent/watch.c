@@ -82,21 +82,27 @@ watch_replay_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
 /*
  * Append the entry in jw and apply it to the state; a journal that cannot
  * be written is logged, and the state moves on all the same (a full disk
- * must not keep the machine from being stopped). Frees jw.
+ * must not keep the machine from being stopped). Then the entry's
+ * notifications, if any (watch-notify.c). Frees jw.
  */
 void
 watch_log(struct watch *w, struct jsonw *jw)
 {
 	struct jsonr e;
 	char *cause = NULL;
+	long long seq;
 
 	if (journal_end(&w->j, jw, &cause) != 0) {
 		fprintf(stderr, "gpufleet-agent watch: %s\n", cause);
 		free(cause);
 		w->j.seq++;
 	}
-	if (jsonr_parse(jw->out.data, jw->out.len, &e, NULL) == 0)
+	seq = w->j.seq;
+	if (jsonr_parse(jw->out.data, jw->out.len, &e, NULL) == 0) {
 		judge_replay(&w->js, &e);
+		/* News for D/notify.json's targets: sent before going on. */
+		watch_notify(w, &e, seq);
+	}
 	jsonr_free(&e);
 	jsonw_free(jw);
 }

@@ -25,6 +25,7 @@
 /* How long a starter waits for the watcher's word, and for an old one. */
 #define WATCHER_WAIT_MS 5000
 
+static void watcher_report_notify(struct jsonw *, const char *);
 static void watcher_close_fds(int);
 static void watcher_daemon(const char *, const char *, int);
 static int watcher_read_line(int, char *, size_t);
@@ -322,6 +323,39 @@ watcher_plan_arms(const char *dir, const char *proc, const struct plan *p)
 }
 
 /*
+ * What D/notify.json holds, never its URLs or secrets: the targets' names
+ * and the file's SHA-256 (the controller writes it again only when what
+ * it would write differs); null when there is none, "error" when it is
+ * unreadable.
+ */
+static void
+watcher_report_notify(struct jsonw *w, const char *dir)
+{
+	struct notif_conf c;
+	char sha[2 * 32 + 1], *cause = NULL;
+	size_t i;
+	int r;
+
+	if ((r = notif_load(dir, &c, sha, &cause)) == 1) {
+		jsonw_null(w, REPORT_KEY_WATCHER_NOTIFY);
+		return;
+	}
+	jsonw_object_begin(w, REPORT_KEY_WATCHER_NOTIFY);
+	if (r != 0) {
+		jsonw_string(w, "error", cause);
+		free(cause);
+	} else {
+		jsonw_string(w, "sha256", sha);
+		jsonw_array_begin(w, "targets");
+		for (i = 0; i < c.n; i++)
+			jsonw_string(w, NULL, c.t[i].name);
+		jsonw_array_end(w);
+		notif_free(&c);
+	}
+	jsonw_object_end(w);
+}
+
+/*
  * The report's "watcher" object for dir: the watcher's state (started
  * first when ensure is set and the plan arms something, replacing one that
  * runs another executable), the plan as on disk and the journal after the
@@ -367,6 +401,7 @@ watcher_report(struct jsonw *w, const char *dir, const char *proc, int ensure,
 		jsonw_null(w, REPORT_KEY_WATCHER_PLAN);
 	if (r == 0)
 		jsonr_free(&doc);
+	watcher_report_notify(w, dir);
 	journal_report(w, dir, epoch, seq);
 	jsonw_object_end(w);
 	plan_free(&p);

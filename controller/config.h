@@ -30,7 +30,7 @@ struct config_notify {
 	char *ca_file;	    /* extra CA bundle, or NULL */
 	int timeout;	    /* seconds per attempt, connect included */
 	int retries;	    /* attempts after the first */
-	int from_instances; /* also sent by the watchers (later) */
+	int from_instances; /* also sent by the watchers (notify.h) */
 	int min_interval_set;
 	int line; /* of the section's first key, for errors */
 };

@@ -478,3 +478,81 @@ notify_msg_clear(struct notify_msg *m)
 	free(m->next);
 	memset(m, 0, sizeof *m);
 }
+
+/*
+ * D/notify.json for instance (agent/WATCH.md "Notifications"): the
+ * targets marked from_instances, each with its URL, secret and the
+ * events an instance sends (job_finished job_failed stopped stop_failed
+ * autostopped) that it takes. A target whose URL or secret cannot be read
+ * is left out, *why says so (the laptop sends its messages). *sha is the
+ * hex SHA-256 of the text, as the agent reports it. Caller frees both.
+ */
+char *
+notify_instance_doc(
+    const struct config *cf, const char *instance, char *sha, char **why)
+{
+	static const int sent[] = { NOTIFY_JOB_FINISHED, NOTIFY_JOB_FAILED,
+		NOTIFY_STOPPED, NOTIFY_STOP_FAILED, NOTIFY_AUTOSTOPPED };
+	const struct config_notify *n;
+	unsigned char d[HMAC_SHA256_LEN];
+	json_t *doc, *ts, *ev;
+	char *url, *secret, *cause = NULL, *text;
+	size_t i, k;
+
+	*why = NULL;
+	doc = json_pack("{s:i, s:[]}", "version", 1, "targets");
+	ts = json_object_get(doc, "targets");
+	for (i = 0; cf != NULL && i < cf->nnotifies; i++) {
+		n = &cf->notifies[i];
+		if (!n->from_instances)
+			continue;
+		ev = json_array();
+		for (k = 0; k < sizeof sent / sizeof sent[0]; k++)
+			if (n->events & (1u << sent[k]))
+				json_array_append_new(
+				    ev, json_string(kinds[sent[k]]));
+		if (json_array_size(ev) == 0) {
+			json_decref(ev);
+			continue;
+		}
+		if (notify_target_url(n, &url, &cause) != 0 ||
+		    notify_target_secret(n, &secret, &cause) != 0) {
+			if (*why == NULL)
+				xasprintf(why,
+				    "notify.%s: not given to the instances: %s",
+				    n->name, cause);
+			free(cause);
+			cause = NULL;
+			json_decref(ev);
+			continue;
+		}
+		json_array_append_new(ts,
+		    json_pack("{s:s, s:s, s:s, s:s?, s:o, s:s}", "name",
+			n->name, "format", notify_format_name(n->format), "url",
+			url, "secret", secret, "events", ev, "instance",
+			instance));
+		free(url);
+		if (secret != NULL) {
+			explicit_bzero(secret, strlen(secret));
+			free(secret);
+		}
+	}
+	text = json_dumps(doc, JSON_COMPACT);
+	json_decref(doc);
+	hmac_sha256_digest(text, strlen(text), d);
+	for (i = 0; i < sizeof d; i++)
+		snprintf(sha + 2 * i, 3, "%02x", d[i]);
+	return text;
+}
+
+/* Whether any target is marked from_instances. */
+int
+notify_any_from_instances(const struct config *cf)
+{
+	size_t i;
+
+	for (i = 0; cf != NULL && i < cf->nnotifies; i++)
+		if (cf->notifies[i].from_instances)
+			return 1;
+	return 0;
+}

@@ -17,6 +17,14 @@
  * arrived") and never sent again: a message is never delivered twice by
  * gpufleet. Every attempt is an action_log row, notify_sent or
  * notify_failed.
+ *
+ * A target marked from_instances is also in D/notify.json on the
+ * instances (planwrite.c writes it), whose watcher sends job and stop
+ * events itself. The row of such a message for a target the instance
+ * holds is created pending and moved at once to 'instance' (watcher.c):
+ * it waits for the watcher's "notify" entry, which makes it sent (by the
+ * instance) or pending (the instance could not: the laptop sends it); one
+ * still waiting NOTIFY_INSTANCE_WAIT after it was queued becomes pending.
  */
 #ifndef GPUFLEET_NOTIFY_H
 #define GPUFLEET_NOTIFY_H
@@ -58,6 +66,8 @@ enum notify_format {
 #define NOTIFY_DINGTALK_INTERVAL   3
 #define NOTIFY_DINGTALK_PER_MINUTE 20
 #define NOTIFY_TEXT_MAX		   1800 /* under Discord's 2000 */
+/* How long a row waits in 'instance' for the watcher's own send. */
+#define NOTIFY_INSTANCE_WAIT 600
 
 /* One message, as queued. */
 struct notify_msg {
@@ -98,6 +108,9 @@ void notify_request_clear(struct notify_request *);
 enum notify_verdict notify_judge(int, long, const char *, char **);
 char *notify_when(int64_t, int64_t);
 void notify_msg_clear(struct notify_msg *);
+char *notify_instance_doc(const struct config *, const char *, char *, char **);
+int notify_any_from_instances(const struct config *);
+char *notify_text(const char *, const char *, int64_t, int64_t, const char *);
 
 /* notifyqueue.c */
 int notifyqueue_add(struct inventory *, int, const char *, int64_t,

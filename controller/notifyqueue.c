@@ -10,6 +10,32 @@
 #include "xmalloc.h"
 
 /*
+ * A message's text: "gpufleet: INSTANCE WHAT at WHEN. Next: NEXT", WHEN
+ * as notify_when says t at now, cut at NOTIFY_TEXT_MAX bytes. The agent's
+ * notif_text is the same (tests/unit/test_agent_notify.c). Caller frees.
+ */
+char *
+notify_text(const char *instance, const char *what, int64_t t, int64_t now,
+    const char *next)
+{
+	char *text, *when = notify_when(t, now);
+	size_t i;
+
+	xasprintf(&text, "gpufleet: %s%s%s at %s.%s%s",
+	    instance != NULL ? instance : "", instance != NULL ? " " : "", what,
+	    when, next != NULL ? " Next: " : "", next != NULL ? next : "");
+	free(when);
+	if ((i = strlen(text)) > NOTIFY_TEXT_MAX) {
+		/* Cut at a character's start: the bodies must be UTF-8. */
+		i = NOTIFY_TEXT_MAX;
+		while (i > 0 && ((unsigned char)text[i] & 0xc0) == 0x80)
+			i--;
+		text[i] = '\0';
+	}
+	return text;
+}
+
+/*
  * Queue the event kind at instance (NULL: none) at time t for every
  * target whose events take it: "gpufleet: INSTANCE WHAT at WHEN. Next:
  * NEXT". dedupe names the event: queued once however often it is seen.
@@ -23,7 +49,7 @@ notifyqueue_add(struct inventory *inv, int kind, const char *instance,
 {
 	const struct config *cf = inv->config;
 	const struct config_notify *n;
-	char *text, *when;
+	char *text;
 	int64_t id, now = (int64_t)time(NULL);
 	size_t i, want = 0;
 	int r, own;
@@ -32,18 +58,7 @@ notifyqueue_add(struct inventory *inv, int kind, const char *instance,
 		want += (cf->notifies[i].events & (1u << kind)) != 0;
 	if (want == 0)
 		return 0;
-	when = notify_when(t, now);
-	xasprintf(&text, "gpufleet: %s%s%s at %s.%s%s",
-	    instance != NULL ? instance : "", instance != NULL ? " " : "", what,
-	    when, next != NULL ? " Next: " : "", next != NULL ? next : "");
-	free(when);
-	if ((i = strlen(text)) > NOTIFY_TEXT_MAX) {
-		/* Cut at a character's start: the bodies must be UTF-8. */
-		i = NOTIFY_TEXT_MAX;
-		while (i > 0 && ((unsigned char)text[i] & 0xc0) == 0x80)
-			i--;
-		text[i] = '\0';
-	}
+	text = notify_text(instance, what, t, now, next);
 	own = sqlite3_get_autocommit(inv->db);
 	if (own && (r = inventory_begin(inv, cause)) != 0) {
 		free(text);

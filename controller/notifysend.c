@@ -651,6 +651,11 @@ notifysend_kick(struct notifysend *ns)
 	size_t i;
 	int attempts, r;
 
+	if (!ns->stopping && notifysend_expire(ns->inv, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+		cause = NULL;
+	}
 	for (i = 0; !ns->stopping && i < cf->nnotifies; i++) {
 		n = &cf->notifies[i];
 		t = target_get(ns, n->name);
@@ -749,8 +754,26 @@ notifysend_abort(struct notifysend *ns, const char *why)
 }
 
 /*
+ * Rows that waited in 'instance' past their next_at: the watcher never
+ * said it sent them (it may have died first, or the journal was not read
+ * since): the laptop sends them.
+ */
+int
+notifysend_expire(struct inventory *inv, char **cause)
+{
+	int r = db_exec(inv,
+	    "UPDATE notify_send SET state = 'pending', last_error = 'the "
+	    "instance did not say it sent it' WHERE state = 'instance' AND "
+	    "next_at <= ?",
+	    "reading the queue", cause, "I", (int64_t)time(NULL));
+
+	return r < 0 ? r : 0;
+}
+
+/*
  * Rows left sending by a process that is gone (or is another process
- * now): unknown, "may not have arrived". Run before sending.
+ * now): unknown, "may not have arrived"; and the rows notifysend_expire
+ * frees. Run before sending.
  */
 int
 notifysend_recover(struct inventory *inv, char **cause)
@@ -787,8 +810,9 @@ notifysend_recover(struct inventory *inv, char **cause)
 			return r;
 		}
 	}
-	return db_finish(inv, st, rc, "reading the queue", cause) < 0 ? -GF_EDB
-								      : 0;
+	if (db_finish(inv, st, rc, "reading the queue", cause) < 0)
+		return -GF_EDB;
+	return notifysend_expire(inv, cause);
 }
 
 /*

@@ -33,6 +33,7 @@ int notifysend_inflight(const struct notifysend *);
 int notifysend_eligible(struct notifysend *);
 void notifysend_stop(struct notifysend *);
 void notifysend_abort(struct notifysend *, const char *);
+int notifysend_expire(struct inventory *, char **);
 int notifysend_recover(struct inventory *, char **);
 int notifysend_test(struct event_base *, struct inventory *,
     const struct config_notify *, const struct notify_msg *,

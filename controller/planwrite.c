@@ -14,6 +14,7 @@
 #include "gpufleet/version.h"
 #include "localstop.h"
 #include "log.h"
+#include "notify.h"
 #include "planwrite.h"
 #include "status.h"
 #include "vis.h"
@@ -31,6 +32,7 @@ static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void read_back(struct planwrite_host *);
 static int hosts_init(struct planwrite *, char **);
 static void prepare(struct planwrite *, size_t);
+static void notify_prepare(struct planwrite *, struct planwrite_host *);
 static void result(struct planwrite *, size_t);
 static int store_written(struct planwrite *, char **);
 
@@ -311,22 +313,66 @@ prepare(struct planwrite *pw, size_t i)
 	struct planwrite_host *h = &pw->hosts[i];
 	struct engine_host *eh = &pw->rm->hosts[i];
 	const struct agent_bin *ab = probe_agent(pw->p);
-	char args[64], *s;
+	char args[128], *s;
 
-	eh->skip = h->plan == NULL || h->error != NULL;
+	notify_prepare(pw, h);
+	eh->skip = (h->plan == NULL && h->notify == NULL) || h->error != NULL;
 	if (eh->skip)
 		return;
 	free(eh->fail_msg);
 	eh->fail_msg = NULL;
 	eh->fail = EF_NONE;
-	snprintf(args, sizeof args, "plan set --dir \"$d\" --expect %lld",
-	    (long long)h->expect);
+	h->notify_only = h->plan == NULL;
+	if (h->notify_only)
+		snprintf(args, sizeof args, "notify set --dir \"$d\"");
+	else if (h->notify != NULL)
+		snprintf(args, sizeof args,
+		    "plan set --dir \"$d\" --expect %lld --notify-bytes %zu",
+		    (long long)h->expect, strlen(h->notify));
+	else
+		snprintf(args, sizeof args,
+		    "plan set --dir \"$d\" --expect %lld",
+		    (long long)h->expect);
 	s = deploy_agent_command(h->in, ab, args, 0);
 	pw->cmds[i] = deploy_sh_command(s);
 	free(s);
 	eh->command = pw->cmds[i];
-	eh->stdin_data = h->plan;
-	eh->stdin_len = strlen(h->plan);
+	if (h->notify != NULL && h->plan != NULL)
+		xasprintf(&h->input, "%s%s", h->notify, h->plan);
+	else
+		h->input = xstrdup(h->plan != NULL ? h->plan : h->notify);
+	eh->stdin_data = h->input;
+	eh->stdin_len = strlen(h->input);
+}
+
+/*
+ * The D/notify.json h should have (notify_instance_doc) when it differs
+ * from what its report says is there: h->notify, or NULL. No target
+ * marked from_instances and no file there: nothing.
+ */
+static void
+notify_prepare(struct planwrite *pw, struct planwrite_host *h)
+{
+	const struct report_watcher *w = &h->probe->rep.watcher;
+	const struct config *cf = pw->fleet->config;
+	char sha[65], *why = NULL;
+
+	free(h->notify);
+	h->notify = NULL;
+	if (!h->reached || h->error != NULL)
+		return;
+	if (!notify_any_from_instances(cf) && !w->notify_present)
+		return;
+	h->notify = notify_instance_doc(cf, h->in->name, sha, &why);
+	if (why != NULL) {
+		warn_msg("%s: %s", h->in->name, why);
+		free(why);
+	}
+	if (w->notify_present && strcmp(sha, w->notify_sha) == 0) {
+		explicit_bzero(h->notify, strlen(h->notify));
+		free(h->notify);
+		h->notify = NULL;
+	}
 }
 
 /*
@@ -400,6 +446,16 @@ result(struct planwrite *pw, size_t i)
 
 	if (eh->skip)
 		return;
+	if (h->notify_only) {
+		/* Not the host's failure: the laptop sends what it would. */
+		if (eh->fail != EF_NONE || eh->exit_status != 0)
+			warn_msg("%s: notify.json not written: %s", h->in->name,
+			    eh->fail != EF_NONE && eh->fail_msg != NULL
+				? eh->fail_msg
+				: h->err.data != NULL ? h->err.data
+						      : "notify set failed");
+		return;
+	}
 	if (eh->fail != EF_NONE) {
 		planwrite_fail(
 		    h, "%s", eh->fail_msg != NULL ? eh->fail_msg : "failed");
@@ -499,6 +555,12 @@ planwrite_free(struct planwrite *pw)
 		stopmethod_clear(&h->method);
 		free(h->out.data);
 		free(h->err.data);
+		if (h->notify != NULL)
+			explicit_bzero(h->notify, strlen(h->notify));
+		free(h->notify);
+		if (h->input != NULL)
+			explicit_bzero(h->input, strlen(h->input));
+		free(h->input);
 		free(h->want);
 		free(h->tags);
 		free(h->sync_note);

@@ -31,6 +31,9 @@ struct planwrite_host {
 	struct stopmethod method;
 	char *stop_command; /* method.command substituted, or NULL */
 	char *method_error; /* why it could not be substituted, or NULL */
+	char *notify;	    /* D/notify.json to write, or NULL: as it is */
+	int notify_only;    /* only notify set runs (no new plan) */
+	char *input;	    /* what the command reads: notify, then plan */
 
 	/* After the write. */
 	int written;

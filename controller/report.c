@@ -53,7 +53,10 @@ static const char *const journal_events[] = { "journal", "started", "plan",
 	"armed", "cancelled", "warned", "firing", "before_stop", "skipped",
 	"stopping", "stop_result", "stopped", "stop_retry", "stop_failed",
 	"local_due", "idle", "busy", "gpu_unreadable", "failed", "exiting",
-	"job_started", "job_ended" };
+	"job_started", "job_ended", "notify" };
+
+static void parse_notify(json_t *, struct report_watcher *);
+static int printable(const char *);
 
 static int
 get_obj(json_t *o, const char *key, json_t **out, char **cause)
@@ -640,6 +643,7 @@ report_parse_watcher(json_t *w, int64_t now, struct report_watcher *rw)
 	v = json_object_get(w, "journal_epoch");
 	if (json_is_string(v) && check_hex16(json_string_value(v)))
 		memcpy(rw->epoch, json_string_value(v), 17);
+	parse_notify(json_object_get(w, "notify"), rw);
 	parse_journal(w, now, rw);
 	if (rw->generation < 0 && rw->error == NULL)
 		rw->error = xstrdup("the watcher's generation or plan is "
@@ -647,10 +651,63 @@ report_parse_watcher(json_t *w, int64_t now, struct report_watcher *rw)
 	return 0;
 }
 
+/* Whether s is printable ASCII without blanks. */
+static int
+printable(const char *s)
+{
+	for (; *s != '\0'; s++)
+		if ((unsigned char)*s <= ' ' || (unsigned char)*s >= 0x7f)
+			return 0;
+	return 1;
+}
+
+/*
+ * What the watcher section says of D/notify.json: null (none), or its
+ * SHA-256 and target names (printable, at most REPORT_NOTIFY_MAX); an
+ * unreadable one counts as present with no target, so it is written again.
+ */
+static void
+parse_notify(json_t *v, struct report_watcher *rw)
+{
+	const char *s;
+	json_t *t;
+	size_t i;
+
+	if (!json_is_object(v))
+		return;
+	rw->notify_present = 1;
+	s = json_string_value(json_object_get(v, "sha256"));
+	if (s != NULL && strlen(s) == 64 && strspn(s, "0123456789abcdef") == 64)
+		memcpy(rw->notify_sha, s, 65);
+	json_array_foreach(json_object_get(v, "targets"), i, t)
+	{
+		s = json_string_value(t);
+		if (s == NULL || rw->notify_ntargets >= REPORT_NOTIFY_MAX ||
+		    *s == '\0' || strlen(s) > 64 || !printable(s))
+			continue;
+		rw->notify_targets[rw->notify_ntargets++] = xstrdup(s);
+	}
+}
+
+/* Whether the report says D/notify.json holds target name. */
+int
+report_notify_has(const struct report_watcher *rw, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < rw->notify_ntargets; i++)
+		if (strcmp(rw->notify_targets[i], name) == 0)
+			return 1;
+	return 0;
+}
+
 void
 report_watcher_free(struct report_watcher *rw)
 {
 	size_t i;
+
+	for (i = 0; i < rw->notify_ntargets; i++)
+		free(rw->notify_targets[i]);
 
 	for (i = 0; i < rw->njournal; i++)
 		report_entry_free(&rw->journal[i]);

@@ -56,6 +56,8 @@ struct report_entry {
 #define REPORT_ENTRIES_MAX 256
 
 /* The report's watcher section; present is 0 for an older agent. */
+#define REPORT_NOTIFY_MAX 16
+
 struct report_watcher {
 	int present;
 	char state[16]; /* running started down none, or "unknown" */
@@ -69,6 +71,12 @@ struct report_watcher {
 	size_t njournal;
 	size_t nskipped; /* entries refused by the checks */
 	int journal_more;
+	/* D/notify.json (instance-side notifications): whether it is there,
+	 * its SHA-256 (hex, "" unknown) and its targets' names. */
+	int notify_present;
+	char notify_sha[65];
+	char *notify_targets[REPORT_NOTIFY_MAX];
+	size_t notify_ntargets;
 };
 
 struct report {
@@ -105,5 +113,6 @@ void report_entry_free(struct report_entry *);
 int report_check_id(const char *);
 int report_parse_watcher(json_t *, int64_t, struct report_watcher *);
 void report_watcher_free(struct report_watcher *);
+int report_notify_has(const struct report_watcher *, const char *);
 
 #endif

@@ -392,7 +392,8 @@ static const char *const steps[] = {
 	 * "action:ID", ...). notify_send: one row per message and target;
 	 * sender_pid and sender_start (field 22 of /proc/PID/stat) name the
 	 * process of a 'sending' row, so that one whose sender died becomes
-	 * 'unknown', never sent again.
+	 * 'unknown', never sent again; 'instance': sent by the instance's
+	 * watcher, waiting for its word (next_at: until when).
 	 */
 	"CREATE TABLE notify_msg ("
 	"  id INTEGER PRIMARY KEY,"
@@ -408,7 +409,7 @@ static const char *const steps[] = {
 	"  msg_id INTEGER NOT NULL REFERENCES notify_msg(id) ON DELETE CASCADE,"
 	"  target TEXT NOT NULL,"
 	"  state TEXT NOT NULL CHECK (state IN ('pending', 'sending', 'sent',"
-	"    'failed', 'unknown')),"
+	"    'failed', 'unknown', 'instance')),"
 	"  attempts INTEGER NOT NULL DEFAULT 0,"
 	"  next_at INTEGER NOT NULL,"
 	"  last_at INTEGER,"

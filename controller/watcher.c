@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "db.h"
+#include "actionlog.h"
 #include "job.h"
 #include "ledger.h"
 #include "log.h"
@@ -23,7 +24,14 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
 static int ingest(struct inventory *, int64_t, int64_t, int64_t,
     const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
-    int64_t, int64_t, const struct report_entry *, char **);
+    int64_t, const struct report *, const struct report_entry *, char **);
+static int notify_by_instance(struct inventory *, const struct instance *,
+    const struct report_watcher *, int, const char *,
+    const struct report_entry *, int64_t, char **);
+static int notify_ingest(struct inventory *, const struct instance *, int64_t,
+    const struct report_entry *, char **);
+static int notify_settle(struct inventory *, const struct instance *, int64_t,
+    const char *, const char *, json_t *, char **);
 static char *entry_str(json_t *, const char *, size_t);
 static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
     const char *, const char *, char **);
@@ -226,9 +234,10 @@ entry_str(json_t *o, const char *key, size_t max)
  */
 static int
 notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
-    int64_t skew, int64_t container_start, const struct report_entry *e,
+    int64_t skew, const struct report *rep, const struct report_entry *e,
     char **cause)
 {
+	int64_t container_start = rep->container_start;
 	const char *ev = e->event;
 	int64_t t = e->time - skew, job = 0;
 	char *what = NULL, *next = NULL, *key = NULL, *name = NULL, *s;
@@ -308,9 +317,11 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 		xasprintf(&what, "is being stopped by autostop (%s)", why);
 		xasprintf(&next, "gpufleet events %s", in->name);
 	}
-	if (kind >= 0)
-		r = notifyqueue_add(
-		    inv, kind, in->name, t, what, next, key, cause);
+	if (kind >= 0 &&
+	    (r = notifyqueue_add(
+		 inv, kind, in->name, t, what, next, key, cause)) == 0)
+		r = notify_by_instance(
+		    inv, in, &rep->watcher, kind, key, e, now, cause);
 out:
 	json_decref(o);
 	free(what);
@@ -318,6 +329,179 @@ out:
 	free(key);
 	free(name);
 	return r;
+}
+
+/*
+ * The action_log entry and state of send row (dedupe, target) after the
+ * instance's "notify" entry n said how its own send went: ok, sent (by
+ * the instance); else pending, for the laptop to send. Only a row waiting
+ * in 'instance' (or, from notify_by_instance, a new pending one) moves.
+ */
+static int
+notify_settle(struct inventory *inv, const struct instance *in, int64_t now,
+    const char *dedupe, const char *target, json_t *n, char **cause)
+{
+	const char *kind = json_string_value(json_object_get(n, "kind"));
+	json_t *st = json_object_get(n, "status"), *names;
+	int ok = json_is_true(json_object_get(n, "ok"));
+	char *err = entry_str(n, "error", 200), *line, *last;
+	int r;
+
+	if (ok)
+		xasprintf(&line,
+		    "%s %s to %s: sent by the instance (HTTP %lld)", kind,
+		    in->name, target,
+		    json_is_integer(st) ? (long long)json_integer_value(st)
+					: 0LL);
+	else
+		xasprintf(&line,
+		    "%s %s to %s: the instance could not send it (%s); the "
+		    "laptop sends it",
+		    kind, in->name, target, err != NULL ? err : "?");
+	xasprintf(&last, "the instance: %s", err != NULL ? err : "?");
+	r = db_exec(inv,
+	    "UPDATE notify_send SET state = ?, next_at = ?, last_error = ? "
+	    "WHERE target = ? AND state IN ('instance', 'pending') AND "
+	    "attempts = 0 AND msg_id = (SELECT id FROM notify_msg WHERE "
+	    "dedupe = ?)",
+	    "recording a notification", cause, "tIttt", ok ? "sent" : "pending",
+	    now, ok ? NULL : last, target, dedupe);
+	free(last);
+	if (r >= 0 && sqlite3_changes(inv->db) == 1) {
+		names = json_pack("[s]", in->name);
+		r = actionlog_add(inv, now,
+		    ok ? "notify_sent" : "notify_failed", target, names, line,
+		    NULL, NULL, cause);
+		json_decref(names);
+	}
+	free(line);
+	free(err);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * A message just queued from entry e (dedupe key): each target marked
+ * from_instances that the instance holds (its report names it in
+ * notify.json) and that takes kind was sent by the watcher itself. Its
+ * row is settled by the watcher's "notify" entry when one is stored
+ * already (a stop's, matched by the stop's id, comes before the entry
+ * the stop is learned from); else it waits in 'instance' for it, at most
+ * NOTIFY_INSTANCE_WAIT (then the laptop sends it: the watcher may have
+ * died first).
+ */
+static int
+notify_by_instance(struct inventory *inv, const struct instance *in,
+    const struct report_watcher *w, int kind, const char *key,
+    const struct report_entry *e, int64_t now, char **cause)
+{
+	const struct config *cf = inv->config;
+	const struct config_notify *n;
+	sqlite3_stmt *st;
+	json_t *o, *found;
+	const char *id;
+	size_t i;
+	int r = 0, rc;
+
+	for (i = 0; cf != NULL && i < cf->nnotifies && r == 0; i++) {
+		n = &cf->notifies[i];
+		if (!n->from_instances || (n->events & (1u << kind)) == 0 ||
+		    !w->notify_present || !report_notify_has(w, n->name))
+			continue;
+		if ((r = db_prepare(inv, &st,
+			 "SELECT epoch, id, entry FROM journal WHERE "
+			 "instance_id = ? AND event = 'notify' AND t > ? "
+			 "ORDER BY epoch, seq",
+			 "reading the journal", cause, "II", in->id,
+			 now - 86400)) != 0)
+			return r;
+		found = NULL;
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			id = (const char *)sqlite3_column_text(st, 1);
+			o = json_loads(
+			    (const char *)sqlite3_column_text(st, 2), 0, NULL);
+			if (o != NULL &&
+			    strcmp(
+				json_string_value(json_object_get(o, "target"))
+				    ?: "",
+				n->name) == 0 &&
+			    strcmp(json_string_value(json_object_get(o, "kind"))
+				    ?: "",
+				notify_kind_name(kind)) == 0 &&
+			    (kind == NOTIFY_STOPPED
+				    ? e->id != NULL && id != NULL &&
+					strcmp(id, e->id) == 0
+				    : strcmp((const char *)sqlite3_column_text(
+						 st, 0),
+					  e->epoch) == 0 &&
+					json_integer_value(json_object_get(
+					    o, "about")) == e->seq)) {
+				json_decref(found);
+				found = o; /* the last one says */
+			} else
+				json_decref(o);
+		}
+		r = db_finish(inv, st, rc, "reading the journal", cause);
+		if (r < 0) {
+			json_decref(found);
+			return r;
+		}
+		if (found != NULL)
+			r = notify_settle(
+			    inv, in, now, key, n->name, found, cause);
+		else
+			r = db_exec(inv,
+			    "UPDATE notify_send SET state = 'instance', "
+			    "next_at "
+			    "= ? WHERE target = ? AND state = 'pending' AND "
+			    "attempts = 0 AND msg_id = (SELECT id FROM "
+			    "notify_msg WHERE dedupe = ?)",
+			    "queueing a notification", cause, "Itt",
+			    now + NOTIFY_INSTANCE_WAIT, n->name, key);
+		json_decref(found);
+		r = r < 0 ? r : 0;
+	}
+	return r;
+}
+
+/*
+ * The watcher's "notify" entry: how it sent a message itself. The row of
+ * that message (queued from the entry it is about, or from the stop's id)
+ * waiting for it in 'instance' is settled.
+ */
+static int
+notify_ingest(struct inventory *inv, const struct instance *in, int64_t now,
+    const struct report_entry *e, char **cause)
+{
+	const char *target, *kind;
+	char *key = NULL;
+	json_t *o, *about;
+	int r = 0;
+
+	if ((o = json_loads(e->entry, 0, NULL)) == NULL)
+		return 0;
+	target = json_string_value(json_object_get(o, "target"));
+	kind = json_string_value(json_object_get(o, "kind"));
+	about = json_object_get(o, "about");
+	if (target == NULL || kind == NULL || notify_kind_parse(kind) < 0)
+		goto out;
+	if (strcmp(kind, "stopped") == 0 && e->id != NULL)
+		xasprintf(&key, "stop:%lld:%s", (long long)in->id, e->id);
+	else if (json_is_integer(about))
+		xasprintf(&key, "journal:%lld:%s:%lld", (long long)in->id,
+		    e->epoch, (long long)json_integer_value(about));
+	else
+		goto out;
+	r = db_exec(inv,
+	    "SELECT 1 FROM notify_send s JOIN notify_msg m ON m.id = "
+	    "s.msg_id WHERE m.dedupe = ? AND s.target = ? AND s.state = "
+	    "'instance'",
+	    "reading the queue", cause, "tt", key, target);
+	if (r > 0)
+		r = notify_settle(inv, in, now, key, target, o, cause);
+out:
+	free(key);
+	json_decref(o);
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -355,8 +539,10 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			return r;
 		if (sqlite3_changes(inv->db) == 1 &&
 		    ((r = ingest(inv, in->id, skew, now, e, cause)) != 0 ||
-			(r = notify_entry(inv, in, now, skew,
-			     rep->container_start, e, cause)) != 0))
+			(r = notify_entry(inv, in, now, skew, rep, e, cause)) !=
+			    0 ||
+			(strcmp(e->event, "notify") == 0 &&
+			    (r = notify_ingest(inv, in, now, e, cause)) != 0)))
 			return r;
 	}
 	return 0;

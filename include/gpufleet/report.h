@@ -88,6 +88,7 @@
 #define REPORT_KEY_WATCHER_ERROR      "error"
 #define REPORT_KEY_WATCHER_GENERATION "generation"
 #define REPORT_KEY_WATCHER_PLAN	      "plan"
+#define REPORT_KEY_WATCHER_NOTIFY     "notify"
 #define REPORT_KEY_JOURNAL_EPOCH      "journal_epoch"
 #define REPORT_KEY_JOURNAL	      "journal"
 #define REPORT_KEY_JOURNAL_MORE	      "journal_more"
