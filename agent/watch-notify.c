@@ -122,7 +122,7 @@ notif_message(
 	const char *ev = jsonr_str(e, "event"), *id = jsonr_str(e, "id");
 	const char *state, *s;
 	struct judge_fire *f;
-	char name[80], clean[201];
+	char clean[201], name[sizeof clean + 3];
 	long long job, v;
 
 	*what = *next = NULL;
