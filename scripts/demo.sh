@@ -202,6 +202,7 @@ poll_interval = 5
 url = http://127.0.0.1:$(cat "$work/hook.port")/hook
 format = json
 events = job_finished job_failed stopped
+from_instances = yes
 EOF
 show "cat config.ini   # [notify.phone]: where messages go"
 sed 's/^/  /' "$XDG_CONFIG_HOME/gpufleet/config.ini"
@@ -223,8 +224,9 @@ gpufleet schedule ls
 show "gpufleet events --limit 4"
 gpufleet events --limit 4
 # Jobs: a short "training" on gpu-2 that stops its instance when it ends;
-# the job outlives the SSH session, and the message comes from the daemon
-# once it reads the instance's journal.
+# the job outlives the SSH session. With from_instances the instance's
+# watcher sends the messages itself (with its curl): the laptop may be
+# closed by then.
 job='for e in 1 2 3; do echo "epoch $e loss 0.$((9 - e))"; sleep 2; done'
 show "gpufleet run gpu-2 --name train --then stop -- sh -c '$job'"
 gpufleet run gpu-2 --name train --then stop -- sh -c "$job"
@@ -243,7 +245,6 @@ done
 echo
 show "tests/harness/fleet status   # gpu-2 stopped itself when its job ended"
 fleet status
-fleet start gpu-2
 printf 'waiting for the messages at the receiver'
 for _ in $(seq 60); do
 	[ -s "$work/hook.log" ] && [ "$(grep -c . "$work/hook.log")" -ge 2 ] && break
@@ -255,6 +256,7 @@ show "the receiver got (the json format's text field):"
 python3 -c 'import json, sys
 for l in open(sys.argv[1]):
     print("  " + json.loads(json.loads(l)["body"])["text"])' "$work/hook.log"
+fleet start gpu-2
 show gpufleet jobs gpu-2 --all
 gpufleet jobs gpu-2 --all || true
 show "gpufleet events gpu-2 --since -1m"
