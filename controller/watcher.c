@@ -23,7 +23,9 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
 static int ingest(struct inventory *, int64_t, int64_t, int64_t,
     const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
-    int64_t, int64_t, const struct report_entry *, char **);
+    int64_t, int64_t, int, const struct report_entry *, char **);
+static int epoch_known(
+    struct inventory *, int64_t, const char *, int *, char **);
 static char *entry_str(json_t *, const char *, size_t);
 static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
     const char *, const char *, char **);
@@ -216,8 +218,11 @@ entry_str(json_t *o, const char *key, size_t max)
 
 /*
  * The notification a new journal entry makes, if any: a job's end, a
- * stop done or failed, an autostop firing. Entries from more than a day
- * ago (a journal read for the first time) are history, not news. Each is
+ * stop done or failed, an autostop firing. In an epoch read for the
+ * first time (first_read: a new instance, a journal made again) entries
+ * from more than a day ago are history, not news; in one read before,
+ * every new entry is news however old: a box stopped by its job's --then
+ * stop is read again only once it runs again, days later maybe. Each is
  * queued once by the entry; a stop once by its deadline: `stopped` (seen
  * after a restart), or a stop_result with status 0 when the container
  * (container_start, the instance's clock; 0 unknown) started after it. A
@@ -226,8 +231,8 @@ entry_str(json_t *o, const char *key, size_t max)
  */
 static int
 notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
-    int64_t skew, int64_t container_start, const struct report_entry *e,
-    char **cause)
+    int64_t skew, int64_t container_start, int first_read,
+    const struct report_entry *e, char **cause)
 {
 	const char *ev = e->event;
 	int64_t t = e->time - skew, job = 0;
@@ -235,7 +240,8 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 	json_t *o, *v;
 	int kind = -1, r = 0;
 
-	if (t < now - 86400 || (o = json_loads(e->entry, 0, NULL)) == NULL)
+	if ((first_read && t < now - 86400) ||
+	    (o = json_loads(e->entry, 0, NULL)) == NULL)
 		return 0;
 	xasprintf(&key, "journal:%lld:%s:%lld", (long long)in->id, e->epoch,
 	    (long long)e->seq);
@@ -320,6 +326,19 @@ out:
 	return r;
 }
 
+/* Whether instance id has entries of journal epoch stored: *known. */
+static int
+epoch_known(struct inventory *inv, int64_t id, const char *epoch, int *known,
+    char **cause)
+{
+	int r = db_exec(inv,
+	    "SELECT 1 FROM journal WHERE instance_id = ? AND epoch = ? LIMIT 1",
+	    "cannot read the journal", cause, "It", id, epoch);
+
+	*known = r == 1;
+	return r < 0 ? r : 0;
+}
+
 /*
  * Store what one report says of the watcher, read at now with the clock
  * skew the probe measured (instance - controller): its state, plan and
@@ -331,9 +350,10 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
     int64_t skew, const struct report *rep, char **cause)
 {
 	const struct report_watcher *w = &rep->watcher;
+	const char *epoch = NULL;
 	sqlite3_stmt *st;
 	size_t i;
-	int r;
+	int r, known = 0;
 
 	if ((r = store_state(inv, in->id, now, skew, rep, cause)) != 0)
 		return r;
@@ -342,6 +362,12 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 		    w->nskipped, w->nskipped == 1 ? "y" : "ies");
 	for (i = 0; i < w->njournal; i++) {
 		const struct report_entry *e = &w->journal[i];
+		/* Read before: asked before this report stores any of it. */
+		if ((epoch == NULL || strcmp(epoch, e->epoch) != 0) &&
+		    (r = epoch_known(inv, in->id, e->epoch, &known, cause)) !=
+			0)
+			return r;
+		epoch = e->epoch;
 		if ((r = db_prepare(inv, &st,
 			 "INSERT OR IGNORE INTO journal (instance_id, epoch, "
 			 "seq, time, t, event, id, entry, received_at) VALUES "
@@ -356,7 +382,7 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 		if (sqlite3_changes(inv->db) == 1 &&
 		    ((r = ingest(inv, in->id, skew, now, e, cause)) != 0 ||
 			(r = notify_entry(inv, in, now, skew,
-			     rep->container_start, e, cause)) != 0))
+			     rep->container_start, !known, e, cause)) != 0))
 			return r;
 	}
 	return 0;

@@ -381,6 +381,55 @@ START_TEST(test_notify)
 }
 END_TEST
 
+/*
+ * A box stopped by its job's --then stop, read again two days later once
+ * it runs again: the job's end and the stop, in an epoch read before, are
+ * news however old. Entries of an epoch read for the first time that are
+ * as old stay history (test_notify).
+ */
+START_TEST(test_notify_late)
+{
+	struct config c;
+
+	config_defaults(&c);
+	c.notifies = calloc(1, sizeof *c.notifies);
+	c.nnotifies = 1;
+	c.notifies[0].name = strdup("t");
+	c.notifies[0].url = strdup("https://h/");
+	c.notifies[0].events = NOTIFY_EVENTS_ALL;
+	inv->config = &c;
+	/* Read two days ago (stored at NOW: only the epoch counts). */
+	store(SECTION(E(1, 1795827300, "\"journal\"") "," E(2, 1795827310,
+	    "\"job_started\",\"job\":7,\"name\":\"train\",\"started\":"
+	    "1795827310,\"then\":\"stop\",\"fire_id\":\"j-7-1795827310\"")));
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 0);
+	/* The end and the stop, journaled then, read now. */
+	store(
+	    SECTION(
+		E(3, 1795830000,
+		    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
+		    "\"succeeded\",\"exit\":0,\"started\":1795827310,\"ended\":"
+		    "1795830000,\"then\":\"stop\",\"fire_id\":\"j-7-"
+		    "1795827310\"") "," E(4, 1795830001,
+		    "\"stopping\",\"id\":\"j-7-1795827310\"") "," E(5,
+		    1795999000,
+		    "\"stopped\",\"id\":\"j-7-1795827310\","
+		    "\"container_start\":1795998000")));
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'job_finished' AND text LIKE '%job 7 (train) "
+			   "finished%'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'stopped' AND dedupe LIKE 'stop:%:j-7-1795827310'"),
+	    1);
+	ck_assert_int_eq(q("SELECT t FROM notify_msg WHERE kind = "
+			   "'job_finished'"),
+	    1795830000 - SKEW);
+	inv->config = NULL;
+	config_clear(&c);
+}
+END_TEST
+
 /* A local stop command's status, a timeout, a signal. */
 START_TEST(test_exec)
 {
@@ -414,6 +463,7 @@ main(void)
 	tcase_add_test(tc, test_old_agent);
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_notify);
+	tcase_add_test(tc, test_notify_late);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
