@@ -124,9 +124,12 @@ bad:
 }
 
 /*
- * Store job r of instance id. how: 0 everything (run, job ls), 1 a start
+ * Store job r of instance id. how: 0 everything (job ls; a stored end is
+ * never made running again: the answer may predate it), 1 a start
  * (job_started: a row already there keeps what it has), 2 an end
- * (job_ended: the end fields).
+ * (job_ended: the end fields), 3 run's record (what run knows of the job;
+ * a row already there keeps its state and end: the daemon or a status may
+ * have stored the end while run was still fanning out).
  */
 static int
 upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
@@ -146,13 +149,20 @@ upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
 		"ended = coalesce(excluded.ended, ended), exit = "
 		"excluded.exit, signal = excluded.signal, reason = "
 		"excluded.reason, last_line = excluded.last_line, "
-		"updated = excluded.updated",
+		"updated = excluded.updated WHERE job.state = 'running' OR "
+		"excluded.state <> 'running'",
 		UPSERT "pid = coalesce(pid, excluded.pid)",
 		UPSERT
 		"state = excluded.state, ended = coalesce(excluded.ended, "
 		"ended), exit = excluded.exit, signal = excluded.signal, "
 		"reason = excluded.reason, last_line = "
-		"excluded.last_line, updated = excluded.updated" };
+		"excluded.last_line, updated = excluded.updated",
+		UPSERT
+		"name = excluded.name, command = CASE WHEN "
+		"length(excluded.command) > length(command) THEN "
+		"excluded.command ELSE command END, then_stop = "
+		"coalesce(then_stop, excluded.then_stop), pid = coalesce(pid, "
+		"excluded.pid)" };
 #undef UPSERT
 	const char *state = r->end.state[0] != '\0' ? r->end.state : "running";
 	int rc;
@@ -178,7 +188,7 @@ int
 job_record(
     struct inventory *inv, int64_t id, const struct job_row *r, char **cause)
 {
-	return upsert(inv, id, r, r->started, 0, cause);
+	return upsert(inv, id, r, r->started, 3, cause);
 }
 
 /*

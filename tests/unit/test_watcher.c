@@ -201,6 +201,72 @@ START_TEST(test_jobs)
 }
 END_TEST
 
+/*
+ * A job's end stored (the daemon read job_ended) before run records the
+ * job it started, or before a job ls answer read earlier is stored: the
+ * end stays. A row run records first is running, and the end read later
+ * replaces it.
+ */
+START_TEST(test_end_kept)
+{
+	struct job_row row, *rows;
+	size_t n;
+	char *cause = NULL;
+	json_t *ls;
+
+	store(SECTION(E(1, 1796000050, "\"journal\"") "," E(2, 1796000070,
+	    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
+	    "\"failed\",\"exit\":3,\"started\":1796000059,\"ended\":"
+	    "1796000069,\"fire_id\":\"j-7-1796000059\",\"last_line\":"
+	    "\"boom\"")));
+	memset(&row, 0, sizeof row);
+	row.job = 7;
+	row.name = (char *)"train";
+	row.command = (char *)"python train.py";
+	row.then = (char *)"stop";
+	row.fire_id = (char *)"j-7-1796000059";
+	row.pid = 42;
+	snprintf(row.end.state, sizeof row.end.state, "running");
+	row.started = 1796000059 - SKEW;
+	ck_assert_int_eq(job_record(inv, in.id, &row, &cause), 0);
+	ls = json_loads("{\"jobs\":[{\"job\":7,\"name\":\"train\","
+			"\"command\":\"python train.py\",\"state\":"
+			"\"running\",\"started\":1796000059,\"pid\":42,"
+			"\"fire_id\":\"j-7-1796000059\",\"last_line\":"
+			"\"epoch 1\"}]}",
+	    0, NULL);
+	ck_assert_ptr_nonnull(ls);
+	ck_assert_int_eq(job_store_ls(inv, in.id, NOW, SKEW, ls, &cause), 0);
+	json_decref(ls);
+	ck_assert_int_eq(job_list(inv, in.id, &rows, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(rows[0].end.state, "failed");
+	ck_assert_int_eq(rows[0].end.exit, 3);
+	ck_assert_int_eq(rows[0].ended, 1796000069 - SKEW);
+	ck_assert_str_eq(rows[0].last_line, "boom");
+	/* What run knows that the journal did not say is kept. */
+	ck_assert_str_eq(rows[0].command, "python train.py");
+	ck_assert_str_eq(rows[0].then, "stop");
+	ck_assert_int_eq(rows[0].pid, 42);
+	job_rows_free(rows, n);
+	/* Recorded first: running, then the end. */
+	row.job = 8;
+	row.fire_id = (char *)"j-8-1796000080";
+	row.started = 1796000080 - SKEW;
+	ck_assert_int_eq(job_record(inv, in.id, &row, &cause), 0);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 8 AND state = 'running'"),
+	    1);
+	store(SECTION(E(3, 1796000090,
+	    "\"job_ended\",\"job\":8,\"name\":\"train\",\"state\":"
+	    "\"succeeded\",\"exit\":0,\"started\":1796000080,\"ended\":"
+	    "1796000089,\"fire_id\":\"j-8-1796000080\"")));
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 8 AND state = 'succeeded'"),
+	    1);
+}
+END_TEST
+
 /* Unreachable after the stop was seen: stopped, not unknown, from then. */
 START_TEST(test_outage_after_stop)
 {
@@ -404,17 +470,14 @@ START_TEST(test_notify_late)
 	    "1795827310,\"then\":\"stop\",\"fire_id\":\"j-7-1795827310\"")));
 	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 0);
 	/* The end and the stop, journaled then, read now. */
-	store(
-	    SECTION(
-		E(3, 1795830000,
-		    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
-		    "\"succeeded\",\"exit\":0,\"started\":1795827310,\"ended\":"
-		    "1795830000,\"then\":\"stop\",\"fire_id\":\"j-7-"
-		    "1795827310\"") "," E(4, 1795830001,
-		    "\"stopping\",\"id\":\"j-7-1795827310\"") "," E(5,
-		    1795999000,
-		    "\"stopped\",\"id\":\"j-7-1795827310\","
-		    "\"container_start\":1795998000")));
+	store(SECTION(E(3, 1795830000,
+	    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
+	    "\"succeeded\",\"exit\":0,\"started\":1795827310,\"ended\":"
+	    "1795830000,\"then\":\"stop\",\"fire_id\":\"j-7-"
+	    "1795827310\"") "," E(4, 1795830001,
+	    "\"stopping\",\"id\":\"j-7-1795827310\"") "," E(5, 1795999000,
+	    "\"stopped\",\"id\":\"j-7-1795827310\","
+	    "\"container_start\":1795998000")));
 	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
 			   "'job_finished' AND text LIKE '%job 7 (train) "
 			   "finished%'"),
@@ -458,6 +521,7 @@ main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_once);
 	tcase_add_test(tc, test_jobs);
+	tcase_add_test(tc, test_end_kept);
 	tcase_add_test(tc, test_outage_after_stop);
 	tcase_add_test(tc, test_alert_and_local);
 	tcase_add_test(tc, test_old_agent);
