@@ -357,7 +357,8 @@ read_started(struct planwrite *pw, size_t i, const struct job_answer *a,
 	row.pid = rh->pid > 0 && rh->pid <= 4194304 ? rh->pid : 0;
 	snprintf(row.end.state, sizeof row.end.state, "running");
 	row.started = rh->started - h->skew;
-	if ((rc = job_record(pw->rm->inv, h->in->id, &row, &cause)) != 0) {
+	if ((rc = job_record(pw->rm->inv, h->in->id, &row, (int64_t)time(NULL),
+		 &cause)) != 0) {
 		warn_msg("%s: job %lld started but not recorded: %s",
 		    h->in->name, (long long)rh->job, cause);
 		free(cause);

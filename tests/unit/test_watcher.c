@@ -186,7 +186,8 @@ START_TEST(test_jobs)
 		       "{\"job\":0,\"fire_id\":\"j-0-1\"}]}",
 		0, NULL);
 	ck_assert_ptr_nonnull(ls);
-	ck_assert_int_eq(job_store_ls(inv, in.id, NOW, SKEW, ls, &cause), 0);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW, SKEW, NOW, ls, &cause), 0);
 	json_decref(ls);
 	ck_assert_int_eq(q("SELECT count(*) FROM job"), 2);
 	ck_assert_int_eq(job_list(inv, in.id, &rows, &n, &cause), 0);
@@ -228,7 +229,7 @@ START_TEST(test_end_kept)
 	row.pid = 42;
 	snprintf(row.end.state, sizeof row.end.state, "running");
 	row.started = 1796000059 - SKEW;
-	ck_assert_int_eq(job_record(inv, in.id, &row, &cause), 0);
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW, &cause), 0);
 	ls = json_loads("{\"jobs\":[{\"job\":7,\"name\":\"train\","
 			"\"command\":\"python train.py\",\"state\":"
 			"\"running\",\"started\":1796000059,\"pid\":42,"
@@ -236,7 +237,8 @@ START_TEST(test_end_kept)
 			"\"epoch 1\"}]}",
 	    0, NULL);
 	ck_assert_ptr_nonnull(ls);
-	ck_assert_int_eq(job_store_ls(inv, in.id, NOW, SKEW, ls, &cause), 0);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW, SKEW, NOW, ls, &cause), 0);
 	json_decref(ls);
 	ck_assert_int_eq(job_list(inv, in.id, &rows, &n, &cause), 0);
 	ck_assert_uint_eq(n, 1);
@@ -253,7 +255,7 @@ START_TEST(test_end_kept)
 	row.job = 8;
 	row.fire_id = (char *)"j-8-1796000080";
 	row.started = 1796000080 - SKEW;
-	ck_assert_int_eq(job_record(inv, in.id, &row, &cause), 0);
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW, &cause), 0);
 	ck_assert_int_eq(
 	    q("SELECT count(*) FROM job WHERE job = 8 AND state = 'running'"),
 	    1);
@@ -264,6 +266,50 @@ START_TEST(test_end_kept)
 	ck_assert_int_eq(
 	    q("SELECT count(*) FROM job WHERE job = 8 AND state = 'succeeded'"),
 	    1);
+}
+END_TEST
+
+/*
+ * `jobs` marks lost only the running jobs stored before its job ls was
+ * sent that the answer does not list: one run recorded since may have
+ * started after the instance listed its jobs.
+ */
+START_TEST(test_lost_since)
+{
+	struct job_row row;
+	char *cause = NULL;
+	json_t *ls;
+
+	memset(&row, 0, sizeof row);
+	row.job = 3;
+	row.name = (char *)"old";
+	row.fire_id = (char *)"j-3-1795999000";
+	snprintf(row.end.state, sizeof row.end.state, "running");
+	row.started = 1795999000 - SKEW;
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW - 900, &cause), 0);
+	row.job = 4;
+	row.name = (char *)"new";
+	row.fire_id = (char *)"j-4-1796000001";
+	row.started = 1796000001 - SKEW;
+	/* Recorded by a run after the job ls below was sent (at NOW). */
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW + 1, &cause), 0);
+	ls = json_loads("{\"jobs\":[]}", 0, NULL);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW + 2, SKEW, NOW, ls, &cause), 0);
+	json_decref(ls);
+	ck_assert_int_eq(q("SELECT count(*) FROM job WHERE job = 3 AND state = "
+			   "'lost' AND reason LIKE 'its directory is gone%'"),
+	    1);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 4 AND state = 'running'"),
+	    1);
+	/* The next job ls that does not list it either: lost. */
+	ls = json_loads("{\"jobs\":[]}", 0, NULL);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW + 60, SKEW, NOW + 59, ls, &cause), 0);
+	json_decref(ls);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 4 AND state = 'lost'"), 1);
 }
 END_TEST
 
@@ -522,6 +568,7 @@ main(void)
 	tcase_add_test(tc, test_once);
 	tcase_add_test(tc, test_jobs);
 	tcase_add_test(tc, test_end_kept);
+	tcase_add_test(tc, test_lost_since);
 	tcase_add_test(tc, test_outage_after_stop);
 	tcase_add_test(tc, test_alert_and_local);
 	tcase_add_test(tc, test_old_agent);
