@@ -23,9 +23,9 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
 static int ingest(struct inventory *, int64_t, int64_t, int64_t,
     const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
-    int64_t, int64_t, int, const struct report_entry *, char **);
-static int epoch_known(
-    struct inventory *, int64_t, const char *, int *, char **);
+    int64_t, int64_t, const struct report_entry *, char **);
+static int epoch_first_read(
+    struct inventory *, int64_t, const char *, int64_t, int64_t *, char **);
 static char *entry_str(json_t *, const char *, size_t);
 static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
     const char *, const char *, char **);
@@ -218,11 +218,12 @@ entry_str(json_t *o, const char *key, size_t max)
 
 /*
  * The notification a new journal entry makes, if any: a job's end, a
- * stop done or failed, an autostop firing. In an epoch read for the
- * first time (first_read: a new instance, a journal made again) entries
- * from more than a day ago are history, not news; in one read before,
- * every new entry is news however old: a box stopped by its job's --then
- * stop is read again only once it runs again, days later maybe. Each is
+ * stop done or failed, an autostop firing. Entries journaled more than a
+ * day before the controller first read their epoch (first_read: at the
+ * first contact with a new instance, a journal made again; its first
+ * pages too) are history, not news; one journaled after that is news
+ * however late it is read: a box stopped by its job's --then stop is read
+ * again only once it runs again, days later maybe. Each is
  * queued once by the entry; a stop once by its deadline: `stopped` (seen
  * after a restart), or a stop_result with status 0 when the container
  * (container_start, the instance's clock; 0 unknown) started after it. A
@@ -230,8 +231,8 @@ entry_str(json_t *o, const char *key, size_t max)
  * machine answered, so it is not stopped (stop_failed may follow).
  */
 static int
-notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
-    int64_t skew, int64_t container_start, int first_read,
+notify_entry(struct inventory *inv, const struct instance *in,
+    int64_t first_read, int64_t skew, int64_t container_start,
     const struct report_entry *e, char **cause)
 {
 	const char *ev = e->event;
@@ -240,7 +241,7 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 	json_t *o, *v;
 	int kind = -1, r = 0;
 
-	if ((first_read && t < now - 86400) ||
+	if (t < first_read - 86400 ||
 	    (o = json_loads(e->entry, 0, NULL)) == NULL)
 		return 0;
 	xasprintf(&key, "journal:%lld:%s:%lld", (long long)in->id, e->epoch,
@@ -326,16 +327,27 @@ out:
 	return r;
 }
 
-/* Whether instance id has entries of journal epoch stored: *known. */
+/*
+ * When the controller first read journal epoch of instance id (the
+ * earliest entry it stored of it), or now when it never did: *t.
+ */
 static int
-epoch_known(struct inventory *inv, int64_t id, const char *epoch, int *known,
-    char **cause)
+epoch_first_read(struct inventory *inv, int64_t id, const char *epoch,
+    int64_t now, int64_t *t, char **cause)
 {
-	int r = db_exec(inv,
-	    "SELECT 1 FROM journal WHERE instance_id = ? AND epoch = ? LIMIT 1",
-	    "cannot read the journal", cause, "It", id, epoch);
+	sqlite3_stmt *st;
+	int r;
 
-	*known = r == 1;
+	*t = now;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT min(received_at) FROM journal WHERE instance_id = ? "
+		 "AND epoch = ?",
+		 "cannot read the journal", cause, "It", id, epoch)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) == SQLITE_INTEGER)
+		*t = sqlite3_column_int64(st, 0);
+	r = db_finish(inv, st, r, "cannot read the journal", cause);
 	return r < 0 ? r : 0;
 }
 
@@ -353,7 +365,8 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 	const char *epoch = NULL;
 	sqlite3_stmt *st;
 	size_t i;
-	int r, known = 0;
+	int64_t first = now;
+	int r;
 
 	if ((r = store_state(inv, in->id, now, skew, rep, cause)) != 0)
 		return r;
@@ -362,10 +375,10 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 		    w->nskipped, w->nskipped == 1 ? "y" : "ies");
 	for (i = 0; i < w->njournal; i++) {
 		const struct report_entry *e = &w->journal[i];
-		/* Read before: asked before this report stores any of it. */
+		/* Asked before this report stores any of the epoch. */
 		if ((epoch == NULL || strcmp(epoch, e->epoch) != 0) &&
-		    (r = epoch_known(inv, in->id, e->epoch, &known, cause)) !=
-			0)
+		    (r = epoch_first_read(
+			 inv, in->id, e->epoch, now, &first, cause)) != 0)
 			return r;
 		epoch = e->epoch;
 		if ((r = db_prepare(inv, &st,
@@ -381,8 +394,8 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			return r;
 		if (sqlite3_changes(inv->db) == 1 &&
 		    ((r = ingest(inv, in->id, skew, now, e, cause)) != 0 ||
-			(r = notify_entry(inv, in, now, skew,
-			     rep->container_start, !known, e, cause)) != 0))
+			(r = notify_entry(inv, in, first, skew,
+			     rep->container_start, e, cause)) != 0))
 			return r;
 	}
 	return 0;

@@ -70,24 +70,31 @@ q(const char *sql)
 	return v;
 }
 
-/* Store a report at NOW whose watcher section is section (or NULL). */
+/* Store a report read at now whose watcher section is section (or NULL). */
 static void
-store(const char *section)
+store_at(const char *section, int64_t now)
 {
 	struct report rep;
 	json_t *o;
 	char *cause = NULL;
 
 	memset(&rep, 0, sizeof rep);
-	rep.time = NOW + SKEW;
+	rep.time = now + SKEW;
 	if (section != NULL) {
 		o = json_loads(section, 0, NULL);
 		ck_assert_ptr_nonnull(o);
-		report_parse_watcher(o, NOW + SKEW, &rep.watcher);
+		report_parse_watcher(o, now + SKEW, &rep.watcher);
 		json_decref(o);
 	}
-	ck_assert_int_eq(watcher_store(inv, &in, NOW, SKEW, &rep, &cause), 0);
+	ck_assert_int_eq(watcher_store(inv, &in, now, SKEW, &rep, &cause), 0);
 	report_watcher_free(&rep.watcher);
+}
+
+/* Store a report at NOW whose watcher section is section (or NULL). */
+static void
+store(const char *section)
+{
+	store_at(section, NOW);
 }
 
 #define SECTION(journal)                                                       \
@@ -495,9 +502,10 @@ END_TEST
 
 /*
  * A box stopped by its job's --then stop, read again two days later once
- * it runs again: the job's end and the stop, in an epoch read before, are
- * news however old. Entries of an epoch read for the first time that are
- * as old stay history (test_notify).
+ * it runs again: the job's end and the stop, journaled after the
+ * controller first read the epoch, are news however late they are read.
+ * Entries journaled over a day before that first read are history, on
+ * the first page read and on later ones (test_notify: on the first).
  */
 START_TEST(test_notify_late)
 {
@@ -510,10 +518,12 @@ START_TEST(test_notify_late)
 	c.notifies[0].url = strdup("https://h/");
 	c.notifies[0].events = NOTIFY_EVENTS_ALL;
 	inv->config = &c;
-	/* Read two days ago (stored at NOW: only the epoch counts). */
-	store(SECTION(E(1, 1795827300, "\"journal\"") "," E(2, 1795827310,
-	    "\"job_started\",\"job\":7,\"name\":\"train\",\"started\":"
-	    "1795827310,\"then\":\"stop\",\"fire_id\":\"j-7-1795827310\"")));
+	/* Read two days ago, when the job started. */
+	store_at(SECTION(E(1, 1795827300, "\"journal\"") "," E(2, 1795827310,
+		     "\"job_started\",\"job\":7,\"name\":\"train\","
+		     "\"started\":1795827310,\"then\":\"stop\",\"fire_id\":"
+		     "\"j-7-1795827310\"")),
+	    1795827300);
 	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 0);
 	/* The end and the stop, journaled then, read now. */
 	store(SECTION(E(3, 1795830000,
@@ -534,6 +544,20 @@ START_TEST(test_notify_late)
 	ck_assert_int_eq(q("SELECT t FROM notify_msg WHERE kind = "
 			   "'job_finished'"),
 	    1795830000 - SKEW);
+	/* Another epoch (a journal made again), first read in two pages:
+	   what was journaled days before is history on both. */
+	store(SECTION(
+	    "{\"epoch\":\"00000000000000cc\",\"seq\":1,\"time\":1795500000,"
+	    "\"event\":\"job_ended\",\"job\":1,\"state\":\"failed\","
+	    "\"exit\":1}"));
+	store_at(SECTION("{\"epoch\":\"00000000000000cc\",\"seq\":2,"
+			 "\"time\":1795500100,\"event\":\"job_ended\","
+			 "\"job\":2,\"state\":\"failed\",\"exit\":1}"),
+	    NOW + 60);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE epoch = "
+			   "'00000000000000cc'"),
+	    2);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 2);
 	inv->config = NULL;
 	config_clear(&c);
 }
