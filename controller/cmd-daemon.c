@@ -43,7 +43,7 @@
 
 #define STOP_WAIT_S 5 /* for our children, after their SIGTERM at grace end */
 
-/* An instance unreachable since, and whether host_down was queued. */
+/* An instance this daemon found unreachable, and since when. */
 struct down {
 	int64_t id;
 	int64_t since;
@@ -453,17 +453,43 @@ known_stopped(struct daemon *d, int64_t id)
 }
 
 /*
+ * When the outage of instance id began as the ledger tells it (its last
+ * entry the "unreachable" gpufleet observed, this poll's or an earlier
+ * one's, a status's too), or 0 when it tells none (never seen running,
+ * or last stated by hand).
+ */
+static int64_t
+outage_since(struct daemon *d, int64_t id)
+{
+	sqlite3_stmt *st;
+	int64_t t = 0;
+
+	if (db_prepare(d->f->inv, &st,
+		"SELECT t FROM ledger WHERE instance_id = ? AND state = "
+		"'unknown' AND source = 'observed' AND id = (SELECT id FROM "
+		"ledger WHERE instance_id = ? ORDER BY t DESC, id DESC LIMIT "
+		"1)",
+		NULL, NULL, "II", id, id) != 0)
+		return 0;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		t = sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return t;
+}
+
+/*
  * After a poll: an instance unreachable for [notify] host_down_after
  * (not one the ledger says is stopped) queues host_down, once per
- * outage (keyed by when this daemon first saw it down).
+ * outage: keyed by when the outage began, as the ledger stored it, so
+ * that a daemon restarted during it queues none again; by when this
+ * daemon first saw it down when the ledger tells none.
  */
 static void
 hosts_down(struct daemon *d)
 {
 	const struct instance *in;
-	struct down *w;
 	char *what, *key, *next, *cause = NULL, *dur;
-	int64_t now = (int64_t)time(NULL);
+	int64_t now = (int64_t)time(NULL), since;
 	size_t i, j;
 	int down;
 
@@ -482,22 +508,22 @@ hosts_down(struct daemon *d)
 			    d->down, d->ndown + 1, sizeof *d->down);
 			d->down[d->ndown].id = in->id;
 			d->down[d->ndown++].since = now;
-			continue;
 		}
-		w = &d->down[j];
-		if (now - w->since < d->f->config->notify_host_down_after ||
+		if ((since = outage_since(d, in->id)) == 0 || since > now)
+			since = d->down[j].since;
+		if (now - since < d->f->config->notify_host_down_after ||
 		    known_stopped(d, in->id))
 			continue;
-		dur = timeparse_duration(now - w->since);
+		dur = timeparse_duration(now - since);
 		xasprintf(&what, "is unreachable for %s%s%s", dur,
 		    d->p->hosts[i].error != NULL ? ": " : "",
 		    d->p->hosts[i].error != NULL ? d->p->hosts[i].error : "");
 		free(dur);
 		xasprintf(&key, "host_down:%lld:%lld", (long long)in->id,
-		    (long long)w->since);
+		    (long long)since);
 		xasprintf(&next, "gpufleet status %s", in->name);
 		if (notifyqueue_add(d->f->inv, NOTIFY_HOST_DOWN, in->name,
-			w->since, what, next, key, &cause) != 0) {
+			since, what, next, key, &cause) != 0) {
 			error("%s", cause);
 			free(cause);
 			cause = NULL;

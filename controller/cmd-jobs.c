@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "cmd.h"
-#include "db.h"
 #include "job.h"
 #include "log.h"
 #include "planwrite.h"
@@ -29,7 +28,7 @@
 static int cmd_jobs_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int store_host(
-    struct planwrite *, size_t, const struct job_answer *, char **);
+    struct planwrite *, size_t, const struct job_answer *, int64_t, char **);
 static int shown(const struct job_row *, int, int64_t);
 static char *started_text(int64_t);
 static char *cut_columns(const char *, size_t);
@@ -71,20 +70,17 @@ static const struct option jobs_options[] = { { "all", no_argument, NULL, 'a' },
 	{ NULL, 0, NULL, 0 } };
 
 /*
- * Store host i's job ls answer; jobs stored for it that the instance no
- * longer has (REMOTE_DIR/jobs emptied, the disk replaced) become lost.
- * Returns 0, or -1 with *why for the host.
+ * Store host i's job ls answer, sent at sent; jobs stored for it before
+ * then that the instance no longer has (REMOTE_DIR/jobs emptied, the disk
+ * replaced) become lost. Returns 0, or -1 with *why for the host.
  */
 static int
-store_host(
-    struct planwrite *pw, size_t i, const struct job_answer *a, char **why)
+store_host(struct planwrite *pw, size_t i, const struct job_answer *a,
+    int64_t sent, char **why)
 {
 	struct planwrite_host *h = &pw->hosts[i];
-	struct inventory *inv = pw->rm->inv;
-	json_t *o = NULL, *v, *ids = json_array();
-	char *cause = NULL, *list;
-	size_t k;
-	int r = 0;
+	json_t *o = NULL;
+	char *cause = NULL;
 
 	if (a->error != NULL) {
 		*why = xstrdup(a->error);
@@ -100,36 +96,16 @@ store_host(
 	if (!json_is_array(json_object_get(o, "jobs"))) {
 		*why = xstrdup("job ls answered no list of jobs");
 		json_decref(o);
-		json_decref(ids);
 		return -1;
 	}
-	if (job_store_ls(inv, h->in->id, pw->now, h->skew, o, &cause) != 0)
-		goto fail;
-	json_array_foreach(json_object_get(o, "jobs"), k, v)
-	{
-		if (json_is_string(json_object_get(v, "fire_id")))
-			json_array_append(ids, json_object_get(v, "fire_id"));
+	if (job_store_ls(pw->rm->inv, h->in->id, pw->now, h->skew, sent, o,
+		&cause) != 0) {
+		*why = cause;
+		json_decref(o);
+		return -1;
 	}
-	list = json_dumps(ids, JSON_COMPACT);
-	r = db_exec(inv,
-	    "UPDATE job SET state = 'lost', reason = 'its directory is gone "
-	    "from the instance (REMOTE_DIR/jobs emptied, or a new disk)', "
-	    "ended = coalesce(ended, ?), updated = ? WHERE instance_id = ? AND "
-	    "state = 'running' AND fire_id NOT IN (SELECT value FROM "
-	    "json_each(?))",
-	    "storing the jobs", &cause, "IIIt", pw->now, pw->now, h->in->id,
-	    list);
-	free(list);
-	if (r < 0)
-		goto fail;
 	json_decref(o);
-	json_decref(ids);
 	return 0;
-fail:
-	*why = cause;
-	json_decref(o);
-	json_decref(ids);
-	return -1;
 }
 
 /* Whether a row is listed: running, ended lately, or --all. */
@@ -262,7 +238,7 @@ cmd_jobs_exec(
 	char **lost = NULL;
 	size_t i, k, n, ncells = 0, nlost = 0, failed = 0;
 	int ch, status, all = 0, json = 0, r, stale;
-	int64_t as_of;
+	int64_t as_of, sent;
 	json_t *arr = json_array();
 
 	while ((ch = cmd_getopt(e, argc, argv, "h", jobs_options, &status)) !=
@@ -283,6 +259,7 @@ cmd_jobs_exec(
 	for (i = 0; i < pw->n; i++)
 		args[i] = "job ls --dir \"$d\"";
 	ans = xcalloc(pw->n + 1, sizeof *ans);
+	sent = (int64_t)time(NULL);
 	if ((r = job_pass(pw, args, NULL, pw->fleet->config->status_timeout, 1,
 		 NULL, NULL, ans)) != 0) {
 		free(args);
@@ -297,7 +274,7 @@ cmd_jobs_exec(
 		why = NULL;
 		if (h->error != NULL || !h->reached)
 			stale = 1;
-		else if (store_host(pw, i, &ans[i], &why) != 0)
+		else if (store_host(pw, i, &ans[i], sent, &why) != 0)
 			stale = 1;
 		as_of = job_as_of(pw->rm->inv, h->in->id);
 		if (stale) {

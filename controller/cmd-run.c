@@ -156,9 +156,11 @@ parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
 			r->spec.name = optarg;
 			break;
 		case OPT_CWD:
-			if (*optarg == '\0' || strlen(optarg) > 4096) {
+			if (*optarg == '\0' || strlen(optarg) > 4096 ||
+			    !jobspec_utf8(optarg)) {
 				*status = cmd_usage_error(e,
-				    "--cwd must be a path of 1 to 4096 bytes");
+				    "--cwd must be a path of 1 to 4096 bytes "
+				    "of UTF-8");
 				return -1;
 			}
 			r->spec.cwd = optarg;
@@ -195,6 +197,11 @@ parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
 		case OPT_BEFORE:
 			if ((*status = cmd_before(e, optarg)) != 0)
 				return -1;
+			if (!jobspec_utf8(optarg)) {
+				*status =
+				    cmd_usage_error(e, "--before is not UTF-8");
+				return -1;
+			}
 			r->spec.then.before = optarg;
 			break;
 		case OPT_LOG_MAX:
@@ -229,6 +236,11 @@ parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
 	if (strlen(r->spec.command) > JOBSPEC_COMMAND_MAX) {
 		*status = cmd_usage_error(e,
 		    "the command is longer than %d bytes", JOBSPEC_COMMAND_MAX);
+		return -1;
+	}
+	/* The spec is JSON, which holds UTF-8 only. */
+	if (!jobspec_utf8(r->spec.command)) {
+		*status = cmd_usage_error(e, "the command is not UTF-8");
 		return -1;
 	}
 	if (r->spec.name == NULL) {
@@ -357,7 +369,8 @@ read_started(struct planwrite *pw, size_t i, const struct job_answer *a,
 	row.pid = rh->pid > 0 && rh->pid <= 4194304 ? rh->pid : 0;
 	snprintf(row.end.state, sizeof row.end.state, "running");
 	row.started = rh->started - h->skew;
-	if ((rc = job_record(pw->rm->inv, h->in->id, &row, &cause)) != 0) {
+	if ((rc = job_record(pw->rm->inv, h->in->id, &row, (int64_t)time(NULL),
+		 &cause)) != 0) {
 		warn_msg("%s: job %lld started but not recorded: %s",
 		    h->in->name, (long long)rh->job, cause);
 		free(cause);

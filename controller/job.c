@@ -124,9 +124,12 @@ bad:
 }
 
 /*
- * Store job r of instance id. how: 0 everything (run, job ls), 1 a start
+ * Store job r of instance id. how: 0 everything (job ls; a stored end is
+ * never made running again: the answer may predate it), 1 a start
  * (job_started: a row already there keeps what it has), 2 an end
- * (job_ended: the end fields).
+ * (job_ended: the end fields), 3 run's record (what run knows of the job;
+ * a row already there keeps its state and end: the daemon or a status may
+ * have stored the end while run was still fanning out).
  */
 static int
 upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
@@ -146,13 +149,20 @@ upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
 		"ended = coalesce(excluded.ended, ended), exit = "
 		"excluded.exit, signal = excluded.signal, reason = "
 		"excluded.reason, last_line = excluded.last_line, "
-		"updated = excluded.updated",
+		"updated = excluded.updated WHERE job.state = 'running' OR "
+		"excluded.state <> 'running'",
 		UPSERT "pid = coalesce(pid, excluded.pid)",
 		UPSERT
 		"state = excluded.state, ended = coalesce(excluded.ended, "
 		"ended), exit = excluded.exit, signal = excluded.signal, "
 		"reason = excluded.reason, last_line = "
-		"excluded.last_line, updated = excluded.updated" };
+		"excluded.last_line, updated = excluded.updated",
+		UPSERT
+		"name = excluded.name, command = CASE WHEN "
+		"length(excluded.command) > length(command) THEN "
+		"excluded.command ELSE command END, then_stop = "
+		"coalesce(then_stop, excluded.then_stop), pid = coalesce(pid, "
+		"excluded.pid)" };
 #undef UPSERT
 	const char *state = r->end.state[0] != '\0' ? r->end.state : "running";
 	int rc;
@@ -173,31 +183,42 @@ upsert(struct inventory *inv, int64_t id, const struct job_row *r, int64_t now,
 	return rc < 0 ? rc : 0;
 }
 
-/* Record a job run started (r's times already the controller's). */
+/*
+ * Record a job run started (r's times already the controller's), at now:
+ * its updated, which tells a job ls sent earlier that it may not list it.
+ */
 int
-job_record(
-    struct inventory *inv, int64_t id, const struct job_row *r, char **cause)
+job_record(struct inventory *inv, int64_t id, const struct job_row *r,
+    int64_t now, char **cause)
 {
-	return upsert(inv, id, r, r->started, 0, cause);
+	return upsert(inv, id, r, now, 3, cause);
 }
 
 /*
  * Store job ls's answer (o: {"jobs":[...]}) for instance id, read at now
  * with clock skew. An entry that does not check out is left out (warned).
+ * A running job stored before sent (when job ls was sent; 0: none) that
+ * the answer does not list is lost (REMOTE_DIR/jobs emptied, a new disk);
+ * one stored since may have started after the instance listed its jobs.
  */
 int
 job_store_ls(struct inventory *inv, int64_t id, int64_t now, int64_t skew,
-    json_t *o, char **cause)
+    int64_t sent, json_t *o, char **cause)
 {
 	struct job_row r;
-	json_t *v;
+	json_t *v, *ids = json_array();
+	char *list;
 	size_t i, bad = 0;
 	int rc;
 
-	if ((rc = inventory_begin(inv, cause)) != 0)
+	if ((rc = inventory_begin(inv, cause)) != 0) {
+		json_decref(ids);
 		return rc;
+	}
 	json_array_foreach(json_object_get(o, "jobs"), i, v)
 	{
+		if (json_is_string(json_object_get(v, "fire_id")))
+			json_array_append(ids, json_object_get(v, "fire_id"));
 		if (parse_row(v, skew, now, &r) != 0 ||
 		    r.end.state[0] == '\0') {
 			row_clear(&r);
@@ -206,15 +227,29 @@ job_store_ls(struct inventory *inv, int64_t id, int64_t now, int64_t skew,
 		}
 		rc = upsert(inv, id, &r, now, 0, cause);
 		row_clear(&r);
-		if (rc != 0) {
-			inventory_rollback(inv);
-			return rc;
-		}
+		if (rc != 0)
+			goto fail;
 	}
+	list = json_dumps(ids, JSON_COMPACT);
+	rc = db_exec(inv,
+	    "UPDATE job SET state = 'lost', reason = 'its directory is gone "
+	    "from the instance (REMOTE_DIR/jobs emptied, or a new disk)', "
+	    "ended = coalesce(ended, ?), updated = ? WHERE instance_id = ? AND "
+	    "state = 'running' AND updated < ? AND fire_id NOT IN (SELECT "
+	    "value FROM json_each(?))",
+	    "storing the jobs", cause, "IIIIt", now, now, id, sent, list);
+	free(list);
+	if (rc < 0)
+		goto fail;
+	json_decref(ids);
 	if (bad > 0)
 		warn_msg("%zu job%s in the agent's answer not valid, left out",
 		    bad, bad == 1 ? "" : "s");
 	return inventory_commit(inv, cause);
+fail:
+	json_decref(ids);
+	inventory_rollback(inv);
+	return rc;
 }
 
 /*

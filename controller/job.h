@@ -44,9 +44,10 @@ struct job_answer {
 /* Output of a pass as it arrives: host index, stderr, bytes. */
 typedef void (*job_output_fn)(size_t, int, const char *, size_t, void *);
 
-int job_record(struct inventory *, int64_t, const struct job_row *, char **);
+int job_record(
+    struct inventory *, int64_t, const struct job_row *, int64_t, char **);
 int job_store_ls(
-    struct inventory *, int64_t, int64_t, int64_t, json_t *, char **);
+    struct inventory *, int64_t, int64_t, int64_t, int64_t, json_t *, char **);
 int job_ingest(struct inventory *, int64_t, int64_t, int64_t,
     const struct report_entry *, char **);
 int job_list(struct inventory *, int64_t, struct job_row **, size_t *, char **);

@@ -167,7 +167,23 @@ jobspec_check_env(const char *kv, char **cause)
 		    (int)klen, kv, JOBSPEC_ENV_VALUE_MAX);
 		return -1;
 	}
+	/* The spec is JSON: a value it cannot hold would be left out. */
+	if (!jobspec_utf8(eq + 1)) {
+		xasprintf(cause, "--env: the value of %.*s is not UTF-8",
+		    (int)klen, kv);
+		return -1;
+	}
 	return 0;
+}
+
+/* Whether text is valid UTF-8 (a JSON string can hold it). */
+int
+jobspec_utf8(const char *text)
+{
+	json_t *v = json_string(text);
+
+	json_decref(v);
+	return v != NULL;
 }
 
 /*

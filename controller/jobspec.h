@@ -58,6 +58,7 @@ char *jobspec_join(int, char **);
 void jobspec_default_name(const char *, char *);
 int jobspec_check_name(const char *, char **);
 int jobspec_check_env(const char *, char **);
+int jobspec_utf8(const char *);
 int jobspec_parse_size(const char *, int64_t *, char **);
 int jobspec_parse_signal(const char *, char *, size_t, char **);
 int jobspec_signal_number(const char *);

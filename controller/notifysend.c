@@ -618,7 +618,12 @@ next_row(struct notifysend *ns, const char *name, struct notify_msg *m,
 	return r == SQLITE_ROW ? 1 : r == SQLITE_DONE ? 0 : -GF_EDB;
 }
 
-/* Claim row (m, target) for this process: 1 claimed, 0 taken, -GF_EDB. */
+/*
+ * Claim row (m, target) for this process: 1 claimed, 0 taken, -GF_EDB.
+ * last_at is read from the clock the pace is kept by (now_ms), before the
+ * start is counted: claims of a target are at least its spacing apart in
+ * the stored seconds too (time() may lag that clock by a tick).
+ */
 static int
 claim(struct notifysend *ns, int64_t msg_id, const char *target)
 {
@@ -628,7 +633,7 @@ claim(struct notifysend *ns, int64_t msg_id, const char *target)
 	    "UPDATE notify_send SET state = 'sending', attempts = attempts + "
 	    "1, last_at = ?, sender_pid = ?, sender_start = ? WHERE msg_id = "
 	    "? AND target = ? AND state = 'pending'",
-	    "claiming a notification", NULL, "IIIIt", (int64_t)time(NULL),
+	    "claiming a notification", NULL, "IIIIt", now_ms() / 1000,
 	    (int64_t)getpid(), schedrun_pid_start(getpid()), msg_id, target);
 	if (r < 0)
 		return r;

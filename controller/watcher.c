@@ -24,10 +24,13 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
 static int ingest(struct inventory *, int64_t, int64_t, int64_t,
     const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
-    int64_t, const struct report *, const struct report_entry *, char **);
+    int64_t, int64_t, const struct report *, const struct report_entry *,
+    char **);
 static int notify_by_instance(struct inventory *, const struct instance *,
     const struct report_watcher *, int, const char *,
-    const struct report_entry *, int64_t, char **);
+    const struct report_entry *, int64_t, int64_t, char **);
+static int epoch_first_read(
+    struct inventory *, int64_t, const char *, int64_t, int64_t *, char **);
 static int notify_ingest(struct inventory *, const struct instance *, int64_t,
     const struct report_entry *, char **);
 static int notify_settle(struct inventory *, const struct instance *, int64_t,
@@ -224,8 +227,12 @@ entry_str(json_t *o, const char *key, size_t max)
 
 /*
  * The notification a new journal entry makes, if any: a job's end, a
- * stop done or failed, an autostop firing. Entries from more than a day
- * ago (a journal read for the first time) are history, not news. Each is
+ * stop done or failed, an autostop firing. Entries journaled more than a
+ * day before the controller first read their epoch (first_read: at the
+ * first contact with a new instance, a journal made again; its first
+ * pages too) are history, not news; one journaled after that is news
+ * however late it is read: a box stopped by its job's --then stop is read
+ * again only once it runs again, days later maybe. Each is
  * queued once by the entry; a stop once by its deadline: `stopped` (seen
  * after a restart), or a stop_result with status 0 when the container
  * (container_start, the instance's clock; 0 unknown) started after it. A
@@ -234,8 +241,8 @@ entry_str(json_t *o, const char *key, size_t max)
  */
 static int
 notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
-    int64_t skew, const struct report *rep, const struct report_entry *e,
-    char **cause)
+    int64_t first_read, int64_t skew, const struct report *rep,
+    const struct report_entry *e, char **cause)
 {
 	int64_t container_start = rep->container_start;
 	const char *ev = e->event;
@@ -244,7 +251,8 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 	json_t *o, *v;
 	int kind = -1, r = 0;
 
-	if (t < now - 86400 || (o = json_loads(e->entry, 0, NULL)) == NULL)
+	if (t < first_read - 86400 ||
+	    (o = json_loads(e->entry, 0, NULL)) == NULL)
 		return 0;
 	xasprintf(&key, "journal:%lld:%s:%lld", (long long)in->id, e->epoch,
 	    (long long)e->seq);
@@ -320,8 +328,8 @@ notify_entry(struct inventory *inv, const struct instance *in, int64_t now,
 	if (kind >= 0 &&
 	    (r = notifyqueue_add(
 		 inv, kind, in->name, t, what, next, key, cause)) == 0)
-		r = notify_by_instance(
-		    inv, in, &rep->watcher, kind, key, e, now, cause);
+		r = notify_by_instance(inv, in, &rep->watcher, kind, key, e,
+		    now, first_read, cause);
 out:
 	json_decref(o);
 	free(what);
@@ -329,6 +337,30 @@ out:
 	free(key);
 	free(name);
 	return r;
+}
+
+/*
+ * When the controller first read journal epoch of instance id (the
+ * earliest entry it stored of it), or now when it never did: *t.
+ */
+static int
+epoch_first_read(struct inventory *inv, int64_t id, const char *epoch,
+    int64_t now, int64_t *t, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	*t = now;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT min(received_at) FROM journal WHERE instance_id = ? "
+		 "AND epoch = ?",
+		 "cannot read the journal", cause, "It", id, epoch)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW &&
+	    sqlite3_column_type(st, 0) == SQLITE_INTEGER)
+		*t = sqlite3_column_int64(st, 0);
+	r = db_finish(inv, st, r, "cannot read the journal", cause);
+	return r < 0 ? r : 0;
 }
 
 /*
@@ -392,7 +424,7 @@ notify_settle(struct inventory *inv, const struct instance *in, int64_t now,
 static int
 notify_by_instance(struct inventory *inv, const struct instance *in,
     const struct report_watcher *w, int kind, const char *key,
-    const struct report_entry *e, int64_t now, char **cause)
+    const struct report_entry *e, int64_t now, int64_t first_read, char **cause)
 {
 	const struct config *cf = inv->config;
 	const struct config_notify *n;
@@ -412,7 +444,7 @@ notify_by_instance(struct inventory *inv, const struct instance *in,
 			 "instance_id = ? AND event = 'notify' AND t > ? "
 			 "ORDER BY epoch, seq",
 			 "reading the journal", cause, "II", in->id,
-			 now - 86400)) != 0)
+			 first_read - 86400)) != 0)
 			return r;
 		found = NULL;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
@@ -515,7 +547,9 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
     int64_t skew, const struct report *rep, char **cause)
 {
 	const struct report_watcher *w = &rep->watcher;
+	const char *epoch = NULL;
 	sqlite3_stmt *st;
+	int64_t first = now;
 	size_t i;
 	int r;
 
@@ -526,6 +560,12 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 		    w->nskipped, w->nskipped == 1 ? "y" : "ies");
 	for (i = 0; i < w->njournal; i++) {
 		const struct report_entry *e = &w->journal[i];
+		/* Asked before this report stores any of the epoch. */
+		if ((epoch == NULL || strcmp(epoch, e->epoch) != 0) &&
+		    (r = epoch_first_read(
+			 inv, in->id, e->epoch, now, &first, cause)) != 0)
+			return r;
+		epoch = e->epoch;
 		if ((r = db_prepare(inv, &st,
 			 "INSERT OR IGNORE INTO journal (instance_id, epoch, "
 			 "seq, time, t, event, id, entry, received_at) VALUES "
@@ -539,8 +579,8 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			return r;
 		if (sqlite3_changes(inv->db) == 1 &&
 		    ((r = ingest(inv, in->id, skew, now, e, cause)) != 0 ||
-			(r = notify_entry(inv, in, now, skew, rep, e, cause)) !=
-			    0 ||
+			(r = notify_entry(
+			     inv, in, now, first, skew, rep, e, cause)) != 0 ||
 			(strcmp(e->event, "notify") == 0 &&
 			    (r = notify_ingest(inv, in, now, e, cause)) != 0)))
 			return r;

@@ -267,4 +267,14 @@ expect_one_error_line "unknown command"
 run
 expect_rc 2 "no command"
 
+# run: what the job's spec (JSON) cannot hold is refused before any
+# contact (no such instance is needed), not dropped.
+run run nosuch-1 --env $'WANDB_DIR=caf\xe9' -- true
+expect_rc 2 "run: an --env value not UTF-8"
+expect_contains "$err" "the value of WANDB_DIR is not UTF-8" "run: names the variable"
+expect_one_error_line "run: an --env value not UTF-8"
+run run nosuch-1 -- printf $'\xe9'
+expect_rc 2 "run: a command not UTF-8"
+expect_contains "$err" "the command is not UTF-8" "run: says the command"
+
 finish

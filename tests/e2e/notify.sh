@@ -246,14 +246,19 @@ expect_eq "$(jq -r 'select(.path | startswith("/dingtalk")) | .sig' "$T/r/a.log"
 expect_match "$(jq -r 'select(.path | startswith("/dingtalk")) | .query' "$T/r/a.log" | head -1)" \
     '^access_token=dingsecret&timestamp=[0-9]{13}&sign=[A-Za-z0-9%]+$' "dingtalk: ms timestamp, URL-encoded sign"
 
-# Spacing: the gaps between requests (a lower bound only: never elapsed time).
-gaps_at_least() {
-	jq -r "select(.path | startswith(\"$1\")) | .time" "$T/r/a.log" |
-	    awk -v min="$2" 'NR > 1 && $1 - prev < min { bad = 1 } { prev = $1 } END { exit bad }'
+# Spacing: the senders' claim times in the queue (last_at, whole seconds
+# of the clock the pace is kept by), not when requests arrived: each of
+# the three rows was tried once, and no claim follows the last sooner than
+# the target's spacing, however fast or slow the machine. Sent without
+# spacing, all three go in the same second or two.
+claims_spaced() {
+	sql "SELECT attempts, last_at FROM notify_send WHERE target = '$1' AND msg_id <= 3 ORDER BY last_at" |
+	    awk -F'|' -v min="$2" '$1 != 1 { bad = 1 } NR > 1 && $2 - prev < min { bad = 1 }
+		{ prev = $2 } END { exit bad || NR != 3 }'
 }
 checks=$((checks + 2))
-gaps_at_least /dingtalk 2.9 || fail "dingtalk requests closer than its 3 s default"
-gaps_at_least /json 1.9 || fail "json requests closer than its min_interval 2s"
+claims_spaced ding 3 || fail "dingtalk claims closer than its 3 s default: $(sql "SELECT group_concat(last_at) FROM notify_send WHERE target = 'ding'")"
+claims_spaced json 2 || fail "json claims closer than its min_interval 2s: $(sql "SELECT group_concat(last_at) FROM notify_send WHERE target = 'json'")"
 
 # --- every attempt in events ----------------------------------------------
 run events

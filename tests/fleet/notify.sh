@@ -5,8 +5,9 @@
 # journal), a stop done while the laptop was away (stopped, learned when
 # the instance is back), a changed host key (hostkey_changed, once however
 # often it is met), and an instance the platform stopped behind gpufleet's
-# back (host_down, from the daemon's held sessions). Each is queued once,
-# whichever contact reads it.
+# back (host_down, from the daemon's held sessions; once per outage, a
+# daemon restarted during it too). Each is queued once, whichever contact
+# reads it.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 export XDG_STATE_HOME="$T/state"
@@ -101,6 +102,24 @@ wait_for 60 "the daemon sent host_down" sent 4
 expect_eq "$(queued host_down)" 1 "host_down once per outage, for inst-1 only"
 expect_match "$(sql "SELECT text FROM notify_msg WHERE kind = 'host_down'")" \
     '^gpufleet: inst-1 is unreachable for [0-9]+s.* Next: gpufleet status inst-1$' "the host_down message"
+# A daemon restarted during the outage: the same outage, no second host_down.
+kill -TERM "$dpid"
+wait "$dpid"
+expect_eq "$?" 0 "the first daemon stops"
+polled_at() { sql "SELECT t FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-1'"; }
+later() { [ "$(polled_at)" -gt "$1" ]; }
+t0=$(polled_at)
+"$GPUFLEET" daemon >>"$T/daemon.out" 2>&1 &
+dpid=$!
+cleanup_hooks=("kill -9 $dpid 2>/dev/null" "${cleanup_hooks[@]}")
+wait_for 60 "the second daemon starts" started "$dpid"
+wait_for 60 "the second daemon polls inst-1" later "$t0"
+# Well past host_down_after (2s) from its first poll, and one poll more: a
+# daemon that keyed the outage by its own first sight would queue again.
+t1=$(polled_at)
+wait_for 60 "the second daemon polls inst-1 6s later" later $((t1 + 5))
+wait_for 60 "and once more" later "$(polled_at)"
+expect_eq "$(queued host_down)" 1 "host_down once per outage across a daemon restart"
 hits() { grep -c '"path": "/hook/secret-token"' "$T/hook.log"; }
 expect_eq "$(jq -r .body "$T/hook.log" | jq -r .kind | sort | tr '\n' ' ')" \
     "host_down hostkey_changed stop_failed stopped " "one request per event"

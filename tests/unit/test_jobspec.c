@@ -95,6 +95,14 @@ START_TEST(test_env)
 			ck_assert_ptr_nonnull(cause);
 		free(cause);
 	}
+	/* Not UTF-8: the spec (JSON) cannot hold it; named, not dropped. */
+	cause = NULL;
+	ck_assert_int_eq(jobspec_check_env("LANG_X=caf\xe9", &cause), -1);
+	ck_assert_str_eq(cause, "--env: the value of LANG_X is not UTF-8");
+	free(cause);
+	cause = NULL;
+	ck_assert_int_eq(jobspec_check_env("K=caf\xc3\xa9", &cause), 0);
+	ck_assert_int_eq(jobspec_utf8("\xff"), 0);
 	memcpy(big, "K=", 2);
 	memset(big + 2, 'v', sizeof big - 3);
 	big[sizeof big - 1] = '\0';

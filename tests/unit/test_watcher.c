@@ -70,24 +70,31 @@ q(const char *sql)
 	return v;
 }
 
-/* Store a report at NOW whose watcher section is section (or NULL). */
+/* Store a report read at now whose watcher section is section (or NULL). */
 static void
-store(const char *section)
+store_at(const char *section, int64_t now)
 {
 	struct report rep;
 	json_t *o;
 	char *cause = NULL;
 
 	memset(&rep, 0, sizeof rep);
-	rep.time = NOW + SKEW;
+	rep.time = now + SKEW;
 	if (section != NULL) {
 		o = json_loads(section, 0, NULL);
 		ck_assert_ptr_nonnull(o);
-		report_parse_watcher(o, NOW + SKEW, &rep.watcher);
+		report_parse_watcher(o, now + SKEW, &rep.watcher);
 		json_decref(o);
 	}
-	ck_assert_int_eq(watcher_store(inv, &in, NOW, SKEW, &rep, &cause), 0);
+	ck_assert_int_eq(watcher_store(inv, &in, now, SKEW, &rep, &cause), 0);
 	report_watcher_free(&rep.watcher);
+}
+
+/* Store a report at NOW whose watcher section is section (or NULL). */
+static void
+store(const char *section)
+{
+	store_at(section, NOW);
 }
 
 #define SECTION(journal)                                                       \
@@ -186,7 +193,8 @@ START_TEST(test_jobs)
 		       "{\"job\":0,\"fire_id\":\"j-0-1\"}]}",
 		0, NULL);
 	ck_assert_ptr_nonnull(ls);
-	ck_assert_int_eq(job_store_ls(inv, in.id, NOW, SKEW, ls, &cause), 0);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW, SKEW, NOW, ls, &cause), 0);
 	json_decref(ls);
 	ck_assert_int_eq(q("SELECT count(*) FROM job"), 2);
 	ck_assert_int_eq(job_list(inv, in.id, &rows, &n, &cause), 0);
@@ -198,6 +206,117 @@ START_TEST(test_jobs)
 	ck_assert_str_eq(rows[1].last_line, "epoch 4");
 	job_rows_free(rows, n);
 	ck_assert_int_eq(job_as_of(inv, in.id), NOW);
+}
+END_TEST
+
+/*
+ * A job's end stored (the daemon read job_ended) before run records the
+ * job it started, or before a job ls answer read earlier is stored: the
+ * end stays. A row run records first is running, and the end read later
+ * replaces it.
+ */
+START_TEST(test_end_kept)
+{
+	struct job_row row, *rows;
+	size_t n;
+	char *cause = NULL;
+	json_t *ls;
+
+	store(SECTION(E(1, 1796000050, "\"journal\"") "," E(2, 1796000070,
+	    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
+	    "\"failed\",\"exit\":3,\"started\":1796000059,\"ended\":"
+	    "1796000069,\"fire_id\":\"j-7-1796000059\",\"last_line\":"
+	    "\"boom\"")));
+	memset(&row, 0, sizeof row);
+	row.job = 7;
+	row.name = (char *)"train";
+	row.command = (char *)"python train.py";
+	row.then = (char *)"stop";
+	row.fire_id = (char *)"j-7-1796000059";
+	row.pid = 42;
+	snprintf(row.end.state, sizeof row.end.state, "running");
+	row.started = 1796000059 - SKEW;
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW, &cause), 0);
+	ls = json_loads("{\"jobs\":[{\"job\":7,\"name\":\"train\","
+			"\"command\":\"python train.py\",\"state\":"
+			"\"running\",\"started\":1796000059,\"pid\":42,"
+			"\"fire_id\":\"j-7-1796000059\",\"last_line\":"
+			"\"epoch 1\"}]}",
+	    0, NULL);
+	ck_assert_ptr_nonnull(ls);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW, SKEW, NOW, ls, &cause), 0);
+	json_decref(ls);
+	ck_assert_int_eq(job_list(inv, in.id, &rows, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(rows[0].end.state, "failed");
+	ck_assert_int_eq(rows[0].end.exit, 3);
+	ck_assert_int_eq(rows[0].ended, 1796000069 - SKEW);
+	ck_assert_str_eq(rows[0].last_line, "boom");
+	/* What run knows that the journal did not say is kept. */
+	ck_assert_str_eq(rows[0].command, "python train.py");
+	ck_assert_str_eq(rows[0].then, "stop");
+	ck_assert_int_eq(rows[0].pid, 42);
+	job_rows_free(rows, n);
+	/* Recorded first: running, then the end. */
+	row.job = 8;
+	row.fire_id = (char *)"j-8-1796000080";
+	row.started = 1796000080 - SKEW;
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW, &cause), 0);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 8 AND state = 'running'"),
+	    1);
+	store(SECTION(E(3, 1796000090,
+	    "\"job_ended\",\"job\":8,\"name\":\"train\",\"state\":"
+	    "\"succeeded\",\"exit\":0,\"started\":1796000080,\"ended\":"
+	    "1796000089,\"fire_id\":\"j-8-1796000080\"")));
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 8 AND state = 'succeeded'"),
+	    1);
+}
+END_TEST
+
+/*
+ * `jobs` marks lost only the running jobs stored before its job ls was
+ * sent that the answer does not list: one run recorded since may have
+ * started after the instance listed its jobs.
+ */
+START_TEST(test_lost_since)
+{
+	struct job_row row;
+	char *cause = NULL;
+	json_t *ls;
+
+	memset(&row, 0, sizeof row);
+	row.job = 3;
+	row.name = (char *)"old";
+	row.fire_id = (char *)"j-3-1795999000";
+	snprintf(row.end.state, sizeof row.end.state, "running");
+	row.started = 1795999000 - SKEW;
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW - 900, &cause), 0);
+	row.job = 4;
+	row.name = (char *)"new";
+	row.fire_id = (char *)"j-4-1796000001";
+	row.started = 1796000001 - SKEW;
+	/* Recorded by a run after the job ls below was sent (at NOW). */
+	ck_assert_int_eq(job_record(inv, in.id, &row, NOW + 1, &cause), 0);
+	ls = json_loads("{\"jobs\":[]}", 0, NULL);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW + 2, SKEW, NOW, ls, &cause), 0);
+	json_decref(ls);
+	ck_assert_int_eq(q("SELECT count(*) FROM job WHERE job = 3 AND state = "
+			   "'lost' AND reason LIKE 'its directory is gone%'"),
+	    1);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 4 AND state = 'running'"),
+	    1);
+	/* The next job ls that does not list it either: lost. */
+	ls = json_loads("{\"jobs\":[]}", 0, NULL);
+	ck_assert_int_eq(
+	    job_store_ls(inv, in.id, NOW + 60, SKEW, NOW + 59, ls, &cause), 0);
+	json_decref(ls);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM job WHERE job = 4 AND state = 'lost'"), 1);
 }
 END_TEST
 
@@ -381,6 +500,69 @@ START_TEST(test_notify)
 }
 END_TEST
 
+/*
+ * A box stopped by its job's --then stop, read again two days later once
+ * it runs again: the job's end and the stop, journaled after the
+ * controller first read the epoch, are news however late they are read.
+ * Entries journaled over a day before that first read are history, on
+ * the first page read and on later ones (test_notify: on the first).
+ */
+START_TEST(test_notify_late)
+{
+	struct config c;
+
+	config_defaults(&c);
+	c.notifies = calloc(1, sizeof *c.notifies);
+	c.nnotifies = 1;
+	c.notifies[0].name = strdup("t");
+	c.notifies[0].url = strdup("https://h/");
+	c.notifies[0].events = NOTIFY_EVENTS_ALL;
+	inv->config = &c;
+	/* Read two days ago, when the job started. */
+	store_at(SECTION(E(1, 1795827300, "\"journal\"") "," E(2, 1795827310,
+		     "\"job_started\",\"job\":7,\"name\":\"train\","
+		     "\"started\":1795827310,\"then\":\"stop\",\"fire_id\":"
+		     "\"j-7-1795827310\"")),
+	    1795827300);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 0);
+	/* The end and the stop, journaled then, read now. */
+	store(SECTION(E(3, 1795830000,
+	    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
+	    "\"succeeded\",\"exit\":0,\"started\":1795827310,\"ended\":"
+	    "1795830000,\"then\":\"stop\",\"fire_id\":\"j-7-"
+	    "1795827310\"") "," E(4, 1795830001,
+	    "\"stopping\",\"id\":\"j-7-1795827310\"") "," E(5, 1795999000,
+	    "\"stopped\",\"id\":\"j-7-1795827310\","
+	    "\"container_start\":1795998000")));
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'job_finished' AND text LIKE '%job 7 (train) "
+			   "finished%'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg WHERE kind = "
+			   "'stopped' AND dedupe LIKE 'stop:%:j-7-1795827310'"),
+	    1);
+	ck_assert_int_eq(q("SELECT t FROM notify_msg WHERE kind = "
+			   "'job_finished'"),
+	    1795830000 - SKEW);
+	/* Another epoch (a journal made again), first read in two pages:
+	   what was journaled days before is history on both. */
+	store(SECTION(
+	    "{\"epoch\":\"00000000000000cc\",\"seq\":1,\"time\":1795500000,"
+	    "\"event\":\"job_ended\",\"job\":1,\"state\":\"failed\","
+	    "\"exit\":1}"));
+	store_at(SECTION("{\"epoch\":\"00000000000000cc\",\"seq\":2,"
+			 "\"time\":1795500100,\"event\":\"job_ended\","
+			 "\"job\":2,\"state\":\"failed\",\"exit\":1}"),
+	    NOW + 60);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE epoch = "
+			   "'00000000000000cc'"),
+	    2);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 2);
+	inv->config = NULL;
+	config_clear(&c);
+}
+END_TEST
+
 /* A local stop command's status, a timeout, a signal. */
 START_TEST(test_exec)
 {
@@ -409,11 +591,14 @@ main(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_add_test(tc, test_once);
 	tcase_add_test(tc, test_jobs);
+	tcase_add_test(tc, test_end_kept);
+	tcase_add_test(tc, test_lost_since);
 	tcase_add_test(tc, test_outage_after_stop);
 	tcase_add_test(tc, test_alert_and_local);
 	tcase_add_test(tc, test_old_agent);
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_notify);
+	tcase_add_test(tc, test_notify_late);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
