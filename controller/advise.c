@@ -12,6 +12,7 @@
 #include "advise.h"
 #include "cost.h"
 #include "ledger.h"
+#include "notify.h"
 #include "provider.h"
 #include "timeparse.h"
 #include "xmalloc.h"
@@ -35,6 +36,9 @@ static void advise_stopped(struct advise_run *, const struct instance *,
 static int advise_availability(
     struct advise_run *, const struct instance *, size_t, char **);
 static int advise_runway(struct advise_run *, char **);
+static int notify_release(struct inventory *, const struct config *,
+    const struct instance *, const struct provider_info *, int64_t, int64_t,
+    char **);
 
 /* Append one piece of advice. */
 static void
@@ -61,6 +65,7 @@ advise_instance(struct advise_run *ar, const struct instance *in, char **cause)
 	struct billing_advice adv;
 	struct ledger_event *ev = NULL;
 	size_t nev;
+	int64_t since;
 	char *a;
 	int r;
 
@@ -102,8 +107,8 @@ advise_instance(struct advise_run *ar, const struct instance *in, char **cause)
 	}
 	if ((r = ledger_events(ar->inv, in->id, &ev, &nev, cause)) != 0)
 		return r;
-	if (nev > 0 && strcmp(ev[nev - 1].state, "stopped") == 0)
-		advise_stopped(ar, in, &w7.rule, ev[nev - 1].t);
+	if ((since = advise_stopped_since(ev, nev)) != 0)
+		advise_stopped(ar, in, &w7.rule, since);
 	free(ev);
 	return 0;
 }
@@ -247,6 +252,117 @@ advise_run(struct inventory *inv, const struct config *cf,
 	*out = ar.v;
 	*nout = ar.n;
 	return 0;
+}
+
+/*
+ * When the stopped period a ledger ends with began (a stop recorded twice,
+ * performed then stated, is one period), or 0 when it does not end
+ * stopped.
+ */
+int64_t
+advise_stopped_since(const struct ledger_event *ev, size_t n)
+{
+	size_t i = n;
+
+	while (i > 0 && strcmp(ev[i - 1].state, "stopped") == 0)
+		i--;
+	return i < n ? ev[i].t : 0;
+}
+
+/* Queue release_deadline for in, stopped since since under p's rule. */
+static int
+notify_release(struct inventory *inv, const struct config *cf,
+    const struct instance *in, const struct provider_info *p, int64_t since,
+    int64_t now, char **cause)
+{
+	int64_t at = since + (int64_t)p->release_after_days * 86400;
+	char *when, *stopped, *what, *next, *key;
+	int r;
+
+	if (now < at - cf->notify_release_warn)
+		return 0;
+	when = notify_when(at, 0); /* with the date, always */
+	stopped = timeparse_duration(now - since);
+	if (at > now) {
+		xasprintf(&what,
+		    "will be released by %s with its data on %s (stopped "
+		    "%s; %s releases instances stopped %d days)",
+		    in->provider, when, stopped, in->provider,
+		    p->release_after_days);
+		xasprintf(
+		    &next, "start it, or copy your data off before %s", when);
+	} else {
+		xasprintf(&what,
+		    "was due for release by %s on %s (stopped %s; %s "
+		    "releases instances stopped %d days): it and its data "
+		    "may be gone",
+		    in->provider, when, stopped, in->provider,
+		    p->release_after_days);
+		xasprintf(&next,
+		    "look on the console; gpufleet mark %s released if it is "
+		    "gone",
+		    in->name);
+	}
+	/* Once per stopped period, however often it is looked at. */
+	xasprintf(&key, "release_deadline:%lld:%lld", (long long)in->id,
+	    (long long)since);
+	r = notifyqueue_add(inv, NOTIFY_RELEASE_DEADLINE, in->name, now, what,
+	    next, key, cause);
+	free(when);
+	free(stopped);
+	free(what);
+	free(next);
+	free(key);
+	return r;
+}
+
+/*
+ * Queue release_deadline for every instance the ledger says is stopped
+ * whose platform releases stopped instances (provider set --release-after)
+ * within [notify] release_warn from now, or already past it. Run by the
+ * daemon's polls, status and advise; nothing is read when no target takes
+ * the event.
+ */
+int
+advise_notify_release(
+    struct inventory *inv, const struct config *cf, int64_t now, char **cause)
+{
+	struct provider_info *prov = NULL;
+	struct instance *all = NULL;
+	struct ledger_event *ev;
+	const struct provider_info *p;
+	size_t nprov = 0, na = 0, nev, i;
+	unsigned want = 0;
+	int64_t since;
+	int r;
+
+	for (i = 0; i < cf->nnotifies; i++)
+		want |= cf->notifies[i].events;
+	if ((want & (1u << NOTIFY_RELEASE_DEADLINE)) == 0)
+		return 0;
+	if ((r = provider_list(inv, &prov, &nprov, cause)) != 0)
+		return r;
+	for (i = 0; i < nprov && prov[i].release_after_days <= 0; i++)
+		;
+	if (i == nprov)
+		goto out;
+	if ((r = inventory_list(inv, 0, &all, &na, cause)) != 0)
+		goto out;
+	for (i = 0; i < na && r == 0; i++) {
+		p = provider_find(prov, nprov, all[i].provider);
+		if (p == NULL || p->release_after_days <= 0)
+			continue;
+		if ((r = ledger_events(inv, all[i].id, &ev, &nev, cause)) != 0)
+			break;
+		if ((since = advise_stopped_since(ev, nev)) != 0)
+			r = notify_release(
+			    inv, cf, &all[i], p, since, now, cause);
+		free(ev);
+	}
+	instance_free_array(all, na);
+out:
+	provider_free(prov, nprov);
+	return r;
 }
 
 /* Whether a piece of advice asks for a change (availability only informs). */

@@ -10,6 +10,7 @@
 #include "config.h"
 #include "instance.h"
 #include "inventory.h"
+#include "ledger.h"
 
 struct advice {
 	const char *kind; /* monthly idle stopped release availability runway */
@@ -21,6 +22,9 @@ int advise_run(struct inventory *, const struct config *,
     const struct instance *, size_t, int64_t, struct advice **, size_t *,
     char **);
 int advise_counts(const struct advice *);
+int64_t advise_stopped_since(const struct ledger_event *, size_t);
+int advise_notify_release(
+    struct inventory *, const struct config *, int64_t, char **);
 void advise_free(struct advice *, size_t);
 
 #endif

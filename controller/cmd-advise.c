@@ -9,6 +9,7 @@
 
 #include "advise.h"
 #include "cmd.h"
+#include "log.h"
 #include "status.h"
 
 static int cmd_advise_exec(
@@ -92,6 +93,13 @@ cmd_advise_exec(
 	if (r == 0)
 		r = advise_run(inv, ctx->fleet->config, list, n,
 		    (int64_t)time(NULL), &v, &nv, &cause);
+	if (r == 0 &&
+	    advise_notify_release(
+		inv, ctx->fleet->config, (int64_t)time(NULL), &cause) != 0) {
+		warn_msg("release deadlines: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
 	if (r == 0)
 		render(v, nv, n, json);
 	advise_free(v, nv);

@@ -23,6 +23,7 @@
 #include <event2/event.h>
 
 #include "actionlog.h"
+#include "advise.h"
 #include "db.h"
 #include "cmd.h"
 #include "guard.h"
@@ -412,7 +413,10 @@ poll_arm(struct daemon *d)
 		evtimer_add(d->poll, &tv);
 }
 
-/* Evaluate the guards and stop what a shutdown guard names. */
+/*
+ * Evaluate the guards and stop what a shutdown guard names; queue the
+ * platforms' release deadlines near.
+ */
 static void
 guards(struct daemon *d)
 {
@@ -438,6 +442,11 @@ guards(struct daemon *d)
 		}
 	}
 	guard_actions_free(acts, n);
+	if (advise_notify_release(
+		d->f->inv, d->f->config, (int64_t)time(NULL), &cause) != 0) {
+		warn_msg("release deadlines: %s", cause);
+		free(cause);
+	}
 }
 
 /* Whether instance id is stopped or released as far as the ledger knows. */

@@ -16,6 +16,7 @@
 
 #include <event2/event.h>
 
+#include "advise.h"
 #include "cmd.h"
 #include "localstop.h"
 #include "log.h"
@@ -462,6 +463,7 @@ on_pass(struct probe *p, int r, void *arg)
 {
 	struct status_cmd *sc = arg;
 	struct timeval tv;
+	char *cause = NULL;
 
 	sc->busy = 0;
 	if (r == -PROBE_INTERRUPTED) {
@@ -476,6 +478,10 @@ on_pass(struct probe *p, int r, void *arg)
 		return;
 	}
 	localstop_run_due(p->rm->inv, p->cf, p->now);
+	if (advise_notify_release(p->rm->inv, p->cf, p->now, &cause) != 0) {
+		warn_msg("release deadlines: %s", cause);
+		free(cause);
+	}
 	render(sc);
 	sc->status = probe_failed(p) == 0 ? GF_OK : GF_EHOSTS;
 	sc->refreshes++;

@@ -60,6 +60,7 @@ config_defaults(struct config *c)
 	c->daemon_stop_grace = 20;
 	c->daemon_runs_keep_days = 14;
 	c->notify_host_down_after = 600;
+	c->notify_release_warn = 2 * 86400;
 }
 
 void
@@ -237,6 +238,18 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 			xasprintf(&ps->error,
 			    "host_down_after '%s' must be a duration from 1s "
 			    "to 30d (10m, 1h30m)",
+			    value);
+			return 0;
+		}
+		return 1;
+	}
+	if (strcmp(section, "notify") == 0 &&
+	    strcmp(key, "release_warn") == 0) {
+		if (parse_seconds(
+			value, 1, 30 * 86400, &c->notify_release_warn) != 0) {
+			xasprintf(&ps->error,
+			    "release_warn '%s' must be a duration from 1s to "
+			    "30d (2d, 12h)",
 			    value);
 			return 0;
 		}

@@ -59,6 +59,7 @@ struct config {
 	struct config_stop *stops;  /* [provider.NAME] sections */
 	size_t nstops;
 	int notify_host_down_after;	/* [notify] host_down_after, s */
+	int notify_release_warn;	/* [notify] release_warn, s */
 	struct config_notify *notifies; /* [notify.NAME] sections */
 	size_t nnotifies;
 };

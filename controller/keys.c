@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "gpufleet/authkeys.h"
@@ -16,10 +17,13 @@
 #include "keys.h"
 #include "log.h"
 #include "misc.h"
+#include "notify.h"
 #include "status.h"
 #include "xmalloc.h"
 
 static void read_key_row(sqlite3_stmt *, struct keys_key *);
+static int notify_reinjected(struct inventory *, int64_t, const char *,
+    const char *, const char *, int64_t, char **);
 static int get_key(struct inventory *, const char *, int64_t, const char *,
     struct keys_key *, char **);
 
@@ -762,24 +766,61 @@ keys_retire_blob(struct inventory *inv, int64_t instance_id, const char *type,
 }
 
 /*
+ * Queue key_reinjected for one key found back on instance (named name):
+ * once per instance, key and retirement (a key retired again after its
+ * removal is news again).
+ */
+static int
+notify_reinjected(struct inventory *inv, int64_t instance_id, const char *name,
+    const char *desc, const char *id, int64_t retired_at, char **cause)
+{
+	char *what, *next, *key;
+	int r;
+
+	xasprintf(&what,
+	    "has a key gpufleet took off back in its authorized_keys "
+	    "(re-added by the platform?): %s",
+	    desc);
+	xasprintf(&next,
+	    "gpufleet keys rotate %s --revoke OLD.pub (a file "
+	    "holding that key)",
+	    name);
+	xasprintf(&key, "key_reinjected:%lld:%s:%lld", (long long)instance_id,
+	    id, (long long)retired_at);
+	r = notifyqueue_add(inv, NOTIFY_KEY_REINJECTED, name,
+	    (int64_t)time(NULL), what, next, key, cause);
+	free(what);
+	free(next);
+	free(key);
+	return r;
+}
+
+/*
  * Keys taken off an instance that are back in its authorized_keys text
  * (platforms re-add console keys at container start): returns how many,
  * with *found "TYPE SHA256:... (rotated), ..." (caller frees), or -GF_EDB.
+ * Each is queued as a key_reinjected notification, in the caller's
+ * transaction (status, exec and keys check all call this).
  */
 int
 keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
     char **found, char **cause)
 {
+	struct hit {
+		char *desc, *id;
+		int64_t retired_at;
+	} *hits = NULL;
 	sqlite3_stmt *st;
 	const char *blob;
-	char *s = xstrdup(""), *t, *type, *b64, *fp, *why;
+	char *s = xstrdup(""), *t, *type, *b64, *fp, *why, *name = NULL;
 	ssh_key key;
-	int n = 0, rc, r;
+	int n = 0, i, rc, r;
 
 	*found = NULL;
 	if ((r = db_prepare(inv, &st,
-		 "SELECT key_type, key_base64, reason FROM retired_key WHERE "
-		 "instance_id = ? ORDER BY retired_at",
+		 "SELECT r.key_type, r.key_base64, r.reason, r.retired_at, "
+		 "i.name FROM retired_key r JOIN instance i ON i.id = "
+		 "r.instance_id WHERE r.instance_id = ? ORDER BY r.retired_at",
 		 "reading retired keys", cause, "I", instance_id)) != 0) {
 		free(s);
 		return r;
@@ -801,16 +842,34 @@ keys_reinjected(struct inventory *inv, int64_t instance_id, const char *text,
 		}
 		free(why);
 		ssh_key_free(key);
-		xasprintf(&t, "%s%s%s %s (%s)", s, n > 0 ? ", " : "",
+		hits = xreallocarray(hits, n + 1, sizeof *hits);
+		xasprintf(&hits[n].desc, "%s %s (%s)",
 		    (const char *)sqlite3_column_text(st, 0),
 		    fp != NULL ? fp : "?",
 		    (const char *)sqlite3_column_text(st, 2));
-		free(fp);
+		hits[n].id = fp != NULL ? fp : xstrdup(blob);
+		hits[n].retired_at = sqlite3_column_int64(st, 3);
+		if (name == NULL)
+			name =
+			    xstrdup((const char *)sqlite3_column_text(st, 4));
+		xasprintf(&t, "%s%s%s", s, n > 0 ? ", " : "", hits[n].desc);
 		free(s);
 		s = t;
 		n++;
 	}
-	if ((r = db_finish(inv, st, rc, "reading retired keys", cause)) < 0) {
+	r = db_finish(inv, st, rc, "reading retired keys", cause);
+	/* Queued once the read is done: the insert must not race it. */
+	for (i = 0; i < n; i++) {
+		if (r >= 0)
+			r = notify_reinjected(inv, instance_id, name,
+			    hits[i].desc, hits[i].id, hits[i].retired_at,
+			    cause);
+		free(hits[i].desc);
+		free(hits[i].id);
+	}
+	free(hits);
+	free(name);
+	if (r < 0) {
 		free(s);
 		return r;
 	}

@@ -447,6 +447,12 @@ probe_store(struct probe *p, char **cause)
 		    (r = watcher_store(inv, &p->rm->list[i], p->now, s->skew,
 			 &s->rep, cause)) != 0)
 			goto fail;
+		/* Progress stale while the instance answers. */
+		if (s->have_report &&
+		    (r = samples_notify_stalled(inv, &p->rm->list[i], p->now,
+			 &s->rep, (int64_t)cf->status_stale_minutes * 60,
+			 cause)) != 0)
+			goto fail;
 		/* A key rotated out that a platform put back. */
 		if (s->have_report && s->rep.authorized_keys != NULL &&
 		    (r = keys_warn_reinjected(inv, &p->rm->list[i],

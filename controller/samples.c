@@ -5,11 +5,54 @@
 #include <string.h>
 
 #include "db.h"
+#include "notify.h"
 #include "samples.h"
 #include "status.h"
+#include "timeparse.h"
+#include "vis.h"
 #include "xmalloc.h"
 
 #define BUCKET 300
+
+/*
+ * A report read at now (the controller's clock) whose progress file is
+ * older than stale_s on the instance's clock, while the instance answers:
+ * queue `stalled`, once per stale streak (keyed by the file's mtime, so a
+ * file that moves and goes stale again is news again). No progress file,
+ * no message: nothing says the instance should make progress.
+ */
+int
+samples_notify_stalled(struct inventory *inv, const struct instance *in,
+    int64_t now, const struct report *r, int64_t stale_s, char **cause)
+{
+	char *what, *key, *next, *line, *age;
+	int64_t a;
+	size_t l;
+	int rc;
+
+	if (!r->has_progress || r->progress_text == NULL)
+		return 0;
+	if ((a = r->time - r->progress_mtime) <= stale_s)
+		return 0;
+	l = strcspn(r->progress_text, "\n");
+	line = vis_buf(r->progress_text, l > 60 ? 60 : l);
+	age = timeparse_duration(a);
+	xasprintf(&what,
+	    "is stalled: its progress file is unchanged for %s "
+	    "(\"%s\")",
+	    age, line);
+	xasprintf(&key, "stalled:%lld:%lld", (long long)in->id,
+	    (long long)r->progress_mtime);
+	xasprintf(&next, "gpufleet status %s", in->name);
+	rc = notifyqueue_add(
+	    inv, NOTIFY_STALLED, in->name, now, what, next, key, cause);
+	free(what);
+	free(key);
+	free(next);
+	free(line);
+	free(age);
+	return rc;
+}
 
 /*
  * Store one report of an instance seen at time t (the controller's clock),

@@ -24,6 +24,8 @@ struct history_point {
 
 int samples_store(
     struct inventory *, int64_t, int64_t, const struct report *, char **);
+int samples_notify_stalled(struct inventory *, const struct instance *, int64_t,
+    const struct report *, int64_t, char **);
 int samples_last_status(struct inventory *, int64_t, int64_t, const char *,
     const char *, const char *, char **);
 int samples_rollup(struct inventory *, int64_t, int, int, char **);

@@ -3,9 +3,10 @@
  * SHA-256 against FIPS 180-4 examples, HMAC-SHA256 against RFC 4231,
  * base64 against RFC 4648; Feishu's and DingTalk's signatures with a fixed
  * timestamp and secret; the body of each format; the verdict on answers;
- * redaction; event lists; the [notify.NAME] config errors; and the queue
+ * redaction; event lists; the [notify.NAME] config errors; the queue
  * in a real SQLite inventory (an event queued once, a send row per
- * subscribed target).
+ * subscribed target); and the producers of stalled, key_reinjected and
+ * release_deadline, each queued once per its dedupe key.
  */
 #include <check.h>
 #include <stdio.h>
@@ -16,10 +17,15 @@
 
 #include "gpufleet/hmac.h"
 
+#include "advise.h"
 #include "config.h"
 #include "db.h"
+#include "keys.h"
+#include "ledger.h"
 #include "notify.h"
 #include "notifysend.h"
+#include "provider.h"
+#include "samples.h"
 
 static void
 hex(const unsigned char *d, size_t n, char *out)
@@ -458,6 +464,9 @@ START_TEST(config_keys)
 		{ "[notify]\nhost_down_after = 0\n",
 		    "2: host_down_after '0' must be a duration from 1s to 30d "
 		    "(10m, 1h30m)" },
+		{ "[notify]\nrelease_warn = 31d\n",
+		    "2: release_warn '31d' must be a duration from 1s to 30d "
+		    "(2d, 12h)" },
 	};
 	struct config c;
 	const struct config_notify *n;
@@ -482,6 +491,7 @@ START_TEST(config_keys)
 			     &c, &cause),
 	    0);
 	ck_assert_int_eq(c.notify_host_down_after, 900);
+	ck_assert_int_eq(c.notify_release_warn, 2 * 86400);
 	ck_assert_uint_eq(c.nnotifies, 2);
 	ck_assert_ptr_nonnull(n = config_notify(&c, "ding"));
 	ck_assert_int_eq(n->min_interval, NOTIFY_DINGTALK_INTERVAL);
@@ -578,6 +588,241 @@ START_TEST(queue_once)
 }
 END_TEST
 
+/* A config with targets a (every event) and s (stalled only), an inventory. */
+static struct inventory *
+producers_open(struct config *c, struct instance *in)
+{
+	struct inventory *inv;
+	char path[96], *cause = NULL;
+
+	ck_assert_int_eq(load("[notify]\nrelease_warn = 1d\n"
+			      "[notify.a]\nurl = https://h/a\n"
+			      "[notify.s]\nurl = https://h/s\n"
+			      "events = stalled\n",
+			     c, &cause),
+	    0);
+	ck_assert_int_eq(c->notify_release_warn, 86400);
+	snprintf(path, sizeof path, "%s/fleet.db", dir);
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	inv->config = c;
+	instance_init(in);
+	in->name = strdup("a100-1");
+	in->host = strdup("127.0.0.1");
+	free(in->provider);
+	in->provider = strdup("autodl");
+	in->created_at = 1;
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_add(inv, in, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	return inv;
+}
+
+/* Stale progress while the instance answers: once per file mtime. */
+START_TEST(produce_stalled)
+{
+	struct inventory *inv;
+	struct instance in;
+	struct report rep;
+	struct config c;
+	char *cause = NULL;
+
+	inv = producers_open(&c, &in);
+	memset(&rep, 0, sizeof rep);
+	rep.time = 1700000000;
+	/* No progress file: nothing says it should progress. */
+	ck_assert_int_eq(
+	    samples_notify_stalled(inv, &in, 1700000000, &rep, 1800, &cause),
+	    0);
+	rep.has_progress = 1;
+	rep.progress_text = (char *)"epoch 3 \033[31mloss 0.4\nsecond line";
+	rep.progress_mtime = rep.time - 1800; /* just not stale */
+	ck_assert_int_eq(
+	    samples_notify_stalled(inv, &in, 1700000000, &rep, 1800, &cause),
+	    0);
+	ck_assert_int_eq(query_int(inv, "SELECT count(*) FROM notify_msg"), 0);
+	rep.progress_mtime = rep.time - 7200;
+	ck_assert_int_eq(
+	    samples_notify_stalled(inv, &in, 1700000000, &rep, 1800, &cause),
+	    0);
+	/* Seen again an hour later, the same file: the same streak. */
+	rep.time += 3600;
+	ck_assert_int_eq(
+	    samples_notify_stalled(inv, &in, 1700003600, &rep, 1800, &cause),
+	    0);
+	ck_assert_int_eq(query_int(inv,
+			     "SELECT count(*) FROM notify_msg WHERE kind = "
+			     "'stalled' AND instance = 'a100-1' AND dedupe = "
+			     "'stalled:1:1699992800' AND next = 'gpufleet "
+			     "status a100-1'"),
+	    1);
+	/* The escape sequence from the instance is made visible. */
+	ck_assert_int_eq(query_int(inv,
+			     "SELECT count(*) FROM notify_msg WHERE text LIKE "
+			     "'gpufleet: a100-1 is stalled: its progress file "
+			     "is unchanged for 2h00m (\"epoch 3 \\e[31mloss "
+			     "0.4\") at %' AND instr(text, char(27)) = 0 AND "
+			     "instr(text, 'second') = 0"),
+	    1);
+	ck_assert_int_eq(query_int(inv, "SELECT count(*) FROM notify_send"), 2);
+	/* The file moved, then went stale again: a new streak. */
+	rep.progress_mtime = rep.time - 3600;
+	ck_assert_int_eq(
+	    samples_notify_stalled(inv, &in, 1700003600, &rep, 1800, &cause),
+	    0);
+	ck_assert_int_eq(query_int(inv,
+			     "SELECT count(*) FROM notify_msg WHERE kind = "
+			     "'stalled'"),
+	    2);
+	instance_clear(&in);
+	inventory_close(inv);
+	config_clear(&c);
+}
+END_TEST
+
+#define ED25519                                                                \
+	"AAAAC3NzaC1lZDI1NTE5AAAAIDEvK1fpksulwHA6JHVHY3aoM90PEdEB4zeL2VO0T9P6"
+
+/* A retired key back in authorized_keys: once per key and retirement. */
+START_TEST(produce_key_reinjected)
+{
+	struct inventory *inv;
+	struct instance in;
+	struct config c;
+	char *cause = NULL, *found = NULL;
+	const char *text = "ssh-ed25519 " ED25519 " back\n";
+
+	inv = producers_open(&c, &in);
+	ck_assert_int_eq(keys_retire_blob(inv, in.id, "ssh-ed25519", ED25519,
+			     "rotated", &cause),
+	    0);
+	ck_assert_int_eq(
+	    keys_reinjected(inv, in.id, "# none\n", &found, &cause), 0);
+	ck_assert_int_eq(query_int(inv, "SELECT count(*) FROM notify_msg"), 0);
+	ck_assert_int_eq(keys_reinjected(inv, in.id, text, &found, &cause), 1);
+	free(found);
+	/* status, exec and keys check all see it: one message. */
+	ck_assert_int_eq(keys_reinjected(inv, in.id, text, &found, &cause), 1);
+	free(found);
+	ck_assert_int_eq(
+	    query_int(inv,
+		"SELECT count(*) FROM notify_msg WHERE kind = "
+		"'key_reinjected' AND instance = 'a100-1' AND "
+		"text LIKE 'gpufleet: a100-1 has a key gpufleet "
+		"took off back in its authorized_keys (re-added "
+		"by the platform?): ssh-ed25519 SHA256:% "
+		"(rotated) at %' AND next = 'gpufleet keys rotate "
+		"a100-1 --revoke OLD.pub (a file holding that "
+		"key)' AND dedupe LIKE 'key_reinjected:1:SHA256:%'"),
+	    1);
+	/* Only target a takes it. */
+	ck_assert_int_eq(query_int(inv,
+			     "SELECT count(*) FROM notify_send WHERE target = "
+			     "'a'"),
+	    1);
+	/* Removed again and retired anew, then back: news again. */
+	ck_assert_int_eq(sqlite3_exec(inv->db,
+			     "UPDATE retired_key SET retired_at = retired_at + "
+			     "60",
+			     NULL, NULL, NULL),
+	    0);
+	ck_assert_int_eq(keys_reinjected(inv, in.id, text, &found, &cause), 1);
+	free(found);
+	ck_assert_int_eq(query_int(inv,
+			     "SELECT count(*) FROM notify_msg WHERE kind = "
+			     "'key_reinjected'"),
+	    2);
+	instance_clear(&in);
+	inventory_close(inv);
+	config_clear(&c);
+}
+END_TEST
+
+#define DAY 86400
+
+/*
+ * A stopped instance near its platform's release: within release_warn
+ * (1d here) of stopped + release_after_days, once per stopped period; past
+ * the deadline it may be gone.
+ */
+START_TEST(produce_release_deadline)
+{
+	static const struct ledger_event ev[] = { { 10, "running", "stated" },
+		{ 20, "stopped", "performed" }, { 30, "stopped", "stated" } };
+	struct provider_change chg;
+	struct inventory *inv;
+	struct instance in;
+	struct config c;
+	char *cause = NULL;
+	int64_t s = 1700000000;
+
+	ck_assert_int_eq(advise_stopped_since(ev, 3), 20);
+	ck_assert_int_eq(advise_stopped_since(ev, 1), 0);
+	ck_assert_int_eq(advise_stopped_since(ev, 0), 0);
+	inv = producers_open(&c, &in);
+	ck_assert_int_eq(
+	    ledger_add(inv, in.id, s - DAY, "running", "stated", NULL, &cause),
+	    0);
+	ck_assert_int_eq(
+	    ledger_add(inv, in.id, s, "stopped", "performed", NULL, &cause), 0);
+	/* No release rule for autodl yet. */
+	ck_assert_int_eq(
+	    advise_notify_release(inv, &c, s + 30 * DAY, &cause), 0);
+	ck_assert_int_eq(query_int(inv, "SELECT count(*) FROM notify_msg"), 0);
+	memset(&chg, 0, sizeof chg);
+	chg.set_release = 1;
+	chg.release_after_days = 4;
+	ck_assert_int_eq(provider_write(inv, "autodl", 1, &chg, &cause), 0);
+	/* Two days from the release, more than release_warn: nothing yet. */
+	ck_assert_int_eq(
+	    advise_notify_release(inv, &c, s + 2 * DAY, &cause), 0);
+	ck_assert_int_eq(query_int(inv, "SELECT count(*) FROM notify_msg"), 0);
+	ck_assert_int_eq(
+	    advise_notify_release(inv, &c, s + 3 * DAY + 3600, &cause), 0);
+	/* The same stop stated again is the same period. */
+	ck_assert_int_eq(ledger_add(inv, in.id, s + 3 * DAY + 7200, "stopped",
+			     "stated", NULL, &cause),
+	    0);
+	ck_assert_int_eq(
+	    advise_notify_release(inv, &c, s + 3 * DAY + 7200, &cause), 0);
+	ck_assert_int_eq(
+	    query_int(inv,
+		"SELECT count(*) FROM notify_msg WHERE kind = "
+		"'release_deadline' AND instance = 'a100-1' AND "
+		"dedupe = 'release_deadline:1:1700000000' AND "
+		"text LIKE 'gpufleet: a100-1 will be released by "
+		"autodl with its data on 20__-__-__ __:__ % "
+		"(stopped 3d01h; autodl releases instances "
+		"stopped 4 days) at %' AND next LIKE 'start it, "
+		"or copy your data off before 20__-__-__ __:__ %'"),
+	    1);
+	ck_assert_int_eq(query_int(inv, "SELECT count(*) FROM notify_msg"), 1);
+	/* Started and stopped again: a new period, found past its release. */
+	ck_assert_int_eq(ledger_add(inv, in.id, s + 5 * DAY, "running",
+			     "observed", NULL, &cause),
+	    0);
+	ck_assert_int_eq(
+	    advise_notify_release(inv, &c, s + 5 * DAY, &cause), 0);
+	ck_assert_int_eq(ledger_add(inv, in.id, s + 6 * DAY, "stopped",
+			     "performed", NULL, &cause),
+	    0);
+	ck_assert_int_eq(
+	    advise_notify_release(inv, &c, s + 11 * DAY, &cause), 0);
+	ck_assert_int_eq(query_int(inv,
+			     "SELECT count(*) FROM notify_msg WHERE kind = "
+			     "'release_deadline' AND dedupe = "
+			     "'release_deadline:1:1700518400' AND text LIKE "
+			     "'%was due for release by autodl on % it and its "
+			     "data may be gone at %' AND next = 'look on the "
+			     "console; gpufleet mark a100-1 released if it is "
+			     "gone'"),
+	    1);
+	ck_assert_int_eq(query_int(inv, "SELECT count(*) FROM notify_msg"), 2);
+	instance_clear(&in);
+	inventory_close(inv);
+	config_clear(&c);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -599,6 +844,9 @@ main(void)
 	tcase_add_checked_fixture(db, setup, teardown);
 	tcase_add_test(db, config_keys);
 	tcase_add_test(db, queue_once);
+	tcase_add_test(db, produce_stalled);
+	tcase_add_test(db, produce_key_reinjected);
+	tcase_add_test(db, produce_release_deadline);
 	suite_add_tcase(s, db);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
