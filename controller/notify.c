@@ -17,6 +17,7 @@
 #include "gpufleet/hmac.h"
 
 #include "instance.h"
+#include "misc.h"
 #include "notify.h"
 #include "status.h"
 #include "vis.h"
@@ -181,39 +182,26 @@ notify_redact(const char *url)
 	return s;
 }
 
-/* The first line of file (what: for errors), CR and LF cut. Caller frees. */
+/*
+ * The first line of file (what: for errors), CR and LF cut, read as a
+ * passphrase file is (no stdio copy, the buffer wiped). Caller frees.
+ */
 static int
 read_first_line(const char *file, const char *what, char **out, char **cause)
 {
-	char buf[4096];
-	size_t len = 0;
-	ssize_t n;
-	int fd;
+	char *why = NULL;
 
-	if ((fd = open(file, O_RDONLY | O_CLOEXEC)) == -1) {
-		xasprintf(cause, "cannot read %s %s: %s", what, file,
-		    strerror(errno));
+	if ((*out = misc_read_secret(file, NULL, &why)) == NULL) {
+		xasprintf(cause, "%s: %s", what, why);
+		free(why);
 		return -1;
 	}
-	while (len < sizeof buf - 1 &&
-	    (n = read(fd, buf + len, sizeof buf - 1 - len)) != 0) {
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			break;
-		len += (size_t)n;
-		if (memchr(buf, '\n', len) != NULL)
-			break;
-	}
-	close(fd);
-	buf[len] = '\0';
-	buf[strcspn(buf, "\r\n")] = '\0';
-	if (buf[0] == '\0') {
+	if (**out == '\0') {
+		free(*out);
+		*out = NULL;
 		xasprintf(cause, "%s %s is empty", what, file);
 		return -1;
 	}
-	*out = xstrdup(buf);
-	explicit_bzero(buf, sizeof buf);
 	return 0;
 }
 
