@@ -235,6 +235,25 @@ agent report --dir "$D2" --ensure-watcher
 expect_eq "$(printf '%s' "$out" | jq -r .watcher.state)" started "--ensure-watcher with a job ended unjournaled"
 wait_until 30 journal_has "$D2" '.event == "job_ended" and .fire_id == "'"$fid"'"' || fail "no job_ended (2)"
 
+# job start sends SIGUSR1 to whoever holds D/watcher.pid's lock, which
+# can be a watcher still starting. Held there (its journal a FIFO that
+# nobody reads: opening it blocks), it already handles SIGUSR1 and goes
+# on starting; dead of it, wait would say 138 (the kernel fixes the exit
+# status of a fatal signal when it is sent, so no race decides this).
+D6=$T/d6
+mkdir -p "$D6"
+mkfifo "$D6/journal.jsonl"
+"$A" watch --foreground --dir "$D6" >/dev/null 2>&1 &
+w6=$!
+wait_until 60 bash -c "[ \"\$(cat '$D6/watcher.pid' 2>/dev/null)\" = $w6 ]" ||
+    fail "the held watcher did not take its lock"
+caught=$(awk '$1 == "SigCgt:" { print $2 }' "/proc/$w6/status")
+expect_eq "$(((0x$caught >> 9) & 1))" 1 "a watcher holding its lock catches SIGUSR1 (SigCgt $caught)"
+kill -USR1 "$w6"
+kill -KILL "$w6"
+{ wait "$w6"; } 2>/dev/null # not bash's "Killed" line
+expect_eq "$?" 137 "SIGUSR1 to a starting watcher: it lived on until SIGKILL"
+
 # --then stop: the plan's stop command runs after a success and after a
 # failure; stop-if-ok after a failure is skipped, with the reason.
 D3=$T/d3
