@@ -130,25 +130,44 @@ start "$D1" '{"version":1,"command":"sleep 300 & echo $! >'"$T"'/child; (sleep 3
 wait_until 30 test -s "$T/grandchild" || fail "the job did not start its children"
 wait_until 30 test -s "$T/child" || fail "the job did not start its child"
 agent job kill --dir "$D1" --job "$n"
-expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"killed\":false,\"gone\":true}" "job kill"
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":true,\"killed\":false,\"gone\":true}" "job kill"
 checks=$((checks + 1))
 gone "$(cat "$T/child")" && gone "$(cat "$T/grandchild")" || fail "the child or grandchild survived job kill"
 wait_until 30 state_is "$D1" "$n" killed || fail "a killed job is not killed"
 expect_eq "$(jq -c '[.signal, .grace_s]' "$D1/jobs/$n/kill")" '["TERM",10]' "the kill file"
 agent job kill --dir "$D1" --job "$n"
-expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"killed\":false,\"gone\":true}" "job kill of an ended job"
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":false,\"killed\":false,\"gone\":true}" "job kill of an ended job"
 # One that ignores SIGTERM gets SIGKILL after the grace.
 start "$D1" '{"version":1,"command":"trap \"\" TERM; sleep 300 & echo $! >'"$T"'/stubborn; wait; wait"}'
 wait_until 30 test -s "$T/stubborn" || fail "the stubborn job did not start"
 agent job kill --dir "$D1" --job "$n" --signal HUP --grace 30
-expect_eq "$out" "{\"job\":$n,\"signal\":\"HUP\",\"killed\":false,\"gone\":true}" "SIGHUP ends what TERM does not"
+expect_eq "$out" "{\"job\":$n,\"signal\":\"HUP\",\"sent\":true,\"killed\":false,\"gone\":true}" "SIGHUP ends what TERM does not"
 start "$D1" '{"version":1,"command":"trap \"\" TERM; sleep 300 & echo $! >'"$T"'/stubborn2; wait; wait"}'
 wait_until 30 test -s "$T/stubborn2" || fail "the stubborn job did not start (2)"
 agent job kill --dir "$D1" --job "$n" --grace 1
-expect_eq "$out" "{\"job\":$n,\"signal\":\"TERM\",\"killed\":true,\"gone\":true}" "SIGKILL after the grace"
+expect_eq "$out" "{\"job\":$n,\"signal\":\"TERM\",\"sent\":true,\"killed\":true,\"gone\":true}" "SIGKILL after the grace"
 checks=$((checks + 1))
 gone "$(cat "$T/stubborn2")" || fail "the stubborn child survived SIGKILL"
 wait_until 30 state_is "$D1" "$n" killed || fail "the stubborn job is not killed"
+# A job whose shell exited leaving a member of its group running: it
+# has ended (succeeded), but kill still reaches what is left, and the
+# state stays what the journal already said.
+start "$D1" '{"version":1,"command":"sleep 300 & echo $! >'"$T"'/leftover; exit 0"}'
+wait_until 30 state_is "$D1" "$n" succeeded || fail "the job with a leftover did not end"
+left=$(cat "$T/leftover")
+expect_eq "$(ps -o pgid= -p "$left" | tr -d ' ') $(ps -o sid= -p "$left" | tr -d ' ')" \
+    "$(field "$D1" "$n" .pid) $(field "$D1" "$n" .pid)" "the leftover is in the job's group and session"
+agent job kill --dir "$D1" --job "$n" --grace 30
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":true,\"killed\":false,\"gone\":true}" \
+    "job kill of an ended job whose group lives on"
+checks=$((checks + 1))
+gone "$left" || fail "the ended job's leftover survived job kill"
+expect_eq "$(field "$D1" "$n" .state)" succeeded "an ended job's state is kept"
+checks=$((checks + 1))
+[ -e "$D1/jobs/$n/kill" ] && fail "a kill file for a job that had ended"
+agent job kill --dir "$D1" --job "$n"
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":false,\"killed\":false,\"gone\":true}" \
+    "then nothing is left to send to"
 agent job kill --dir "$D1" --job "$n" --signal NOPE
 expect_rc 2 "job kill with a bad signal"
 

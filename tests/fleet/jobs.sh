@@ -132,6 +132,8 @@ run events inst-1 --json
 expect_eq "$(printf '%s' "$out" | jq -r --arg n "inst-1:$j_kill" '.[] | select(.event == "job_kill" and .name == $n) | .result["inst-1"]')" \
     "TERM to its process group; still there after 1s: KILL sent; gone" \
     "events records the kill and its outcome"
+run kill "inst-1:$j_kill"
+expect_eq "$rc $out" "0 inst-1:$j_kill: already ended; nothing sent" "kill of a job that ended, nothing of it left"
 run kill inst-1:3 --signal NOPE
 expect_rc 2 "a bad signal is a usage error"
 run kill inst-1
