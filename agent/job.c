@@ -1555,6 +1555,7 @@ job_log(const char *dir, long long n, long long tail, int follow)
 {
 	struct job j;
 	struct stat sb;
+	struct pollfd out = { 1, 0, 0 };
 	off_t size[2] = { 0, 0 }, start, off, got;
 	char *path[2], sigb[16];
 	int fd[2], i, r = 0, ended;
@@ -1604,7 +1605,16 @@ job_log(const char *dir, long long n, long long tail, int follow)
 		}
 		if (ended)
 			break;
-		poll(NULL, 0, JOB_FOLLOW_MS);
+		/*
+		 * A reader gone (an interrupted logs -f: sshd closes the
+		 * pipe) is seen here too, not only at the next write, which a
+		 * silent job may never make.
+		 */
+		if (poll(&out, 1, JOB_FOLLOW_MS) > 0 &&
+		    (out.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+			r = -1;
+			break;
+		}
 		job_free(&j);
 		if (job_load(dir, "/proc", n, &j) != 0)
 			break;

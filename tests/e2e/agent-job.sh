@@ -120,6 +120,12 @@ mkdir "$HOME/sub"
 start "$D1" '{"version":1,"command":"pwd","cwd":"~/sub"}'
 agent job log --dir "$D1" --job "$n" --follow
 expect_eq "$rc $out" "0 $HOME/sub" "the job runs in its cwd"
+# --follow of a silent job whose reader went away (an interrupted logs
+# -f: sshd closes the pipe) ends, rather than polling until the job does.
+start "$D1" '{"version":1,"command":"sleep 300"}'
+timeout 60 bash -c '"$1" job log --dir "$2" --job "$3" --follow | head -c 0' _ "$A" "$D1" "$n" 2>/dev/null
+expect_eq "$? $(field "$D1" "$n" .state)" "0 running" "--follow ends when its stdout is closed, the job goes on"
+agent job kill --dir "$D1" --job "$n" --grace 5
 agent job ls --dir "$D1" --job 9
 expect_rc 6 "job ls of no such job"
 agent job log --dir "$D1" --job 9

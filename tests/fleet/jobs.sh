@@ -110,6 +110,21 @@ rc=$?
 expect_rc 130 "logs -f after Ctrl-C"
 wait_for 60 "the job outlives the interrupted follower" job_ended inst-1 "$j_i"
 expect_eq "$(job_field inst-1 "$j_i" state)" succeeded "it ran to its end"
+# A silent job: the instance's job log --follow ends with the session,
+# not when the job does.
+run run inst-1 --json -- sleep 300
+j_s=$(started_job)
+"$GPUFLEET" logs "inst-1:$j_s" -f >"$T/follow" 2>&1 &
+fpid=$!
+# follower JOB: a job log --follow of JOB runs on inst-1.
+follower() { pgrep -f -- "job log --dir $i1/[^ ]* --job $1 --follow" >/dev/null; }
+wait_for 60 "the follower runs on the instance" follower "$j_s"
+kill -INT "$fpid"
+wait "$fpid"
+wait_for 60 "no job log --follow is left on the instance" eval "! follower $j_s"
+expect_eq "$(job_field inst-1 "$j_s" state)" running "the silent job goes on"
+run kill "inst-1:$j_s" --grace 5s
+expect_rc 0 "kill of the silent job"
 
 # --- kill takes the whole process group -------------------------------------
 # The job's shell, a child that ignores TERM, and a grandchild.
