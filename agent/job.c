@@ -474,6 +474,8 @@ job_judge(struct job *j, long long now)
 
 	r[0] = '\0';
 	j->restarted = 0;
+	if (!j->has_pid) /* never started: no start but its creation's */
+		j->started = j->created;
 	snprintf(
 	    j->fire_id, sizeof j->fire_id, "j-%lld-%lld", j->n, j->started);
 	if (!j->has_pid) {

@@ -357,6 +357,15 @@ touch "$T/go5"
 wait_until 30 bash -c "[ \$(jq -c 'select(.event == \"idle\")' '$D5/journal.jsonl' | wc -l) = 2 ]" ||
     fail "not idle again after the job"
 
+# A job never started (its starter killed before the pid file): lost,
+# its start said as its creation, a time the controller can take.
+D7=$T/d7
+mkdir -p "$D7/jobs/1"
+created=$(($(date +%s) - 1000))
+printf '{"version":1,"command":"true","created":%s}\n' "$created" >"$D7/jobs/1/spec.json"
+expect_eq "$(field "$D7" 1 '[.state, .started, .ended, .fire_id, .reason] | @json')" \
+    "[\"lost\",$created,null,\"j-1-$created\",\"it was never started (no pid file)\"]" "job ls of a job never started"
+
 # Starts that fail leave no D/jobs/N behind.
 D4=$T/d4
 agent job start --dir "$D4" <<<'{"version":1,"command":"true","then":{"when":"sometimes","action":"stop"}}'
