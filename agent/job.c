@@ -1083,6 +1083,12 @@ job_start(const char *dir, const char *text, size_t len)
 		r = job_error(JOB_EXIT_INVALID, "invalid spec: %s", cause);
 		goto out;
 	}
+	/*
+	 * The starting window (job_judge) is read on this clock: a created
+	 * from the controller's, skewed, would make this job look never
+	 * started.
+	 */
+	s.created = (long long)time(NULL);
 	cwd = job_expand(s.cwd);
 	if (stat(cwd, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
 		r = job_error(JOB_EXIT_START, "cwd %s: %s", cwd,

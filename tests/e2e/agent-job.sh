@@ -126,6 +126,15 @@ start "$D1" '{"version":1,"command":"sleep 300"}'
 timeout 60 bash -c '"$1" job log --dir "$2" --job "$3" --follow | head -c 0' _ "$A" "$D1" "$n" 2>/dev/null
 expect_eq "$? $(field "$D1" "$n" .state)" "0 running" "--follow ends when its stdout is closed, the job goes on"
 agent job kill --dir "$D1" --job "$n" --grace 5
+# created is the instance's clock, whatever the controller's says (a
+# laptop's clock behind by more than 60 s made a job being started look
+# never started).
+t0=$(date +%s)
+start "$D1" '{"version":1,"command":"true","created":1000}'
+expect_rc 0 "job start with a created of long ago"
+checks=$((checks + 1))
+[ "$(jq -r .created "$D1/jobs/$n/spec.json")" -ge "$t0" ] ||
+    fail "spec.json's created $(jq -r .created "$D1/jobs/$n/spec.json") is not the instance's clock ($t0)"
 agent job ls --dir "$D1" --job 9
 expect_rc 6 "job ls of no such job"
 agent job log --dir "$D1" --job 9
