@@ -108,7 +108,8 @@ static int job_copy(int, off_t, off_t);
 static off_t job_tail_start(const int *, const off_t *, long long);
 static int job_exit_status(const struct job *);
 static int job_log(const char *, long long, long long, int);
-static int job_group_alive(const char *, long long);
+static int job_group_alive(const char *, long long, long long);
+static int job_group_ours(const struct job *);
 static int job_kill(const char *, long long, int, long long);
 static int job_number(const char *, long long *);
 
@@ -473,6 +474,8 @@ job_judge(struct job *j, long long now)
 
 	r[0] = '\0';
 	j->restarted = 0;
+	if (!j->has_pid) /* never started: no start but its creation's */
+		j->started = j->created;
 	snprintf(
 	    j->fire_id, sizeof j->fire_id, "j-%lld-%lld", j->n, j->started);
 	if (!j->has_pid) {
@@ -1080,6 +1083,12 @@ job_start(const char *dir, const char *text, size_t len)
 		r = job_error(JOB_EXIT_INVALID, "invalid spec: %s", cause);
 		goto out;
 	}
+	/*
+	 * The starting window (job_judge) is read on this clock: a created
+	 * from the controller's, skewed, would make this job look never
+	 * started.
+	 */
+	s.created = (long long)time(NULL);
 	cwd = job_expand(s.cwd);
 	if (stat(cwd, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
 		r = job_error(JOB_EXIT_START, "cwd %s: %s", cwd,
@@ -1554,6 +1563,7 @@ job_log(const char *dir, long long n, long long tail, int follow)
 {
 	struct job j;
 	struct stat sb;
+	struct pollfd out = { 1, 0, 0 };
 	off_t size[2] = { 0, 0 }, start, off, got;
 	char *path[2], sigb[16];
 	int fd[2], i, r = 0, ended;
@@ -1603,7 +1613,16 @@ job_log(const char *dir, long long n, long long tail, int follow)
 		}
 		if (ended)
 			break;
-		poll(NULL, 0, JOB_FOLLOW_MS);
+		/*
+		 * A reader gone (an interrupted logs -f: sshd closes the
+		 * pipe) is seen here too, not only at the next write, which a
+		 * silent job may never make.
+		 */
+		if (poll(&out, 1, JOB_FOLLOW_MS) > 0 &&
+		    (out.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0) {
+			r = -1;
+			break;
+		}
 		job_free(&j);
 		if (job_load(dir, "/proc", n, &j) != 0)
 			break;
@@ -1632,9 +1651,14 @@ job_log(const char *dir, long long n, long long tail, int follow)
 	return r;
 }
 
-/* Whether a process (not a zombie) of process group pgid is left. */
+/*
+ * Whether a process (not a zombie) of job pgid's group is left: one whose
+ * process group and session are both pgid (the job leads its own session,
+ * and no process can join a group of another session), started no earlier
+ * than the job (start: its pid_start).
+ */
 static int
-job_group_alive(const char *proc, long long pgid)
+job_group_alive(const char *proc, long long pgid, long long start)
 {
 	struct buf b = { NULL, 0, 0 };
 	struct host_pstat ps;
@@ -1651,7 +1675,8 @@ job_group_alive(const char *proc, long long pgid)
 		xasprintf(&path, "%s/%s/stat", proc, de->d_name);
 		if (buf_read_file(&b, path, 4096) == 0 &&
 		    host_parse_pstat(b.data, b.len, &ps) == 0 &&
-		    ps.pgrp == pgid && ps.state != 'Z' && ps.state != 'X')
+		    ps.pgrp == pgid && ps.session == pgid &&
+		    ps.starttime >= start && ps.state != 'Z' && ps.state != 'X')
 			alive = 1;
 		free(path);
 		buf_free(&b);
@@ -1661,9 +1686,29 @@ job_group_alive(const char *proc, long long pgid)
 }
 
 /*
- * job kill: sig to job n's process group (its pid checked against
- * pid_start first), then SIGKILL after grace seconds if any of it is
- * left. The kill file is written before the first signal.
+ * Whether job j's process group is still the job's: its pid is the job's
+ * process (pid_start) or no live process's. Linux hands out no pid that
+ * is still some process's group or session, so while members of the
+ * job's group live, its pid is not another process's.
+ */
+static int
+job_group_ours(const struct job *j)
+{
+	long long start;
+
+	if (!j->has_pid)
+		return 0;
+	start = shell_pid_start("/proc", j->pid);
+	return start < 0 || start == j->pid_start;
+}
+
+/*
+ * job kill: sig to job n's process group, then SIGKILL after grace seconds
+ * if any of it is left; whether the job has ended or not, as a job's shell
+ * that exited can leave members of its group running. Nothing is sent
+ * when none is left ("sent": false). The kill file is written before the
+ * first signal to a job that has not ended (an ended one's state stays
+ * what it was journaled as).
  */
 static int
 job_kill(const char *dir, long long n, int sig, long long grace)
@@ -1672,51 +1717,57 @@ job_kill(const char *dir, long long n, int sig, long long grace)
 	struct jsonw w;
 	char *jobdir, *cause = NULL, sb[16];
 	const char *name = job_signal_name(sig, sb, sizeof sb);
-	int killed = 0, gone = 1, waited;
+	int killed = 0, gone = 1, sent = 0, waited, r;
 
 	if (job_load(dir, "/proc", n, &j) != 0)
 		return job_error(
 		    JOB_EXIT_NOJOB, "no job %lld in %s/jobs", n, dir);
-	if (j.has_pid && !j.has_status && j.pid_alive) {
-		xasprintf(&jobdir, "%s/jobs/%lld", dir, n);
-		jsonw_init(&w);
-		jsonw_object_begin(&w, NULL);
-		jsonw_int(&w, "time", (long long)time(NULL));
-		jsonw_string(&w, "signal", name);
-		jsonw_int(&w, "grace_s", grace);
-		jsonw_object_end(&w);
-		buf_add(&w.out, "\n", 1);
-		if (job_write_file(
-			jobdir, "kill", w.out.data, w.out.len, &cause) != 0) {
+	if (job_group_ours(&j) &&
+	    job_group_alive("/proc", j.pid, j.pid_start)) {
+		if (!j.has_status) {
+			xasprintf(&jobdir, "%s/jobs/%lld", dir, n);
+			jsonw_init(&w);
+			jsonw_object_begin(&w, NULL);
+			jsonw_int(&w, "time", (long long)time(NULL));
+			jsonw_string(&w, "signal", name);
+			jsonw_int(&w, "grace_s", grace);
+			jsonw_object_end(&w);
+			buf_add(&w.out, "\n", 1);
+			r = job_write_file(
+			    jobdir, "kill", w.out.data, w.out.len, &cause);
 			jsonw_free(&w);
 			free(jobdir);
-			job_free(&j);
-			job_error(JOB_EXIT_START, "%s", cause);
-			free(cause);
-			return JOB_EXIT_START;
+			if (r != 0) {
+				job_free(&j);
+				job_error(JOB_EXIT_START, "%s", cause);
+				free(cause);
+				return JOB_EXIT_START;
+			}
 		}
-		jsonw_free(&w);
-		free(jobdir);
-		if (shell_pid_start("/proc", j.pid) == j.pid_start)
-			kill(-(pid_t)j.pid, sig);
+		if (job_group_ours(&j) && kill(-(pid_t)j.pid, sig) == 0)
+			sent = 1;
 		for (waited = 0; waited < grace * 1000; waited += 100) {
-			if (!job_group_alive("/proc", j.pid))
+			if (!job_group_alive("/proc", j.pid, j.pid_start))
 				break;
 			poll(NULL, 0, 100);
 		}
-		if (job_group_alive("/proc", j.pid)) {
+		if (job_group_ours(&j) &&
+		    job_group_alive("/proc", j.pid, j.pid_start)) {
 			kill(-(pid_t)j.pid, SIGKILL);
-			killed = 1;
+			killed = sent = 1;
 			for (waited = 0; waited < 5000; waited += 100) {
-				if (!job_group_alive("/proc", j.pid))
+				if (!job_group_alive(
+					"/proc", j.pid, j.pid_start))
 					break;
 				poll(NULL, 0, 100);
 			}
 		}
-		gone = !job_group_alive("/proc", j.pid);
+		gone = !job_group_alive("/proc", j.pid, j.pid_start);
 	}
-	printf("{\"job\":%lld,\"signal\":\"%s\",\"killed\":%s,\"gone\":%s}\n",
-	    n, name, killed ? "true" : "false", gone ? "true" : "false");
+	printf("{\"job\":%lld,\"signal\":\"%s\",\"sent\":%s,\"killed\":%s,"
+	       "\"gone\":%s}\n",
+	    n, name, sent ? "true" : "false", killed ? "true" : "false",
+	    gone ? "true" : "false");
 	fflush(stdout);
 	job_free(&j);
 	return 0;

@@ -417,6 +417,20 @@ watch_start(struct watch *w, int notify, int daemon)
 	pid_t holder;
 	int lockfd, r;
 
+	/*
+	 * The handlers come before the lock: job start signals whoever holds
+	 * it, and SIGUSR1's default would kill a watcher still starting. One
+	 * that comes early is not lost, the first turn scans D/jobs anyway;
+	 * SA_RESTART, so that a job start never fails a step of ours.
+	 */
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = watch_on_term;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sa.sa_handler = watch_on_usr1;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGUSR1, &sa, NULL);
+	signal(SIGHUP, SIG_IGN);
 	if (plan_mkdir(w->dir, &cause) != 0 ||
 	    (r = watcher_lock(w->dir, &lockfd, &holder, &cause)) < 0 ||
 	    (r == 0 && journal_open(&w->j, w->dir, time(NULL), &cause) != 0)) {
@@ -431,13 +445,6 @@ watch_start(struct watch *w, int notify, int daemon)
 	}
 	if (pipe2(watch_wake_pipe, O_CLOEXEC | O_NONBLOCK) != 0)
 		watch_wake_pipe[0] = watch_wake_pipe[1] = -1;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = watch_on_term;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sa.sa_handler = watch_on_usr1;
-	sigaction(SIGUSR1, &sa, NULL);
-	signal(SIGHUP, SIG_IGN);
 	w->ino = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
 	if (w->ino != -1 &&
 	    inotify_add_watch(w->ino, w->dir,

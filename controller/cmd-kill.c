@@ -35,10 +35,12 @@ const struct cmd_entry cmd_kill_entry = {
 	    "INSTANCE: the\njob's shell and everything it started that kept "
 	    "its group (children,\ngrandchildren). Then waits up to the grace "
 	    "period for the group to be gone\nand sends KILL to what is left. "
-	    "A job that already ended gets nothing.\nThe job then reads "
-	    "killed in gpufleet jobs; with --then its stop follows as\nfor "
-	    "any end (stop-if-ok: none). Recorded in gpufleet events "
-	    "(job_kill).\n\n"
+	    "A job that already ended gets the signal\nonly where members of "
+	    "its group still run (its shell exited and left\nthem); with none "
+	    "left, nothing is sent (\"already ended; nothing sent\").\nA "
+	    "running job then reads killed in gpufleet jobs; with --then its "
+	    "stop\nfollows as for any end (stop-if-ok: none). Recorded in "
+	    "gpufleet events\n(job_kill).\n\n"
 	    "      --signal SIG       TERM, INT, HUP, KILL, USR1, ... or a "
 	    "number\n"
 	    "      --grace DURATION   how long to wait before KILL (default "
@@ -81,8 +83,10 @@ outcome(const struct job_answer *a, const struct instance *in, const char *sig,
 		return xstrdup("job kill gave no answer");
 	*gone = json_is_true(json_object_get(o, "gone"));
 	g = timeparse_duration(grace);
-	/* A job that had ended gets nothing, and reads gone too. */
-	if (json_is_true(json_object_get(o, "killed")))
+	/* An agent from before "sent" did not say it: taken as sent. */
+	if (json_is_false(json_object_get(o, "sent")) && *gone)
+		s = xstrdup("already ended; nothing sent");
+	else if (json_is_true(json_object_get(o, "killed")))
 		xasprintf(&s,
 		    "%s to its process group; still there after %s: KILL "
 		    "sent; %s",

@@ -120,6 +120,21 @@ mkdir "$HOME/sub"
 start "$D1" '{"version":1,"command":"pwd","cwd":"~/sub"}'
 agent job log --dir "$D1" --job "$n" --follow
 expect_eq "$rc $out" "0 $HOME/sub" "the job runs in its cwd"
+# --follow of a silent job whose reader went away (an interrupted logs
+# -f: sshd closes the pipe) ends, rather than polling until the job does.
+start "$D1" '{"version":1,"command":"sleep 300"}'
+timeout 60 bash -c '"$1" job log --dir "$2" --job "$3" --follow | head -c 0' _ "$A" "$D1" "$n" 2>/dev/null
+expect_eq "$? $(field "$D1" "$n" .state)" "0 running" "--follow ends when its stdout is closed, the job goes on"
+agent job kill --dir "$D1" --job "$n" --grace 5
+# created is the instance's clock, whatever the controller's says (a
+# laptop's clock behind by more than 60 s made a job being started look
+# never started).
+t0=$(date +%s)
+start "$D1" '{"version":1,"command":"true","created":1000}'
+expect_rc 0 "job start with a created of long ago"
+checks=$((checks + 1))
+[ "$(jq -r .created "$D1/jobs/$n/spec.json")" -ge "$t0" ] ||
+    fail "spec.json's created $(jq -r .created "$D1/jobs/$n/spec.json") is not the instance's clock ($t0)"
 agent job ls --dir "$D1" --job 9
 expect_rc 6 "job ls of no such job"
 agent job log --dir "$D1" --job 9
@@ -130,25 +145,44 @@ start "$D1" '{"version":1,"command":"sleep 300 & echo $! >'"$T"'/child; (sleep 3
 wait_until 30 test -s "$T/grandchild" || fail "the job did not start its children"
 wait_until 30 test -s "$T/child" || fail "the job did not start its child"
 agent job kill --dir "$D1" --job "$n"
-expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"killed\":false,\"gone\":true}" "job kill"
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":true,\"killed\":false,\"gone\":true}" "job kill"
 checks=$((checks + 1))
 gone "$(cat "$T/child")" && gone "$(cat "$T/grandchild")" || fail "the child or grandchild survived job kill"
 wait_until 30 state_is "$D1" "$n" killed || fail "a killed job is not killed"
 expect_eq "$(jq -c '[.signal, .grace_s]' "$D1/jobs/$n/kill")" '["TERM",10]' "the kill file"
 agent job kill --dir "$D1" --job "$n"
-expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"killed\":false,\"gone\":true}" "job kill of an ended job"
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":false,\"killed\":false,\"gone\":true}" "job kill of an ended job"
 # One that ignores SIGTERM gets SIGKILL after the grace.
 start "$D1" '{"version":1,"command":"trap \"\" TERM; sleep 300 & echo $! >'"$T"'/stubborn; wait; wait"}'
 wait_until 30 test -s "$T/stubborn" || fail "the stubborn job did not start"
 agent job kill --dir "$D1" --job "$n" --signal HUP --grace 30
-expect_eq "$out" "{\"job\":$n,\"signal\":\"HUP\",\"killed\":false,\"gone\":true}" "SIGHUP ends what TERM does not"
+expect_eq "$out" "{\"job\":$n,\"signal\":\"HUP\",\"sent\":true,\"killed\":false,\"gone\":true}" "SIGHUP ends what TERM does not"
 start "$D1" '{"version":1,"command":"trap \"\" TERM; sleep 300 & echo $! >'"$T"'/stubborn2; wait; wait"}'
 wait_until 30 test -s "$T/stubborn2" || fail "the stubborn job did not start (2)"
 agent job kill --dir "$D1" --job "$n" --grace 1
-expect_eq "$out" "{\"job\":$n,\"signal\":\"TERM\",\"killed\":true,\"gone\":true}" "SIGKILL after the grace"
+expect_eq "$out" "{\"job\":$n,\"signal\":\"TERM\",\"sent\":true,\"killed\":true,\"gone\":true}" "SIGKILL after the grace"
 checks=$((checks + 1))
 gone "$(cat "$T/stubborn2")" || fail "the stubborn child survived SIGKILL"
 wait_until 30 state_is "$D1" "$n" killed || fail "the stubborn job is not killed"
+# A job whose shell exited leaving a member of its group running: it
+# has ended (succeeded), but kill still reaches what is left, and the
+# state stays what the journal already said.
+start "$D1" '{"version":1,"command":"sleep 300 & echo $! >'"$T"'/leftover; exit 0"}'
+wait_until 30 state_is "$D1" "$n" succeeded || fail "the job with a leftover did not end"
+left=$(cat "$T/leftover")
+expect_eq "$(ps -o pgid= -p "$left" | tr -d ' ') $(ps -o sid= -p "$left" | tr -d ' ')" \
+    "$(field "$D1" "$n" .pid) $(field "$D1" "$n" .pid)" "the leftover is in the job's group and session"
+agent job kill --dir "$D1" --job "$n" --grace 30
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":true,\"killed\":false,\"gone\":true}" \
+    "job kill of an ended job whose group lives on"
+checks=$((checks + 1))
+gone "$left" || fail "the ended job's leftover survived job kill"
+expect_eq "$(field "$D1" "$n" .state)" succeeded "an ended job's state is kept"
+checks=$((checks + 1))
+[ -e "$D1/jobs/$n/kill" ] && fail "a kill file for a job that had ended"
+agent job kill --dir "$D1" --job "$n"
+expect_eq "$rc $out" "0 {\"job\":$n,\"signal\":\"TERM\",\"sent\":false,\"killed\":false,\"gone\":true}" \
+    "then nothing is left to send to"
 agent job kill --dir "$D1" --job "$n" --signal NOPE
 expect_rc 2 "job kill with a bad signal"
 
@@ -235,6 +269,25 @@ agent report --dir "$D2" --ensure-watcher
 expect_eq "$(printf '%s' "$out" | jq -r .watcher.state)" started "--ensure-watcher with a job ended unjournaled"
 wait_until 30 journal_has "$D2" '.event == "job_ended" and .fire_id == "'"$fid"'"' || fail "no job_ended (2)"
 
+# job start sends SIGUSR1 to whoever holds D/watcher.pid's lock, which
+# can be a watcher still starting. Held there (its journal a FIFO that
+# nobody reads: opening it blocks), it already handles SIGUSR1 and goes
+# on starting; dead of it, wait would say 138 (the kernel fixes the exit
+# status of a fatal signal when it is sent, so no race decides this).
+D6=$T/d6
+mkdir -p "$D6"
+mkfifo "$D6/journal.jsonl"
+"$A" watch --foreground --dir "$D6" >/dev/null 2>&1 &
+w6=$!
+wait_until 60 bash -c "[ \"\$(cat '$D6/watcher.pid' 2>/dev/null)\" = $w6 ]" ||
+    fail "the held watcher did not take its lock"
+caught=$(awk '$1 == "SigCgt:" { print $2 }' "/proc/$w6/status")
+expect_eq "$(((0x$caught >> 9) & 1))" 1 "a watcher holding its lock catches SIGUSR1 (SigCgt $caught)"
+kill -USR1 "$w6"
+kill -KILL "$w6"
+{ wait "$w6"; } 2>/dev/null # not bash's "Killed" line
+expect_eq "$?" 137 "SIGUSR1 to a starting watcher: it lived on until SIGKILL"
+
 # --then stop: the plan's stop command runs after a success and after a
 # failure; stop-if-ok after a failure is skipped, with the reason.
 D3=$T/d3
@@ -312,6 +365,15 @@ expect_eq "$(entries "$D5" '.event == "busy"' | jq -r .reason)" jobs "busy's rea
 touch "$T/go5"
 wait_until 30 bash -c "[ \$(jq -c 'select(.event == \"idle\")' '$D5/journal.jsonl' | wc -l) = 2 ]" ||
     fail "not idle again after the job"
+
+# A job never started (its starter killed before the pid file): lost,
+# its start said as its creation, a time the controller can take.
+D7=$T/d7
+mkdir -p "$D7/jobs/1"
+created=$(($(date +%s) - 1000))
+printf '{"version":1,"command":"true","created":%s}\n' "$created" >"$D7/jobs/1/spec.json"
+expect_eq "$(field "$D7" 1 '[.state, .started, .ended, .fire_id, .reason] | @json')" \
+    "[\"lost\",$created,null,\"j-1-$created\",\"it was never started (no pid file)\"]" "job ls of a job never started"
 
 # Starts that fail leave no D/jobs/N behind.
 D4=$T/d4

@@ -110,6 +110,21 @@ rc=$?
 expect_rc 130 "logs -f after Ctrl-C"
 wait_for 60 "the job outlives the interrupted follower" job_ended inst-1 "$j_i"
 expect_eq "$(job_field inst-1 "$j_i" state)" succeeded "it ran to its end"
+# A silent job: the instance's job log --follow ends with the session,
+# not when the job does.
+run run inst-1 --json -- sleep 300
+j_s=$(started_job)
+"$GPUFLEET" logs "inst-1:$j_s" -f >"$T/follow" 2>&1 &
+fpid=$!
+# follower JOB: a job log --follow of JOB runs on inst-1.
+follower() { pgrep -f -- "job log --dir $i1/[^ ]* --job $1 --follow" >/dev/null; }
+wait_for 60 "the follower runs on the instance" follower "$j_s"
+kill -INT "$fpid"
+wait "$fpid"
+wait_for 60 "no job log --follow is left on the instance" eval "! follower $j_s"
+expect_eq "$(job_field inst-1 "$j_s" state)" running "the silent job goes on"
+run kill "inst-1:$j_s" --grace 5s
+expect_rc 0 "kill of the silent job"
 
 # --- kill takes the whole process group -------------------------------------
 # The job's shell, a child that ignores TERM, and a grandchild.
@@ -132,6 +147,8 @@ run events inst-1 --json
 expect_eq "$(printf '%s' "$out" | jq -r --arg n "inst-1:$j_kill" '.[] | select(.event == "job_kill" and .name == $n) | .result["inst-1"]')" \
     "TERM to its process group; still there after 1s: KILL sent; gone" \
     "events records the kill and its outcome"
+run kill "inst-1:$j_kill"
+expect_eq "$rc $out" "0 inst-1:$j_kill: already ended; nothing sent" "kill of a job that ended, nothing of it left"
 run kill inst-1:3 --signal NOPE
 expect_rc 2 "a bad signal is a usage error"
 run kill inst-1

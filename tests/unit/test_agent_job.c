@@ -343,6 +343,10 @@ START_TEST(test_state)
 	ck_assert_str_eq(j.spec.name, "sleep");
 	if (c->pid != NULL)
 		ck_assert_str_eq(j.fire_id, "j-4-1000");
+	else { /* never started: its start is taken as its creation */
+		ck_assert_int_eq(j.started, 900);
+		ck_assert_str_eq(j.fire_id, "j-4-900");
+	}
 	job_free(&j);
 	ck_assert_int_eq(job_load(d, path, 5, &j), -1);
 	unsetenv("GPUFLEET_AGENT_CONTAINER_START");
@@ -363,6 +367,7 @@ START_TEST(test_state_starting)
 	ck_assert_int_eq(j.state, JOB_STARTING);
 	job_judge(&j, 1000 + JOB_STARTING_S);
 	ck_assert_int_eq(j.state, JOB_LOST);
+	ck_assert_int_eq(j.started, 1000); /* job ls says started = created */
 }
 END_TEST
 
