@@ -554,6 +554,7 @@ pid_t watcher_holder(const char *);
 int watcher_current(pid_t);
 int watcher_lock(const char *, int *, pid_t *, char **);
 int watcher_replace(const char *, char **);
+void watcher_close_fds(int);
 int watcher_start(const char *, const char *, int *, pid_t *, char **);
 int watcher_plan_arms(const char *, const char *, const struct plan *);
 void watcher_report(

@@ -89,7 +89,6 @@ static int job_write_file(
 static void job_remove_dir(const char *);
 static long long job_next_number(const char *);
 static int job_make_dir(const char *, long long *, char **, char **);
-static void job_close_fds(int);
 static char **job_env(const struct job_spec *);
 static void job_child(const int *, int, const char *, const char *, char **);
 static void job_rotate(int, const char *, long long);
@@ -711,30 +710,6 @@ job_make_dir(const char *dir, long long *n, char **path, char **cause)
 	return -1;
 }
 
-/* Close every descriptor above 2 but keep. */
-static void
-job_close_fds(int keep)
-{
-	struct dirent *de;
-	int fds[256], n = 0, i, fd;
-	DIR *d;
-
-	if ((d = opendir("/proc/self/fd")) == NULL) {
-		for (fd = 3; fd < 1024; fd++)
-			if (fd != keep)
-				close(fd);
-		return;
-	}
-	while ((de = readdir(d)) != NULL && n < 256) {
-		fd = (int)strtol(de->d_name, NULL, 10);
-		if (fd > 2 && fd != keep && fd != dirfd(d))
-			fds[n++] = fd;
-	}
-	closedir(d);
-	for (i = 0; i < n; i++)
-		close(fds[i]);
-}
-
 /*
  * The job's environment: the starter's (the login session's), with the
  * spec's pairs set over it. Caller frees with shell_env_free.
@@ -898,7 +873,7 @@ job_supervise(
 		if (fd > 2)
 			close(fd);
 	}
-	job_close_fds(ready);
+	watcher_close_fds(ready);
 	if (chdir("/") != 0)
 		(void)0;
 	xasprintf(&path, "%s/log", jobdir);

@@ -26,7 +26,6 @@
 #define WATCHER_WAIT_MS 5000
 
 static void watcher_report_notify(struct jsonw *, const char *);
-static void watcher_close_fds(int);
 static void watcher_daemon(const char *, const char *, int);
 static int watcher_read_line(int, char *, size_t);
 static int watcher_replay_fn(
@@ -127,8 +126,8 @@ watcher_replace(const char *dir, char **cause)
 	return -1;
 }
 
-/* Close every descriptor above 2 but keep. */
-static void
+/* Close every descriptor above 2 but keep (the watcher, a job's supervisor). */
+void
 watcher_close_fds(int keep)
 {
 	struct dirent *de;
