@@ -563,6 +563,55 @@ START_TEST(test_notify_late)
 }
 END_TEST
 
+/*
+ * The same box with a from_instances target: its watcher sent the job's
+ * end and the stop itself, two days before the laptop reads them. The
+ * instance's notify entries (as old as what they are about) settle both
+ * rows as sent: nothing is left for the laptop to send again.
+ */
+START_TEST(test_notify_late_instance)
+{
+	struct config c;
+
+	config_defaults(&c);
+	c.notifies = calloc(1, sizeof *c.notifies);
+	c.nnotifies = 1;
+	c.notifies[0].name = strdup("t");
+	c.notifies[0].url = strdup("https://h/");
+	c.notifies[0].events = NOTIFY_EVENTS_ALL;
+	c.notifies[0].from_instances = 1;
+	inv->config = &c;
+#define NSECTION(journal)                                                      \
+	"{\"state\":\"running\",\"pid\":42,\"generation\":3,\"plan\":"         \
+	"{\"version\":1,\"generation\":3},\"journal_epoch\":"                  \
+	"\"00000000000000aa\",\"notify\":{\"sha256\":null,\"targets\":"        \
+	"[\"t\"]},\"journal\":[" journal "]}"
+	store_at(NSECTION(E(1, 1795827300, "\"journal\"")), 1795827300);
+	store(NSECTION(E(2, 1795830000,
+	    "\"job_ended\",\"job\":7,\"name\":\"train\",\"state\":"
+	    "\"succeeded\",\"exit\":0,\"started\":1795827310,\"ended\":"
+	    "1795830000,\"then\":\"stop\",\"fire_id\":\"j-7-"
+	    "1795827310\"") "," E(3, 1795830000,
+	    "\"notify\",\"target\":\"t\",\"kind\":\"job_finished\","
+	    "\"about\":2,\"ok\":true,\"status\":200,\"error\":null") "," E(4,
+	    1795830001,
+	    "\"stopping\",\"id\":\"j-7-1795827310\"") "," E(5, 1795830001,
+	    "\"notify\",\"id\":\"j-7-1795827310\",\"target\":\"t\","
+	    "\"kind\":\"stopped\",\"about\":4,\"ok\":true,"
+	    "\"status\":200,\"error\":null") "," E(6, 1795999000,
+	    "\"stopped\",\"id\":\"j-7-1795827310\","
+	    "\"container_start\":1795998000")));
+#undef NSECTION
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_msg"), 2);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_send WHERE state = "
+			   "'sent'"),
+	    2);
+	ck_assert_int_eq(q("SELECT count(*) FROM notify_send"), 2);
+	inv->config = NULL;
+	config_clear(&c);
+}
+END_TEST
+
 /* A local stop command's status, a timeout, a signal. */
 START_TEST(test_exec)
 {
@@ -599,6 +648,7 @@ main(void)
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_notify);
 	tcase_add_test(tc, test_notify_late);
+	tcase_add_test(tc, test_notify_late_instance);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
