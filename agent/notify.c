@@ -353,11 +353,14 @@ notif_text(const char *instance, const char *what, long long t, long long now,
 static void
 notif_urlencode_b64(const char *in, struct buf *out)
 {
-	char esc[4];
+	static const char hex[] = "0123456789ABCDEF";
+	char esc[3];
 
 	for (; *in != '\0'; in++) {
 		if (*in == '+' || *in == '/' || *in == '=') {
-			snprintf(esc, sizeof esc, "%%%02X", (unsigned)*in);
+			esc[0] = '%';
+			esc[1] = hex[(unsigned char)*in >> 4];
+			esc[2] = hex[(unsigned char)*in & 0xf];
 			buf_add(out, esc, 3);
 		} else
 			buf_add(out, in, 1);
