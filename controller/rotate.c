@@ -11,10 +11,12 @@
  */
 
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "keys.h"
@@ -121,15 +123,28 @@ rotate_step_from(int step)
 
 /*
  * The test hook: GPUFLEET_TEST_CRASH_AT=N kills us right after step N; 0
- * right after a new key's files are written, before its row commits.
+ * right after a new key's files are written, before its row commits. With
+ * GPUFLEET_TEST_CRASH_GATE=PATH too, PATH is created first and the crash
+ * waits (up to 60 s) until it is removed, so a test can act (stop the
+ * daemon that is our parent) while we are known to be at that point.
  */
 void
 rotate_test_crash(int step)
 {
+	struct timespec tick = { 0, 100 * 1000 * 1000 };
 	const char *s = getenv("GPUFLEET_TEST_CRASH_AT");
+	const char *gate = getenv("GPUFLEET_TEST_CRASH_GATE");
+	int fd, t;
 
-	if (s != NULL && *s != '\0' && strtol(s, NULL, 10) == step)
-		raise(SIGKILL);
+	if (s == NULL || *s == '\0' || strtol(s, NULL, 10) != step)
+		return;
+	if (gate != NULL && *gate != '\0' &&
+	    (fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != -1) {
+		close(fd);
+		for (t = 0; t < 600 && access(gate, F_OK) == 0; t++)
+			nanosleep(&tick, NULL);
+	}
+	raise(SIGKILL);
 }
 
 /* A run over rm's hosts, each with an empty result in res. */

@@ -43,12 +43,14 @@ for n in 1 2 3 5; do
 done
 run autostop inst-4 --idle 3s --stalled 4s
 expect_rc 0 "autostop --stalled"
-run autostop inst-6 --idle 1h --max-runtime 2s
-expect_rc 0 "autostop --max-runtime"
 run autostop ls --json
 expect_rc 0 "autostop ls"
 run autostop ls
 expect_match "$(printf '%s\n' "$out" | grep 'inst-4')" 'stall' "autostop ls shows --stalled"
+# After the ls: inst-6 stops at once (it has run for more than 2 s), and
+# ls contacts every instance (a loaded machine was slower than the stop).
+run autostop inst-6 --idle 1h --max-runtime 2s
+expect_rc 0 "autostop --max-runtime"
 aid=$(jq -r '.autostop.id' "$(rdir inst-1)/plan.json")
 expect_match "$aid" '^a-[0-9a-f]{8}$' "a policy id in the plan"
 expect_eq "$(jq -c '[.check_interval_s, .autostop.idle_s, .autostop.gpu_below, .autostop.wait_for]' "$(rdir inst-1)/plan.json")" \

@@ -328,11 +328,15 @@ wait "$dpid"
 # --- SIGKILL in the middle of a scheduled rotation --------------------------
 keys_before=$("$GPUFLEET" keys ls --json | jq length)
 add_schedule rot inst-3 rotate-keys
-start_daemon GPUFLEET_TEST_CRASH_AT=4
+# The child waits at the crash point (a gate file) until the daemon is
+# stopped, so that no live parent sees it die.
+start_daemon GPUFLEET_TEST_CRASH_AT=4 GPUFLEET_TEST_CRASH_GATE="$T/crash-gate"
 wait_for 60 "rot's run started" has_pid rot
 pause rot
+wait_for 120 "rot's child reached step 4" test -e "$T/crash-gate"
 kill -STOP "$dpid"
 child=$(run_col rot pid)
+rm -f "$T/crash-gate"
 wait_for 60 "the rotation stops after step 4" gone_or_zombie "$child"
 kill -9 "$dpid"
 kill -CONT "$dpid" 2>/dev/null
