@@ -555,6 +555,7 @@ int watcher_current(pid_t);
 int watcher_lock(const char *, int *, pid_t *, char **);
 int watcher_replace(const char *, char **);
 void watcher_close_fds(int);
+int watcher_read_line(int, char *, size_t, int);
 int watcher_start(const char *, const char *, int *, pid_t *, char **);
 int watcher_plan_arms(const char *, const char *, const struct plan *);
 void watcher_report(

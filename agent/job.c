@@ -84,8 +84,6 @@ static int job_env_key(const char *);
 static int job_parse_env(const struct jsonr *, struct job_spec *, char **);
 static int job_parse_then(const struct jsonr *, struct job_spec *, char **);
 static char *job_expand(const char *);
-static int job_write_file(
-    const char *, const char *, const char *, size_t, char **);
 static void job_remove_dir(const char *);
 static long long job_next_number(const char *);
 static int job_make_dir(const char *, long long *, char **, char **);
@@ -95,7 +93,6 @@ static void job_rotate(int, const char *, long long);
 static void job_write_status(const char *, int);
 static void job_supervise(const char *, const struct job_spec *, const char *,
     int) __attribute__((noreturn));
-static int job_read_line(int, char *, size_t, int);
 static int job_started_fn(const char *, size_t, const struct jsonr *, void *);
 static void job_watched(const char *, long long, long long, int *, pid_t *);
 static int job_start(const char *, const char *, size_t);
@@ -565,58 +562,6 @@ job_expand(const char *path)
 	return r;
 }
 
-/*
- * Write text to dir/name by a temporary file (0600), fsync, rename and
- * fsync of dir; 0 or -1 with cause.
- */
-static int
-job_write_file(const char *dir, const char *name, const char *text, size_t len,
-    char **cause)
-{
-	char *tmp, *path;
-	size_t off = 0;
-	ssize_t n;
-	int fd, dfd, r = -1;
-
-	xasprintf(&tmp, "%s/.%s.%ld", dir, name, (long)getpid());
-	xasprintf(&path, "%s/%s", dir, name);
-	unlink(tmp);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-	if (fd == -1) {
-		xasprintf(cause, "cannot create %s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	while (off < len) {
-		if ((n = write(fd, text + off, len - off)) == -1 &&
-		    errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		off += (size_t)n;
-	}
-	if (off != len || fsync(fd) != 0) {
-		xasprintf(cause, "cannot write %s: %s", tmp, strerror(errno));
-		close(fd);
-		unlink(tmp);
-		goto out;
-	}
-	close(fd);
-	if (rename(tmp, path) != 0) {
-		xasprintf(cause, "cannot rename %s: %s", tmp, strerror(errno));
-		unlink(tmp);
-		goto out;
-	}
-	if ((dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) != -1) {
-		fsync(dfd);
-		close(dfd);
-	}
-	r = 0;
-out:
-	free(tmp);
-	free(path);
-	return r;
-}
-
 /* Remove a job's directory and the files in it (never a half job). */
 static void
 job_remove_dir(const char *path)
@@ -838,7 +783,7 @@ job_write_status(const char *jobdir, int status)
 	jsonw_bool(&w, "core", WIFSIGNALED(status) && WCOREDUMP(status));
 	jsonw_object_end(&w);
 	buf_add(&w.out, "\n", 1);
-	if (job_write_file(jobdir, "status", w.out.data, w.out.len, &cause) !=
+	if (plan_write_named(jobdir, "status", w.out.data, w.out.len, &cause) !=
 	    0)
 		free(cause); /* no one to tell: the job shows as lost */
 	jsonw_free(&w);
@@ -916,7 +861,8 @@ job_supervise(
 	jsonw_object_end(&w);
 	buf_add(&w.out, "\n", 1);
 	if (pid_start < 0 || sup_start < 0 ||
-	    job_write_file(jobdir, "pid", w.out.data, w.out.len, &cause) != 0) {
+	    plan_write_named(jobdir, "pid", w.out.data, w.out.len, &cause) !=
+		0) {
 		dprintf(ready, "failed: %s\n",
 		    cause != NULL ? cause : "cannot read /proc/PID/stat");
 		close(gate[1]); /* the job exits without running anything */
@@ -944,34 +890,6 @@ job_supervise(
 	}
 	job_write_status(jobdir, status);
 	_exit(0);
-}
-
-/* Read one line within ms into line (at most size - 1 bytes); 0 or -1. */
-static int
-job_read_line(int fd, char *line, size_t size, int ms)
-{
-	struct pollfd pfd = { fd, POLLIN, 0 };
-	size_t len = 0;
-	ssize_t n;
-	int waited = 0;
-
-	while (len + 1 < size && waited < ms) {
-		if (poll(&pfd, 1, 100) == 0) {
-			waited += 100;
-			continue;
-		}
-		if ((n = read(fd, line + len, size - 1 - len)) == -1 &&
-		    errno == EINTR)
-			continue;
-		if (n <= 0)
-			break;
-		len += (size_t)n;
-		if (memchr(line, '\n', len) != NULL)
-			break;
-	}
-	line[len] = '\0';
-	line[strcspn(line, "\n")] = '\0';
-	return len > 0 ? 0 : -1;
 }
 
 struct job_seen {
@@ -1091,7 +1009,8 @@ job_start(const char *dir, const char *text, size_t len)
 	jsonw_init(&w);
 	job_spec_write(&w, &s);
 	buf_add(&w.out, "\n", 1);
-	r = job_write_file(jobdir, "spec.json", w.out.data, w.out.len, &cause);
+	r = plan_write_named(
+	    jobdir, "spec.json", w.out.data, w.out.len, &cause);
 	jsonw_free(&w);
 	if (r != 0 ||
 	    watcher_start(dir, "/proc", &wstarted, &wpid, &cause) != 0) {
@@ -1127,7 +1046,7 @@ job_start(const char *dir, const char *text, size_t len)
 	close(ready[1]);
 	while (waitpid(child, &status, 0) == -1 && errno == EINTR)
 		;
-	r = job_read_line(ready[0], line, sizeof line, JOB_READY_MS);
+	r = watcher_read_line(ready[0], line, sizeof line, JOB_READY_MS);
 	close(ready[0]);
 	if (r != 0 || strncmp(line, "running ", 8) != 0) {
 		if (r != 0 && job_load(dir, "/proc", n, &j) == 0 && j.has_pid) {
@@ -1708,7 +1627,7 @@ job_kill(const char *dir, long long n, int sig, long long grace)
 			jsonw_int(&w, "grace_s", grace);
 			jsonw_object_end(&w);
 			buf_add(&w.out, "\n", 1);
-			r = job_write_file(
+			r = plan_write_named(
 			    jobdir, "kill", w.out.data, w.out.len, &cause);
 			jsonw_free(&w);
 			free(jobdir);

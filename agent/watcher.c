@@ -27,7 +27,6 @@
 
 static void watcher_report_notify(struct jsonw *, const char *);
 static void watcher_daemon(const char *, const char *, int);
-static int watcher_read_line(int, char *, size_t);
 static int watcher_replay_fn(
     const char *, size_t, const struct jsonr *, void *);
 
@@ -175,16 +174,19 @@ watcher_daemon(const char *dir, const char *proc, int notify)
 	_exit(watch_run(dir, proc, notify, 1));
 }
 
-/* Read one line (at most size - 1 bytes) within WATCHER_WAIT_MS. */
-static int
-watcher_read_line(int fd, char *line, size_t size)
+/*
+ * Read one line (at most size - 1 bytes) within ms: a started process's
+ * word on a pipe (the watcher's, a job supervisor's). 0 or -1.
+ */
+int
+watcher_read_line(int fd, char *line, size_t size, int ms)
 {
 	struct pollfd pfd = { fd, POLLIN, 0 };
 	size_t len = 0;
 	ssize_t n;
 	int waited = 0;
 
-	while (len + 1 < size && waited < WATCHER_WAIT_MS) {
+	while (len + 1 < size && waited < ms) {
 		if (poll(&pfd, 1, 100) == 0) {
 			waited += 100;
 			continue;
@@ -241,7 +243,7 @@ watcher_start(
 	close(p[1]);
 	while (waitpid(child, &status, 0) == -1 && errno == EINTR)
 		;
-	if (watcher_read_line(p[0], line, sizeof line) != 0) {
+	if (watcher_read_line(p[0], line, sizeof line, WATCHER_WAIT_MS) != 0) {
 		close(p[0]);
 		xasprintf(cause,
 		    "the watcher did not start (see %s/watcher.log)", dir);

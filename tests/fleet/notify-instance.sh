@@ -10,19 +10,11 @@
 # when the last one goes.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
-export XDG_STATE_HOME="$T/state"
-RECV=$GPUFLEET_SRC/tests/harness/hookrecv.py
+. "$(dirname "$0")/lib/notify.sh"
 
 fleet_up 3 --group-size 1
-
-python3 "$RECV" --port-file "$T/port" --log "$T/hook.log" &
-rpid=$!
-cleanup_hooks=("kill -9 $rpid 2>/dev/null" "${cleanup_hooks[@]}")
-have() { [ -s "$1" ]; }
-wait_for 30 "the receiver listens" have "$T/port"
-touch "$T/hook.log"
+start_receiver
 port=$(cat "$T/port")
-mkdir -p "$XDG_CONFIG_HOME/gpufleet"
 CF=$XDG_CONFIG_HOME/gpufleet/config.ini
 laptop_only() {
 	cat >"$CF" <<EOT

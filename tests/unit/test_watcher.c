@@ -416,6 +416,23 @@ store_entries(const char *const (*t)[3], const int64_t *times, size_t n,
 	report_watcher_free(&rep.watcher);
 }
 
+/*
+ * A config with one target "t" taking every event (from the instances or
+ * not), as the inventory's config.
+ */
+static void
+notify_config(struct config *c, int from_instances)
+{
+	config_defaults(c);
+	c->notifies = calloc(1, sizeof *c->notifies);
+	c->nnotifies = 1;
+	c->notifies[0].name = strdup("t");
+	c->notifies[0].url = strdup("https://h/");
+	c->notifies[0].events = NOTIFY_EVENTS_ALL;
+	c->notifies[0].from_instances = from_instances;
+	inv->config = c;
+}
+
 /* What new entries queue, once, for the targets that take them. */
 START_TEST(test_notify)
 {
@@ -447,13 +464,7 @@ START_TEST(test_notify)
 	struct config c;
 	const size_t n = sizeof t / sizeof t[0];
 
-	config_defaults(&c);
-	c.notifies = calloc(1, sizeof *c.notifies);
-	c.nnotifies = 1;
-	c.notifies[0].name = strdup("t");
-	c.notifies[0].url = strdup("https://h/");
-	c.notifies[0].events = NOTIFY_EVENTS_ALL;
-	inv->config = &c;
+	notify_config(&c, 0);
 	/* The container started at NOW + 20: d-3's stop_result (before it)
 	   is a stop; d-2's (after it) was read from the running machine. */
 	store_entries(t, times, n, NOW + 20);
@@ -511,13 +522,7 @@ START_TEST(test_notify_late)
 {
 	struct config c;
 
-	config_defaults(&c);
-	c.notifies = calloc(1, sizeof *c.notifies);
-	c.nnotifies = 1;
-	c.notifies[0].name = strdup("t");
-	c.notifies[0].url = strdup("https://h/");
-	c.notifies[0].events = NOTIFY_EVENTS_ALL;
-	inv->config = &c;
+	notify_config(&c, 0);
 	/* Read two days ago, when the job started. */
 	store_at(SECTION(E(1, 1795827300, "\"journal\"") "," E(2, 1795827310,
 		     "\"job_started\",\"job\":7,\"name\":\"train\","
@@ -573,14 +578,7 @@ START_TEST(test_notify_late_instance)
 {
 	struct config c;
 
-	config_defaults(&c);
-	c.notifies = calloc(1, sizeof *c.notifies);
-	c.nnotifies = 1;
-	c.notifies[0].name = strdup("t");
-	c.notifies[0].url = strdup("https://h/");
-	c.notifies[0].events = NOTIFY_EVENTS_ALL;
-	c.notifies[0].from_instances = 1;
-	inv->config = &c;
+	notify_config(&c, 1);
 #define NSECTION(journal)                                                      \
 	"{\"state\":\"running\",\"pid\":42,\"generation\":3,\"plan\":"         \
 	"{\"version\":1,\"generation\":3},\"journal_epoch\":"                  \
