@@ -100,6 +100,19 @@ sed -i 's/Port 2200/Port 2201/' "$HOME/.ssh/config"
 run import --match 'a100-*'
 expect_match "$out" "differs a100-2: already in the inventory with other settings \(port 2200 -> 2201\); not changed" \
     "differences reported, not applied"
+# ... but ls and show print what exec will use: the file's Port now.
+run ls
+expect_match "$out" "a100-2 +connect.example.com +2201 " "ls follows the edited Port"
+run ls a100-2 --json
+expect_match "$out" '"port": 2201' "ls --json follows the edited Port"
+run ls a100-2 --format ssh-config
+expect_match "$out" "Port 2201" "ls --format ssh-config follows the edited Port"
+run show a100-2
+expect_match "$out" "port: +2201" "show follows the edited Port"
+run show a100-2 --json
+expect_match "$out" '"port": 2201' "show --json follows the edited Port"
+run ls a100-1 --json
+expect_match "$out" '"port": 32455' "an unedited alias keeps its Port"
 
 run rm --purge --yes vast-1
 run import --match 'vast-*' --tag rented --provider vast
