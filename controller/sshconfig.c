@@ -86,6 +86,7 @@ struct sc_parser {
 	char **files;
 	size_t nfiles;
 	int want_final; /* a Match line says final: walk twice */
+	char *localuser;
 };
 
 struct sc_buf {
@@ -156,12 +157,19 @@ sshconfig_read(
     const char *path, const char *home, struct sshconfig *out, char **cause)
 {
 	struct sc_parser p;
+	struct passwd *pw;
+	const char *env;
 	size_t i;
 
 	memset(out, 0, sizeof *out);
 	memset(&p, 0, sizeof p);
 	p.home = home;
 	p.out = out;
+	if ((pw = getpwuid(getuid())) != NULL)
+		p.localuser = xstrdup(pw->pw_name);
+	else
+		p.localuser =
+		    xstrdup((env = getenv("USER")) != NULL ? env : "");
 
 	if (sc_read_file(&p, path, 0, 1, NULL, 0, cause) != 0) {
 		sc_parser_free(&p);
@@ -945,16 +953,12 @@ static void
 sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
 {
 	struct sc_state st;
-	struct passwd *pw;
-	const char *vals[1], *env;
+	const char *vals[1];
 	char *host = NULL, *c;
 
 	memset(&st, 0, sizeof st);
 	st.alias = st.host = h->alias;
-	if ((pw = getpwuid(getuid())) != NULL)
-		st.localuser = pw->pw_name;
-	else
-		st.localuser = (env = getenv("USER")) != NULL ? env : "";
+	st.localuser = p->localuser;
 	sc_walk(p, &st);
 	if (p->want_final) {
 		/* ssh's second pass: Host lines see the host name found. */
@@ -1076,4 +1080,5 @@ sc_parser_free(struct sc_parser *p)
 	for (i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->files);
+	free(p->localuser);
 }

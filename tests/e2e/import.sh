@@ -138,6 +138,29 @@ run import --match 'a100-3' --dry-run
 expect_match "$out" "would add a100-3: ubuntu@connect.example.com:2201$" \
     "--match on the second alias imports it under its own name"
 
+# The rest of the well-known list, by alias and by HostName.
+cat >"$T/known.conf" <<'CFG'
+Host bitbucket.org gitlab.com dev.localhost
+Host v6
+    HostName ::1
+Host lo2
+    HostName 127.8.0.2
+Host fq
+    HostName GitHub.com.
+Host not-loop
+    HostName 128.0.0.1
+Host mapped
+    HostName ::ffff:127.0.0.1
+CFG
+run import "$T/known.conf" --dry-run
+expect_rc 0 "well-known list"
+for n in bitbucket.org gitlab.com dev.localhost v6 lo2 fq mapped; do
+	expect_match "$out" "^skipped $n: " "$n skipped"
+done
+expect_match "$out" "would add not-loop: [^ ]*@128.0.0.1:22$" \
+    "128.0.0.1 is not loopback"
+expect_match "$out" "would add 1, unchanged 0, differing 0, skipped 7$" "only not-loop"
+
 run import "$T/missing.conf"
 expect_rc 4 "missing config file"
 expect_one_error_line "missing config file"
