@@ -396,7 +396,7 @@ cmd_import_exec(
 		}
 	}
 	for (i = 0; i < sc.nhosts; i++) {
-		for (j = 0; j < i && want[i]; j++) {
+		for (j = 0; j < i && want[i] && leader[i] == i; j++) {
 			if (want[j] && leader[j] == j &&
 			    sc.hosts[j].line == sc.hosts[i].line &&
 			    strcmp(sc.hosts[j].file, sc.hosts[i].file) == 0 &&
