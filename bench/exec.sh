@@ -128,7 +128,7 @@ for n in "$@"; do
 	echo "bench: N=$n: starting the fleet" >&2
 	bash "$top/tests/harness/fleet" -d "$fleet_dir" up "$n" --owner $$
 	GPUFLEET_DB=$work/fleet.db GPUFLEET_CONFIG=$work/gpufleet.ini \
-	    "$gf" import "$fleet_dir/ssh_config" >/dev/null
+	    "$gf" import "$fleet_dir/ssh_config" --match "*" >/dev/null
 	"$py" "$here/exec_bench.py" run --fleet "$fleet_dir" --n "$n" --gpufleet "$gf" \
 	    --work "$work" --reps "$reps" --slow-reps "$slow_reps" --timeout "$run_timeout" \
 	    --results "$results" --have-pdsh "$(have pdsh)" --have-clush "$(have clush)" \

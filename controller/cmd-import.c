@@ -1,15 +1,22 @@
 /*
  * Import instances from an OpenSSH client config (default ~/.ssh/config,
  * following Include): each concrete Host alias becomes an instance with the
- * HostName, Port, User and IdentityFile that `ssh ALIAS` would use. Running
- * it again changes nothing and says so.
+ * HostName, Port, User and IdentityFile that `ssh -G ALIAS` shows. Several
+ * aliases on one Host line that reach the same place are one instance,
+ * named by the first. Hosts that are surely not GPU machines (code forges,
+ * this machine) are left out unless --match names them. Running it again
+ * changes nothing and says so.
  */
+
+#include <arpa/inet.h>
 
 #include <fnmatch.h>
 #include <limits.h>
 #include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -25,6 +32,9 @@ static int to_instance(
     const struct sshconfig_host *, const char *, struct instance *, char **);
 static char *differences(const struct instance *, const struct instance *);
 static char *local_user(void);
+static const char *well_known(const char *);
+static int same_place(
+    const struct sshconfig_host *, const struct sshconfig_host *);
 
 /* One import: where to, with what, and the counts for the summary. */
 struct import_run {
@@ -38,7 +48,7 @@ struct import_run {
 };
 
 static int import_host(
-    struct import_run *, const struct sshconfig_host *, char **);
+    struct import_run *, const struct sshconfig_host *, const char *, char **);
 
 const struct cmd_entry cmd_import_entry = {
 	.name = "import",
@@ -47,12 +57,21 @@ const struct cmd_entry cmd_import_entry = {
 	.summary = "add instances from an OpenSSH client config",
 	.help =
 	    "Reads SSH_CONFIG (default ~/.ssh/config, following Include) "
-	    "and adds each\nconcrete Host alias with its HostName, Port, "
-	    "User and IdentityFile.\nWildcard patterns and Match blocks "
-	    "are skipped and reported; a host\nbehind ProxyJump or "
+	    "and adds each\nconcrete Host alias with the HostName, Port, "
+	    "User and IdentityFile that\n`ssh -G ALIAS` shows (Host and "
+	    "Match all/host/originalhost/user/localuser/\nfinal are "
+	    "followed; Match exec is not run, its block is reported).\n"
+	    "Aliases on one Host line that reach the same host, port and "
+	    "user are one\ninstance named by the first. Wildcard patterns "
+	    "are skipped and reported;\na host behind ProxyJump or "
 	    "ProxyCommand is imported with a warning (not\nsupported "
-	    "yet). Aliases already in the inventory are left unchanged.\n\n"
-	    "  -m, --match GLOB   only aliases matching GLOB\n"
+	    "yet). Aliases already in the inventory are left unchanged.\n"
+	    "Without --match, github.com, gitlab.com, bitbucket.org, "
+	    "localhost and\nloopback addresses (by alias or HostName) are "
+	    "skipped and listed.\n\n"
+	    "  -m, --match GLOB   only aliases matching GLOB, well-known "
+	    "hosts included;\n"
+	    "                     it is an error if none matches\n"
 	    "  -n, --dry-run      show what would be added, change "
 	    "nothing\n"
 	    "  -t, --tag T        tag every imported instance; repeat for "
@@ -82,6 +101,64 @@ local_user(void)
 	if (pw != NULL)
 		return xstrdup(pw->pw_name);
 	return xstrdup(u != NULL ? u : "root");
+}
+
+/*
+ * Why a host is surely not a GPU machine: a code forge or this machine,
+ * by name or address. NULL when it may be one.
+ */
+static const char *
+well_known(const char *name)
+{
+	static const char *const forges[] = { "github.com", "ssh.github.com",
+		"gitlab.com", "altssh.gitlab.com", "bitbucket.org",
+		"altssh.bitbucket.org" };
+	static const char *const locals[] = { "localhost",
+		"localhost.localdomain", "ip6-localhost", "ip6-loopback" };
+	unsigned char a[16];
+	char buf[256];
+	size_t i, len = strlen(name);
+
+	if (len == 0 || len >= sizeof buf)
+		return NULL;
+	memcpy(buf, name, len + 1);
+	if (buf[len - 1] == '.') /* a fully qualified name */
+		buf[--len] = '\0';
+	for (i = 0; i < sizeof forges / sizeof forges[0]; i++) {
+		if (strcasecmp(buf, forges[i]) == 0)
+			return "a code forge, not a GPU machine";
+	}
+	for (i = 0; i < sizeof locals / sizeof locals[0]; i++) {
+		if (strcasecmp(buf, locals[i]) == 0)
+			return "this machine";
+	}
+	if (len > 10 && strcasecmp(buf + len - 10, ".localhost") == 0)
+		return "this machine";
+	if (inet_pton(AF_INET, buf, a) == 1 && a[0] == 127)
+		return "a loopback address";
+	if (inet_pton(AF_INET6, buf, a) == 1) {
+		static const unsigned char one[16] = { [15] = 1 };
+		static const unsigned char v4[12] = {
+			[10] = 0xff, [11] = 0xff
+		};
+		if (memcmp(a, one, 16) == 0 ||
+		    (memcmp(a, v4, 12) == 0 && a[12] == 127))
+			return "a loopback address";
+	}
+	return NULL;
+}
+
+/* Whether two aliases reach the same host, port, user, key and proxy. */
+static int
+same_place(const struct sshconfig_host *a, const struct sshconfig_host *b)
+{
+#define SAME(x, y)                                                             \
+	((x) == NULL ? (y) == NULL : (y) != NULL && strcmp(x, y) == 0)
+	return SAME(a->hostname != NULL ? a->hostname : a->alias,
+		   b->hostname != NULL ? b->hostname : b->alias) &&
+	    a->port == b->port && SAME(a->user, b->user) &&
+	    SAME(a->identity, b->identity) && SAME(a->proxy, b->proxy);
+#undef SAME
 }
 
 /* Fill an instance from one host of the config; fails on invalid values. */
@@ -147,15 +224,16 @@ differences(const struct instance *stored, const struct instance *wanted)
 
 /*
  * Import one Host block (or say why not, or that it differs from what the
- * inventory has). Returns 0, or a negative status with *cause set when the
- * database fails.
+ * inventory has). also is the other aliases of the same Host line that
+ * reach the same place ("a, b"), or NULL. Returns 0, or a negative status
+ * with *cause set when the database fails.
  */
 static int
-import_host(
-    struct import_run *run, const struct sshconfig_host *h, char **cause)
+import_host(struct import_run *run, const struct sshconfig_host *h,
+    const char *also, char **cause)
 {
 	struct instance in, old;
-	char *diff, *target;
+	char *diff, *target, *note;
 	size_t j;
 	int r;
 
@@ -173,6 +251,14 @@ import_host(
 	}
 	for (j = 0; j < run->ntags; j++)
 		instance_add_tag(&in, run->tags[j]);
+	if (also != NULL) {
+		xasprintf(&note, "also %s in %s", also, h->file);
+		if (instance_set_field(&in, "notes", note, cause) != 0) {
+			free(*cause); /* too long to note: leave it out */
+			*cause = NULL;
+		}
+		free(note);
+	}
 	in.created_at = time(NULL);
 
 	r = inventory_get(run->inv, in.name, &old, cause);
@@ -204,8 +290,10 @@ import_host(
 		return r;
 	}
 	target = instance_target(&in);
-	printf(
-	    "%s %s: %s\n", run->dry ? "would add" : "added", in.name, target);
+	printf("%s %s: %s", run->dry ? "would add" : "added", in.name, target);
+	if (also != NULL)
+		printf(" (also %s)", also);
+	printf("\n");
 	free(target);
 	run->added++;
 	instance_clear(&in);
@@ -220,10 +308,12 @@ cmd_import_exec(
 	struct import_run run;
 	struct inventory *inv = NULL;
 	const char *home = getenv("HOME"), *match = NULL, *provider = NULL;
-	char *path = NULL, *cause = NULL, abs[PATH_MAX];
+	const struct sshconfig_host *h;
+	const char *why;
+	char *path = NULL, *cause = NULL, abs[PATH_MAX], *also, *tmp;
 	char **tags = NULL;
-	size_t i, ntags = 0;
-	int ch, status, dry = 0, r;
+	size_t i, j, ntags = 0, nmatched = 0, *leader = NULL;
+	int ch, status, dry = 0, r, *want = NULL;
 
 	memset(&sc, 0, sizeof sc);
 	memset(&run, 0, sizeof run);
@@ -269,9 +359,51 @@ cmd_import_exec(
 		status = cmd_fail(GF_ECONFIG, cause);
 		goto out;
 	}
+	/* Which aliases to import, and which of them lead their line. */
+	want = xcalloc(sc.nhosts + 1, sizeof *want);
+	leader = xcalloc(sc.nhosts + 1, sizeof *leader);
+	for (i = 0; i < sc.nhosts; i++) {
+		h = &sc.hosts[i];
+		want[i] = match == NULL || fnmatch(match, h->alias, 0) == 0;
+		nmatched += want[i];
+	}
+	if (match != NULL && nmatched == 0) {
+		status = cmd_usage_error(
+		    e, "no Host alias in %s matches '%s'", path, match);
+		goto out;
+	}
 	for (i = 0; i < sc.nnotes; i++)
 		printf("skipped %s\n", sc.notes[i]);
 	run.skipped = (int)sc.nnotes;
+	for (i = 0; i < sc.nhosts; i++) {
+		h = &sc.hosts[i];
+		leader[i] = i;
+		why = NULL;
+		if (!want[i] || match != NULL)
+			continue;
+		if ((why = well_known(h->alias)) != NULL)
+			printf("skipped %s: %s (name it with --match to "
+			       "import it)\n",
+			    h->alias, why);
+		else if (h->hostname != NULL &&
+		    (why = well_known(h->hostname)) != NULL)
+			printf("skipped %s: HostName %s is %s (name it with "
+			       "--match to import it)\n",
+			    h->alias, h->hostname, why);
+		if (why != NULL) {
+			want[i] = 0;
+			run.skipped++;
+		}
+	}
+	for (i = 0; i < sc.nhosts; i++) {
+		for (j = 0; j < i && want[i] && leader[i] == i; j++) {
+			if (want[j] && leader[j] == j &&
+			    sc.hosts[j].line == sc.hosts[i].line &&
+			    strcmp(sc.hosts[j].file, sc.hosts[i].file) == 0 &&
+			    same_place(&sc.hosts[j], &sc.hosts[i]))
+				leader[i] = j;
+		}
+	}
 
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		goto out;
@@ -286,9 +418,20 @@ cmd_import_exec(
 		goto out;
 	}
 	for (i = 0; i < sc.nhosts; i++) {
-		if (match != NULL && fnmatch(match, sc.hosts[i].alias, 0) != 0)
+		if (!want[i] || leader[i] != i)
 			continue;
-		if ((r = import_host(&run, &sc.hosts[i], &cause)) != 0) {
+		also = NULL;
+		for (j = i + 1; j < sc.nhosts; j++) {
+			if (!want[j] || leader[j] != i)
+				continue;
+			xasprintf(&tmp, "%s%s%s", also != NULL ? also : "",
+			    also != NULL ? ", " : "", sc.hosts[j].alias);
+			free(also);
+			also = tmp;
+		}
+		r = import_host(&run, &sc.hosts[i], also, &cause);
+		free(also);
+		if (r != 0) {
 			status = cmd_fail(-r, cause);
 			goto out;
 		}
@@ -309,6 +452,8 @@ cmd_import_exec(
 out:
 	inventory_close(inv);
 	sshconfig_free(&sc);
+	free(want);
+	free(leader);
 	free(tags);
 	free(path);
 	return status;

@@ -10,6 +10,7 @@
 
 #include "cmd.h"
 #include "misc.h"
+#include "remote.h"
 #include "selector.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -31,7 +32,9 @@ const struct cmd_entry cmd_ls_entry = {
 	.usage = "[SELECTOR] [--all] [--json] "
 		 "[--format table|json|ssh-config|ansible]",
 	.summary = "list instances",
-	.help = "With no SELECTOR, every instance in service.\n\n"
+	.help = "With no SELECTOR, every instance in service. One imported "
+		"from an\nssh_config shows the HostName, Port, User and "
+		"IdentityFile it has there\nnow: what exec will use.\n\n"
 		"  -a, --all        include released instances\n"
 		"      --json       same as --format json\n"
 		"  -f, --format F   table (default), json, ssh-config "
@@ -264,6 +267,7 @@ cmd_ls_exec(
 		}
 		n = k;
 	}
+	remote_follow(inv, list, n); /* the address exec will use */
 
 	switch (format) {
 	case LS_TABLE:

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "remote.h"
 #include "status.h"
 #include "stopmethod.h"
 #include "vis.h"
@@ -82,6 +83,7 @@ cmd_show_exec(
 		instance_clear(&in);
 		return cmd_fail(-r, cause);
 	}
+	remote_follow(inv, &in, 1); /* the address exec will use */
 	inventory_close(inv);
 	stopmethod_resolve(&in, &sf, ctx->fleet->config, &m);
 	method = stopmethod_format(&m);

@@ -90,6 +90,30 @@ follow_ssh_config(struct remote *rm)
 	}
 }
 
+/*
+ * What ls and show print: the HostName, Port, User and IdentityFile that
+ * exec will use for instances that follow an ssh_config, from the same
+ * code. inv is the inventory list came from.
+ */
+void
+remote_follow(struct inventory *inv, struct instance *list, size_t n)
+{
+	struct remote rm;
+	size_t i;
+
+	memset(&rm, 0, sizeof rm);
+	rm.inv = inv;
+	rm.list = list;
+	rm.n = n;
+	rm.hosts = xcalloc(n + 1, sizeof *rm.hosts);
+	for (i = 0; i < n; i++)
+		rm.hosts[i].in = &list[i];
+	follow_ssh_config(&rm);
+	for (i = 0; i < n; i++)
+		engine_host_clear(&rm.hosts[i]);
+	free(rm.hosts);
+}
+
 /* Open the inventory and prepare hosts for the instances selected. */
 int
 remote_open(struct fleet *fleet, const char *selector, struct remote **rmp,

@@ -5,11 +5,19 @@
  * The file, with its Includes expanded in place, is parsed once into a flat
  * list of records: Host and Match lines, the options we report, and a begin
  * and end marker around each included file. Each concrete alias is then
- * evaluated by walking that list as `ssh ALIAS` would (OpenSSH 9.2
- * readconf.c): a Host line switches the active flag, the first value
- * obtained for an option wins, a file included while inactive never
- * matches, and the includer's active flag is restored after it. Match
- * conditions cannot be evaluated here, so a Match block never applies.
+ * evaluated by walking that list as `ssh -G ALIAS` does (OpenSSH 9.2
+ * readconf.c): a Host or Match line switches the active flag, the first
+ * value obtained for an option wins, a file included while inactive never
+ * matches, and the includer's active flag is restored after it.
+ *
+ * Match takes all, host, originalhost, user, localuser, canonical and
+ * final, each negated with '!'. Like ssh, a config with any "Match final"
+ * is walked twice, the second time with Host lines and "Match host"
+ * seeing the host name the first walk found and canonical/final true;
+ * hostname canonicalisation itself is not done (CanonicalizeHostname is
+ * ignored). Criteria that would need the network or a command (exec,
+ * localnetwork, tagged, anything newer) are noted and their block never
+ * applies.
  */
 
 #include <sys/stat.h>
@@ -17,11 +25,13 @@
 #include <errno.h>
 #include <glob.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "sshconfig.h"
 #include "xmalloc.h"
@@ -75,6 +85,8 @@ struct sc_parser {
 	size_t recsize;
 	char **files;
 	size_t nfiles;
+	int want_final; /* a Match line says final: walk twice */
+	char *localuser;
 };
 
 struct sc_buf {
@@ -104,6 +116,8 @@ static int sc_parse_line(
     struct sc_parser *, char *, const char *, int, int, char **);
 static int sc_host_line(
     struct sc_parser *, char **, size_t, const char *, int, char **);
+static int sc_match_line(
+    struct sc_parser *, char **, size_t, const char *, int, char **);
 static int sc_include_line(
     struct sc_parser *, char **, size_t, const char *, int, int, char **);
 static int sc_option_line(struct sc_parser *, const struct sc_keyword *,
@@ -121,6 +135,10 @@ static void sc_add_note(struct sshconfig *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 static void sc_error(char **, const char *, ...)
     __attribute__((format(printf, 2, 3)));
+struct sc_state;
+static int sc_match_list(const char *, const char *, int);
+static int sc_match_block(const struct sc_rec *, const struct sc_state *);
+static void sc_walk(struct sc_parser *, struct sc_state *);
 static void sc_evaluate(struct sc_parser *, struct sshconfig_host *);
 static char *sc_expand(const char *, const char *, const char *const *, int);
 static char *sc_identity(const char *, const char *, const char *);
@@ -139,12 +157,19 @@ sshconfig_read(
     const char *path, const char *home, struct sshconfig *out, char **cause)
 {
 	struct sc_parser p;
+	struct passwd *pw;
+	const char *env;
 	size_t i;
 
 	memset(out, 0, sizeof *out);
 	memset(&p, 0, sizeof p);
 	p.home = home;
 	p.out = out;
+	if ((pw = getpwuid(getuid())) != NULL)
+		p.localuser = xstrdup(pw->pw_name);
+	else
+		p.localuser =
+		    xstrdup((env = getenv("USER")) != NULL ? env : "");
 
 	if (sc_read_file(&p, path, 0, 1, NULL, 0, cause) != 0) {
 		sc_parser_free(&p);
@@ -309,10 +334,9 @@ sc_parse_line(struct sc_parser *p, char *line, const char *file, int lineno,
 		argc = 0;
 		break;
 	case SC_K_MATCH:
-		sc_add_note(p->out,
-		    "%s:%d: Match block skipped (not supported)", file, lineno);
-		sc_add_rec(p, SC_MATCH, file, lineno);
-		r = 0;
+		r = sc_match_line(p, argv, argc, file, lineno, cause);
+		argv = NULL; /* now owned by the record */
+		argc = 0;
 		break;
 	case SC_K_INCLUDE:
 		r = sc_include_line(p, argv, argc, file, lineno, depth, cause);
@@ -360,6 +384,66 @@ sc_host_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
 	rec->argv = argv;
 	rec->argc = argc;
 	return 0;
+}
+
+/*
+ * Record a Match line. Its criteria are checked as ssh does: "all" alone
+ * or after canonical/final, an argument for each criterion that takes one.
+ * A criterion we cannot evaluate is noted; sc_match_block then never
+ * applies its block.
+ */
+static int
+sc_match_line(struct sc_parser *p, char **argv, size_t argc, const char *file,
+    int lineno, char **cause)
+{
+	struct sc_rec *rec;
+	const char *a;
+	size_t i, nother = 0;
+	int known;
+
+	for (i = 0; i < argc; i++) {
+		a = argv[i] + (argv[i][0] == '!');
+		if (strcasecmp(a, "canonical") == 0 ||
+		    strcasecmp(a, "final") == 0) {
+			if (strcasecmp(a, "final") == 0)
+				p->want_final = 1;
+			continue;
+		}
+		if (strcasecmp(a, "all") == 0) {
+			if (nother > 0 || i + 1 < argc) {
+				sc_error(cause,
+				    "%s:%d: Match all cannot be combined with "
+				    "other criteria",
+				    file, lineno);
+				goto fail;
+			}
+			continue;
+		}
+		nother++;
+		known = strcasecmp(a, "host") == 0 ||
+		    strcasecmp(a, "originalhost") == 0 ||
+		    strcasecmp(a, "user") == 0 ||
+		    strcasecmp(a, "localuser") == 0;
+		/* Every other criterion ssh has takes an argument too. */
+		if (known && (i + 1 == argc || *argv[i + 1] == '\0')) {
+			sc_error(cause, "%s:%d: Match %.100s needs an argument",
+			    file, lineno, a);
+			goto fail;
+		}
+		if (!known)
+			sc_add_note(p->out,
+			    "%s:%d: Match block never applies here (Match "
+			    "%.100s is not evaluated by gpufleet)",
+			    file, lineno, a);
+		i++;
+	}
+	rec = sc_add_rec(p, SC_MATCH, file, lineno);
+	rec->argv = argv;
+	rec->argc = argc;
+	return 0;
+fail:
+	sc_free_argv(argv, argc);
+	return -1;
 }
 
 /*
@@ -666,22 +750,120 @@ sc_error(char **cause, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* What one walk of the records has found so far for an alias. */
+struct sc_state {
+	const char *alias;
+	const char *host; /* what Host lines match: alias, or in the final
+			     walk the host name the first one found */
+	int final;
+	const char *localuser;
+	const char *hostname, *user, *identity;
+	const struct sc_rec *proxy;
+	int port;
+	int applied; /* a Host line declaring alias was active */
+};
+
 /*
- * Fill in the effective settings of one alias, as `ssh ALIAS` would see
- * them, and note an alias whose own Host line can never take effect.
+ * Match s against a comma-separated list of patterns, each negated with
+ * '!', as OpenSSH's match_pattern_list: 1 if a pattern matches and no
+ * negated one does. lower compares s in lower case (host names).
  */
+static int
+sc_match_list(const char *s, const char *list, int lower)
+{
+	char *copy, *pat, *next, *ls = xstrdup(s), *c;
+	int got = 0, negated;
+
+	if (lower) {
+		for (c = ls; *c != '\0'; c++) {
+			if (*c >= 'A' && *c <= 'Z')
+				*c = (char)(*c - 'A' + 'a');
+		}
+	}
+	copy = xstrdup(list);
+	for (pat = copy; pat != NULL; pat = next) {
+		if ((next = strchr(pat, ',')) != NULL)
+			*next++ = '\0';
+		if ((negated = *pat == '!'))
+			pat++;
+		if (lower) {
+			for (c = pat; *c != '\0'; c++) {
+				if (*c >= 'A' && *c <= 'Z')
+					*c = (char)(*c - 'A' + 'a');
+			}
+		}
+		if (!sc_match(ls, pat))
+			continue;
+		if (negated) {
+			got = 0;
+			break;
+		}
+		got = 1;
+	}
+	free(copy);
+	free(ls);
+	return got;
+}
+
+/*
+ * Whether a Match line applies in this walk. Every criterion must hold;
+ * one we do not evaluate (noted when parsed) makes the block not apply.
+ */
+static int
+sc_match_block(const struct sc_rec *rec, const struct sc_state *st)
+{
+	const char *a, *arg, *vals[1];
+	char *host;
+	size_t i;
+	int negated, ok, result = 1;
+
+	for (i = 0; i < rec->argc; i++) {
+		a = rec->argv[i];
+		if ((negated = *a == '!'))
+			a++;
+		if (strcasecmp(a, "all") == 0)
+			ok = 1;
+		else if (strcasecmp(a, "canonical") == 0 ||
+		    strcasecmp(a, "final") == 0)
+			ok = st->final;
+		else {
+			arg = i + 1 < rec->argc ? rec->argv[++i] : "";
+			if (strcasecmp(a, "host") == 0) {
+				vals[0] = st->alias;
+				host = st->hostname != NULL
+				    ? sc_expand(st->hostname, "h", vals, 0)
+				    : xstrdup(st->alias);
+				ok = sc_match_list(host, arg, 1);
+				free(host);
+			} else if (strcasecmp(a, "originalhost") == 0)
+				ok = sc_match_list(st->alias, arg, 1);
+			else if (strcasecmp(a, "user") == 0)
+				ok = sc_match_list(
+				    st->user != NULL ? st->user : st->localuser,
+				    arg, 0);
+			else if (strcasecmp(a, "localuser") == 0)
+				ok = sc_match_list(st->localuser, arg, 0);
+			else
+				return 0; /* not evaluated: noted */
+		}
+		if (ok == negated)
+			result = 0;
+	}
+	return result;
+}
+
+/* One walk over the records, as one pass of ssh's config reading. */
 static void
-sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
+sc_walk(struct sc_parser *p, struct sc_state *st)
 {
 	struct {
 		int active;
 		int never;
 	} stack[SSHCONFIG_MAX_DEPTH + 1];
-	const struct sc_rec *rec, *proxy = NULL;
-	const char *hostname = NULL, *user = NULL, *identity = NULL, *pat;
-	const char *vals[1];
+	const struct sc_rec *rec;
+	const char *pat;
 	size_t sp = 0, i, j;
-	int active = 1, never = 0, applied = 0, declares, negated;
+	int active = 1, never = 0, declares, negated;
 
 	for (i = 0; i < p->nrecs; i++) {
 		rec = &p->recs[i];
@@ -692,14 +874,14 @@ sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
 				break;
 			declares = 0;
 			for (j = 0; j < rec->argc; j++) {
-				if (strcmp(rec->argv[j], h->alias) == 0)
+				if (strcmp(rec->argv[j], st->alias) == 0)
 					declares = 1;
 			}
 			for (j = 0; j < rec->argc; j++) {
 				pat = rec->argv[j];
 				if ((negated = *pat == '!'))
 					pat++;
-				if (!sc_match(h->alias, pat))
+				if (!sc_match(st->host, pat))
 					continue;
 				if (negated) {
 					active = 0;
@@ -708,10 +890,10 @@ sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
 				active = 1;
 			}
 			if (declares && active)
-				applied = 1;
+				st->applied = 1;
 			break;
 		case SC_MATCH:
-			active = 0;
+			active = !never && sc_match_block(rec, st);
 			break;
 		case SC_INCLUDE_BEGIN:
 			if (sp < sizeof stack / sizeof stack[0]) {
@@ -734,26 +916,26 @@ sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
 				break;
 			switch (rec->key) {
 			case SC_K_HOSTNAME:
-				if (hostname == NULL)
-					hostname = rec->value;
+				if (st->hostname == NULL)
+					st->hostname = rec->value;
 				break;
 			case SC_K_PORT:
-				if (h->port == 0)
-					h->port = rec->port;
+				if (st->port == 0)
+					st->port = rec->port;
 				break;
 			case SC_K_USER:
-				if (user == NULL)
-					user = rec->value;
+				if (st->user == NULL)
+					st->user = rec->value;
 				break;
 			case SC_K_IDENTITY:
-				if (identity == NULL &&
+				if (st->identity == NULL &&
 				    strcasecmp(rec->value, "none") != 0)
-					identity = rec->value;
+					st->identity = rec->value;
 				break;
 			case SC_K_PROXYJUMP:
 			case SC_K_PROXYCOMMAND:
-				if (proxy == NULL)
-					proxy = rec;
+				if (st->proxy == NULL)
+					st->proxy = rec;
 				break;
 			default:
 				break;
@@ -761,26 +943,60 @@ sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
 			break;
 		}
 	}
+}
 
-	if (hostname != NULL) {
+/*
+ * Fill in the effective settings of one alias, as `ssh -G ALIAS` would
+ * see them, and note an alias whose own Host line can never take effect.
+ */
+static void
+sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
+{
+	struct sc_state st;
+	const char *vals[1];
+	char *host = NULL, *c;
+
+	memset(&st, 0, sizeof st);
+	st.alias = st.host = h->alias;
+	st.localuser = p->localuser;
+	sc_walk(p, &st);
+	if (p->want_final) {
+		/* ssh's second pass: Host lines see the host name found. */
 		vals[0] = h->alias;
-		h->hostname = sc_expand(hostname, "h", vals, 0);
+		if (st.hostname != NULL)
+			host = sc_expand(st.hostname, "h", vals, 0);
+		st.host = host != NULL ? host : h->alias;
+		st.final = 1;
+		sc_walk(p, &st);
 	}
-	if (user != NULL)
-		h->user = xstrdup(user);
-	if (identity != NULL)
-		h->identity = sc_identity(identity, p->home,
+
+	if (st.hostname != NULL) {
+		/* ssh lowercases the name it connects to; so do we. */
+		vals[0] = h->alias;
+		h->hostname = sc_expand(st.hostname, "h", vals, 0);
+		for (c = h->hostname; *c != '\0'; c++) {
+			if (*c >= 'A' && *c <= 'Z')
+				*c = (char)(*c - 'A' + 'a');
+		}
+	}
+	h->port = st.port;
+	if (st.user != NULL)
+		h->user = xstrdup(st.user);
+	if (st.identity != NULL)
+		h->identity = sc_identity(st.identity, p->home,
 		    h->hostname != NULL ? h->hostname : h->alias);
-	if (proxy != NULL && strcasecmp(proxy->value, "none") != 0) {
+	if (st.proxy != NULL && strcasecmp(st.proxy->value, "none") != 0) {
 		xasprintf(&h->proxy, "%s %s",
-		    proxy->key == SC_K_PROXYJUMP ? "ProxyJump" : "ProxyCommand",
-		    proxy->value);
+		    st.proxy->key == SC_K_PROXYJUMP ? "ProxyJump"
+						    : "ProxyCommand",
+		    st.proxy->value);
 	}
-	if (!applied)
+	if (!st.applied)
 		sc_add_note(p->out,
 		    "%s:%d: alias '%s' never takes effect "
 		    "(negated or conditionally included)",
 		    h->file, h->line, h->alias);
+	free(host);
 }
 
 /*
@@ -864,4 +1080,5 @@ sc_parser_free(struct sc_parser *p)
 	for (i = 0; i < p->nfiles; i++)
 		free(p->files[i]);
 	free(p->files);
+	free(p->localuser);
 }

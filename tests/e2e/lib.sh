@@ -88,7 +88,8 @@ finish() {
 
 # fleet_up N [harness up options]: start N sandbox instances behind real
 # sshd on 127.0.0.1 and import them into this test's inventory. Sets D (the
-# fleet directory). The fleet goes down when the test exits.
+# fleet directory). The fleet goes down when the test exits. (It lives on
+# 127.0.0.1, a loopback address that import skips unless --match names it.)
 fleet() { bash "$GPUFLEET_HARNESS" -d "$D" "$@"; }
 fleet_up() {
 	local base=${FLEET_BASE:-/var/lib/gpufleet-test}
@@ -100,7 +101,7 @@ fleet_up() {
 	cleanup_hooks+=("bash '$GPUFLEET_HARNESS' -d '$D' down")
 	bash "$GPUFLEET_HARNESS" -d "$D" up "$@" --owner $$ ||
 	    { echo "fleet up failed" >&2; exit 1; }
-	"$GPUFLEET" import "$D/ssh_config" >/dev/null ||
+	"$GPUFLEET" import "$D/ssh_config" --match "*" >/dev/null ||
 	    { echo "import failed" >&2; exit 1; }
 }
 

@@ -85,6 +85,8 @@ port4=$(awk '$1 == "inst-4" { print $2 }' "$D/instances.tsv")
 sed -i "s/Port $port4/Port 1/" "$T/cfg"
 run exec inst-4 --connect-timeout 2 -- true
 expect_match "$err" "refused \(127.0.0.1 port 1\)" "exec follows the edited Port"
+run ls inst-4 --json
+expect_match "$out" '"port": 1,' "ls shows the Port exec used"
 sed -i "s/Port 1\$/Port $port4/" "$T/cfg"
 accepted() { cat "$D"/groups/*/sshd.log "$D"/instances/*/sshd/sshd.log 2>/dev/null | grep -c "Connection from"; }
 before=$(accepted)

@@ -12,8 +12,9 @@ printf '# my own known_hosts\nexample.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIO
     >"$HOME/.ssh/known_hosts"
 cp "$HOME/.ssh/known_hosts" "$T/known_hosts.orig"
 export GPUFLEET_DB="$HOME/.ssh/fleet.db"
-run import "$D/ssh_config"
+run import "$D/ssh_config" --match 'inst-*'
 expect_rc 0 "import into a database in ~/.ssh"
+expect_match "$out" "added inst-1: " "inst-1 imported (loopback, named by --match)"
 
 run exec inst-1 -- true
 expect_rc 0 "first contact pins the key"

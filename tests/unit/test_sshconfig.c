@@ -89,9 +89,13 @@ static const struct host_case host_cases[] = {
 	{ "proxy.conf", "chain", NULL, 0, NULL, NULL,
 	    "ProxyJump alice@hop1,hop2:2200" },
 	{ "proxy.conf", "plain", NULL, 0, NULL, NULL, "ProxyJump fallback" },
-	/* Match blocks never apply. */
-	{ "patterns.conf", "real", NULL, 2022, NULL, NULL, NULL },
-	{ "patterns.conf", "late", NULL, 0, NULL, NULL, NULL },
+	/* Match all applies; Match exec is not run, so never applies. */
+	{ "patterns.conf", "real", NULL, 2022, "everyone", NULL, NULL },
+	{ "patterns.conf", "late", NULL, 0, "everyone", NULL, NULL },
+	/* Match all then Include: the included aliases take effect. */
+	{ "matchall.conf", "vast-h100", "ssh4.vast.ai", 12345, "root", NULL,
+	    NULL },
+	{ "matchall.conf", "laptop", "192.168.1.2", 0, "fallback", NULL, NULL },
 	/* Include: glob, relative path, ~/, conditional. */
 	{ "include.conf", "inc-a", "a.example", 2100, NULL, NULL, NULL },
 	{ "include.conf", "inc-b", NULL, 2100, "b-user", NULL, NULL },
@@ -117,8 +121,13 @@ static const struct list_case list_cases[] = {
 	{ "patterns.conf", "real|late",
 	    "@D@/patterns.conf:1: skipped pattern '*.corp' (wildcard)\n"
 	    "@D@/patterns.conf:1: skipped pattern 'web?' (wildcard)\n"
-	    "@D@/patterns.conf:4: Match block skipped (not supported)\n"
-	    "@D@/patterns.conf:10: Match block skipped (not supported)\n" },
+	    "@D@/patterns.conf:4: Match block never applies here (Match exec "
+	    "is not evaluated by gpufleet)\n" },
+	{ "matchall.conf", "laptop|vast-h100",
+	    "@D@/matchall.conf:5: skipped pattern '*' (wildcard)\n" },
+	{ "matchinclude.conf", "vast-h100",
+	    "@H@/.ssh/matchall-vast.conf:1: alias 'vast-h100' never takes "
+	    "effect (negated or conditionally included)\n" },
 	{ "neverapplies.conf", "lonely",
 	    "@D@/neverapplies.conf:2: skipped pattern '!lonely' (negated)\n"
 	    "@D@/neverapplies.conf:4: skipped pattern '*' (wildcard)\n"
@@ -180,6 +189,15 @@ static const struct error_case snippet_errors[] = {
 	{ "ProxyCommand \"\"\n", "@F@:1: ProxyCommand needs a value" },
 	{ "Host\n", "@F@:1: Host needs a value" },
 	{ "Match\n", "@F@:1: Match needs a value" },
+	{ "Match all host x\n",
+	    "@F@:1: Match all cannot be combined with "
+	    "other criteria" },
+	{ "Match host x all\n",
+	    "@F@:1: Match all cannot be combined with "
+	    "other criteria" },
+	{ "Match host\n", "@F@:1: Match host needs an argument" },
+	{ "Match originalhost x user\n",
+	    "@F@:1: Match user needs an argument" },
 	{ "Include\n", "@F@:1: Include needs a value" },
 	{ "SomeUnknownOption\n", "@F@:1: SomeUnknownOption needs a value" },
 	{ "Host a \"\"\n", "@F@:1: Host has an empty pattern" },
@@ -208,7 +226,7 @@ static const struct host_case snippet_hosts[] = {
 	{ "Host x\n\tUser==u\n", "x", NULL, 0, "=u", NULL, NULL },
 	{ "Host x\n\tUser a\\\"b\n", "x", NULL, 0, "a\"b", NULL, NULL },
 	{ "Host x\n\tUser \"a # b\"\n", "x", NULL, 0, "a # b", NULL, NULL },
-	{ "Host x\n\tuSeR mixed\n\thOSTnAME H\n", "x", "H", 0, "mixed", NULL,
+	{ "Host x\n\tuSeR mixed\n\thOSTnAME H\n", "x", "h", 0, "mixed", NULL,
 	    NULL },
 	{ "Host x\n\tHostName %h.%%.%p\n", "x", "x.%.%p", 0, NULL, NULL, NULL },
 	{ "Host x\n\tHostName real\n\tIdentityFile ~/k_%h_%u_%r_%%h\n", "x",
@@ -238,7 +256,47 @@ static const struct host_case snippet_hosts[] = {
 	{ "Host !x *\n\tUser neg\nHost x y\n", "y", NULL, 0, "neg", NULL,
 	    NULL },
 	{ "Host x\nMatch all\n\tUser m\nHost *\n\tUser star\n", "x", NULL, 0,
-	    "star", NULL, NULL },
+	    "m", NULL, NULL },
+	/* Match host sees the HostName so far; originalhost the alias. */
+	{ "Host x\n\tHostName Real.Example\nMatch host real.example\n"
+	  "\tPort 77\nMatch originalhost X\n\tUser ou\n",
+	    "x", "real.example", 77, "ou", NULL, NULL },
+	{ "Match host x\n\tPort 5\nHost x\n\tHostName elsewhere\n", "x",
+	    "elsewhere", 5, NULL, NULL, NULL },
+	{ "Host x\n\tHostName elsewhere\nMatch host x\n\tPort 5\n", "x",
+	    "elsewhere", 0, NULL, NULL, NULL },
+	{ "Host x\n\tHostName %h.lan\nMatch host x.lan,!y*\n\tPort 6\n", "x",
+	    "x.lan", 6, NULL, NULL, NULL },
+	{ "Match !host x\n\tUser notx\nHost x y\n", "x", NULL, 0, NULL, NULL,
+	    NULL },
+	{ "Match !host x\n\tUser notx\nHost x y\n", "y", NULL, 0, "notx", NULL,
+	    NULL },
+	/* Every criterion must hold. */
+	{ "Match originalhost x host y\n\tUser both\nHost x\n", "x", NULL, 0,
+	    NULL, NULL, NULL },
+	{ "Match originalhost x localuser *\n\tUser both\nHost x\n", "x", NULL,
+	    0, "both", NULL, NULL },
+	{ "Match !localuser *\n\tUser nobody\nHost x\n", "x", NULL, 0, NULL,
+	    NULL, NULL },
+	/* Match user sees the User so far (or the local user). */
+	{ "Match user *\n\tPort 8\nHost x\n", "x", NULL, 8, NULL, NULL, NULL },
+	{ "Host x\n\tUser bob\nMatch user bob\n\tPort 9\n", "x", NULL, 9, "bob",
+	    NULL, NULL },
+	{ "Match user bob\n\tPort 9\nHost x\n\tUser bob\n", "x", NULL, 0, "bob",
+	    NULL, NULL },
+	/* Match final: a second walk, Host lines seeing the host name. */
+	{ "Match user bob\n\tPort 9\nHost x\n\tUser bob\nMatch final\n", "x",
+	    NULL, 9, "bob", NULL, NULL },
+	{ "Host a\n\tHostName real.example\nMatch final host real.example\n"
+	  "\tPort 1001\nHost real.example\n\tUser finaluser\n",
+	    "a", "real.example", 1001, "finaluser", NULL, NULL },
+	{ "Match canonical\n\tPort 3\nHost x\n", "x", NULL, 0, NULL, NULL,
+	    NULL },
+	/* exec is not run: its block never applies. */
+	{ "Match exec true\n\tUser e\nHost x\n", "x", NULL, 0, NULL, NULL,
+	    NULL },
+	{ "Match !exec false\n\tUser e\nHost x\n", "x", NULL, 0, NULL, NULL,
+	    NULL },
 };
 
 static const char *
