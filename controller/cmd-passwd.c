@@ -18,6 +18,7 @@
 #include "log.h"
 #include "misc.h"
 #include "passwd.h"
+#include "password.h"
 #include "remote.h"
 #include "status.h"
 #include "vis.h"
@@ -63,7 +64,8 @@ const struct cmd_entry cmd_passwd_entry = {
 	    "                  is refused afterwards (a fresh password "
 	    "login).\n"
 	    "  --password-file FILE\n"
-	    "                  the old password: the first line of FILE.\n"
+	    "                  the old password: the first line of FILE (- "
+	    "for stdin).\n"
 	    "  --out FILE      --random: write \"NAME PASSWORD\" lines to "
 	    "FILE, a new file\n"
 	    "                  made 0600 (it must not exist), instead of "
@@ -182,7 +184,7 @@ cmd_passwd_exec(
 	struct remote *rm = NULL;
 	struct passwd_host *res = NULL;
 	const char *pwfile = NULL, *out = NULL;
-	char *oldpw = NULL, *cause = NULL, *prompt;
+	char *oldpw = NULL, *cause = NULL;
 	json_t *arr = NULL;
 	size_t i;
 	int ch, status, r, lock = 0, rnd = 0, ask = 0, json = 0, fd = -1;
@@ -236,9 +238,7 @@ cmd_passwd_exec(
 	}
 	misc_secret_hold();
 	if (ask || pwfile != NULL) {
-		xasprintf(&prompt, "Old password (to check it is refused): ");
-		oldpw = misc_read_secret(pwfile, prompt, &cause);
-		free(prompt);
+		oldpw = password_read(pwfile, "The old", &cause);
 		if (oldpw == NULL) {
 			status = cmd_fail(GF_EUSAGE, cause);
 			goto out;
@@ -285,10 +285,7 @@ out:
 	for (i = 0; res != NULL && i < rm->n; i++)
 		passwd_host_clear(&res[i]);
 	free(res);
-	if (oldpw != NULL) {
-		explicit_bzero(oldpw, strlen(oldpw));
-		free(oldpw);
-	}
+	password_free(oldpw);
 	misc_secret_release();
 	remote_close(rm);
 	return status;

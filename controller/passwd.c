@@ -52,18 +52,20 @@ static const char *state_of(const struct misc_buf *, char *, size_t);
 static void outcome_add(struct passwd_host *, const char *);
 static void verify_lock(struct pwrun *, struct passwd_host *, char **);
 static void try_password(
-    struct pwrun *, struct passwd_host *, const char *, int, int *);
+    struct pwrun *, struct passwd_host *, const char *, int *);
 static char *random_password(void);
 static void wipe(char *);
 
 /*
- * The start of every script: the login user ("user NAME"), and S, the
- * prefix that gives root's rights (empty for root, `sudo -n` where sudo
+ * The start of every script (the sbin directories, where passwd, usermod,
+ * chpasswd and sshd live, last in PATH): the login user ("user NAME"), and S,
+ * the prefix that gives root's rights (empty for root, `sudo -n` where sudo
  * needs no password); else "norights NAME" and nothing changes. field()
  * sets f to the user's shadow password field, state() prints whether it
  * reads as locked.
  */
 static const char prelude[] =
+    "PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin\n"
     "u=$(id -un 2>/dev/null) || u=\n"
     "[ -n \"$u\" ] || { echo 'error cannot tell the login user (id -un)'; "
     "exit 0; }\n"
@@ -93,20 +95,22 @@ static const char prelude[] =
 
 /*
  * Lock: whether the sshd this session descends from uses PAM (`sshd -T` on
- * its own -f config, else that file or /etc/ssh's, else OpenSSH's default
- * no), then "already" or "old HASH" and "method M", then the state.
+ * the -f config of the first ancestor that has one, its title or argv, else
+ * on the default config; else that file or /etc/ssh's; else OpenSSH's
+ * default no), then "already" or "old HASH" and "method M", then the state.
  */
 static const char lock_body[] =
     "q=$PPID sx= cf= i=0\n"
-    "while [ \"$i\" -lt 16 ] && [ -n \"$q\" ] && [ \"$q\" -gt 1 ] "
-    "2>/dev/null; do\n"
-    "\tc=$(tr '\\000' '\\n' <\"/proc/$q/cmdline\" 2>/dev/null)\n"
-    "\ta=$(printf '%s\\n' \"$c\" | awk 'NR == 1 && $0 !~ /sshd$/ { exit } "
-    "p == \"-f\" { print; exit } { p = $0 }')\n"
-    "\tif [ -n \"$a\" ]; then\n"
-    "\t\tcf=$a sx=$(printf '%s\\n' \"$c\" | head -n 1)\n"
-    "\t\tbreak\n"
-    "\tfi\n"
+    "while [ \"$i\" -lt 16 ] && [ \"${q:-0}\" -gt 1 ] 2>/dev/null; do\n"
+    "\tc=$(tr '\\000' ' ' <\"/proc/$q/cmdline\" 2>/dev/null)\n"
+    "\tcase $c in\n"
+    "\t*sshd*' -f '*)\n"
+    "\t\tcf=$(printf '%s\\n' \"$c\" | awk '{ for (i = 1; i < NF; i++) "
+    "if ($i == \"-f\") { print $(i + 1); exit } }')\n"
+    "\t\tsx=$(printf '%s\\n' \"$c\" | awk '{ for (i = 1; i <= NF; i++) "
+    "if ($i ~ /^\\/.*sshd$/) { print $i; exit } }')\n"
+    "\t\tbreak;;\n"
+    "\tesac\n"
     "\tq=$(awk '$1 == \"PPid:\" { print $2 }' \"/proc/$q/status\" "
     "2>/dev/null)\n"
     "\ti=$((i + 1))\n"
@@ -398,9 +402,10 @@ prelude_answer(
 		xasprintf(&res->outcome,
 		    "failed: %s is not root and cannot sudo without a "
 		    "password, so cannot %s its password; nothing changed "
-		    "(log in as root, give %s passwordless sudo, or run "
-		    "`sudo passwd -l %s` there yourself)",
-		    u, what, u, u);
+		    "(log in as root or give %s passwordless sudo; or, as "
+		    "root there, run `passwd -l %s` where sshd has UsePAM "
+		    "yes, else `usermod -p '*' %s`)",
+		    u, what, u, u, u);
 		free(u);
 		return -1;
 	}
@@ -536,21 +541,44 @@ verify_lock(struct pwrun *pr, struct passwd_host *res, char **old)
 }
 
 /*
- * A fresh login to each host with res[i].ok and password pw only; each
- * works[i] is 1 (logged in), 0 (refused) or -1 (could not tell).
+ * A fresh login to each host with res[i].ok, by password only: pw, or
+ * (pw NULL) the host's new res[i].secret. works[i] is 1 (it logged in), 0
+ * (refused) or -1 (could not tell: the host failed otherwise).
  */
 static void
-try_password(struct pwrun *pr, struct passwd_host *res, const char *pw,
-    int only_ok, int *works)
+try_password(
+    struct pwrun *pr, struct passwd_host *res, const char *pw, int *works)
 {
+	struct remote *rm = pr->rm;
+	struct engine_host *ph;
+	int *want = xcalloc(rm->n, sizeof *want);
 	size_t i;
 
-	(void)pw;
-	for (i = 0; i < pr->rm->n; i++) {
-		(void)only_ok;
-		(void)res;
-		works[i] = -1;
+	for (i = 0; i < rm->n; i++)
+		want[i] = res[i].ok && (pw != NULL || res[i].secret != NULL);
+	ph = copies(rm, want);
+	for (i = 0; i < rm->n; i++) {
+		ph[i].nkeys = 0;
+		ph[i].password = pw != NULL ? pw : res[i].secret;
+		ph[i].command = xstrdup("true");
 	}
+	run(pr, ph, 1, 0);
+	for (i = 0; i < rm->n; i++) {
+		if (!want[i])
+			works[i] = -1;
+		else if (ph[i].fail == EF_NONE && ph[i].exit_status == 0)
+			works[i] = 1;
+		else if (ph[i].fail == EF_AUTH)
+			works[i] = 0;
+		else {
+			works[i] = -1;
+			debug_f("%s: password login: %s", ph[i].in->name,
+			    ph[i].fail_msg != NULL ? ph[i].fail_msg : "?");
+		}
+		ph[i].password = NULL;
+	}
+	copies_free(ph, rm->n);
+	free(want);
 }
 
 /* Append ", TEXT" to host i's outcome. */
@@ -631,7 +659,7 @@ passwd_lock(struct remote *rm, const char *oldpw, struct passwd_host *res)
 	}
 	free(old);
 	if (oldpw != NULL) {
-		try_password(&pr, res, oldpw, 1, works);
+		try_password(&pr, res, oldpw, works);
 		for (i = 0; i < rm->n; i++) {
 			if (!res[i].ok)
 				continue;
@@ -726,7 +754,7 @@ passwd_random(struct remote *rm, const char *oldpw, struct passwd_host *res)
 		    state_of(&pr.out[i], st, sizeof st));
 	}
 	if (oldpw != NULL) {
-		try_password(&pr, res, oldpw, 1, works);
+		try_password(&pr, res, oldpw, works);
 		for (i = 0; i < rm->n; i++) {
 			if (!res[i].ok)
 				continue;
@@ -744,7 +772,7 @@ passwd_random(struct remote *rm, const char *oldpw, struct passwd_host *res)
 	/* The new one, each host its own. */
 	for (i = 0; i < rm->n; i++)
 		works[i] = -1;
-	try_password(&pr, res, NULL, 1, works);
+	try_password(&pr, res, NULL, works);
 	for (i = 0; i < rm->n; i++) {
 		if (res[i].secret == NULL)
 			continue;
