@@ -388,6 +388,16 @@ prelude_answer(
 	const char *p;
 	char *why, *u;
 
+	if ((h->fail != EF_NONE || h->exit_status != 0) &&
+	    out_line(o, "method") != NULL) {
+		why = no_answer(h);
+		xasprintf(&res->outcome,
+		    "failed: the session ended while the password was being "
+		    "changed (%s): check the account on the console",
+		    why);
+		free(why);
+		return -1;
+	}
 	if (h->fail != EF_NONE || h->exit_status != 0) {
 		why = no_answer(h);
 		xasprintf(&res->outcome,
