@@ -90,6 +90,13 @@ expect_rc 1 "lock as a plain user"
 expect_contains "$out" "inst-1: failed: gpufleet-test is not root and cannot sudo without a password, so cannot lock its password; nothing changed" "plain user refused"
 
 # --- --random, --out ------------------------------------------------------
+# inst-5's chpasswd notes its argv (the password must come on stdin).
+cat >"$(instance_dir inst-5)/bin/chpasswd" <<EOS
+#!/bin/sh
+printf '%s\n' "chpasswd \$*" >>"$T/chpasswd-argv"
+exec /usr/sbin/chpasswd "\$@"
+EOS
+chmod 0755 "$(instance_dir inst-5)/bin/chpasswd"
 run passwd inst-5 --random --password-file "$(pwfile inst-5)" --out "$T/new"
 expect_rc 0 "passwd --random inst-5"
 expect_eq "$out" "inst-5: set (chpasswd), shadow entry unlocked, old password refused, new password logs in
@@ -101,6 +108,8 @@ printf '%s\n' "$new5" >"$T/new5"
 pwssh inst-5 password "$T/new5" || fail "inst-5's new password refused"
 pwssh inst-5 password "$(pwfile inst-5)" && fail "inst-5 still takes the old password"
 keyssh inst-5 || fail "inst-5 lost key login"
+expect_eq "$(cat "$T/chpasswd-argv")" "chpasswd " "chpasswd's argv holds no password"
+rm -f "$(instance_dir inst-5)/bin/chpasswd"
 
 # --out never overwrites, and nothing changes then.
 before5=$(shadow inst-5)
@@ -176,6 +185,13 @@ expect_eq "$(printf '%s' "$out" | jq -r '[.[] | select(.event == "harden_fix") |
 chmod 644 "$h/.ssh/id_fix"
 run harden inst-6
 expect_eq "$(stat -c %a "$h/.ssh/id_fix")" 644 "harden without --fix changed a mode"
+
+# --- several at once: each host its own outcome ---------------------------
+run passwd 'inst-1,inst-3,inst-6' --lock
+expect_rc 1 "a lock of three, one refused"
+expect_eq "$(printf '%s\n' "$out" | cut -d: -f1-2)" "inst-1: failed
+inst-3: already locked, key login ok on a fresh connection, shadow entry locked
+inst-6: already locked, key login ok on a fresh connection, shadow entry locked" "three at once"
 
 [ "$(sha256sum </etc/shadow)" = "$shadow_before" ] || fail "the machine's /etc/shadow changed"
 finish
