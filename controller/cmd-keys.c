@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "cmd.h"
+#include "db.h"
 #include "keys.h"
 #include "log.h"
 #include "remote.h"
@@ -55,7 +56,10 @@ const struct cmd_entry cmd_keys_entry = {
 	    "  keys gc\n"
 	    "        delete the orphan key files\n"
 	    "  keys status [SELECTOR]\n"
-	    "        each instance's key and the state of its last rotation\n"
+	    "        each instance's key, the state of its last rotation and "
+	    "what\n"
+	    "        `passwd` (or `harden --fix`) last did to its password, "
+	    "and when\n"
 	    "  keys rotate SELECTOR [--type T] [--dry-run] [--json] "
 	    "[--keep-old] [--shared]\n"
 	    "        give each instance a fresh key (one per instance; "
@@ -395,6 +399,51 @@ out:
 	return status;
 }
 
+/*
+ * The last thing `passwd` (or `harden --fix`) did to name's password, from
+ * the action log: "locked (usermod -p '*') 2026-12-02T13:50:01Z", or "-".
+ * Caller frees.
+ */
+static char *
+password_state(struct inventory *inv, const char *name)
+{
+	sqlite3_stmt *st;
+	json_t *res;
+	const char *o = NULL;
+	char *cause = NULL, *text = NULL, *when, *s = NULL;
+	int64_t t = 0;
+	int rc;
+
+	if (db_prepare(inv, &st,
+		"SELECT t, result FROM action_log WHERE kind IN "
+		"('passwd_lock', 'passwd_random') AND result IS NOT NULL AND "
+		"EXISTS "
+		"(SELECT 1 FROM json_each(instances) WHERE value = ?) ORDER "
+		"BY t DESC, id DESC LIMIT 1",
+		"cannot read the action log", &cause, "t", name) != 0) {
+		free(cause);
+		return xstrdup("?");
+	}
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		t = sqlite3_column_int64(st, 0);
+		text = db_text(st, 1);
+	}
+	db_finish(inv, st, rc, "cannot read the action log", &cause);
+	free(cause);
+	res = text != NULL ? json_loads(text, 0, NULL) : NULL;
+	o = json_string_value(json_object_get(res, name));
+	if (o != NULL) {
+		when = instance_format_time(t);
+		xasprintf(&s, "%.*s %s",
+		    strncmp(o, "failed", 6) == 0 ? 6 : (int)strcspn(o, ","), o,
+		    when);
+		free(when);
+	}
+	json_decref(res);
+	free(text);
+	return s != NULL ? s : xstrdup("-");
+}
+
 /* keys status: each selected instance's key and rotation state. */
 static int
 keys_status(struct cmd_ctx *ctx, int argc, char **argv)
@@ -407,7 +456,7 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 	struct table *t;
 	size_t n = 0, i;
 	int64_t kid;
-	char *cause = NULL, *step;
+	char *cause = NULL, *step, *pw;
 	int ch, status, r;
 
 	while ((ch = cmd_getopt(e, argc, argv, "h", keys_options, &status)) !=
@@ -425,7 +474,7 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
 	}
-	t = table_new(4, "NAME", "KEY", "ROTATION", "ERROR");
+	t = table_new(5, "NAME", "KEY", "ROTATION", "PASSWORD", "ERROR");
 	for (i = 0; i < n; i++) {
 		memset(&k, 0, sizeof k);
 		if (keys_instance_key(inv, list[i].id, &kid, &cause) == 0)
@@ -439,16 +488,18 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 			xasprintf(&step, "%s, step %d/7", rot.state, rot.step);
 		else
 			step = xstrdup("-");
+		pw = password_state(inv, list[i].name);
 		table_add(t, list[i].name,
 		    k.name != NULL
 			? k.name
 			: (list[i].identity != NULL ? list[i].identity
 						    : "(default)"),
-		    step,
+		    step, pw,
 		    r == 0 && rot.error != NULL && *rot.error != '\0'
 			? rot.error
 			: "-");
 		free(step);
+		free(pw);
 		keys_key_clear(&k);
 		keys_rotation_clear(&rot);
 	}

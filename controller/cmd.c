@@ -21,6 +21,7 @@ extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_guard_entry;
 extern const struct cmd_entry cmd_notify_entry;
+extern const struct cmd_entry cmd_passwd_entry;
 extern const struct cmd_entry cmd_harden_entry;
 extern const struct cmd_entry cmd_help_entry;
 extern const struct cmd_entry cmd_history_entry;
@@ -77,6 +78,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,
 	&cmd_harden_entry,
+	&cmd_passwd_entry,
 	&cmd_help_entry,
 	&cmd_version_entry,
 	NULL

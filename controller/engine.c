@@ -68,6 +68,12 @@
 	"ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"                 \
 	"ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256"
 
+/* What conn_auth tries: the keys in order, then the host's password. */
+enum { AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT };
+/* conn_auth's answer. */
+enum { AUTH_OK, AUTH_WAIT, AUTH_GONE };
+#define KBDINT_MAX_ROUNDS 8
+
 enum conn_state {
 	CS_RESOLVE,
 	CS_TCP,
@@ -136,6 +142,10 @@ struct engine_conn {
 	int64_t last_read_ms;	/* when the socket last woke us to read */
 	int banner_seen;	/* the server's SSH banner has come */
 	int key_index;
+	int auth_phase;	  /* AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT */
+	int kbd_answered; /* keyboard-interactive has had the password */
+	int kbd_rounds;
+	int agent_tried;
 	size_t stdin_off;
 	int eof_sent;
 	int got_exit;
@@ -189,6 +199,10 @@ static void conn_tcp_next(struct engine_conn *);
 static void conn_tcp_done(struct engine_conn *);
 static int conn_ssh_setup(struct engine_conn *);
 static int conn_check_hostkey(struct engine_conn *);
+static int conn_auth(struct engine_conn *);
+static int auth_offered(struct engine_conn *, int);
+static void auth_refused(struct engine_conn *);
+static int auth_kbdint_answer(struct engine_conn *);
 static void conn_write_stdin(struct engine_conn *);
 static void conn_phase(struct engine_conn *, int64_t, int64_t);
 static void conn_setup_phase(struct engine_conn *);
@@ -394,7 +408,8 @@ conn_start(struct engine_run *r, struct engine_host *h)
 		free(msg);
 		return;
 	}
-	if (h->nkeys == 0 && (r->set->command != NULL || h->command != NULL)) {
+	if (h->nkeys == 0 && h->password == NULL &&
+	    (r->set->command != NULL || h->command != NULL)) {
 		conn_fail(c, EF_AUTH, "%s",
 		    h->keys_error != NULL ? h->keys_error
 					  : "no identity to log in with");
@@ -904,6 +919,159 @@ conn_write_stdin(struct engine_conn *c)
 	c->eof_sent = 1;
 }
 
+/* Whether the server still offers METHOD (before it said: assume so). */
+static int
+auth_offered(struct engine_conn *c, int method)
+{
+	int m = ssh_userauth_list(c->s, NULL);
+
+	return m == 0 || (m & method) != 0;
+}
+
+/* Fail the login as refused, saying what was tried (never the password). */
+static void
+auth_refused(struct engine_conn *c)
+{
+	struct engine_host *h = c->h;
+	const char *keys =
+	    h->nkeys > 1 || c->agent_tried ? "our keys" : "our key";
+
+	if (h->password == NULL)
+		conn_fail(c, EF_AUTH, "%s@%s refused %s%s", h->in->user,
+		    h->in->host, keys,
+		    c->agent_tried ? " (ssh-agent included)" : "");
+	else if (h->nkeys == 0)
+		conn_fail(c, EF_AUTH, "%s@%s refused the password", h->in->user,
+		    h->in->host);
+	else
+		conn_fail(c, EF_AUTH, "%s@%s refused %s%s and the password",
+		    h->in->user, h->in->host, keys,
+		    c->agent_tried ? " (ssh-agent included)" : "");
+}
+
+/*
+ * Answer one keyboard-interactive round: every echo-off prompt gets the
+ * password, once. A second round that asks again means it was refused; an
+ * echoed prompt asks for something we do not have. Returns 0, or -1 with
+ * the host failed.
+ */
+static int
+auth_kbdint_answer(struct engine_conn *c)
+{
+	struct engine_host *h = c->h;
+	int i, n;
+	char echo;
+
+	n = ssh_userauth_kbdint_getnprompts(c->s);
+	if (++c->kbd_rounds > KBDINT_MAX_ROUNDS) {
+		conn_fail(c, EF_AUTH,
+		    "%s@%s kept asking (keyboard-interactive)", h->in->user,
+		    h->in->host);
+		return -1;
+	}
+	for (i = 0; i < n; i++) {
+		echo = 0;
+		if (ssh_userauth_kbdint_getprompt(
+			c->s, (unsigned int)i, &echo) == NULL ||
+		    echo) {
+			conn_fail(c, EF_AUTH,
+			    "%s@%s asked for more than a password "
+			    "(keyboard-interactive)",
+			    h->in->user, h->in->host);
+			return -1;
+		}
+		if (c->kbd_answered) {
+			auth_refused(c);
+			return -1;
+		}
+		if (ssh_userauth_kbdint_setanswer(
+			c->s, (unsigned int)i, h->password) < 0) {
+			conn_fail(c, EF_SSH, "keyboard-interactive: %s",
+			    ssh_get_error(c->s));
+			return -1;
+		}
+	}
+	if (n > 0)
+		c->kbd_answered = 1;
+	return 0;
+}
+
+/*
+ * Log in without waiting: the keys in order (a NULL slot hands the
+ * connection to the ssh-agent worker), then, where the host has a password,
+ * password authentication and keyboard-interactive, each only while the
+ * server offers it. Returns AUTH_OK, AUTH_WAIT (call again when the socket
+ * is ready) or AUTH_GONE (the host failed, or the worker has it).
+ */
+static int
+conn_auth(struct engine_conn *c)
+{
+	struct engine_host *h = c->h;
+	int rc;
+
+	while (c->auth_phase == AUTH_KEYS && c->key_index < h->nkeys) {
+		if (h->keys[c->key_index] == NULL) {
+			agent_submit(c);
+			return AUTH_GONE;
+		}
+		rc = ssh_userauth_publickey(c->s, NULL, h->keys[c->key_index]);
+		if (rc == SSH_AUTH_SUCCESS)
+			return AUTH_OK;
+		if (rc == SSH_AUTH_AGAIN)
+			return AUTH_WAIT;
+		if (rc == SSH_AUTH_ERROR) {
+			conn_fail(c, EF_SSH, "authentication error: %s",
+			    ssh_get_error(c->s));
+			return AUTH_GONE;
+		}
+		c->key_index++;
+	}
+	if (c->auth_phase == AUTH_KEYS) {
+		if (h->password == NULL) {
+			auth_refused(c);
+			return AUTH_GONE;
+		}
+		c->auth_phase = AUTH_PASSWORD;
+	}
+	if (c->auth_phase == AUTH_PASSWORD) {
+		if (auth_offered(c, SSH_AUTH_METHOD_PASSWORD)) {
+			rc = ssh_userauth_password(c->s, NULL, h->password);
+			if (rc == SSH_AUTH_SUCCESS)
+				return AUTH_OK;
+			if (rc == SSH_AUTH_AGAIN)
+				return AUTH_WAIT;
+			if (rc == SSH_AUTH_ERROR) {
+				conn_fail(c, EF_SSH, "authentication error: %s",
+				    ssh_get_error(c->s));
+				return AUTH_GONE;
+			}
+		}
+		c->auth_phase = AUTH_KBDINT;
+	}
+	if (auth_offered(c, SSH_AUTH_METHOD_INTERACTIVE)) {
+		for (;;) {
+			rc = ssh_userauth_kbdint(c->s, NULL, NULL);
+			if (rc == SSH_AUTH_INFO) {
+				if (auth_kbdint_answer(c) != 0)
+					return AUTH_GONE;
+				continue;
+			}
+			if (rc == SSH_AUTH_SUCCESS)
+				return AUTH_OK;
+			if (rc == SSH_AUTH_AGAIN)
+				return AUTH_WAIT;
+			if (rc == SSH_AUTH_ERROR) {
+				conn_fail(c, EF_SSH, "authentication error: %s",
+				    ssh_get_error(c->s));
+				return AUTH_GONE;
+			}
+			break;
+		}
+	}
+	auth_refused(c);
+	return AUTH_GONE;
+}
+
 /* Run the state machine as far as it goes without waiting. */
 static void
 conn_step(struct engine_conn *c)
@@ -942,28 +1110,10 @@ conn_step(struct engine_conn *c)
 		c->state = CS_AUTH;
 		/* FALLTHROUGH */
 	case CS_AUTH:
-		for (;;) {
-			if (h->keys[c->key_index] == NULL) {
-				agent_submit(c);
-				return;
-			}
-			rc = ssh_userauth_publickey(
-			    c->s, NULL, h->keys[c->key_index]);
-			if (rc == SSH_AUTH_AGAIN || rc == SSH_AUTH_SUCCESS)
-				break;
-			if (rc == SSH_AUTH_ERROR) {
-				conn_fail(c, EF_SSH, "authentication error: %s",
-				    ssh_get_error(c->s));
-				return;
-			}
-			if (++c->key_index == h->nkeys) {
-				conn_fail(c, EF_AUTH, "%s@%s refused our key%s",
-				    h->in->user, h->in->host,
-				    h->nkeys > 1 ? "s" : "");
-				return;
-			}
-		}
-		if (rc == SSH_AUTH_AGAIN)
+		rc = conn_auth(c);
+		if (rc == AUTH_GONE)
+			return;
+		if (rc == AUTH_WAIT)
 			break;
 		c->state = CS_OPEN;
 		/* FALLTHROUGH */
@@ -1382,13 +1532,8 @@ agent_done_cb(evutil_socket_t fd, short what, void *arg)
 		    ssh_get_error(c->s));
 		return;
 	}
-	if (++c->key_index == h->nkeys) {
-		conn_fail(c, EF_AUTH,
-		    "%s@%s refused our keys (ssh-agent "
-		    "included)",
-		    h->in->user, h->in->host);
-		return;
-	}
+	c->agent_tried = 1;
+	c->key_index++;
 	c->state = CS_AUTH;
 	conn_step(c);
 }

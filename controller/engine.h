@@ -52,6 +52,12 @@ struct engine_host {
 	ssh_key keys[ENGINE_MAX_KEYS]; /* borrowed; NULL: ask ssh-agent */
 	int nkeys;
 	const char *keys_error; /* why no key, if nkeys == 0 */
+	/*
+	 * Borrowed; NULL: none. Tried after the keys, by password and then
+	 * keyboard-interactive authentication (echo-off prompts get it). It
+	 * never appears in a message.
+	 */
+	const char *password;
 	const char *command;	/* or NULL: the run's command */
 	const char *stdin_data; /* or NULL: the run's stdin */
 	size_t stdin_len;
