@@ -255,7 +255,8 @@ cmd_add_exec(
 			status = cmd_fail(-r, t);
 			goto out;
 		}
-		instance_set_field(&in, "identity", keypath, &cause);
+		if (instance_set_field(&in, "identity", keypath, &cause) != 0)
+			free(cause);
 	}
 	if (json)
 		json_print(instance_to_json(&in), stdout);

@@ -250,7 +250,10 @@ host_error(struct run *run, size_t i)
 	return s;
 }
 
-/* Step 1: make host i's key NAME-DATE and record it. 0 or -1 (failed). */
+/*
+ * Step 1: make host i's key NAME-DATE and record it. 0 or -1 (failed; also
+ * while a rotation of the host is unfinished: it would fight this one).
+ */
 static int
 make_key(struct run *run, size_t i)
 {
@@ -261,8 +264,24 @@ make_key(struct run *run, size_t i)
 	char *cause = NULL, *t = NULL, *name = NULL, *dir = keys_dir();
 	char base[32];
 	struct tm tm;
-	int rc = -1;
+	struct keys_rotation row;
+	int rc = -1, r;
 
+	if ((r = keys_rotation_get(
+		 rm->inv, rm->hosts[i].in->id, &row, &cause)) < 0) {
+		fail_host(run, i, "%s", cause);
+		goto out;
+	}
+	if (r == 0 && row.state != NULL && strcmp(row.state, "done") != 0 &&
+	    strcmp(row.state, "reverted") != 0) {
+		fail_host(run, i,
+		    "a key rotation of %s is unfinished (step %d, %s): run "
+		    "`gpufleet keys rotate %s` first",
+		    host, row.step, row.state, host);
+		keys_rotation_clear(&row);
+		goto out;
+	}
+	keys_rotation_clear(&row);
 	gmtime_r(&opts->now, &tm);
 	strftime(base, sizeof base, "%Y%m%d-%H%M%S", &tm);
 	xasprintf(&t, "%s-%s", host, base);

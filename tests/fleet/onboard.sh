@@ -185,6 +185,28 @@ login inst-5 "$(keypath inst-5)" || fail "inst-5's key from --ask-each does not 
 run keys install inst-4 --password-file "$T/x" --ask-each
 expect_rc 2 "--ask-each with --password-file is a usage error"
 
+# a rotation left unfinished (killed after step 2) is not fought over
+(GPUFLEET_TEST_CRASH_AT=2 "$GPUFLEET" keys rotate inst-1 >/dev/null 2>&1) 2>/dev/null
+run keys status inst-1
+expect_contains "$out" "running" "the rotation of inst-1 is unfinished"
+run keys install inst-1 --password-file "$T/wrong"
+expect_rc 1 "keys install refuses an instance mid-rotation"
+expect_contains "$out" "inst-1: failed: a key rotation of inst-1 is unfinished (step 2, running): run \`gpufleet keys rotate inst-1\` first" \
+    "and says what to do"
+
+# --password on a terminal, for add (typed without echo)
+: >"$T/typescript"
+{
+	waitfor "Password for root@127.0.0.1" && sleep 0.3 && cat "$(pwfile inst-3)"
+	waitfor "installed key"
+} | script -qefc "'$GPUFLEET' add a3b root@127.0.0.1:$(port inst-3) --password" "$T/typescript" >"$T/out" 2>&1
+rc=$?
+err=$(cat "$T/out")
+expect_rc 0 "add --password typed on the terminal"
+expect_contains "$err" "installed key $KEYS/a3b-" "a3b got its key"
+checks=$((checks + 1))
+if grep -qF -- "$(cat "$(pwfile inst-3)")" "$T/typescript"; then fail "the typed password was echoed"; fi
+
 # --- the password is nowhere -------------------------------------------------
 kill "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null
