@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "install.h"
 #include "ledger.h"
 #include "inventory.h"
 #include "status.h"
@@ -23,7 +24,8 @@ const struct cmd_entry cmd_add_entry = {
 	.usage = "NAME [USER@]HOST[:PORT] [--port N] [--user U] "
 		 "[--identity PATH]\n"
 		 "       [--provider P] [--region R] [--tag T]... "
-		 "[--note TEXT] [--json]",
+		 "[--note TEXT] [--json]\n"
+		 "       [--password | --password-file FILE]",
 	.summary = "add an instance to the inventory",
 	.help = "NAME is [A-Za-z0-9][A-Za-z0-9._-]{0,62}; IPv6 hosts are "
 		"written [ADDR]:PORT.\n\n"
@@ -44,9 +46,23 @@ const struct cmd_entry cmd_add_entry = {
 		"gpufleet set)\n"
 		"      --billing U       second, minute or hour\n"
 		"      --currency C      e.g. CNY (default), USD\n"
-		"      --json            print the added instance as JSON\n\n"
+		"      --json            print the added instance as JSON\n"
+		"      --password        first contact by password, typed "
+		"without echo: a key\n"
+		"                        of its own (gpufleet's, in keys ls) "
+		"goes into\n"
+		"                        authorized_keys, the host key is "
+		"pinned, a fresh\n"
+		"                        login with only that key is proven, "
+		"and the instance\n"
+		"                        uses it; on any failure it is not "
+		"added\n"
+		"      --password-file F the password is F's first line (- "
+		"for stdin)\n\n"
 		"Example: gpufleet add a100-1 root@connect.example.com:"
-		"32455 --provider autodl --tag train\n",
+		"32455 --provider autodl --tag train\n"
+		"         gpufleet add a100-2 root@connect.example.com:32456 "
+		"--password\n",
 	.exec = cmd_add_exec,
 };
 
@@ -59,7 +75,9 @@ enum {
 	OPT_JSON,
 	OPT_PRICE,
 	OPT_BILLING,
-	OPT_CURRENCY
+	OPT_CURRENCY,
+	OPT_PASSWORD,
+	OPT_PASSWORD_FILE
 };
 
 static const struct option add_options[] = { { "port", required_argument, NULL,
@@ -76,6 +94,8 @@ static const struct option add_options[] = { { "port", required_argument, NULL,
 	{ "price", required_argument, NULL, OPT_PRICE },
 	{ "billing", required_argument, NULL, OPT_BILLING },
 	{ "currency", required_argument, NULL, OPT_CURRENCY },
+	{ "password", no_argument, NULL, OPT_PASSWORD },
+	{ "password-file", required_argument, NULL, OPT_PASSWORD_FILE },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 /*
@@ -128,11 +148,13 @@ cmd_add_exec(
 {
 	struct instance in;
 	struct inventory *inv = NULL;
-	const char *port = NULL, *user = NULL, *field = NULL;
-	char *cause = NULL;
+	const char *port = NULL, *user = NULL, *field = NULL, *pwfile = NULL;
+	char *cause = NULL, *keypath = NULL;
+	struct install_first first;
 	struct billing_rule rule;
-	int ch, status, json = 0, r, known, priced = 0;
+	int ch, status, json = 0, r, known, priced = 0, pw = 0;
 
+	memset(&first, 0, sizeof first);
 	instance_init(&in);
 	billing_rule_init(&rule, "CNY");
 	free(in.user);
@@ -175,6 +197,12 @@ cmd_add_exec(
 		case OPT_JSON:
 			json = 1;
 			break;
+		case OPT_PASSWORD_FILE:
+			pwfile = optarg;
+			/* FALLTHROUGH */
+		case OPT_PASSWORD:
+			pw = 1;
+			break;
 		case OPT_PRICE:
 		case OPT_BILLING:
 		case OPT_CURRENCY:
@@ -200,6 +228,12 @@ cmd_add_exec(
 	    set_target(&in, argv[optind + 1], port, user, &cause) != 0)
 		goto usage_fail;
 	in.created_at = time(NULL);
+	if (pw &&
+	    (r = install_first_prepare(
+		 ctx->fleet, pwfile, &in, &first, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
 
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		goto out;
@@ -211,11 +245,27 @@ cmd_add_exec(
 		status = cmd_fail(-r, cause);
 		goto out;
 	}
+	if (pw) {
+		/* First contact: nothing is left of it if this fails. */
+		if ((r = install_added(
+			 ctx->fleet, &in, &first, &keypath, &cause)) != 0) {
+			char *t;
+			xasprintf(&t, "add %s: %s; not added", in.name, cause);
+			free(cause);
+			status = cmd_fail(-r, t);
+			goto out;
+		}
+		if (instance_set_field(&in, "identity", keypath, &cause) != 0)
+			free(cause);
+	}
 	if (json)
 		json_print(instance_to_json(&in), stdout);
 	else {
 		char *target = instance_target(&in);
 		printf("added %s: %s\n", in.name, target);
+		if (keypath != NULL)
+			printf("installed key %s on %s: it logs in with it\n",
+			    keypath, in.name);
 		free(target);
 	}
 	status = GF_OK;
@@ -224,6 +274,8 @@ cmd_add_exec(
 usage_fail:
 	status = cmd_fail(GF_EUSAGE, cause);
 out:
+	install_first_free(&first);
+	free(keypath);
 	inventory_close(inv);
 	instance_clear(&in);
 	return status;

@@ -4,8 +4,10 @@
  * key and rotation state of each instance, and `keys rotate` replaces the
  * key of each selected instance by a fresh one in an order that cannot lock
  * the user out; `keys check` and `keys rotate --revoke` find and remove keys
- * taken off. Rotation, revoke and check are rotate.c's: this file reads
- * their arguments and shows their results.
+ * taken off. `keys install` gives instances a managed key by logging in
+ * with a password (install.c's, as `add --password` does). Rotation,
+ * revoke and check are rotate.c's: this file reads their arguments and
+ * shows their results.
  */
 
 #include <stdio.h>
@@ -16,8 +18,10 @@
 
 #include "cmd.h"
 #include "db.h"
+#include "install.h"
 #include "keys.h"
 #include "log.h"
+#include "password.h"
 #include "remote.h"
 #include "rotate.h"
 #include "status.h"
@@ -31,6 +35,7 @@ static int keys_status(struct cmd_ctx *, int, char **);
 static int keys_rotate(struct cmd_ctx *, int, char **);
 static int keys_check(struct cmd_ctx *, int, char **);
 static int keys_gc(struct cmd_ctx *, int, char **);
+static int keys_install(struct cmd_ctx *, int, char **);
 static int keys_revoke(struct cmd_ctx *, const char *, const char *, int);
 static int open_keyed(
     struct cmd_ctx *, const char *, const char **, struct remote **, char **);
@@ -41,7 +46,7 @@ static int print_rotation(const struct rotate_result *, int, int, const char *);
 
 const struct cmd_entry cmd_keys_entry = {
 	.name = "keys",
-	.usage = "gen|ls|status|rotate|check|gc [options]",
+	.usage = "gen|ls|status|rotate|check|gc|install [options]",
 	.summary = "manage the SSH keys of instances and rotate them",
 	.help =
 	    "  keys gen [--type ed25519|ecdsa|rsa] [--name NAME]\n"
@@ -91,7 +96,21 @@ const struct cmd_entry cmd_keys_entry = {
 	    "        warn where a key rotated out or revoked is back in "
 	    "authorized_keys\n"
 	    "        (platforms re-add console keys when a container "
-	    "starts)\n\n"
+	    "starts)\n"
+	    "  keys install SELECTOR [--password | --password-file F] "
+	    "[--ask-each] [--json]\n"
+	    "        log in with a password (typed once without echo for all; "
+	    "--ask-each:\n"
+	    "        once per instance; --password-file: F's first line, - "
+	    "for stdin) and\n"
+	    "        give each instance a key of its own: made and recorded, "
+	    "added to\n"
+	    "        authorized_keys (other lines kept byte for byte), the "
+	    "host key\n"
+	    "        checked or pinned, proven on a fresh login with only "
+	    "that key, and\n"
+	    "        only then used. A key that does not log in is taken off "
+	    "again.\n\n"
 	    "A passphrase for new keys: the first line of the file named by "
 	    "[keys]\npassphrase_file in the config (or the environment "
 	    "variable\nGPUFLEET_KEYS_PASSPHRASE_FILE, which overrides it); "
@@ -100,7 +119,16 @@ const struct cmd_entry cmd_keys_entry = {
 	.exec = cmd_keys_exec,
 };
 
-enum { OPT_JSON = 256, OPT_DRY_RUN, OPT_KEEP_OLD, OPT_SHARED, OPT_REVOKE };
+enum {
+	OPT_JSON = 256,
+	OPT_DRY_RUN,
+	OPT_KEEP_OLD,
+	OPT_SHARED,
+	OPT_REVOKE,
+	OPT_PASSWORD,
+	OPT_PASSWORD_FILE,
+	OPT_ASK_EACH
+};
 
 static const struct option keys_options[] = {
 	{ "type", required_argument, NULL, 't' },
@@ -110,6 +138,9 @@ static const struct option keys_options[] = {
 	{ "keep-old", no_argument, NULL, OPT_KEEP_OLD },
 	{ "shared", no_argument, NULL, OPT_SHARED },
 	{ "revoke", required_argument, NULL, OPT_REVOKE },
+	{ "password", no_argument, NULL, OPT_PASSWORD },
+	{ "password-file", required_argument, NULL, OPT_PASSWORD_FILE },
+	{ "ask-each", no_argument, NULL, OPT_ASK_EACH },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -122,7 +153,7 @@ cmd_keys_exec(
 
 	if (argc < 2)
 		return cmd_usage_error(
-		    e, "needs gen, ls, status, rotate, check or gc");
+		    e, "needs gen, ls, status, rotate, check, gc or install");
 	sub = argv[1];
 	if (strcmp(sub, "-h") == 0 || strcmp(sub, "--help") == 0)
 		return cmd_help(stdout, "keys");
@@ -138,6 +169,8 @@ cmd_keys_exec(
 		return keys_check(ctx, argc - 1, argv + 1);
 	if (strcmp(sub, "gc") == 0)
 		return keys_gc(ctx, argc - 1, argv + 1);
+	if (strcmp(sub, "install") == 0)
+		return keys_install(ctx, argc - 1, argv + 1);
 	return cmd_usage_error(e, "unknown subcommand '%s'", sub);
 }
 
@@ -796,6 +829,136 @@ out:
 	free(type);
 	free(blob);
 	free(fp);
+	remote_close(rm);
+	return status;
+}
+
+/*
+ * keys install: a managed key of its own for each selected instance,
+ * installed by logging in with a password (one for all, or --ask-each).
+ */
+static int
+keys_install(struct cmd_ctx *ctx, int argc, char **argv)
+{
+	const struct cmd_entry *e = &cmd_keys_entry;
+	struct install_opts opts;
+	struct install_result res;
+	struct agent_bin ab;
+	struct remote *rm = NULL;
+	const char *file = NULL;
+	char *cause = NULL, **pw = NULL, *what;
+	size_t i, n = 0, nok = 0;
+	int ch, status, json = 0, each = 0, r;
+
+	memset(&opts, 0, sizeof opts);
+	memset(&ab, 0, sizeof ab);
+	while ((ch = cmd_getopt(e, argc, argv, "h", keys_options, &status)) !=
+	    -1) {
+		switch (ch) {
+		case -2:
+			return status;
+		case OPT_JSON:
+			json = 1;
+			break;
+		case OPT_PASSWORD:
+			break;
+		case OPT_PASSWORD_FILE:
+			file = optarg;
+			break;
+		case OPT_ASK_EACH:
+			each = 1;
+			break;
+		default:
+			return cmd_usage_error(e, "install: unknown option");
+		}
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error(e, "install needs one SELECTOR");
+	if (each && file != NULL)
+		return cmd_usage_error(e,
+		    "install: --ask-each asks on the terminal; it takes no "
+		    "--password-file");
+	opts.now = time(NULL);
+	opts.passphrase = keys_passphrase(ctx->fleet->config, &cause);
+	if (cause != NULL)
+		return cmd_fail(GF_EUSAGE, cause);
+	if (deploy_load(&ab, &cause) != 0) {
+		status = cmd_fail(GF_EUSAGE, cause);
+		goto out;
+	}
+	opts.ab = &ab;
+	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
+	n = rm->n;
+	pw = xcalloc(n, sizeof *pw);
+	for (i = 0; i < n; i++) {
+		if (i > 0 && !each) {
+			pw[i] = pw[0];
+			continue;
+		}
+		if (each)
+			xasprintf(&what, "%s (%s@%s)", rm->list[i].name,
+			    rm->list[i].user, rm->list[i].host);
+		else if (n == 1)
+			xasprintf(
+			    &what, "%s@%s", rm->list[0].user, rm->list[0].host);
+		else
+			xasprintf(&what, "the %zu instances", n);
+		pw[i] = password_read(file, what, &cause);
+		free(what);
+		if (pw[i] == NULL) {
+			status = cmd_fail(GF_EUSAGE, cause);
+			goto out;
+		}
+	}
+	opts.passwords = pw;
+	if ((r = install_keys(rm, &opts, &res, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
+	for (i = 0; i < res.n; i++) {
+		const struct install_host *h = &res.hosts[i];
+		json_t *o;
+		if (!h->failed)
+			nok++;
+		if (json) {
+			o = json_object();
+			json_object_set_new(o, "name", json_string(h->name));
+			json_object_set_new(o, "ok", json_boolean(!h->failed));
+			json_object_set_new(o, "key",
+			    h->key != NULL ? json_string(h->key) : json_null());
+			json_object_set_new(o, "fingerprint",
+			    h->fingerprint != NULL ? json_string(h->fingerprint)
+						   : json_null());
+			json_object_set_new(o, "error",
+			    h->error != NULL ? json_string(h->error)
+					     : json_null());
+			json_dumpf(
+			    o, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
+			fputc('\n', stdout);
+			json_decref(o);
+		} else if (h->failed)
+			cmd_print_failed(h->name, h->error);
+		else
+			printf("%s: installed %s (%s)\n", h->name, h->key,
+			    h->fingerprint);
+	}
+	fflush(stdout);
+	fprintf(stderr,
+	    "gpufleet: keys install: %zu host%s: %zu installed, %zu failed\n",
+	    res.n, res.n == 1 ? "" : "s", nok, res.n - nok);
+	status = nok == res.n ? GF_OK : GF_EHOSTS;
+	install_result_free(&res);
+out:
+	for (i = 0; pw != NULL && i < n; i++) {
+		if (i == 0 || each)
+			password_free(pw[i]);
+	}
+	free(pw);
+	deploy_free(&ab);
+	keys_passphrase_clear();
 	remote_close(rm);
 	return status;
 }

@@ -6,12 +6,13 @@
  * TCP connect of our own handed to libssh with SSH_OPTIONS_FD, the SSH
  * handshake, the host key check (a callback, so keys stay pinned per
  * instance in SQLite), public key authentication with keys loaded once for
- * the whole run, one exec channel. Each phase has its own deadline, which
- * holds whatever the peer sends: connect_timeout for the name, TCP and the
- * server's banner (as OpenSSH's ConnectTimeout); then set-up fails after
- * setup_timeout seconds in which the server sent nothing, or ten times that
- * in all; then the command has command_timeout. A host that fails gets a
- * reason code and a message, and the others go on.
+ * the whole run (then a host's password, if it has one), one exec channel.
+ * Each phase has its own deadline, which holds whatever the peer sends:
+ * connect_timeout for the name, TCP and the server's banner (as OpenSSH's
+ * ConnectTimeout); then set-up fails after setup_timeout seconds in which
+ * the server sent nothing, or ten times that in all; then the command has
+ * command_timeout. A host that fails gets a reason code and a message, and
+ * the others go on.
  */
 #ifndef GPUFLEET_ENGINE_H
 #define GPUFLEET_ENGINE_H

@@ -13,9 +13,10 @@
 
 /*
  * Read a password: the first line of file (CR LF or LF ends it; "-" reads
- * standard input), or, with file NULL, typed on the terminal after "WHAT's
- * password: " without echo. Returns it (caller frees with password_free),
- * or NULL with *cause set (caller frees; it never holds the password).
+ * standard input), or, with file NULL, typed on the terminal after
+ * "Password for WHAT: " without echo. Returns it (caller frees with
+ * password_free), or NULL with *cause set (caller frees; it never holds the
+ * password).
  */
 char *
 password_read(const char *file, const char *what, char **cause)
@@ -28,7 +29,7 @@ password_read(const char *file, const char *what, char **cause)
 		path = "/dev/stdin";
 	misc_secret_hold();
 	if (file == NULL) {
-		xasprintf(&prompt, "%s's password: ", what);
+		xasprintf(&prompt, "Password for %s: ", what);
 		s = misc_read_secret(NULL, prompt, &why);
 		free(prompt);
 	} else
