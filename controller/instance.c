@@ -361,8 +361,8 @@ set_string(char **dst, const char *value)
 }
 
 /*
- * Make a local path absolute against the working directory ("~/..." is
- * left for the reader to expand). Caller frees.
+ * Make a local path absolute against the working directory, without
+ * leading "./" ("~/..." is left for the reader to expand). Caller frees.
  */
 char *
 instance_local_path(const char *path)
@@ -371,6 +371,10 @@ instance_local_path(const char *path)
 
 	if (path[0] == '/' || path[0] == '~' || getcwd(cwd, sizeof cwd) == NULL)
 		return xstrdup(path);
+	while (path[0] == '.' && path[1] == '/' && path[2] != '\0') {
+		path += 2;
+		path += strspn(path, "/");
+	}
 	xasprintf(&s, "%s/%s", cwd, path);
 	return s;
 }
