@@ -66,11 +66,11 @@ static int cmd_add_exec(
 
 const struct cmd_entry cmd_add_entry = {
 	.name = "add",
-	.usage = "NAME [USER@]HOST[:PORT] | 'ssh [-p PORT] [-l USER] "
-		 "[-i KEY] [USER@]HOST' | ssh://...\n"
-		 "       [--port N] [--user U] [--identity KEY] [--check] "
-		 "[--provider P] [--region R]\n"
-		 "       [--tag T]... [--note TEXT] [--json]",
+	.usage = "NAME [USER@]HOST[:PORT] | 'ssh -p PORT USER@HOST' | "
+		 "ssh://...\n"
+		 "       [--check] [--port N] [--user U] [--identity KEY] "
+		 "[--provider P]\n"
+		 "       [--region R] [--tag T]... [--note TEXT] [--json]",
 	.summary = "add an instance to the inventory",
 	.help =
 	    "NAME is [A-Za-z0-9][A-Za-z0-9._-]{0,62}; IPv6 hosts are "
@@ -398,7 +398,7 @@ forget(struct cmd_ctx *ctx, const char *name, char **cause)
 
 	if ((r = fleet_inventory(ctx->fleet, &inv, cause)) != 0)
 		return r;
-	instance_init(&in);
+	memset(&in, 0, sizeof in);
 	if ((r = inventory_begin(inv, cause)) != 0 ||
 	    (r = inventory_get(inv, name, &in, cause)) != 0 ||
 	    (r = inventory_purge(inv, in.id, cause)) != 0 ||
