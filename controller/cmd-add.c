@@ -680,15 +680,17 @@ cmd_add_exec(
 	inv = NULL;
 
 	if (check) {
-		if ((r = first_contact(ctx, in.name, &c, &cause)) != 0) {
-			status = cmd_fail(-r, cause);
-			goto out;
-		}
-		if (contact_failed(&c)) {
-			state = c.state;
-			msg = xstrdup(c.p->hosts[0].error != NULL
-				? c.p->hosts[0].error
-				: "no reason given");
+		if ((r = first_contact(ctx, in.name, &c, &cause)) != 0 ||
+		    contact_failed(&c)) {
+			state = r != 0 ? "cannot make first contact" : c.state;
+			if (r != 0)
+				msg = cause;
+			else
+				msg = xstrdup(c.p->hosts[0].error != NULL
+					? c.p->hosts[0].error
+					: "no reason given");
+			cause = NULL;
+			status = r != 0 ? -r : GF_EHOSTS;
 			contact_clear(&c);
 			if ((r = forget(ctx, in.name, &cause)) != 0) {
 				error("%s", cause);
@@ -697,7 +699,6 @@ cmd_add_exec(
 			}
 			error("%s not added: %s: %s", in.name, state, msg);
 			free(msg);
-			status = GF_EHOSTS;
 			goto out;
 		}
 	}

@@ -98,6 +98,15 @@ bad "words and a target" "needs NAME and [USER@]HOST[:PORT] or the login line" \
 bad "words, then more" "needs NAME, then the login line" add n1 ssh h --tag t x
 bad "no login words" "the login line names no host" add n1 ssh
 
+# --check that cannot even start (no agent to upload): not added either.
+GPUFLEET_AGENT=$T/no-such-agent run add --check n1 'ssh -p 2 root@127.0.0.1'
+expect_rc 4 "--check without an agent binary"
+expect_one_error_line "--check without an agent binary"
+expect_contains "$err" "gpufleet: n1 not added: cannot make first contact: " \
+    "--check without an agent: the message"
+expect_eq "$(sql "SELECT count(*) FROM instance WHERE name = 'n1'")" 0 \
+    "--check without an agent: n1 taken back"
+
 # --- identity= a managed key's name ------------------------------------
 run keys gen --name lab
 expect_rc 0 "keys gen --name lab"
