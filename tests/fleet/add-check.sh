@@ -95,6 +95,15 @@ expect_rc 1 "a key the instance does not know is refused"
 expect_match "$err" "not added: auth failed" "auth failed for a wrong key"
 expect_eq "$(instances box-5)" 0 "box-5 not in the inventory"
 
+# The strict policy and a key nobody pinned: refused, not added.
+printf '[ssh]\nhost_key_policy = strict\n' >"$T/strict.ini"
+run --config "$T/strict.ini" add --check box-7 "ssh -p $p1 -i $key $user@127.0.0.1"
+expect_rc 1 "strict: an unknown host key is refused"
+expect_match "$err" "^gpufleet: box-7 not added: host key unknown: " \
+    "strict: the reason"
+expect_eq "$(instances box-7)" 0 "strict: box-7 not in the inventory"
+expect_eq "$(pins)" "$before" "strict: nothing pinned"
+
 # Without --check: added at once, the hint says how to check.
 run add box-3 "ssh -p $p2 -i $key $user@127.0.0.1"
 expect_rc 0 "add without --check does not connect"
