@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "keys.h"
 #include "ledger.h"
 #include "log.h"
 #include "status.h"
@@ -22,7 +23,8 @@ const struct cmd_entry cmd_set_entry = {
 	.summary = "change fields of an instance",
 	.help =
 	    "FIELD is one of: name, host, port, user, provider, region,\n"
-	    "identity (empty: use the config default), remote_dir,\n"
+	    "identity (a managed key's name or a key file; empty: the "
+	    "config default),\nremote_dir, "
 	    "authorized_keys_file, notes, platform_id (the platform's id of "
 	    "the\ninstance). Tags: see `gpufleet tag`.\n\n"
 	    "Pricing (see README, \"Billing\"):\n"
@@ -53,6 +55,8 @@ cmd_set_exec(
 	struct billing_rule rule;
 	struct stopmethod_fields sf;
 	int ch, status, i, r, detaches = 0, known, priced = 0, has_price;
+	int identity_set = 0;
+	int64_t key_id = 0;
 
 	memset(&in, 0, sizeof in);
 	memset(&sf, 0, sizeof sf);
@@ -96,6 +100,16 @@ cmd_set_exec(
 			priced = 1;
 		else if (!known && r == 0)
 			r = instance_set_field(&in, field, eq + 1, &cause);
+		if (r == 0 && strcmp(field, "identity") == 0) {
+			free(in.identity);
+			in.identity = NULL;
+			if ((r = keys_resolve_identity(inv, eq + 1,
+				 &in.identity, &key_id, &cause)) != 0) {
+				free(field);
+				goto fail;
+			}
+			identity_set = 1;
+		}
 		if (r != 0 && !known &&
 		    strstr(cause, "unknown field") != NULL) {
 			free(cause);
@@ -130,6 +144,12 @@ cmd_set_exec(
 		goto fail;
 	}
 	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
+	    (identity_set && key_id != 0 &&
+		(r = keys_set_instance_key(inv, in.id,
+		     &(struct keys_key){ .id = key_id, .path = in.identity },
+		     &cause)) != 0) ||
+	    (identity_set && key_id == 0 &&
+		(r = keys_clear_instance_key(inv, in.id, &cause)) != 0) ||
 	    (sf.changed &&
 		(r = inventory_stop_put(inv, in.id, &sf, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0)

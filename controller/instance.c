@@ -21,7 +21,6 @@ static int check_ident(const char *, const char *, char **);
 static int check_text(const char *, const char *, size_t, char **);
 static int check_remote_path(const char *, const char *, char **);
 static int set_string(char **, const char *);
-static char *absolute_path(const char *);
 static int tag_cmp(const void *, const void *);
 static json_t *json_time(int64_t);
 
@@ -361,14 +360,21 @@ set_string(char **dst, const char *value)
 	return 0;
 }
 
-/* Make a local path absolute against the working directory. */
-static char *
-absolute_path(const char *path)
+/*
+ * Make a local path absolute against the working directory, without
+ * leading "./" ("~/..." is left for the reader to expand). Caller frees.
+ */
+char *
+instance_local_path(const char *path)
 {
 	char cwd[PATH_MAX], *s;
 
 	if (path[0] == '/' || path[0] == '~' || getcwd(cwd, sizeof cwd) == NULL)
 		return xstrdup(path);
+	while (path[0] == '.' && path[1] == '/' && path[2] != '\0') {
+		path += 2;
+		path += strspn(path, "/");
+	}
 	xasprintf(&s, "%s/%s", cwd, path);
 	return s;
 }
@@ -415,7 +421,8 @@ instance_set_field(
 		if (check_text("identity", value, PATH_MAX_LEN, cause) != 0)
 			return -1;
 		free(in->identity);
-		in->identity = *value == '\0' ? NULL : absolute_path(value);
+		in->identity =
+		    *value == '\0' ? NULL : instance_local_path(value);
 		return 0;
 	}
 	if (strcmp(field, "remote_dir") == 0 ||

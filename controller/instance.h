@@ -52,5 +52,6 @@ int instance_remove_tag(struct instance *, const char *);
 json_t *instance_to_json(const struct instance *);
 char *instance_format_time(int64_t);
 char *instance_target(const struct instance *);
+char *instance_local_path(const char *);
 
 #endif

@@ -562,7 +562,12 @@ keys_instance_key(
 	return r == 1 ? 0 : 1;
 }
 
-/* The active instances using a key, "a,b,c" (or ""). Caller frees. */
+/*
+ * The active instances using a key, "a,b,c" (or ""), however it came to
+ * them: assigned by name or rotated in (instance_key), their identity set
+ * to its file, or the config's default identity being its file. Caller
+ * frees.
+ */
 char *
 keys_instances_using(struct inventory *inv, int64_t key_id)
 {
@@ -570,10 +575,12 @@ keys_instances_using(struct inventory *inv, int64_t key_id)
 	char *s = xstrdup(""), *t;
 
 	if (db_prepare(inv, &st,
-		"SELECT i.name FROM instance_key k JOIN instance i ON i.id = "
-		"k.instance_id WHERE k.key_id = ? AND i.released_at IS NULL "
-		"ORDER BY i.name",
-		NULL, NULL, "I", key_id) != 0)
+		"SELECT i.name FROM instance i, managed_key m WHERE m.id = ?1 "
+		"AND i.released_at IS NULL AND (i.id IN (SELECT instance_id "
+		"FROM instance_key WHERE key_id = ?1) OR i.identity = m.path "
+		"OR (i.identity IS NULL AND m.path = ?2)) ORDER BY i.name",
+		NULL, NULL, "It", key_id,
+		inv->config != NULL ? inv->config->identity : NULL) != 0)
 		return s;
 	while (sqlite3_step(st) == SQLITE_ROW) {
 		xasprintf(&t, "%s%s%s", s, *s != '\0' ? "," : "",
@@ -586,7 +593,8 @@ keys_instances_using(struct inventory *inv, int64_t key_id)
 }
 
 /*
- * Is a key still needed: used by an instance, or the old or new key of a
+ * Is a key still needed: used by an instance (as its managed key or as
+ * its identity file), or the old or new key of a
  * rotation not yet past step 6? 1 yes, 0 no, or -GF_EDB.
  */
 int
@@ -598,6 +606,8 @@ keys_in_use(struct inventory *inv, int64_t key_id, char **cause)
 
 	if ((r = db_prepare(inv, &st,
 		 "SELECT (SELECT count(*) FROM instance_key WHERE key_id = ?1) "
+		 "+ (SELECT count(*) FROM instance i, managed_key m WHERE "
+		 "m.id = ?1 AND i.identity = m.path) "
 		 "+ (SELECT count(*) FROM key_rotation WHERE step < 6 AND "
 		 "state != 'done' AND (old_key_id = ?1 OR new_key_id = ?1))",
 		 what, cause, "I", key_id)) != 0)
@@ -629,6 +639,100 @@ keys_set_instance_key(struct inventory *inv, int64_t instance_id,
 		return r;
 	return db_exec(inv, "UPDATE instance SET identity = ? WHERE id = ?",
 	    what, cause, "tI", k->path, instance_id);
+}
+
+/* An instance no longer uses a managed key (its identity is another file). */
+int
+keys_clear_instance_key(
+    struct inventory *inv, int64_t instance_id, char **cause)
+{
+	return db_exec(inv, "DELETE FROM instance_key WHERE instance_id = ?",
+	    "switching an instance's key", cause, "I", instance_id);
+}
+
+/* The live managed key whose private key is path: 0, 1 if none, -GF_EDB. */
+static int
+key_by_path(
+    struct inventory *inv, const char *path, int64_t *key_id, char **cause)
+{
+	const char *what = "looking up a key file";
+	sqlite3_stmt *st;
+	int rc, r;
+
+	*key_id = 0;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT id FROM managed_key WHERE path = ? AND deleted_at IS "
+		 "NULL ORDER BY id DESC LIMIT 1",
+		 what, cause, "t", path)) != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*key_id = sqlite3_column_int64(st, 0);
+	if ((r = db_finish(inv, st, rc, what, cause)) < 0)
+		return r;
+	return *key_id != 0 ? 0 : 1;
+}
+
+/*
+ * What an identity value (add --identity, set identity=) names. A value
+ * without '/' that is a managed key's name is that key, even when a file
+ * of that name is in the working directory (./NAME names the file). Any
+ * other value is a key file, made absolute; a bare name that is neither a
+ * managed key nor a file here is refused, as it would fail at the first
+ * login. Fills *path (caller frees; NULL for "", the config's default)
+ * and *key_id (the managed key, by name or by its file, or 0). Returns 0,
+ * or -GF_EUSAGE or -GF_EDB with *cause.
+ */
+int
+keys_resolve_identity(struct inventory *inv, const char *value, char **path,
+    int64_t *key_id, char **cause)
+{
+	struct keys_key k;
+	struct stat sb;
+	int r;
+
+	*path = NULL;
+	*key_id = 0;
+	if (*value == '\0')
+		return 0;
+	if (strchr(value, '/') == NULL && *value != '~' &&
+	    strcmp(value, ".") != 0 && strcmp(value, "..") != 0) {
+		if ((r = keys_get_by_name(inv, value, &k, cause)) < 0)
+			return r;
+		if (r == 0 && k.deleted_at != 0) {
+			xasprintf(cause,
+			    "managed key '%s' was deleted; pick another "
+			    "(gpufleet keys ls)",
+			    value);
+			keys_key_clear(&k);
+			return -GF_EUSAGE;
+		}
+		if (r == 0) {
+			if (stat(value, &sb) == 0)
+				warn_msg("identity '%s' is the managed key %s; "
+					 "./%s names the file here",
+				    value, value, value);
+			*path = k.path;
+			*key_id = k.id;
+			k.path = NULL;
+			keys_key_clear(&k);
+			return 0;
+		}
+		if (stat(value, &sb) != 0) {
+			xasprintf(cause,
+			    "identity '%s' is neither a managed key (gpufleet "
+			    "keys ls) nor a file here; write a path such as "
+			    "./%s or ~/.ssh/%s",
+			    value, value, value);
+			return -GF_EUSAGE;
+		}
+	}
+	*path = instance_local_path(value);
+	if ((r = key_by_path(inv, *path, key_id, cause)) < 0) {
+		free(*path);
+		*path = NULL;
+		return r;
+	}
+	return 0;
 }
 
 /* Record that a key's private file is gone. */
@@ -1089,7 +1193,9 @@ keys_orphans(struct inventory *inv, const char *dir, struct keys_orphan **out,
 	if ((r = db_prepare(inv, &st,
 		 "SELECT id, name, path, created_at FROM managed_key m WHERE "
 		 "deleted_at IS NULL AND id NOT IN (SELECT key_id FROM "
-		 "instance_key) AND id IN (SELECT new_key_id FROM key_rotation "
+		 "instance_key) AND path NOT IN (SELECT identity FROM instance "
+		 "WHERE identity IS NOT NULL) AND id IN (SELECT new_key_id "
+		 "FROM key_rotation "
 		 "WHERE state = 'reverted') AND id NOT IN (SELECT new_key_id "
 		 "FROM key_rotation WHERE state != 'reverted') AND id NOT IN "
 		 "(SELECT old_key_id FROM key_rotation WHERE state != "

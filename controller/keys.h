@@ -100,6 +100,9 @@ char *keys_instances_using(struct inventory *, int64_t);
 int keys_in_use(struct inventory *, int64_t, char **);
 int keys_set_instance_key(
     struct inventory *, int64_t, const struct keys_key *, char **);
+int keys_clear_instance_key(struct inventory *, int64_t, char **);
+int keys_resolve_identity(
+    struct inventory *, const char *, char **, int64_t *, char **);
 int keys_mark_deleted(struct inventory *, int64_t, time_t, char **);
 int keys_rotation_get(
     struct inventory *, int64_t, struct keys_rotation *, char **);
