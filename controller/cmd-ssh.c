@@ -34,6 +34,10 @@
 static int cmd_ssh_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int run_ssh(char **, int *);
+static void on_interrupt(int);
+
+/* Ctrl-C or Ctrl-\ reached gpufleet (and ssh) while ssh ran. */
+static volatile sig_atomic_t interrupted;
 static void changed_hint(struct cmd_ctx *, const char *);
 
 const struct cmd_entry cmd_ssh_entry = {
@@ -168,34 +172,41 @@ cmd_ssh_exec(
 		status = 128 + WTERMSIG(ws);
 	else {
 		status = WEXITSTATUS(ws);
-		if (status == 255)
+		if (status == 255 && !interrupted)
 			changed_hint(ctx, name);
 	}
 	free(name);
 	return status;
 }
 
+static void
+on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
 /*
  * Run ssh as a child and wait for it (*ws: its wait status). Ctrl-C and
- * Ctrl-\ are ssh's to handle; when ssh stops on its own (~^Z) gpufleet
- * stops with it, so the shell's job control sees the job stopped. Returns
- * 0, or -1 with errno (fork, or exec of args[0], failed).
+ * Ctrl-\ are ssh's to handle (gpufleet only notes them); when ssh stops on its
+ * own (~^Z) gpufleet stops with it, so the shell's job control sees the job
+ * stopped. Returns 0, or -1 with errno (fork, or exec of args[0], failed).
  */
 static int
 run_ssh(char **args, int *ws)
 {
-	struct sigaction ign, oint, oquit;
+	struct sigaction sa, oint, oquit;
 	int p[2], err = 0, st;
 	ssize_t got;
 	pid_t pid, w;
 
 	if (pipe2(p, O_CLOEXEC) != 0)
 		return -1;
-	memset(&ign, 0, sizeof ign);
-	ign.sa_handler = SIG_IGN;
-	sigemptyset(&ign.sa_mask);
-	sigaction(SIGINT, &ign, &oint);
-	sigaction(SIGQUIT, &ign, &oquit);
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_interrupt;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &oint);
+	sigaction(SIGQUIT, &sa, &oquit);
 	if ((pid = fork()) == -1) {
 		err = errno;
 		close(p[0]);

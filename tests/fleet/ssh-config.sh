@@ -103,6 +103,10 @@ expect_rc 255 "a remote exit 255"
 expect_eq "$err" "" "no host key hint where the key did not change"
 run ssh inst-2 -- sh -c 'exit 7' </dev/null
 expect_rc 7 "gpufleet ssh exits with the remote command's status"
+GPUFLEET_SSH=$T/no-such-ssh run ssh inst-2 -- true </dev/null
+expect_rc 1 "an ssh that cannot be run"
+expect_one_error_line "an ssh that cannot be run"
+expect_contains "$err" "cannot run $T/no-such-ssh: No such file or directory" "says which"
 
 # --- BatchMode only when stdin is not a terminal ---------------------------
 cat >"$T/ssh-wrap" <<EOF
@@ -129,6 +133,74 @@ if command -v script >/dev/null; then
 else
 	echo "script(1) is not installed: skipping the terminal check" >&2
 fi
+
+# --- job control: ssh's ~^Z and the terminal's ^Z stop the job, fg resumes -
+# An interactive bash on a pseudo-terminal (Python's pty module) runs
+# gpufleet ssh, which now waits for ssh instead of being replaced by it.
+cat >"$T/ptyjob.py" <<'PY'
+import os, pty, re, select, sys, time
+g = sys.argv[1]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvpe('bash', ['bash', '--norc', '--noprofile', '-i'],
+               dict(os.environ, PS1='PROMPT$ ', TERM='dumb'))
+buf = ''
+def expect(pat, t=60):
+    global buf
+    end = time.time() + t
+    while True:
+        m = re.search(pat, buf, re.S)
+        if m:
+            seen, buf = buf[:m.end()], buf[m.end():]
+            return seen
+        left = end - time.time()
+        r = select.select([fd], [], [], max(left, 0))[0] if left > 0 else []
+        if not r:
+            sys.exit('no %r within %ds; the terminal showed: %r' % (pat, t, buf[-400:]))
+        try:
+            d = os.read(fd, 4096)
+        except OSError:
+            d = b''
+        if not d:
+            sys.exit('the terminal closed waiting for %r: %r' % (pat, buf[-400:]))
+        buf += d.decode('utf-8', 'replace')
+def send(s):
+    os.write(fd, s.encode())
+P = r'PROMPT\$ '
+expect(P)
+send("'%s' ssh inst-3\r" % g)
+send('echo remote-$GPUFLEET_INSTANCE\r')
+expect('remote-inst-3')
+time.sleep(0.5)
+send('\r~\x1a')
+expect('Stopped.*' + P)
+send('fg\r')
+time.sleep(0.5)
+send('echo again-$GPUFLEET_INSTANCE\r')
+expect('again-inst-3')
+send('exit 3\r')
+expect(P)
+send('echo rc=$?\r')
+expect('rc=3')
+expect(P)
+send("'%s' ssh inst-3 -- sh -c 'sleep 2; echo slept'\r" % g)
+time.sleep(1)
+send('\x1a')
+expect('Stopped.*' + P)
+send('fg\r')
+expect('slept')
+expect(P)
+send('jobs; echo jobs-$((1+1))\r')
+seen = expect('jobs-2')
+if 'Stopped' in seen:
+    sys.exit('the job stopped again after fg: %r' % seen)
+send('exit\r')
+print('ok')
+PY
+out=$(timeout 200 python3 "$T/ptyjob.py" "$GPUFLEET" 2>&1)
+rc=$?
+expect_rc 0 "job control through gpufleet ssh ($out)"
+expect_eq "$out" "ok" "~^Z, ^Z, fg and the exit status at a terminal"
 
 # --- the installed file follows accept, set and keys rotate ----------------
 run ssh-config --install
