@@ -10,8 +10,10 @@
 
 #include "cmd.h"
 #include "misc.h"
+#include "hostkey.h"
 #include "remote.h"
 #include "selector.h"
+#include "sshexport.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -20,8 +22,6 @@ enum ls_format { LS_TABLE, LS_JSON, LS_SSH_CONFIG, LS_ANSIBLE };
 static int cmd_ls_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void print_table(const struct instance *, size_t, int);
-static void print_ssh_config(
-    const struct instance *, size_t, const struct config *);
 static void print_ansible(
     const struct instance *, size_t, const struct config *);
 static char *ansible_group(const char *, const char *);
@@ -38,12 +38,14 @@ const struct cmd_entry cmd_ls_entry = {
 		"  -a, --all        include released instances\n"
 		"      --json       same as --format json\n"
 		"  -f, --format F   table (default), json, ssh-config "
-		"(Host blocks to\n"
-		"                   Include from ~/.ssh/config) or ansible "
-		"(INI inventory)\n\n"
+		"(Host blocks\n"
+		"                   for ssh -F, scp -F, sftp -F; see "
+		"`gpufleet ssh-config`)\n"
+		"                   or ansible (INI inventory)\n\n"
 		"Examples:\n"
 		"  gpufleet ls @train\n"
-		"  gpufleet ls --format ssh-config > ~/.ssh/gpufleet.conf\n"
+		"  gpufleet ls --format ssh-config > fleet.conf; scp -F "
+		"fleet.conf f a100-1:\n"
 		"  gpufleet ls --format ansible > inventory.ini\n",
 	.exec = cmd_ls_exec,
 };
@@ -80,35 +82,6 @@ print_table(const struct instance *list, size_t n, int all)
 	}
 	table_print(t, stdout);
 	table_free(t);
-}
-
-static void
-print_ssh_config(
-    const struct instance *list, size_t n, const struct config *config)
-{
-	size_t i;
-	const char *id;
-	char *tags;
-
-	printf("# gpufleet inventory: Include this file from ~/.ssh/config\n");
-	for (i = 0; i < n; i++) {
-		const struct instance *in = &list[i];
-		if (in->released_at != 0)
-			continue;
-		id = in->identity != NULL ? in->identity : config->identity;
-		tags = tags_join(in, ",");
-		printf("\nHost %s\n", in->name);
-		if (*in->provider != '\0' || *tags != '\0')
-			printf(
-			    "    # provider=%s tags=%s\n", in->provider, tags);
-		printf("    HostName %s\n    Port %d\n    User %s\n", in->host,
-		    in->port, in->user);
-		if (id != NULL)
-			printf("    IdentityFile \"%s\"\n    IdentitiesOnly "
-			       "yes\n",
-			    id);
-		free(tags);
-	}
 }
 
 /* An Ansible group name: prefix_ then the word with non-[A-Za-z0-9_] as _. */
@@ -208,7 +181,7 @@ cmd_ls_exec(
 	struct instance *list = NULL;
 	struct selector *sel = NULL;
 	enum ls_format format = LS_TABLE;
-	char *cause = NULL;
+	char *cause = NULL, *text = NULL;
 	size_t n = 0, i, k;
 	int ch, status, all = 0, r, *picked = NULL;
 	json_t *arr;
@@ -267,7 +240,7 @@ cmd_ls_exec(
 		}
 		n = k;
 	}
-	remote_follow(inv, list, n); /* the address exec will use */
+	remote_follow_ssh_config(list, n, NULL); /* the address exec will use */
 
 	switch (format) {
 	case LS_TABLE:
@@ -280,7 +253,13 @@ cmd_ls_exec(
 		json_print(arr, stdout);
 		break;
 	case LS_SSH_CONFIG:
-		print_ssh_config(list, n, ctx->fleet->config);
+		if ((r = sshexport_render(inv, ctx->fleet->config, list, n,
+			 NULL, &text, &cause)) != 0 ||
+		    (r = hostkey_sync(inv, &cause)) != 0) {
+			status = cmd_fail(-r, cause);
+			goto out;
+		}
+		fputs(text, stdout);
 		break;
 	case LS_ANSIBLE:
 		print_ansible(list, n, ctx->fleet->config);
@@ -288,6 +267,7 @@ cmd_ls_exec(
 	}
 	status = GF_OK;
 out:
+	free(text);
 	instance_free_array(list, n);
 	free(picked);
 	selector_free(sel);

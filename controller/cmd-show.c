@@ -83,7 +83,7 @@ cmd_show_exec(
 		instance_clear(&in);
 		return cmd_fail(-r, cause);
 	}
-	remote_follow(inv, &in, 1); /* the address exec will use */
+	remote_follow_ssh_config(&in, 1, NULL); /* the address exec will use */
 	inventory_close(inv);
 	stopmethod_resolve(&in, &sf, ctx->fleet->config, &m);
 	method = stopmethod_format(&m);

@@ -1,12 +1,22 @@
 /*
- * Open an interactive OpenSSH session to an instance: exec of the system
- * ssh with the instance's identity and a known_hosts file written from
- * gpufleet's pinned keys (HostKeyAlias=NAME), so ssh and gpufleet always
- * agree on trust. An instance without a pin is contacted first so that the
- * policy decides, exactly as for exec.
+ * Open an interactive OpenSSH session to an instance: the system ssh with
+ * the instance's identity and a known_hosts file written from gpufleet's
+ * pinned keys (HostKeyAlias=NAME), so ssh and gpufleet always agree on
+ * trust. An instance without a pin is contacted first so that the policy
+ * decides, exactly as for exec.
+ *
+ * ssh runs as a child, its stdin, stdout and stderr untouched, and its
+ * exit status is gpufleet's. When it exits 255 (ssh's own failure, a
+ * refused host key among them) gpufleet checks the key itself and, if it
+ * changed, says to run `gpufleet hostkey accept NAME`: ssh's advice to run
+ * ssh-keygen -R does not apply to a file gpufleet rewrites from its pins.
  */
 
+#include <sys/wait.h>
+
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +33,12 @@
 
 static int cmd_ssh_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
+static int run_ssh(char **, int *);
+static void on_interrupt(int);
+
+/* Ctrl-C or Ctrl-\ reached gpufleet (and ssh) while ssh ran. */
+static volatile sig_atomic_t interrupted;
+static void changed_hint(struct cmd_ctx *, const char *);
 
 const struct cmd_entry cmd_ssh_entry = {
 	.name = "ssh",
@@ -31,9 +47,12 @@ const struct cmd_entry cmd_ssh_entry = {
 	.help =
 	    "Runs the system ssh with the instance's user, port and identity,"
 	    "\nStrictHostKeyChecking=yes and a known_hosts file that gpufleet "
-	    "keeps\nin sync with its pinned keys. ARGs are quoted for the "
-	    "remote shell as\nin exec. GPUFLEET_SSH names another ssh "
-	    "binary.\n\n"
+	    "keeps\nin sync with its pinned keys; BatchMode=yes only when "
+	    "stdin is not a\nterminal. The exit status is ssh's. If the host "
+	    "key changed, gpufleet\nsays so after ssh's warning: run "
+	    "`gpufleet hostkey accept NAME` once the\nmachine is known to be "
+	    "replaced (not ssh-keygen -R). ARGs are quoted for\nthe remote "
+	    "shell as in exec. GPUFLEET_SSH names another ssh binary.\n\n"
 	    "Examples:\n"
 	    "  gpufleet ssh a100-1\n"
 	    "  gpufleet ssh a100-1 -- tail -f train.log\n",
@@ -52,8 +71,8 @@ cmd_ssh_exec(
 	const struct instance *in;
 	const char *ssh = getenv("GPUFLEET_SSH");
 	char *cause = NULL, *kh = NULL, *opt_alias, *opt_kh, *port, *id;
-	char *command = NULL, **args;
-	int ch, status, r, dashdash = 0, k, n = 0;
+	char *command = NULL, **args, *name;
+	int ch, status, r, dashdash = 0, k, n = 0, ws;
 
 	for (k = 1; k < argc; k++) {
 		if (strcmp(argv[k], "--") == 0) {
@@ -113,6 +132,10 @@ cmd_ssh_exec(
 	args[n++] = xstrdup("StrictHostKeyChecking=yes");
 	args[n++] = xstrdup("-o");
 	args[n++] = xstrdup("UpdateHostKeys=no");
+	if (!isatty(STDIN_FILENO)) {
+		args[n++] = xstrdup("-o");
+		args[n++] = xstrdup("BatchMode=yes");
+	}
 	args[n++] = xstrdup("-p");
 	args[n++] = port;
 	args[n++] = xstrdup("-l");
@@ -133,9 +156,135 @@ cmd_ssh_exec(
 	}
 	args[n] = NULL;
 	free(kh);
+	name = xstrdup(in->name);
 	remote_close(rm);
 	fflush(stdout);
-	execvp(args[0], args);
-	error("cannot run %s: %s", args[0], strerror(errno));
-	return GF_EHOSTS;
+	fflush(stderr);
+	r = run_ssh(args, &ws);
+	if (r != 0)
+		error("cannot run %s: %s", args[0], strerror(errno));
+	for (k = 0; k < n; k++)
+		free(args[k]);
+	free(args);
+	if (r != 0)
+		status = GF_EHOSTS;
+	else if (WIFSIGNALED(ws))
+		status = 128 + WTERMSIG(ws);
+	else {
+		status = WEXITSTATUS(ws);
+		if (status == 255 && !interrupted)
+			changed_hint(ctx, name);
+	}
+	free(name);
+	return status;
+}
+
+static void
+on_interrupt(int sig)
+{
+	(void)sig;
+	interrupted = 1;
+}
+
+/*
+ * Run ssh as a child and wait for it (*ws: its wait status). Ctrl-C and
+ * Ctrl-\ are ssh's to handle (gpufleet only notes them); when ssh stops on its
+ * own (~^Z) gpufleet stops with it, so the shell's job control sees the job
+ * stopped. Returns 0, or -1 with errno (fork, or exec of args[0], failed).
+ */
+static int
+run_ssh(char **args, int *ws)
+{
+	struct sigaction sa, oint, oquit;
+	int p[2], err = 0, st;
+	ssize_t got;
+	pid_t pid, w;
+
+	if (pipe2(p, O_CLOEXEC) != 0)
+		return -1;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_interrupt;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, &oint);
+	sigaction(SIGQUIT, &sa, &oquit);
+	if ((pid = fork()) == -1) {
+		err = errno;
+		close(p[0]);
+		close(p[1]);
+		goto out;
+	}
+	if (pid == 0) {
+		sigaction(SIGINT, &oint, NULL);
+		sigaction(SIGQUIT, &oquit, NULL);
+		close(p[0]);
+		execvp(args[0], args);
+		err = errno;
+		got = write(p[1], &err, sizeof err);
+		_exit(got == sizeof err ? 127 : 126);
+	}
+	close(p[1]);
+	while ((got = read(p[0], &err, sizeof err)) == -1 && errno == EINTR)
+		;
+	close(p[0]);
+	if (got != sizeof err)
+		err = 0;
+	for (;;) {
+		if ((w = waitpid(pid, ws, WUNTRACED)) == -1) {
+			if (errno == EINTR)
+				continue;
+			if (err == 0)
+				err = errno;
+			break;
+		}
+		if (!WIFSTOPPED(*ws))
+			break;
+		/*
+		 * Stopped with gpufleet by the terminal (both continued by
+		 * now): nothing to do. Stopped alone: stop too, then go on.
+		 */
+		w = waitpid(pid, &st, WNOHANG | WCONTINUED);
+		if (w == pid && WIFCONTINUED(st))
+			continue;
+		if (w == pid) {
+			*ws = st;
+			break;
+		}
+		raise(WSTOPSIG(*ws));
+		kill(pid, SIGCONT);
+	}
+out:
+	sigaction(SIGINT, &oint, NULL);
+	sigaction(SIGQUIT, &oquit, NULL);
+	errno = err;
+	return err != 0 ? -1 : 0;
+}
+
+/*
+ * After ssh failed: if the instance now presents a key other than the
+ * pinned one, say what to run. Other failures are ssh's to report.
+ */
+static void
+changed_hint(struct cmd_ctx *ctx, const char *name)
+{
+	struct engine_settings set;
+	struct remote *rm = NULL;
+	char *cause = NULL;
+
+	if (remote_open(ctx->fleet, name, &rm, &cause) != 0) {
+		free(cause);
+		return;
+	}
+	if (rm->hosts[0].fail == EF_NONE && rm->pinned_type[0] != NULL) {
+		memset(&set, 0, sizeof set);
+		set.fanout = 1;
+		set.connect_timeout = ctx->fleet->config->connect_timeout;
+		set.setup_timeout = ctx->fleet->config->setup_timeout;
+		remote_run(rm, &set);
+		if (rm->hosts[0].fail == EF_HOSTKEY_CHANGED)
+			error("%s (ssh's `ssh-keygen -R` advice does not "
+			      "apply: gpufleet writes that known_hosts file "
+			      "from its pins)",
+			    rm->hosts[0].fail_msg);
+	}
+	remote_close(rm);
 }

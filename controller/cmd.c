@@ -42,6 +42,7 @@ extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
 extern const struct cmd_entry cmd_shutdown_entry;
 extern const struct cmd_entry cmd_ssh_entry;
+extern const struct cmd_entry cmd_ssh_config_entry;
 extern const struct cmd_entry cmd_status_entry;
 extern const struct cmd_entry cmd_tag_entry;
 extern const struct cmd_entry cmd_version_entry;
@@ -75,6 +76,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_events_entry,
 	&cmd_daemon_entry,
 	&cmd_ssh_entry,
+	&cmd_ssh_config_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,
 	&cmd_harden_entry,
@@ -160,7 +162,7 @@ cmd_help(FILE *f, const char *name)
 		    "COMMAND [ARGS]\n\ngpufleet manages rented GPU instances: "
 		    "inventory, SSH, cost.\n\nCommands:\n");
 		for (ep = cmd_table; *ep != NULL; ep++)
-			fprintf(f, "  %-9s %s\n", (*ep)->name, (*ep)->summary);
+			fprintf(f, "  %-10s %s\n", (*ep)->name, (*ep)->summary);
 		fprintf(f, "\n%s", general_help);
 		return GF_OK;
 	}

@@ -18,6 +18,7 @@
 #include "gpufleet/version.h"
 #include "inventory.h"
 #include "log.h"
+#include "sshexport.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -103,6 +104,9 @@ main(int argc, char **argv)
 	ctx.fleet = &fleet;
 	optind = 0;
 	status = e->exec(e, &ctx, argc, argv);
+	/* The one place an installed ~/.ssh/gpufleet.conf follows changes. */
+	if (status != GF_EUSAGE && status != GF_EDB)
+		sshexport_refresh(&fleet);
 	fleet_free(&fleet);
 
 	/* A reader that went away (| head) is not an error; a full disk is. */

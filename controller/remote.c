@@ -18,25 +18,26 @@ static const char *pinned_type(struct engine_host *, void *);
 
 /*
  * Instances imported from an ssh_config take its current HostName, Port,
- * User and IdentityFile, so gpufleet and `ssh ALIAS` agree. A host behind
- * ProxyJump/ProxyCommand fails with a clear reason instead of hanging.
+ * User and IdentityFile, so gpufleet and `ssh ALIAS` agree. Where proxy is
+ * not NULL, proxy[i] is set for an instance behind ProxyJump/ProxyCommand
+ * to "WHAT (from FILE)" (caller frees).
  */
-static void
-follow_ssh_config(struct remote *rm)
+void
+remote_follow_ssh_config(struct instance *list, size_t n, char **proxy)
 {
 	const char *home = getenv("HOME");
 	struct sshconfig sc;
 	char *cause = NULL;
 	size_t i, j, k;
 
-	for (i = 0; i < rm->n; i++) {
-		const char *src = rm->list[i].source;
+	for (i = 0; i < n; i++) {
+		const char *src = list[i].source;
 		int seen = 0;
 		if (src == NULL)
 			continue;
 		for (j = 0; j < i && !seen; j++)
-			seen = rm->list[j].source != NULL &&
-			    strcmp(rm->list[j].source, src) == 0;
+			seen = list[j].source != NULL &&
+			    strcmp(list[j].source, src) == 0;
 		if (seen)
 			continue;
 		memset(&sc, 0, sizeof sc);
@@ -47,8 +48,8 @@ follow_ssh_config(struct remote *rm)
 			cause = NULL;
 			continue;
 		}
-		for (j = i; j < rm->n; j++) {
-			struct instance *in = &rm->list[j];
+		for (j = i; j < n; j++) {
+			struct instance *in = &list[j];
 			if (in->source == NULL || strcmp(in->source, src) != 0)
 				continue;
 			for (k = 0; k < sc.nhosts; k++) {
@@ -76,11 +77,9 @@ follow_ssh_config(struct remote *rm)
 					free(in->identity);
 					in->identity = xstrdup(h->identity);
 				}
-				if (h->proxy != NULL) {
-					rm->hosts[j].fail = EF_UNSUPPORTED;
-					xasprintf(&rm->hosts[j].fail_msg,
-					    "%s (from %s) is not supported "
-					    "yet",
+				if (h->proxy != NULL && proxy != NULL) {
+					free(proxy[j]);
+					xasprintf(&proxy[j], "%s (from %s)",
 					    h->proxy, src);
 				}
 				break;
@@ -90,28 +89,23 @@ follow_ssh_config(struct remote *rm)
 	}
 }
 
-/*
- * What ls and show print: the HostName, Port, User and IdentityFile that
- * exec will use for instances that follow an ssh_config, from the same
- * code. inv is the inventory list came from.
- */
-void
-remote_follow(struct inventory *inv, struct instance *list, size_t n)
+/* Follow the ssh_configs; a host behind a proxy fails with the reason. */
+static void
+follow_ssh_config(struct remote *rm)
 {
-	struct remote rm;
+	char **proxy = xcalloc(rm->n + 1, sizeof *proxy);
 	size_t i;
 
-	memset(&rm, 0, sizeof rm);
-	rm.inv = inv;
-	rm.list = list;
-	rm.n = n;
-	rm.hosts = xcalloc(n + 1, sizeof *rm.hosts);
-	for (i = 0; i < n; i++)
-		rm.hosts[i].in = &list[i];
-	follow_ssh_config(&rm);
-	for (i = 0; i < n; i++)
-		engine_host_clear(&rm.hosts[i]);
-	free(rm.hosts);
+	remote_follow_ssh_config(rm->list, rm->n, proxy);
+	for (i = 0; i < rm->n; i++) {
+		if (proxy[i] == NULL)
+			continue;
+		rm->hosts[i].fail = EF_UNSUPPORTED;
+		xasprintf(&rm->hosts[i].fail_msg, "%s is not supported yet",
+		    proxy[i]);
+		free(proxy[i]);
+	}
+	free(proxy);
 }
 
 /* Open the inventory and prepare hosts for the instances selected. */

@@ -28,6 +28,6 @@ struct engine *remote_engine(struct remote *);
 int remote_run(struct remote *, const struct engine_settings *);
 void remote_run_done(struct remote *);
 void remote_close(struct remote *);
-void remote_follow(struct inventory *, struct instance *, size_t);
+void remote_follow_ssh_config(struct instance *, size_t, char **);
 
 #endif
