@@ -21,7 +21,7 @@ static int cmd_add_exec(
 const struct cmd_entry cmd_add_entry = {
 	.name = "add",
 	.usage = "NAME [USER@]HOST[:PORT] [--port N] [--user U] "
-		 "[--identity PATH]\n"
+		 "[--identity PATH] [--jump NAME]\n"
 		 "       [--provider P] [--region R] [--tag T]... "
 		 "[--note TEXT] [--json]",
 	.summary = "add an instance to the inventory",
@@ -32,6 +32,8 @@ const struct cmd_entry cmd_add_entry = {
 		"else root)\n"
 		"  -i, --identity PATH   private key file (default: the "
 		"config's identity)\n"
+		"  -J, --jump NAME       reach it through instance NAME "
+		"(ProxyJump)\n"
 		"      --provider P      rental platform (autodl, vast, ...)\n"
 		"      --region R        region or zone\n"
 		"  -t, --tag T           a tag; repeat for more\n"
@@ -66,6 +68,7 @@ static const struct option add_options[] = { { "port", required_argument, NULL,
 						 'p' },
 	{ "user", required_argument, NULL, 'u' },
 	{ "identity", required_argument, NULL, 'i' },
+	{ "jump", required_argument, NULL, 'J' },
 	{ "provider", required_argument, NULL, OPT_PROVIDER },
 	{ "region", required_argument, NULL, OPT_REGION },
 	{ "tag", required_argument, NULL, 't' },
@@ -137,8 +140,8 @@ cmd_add_exec(
 	billing_rule_init(&rule, "CNY");
 	free(in.user);
 	in.user = xstrdup(ctx->fleet->config->user);
-	while ((ch = cmd_getopt(
-		    e, argc, argv, "p:u:i:t:h", add_options, &status)) != -1) {
+	while ((ch = cmd_getopt(e, argc, argv, "p:u:i:J:t:h", add_options,
+		    &status)) != -1) {
 		field = NULL;
 		switch (ch) {
 		case -2:
@@ -151,6 +154,9 @@ cmd_add_exec(
 			break;
 		case 'i':
 			field = "identity";
+			break;
+		case 'J':
+			field = "jump";
 			break;
 		case OPT_PROVIDER:
 			field = "provider";
@@ -204,6 +210,7 @@ cmd_add_exec(
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		goto out;
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
+	    (r = inventory_check_jump(inv, &in, &cause)) != 0 ||
 	    (r = inventory_add(inv, &in, &cause)) != 0 ||
 	    (priced &&
 		(r = ledger_price_put(inv, in.id, &rule, &cause)) != 0) ||

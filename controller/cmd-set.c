@@ -24,7 +24,8 @@ const struct cmd_entry cmd_set_entry = {
 	    "FIELD is one of: name, host, port, user, provider, region,\n"
 	    "identity (empty: use the config default), remote_dir,\n"
 	    "authorized_keys_file, notes, platform_id (the platform's id of "
-	    "the\ninstance). Tags: see `gpufleet tag`.\n\n"
+	    "the\ninstance), jump (the instance to reach it through, "
+	    "ProxyJump; empty:\ndirect). Tags: see `gpufleet tag`.\n\n"
 	    "Pricing (see README, \"Billing\"):\n"
 	    "  price=2.69/h (also /min, /s, /day)   currency=CNY\n"
 	    "  billing=second|minute|hour           min_billed=10m\n"
@@ -53,6 +54,7 @@ cmd_set_exec(
 	struct billing_rule rule;
 	struct stopmethod_fields sf;
 	int ch, status, i, r, detaches = 0, known, priced = 0, has_price;
+	int jumped = 0;
 
 	memset(&in, 0, sizeof in);
 	memset(&sf, 0, sizeof sf);
@@ -86,6 +88,8 @@ cmd_set_exec(
 		    strcmp(field, "user") == 0 ||
 		    strcmp(field, "identity") == 0)
 			detaches = 1;
+		if (strcmp(field, "jump") == 0 || strcmp(field, "name") == 0)
+			jumped = 1;
 		r = stopmethod_field(&sf, field, eq + 1, &known, &cause);
 		if (!known)
 			r = ledger_price_field(
@@ -129,7 +133,8 @@ cmd_set_exec(
 			r = -GF_EUSAGE;
 		goto fail;
 	}
-	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
+	if ((jumped && (r = inventory_check_jump(inv, &in, &cause)) != 0) ||
+	    (r = inventory_update(inv, &in, &cause)) != 0 ||
 	    (sf.changed &&
 		(r = inventory_stop_put(inv, in.id, &sf, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0)
