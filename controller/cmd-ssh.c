@@ -3,7 +3,9 @@
  * ssh with the instance's identity and a known_hosts file written from
  * gpufleet's pinned keys (HostKeyAlias=NAME), so ssh and gpufleet always
  * agree on trust. An instance without a pin is contacted first so that the
- * policy decides, exactly as for exec.
+ * policy decides, exactly as for exec. An instance behind a jump host goes
+ * through it with a ProxyCommand of `ssh -W` that pins the jump's key the
+ * same way.
  */
 
 #include <errno.h>
@@ -23,6 +25,8 @@
 
 static int cmd_ssh_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
+static char *proxy_command(const char *, const struct instance *,
+    const struct instance *, const char *, const char *);
 
 const struct cmd_entry cmd_ssh_entry = {
 	.name = "ssh",
@@ -33,7 +37,8 @@ const struct cmd_entry cmd_ssh_entry = {
 	    "\nStrictHostKeyChecking=yes and a known_hosts file that gpufleet "
 	    "keeps\nin sync with its pinned keys. ARGs are quoted for the "
 	    "remote shell as\nin exec. GPUFLEET_SSH names another ssh "
-	    "binary.\n\n"
+	    "binary. An instance with a jump\nhost is reached through it "
+	    "(ProxyCommand ssh -W), the jump's key pinned\nthe same way.\n\n"
 	    "Examples:\n"
 	    "  gpufleet ssh a100-1\n"
 	    "  gpufleet ssh a100-1 -- tail -f train.log\n",
@@ -43,16 +48,77 @@ const struct cmd_entry cmd_ssh_entry = {
 static const struct option ssh_options[] = { { "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 } };
 
+/*
+ * The ProxyCommand that reaches target through jump: the same ssh with the
+ * jump's pinned key (HostKeyAlias=its name), user, port and identity, then
+ * -W to the target. Each word is quoted for the user's shell and every %
+ * doubled (ssh expands % tokens in it). Caller frees.
+ */
+static char *
+proxy_command(const char *ssh, const struct instance *jump,
+    const struct instance *target, const char *kh, const char *identity)
+{
+	char *words[24], *q, *cmd = NULL, *t, *out, *p;
+	size_t len;
+	int n = 0, k;
+
+	words[n++] = xstrdup(ssh);
+	xasprintf(&words[n++], "-oHostKeyAlias=%s", jump->name);
+	xasprintf(&words[n++], "-oUserKnownHostsFile=%s", kh);
+	words[n++] = xstrdup("-oGlobalKnownHostsFile=/dev/null");
+	words[n++] = xstrdup("-oStrictHostKeyChecking=yes");
+	words[n++] = xstrdup("-oUpdateHostKeys=no");
+	words[n++] = xstrdup("-oProxyCommand=none");
+	words[n++] = xstrdup("-oControlPath=none");
+	xasprintf(&words[n++], "-p%d", jump->port);
+	xasprintf(&words[n++], "-l%s", jump->user);
+	if (identity != NULL) {
+		words[n++] = xstrdup("-i");
+		words[n++] = misc_expand_home(identity);
+		words[n++] = xstrdup("-oIdentitiesOnly=yes");
+	}
+	words[n++] = xstrdup("-W");
+	if (strchr(target->host, ':') != NULL)
+		xasprintf(&words[n++], "[%s]:%d", target->host, target->port);
+	else
+		xasprintf(&words[n++], "%s:%d", target->host, target->port);
+	words[n++] = xstrdup(jump->host);
+	for (k = 0; k < n; k++) {
+		q = misc_quote_any_shell(words[k]);
+		if (cmd == NULL)
+			cmd = q;
+		else {
+			xasprintf(&t, "%s %s", cmd, q);
+			free(cmd);
+			free(q);
+			cmd = t;
+		}
+		free(words[k]);
+	}
+	len = strlen(cmd);
+	for (p = cmd; *p != '\0'; p++)
+		len += *p == '%';
+	out = p = xmalloc(len + 1);
+	for (k = 0; cmd[k] != '\0'; k++) {
+		if (cmd[k] == '%')
+			*p++ = '%';
+		*p++ = cmd[k];
+	}
+	*p = '\0';
+	free(cmd);
+	return out;
+}
+
 static int
 cmd_ssh_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct engine_settings set;
 	struct remote *rm = NULL;
-	const struct instance *in;
+	const struct instance *in, *jin = NULL;
 	const char *ssh = getenv("GPUFLEET_SSH");
 	char *cause = NULL, *kh = NULL, *opt_alias, *opt_kh, *port, *id;
-	char *command = NULL, **args;
+	char *command = NULL, **args, *proxy;
 	int ch, status, r, dashdash = 0, k, n = 0;
 
 	for (k = 1; k < argc; k++) {
@@ -78,7 +144,11 @@ cmd_ssh_exec(
 		remote_close(rm);
 		return GF_EHOSTS;
 	}
-	if (rm->pinned_type[0] == NULL) {
+	if (rm->hosts[0].jump != NULL)
+		jin = rm->hosts[0].jump->in;
+	if (rm->pinned_type[0] == NULL ||
+	    (jin != NULL &&
+		rm->jpinned[rm->hosts[0].jump - rm->jhosts] == NULL)) {
 		memset(&set, 0, sizeof set);
 		set.fanout = 1;
 		set.connect_timeout = ctx->fleet->config->connect_timeout;
@@ -123,6 +193,15 @@ cmd_ssh_exec(
 		args[n++] = misc_expand_home(id);
 		args[n++] = xstrdup("-o");
 		args[n++] = xstrdup("IdentitiesOnly=yes");
+	}
+	if (jin != NULL) {
+		id = jin->identity != NULL ? jin->identity
+					   : ctx->fleet->config->identity;
+		proxy = proxy_command(
+		    ssh != NULL && *ssh != '\0' ? ssh : "ssh", jin, in, kh, id);
+		args[n++] = xstrdup("-o");
+		xasprintf(&args[n++], "ProxyCommand=%s", proxy);
+		free(proxy);
 	}
 	args[n++] = xstrdup(in->host);
 	if (dashdash && dashdash + 1 < argc) {
