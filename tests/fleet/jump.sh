@@ -84,6 +84,12 @@ expect_rc 0 "status through the jump"
 expect_match "$out" '"name": "inst-2"' "status: inst-2"
 expect_match "$out" '"name": "inst-3"' "status: inst-3"
 
+# Held sessions (run uploads the plan, then starts the job on them).
+run run 'inst-2,inst-3' -- sh -c 'echo job on $GPUFLEET_INSTANCE'
+expect_rc 0 "run through the jump (sessions held between steps)"
+expect_match "$out" '^inst-2: job [0-9]+ started' "run: inst-2 started"
+expect_match "$out" 'inst-3: job [0-9]+ started' "run: inst-3 started"
+
 # --- gpufleet ssh through the jump, the jump's key pinned ------------------
 fwd() { grep -c "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of inst-2)\b" "$jdir/sshd.log"; }
 before=$(fwd)
