@@ -35,7 +35,53 @@ struct import_run {
 	size_t ntags;
 	int dry;
 	int added, same, differ, skipped;
+	const struct sshconfig *sc; /* what is being imported */
+	const char *match;	    /* --match, or NULL */
 };
+
+static const char *proxy_jump(
+    struct import_run *, const struct sshconfig_host *);
+
+/*
+ * The jump host of a "ProxyJump ALIAS" that gpufleet can take as the
+ * instance's jump: ALIAS alone (no user, port or chain), in the inventory
+ * or imported now, and not itself behind a proxy. NULL otherwise.
+ */
+static const char *
+proxy_jump(struct import_run *run, const struct sshconfig_host *h)
+{
+	const char *alias;
+	struct instance j;
+	char *why = NULL;
+	size_t i;
+	int r;
+
+	if (h->proxy == NULL || strncmp(h->proxy, "ProxyJump ", 10) != 0)
+		return NULL;
+	alias = h->proxy + 10;
+	if (instance_check_name(alias, &why) != 0 ||
+	    strcmp(alias, h->alias) == 0) {
+		free(why);
+		return NULL;
+	}
+	memset(&j, 0, sizeof j);
+	if ((r = inventory_get(run->inv, alias, &j, &why)) == 0) {
+		r = j.jump == NULL;
+		instance_clear(&j);
+		return r ? alias : NULL;
+	}
+	free(why);
+	for (i = 0; i < run->sc->nhosts; i++) {
+		const struct sshconfig_host *o = &run->sc->hosts[i];
+		if (strcmp(o->alias, alias) == 0)
+			return o->proxy == NULL &&
+				(run->match == NULL ||
+				    fnmatch(run->match, alias, 0) == 0)
+			    ? alias
+			    : NULL;
+	}
+	return NULL;
+}
 
 static int import_host(
     struct import_run *, const struct sshconfig_host *, char **);
@@ -49,9 +95,11 @@ const struct cmd_entry cmd_import_entry = {
 	    "Reads SSH_CONFIG (default ~/.ssh/config, following Include) "
 	    "and adds each\nconcrete Host alias with its HostName, Port, "
 	    "User and IdentityFile.\nWildcard patterns and Match blocks "
-	    "are skipped and reported; a host\nbehind ProxyJump or "
-	    "ProxyCommand is imported with a warning (not\nsupported "
-	    "yet). Aliases already in the inventory are left unchanged.\n\n"
+	    "are skipped and reported.\n`ProxyJump ALIAS`, ALIAS a Host "
+	    "imported too (or in the inventory),\nbecomes the instance's "
+	    "jump; other ProxyJump forms and ProxyCommand\nare imported "
+	    "with a warning (not supported). Aliases already in the inventory "
+	    "are left unchanged.\n\n"
 	    "  -m, --match GLOB   only aliases matching GLOB\n"
 	    "  -n, --dry-run      show what would be added, change "
 	    "nothing\n"
@@ -173,6 +221,8 @@ import_host(
 	}
 	for (j = 0; j < run->ntags; j++)
 		instance_add_tag(&in, run->tags[j]);
+	if (proxy_jump(run, h) != NULL)
+		in.jump = xstrdup(proxy_jump(run, h));
 	in.created_at = time(NULL);
 
 	r = inventory_get(run->inv, in.name, &old, cause);
@@ -195,7 +245,7 @@ import_host(
 		instance_clear(&in);
 		return 0;
 	}
-	if (h->proxy != NULL)
+	if (h->proxy != NULL && in.jump == NULL)
 		warn_msg("%s uses %s, which gpufleet does not support yet; "
 			 "connections to it will fail",
 		    h->alias, h->proxy);
@@ -204,8 +254,9 @@ import_host(
 		return r;
 	}
 	target = instance_target(&in);
-	printf(
-	    "%s %s: %s\n", run->dry ? "would add" : "added", in.name, target);
+	printf("%s %s: %s%s%s\n", run->dry ? "would add" : "added", in.name,
+	    target, in.jump != NULL ? " via jump " : "",
+	    in.jump != NULL ? in.jump : "");
 	free(target);
 	run->added++;
 	instance_clear(&in);
@@ -281,6 +332,8 @@ cmd_import_exec(
 	run.tags = tags;
 	run.ntags = ntags;
 	run.dry = dry;
+	run.sc = &sc;
+	run.match = match;
 	if (!dry && (r = inventory_begin(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
