@@ -1293,8 +1293,6 @@ conn_release(struct engine_conn *c)
 	struct engine *e = c->e;
 	int orphan = 0;
 
-	if (c->tun != NULL)
-		tunnel_free(c->tun);
 	if (c->ev != NULL)
 		event_free(c->ev);
 	event_free(c->deadline);
@@ -1311,8 +1309,12 @@ conn_release(struct engine_conn *c)
 			orphan = c->orphan = 1;
 		pthread_mutex_unlock(&e->lock);
 	}
-	if (orphan)
+	if (orphan) {
+		/* The worker's login then sees the tunnel's end at once. */
+		if (c->tun != NULL)
+			tunnel_free(c->tun);
 		return;
+	}
 	if (c->fd != -1)
 		fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
 	if (c->sev != NULL) {
@@ -1338,6 +1340,9 @@ conn_release(struct engine_conn *c)
 		if (c->fd != -1)
 			close(c->fd);
 	}
+	/* After the session: its goodbye went into the pair, not to EPIPE. */
+	if (c->tun != NULL)
+		tunnel_free(c->tun);
 	free(c);
 }
 

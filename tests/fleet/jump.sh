@@ -67,6 +67,12 @@ done
 expect_eq "$(($(logins) - before))" 3 \
     "one login on the jump host, one per host behind it"
 
+# One host at a time: the second still uses the first one's jump session.
+before=$(logins)
+run exec 'inst-2,inst-3' --fanout 1 -- true
+expect_rc 0 "fanout 1 through the jump"
+expect_eq "$(($(logins) - before))" 3 "fanout 1: still one login on the jump host"
+
 run exec 'inst-2,inst-3' --json --stdin - -- wc -c <<<"twelve bytes"
 expect_rc 0 "stdin through the jump"
 expect_contains "$out" '"stdout":"13\n"' "stdin arrived whole"
