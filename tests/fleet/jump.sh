@@ -125,6 +125,23 @@ expect_match "$(cat "$T/ssh.out")" "REMOTE HOST IDENTIFICATION HAS CHANGED" \
     "OpenSSH checked the jump's pinned key"
 fleet heal inst-1
 
+# --- the target's own key is pinned too (checked through the tunnel) --------
+new2=$(fleet break inst-2 hostkey)
+run exec 'inst-2,inst-3' --json -- true
+expect_rc 1 "a changed key behind the jump"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-2"')
+expect_contains "$line" "hostkey_changed" "inst-2: its own key changed"
+expect_contains "$line" "presented ssh-ed25519 $new2" "inst-2: the new key is inst-2's"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-3"')
+expect_contains "$line" '"error":null' "inst-3 unaffected"
+run hostkey accept inst-2 --fingerprint "$new2"
+expect_rc 0 "hostkey accept through the jump"
+run exec inst-2 -- true
+expect_rc 0 "inst-2 after accept"
+fleet heal inst-2
+run hostkey accept inst-2
+expect_rc 0 "back to the original key"
+
 # --- the jump refuses connections -----------------------------------------
 fleet break inst-1 refuse
 run exec 'inst-2,inst-3' --json -- true
