@@ -210,6 +210,7 @@ struct engine_conn {
 	int local_fail;	 /* failed for a reason of ours, not the host's */
 	struct engine_jump *jmp;   /* this is a jump host's session */
 	struct engine_tunnel *tun; /* this host is behind a jump */
+	int tun_setup;		   /* waiting on the jump's set-up */
 
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
@@ -858,23 +859,30 @@ conn_deadline_fail(struct engine_conn *c, int idle)
 	case CS_JUMP:
 		break;
 	case CS_TUNNEL: {
+		/*
+		 * The jump's banner came in time: its key exchange and login
+		 * have set-up's limits, as a direct host's would.
+		 */
 		const struct engine_conn *jc = c->tun->j->c;
 		const char *jname = c->h->jump->in->name;
-		if (jc != NULL && jc->state == CS_JUMP)
+		if (!c->tun_setup && jc != NULL && jc->banner_seen &&
+		    jc->state != CS_JUMP) {
+			c->tun_setup = 1;
+			conn_setup_phase(c);
+		} else if (jc != NULL && jc->state == CS_JUMP)
 			conn_fail(c, EF_CONNECT_TIMEOUT,
 			    "via jump %s: no channel to %s port %d within %ds",
 			    jname, c->h->in->host, c->h->in->port, secs);
-		else if (jc != NULL && jc->state == CS_HANDSHAKE &&
-		    !jc->banner_seen)
+		else if (jc != NULL && !jc->banner_seen)
 			conn_fail(c, EF_CONNECT_TIMEOUT,
 			    "via jump %s: no SSH banner within %ds (the host "
 			    "accepted TCP but did not speak SSH)",
 			    jname, secs);
 		else
 			conn_fail(c, EF_CONNECT_TIMEOUT,
-			    "via jump %s: not logged in to the jump host "
-			    "within %ds",
-			    jname, secs);
+			    "via jump %s: logging in to the jump host did not "
+			    "finish in time",
+			    jname);
 		break;
 	}
 	case CS_RESOLVE:
@@ -1694,6 +1702,13 @@ jump_service(struct engine_jump *j)
 				break;
 			}
 			t->state = TS_OPENING;
+			/* The jump's TCP connect to the host: connect_timeout.
+			 */
+			t->c->tun_setup = 1;
+			conn_phase(t->c,
+			    engine_now_ms() +
+				(int64_t)t->c->r->set->connect_timeout * 1000,
+			    0);
 			/* FALLTHROUGH */
 		case TS_OPENING:
 			rc = ssh_channel_open_forward(
@@ -1869,6 +1884,11 @@ tunnel_cb(evutil_socket_t fd, short what, void *arg)
 		/* The channel is open: the host's handshake over our pair. */
 		t->start = 0;
 		event_active(j->kick, EV_TIMEOUT, 1);
+		/* Like ConnectTimeout per hop: the banner has its own. */
+		conn_phase(t->c,
+		    engine_now_ms() +
+			(int64_t)t->c->r->set->connect_timeout * 1000,
+		    0);
 		conn_tcp_done(t->c);
 		return;
 	}

@@ -142,6 +142,18 @@ fleet heal inst-2
 run hostkey accept inst-2
 expect_rc 0 "back to the original key"
 
+# --- a host behind the jump refuses: the jump host says so ----------------
+fleet break inst-3 refuse
+run exec 'inst-2,inst-3' --json -- true
+expect_rc 1 "a refused host behind the jump"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-3"')
+expect_contains "$line" '"code":"refused"' "inst-3: refused"
+expect_contains "$line" "via jump inst-1: cannot reach 127.0.0.1 port $(port_of inst-3)" \
+    "inst-3: the jump host could not reach it"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-2"')
+expect_contains "$line" '"error":null' "inst-2 unaffected on the same jump session"
+fleet heal inst-3
+
 # --- the jump refuses connections -----------------------------------------
 fleet break inst-1 refuse
 run exec 'inst-2,inst-3' --json -- true
