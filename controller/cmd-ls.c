@@ -100,6 +100,8 @@ print_ssh_config(
 			    "    # provider=%s tags=%s\n", in->provider, tags);
 		printf("    HostName %s\n    Port %d\n    User %s\n", in->host,
 		    in->port, in->user);
+		if (in->jump != NULL)
+			printf("    ProxyJump %s\n", in->jump);
 		if (id != NULL)
 			printf("    IdentityFile \"%s\"\n    IdentitiesOnly "
 			       "yes\n",

@@ -91,10 +91,16 @@ expect_match "$out" '"name": "inst-2"' "status: inst-2"
 expect_match "$out" '"name": "inst-3"' "status: inst-3"
 
 # Held sessions (run uploads the plan, then starts the job on them).
+before=$(logins)
 run run 'inst-2,inst-3' -- sh -c 'echo job on $GPUFLEET_INSTANCE'
 expect_rc 0 "run through the jump (sessions held between steps)"
+expect_eq "$(($(logins) - before))" 3 "run: the held sessions kept the one jump session"
 expect_match "$out" '^inst-2: job [0-9]+ started' "run: inst-2 started"
 expect_match "$out" 'inst-3: job [0-9]+ started' "run: inst-3 started"
+
+# The exported ssh_config says ProxyJump too (the jump is a Host of it).
+run ls --format ssh-config
+expect_match "$out" "ProxyJump inst-1" "ls --format ssh-config: ProxyJump"
 
 # --- gpufleet ssh through the jump, the jump's key pinned ------------------
 fwd() { grep -c "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of inst-2)\b" "$jdir/sshd.log"; }
@@ -103,6 +109,13 @@ run ssh inst-2 -- echo via ssh
 expect_rc 0 "gpufleet ssh through the jump"
 expect_eq "$out" "via ssh" "ssh output"
 expect_eq "$(($(fwd) - before))" 1 "gpufleet ssh went through the jump host"
+run hostkey forget inst-1
+run hostkey forget inst-2
+run ssh inst-2 -- echo first contact
+expect_rc 0 "gpufleet ssh with neither hop pinned: both pinned first"
+expect_eq "$out" "first contact" "ssh output after first contact"
+run hostkey show inst-1 --json
+expect_match "$out" '"source": "first-use"' "the jump's key pinned by ssh's first contact"
 
 # --- the jump's host key changed: nothing runs behind it --------------------
 rm -f "$(instance_dir inst-2)/home/ran" "$(instance_dir inst-3)/home/ran"
