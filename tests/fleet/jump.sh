@@ -188,6 +188,23 @@ for n in inst-2 inst-3; do
 	expect_contains "$line" "via jump inst-1" "$n: names the jump"
 done
 fleet heal inst-1
+
+# --- the jump freezes while a command runs through it: --timeout holds ------
+started=$(instance_dir inst-2)/home/started
+rm -f "$started"
+timeout 120 "$GPUFLEET" exec inst-2 --json --timeout 6 -- \
+    sh -c 'touch $HOME/started; sleep 60' >"$T/frozen.out" 2>"$T/frozen.err" &
+xpid=$!
+for _ in $(seq 600); do [ -e "$started" ] && break; sleep 0.1; done
+checks=$((checks + 1))
+[ -e "$started" ] || fail "the command never started through the jump"
+fleet break inst-1 hang
+wait "$xpid"
+rc=$?
+expect_rc 1 "a jump frozen mid-command"
+expect_contains "$(cat "$T/frozen.out")" '"code":"timeout"' "the command's deadline held"
+fleet heal inst-1
+fleet heal inst-1
 run exec 'inst-2,inst-3' -- true
 expect_rc 0 "healed: through the jump again"
 
