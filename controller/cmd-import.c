@@ -203,6 +203,7 @@ import_host(
     struct import_run *run, const struct sshconfig_host *h, char **cause)
 {
 	struct instance in, old;
+	const char *jump;
 	char *diff, *target;
 	size_t j;
 	int r;
@@ -221,8 +222,8 @@ import_host(
 	}
 	for (j = 0; j < run->ntags; j++)
 		instance_add_tag(&in, run->tags[j]);
-	if (proxy_jump(run, h) != NULL)
-		in.jump = xstrdup(proxy_jump(run, h));
+	if ((jump = proxy_jump(run, h)) != NULL)
+		in.jump = xstrdup(jump);
 	in.created_at = time(NULL);
 
 	r = inventory_get(run->inv, in.name, &old, cause);
