@@ -67,11 +67,14 @@ static int cmd_add_exec(
 
 const struct cmd_entry cmd_add_entry = {
 	.name = "add",
-	.usage = "NAME [USER@]HOST[:PORT] | 'ssh -p PORT USER@HOST' | "
-		 "ssh://...\n"
-		 "       [--check] [--port N] [--user U] [--identity KEY] "
-		 "[--provider P]\n"
-		 "       [--region R] [--tag T]... [--note TEXT] [--json]",
+	.usage =
+	    "NAME [USER@]HOST[:PORT] | 'ssh -p PORT USER@HOST' | "
+	    "ssh://...\n"
+	    "       [--check] [--port N] [--user U] [--identity KEY] "
+	    "[--jump NAME]\n"
+	    "       [--provider P] [--region R] [--tag T]... [--note TEXT] "
+	    "[--json]\n"
+	    "       [--password | --password-file FILE]",
 	.summary = "add an instance to the inventory",
 	.help =
 	    "NAME is [A-Za-z0-9][A-Za-z0-9._-]{0,62}; IPv6 hosts are "
@@ -93,6 +96,8 @@ const struct cmd_entry cmd_add_entry = {
 	    "identity); a name\n"
 	    "                        without '/' is a managed key first, "
 	    "./NAME is a file\n"
+	    "  -J, --jump NAME       reach it through instance NAME "
+	    "(ProxyJump)\n"
 	    "      --check           make first contact now: pin the host "
 	    "key, log in,\n"
 	    "                        report GPUs and OS; an instance that "
@@ -157,6 +162,7 @@ static const struct option add_options[] = { { "port", required_argument, NULL,
 						 'p' },
 	{ "user", required_argument, NULL, 'u' },
 	{ "identity", required_argument, NULL, 'i' },
+	{ "jump", required_argument, NULL, 'J' },
 	{ "provider", required_argument, NULL, OPT_PROVIDER },
 	{ "region", required_argument, NULL, OPT_REGION },
 	{ "tag", required_argument, NULL, 't' },
@@ -586,8 +592,8 @@ cmd_add_exec(
 		if (nwords == 0 || i < start || i >= end)
 			args[nargs++] = argv[i];
 	}
-	while ((ch = cmd_getopt(
-		    e, nargs, args, "p:u:i:t:h", add_options, &status)) != -1) {
+	while ((ch = cmd_getopt(e, nargs, args, "p:u:i:J:t:h", add_options,
+		    &status)) != -1) {
 		field = NULL;
 		switch (ch) {
 		case -2:
@@ -603,6 +609,9 @@ cmd_add_exec(
 				&in, "identity", optarg, &cause) != 0)
 				goto usage_fail;
 			identity = optarg;
+			break;
+		case 'J':
+			field = "jump";
 			break;
 		case OPT_PROVIDER:
 			field = "provider";
@@ -698,6 +707,7 @@ cmd_add_exec(
 		goto out;
 	}
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
+	    (r = inventory_check_jump(inv, &in, &cause)) != 0 ||
 	    (r = inventory_add(inv, &in, &cause)) != 0 ||
 	    (key_id != 0 &&
 		(r = keys_set_instance_key(inv, in.id,

@@ -45,7 +45,53 @@ struct import_run {
 	size_t ntags;
 	int dry;
 	int added, same, differ, skipped;
+	const struct sshconfig *sc; /* what is being imported */
+	const char *match;	    /* --match, or NULL */
 };
+
+static const char *proxy_jump(
+    struct import_run *, const struct sshconfig_host *);
+
+/*
+ * The jump host of a "ProxyJump ALIAS" that gpufleet can take as the
+ * instance's jump: ALIAS alone (no user, port or chain), in the inventory
+ * or imported now, and not itself behind a proxy. NULL otherwise.
+ */
+static const char *
+proxy_jump(struct import_run *run, const struct sshconfig_host *h)
+{
+	const char *alias;
+	struct instance j;
+	char *why = NULL;
+	size_t i;
+	int r;
+
+	if (h->proxy == NULL || strncmp(h->proxy, "ProxyJump ", 10) != 0)
+		return NULL;
+	alias = h->proxy + 10;
+	if (instance_check_name(alias, &why) != 0 ||
+	    strcmp(alias, h->alias) == 0) {
+		free(why);
+		return NULL;
+	}
+	memset(&j, 0, sizeof j);
+	if ((r = inventory_get(run->inv, alias, &j, &why)) == 0) {
+		r = j.jump == NULL;
+		instance_clear(&j);
+		return r ? alias : NULL;
+	}
+	free(why);
+	for (i = 0; i < run->sc->nhosts; i++) {
+		const struct sshconfig_host *o = &run->sc->hosts[i];
+		if (strcmp(o->alias, alias) == 0)
+			return o->proxy == NULL &&
+				(run->match == NULL ||
+				    fnmatch(run->match, alias, 0) == 0)
+			    ? alias
+			    : NULL;
+	}
+	return NULL;
+}
 
 static int import_host(
     struct import_run *, const struct sshconfig_host *, const char *, char **);
@@ -63,9 +109,11 @@ const struct cmd_entry cmd_import_entry = {
 	    "followed; Match exec is not run, its block is reported).\n"
 	    "Aliases on one Host line that reach the same host, port and "
 	    "user are one\ninstance named by the first. Wildcard patterns "
-	    "are skipped and reported;\na host behind ProxyJump or "
-	    "ProxyCommand is imported with a warning (not\nsupported "
-	    "yet). Aliases already in the inventory are left unchanged.\n"
+	    "are skipped and reported;\n`ProxyJump ALIAS`, ALIAS a Host "
+	    "imported too (or in the inventory),\nbecomes the instance's "
+	    "jump; other ProxyJump forms and ProxyCommand\nare imported "
+	    "with a warning (not supported). Aliases already in the inventory "
+	    "are left unchanged.\n"
 	    "Without --match, github.com, gitlab.com, bitbucket.org, "
 	    "localhost and\nloopback addresses (by alias or HostName) are "
 	    "skipped and listed.\n\n"
@@ -233,6 +281,7 @@ import_host(struct import_run *run, const struct sshconfig_host *h,
     const char *also, char **cause)
 {
 	struct instance in, old;
+	const char *jump;
 	char *diff, *target, *note;
 	size_t j;
 	int r;
@@ -259,6 +308,8 @@ import_host(struct import_run *run, const struct sshconfig_host *h,
 		}
 		free(note);
 	}
+	if ((jump = proxy_jump(run, h)) != NULL)
+		in.jump = xstrdup(jump);
 	in.created_at = time(NULL);
 
 	r = inventory_get(run->inv, in.name, &old, cause);
@@ -281,7 +332,7 @@ import_host(struct import_run *run, const struct sshconfig_host *h,
 		instance_clear(&in);
 		return 0;
 	}
-	if (h->proxy != NULL)
+	if (h->proxy != NULL && in.jump == NULL)
 		warn_msg("%s uses %s, which gpufleet does not support yet; "
 			 "connections to it will fail",
 		    h->alias, h->proxy);
@@ -291,6 +342,8 @@ import_host(struct import_run *run, const struct sshconfig_host *h,
 	}
 	target = instance_target(&in);
 	printf("%s %s: %s", run->dry ? "would add" : "added", in.name, target);
+	if (in.jump != NULL)
+		printf(" via jump %s", in.jump);
 	if (also != NULL)
 		printf(" (also %s)", also);
 	printf("\n");
@@ -413,6 +466,8 @@ cmd_import_exec(
 	run.tags = tags;
 	run.ntags = ntags;
 	run.dry = dry;
+	run.sc = &sc;
+	run.match = match;
 	if (!dry && (r = inventory_begin(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;

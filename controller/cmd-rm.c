@@ -18,6 +18,7 @@
 static int cmd_rm_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int confirm(int, char **);
+static int jump_users_go(const char *, int, char **);
 
 const struct cmd_entry cmd_rm_entry = {
 	.name = "rm",
@@ -25,7 +26,8 @@ const struct cmd_entry cmd_rm_entry = {
 	.summary = "release instances (or delete them with --purge)",
 	.help = "Marks each instance released: it leaves `ls` and selectors,\n"
 		"and its history is kept for cost reports (`ls --all` shows "
-		"it).\n\n"
+		"it).\nAn instance that others reach through (their jump) "
+		"is refused unless\nthey go too.\n\n"
 		"      --purge   delete the instances and all their history\n"
 		"  -y, --yes     do not ask before --purge (required when "
 		"stdin is\n"
@@ -58,13 +60,32 @@ confirm(int n, char **names)
 	return line[0] == 'y' || line[0] == 'Y';
 }
 
+/* Whether every name of users ("a, b") is among the arguments too. */
+static int
+jump_users_go(const char *users, int argc, char **argv)
+{
+	char *copy = xstrdup(users), *p, *save = NULL;
+	int i, all = 1;
+
+	for (p = strtok_r(copy, ", ", &save); p != NULL && all;
+	     p = strtok_r(NULL, ", ", &save)) {
+		for (i = optind; i < argc; i++) {
+			if (strcmp(argv[i], p) == 0)
+				break;
+		}
+		all = i < argc;
+	}
+	free(copy);
+	return all;
+}
+
 static int
 cmd_rm_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct inventory *inv = NULL;
 	struct instance in;
-	char *cause = NULL;
+	char *cause = NULL, *users = NULL;
 	int ch, status, purge = 0, yes = 0, i, j, r = 0;
 	time_t now = time(NULL);
 
@@ -100,6 +121,20 @@ cmd_rm_exec(
 		if ((r = inventory_get(inv, argv[i], &in, &cause)) != 0)
 			goto fail;
 		instance_clear(&in);
+		if ((r = inventory_jump_users(inv, argv[i], &users, &cause)) !=
+		    0)
+			goto fail;
+		if (users != NULL && !jump_users_go(users, argc, argv)) {
+			xasprintf(&cause,
+			    "%s is the jump host of %s; change their jump "
+			    "first (gpufleet set NAME jump=) or remove them "
+			    "too",
+			    argv[i], users);
+			free(users);
+			r = -GF_EUSAGE;
+			goto fail;
+		}
+		free(users);
 	}
 	if (purge && !yes && !confirm(argc - optind, argv + optind)) {
 		inventory_close(inv);

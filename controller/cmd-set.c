@@ -26,7 +26,8 @@ const struct cmd_entry cmd_set_entry = {
 	    "identity (a managed key's name or a key file; empty: the "
 	    "config default),\nremote_dir, "
 	    "authorized_keys_file, notes, platform_id (the platform's id of "
-	    "the\ninstance). Tags: see `gpufleet tag`.\n\n"
+	    "the\ninstance), jump (the instance to reach it through, "
+	    "ProxyJump; empty:\ndirect). Tags: see `gpufleet tag`.\n\n"
 	    "Pricing (see README, \"Billing\"):\n"
 	    "  price=2.69/h (also /min, /s, /day)   currency=CNY\n"
 	    "  billing=second|minute|hour           min_billed=10m\n"
@@ -57,6 +58,7 @@ cmd_set_exec(
 	int ch, status, i, r, detaches = 0, known, priced = 0, has_price;
 	int identity_set = 0;
 	int64_t key_id = 0;
+	int jumped = 0;
 
 	memset(&in, 0, sizeof in);
 	memset(&sf, 0, sizeof sf);
@@ -90,6 +92,8 @@ cmd_set_exec(
 		    strcmp(field, "user") == 0 ||
 		    strcmp(field, "identity") == 0)
 			detaches = 1;
+		if (strcmp(field, "jump") == 0 || strcmp(field, "name") == 0)
+			jumped = 1;
 		r = stopmethod_field(&sf, field, eq + 1, &known, &cause);
 		if (!known)
 			r = ledger_price_field(
@@ -143,7 +147,8 @@ cmd_set_exec(
 			r = -GF_EUSAGE;
 		goto fail;
 	}
-	if ((r = inventory_update(inv, &in, &cause)) != 0 ||
+	if ((jumped && (r = inventory_check_jump(inv, &in, &cause)) != 0) ||
+	    (r = inventory_update(inv, &in, &cause)) != 0 ||
 	    (identity_set && key_id != 0 &&
 		(r = keys_set_instance_key(inv, in.id,
 		     &(struct keys_key){ .id = key_id, .path = in.identity },

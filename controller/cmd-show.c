@@ -109,6 +109,7 @@ cmd_show_exec(
 			{ "platform_id", in.platform_id },
 			{ "source",
 			    in.source != NULL ? in.source : "(added by hand)" },
+			{ "jump", in.jump != NULL ? in.jump : "(direct)" },
 			{ "created_at", created },
 			{ "stop_command",
 			    sf.command != NULL ? sf.command : "(default)" },

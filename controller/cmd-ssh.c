@@ -10,6 +10,9 @@
  * refused host key among them) gpufleet checks the key itself and, if it
  * changed, says to run `gpufleet hostkey accept NAME`: ssh's advice to run
  * ssh-keygen -R does not apply to a file gpufleet rewrites from its pins.
+ *
+ * An instance behind a jump host goes through it with a ProxyCommand of
+ * `ssh -W` that pins the jump's key the same way.
  */
 
 #include <sys/wait.h>
@@ -39,6 +42,8 @@ static void on_interrupt(int);
 /* Ctrl-C or Ctrl-\ reached gpufleet (and ssh) while ssh ran. */
 static volatile sig_atomic_t interrupted;
 static void changed_hint(struct cmd_ctx *, const char *);
+static char *proxy_command(const char *, const struct instance *,
+    const struct instance *, const char *, const char *);
 
 const struct cmd_entry cmd_ssh_entry = {
 	.name = "ssh",
@@ -52,7 +57,9 @@ const struct cmd_entry cmd_ssh_entry = {
 	    "key changed, gpufleet\nsays so after ssh's warning: run "
 	    "`gpufleet hostkey accept NAME` once the\nmachine is known to be "
 	    "replaced (not ssh-keygen -R). ARGs are quoted for\nthe remote "
-	    "shell as in exec. GPUFLEET_SSH names another ssh binary.\n\n"
+	    "shell as in exec. GPUFLEET_SSH names another ssh binary.\n"
+	    "An instance with a jump host is reached through it (ProxyCommand "
+	    "ssh -W),\nthe jump's key pinned the same way.\n\n"
 	    "Examples:\n"
 	    "  gpufleet ssh a100-1\n"
 	    "  gpufleet ssh a100-1 -- tail -f train.log\n",
@@ -62,16 +69,77 @@ const struct cmd_entry cmd_ssh_entry = {
 static const struct option ssh_options[] = { { "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 } };
 
+/*
+ * The ProxyCommand that reaches target through jump: the same ssh with the
+ * jump's pinned key (HostKeyAlias=its name), user, port and identity, then
+ * -W to the target. Each word is quoted for the user's shell and every %
+ * doubled (ssh expands % tokens in it). Caller frees.
+ */
+static char *
+proxy_command(const char *ssh, const struct instance *jump,
+    const struct instance *target, const char *kh, const char *identity)
+{
+	char *words[24], *q, *cmd = NULL, *t, *out, *p;
+	size_t len;
+	int n = 0, k;
+
+	words[n++] = xstrdup(ssh);
+	xasprintf(&words[n++], "-oHostKeyAlias=%s", jump->name);
+	xasprintf(&words[n++], "-oUserKnownHostsFile=%s", kh);
+	words[n++] = xstrdup("-oGlobalKnownHostsFile=/dev/null");
+	words[n++] = xstrdup("-oStrictHostKeyChecking=yes");
+	words[n++] = xstrdup("-oUpdateHostKeys=no");
+	words[n++] = xstrdup("-oProxyCommand=none");
+	words[n++] = xstrdup("-oControlPath=none");
+	xasprintf(&words[n++], "-p%d", jump->port);
+	xasprintf(&words[n++], "-l%s", jump->user);
+	if (identity != NULL) {
+		words[n++] = xstrdup("-i");
+		words[n++] = misc_expand_home(identity);
+		words[n++] = xstrdup("-oIdentitiesOnly=yes");
+	}
+	words[n++] = xstrdup("-W");
+	if (strchr(target->host, ':') != NULL)
+		xasprintf(&words[n++], "[%s]:%d", target->host, target->port);
+	else
+		xasprintf(&words[n++], "%s:%d", target->host, target->port);
+	words[n++] = xstrdup(jump->host);
+	for (k = 0; k < n; k++) {
+		q = misc_quote_any_shell(words[k]);
+		if (cmd == NULL)
+			cmd = q;
+		else {
+			xasprintf(&t, "%s %s", cmd, q);
+			free(cmd);
+			free(q);
+			cmd = t;
+		}
+		free(words[k]);
+	}
+	len = strlen(cmd);
+	for (p = cmd; *p != '\0'; p++)
+		len += *p == '%';
+	out = p = xmalloc(len + 1);
+	for (k = 0; cmd[k] != '\0'; k++) {
+		if (cmd[k] == '%')
+			*p++ = '%';
+		*p++ = cmd[k];
+	}
+	*p = '\0';
+	free(cmd);
+	return out;
+}
+
 static int
 cmd_ssh_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct engine_settings set;
 	struct remote *rm = NULL;
-	const struct instance *in;
+	const struct instance *in, *jin = NULL;
 	const char *ssh = getenv("GPUFLEET_SSH");
 	char *cause = NULL, *kh = NULL, *opt_alias, *opt_kh, *port, *id;
-	char *command = NULL, **args, *name;
+	char *command = NULL, **args, *name, *proxy;
 	int ch, status, r, dashdash = 0, k, n = 0, ws;
 
 	for (k = 1; k < argc; k++) {
@@ -97,7 +165,11 @@ cmd_ssh_exec(
 		remote_close(rm);
 		return GF_EHOSTS;
 	}
-	if (rm->pinned_type[0] == NULL) {
+	if (rm->hosts[0].jump != NULL)
+		jin = rm->hosts[0].jump->in;
+	if (rm->pinned_type[0] == NULL ||
+	    (jin != NULL &&
+		rm->jpinned[rm->hosts[0].jump - rm->jhosts] == NULL)) {
 		memset(&set, 0, sizeof set);
 		set.fanout = 1;
 		set.connect_timeout = ctx->fleet->config->connect_timeout;
@@ -146,6 +218,15 @@ cmd_ssh_exec(
 		args[n++] = misc_expand_home(id);
 		args[n++] = xstrdup("-o");
 		args[n++] = xstrdup("IdentitiesOnly=yes");
+	}
+	if (jin != NULL) {
+		id = jin->identity != NULL ? jin->identity
+					   : ctx->fleet->config->identity;
+		proxy = proxy_command(
+		    ssh != NULL && *ssh != '\0' ? ssh : "ssh", jin, in, kh, id);
+		args[n++] = xstrdup("-o");
+		xasprintf(&args[n++], "ProxyCommand=%s", proxy);
+		free(proxy);
 	}
 	args[n++] = xstrdup(in->host);
 	if (dashdash && dashdash + 1 < argc) {

@@ -17,7 +17,10 @@
  *    agent login is handed, session and all, to one worker thread; the
  *    loop does not touch that session until the worker hands it back. A
  *    host whose deadline passes meanwhile is reported failed at once and
- *    its session left to the worker to free ("orphan").
+ *    its session left to the worker to free ("orphan");
+ *  - a host behind a jump host talks SSH over a socketpair whose other end
+ *    the loop joins to a direct-tcpip channel of the jump's session (see
+ *    "Jump hosts" below).
  */
 
 #include <sys/resource.h>
@@ -51,6 +54,8 @@
 
 #define PUMP_MS	    100
 #define STDIN_CHUNK (32 * 1024)
+/* Bytes held per direction of a tunnel through a jump host. */
+#define TUNNEL_BUF (32 * 1024)
 /* Set-up: fail after this long without a byte from the server... */
 #define SETUP_IDLE_DEFAULT 30
 /* ...or after this many times that long in all. */
@@ -82,8 +87,16 @@ enum conn_state {
 	CS_OPEN,
 	CS_EXEC,
 	CS_RUN,
-	CS_IDLE,  /* held open between runs (keep_open) */
-	CS_AGENT, /* the ssh-agent worker has the session */
+	CS_IDLE,   /* held open between runs (keep_open) */
+	CS_AGENT,  /* the ssh-agent worker has the session */
+	CS_TUNNEL, /* waiting for a channel through the jump host */
+	CS_JUMP,   /* a jump host's session, carrying tunnels */
+};
+
+enum tunnel_state {
+	TS_WAIT,    /* the jump is not logged in yet */
+	TS_OPENING, /* direct-tcpip requested */
+	TS_OPEN,    /* joined to the socketpair */
 };
 
 struct engine {
@@ -100,6 +113,9 @@ struct engine {
 	int worker_busy;
 	int worker_stop;
 	struct engine_conn *queue;
+
+	struct engine_jump *jumps; /* jump sessions, open or opening */
+	uint64_t serial;	   /* of the last run started */
 };
 
 /* One run: a command on a set of hosts, reported through its ops. */
@@ -117,7 +133,55 @@ struct engine_run {
 	int complete;	    /* every host is done */
 	int reported;	    /* `finished' has been called */
 	int keep;	    /* engine_run frees it, not the engine */
+	uint64_t serial;
 	struct engine_run *next_run;
+};
+
+/*
+ * The session of one jump host. Its connection's run is its own, with a
+ * copy of the settings and ops of the run that opened it (only the host
+ * key check and the deadlines of set-up use them). Every tunnel holds a
+ * reference; the session closes once the last is gone and the loop has
+ * come round (so hosts started one after another share it).
+ */
+struct engine_jump {
+	struct engine *e;
+	struct engine_host *h; /* the jump host: h->conn is c */
+	struct engine_conn *c; /* NULL once it is gone */
+	struct engine_run run; /* c->r */
+	struct engine_settings set;
+	struct engine_ops ops;
+	struct engine_tunnel *tunnels;
+	struct event *idle; /* closes it when no tunnel is left */
+	struct event *kick; /* services its tunnels from the loop */
+	int refs;
+	int ready; /* logged in */
+	int dead;  /* failed: its tunnels are being failed */
+	struct engine_jump *next;
+};
+
+/*
+ * One host's way through a jump host: a direct-tcpip channel and our end
+ * of the socketpair whose other end is the host's SSH socket. At most
+ * TUNNEL_BUF bytes are held each way; the rest waits in the channel's
+ * window or the socket buffer.
+ */
+struct engine_tunnel {
+	struct engine_jump *j;
+	struct engine_conn *c; /* the host behind the jump */
+	enum tunnel_state state;
+	ssh_channel ch;
+	int fd; /* ours; -1 until open */
+	struct event *ev;
+	int start;	       /* open: start c's handshake from ev */
+	enum engine_fail fail; /* set: fail c from ev with fail_msg */
+	char *fail_msg;
+	char in[TUNNEL_BUF]; /* from the channel, for fd */
+	size_t in_len;
+	char out[TUNNEL_BUF]; /* from fd, for the channel */
+	size_t out_len;
+	int ch_eof, fd_eof, eof_sent, shut;
+	struct engine_tunnel *next;
 };
 
 struct engine_conn {
@@ -154,6 +218,9 @@ struct engine_conn {
 	int reused;	 /* this run started on a held session */
 	int ssh_started; /* ssh_connect has taken the socket */
 	int local_fail;	 /* failed for a reason of ours, not the host's */
+	struct engine_jump *jmp;   /* this is a jump host's session */
+	struct engine_tunnel *tun; /* this host is behind a jump */
+	int tun_setup;		   /* waiting on the jump's set-up */
 
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
@@ -210,6 +277,22 @@ static int64_t conn_idle_ms(struct engine_conn *, int64_t);
 static void conn_deadline_fail(struct engine_conn *, int);
 static int agent_picked(struct engine_conn *, int64_t);
 static void sigint_cb(evutil_socket_t, short, void *);
+static void conn_resolve(struct engine_conn *);
+static void conn_via_jump(struct engine_conn *);
+static struct engine_jump *jump_new(struct engine_run *, struct engine_host *);
+static void jump_start(struct engine_jump *);
+static void jump_ready(struct engine_jump *);
+static int jump_service(struct engine_jump *);
+static void jump_fail(struct engine_jump *, enum engine_fail, const char *);
+static void jump_destroy(struct engine_jump *);
+static void jump_idle_cb(evutil_socket_t, short, void *);
+static void jump_kick_cb(evutil_socket_t, short, void *);
+static void tunnel_pump(struct engine_tunnel *);
+static void tunnel_arm(struct engine_tunnel *);
+static void tunnel_error(struct engine_tunnel *, enum engine_fail, const char *,
+    ...) __attribute__((format(printf, 3, 4)));
+static void tunnel_cb(evutil_socket_t, short, void *);
+static void tunnel_free(struct engine_tunnel *);
 static struct engine_run *run_start(struct engine *, struct engine_host *,
     size_t, const struct engine_settings *, const struct engine_ops *, int);
 static void agent_submit(struct engine_conn *);
@@ -349,8 +432,6 @@ conn_start(struct engine_run *r, struct engine_host *h)
 {
 	struct engine *e = r->e;
 	struct engine_conn *c;
-	struct evutil_addrinfo hints;
-	char port[16];
 
 	if ((c = h->conn) != NULL && c->state == CS_IDLE &&
 	    (h->fail != EF_NONE || r->set->fresh)) {
@@ -415,6 +496,21 @@ conn_start(struct engine_run *r, struct engine_host *h)
 					  : "no identity to log in with");
 		return;
 	}
+	if (h->jump != NULL)
+		conn_via_jump(c);
+	else
+		conn_resolve(c);
+}
+
+/* Resolve the host (numeric at once, names by evdns), then connect. */
+static void
+conn_resolve(struct engine_conn *c)
+{
+	struct engine *e = c->e;
+	struct engine_host *h = c->h;
+	struct evutil_addrinfo hints;
+	char port[16];
+
 	memset(&hints, 0, sizeof hints);
 	hints.ai_family = AF_UNSPEC;
 	hints.ai_socktype = SOCK_STREAM;
@@ -775,7 +871,35 @@ conn_deadline_fail(struct engine_conn *c, int idle)
 
 	switch (c->state) {
 	case CS_IDLE:
+	case CS_JUMP:
 		break;
+	case CS_TUNNEL: {
+		/*
+		 * The jump's banner came in time: its key exchange and login
+		 * have set-up's limits, as a direct host's would.
+		 */
+		const struct engine_conn *jc = c->tun->j->c;
+		const char *jname = c->h->jump->in->name;
+		if (!c->tun_setup && jc != NULL && jc->banner_seen &&
+		    jc->state != CS_JUMP) {
+			c->tun_setup = 1;
+			conn_setup_phase(c);
+		} else if (jc != NULL && jc->state == CS_JUMP)
+			conn_fail(c, EF_CONNECT_TIMEOUT,
+			    "via jump %s: no channel to %s port %d within %ds",
+			    jname, c->h->in->host, c->h->in->port, secs);
+		else if (jc != NULL && !jc->banner_seen)
+			conn_fail(c, EF_CONNECT_TIMEOUT,
+			    "via jump %s: no SSH banner within %ds (the host "
+			    "accepted TCP but did not speak SSH)",
+			    jname, secs);
+		else
+			conn_fail(c, EF_CONNECT_TIMEOUT,
+			    "via jump %s: logging in to the jump host did not "
+			    "finish in time",
+			    jname);
+		break;
+	}
 	case CS_RESOLVE:
 		conn_fail(c, EF_RESOLVE, "resolving %s timed out after %ds",
 		    c->h->in->host, secs);
@@ -830,7 +954,7 @@ conn_pump_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->state == CS_RUN)
+	if (c->state == CS_RUN || c->state == CS_JUMP)
 		conn_step(c);
 }
 
@@ -1085,7 +1209,12 @@ conn_step(struct engine_conn *c)
 	case CS_TCP:
 	case CS_IDLE:
 	case CS_AGENT:
+	case CS_TUNNEL:
 		return;
+	case CS_JUMP:
+		if (jump_service(c->jmp) != 0)
+			return; /* c is gone */
+		break;
 	case CS_HANDSHAKE:
 		c->ssh_started = 1;
 		rc = ssh_connect(c->s);
@@ -1102,7 +1231,8 @@ conn_step(struct engine_conn *c)
 		}
 		if (conn_check_hostkey(c) != 0)
 			return;
-		if (set->command == NULL && h->command == NULL) {
+		if (set->command == NULL && h->command == NULL &&
+		    c->jmp == NULL) {
 			/* Handshake only: the host key was all we wanted. */
 			conn_finish(c);
 			return;
@@ -1118,6 +1248,11 @@ conn_step(struct engine_conn *c)
 		c->state = CS_OPEN;
 		/* FALLTHROUGH */
 	case CS_OPEN:
+		if (c->jmp != NULL) {
+			/* A jump host: logged in is all it needs. */
+			jump_ready(c->jmp);
+			return;
+		}
 		if (c->ch == NULL) {
 			if ((c->ch = ssh_channel_new(c->s)) == NULL) {
 				conn_fail(c, EF_CHANNEL,
@@ -1274,6 +1409,15 @@ conn_fail(struct engine_conn *c, enum engine_fail fail, const char *fmt, ...)
 {
 	va_list ap;
 
+	if (c->jmp != NULL) {
+		char *msg;
+		va_start(ap, fmt);
+		xvasprintf(&msg, fmt, ap);
+		va_end(ap);
+		jump_fail(c->jmp, fail, msg);
+		free(msg);
+		return;
+	}
 	if (c->h->done)
 		return;
 	if (c->reused && c->state >= CS_OPEN && c->state <= CS_EXEC &&
@@ -1323,8 +1467,12 @@ conn_release(struct engine_conn *c)
 			orphan = c->orphan = 1;
 		pthread_mutex_unlock(&e->lock);
 	}
-	if (orphan)
+	if (orphan) {
+		/* The worker's login then sees the tunnel's end at once. */
+		if (c->tun != NULL)
+			tunnel_free(c->tun);
 		return;
+	}
 	if (c->fd != -1)
 		fcntl(c->fd, F_SETFL, fcntl(c->fd, F_GETFL) | O_NONBLOCK);
 	if (c->sev != NULL) {
@@ -1350,6 +1498,9 @@ conn_release(struct engine_conn *c)
 		if (c->fd != -1)
 			close(c->fd);
 	}
+	/* After the session: its goodbye went into the pair, not to EPIPE. */
+	if (c->tun != NULL)
+		tunnel_free(c->tun);
 	free(c);
 }
 
@@ -1539,6 +1690,493 @@ agent_done_cb(evutil_socket_t fd, short what, void *arg)
 }
 
 /*
+ * Jump hosts. A host behind one waits in CS_TUNNEL for a direct-tcpip
+ * channel of the jump's session, then runs its own SSH session over a
+ * socketpair joined to that channel. The jump's connection is an ordinary
+ * one (resolve, TCP, handshake, host key, login, ssh-agent included) that
+ * stops in CS_JUMP once logged in. Its tunnels are serviced whenever its
+ * socket, a tunnel's socket or its pump timer wakes the loop; nothing
+ * that frees a tunnel or a host is done from inside that service: a
+ * tunnel's failure, and the start of its host's handshake, go through the
+ * tunnel's own event.
+ */
+
+/* Take c to its host through the jump host's session. */
+static void
+conn_via_jump(struct engine_conn *c)
+{
+	struct engine_host *h = c->h, *jh = h->jump;
+	struct engine_jump *j = NULL;
+	struct engine_tunnel *t;
+
+	if (jh->conn == NULL && jh->fail != EF_NONE &&
+	    c->r->serial <= jh->jump_failed) {
+		/* The jump failed during this run: do not try it again. */
+		conn_fail(c, jh->fail, "via jump %s: %s", jh->in->name,
+		    jh->fail_msg != NULL ? jh->fail_msg : "failed");
+		return;
+	}
+	if (jh->conn != NULL && jh->conn->jmp != NULL)
+		j = jh->conn->jmp;
+	else
+		j = jump_new(c->r, jh);
+	c->state = CS_TUNNEL;
+	t = xcalloc(1, sizeof *t);
+	t->j = j;
+	t->c = c;
+	t->fd = -1;
+	t->ev = event_new(c->e->base, -1, 0, tunnel_cb, t);
+	t->next = j->tunnels;
+	j->tunnels = t;
+	j->refs++;
+	c->tun = t;
+	if (j->c == NULL)
+		jump_start(j); /* may fail c at once */
+	else if (j->ready)
+		event_active(j->kick, EV_TIMEOUT, 1);
+}
+
+/* A jump session for jh, not started yet. */
+static struct engine_jump *
+jump_new(struct engine_run *r, struct engine_host *jh)
+{
+	struct engine *e = r->e;
+	struct engine_jump *j;
+
+	j = xcalloc(1, sizeof *j);
+	j->e = e;
+	j->h = jh;
+	j->set = *r->set;
+	j->set.command = NULL;
+	j->set.stdin_data = NULL;
+	j->set.stdin_len = 0;
+	j->ops.hostkey = r->ops->hostkey;
+	j->ops.hostkey_type = r->ops->hostkey_type;
+	j->ops.arg = r->ops->arg;
+	j->run.e = e;
+	j->run.set = &j->set;
+	j->run.ops = &j->ops;
+	j->run.serial = r->serial;
+	j->idle = event_new(e->base, -1, 0, jump_idle_cb, j);
+	j->kick = event_new(e->base, -1, 0, jump_kick_cb, j);
+	j->next = e->jumps;
+	e->jumps = j;
+	return j;
+}
+
+/* Connect to the jump host and log in (like conn_start's first login). */
+static void
+jump_start(struct engine_jump *j)
+{
+	struct engine_host *jh = j->h;
+	struct engine_conn *c;
+
+	c = xcalloc(1, sizeof *c);
+	c->e = j->e;
+	c->r = &j->run;
+	c->h = jh;
+	c->fd = -1;
+	c->jmp = j;
+	j->c = c;
+	jh->conn = c;
+	jh->done = 0;
+	jh->fail = EF_NONE;
+	free(jh->fail_msg);
+	jh->fail_msg = NULL;
+	jh->start_ms = engine_now_ms();
+	c->deadline = evtimer_new(j->e->base, conn_deadline_cb, c);
+	c->pump = event_new(j->e->base, -1, EV_PERSIST, conn_pump_cb, c);
+	conn_phase(c, jh->start_ms + (int64_t)j->set.connect_timeout * 1000, 0);
+	if (jh->nkeys == 0) {
+		conn_fail(c, EF_AUTH, "%s",
+		    jh->keys_error != NULL ? jh->keys_error
+					   : "no identity to log in with");
+		return;
+	}
+	conn_resolve(c);
+}
+
+/* The jump host is logged in: open the tunnels waiting for it. */
+static void
+jump_ready(struct engine_jump *j)
+{
+	struct engine_conn *c = j->c;
+	struct timeval pump = { 0, PUMP_MS * 1000 };
+
+	c->state = CS_JUMP;
+	j->ready = 1;
+	conn_phase(c, 0, 0);
+	event_add(c->pump, &pump);
+	if ((c->sev = ssh_event_new()) == NULL ||
+	    ssh_event_add_session(c->sev, c->s) != SSH_OK) {
+		conn_fail(c, EF_SSH, "cannot poll the session");
+		return;
+	}
+	debug_f("%s: jump host logged in", j->h->in->name);
+	conn_step(c);
+}
+
+/*
+ * Move what can move on every tunnel of the jump and open those waiting.
+ * Returns -1 if the jump's session is lost (then j and c are gone).
+ */
+static int
+jump_service(struct engine_jump *j)
+{
+	struct engine_conn *c = j->c;
+	struct engine_tunnel *t;
+	const struct instance *in;
+	int sp[2], rc;
+
+	if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR &&
+	    !ssh_is_connected(c->s)) {
+		conn_fail(c, EF_SSH, "connection to the jump host lost: %s",
+		    ssh_get_error(c->s));
+		return -1;
+	}
+	for (t = j->tunnels; t != NULL; t = t->next) {
+		if (t->fail != EF_NONE || t->start)
+			continue;
+		in = t->c->h->in;
+		switch (t->state) {
+		case TS_WAIT:
+			if ((t->ch = ssh_channel_new(c->s)) == NULL) {
+				tunnel_error(t, EF_CHANNEL,
+				    "via jump %s: cannot create a channel: %s",
+				    j->h->in->name, ssh_get_error(c->s));
+				break;
+			}
+			t->state = TS_OPENING;
+			/* The jump's TCP connect to the host: connect_timeout.
+			 */
+			t->c->tun_setup = 1;
+			conn_phase(t->c,
+			    engine_now_ms() +
+				(int64_t)t->c->r->set->connect_timeout * 1000,
+			    0);
+			/* FALLTHROUGH */
+		case TS_OPENING:
+			rc = ssh_channel_open_forward(
+			    t->ch, in->host, in->port, "127.0.0.1", 0);
+			if (rc == SSH_AGAIN)
+				break;
+			if (rc != SSH_OK) {
+				const char *why = ssh_get_error(c->s);
+				tunnel_error(t,
+				    strstr(why, "refused") != NULL
+					? EF_REFUSED
+					: EF_UNREACHABLE,
+				    "via jump %s: cannot reach %s port %d: %s",
+				    j->h->in->name, in->host, in->port, why);
+				break;
+			}
+			if (socketpair(AF_UNIX,
+				SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0,
+				sp) != 0) {
+				t->c->local_fail = 1;
+				tunnel_error(t, EF_UNREACHABLE,
+				    "cannot make a socket pair: %s (a limit of "
+				    "this machine)",
+				    strerror(errno));
+				break;
+			}
+			t->fd = sp[1];
+			t->c->fd = sp[0];
+			t->state = TS_OPEN;
+			t->start = 1;
+			event_active(t->ev, EV_TIMEOUT, 1);
+			break;
+		case TS_OPEN:
+			tunnel_pump(t);
+			break;
+		}
+	}
+	if (!ssh_is_connected(c->s)) {
+		conn_fail(c, EF_SSH, "connection to the jump host lost");
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * Copy between the channel and our end of the socketpair, as far as the
+ * buffers, the channel's window and libssh's output allow (libssh writes
+ * on a blocking socket: only once its output has drained).
+ */
+static void
+tunnel_pump(struct engine_tunnel *t)
+{
+	ssh_session s = t->j->c->s;
+	uint32_t window;
+	size_t n;
+	ssize_t w;
+	int k;
+
+	/* Channel -> host. */
+	for (;;) {
+		if (t->in_len > 0) {
+			w = write(t->fd, t->in, t->in_len);
+			if (w > 0) {
+				memmove(
+				    t->in, t->in + w, t->in_len - (size_t)w);
+				t->in_len -= (size_t)w;
+			} else if (w == -1 && errno != EAGAIN &&
+			    errno != EINTR) {
+				t->in_len = 0; /* the host's side is gone */
+				t->fd_eof = 1;
+			}
+			if (t->in_len > 0)
+				break;
+		}
+		if (t->ch_eof)
+			break;
+		k = ssh_channel_read_nonblocking(t->ch, t->in, sizeof t->in, 0);
+		if (k > 0) {
+			t->in_len = (size_t)k;
+			continue;
+		}
+		if (k != 0 || ssh_channel_is_eof(t->ch) ||
+		    ssh_channel_is_closed(t->ch))
+			t->ch_eof = 1;
+		break;
+	}
+	if (t->ch_eof && t->in_len == 0 && !t->shut) {
+		shutdown(t->fd, SHUT_WR);
+		t->shut = 1;
+	}
+
+	/* Host -> channel. */
+	for (;;) {
+		if (t->out_len > 0 && !t->eof_sent) {
+			if (ssh_get_poll_flags(s) & SSH_WRITE_PENDING)
+				break;
+			window = ssh_channel_window_size(t->ch);
+			n = t->out_len < window ? t->out_len : window;
+			if (n == 0)
+				break; /* the window's adjust wakes the jump */
+			k = ssh_channel_write(t->ch, t->out, (uint32_t)n);
+			if (k < 0) {
+				t->out_len = 0; /* the channel is gone */
+				t->fd_eof = 1;
+				break;
+			}
+			memmove(t->out, t->out + k, t->out_len - (size_t)k);
+			t->out_len -= (size_t)k;
+		}
+		if (t->fd_eof || t->out_len == sizeof t->out)
+			break;
+		w = read(
+		    t->fd, t->out + t->out_len, sizeof t->out - t->out_len);
+		if (w > 0) {
+			t->out_len += (size_t)w;
+			continue;
+		}
+		if (w == 0 || (errno != EAGAIN && errno != EINTR))
+			t->fd_eof = 1;
+		break;
+	}
+	if (t->fd_eof && t->out_len == 0 && !t->eof_sent &&
+	    !ssh_channel_is_closed(t->ch)) {
+		ssh_channel_send_eof(t->ch);
+		t->eof_sent = 1;
+	}
+	tunnel_arm(t);
+}
+
+/* Wait on our end for what the tunnel can take now. */
+static void
+tunnel_arm(struct engine_tunnel *t)
+{
+	short what = 0;
+
+	if (!t->fd_eof && t->out_len < sizeof t->out)
+		what |= EV_READ;
+	if (t->in_len > 0)
+		what |= EV_WRITE;
+	event_del(t->ev);
+	event_assign(t->ev, t->j->e->base, t->fd, what, tunnel_cb, t);
+	if (what != 0)
+		event_add(t->ev, NULL);
+}
+
+/* Fail the tunnel's host, from the tunnel's event (not from the service). */
+static void
+tunnel_error(
+    struct engine_tunnel *t, enum engine_fail fail, const char *fmt, ...)
+{
+	va_list ap;
+
+	t->fail = fail;
+	va_start(ap, fmt);
+	xvasprintf(&t->fail_msg, fmt, ap);
+	va_end(ap);
+	event_active(t->ev, EV_TIMEOUT, 1);
+}
+
+static void
+tunnel_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_tunnel *t = arg;
+	struct engine_jump *j = t->j;
+
+	(void)fd;
+	(void)what;
+	if (t->fail != EF_NONE) {
+		conn_fail(t->c, t->fail, "%s", t->fail_msg); /* frees t */
+		return;
+	}
+	if (t->start) {
+		/* The channel is open: the host's handshake over our pair. */
+		t->start = 0;
+		event_active(j->kick, EV_TIMEOUT, 1);
+		/* Like ConnectTimeout per hop: the banner has its own. */
+		conn_phase(t->c,
+		    engine_now_ms() +
+			(int64_t)t->c->r->set->connect_timeout * 1000,
+		    0);
+		conn_tcp_done(t->c);
+		return;
+	}
+	if (j->c != NULL && j->ready)
+		conn_step(j->c);
+}
+
+/* Free a tunnel (its host's connection is being released). */
+static void
+tunnel_free(struct engine_tunnel *t)
+{
+	struct engine_jump *j = t->j;
+	struct engine_tunnel **p;
+
+	event_free(t->ev);
+	if (t->fd != -1)
+		close(t->fd);
+	/*
+	 * A channel not yet open is left to the session (libssh frees it
+	 * with the session); one that is open is closed and freed.
+	 */
+	if (t->ch != NULL && j->c != NULL && !j->dead && t->state == TS_OPEN) {
+		if (!ssh_channel_is_closed(t->ch))
+			ssh_channel_close(t->ch);
+		ssh_channel_free(t->ch);
+	}
+	for (p = &j->tunnels; *p != NULL; p = &(*p)->next) {
+		if (*p == t) {
+			*p = t->next;
+			break;
+		}
+	}
+	t->c->tun = NULL;
+	free(t->fail_msg);
+	free(t);
+	if (--j->refs == 0 && !j->dead)
+		event_active(j->idle, EV_TIMEOUT, 1);
+	else if (j->c != NULL && j->ready)
+		event_active(j->kick, EV_TIMEOUT, 1);
+}
+
+/*
+ * The jump failed: every host behind it fails with its reason, named
+ * (hosts held idle between runs just let their sessions go), and hosts of
+ * runs already started that reach it later fail the same way at once.
+ */
+static void
+jump_fail(struct engine_jump *j, enum engine_fail fail, const char *msg)
+{
+	struct engine_host *jh = j->h;
+	struct engine_conn *c = j->c, *tc;
+	struct engine_tunnel *t;
+
+	if (j->dead)
+		return;
+	j->dead = 1;
+	jh->fail = fail;
+	free(jh->fail_msg);
+	jh->fail_msg = xstrdup(msg);
+	jh->done = 1;
+	jh->end_ms = engine_now_ms();
+	jh->jump_failed = j->e->serial;
+	debug_f("%s: jump host failed: %s", jh->in->name, msg);
+	j->c = NULL;
+	jh->conn = NULL;
+	if (c != NULL)
+		conn_release(c);
+	while ((t = j->tunnels) != NULL) {
+		tc = t->c;
+		if (tc->r != NULL && !tc->h->done)
+			conn_fail(
+			    tc, fail, "via jump %s: %s", jh->in->name, msg);
+		else
+			engine_forget(tc->h);
+		if (j->tunnels == t) {
+			/* Not released (cannot happen): detach it anyway. */
+			tunnel_free(t);
+		}
+	}
+	jump_destroy(j);
+}
+
+/*
+ * Close a jump session and free it: politely if it is logged in and
+ * healthy. Hosts still behind it let their sessions go first.
+ */
+static void
+jump_destroy(struct engine_jump *j)
+{
+	struct engine_jump **p;
+	struct engine_conn *c = j->c;
+	struct engine_host *jh = j->h;
+
+	while (j->tunnels != NULL) {
+		struct engine_tunnel *t = j->tunnels;
+		engine_forget(t->c->h);
+		if (j->tunnels == t)
+			tunnel_free(t);
+	}
+	for (p = &j->e->jumps; *p != NULL; p = &(*p)->next) {
+		if (*p == j) {
+			*p = j->next;
+			break;
+		}
+	}
+	if (c != NULL) {
+		j->c = NULL;
+		jh->conn = NULL;
+		if (!j->ready)
+			jh->fail = EF_INTERRUPTED; /* no polite goodbye */
+		conn_release(c);
+		if (!j->ready)
+			jh->fail = EF_NONE;
+	}
+	event_free(j->idle);
+	event_free(j->kick);
+	free(j);
+}
+
+/* No tunnel is left and the loop came round: close the jump. */
+static void
+jump_idle_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_jump *j = arg;
+
+	(void)fd;
+	(void)what;
+	if (j->refs == 0 && !j->dead)
+		jump_destroy(j);
+}
+
+static void
+jump_kick_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_jump *j = arg;
+
+	(void)fd;
+	(void)what;
+	if (j->c != NULL && j->ready)
+		conn_step(j->c);
+}
+
+/*
  * Stop a run: start nothing more, close what is open, report every host
  * not done as interrupted. Its `finished' still comes, from the loop.
  */
@@ -1613,6 +2251,7 @@ run_start(struct engine *e, struct engine_host *hosts, size_t n,
 	r->hosts = hosts;
 	r->n = n;
 	r->keep = keep;
+	r->serial = ++e->serial;
 	r->done = event_new(e->base, -1, 0, run_done_cb, r);
 	r->next_run = e->runs;
 	e->runs = r;
@@ -1682,6 +2321,10 @@ engine_forget(struct engine_host *h)
 
 	if (c == NULL)
 		return;
+	if (c->jmp != NULL) {
+		jump_destroy(c->jmp);
+		return;
+	}
 	h->conn = NULL;
 	conn_release(c);
 }
@@ -1711,6 +2354,8 @@ engine_free(struct engine *e)
 		}
 		run_free(r);
 	}
+	while (e->jumps != NULL)
+		jump_destroy(e->jumps);
 	if (e->worker_started) {
 		pthread_mutex_lock(&e->lock);
 		e->worker_stop = 1;

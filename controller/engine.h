@@ -13,6 +13,14 @@
  * the server sent nothing, or ten times that in all; then the command has
  * command_timeout. A host that fails gets a reason code and a message, and
  * the others go on.
+ *
+ * A host with a jump host (ProxyJump) is reached through a direct-tcpip
+ * channel of the jump host's session: one session per jump host, logged in
+ * and its key checked like any host's, shared by every host behind it and
+ * closed once none uses it. The host's own SSH session runs over one end of
+ * a socketpair; the loop moves bytes between the other end and the channel,
+ * within the channel's window. If the jump fails, every host behind it
+ * fails with the jump's reason code and a message naming it.
  */
 #ifndef GPUFLEET_ENGINE_H
 #define GPUFLEET_ENGINE_H
@@ -63,6 +71,9 @@ struct engine_host {
 	const char *stdin_data; /* or NULL: the run's stdin */
 	size_t stdin_len;
 	int skip; /* leave this host out of the run */
+	/* The host to reach this one through (borrowed; NULL: direct). It is
+	   not one of the run's hosts and must itself be direct. */
+	struct engine_host *jump;
 
 	/* Results. */
 	enum engine_fail fail;
@@ -78,6 +89,7 @@ struct engine_host {
 
 	void *user;		  /* the caller's */
 	struct engine_conn *conn; /* private */
+	uint64_t jump_failed;	  /* private: run serial of a jump failure */
 };
 
 struct engine_ops {

@@ -58,6 +58,7 @@ instance_clear(struct instance *in)
 	free(in->notes);
 	free(in->platform_id);
 	free(in->source);
+	free(in->jump);
 	memset(in, 0, sizeof *in);
 }
 
@@ -384,7 +385,23 @@ const char *
 instance_field_names(void)
 {
 	return "name, host, port, user, provider, region, identity, "
-	       "remote_dir, authorized_keys_file, notes, platform_id";
+	       "remote_dir, authorized_keys_file, notes, platform_id, jump";
+}
+
+/*
+ * Whether NAME may be in's jump host (syntax and self only; that it exists
+ * and is not itself behind a jump is the inventory's, see inventory.h).
+ */
+int
+instance_check_jump(const struct instance *in, const char *name, char **cause)
+{
+	if (instance_check_name(name, cause) != 0)
+		return -1;
+	if (in->name != NULL && strcmp(in->name, name) == 0) {
+		xasprintf(cause, "%s cannot be its own jump host", name);
+		return -1;
+	}
+	return 0;
 }
 
 /* Validate and set one field by name. */
@@ -438,6 +455,16 @@ instance_set_field(
 		    check_ident("platform_id", value, cause) != 0)
 			return -1;
 		return set_string(&in->platform_id, value);
+	}
+	if (strcmp(field, "jump") == 0) {
+		if (*value == '\0') {
+			free(in->jump);
+			in->jump = NULL;
+			return 0;
+		}
+		if (instance_check_jump(in, value, cause) != 0)
+			return -1;
+		return set_string(&in->jump, value);
 	}
 	if (strcmp(field, "notes") == 0 || strcmp(field, "note") == 0) {
 		if (check_text("notes", value, NOTES_MAX_LEN, cause) != 0)
@@ -555,6 +582,8 @@ instance_to_json(const struct instance *in)
 	    json_string(in->platform_id != NULL ? in->platform_id : ""));
 	json_object_set_new(o, "source",
 	    in->source != NULL ? json_string(in->source) : json_null());
+	json_object_set_new(
+	    o, "jump", in->jump != NULL ? json_string(in->jump) : json_null());
 	json_object_set_new(o, "created_at", json_time(in->created_at));
 	json_object_set_new(o, "released_at", json_time(in->released_at));
 	return o;

@@ -31,6 +31,7 @@ struct instance {
 	char *notes;
 	char *platform_id;   /* the platform's id of it, "" when not set */
 	char *source;	     /* ssh_config it was imported from, or NULL */
+	char *jump;	     /* the instance reached through, or NULL */
 	int64_t created_at;  /* Unix seconds */
 	int64_t released_at; /* 0 while in service */
 };
@@ -44,6 +45,7 @@ int instance_check_user(const char *, char **);
 int instance_check_tag(const char *, char **);
 int instance_parse_port(const char *, int *, char **);
 int instance_parse_hostspec(const char *, char **, char **, int *, char **);
+int instance_check_jump(const struct instance *, const char *, char **);
 int instance_set_field(struct instance *, const char *, const char *, char **);
 const char *instance_field_names(void);
 int instance_has_tag(const struct instance *, const char *);

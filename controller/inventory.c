@@ -36,18 +36,18 @@ static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 #define INSTANCE_COLUMNS                                                       \
 	"id, name, host, port, user, provider, region, identity, remote_dir,"  \
 	" authorized_keys_file, notes, source, created_at, released_at,"       \
-	" platform_id"
+	" platform_id, jump"
 
 /* The user-settable fields, their db_exec format and arguments. */
 #define INSTANCE_FIELDS                                                        \
 	"name, host, port, user, provider, region, identity, remote_dir,"      \
-	" authorized_keys_file, notes, source, created_at, platform_id"
-#define INSTANCE_FORMAT "ttittttttttIt"
+	" authorized_keys_file, notes, source, created_at, platform_id, jump"
+#define INSTANCE_FORMAT "ttittttttttItt"
 #define INSTANCE_ARGS(in)                                                      \
 	(in)->name, (in)->host, (in)->port, (in)->user, (in)->provider,        \
 	    (in)->region, (in)->identity, (in)->remote_dir,                    \
 	    (in)->authorized_keys_file, (in)->notes, (in)->source,             \
-	    (int64_t)(in)->created_at, (in)->platform_id
+	    (int64_t)(in)->created_at, (in)->platform_id, (in)->jump
 
 /* The schema version this build writes. */
 int
@@ -331,6 +331,7 @@ read_row(
 	in->created_at = sqlite3_column_int64(st, 12);
 	in->released_at = sqlite3_column_int64(st, 13);
 	in->platform_id = db_text(st, 14);
+	in->jump = db_text(st, 15);
 	return load_tags(inv, in, cause);
 }
 
@@ -463,7 +464,7 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 		return r;
 	if ((r = db_exec(inv,
 		 "INSERT INTO instance (" INSTANCE_FIELDS ") VALUES "
-		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		 "cannot add instance", cause, INSTANCE_FORMAT,
 		 INSTANCE_ARGS(in))) != 0)
 		return r;
@@ -479,13 +480,108 @@ inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 
 	if ((r = name_taken(inv, in->name, in->id, cause)) != 0)
 		return r;
+	/* A renamed jump host: the instances behind it follow. */
+	if ((r = db_exec(inv,
+		 "UPDATE instance SET jump = ? WHERE jump = (SELECT name FROM "
+		 "instance WHERE id = ?) AND jump != ? AND released_at IS NULL",
+		 "cannot update instance", cause, "tIt", in->name, in->id,
+		 in->name)) < 0)
+		return r;
 	if ((r = db_exec(inv,
 		 "UPDATE instance SET (" INSTANCE_FIELDS ") = "
-		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
 		 "cannot update instance", cause, INSTANCE_FORMAT "I",
 		 INSTANCE_ARGS(in), in->id)) != 0)
 		return r;
 	return store_tags(inv, in, cause);
+}
+
+/*
+ * The live instances whose jump host is name, as "a, b, c" in *users
+ * (NULL when none). 0, or a -GF_ code.
+ */
+int
+inventory_jump_users(
+    struct inventory *inv, const char *name, char **users, char **cause)
+{
+	sqlite3_stmt *st;
+	char *s = NULL, *t;
+	int rc, r;
+
+	*users = NULL;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT name FROM instance WHERE jump = ? AND released_at IS "
+		 "NULL ORDER BY name",
+		 "cannot read instance", cause, "t", name)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		const char *n = (const char *)sqlite3_column_text(st, 0);
+		if (s == NULL)
+			s = xstrdup(n);
+		else {
+			xasprintf(&t, "%s, %s", s, n);
+			free(s);
+			s = t;
+		}
+	}
+	if (rc != SQLITE_DONE) {
+		free(s);
+		sqlite3_finalize(st);
+		return inventory_error(inv, "cannot read instance", cause);
+	}
+	sqlite3_finalize(st);
+	*users = s;
+	return 0;
+}
+
+/*
+ * Whether in's jump host (if any) may be used: it is in the inventory, is
+ * not in itself, and neither it nor in is behind a jump already (one hop
+ * is supported). 0, or -GF_EUSAGE with a one-line *cause.
+ */
+int
+inventory_check_jump(
+    struct inventory *inv, const struct instance *in, char **cause)
+{
+	struct instance j;
+	char *users = NULL, *why = NULL;
+	int r;
+
+	if (in->jump == NULL)
+		return 0;
+	if (instance_check_jump(in, in->jump, cause) != 0)
+		return -GF_EUSAGE;
+	memset(&j, 0, sizeof j);
+	if ((r = inventory_get(inv, in->jump, &j, &why)) != 0) {
+		if (r != -GF_EUSAGE) {
+			*cause = why;
+			return r;
+		}
+		free(why);
+		xasprintf(
+		    cause, "jump host '%s' is not in the inventory", in->jump);
+		return -GF_EUSAGE;
+	}
+	if (j.jump != NULL) {
+		xasprintf(cause,
+		    "jump host %s is itself behind jump host %s; only one hop "
+		    "is supported",
+		    j.name, j.jump);
+		instance_clear(&j);
+		return -GF_EUSAGE;
+	}
+	instance_clear(&j);
+	if (in->name != NULL &&
+	    (r = inventory_jump_users(inv, in->name, &users, cause)) != 0)
+		return r;
+	if (users != NULL) {
+		xasprintf(cause,
+		    "%s is the jump host of %s; only one hop is supported",
+		    in->name, users);
+		free(users);
+		return -GF_EUSAGE;
+	}
+	return 0;
 }
 
 static int

@@ -46,6 +46,8 @@ int inventory_list(
 int inventory_get(struct inventory *, const char *, struct instance *, char **);
 int inventory_add(struct inventory *, struct instance *, char **);
 int inventory_update(struct inventory *, const struct instance *, char **);
+int inventory_check_jump(struct inventory *, const struct instance *, char **);
+int inventory_jump_users(struct inventory *, const char *, char **, char **);
 int inventory_release(struct inventory *, int64_t, int64_t, char **);
 int inventory_purge(struct inventory *, int64_t, char **);
 struct stopmethod_fields;

@@ -1,5 +1,8 @@
 /* Preparing a run of the engine over selected instances. */
 
+#include <sys/types.h>
+
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +15,8 @@
 #include "xmalloc.h"
 
 static void follow_ssh_config(struct remote *);
+static int add_jumps(struct remote *, char **);
+static ssize_t jump_index(struct remote *, const struct engine_host *);
 static int check_hostkey(struct engine_host *, const char *, const char *,
     const char *, enum engine_fail *, char **, void *);
 static const char *pinned_type(struct engine_host *, void *);
@@ -77,7 +82,12 @@ remote_follow_ssh_config(struct instance *list, size_t n, char **proxy)
 					free(in->identity);
 					in->identity = xstrdup(h->identity);
 				}
-				if (h->proxy != NULL && proxy != NULL) {
+				/* A ProxyJump import made into a jump. */
+				if (h->proxy != NULL && in->jump != NULL &&
+				    strncmp(h->proxy, "ProxyJump ", 10) == 0 &&
+				    strcmp(h->proxy + 10, in->jump) == 0)
+					;
+				else if (h->proxy != NULL && proxy != NULL) {
 					free(proxy[j]);
 					xasprintf(&proxy[j], "%s (from %s)",
 					    h->proxy, src);
@@ -151,10 +161,103 @@ remote_open(struct fleet *fleet, const char *selector, struct remote **rmp,
 		}
 		keyring_for_host(&rm->keyring, fleet->config, &rm->hosts[i]);
 	}
+	if ((r = add_jumps(rm, cause)) != 0) {
+		remote_close(rm);
+		return r;
+	}
 	rm->ops.hostkey = check_hostkey;
 	rm->ops.hostkey_type = pinned_type;
 	*rmp = rm;
 	return 0;
+}
+
+/*
+ * Load the jump host of every selected instance that has one: once per
+ * jump host, with its pinned key type and its keys. An instance whose jump
+ * is missing or itself behind a jump fails without being tried.
+ */
+static int
+add_jumps(struct remote *rm, char **cause)
+{
+	struct fleet *fleet = rm->fleet;
+	struct instance *in, j;
+	struct engine_host *h;
+	struct hostkey k;
+	char *why = NULL;
+	size_t i, m;
+	int r;
+
+	for (i = 0; i < rm->n; i++) {
+		in = &rm->list[i];
+		h = &rm->hosts[i];
+		if (in->jump == NULL || h->fail != EF_NONE)
+			continue;
+		for (m = 0; m < rm->nj; m++) {
+			if (strcmp(rm->jlist[m].name, in->jump) == 0)
+				break;
+		}
+		if (m < rm->nj) {
+			h->jump = &rm->jhosts[m];
+			continue;
+		}
+		memset(&j, 0, sizeof j);
+		if ((r = inventory_get(rm->inv, in->jump, &j, &why)) != 0) {
+			if (r != -GF_EUSAGE) {
+				*cause = why;
+				return r;
+			}
+			free(why);
+			h->fail = EF_RESOLVE;
+			xasprintf(&h->fail_msg,
+			    "jump host '%s' is not in the inventory", in->jump);
+			continue;
+		}
+		if (j.jump != NULL || strcmp(j.name, in->name) == 0) {
+			h->fail = EF_UNSUPPORTED;
+			if (j.jump != NULL)
+				xasprintf(&h->fail_msg,
+				    "jump host %s is itself behind jump host "
+				    "%s; only one hop is supported",
+				    j.name, j.jump);
+			else
+				xasprintf(&h->fail_msg,
+				    "%s is its own jump host", in->name);
+			instance_clear(&j);
+			continue;
+		}
+		if (rm->jlist == NULL) {
+			/* At most one per instance: pointers stay put. */
+			rm->jlist = xcalloc(rm->n, sizeof *rm->jlist);
+			rm->jhosts = xcalloc(rm->n, sizeof *rm->jhosts);
+			rm->jpinned = xcalloc(rm->n, sizeof *rm->jpinned);
+		}
+		m = rm->nj++;
+		rm->jlist[m] = j;
+		rm->jhosts[m].in = &rm->jlist[m];
+		rm->jhosts[m].user = rm;
+		rm->jhosts[m].exit_status = -1;
+		if ((r = hostkey_get(rm->inv, j.id, &k, cause)) < 0)
+			return r;
+		if (r == 0)
+			rm->jpinned[m] = xstrdup(k.type);
+		hostkey_clear(&k);
+		if ((r = keys_apply_current(rm->inv, &rm->jlist[m], cause)) < 0)
+			return r;
+		keyring_for_host(&rm->keyring, fleet->config, &rm->jhosts[m]);
+		h->jump = &rm->jhosts[m];
+	}
+	return 0;
+}
+
+/* Which jump host h is, or -1 if it is one of the selected hosts. */
+static ssize_t
+jump_index(struct remote *rm, const struct engine_host *h)
+{
+	uintptr_t p = (uintptr_t)h, base = (uintptr_t)rm->jhosts;
+
+	if (rm->nj == 0 || p < base || p >= base + rm->nj * sizeof *rm->jhosts)
+		return -1;
+	return (ssize_t)((p - base) / sizeof *rm->jhosts);
 }
 
 static int
@@ -165,7 +268,7 @@ check_hostkey(struct engine_host *h, const char *type, const char *b64,
 	char *cause = NULL;
 
 	(void)arg;
-	if (rm->repin) {
+	if (rm->repin && jump_index(rm, h) == -1) {
 		if (rm->expect_fp != NULL && strcmp(rm->expect_fp, fp) != 0) {
 			*fail = EF_HOSTKEY_CHANGED;
 			xasprintf(msg,
@@ -192,7 +295,11 @@ pinned_type(struct engine_host *h, void *arg)
 {
 	struct remote *rm = h->user;
 
+	ssize_t k = jump_index(rm, h);
+
 	(void)arg;
+	if (k != -1)
+		return rm->jpinned[k];
 	return rm->pinned_type[h - rm->hosts];
 }
 
@@ -217,6 +324,10 @@ remote_run_done(struct remote *rm)
 	for (i = 0; i < rm->n; i++) {
 		if (rm->pinned_type[i] == NULL && !rm->hosts[i].skip &&
 		    rm->hosts[i].fail != EF_HOSTKEY_UNKNOWN)
+			pinned = 1;
+	}
+	for (i = 0; i < rm->nj; i++) {
+		if (rm->jpinned[i] == NULL && rm->jhosts[i].start_ms != 0)
 			pinned = 1;
 	}
 	if (pinned && hostkey_sync(rm->inv, &cause) != 0) {
@@ -250,6 +361,14 @@ remote_close(struct remote *rm)
 		engine_forget(&rm->hosts[i]);
 		engine_host_clear(&rm->hosts[i]);
 	}
+	for (i = 0; i < rm->nj; i++) {
+		engine_forget(&rm->jhosts[i]);
+		engine_host_clear(&rm->jhosts[i]);
+		free(rm->jpinned[i]);
+	}
+	free(rm->jhosts);
+	free(rm->jpinned);
+	instance_free_array(rm->jlist, rm->nj);
 	for (i = 0; rm->pinned_type != NULL && i < rm->n; i++)
 		free(rm->pinned_type[i]);
 	free(rm->pinned_type);

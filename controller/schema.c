@@ -419,6 +419,12 @@ static const char *const steps[] = {
 	"  PRIMARY KEY (msg_id, target)"
 	");"
 	"CREATE INDEX notify_send_state ON notify_send(state, next_at);",
+
+	/*
+	 * 11 -> 12: an instance reached through another one (ProxyJump):
+	 * jump holds that instance's name, NULL for a direct connection.
+	 */
+	"ALTER TABLE instance ADD COLUMN jump TEXT;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

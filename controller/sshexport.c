@@ -211,12 +211,12 @@ sshexport_render(struct inventory *inv, const struct config *config,
 		free(host);
 		free(user);
 		/*
-		 * TODO(jump): an instance behind a jump host gets its
-		 * "ProxyJump JUMP" line here, JUMP being the jump instance's
-		 * own Host block in this file (so its pinned key is checked
-		 * too). Until then a proxy from an imported ssh_config is
-		 * only noted: ~/.ssh/config's own Host block still sets it.
+		 * Behind a jump host: the jump's own Host block in this file
+		 * (ssh passes -F on to the hop), so its pinned key is
+		 * checked too.
 		 */
+		if (in->jump != NULL)
+			fprintf(f, "    ProxyJump %s\n", in->jump);
 		if (proxy[i] != NULL) {
 			fprintf(f, "    # not exported: ");
 			comment_text(f, proxy[i]);

@@ -123,6 +123,11 @@ static const struct field_case field_cases[] = {
 	{ "authorized_keys_file", "~/.ssh/k;rm", 0 },
 	{ "notes", "rented for the ICML deadline", 1 },
 	{ "notes", "bell\a", 0 },
+	{ "jump", "gpu-gw", 1 },
+	{ "jump", "", 1 }, /* clears it: direct */
+	{ "jump", "a b", 0 },
+	{ "jump", "-oProxyCommand=x", 0 },
+	{ "jump", "all", 0 },
 	{ "nosuchfield", "x", 0 },
 };
 
@@ -144,6 +149,26 @@ START_TEST(test_set_field)
 		ck_assert_ptr_null(strchr(cause, '\n'));
 	}
 	free(cause);
+	instance_clear(&in);
+}
+END_TEST
+
+/* A jump names another instance: never itself; empty clears it. */
+START_TEST(test_jump_field)
+{
+	struct instance in;
+	char *cause = NULL;
+
+	instance_init(&in);
+	in.name = strdup("lab-1");
+	ck_assert_int_eq(instance_set_field(&in, "jump", "gw", &cause), 0);
+	ck_assert_str_eq(in.jump, "gw");
+	ck_assert_int_eq(instance_set_field(&in, "jump", "lab-1", &cause), -1);
+	ck_assert_str_eq(cause, "lab-1 cannot be its own jump host");
+	ck_assert_str_eq(in.jump, "gw");
+	free(cause);
+	ck_assert_int_eq(instance_set_field(&in, "jump", "", &cause), 0);
+	ck_assert_ptr_null(in.jump);
 	instance_clear(&in);
 }
 END_TEST
@@ -209,6 +234,7 @@ main(void)
 	tcase_add_loop_test(
 	    tc, test_set_field, 0, sizeof field_cases / sizeof field_cases[0]);
 	tcase_add_test(tc, test_unknown_field_lists_valid);
+	tcase_add_test(tc, test_jump_field);
 	tcase_add_test(tc, test_tags_sorted_unique);
 	tcase_add_test(tc, test_target);
 	suite_add_tcase(s, tc);

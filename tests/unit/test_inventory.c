@@ -316,6 +316,93 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+/* Add an instance named name at 127.0.0.1 with jump (or NULL). */
+static void
+add_one(struct inventory *inv, const char *name, const char *jump)
+{
+	struct instance in;
+	char *cause = NULL;
+
+	instance_init(&in);
+	in.name = strdup(name);
+	in.host = strdup("127.0.0.1");
+	in.jump = jump != NULL ? strdup(jump) : NULL;
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	instance_clear(&in);
+}
+
+/* The jump of an instance: in the inventory, one hop, follows renames. */
+START_TEST(test_jump)
+{
+	static const struct {
+		const char *name, *jump, *cause; /* cause NULL: accepted */
+	} rows[] = {
+		{ "lab-2", "gw", NULL },
+		{ "lab-2", NULL, NULL },
+		{ "lab-2", "nosuch",
+		    "jump host 'nosuch' is not in the inventory" },
+		{ "lab-2", "lab-2", "lab-2 cannot be its own jump host" },
+		{ "lab-2", "lab-1",
+		    "jump host lab-1 is itself behind jump host gw; only one "
+		    "hop is supported" },
+		{ "gw", "other",
+		    "gw is the jump host of lab-1; only one hop is supported" },
+	};
+	struct inventory *inv;
+	struct instance in;
+	char *cause = NULL, *users = NULL;
+	size_t i;
+
+	ck_assert_int_eq(inventory_open(path_in("jump.db"), &inv, &cause), 0);
+	add_one(inv, "gw", NULL);
+	add_one(inv, "other", NULL);
+	add_one(inv, "lab-1", "gw");
+	add_one(inv, "lab-2", NULL);
+	ck_assert_int_eq(inventory_get(inv, "lab-1", &in, &cause), 0);
+	ck_assert_str_eq(in.jump, "gw");
+	instance_clear(&in);
+	for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		ck_assert_int_eq(
+		    inventory_get(inv, rows[i].name, &in, &cause), 0);
+		free(in.jump);
+		in.jump = rows[i].jump != NULL ? strdup(rows[i].jump) : NULL;
+		if (rows[i].cause == NULL)
+			ck_assert_msg(
+			    inventory_check_jump(inv, &in, &cause) == 0,
+			    "row %zu refused: %s", i, cause);
+		else {
+			ck_assert_int_eq(
+			    inventory_check_jump(inv, &in, &cause), -GF_EUSAGE);
+			ck_assert_str_eq(cause, rows[i].cause);
+			free(cause);
+			cause = NULL;
+		}
+		instance_clear(&in);
+	}
+
+	ck_assert_int_eq(inventory_jump_users(inv, "gw", &users, &cause), 0);
+	ck_assert_str_eq(users, "lab-1");
+	free(users);
+	ck_assert_int_eq(inventory_jump_users(inv, "other", &users, &cause), 0);
+	ck_assert_ptr_null(users);
+
+	/* Renaming the jump host: the instances behind it follow. */
+	ck_assert_int_eq(inventory_get(inv, "gw", &in, &cause), 0);
+	free(in.name);
+	in.name = strdup("gw-2");
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_update(inv, &in, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	instance_clear(&in);
+	ck_assert_int_eq(inventory_get(inv, "lab-1", &in, &cause), 0);
+	ck_assert_str_eq(in.jump, "gw-2");
+	instance_clear(&in);
+	inventory_close(inv);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -331,6 +418,7 @@ main(void)
 	tcase_add_test(tc, test_migrate_steps);
 	tcase_add_test(tc, test_migrate_keeps_data);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_jump);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

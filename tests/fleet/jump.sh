@@ -1,0 +1,211 @@
+#!/usr/bin/env bash
+# ProxyJump: instances reached through another instance of the inventory
+# (its `jump` field). exec, status and `gpufleet ssh` go through one
+# session of the jump host (direct-tcpip channels, seen in the jump's sshd
+# log); a changed jump key, a refused or a hung jump fail the hosts behind
+# it with a reason naming the jump, and nothing runs.
+. "$(dirname "$0")/../e2e/lib.sh"
+export GPUFLEET_NO_PROGRESS=1
+
+# One sshd per instance, so the jump's log is its own; DEBUG1 logs
+# direct-tcpip requests.
+fleet_up 4 --group-size 1 --log-level DEBUG1
+port_of() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
+jlog() { cat "$D"/groups/*/sshd.log "$D"/instances/inst-1/*.log 2>/dev/null; }
+logins() { jlog | grep -c "Accepted publickey"; }
+
+# --- the field: validation, show, ls --json, rm ----------------------------
+run set inst-2 jump=inst-2
+expect_rc 2 "a jump to itself"
+expect_contains "$err" "inst-2 cannot be its own jump host" "self jump message"
+expect_one_error_line "self jump"
+run set inst-2 jump=nosuch
+expect_rc 2 "a jump to a missing instance"
+expect_contains "$err" "jump host 'nosuch' is not in the inventory" "missing jump"
+run set inst-2 'jump=bad name'
+expect_rc 2 "a jump that is not a name"
+run set inst-2 jump=inst-1
+expect_rc 0 "set jump"
+run set inst-3 jump=inst-1
+expect_rc 0 "set a second host behind the same jump"
+run set inst-1 jump=inst-4
+expect_rc 2 "a jump host cannot be behind a jump (two hops)"
+expect_contains "$err" "inst-1 is the jump host of inst-2, inst-3; only one hop is supported" \
+    "two-hop message names the hosts behind it"
+run set inst-4 jump=inst-2
+expect_rc 2 "a jump that is itself behind a jump"
+expect_contains "$err" "jump host inst-2 is itself behind jump host inst-1" \
+    "chain message"
+run show inst-2
+expect_match "$out" '^jump: +inst-1$' "show prints the jump"
+run show inst-4
+expect_match "$out" '^jump: +\(direct\)$' "show: direct"
+run ls --json
+expect_contains "$out" '"jump": "inst-1"' "ls --json carries the jump"
+expect_contains "$out" '"jump": null' "ls --json: null when direct"
+run rm inst-1
+expect_rc 2 "rm refuses a jump host in use"
+expect_contains "$err" "inst-1 is the jump host of inst-2, inst-3" "rm names them"
+run ls
+expect_contains "$out" "inst-1" "inst-1 still there after the refused rm"
+
+# --- exec through one session of the jump host ------------------------------
+run exec inst-1 -- true
+expect_rc 0 "the jump host itself, directly (pins its key)"
+before=$(logins)
+run exec 'inst-2,inst-3' -- sh -c 'echo "hi from $GPUFLEET_INSTANCE"'
+expect_rc 0 "exec through the jump"
+expect_eq "$(printf '%s\n' "$out" | sort)" "inst-2: hi from inst-2
+inst-3: hi from inst-3" "outputs of both hosts behind the jump"
+jdir=$(dirname "$(grep -lx inst-1 "$D"/groups/*/members)")
+jl=$(cat "$jdir/sshd.log")
+for n in inst-2 inst-3; do
+	checks=$((checks + 1))
+	printf '%s\n' "$jl" | grep -Eq "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of $n)\b" ||
+	    fail "the jump's sshd log has no direct-tcpip request to $n"
+done
+expect_eq "$(($(logins) - before))" 3 \
+    "one login on the jump host, one per host behind it"
+
+# One host at a time: the second still uses the first one's jump session.
+before=$(logins)
+run exec 'inst-2,inst-3' --fanout 1 -- true
+expect_rc 0 "fanout 1 through the jump"
+expect_eq "$(($(logins) - before))" 3 "fanout 1: still one login on the jump host"
+
+run exec 'inst-2,inst-3' --json --stdin - -- wc -c <<<"twelve bytes"
+expect_rc 0 "stdin through the jump"
+expect_contains "$out" '"stdout":"13\n"' "stdin arrived whole"
+
+# A bigger stream in both directions: the channel's window is respected.
+head -c 3000000 /dev/urandom >"$T/big"
+want=$(sha256sum <"$T/big" | cut -d' ' -f1)
+run exec inst-2 --stdin "$T/big" -- sh -c 'cat >$HOME/big; sha256sum <$HOME/big; cat $HOME/big | head -c 2000000 | wc -c'
+expect_rc 0 "3 MB through the jump"
+expect_eq "$out" "inst-2: $want  -
+inst-2: 2000000" "what went through the tunnel is intact"
+
+run status 'inst-2,inst-3' --json
+expect_rc 0 "status through the jump"
+expect_match "$out" '"name": "inst-2"' "status: inst-2"
+expect_match "$out" '"name": "inst-3"' "status: inst-3"
+
+# Held sessions (run uploads the plan, then starts the job on them).
+before=$(logins)
+run run 'inst-2,inst-3' -- sh -c 'echo job on $GPUFLEET_INSTANCE'
+expect_rc 0 "run through the jump (sessions held between steps)"
+expect_eq "$(($(logins) - before))" 3 "run: the held sessions kept the one jump session"
+expect_match "$out" '^inst-2: job [0-9]+ started' "run: inst-2 started"
+expect_match "$out" 'inst-3: job [0-9]+ started' "run: inst-3 started"
+
+# The exported ssh_config says ProxyJump too (the jump is a Host of it).
+run ls --format ssh-config
+expect_match "$out" "ProxyJump inst-1" "ls --format ssh-config: ProxyJump"
+
+# --- gpufleet ssh through the jump, the jump's key pinned ------------------
+fwd() { grep -c "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of inst-2)\b" "$jdir/sshd.log"; }
+before=$(fwd)
+run ssh inst-2 -- echo via ssh
+expect_rc 0 "gpufleet ssh through the jump"
+expect_eq "$out" "via ssh" "ssh output"
+expect_eq "$(($(fwd) - before))" 1 "gpufleet ssh went through the jump host"
+run hostkey forget inst-1
+run hostkey forget inst-2
+run ssh inst-2 -- echo first contact
+expect_rc 0 "gpufleet ssh with neither hop pinned: both pinned first"
+expect_eq "$out" "first contact" "ssh output after first contact"
+run hostkey show inst-1 --json
+expect_match "$out" '"source": "first-use"' "the jump's key pinned by ssh's first contact"
+
+# --- the jump's host key changed: nothing runs behind it --------------------
+rm -f "$(instance_dir inst-2)/home/ran" "$(instance_dir inst-3)/home/ran"
+new=$(fleet break inst-1 hostkey)
+run exec 'inst-2,inst-3,inst-4' --json -- sh -c 'echo ran >$HOME/ran'
+expect_rc 1 "a changed jump key fails the hosts behind it"
+for n in inst-2 inst-3; do
+	line=$(printf '%s\n' "$out" | grep "\"name\":\"$n\"")
+	expect_contains "$line" 'hostkey_changed' "$n: the jump's reason code"
+	expect_contains "$line" "via jump inst-1" "$n: the message names the jump"
+	checks=$((checks + 1))
+	[ ! -e "$(instance_dir $n)/home/ran" ] || fail "the command ran on $n"
+done
+checks=$((checks + 1))
+[ -e "$(instance_dir inst-4)/home/ran" ] || fail "inst-4 (direct) did not run"
+"$GPUFLEET" ssh inst-2 -- true >"$T/ssh.out" 2>&1
+rc=$?
+expect_rc 255 "gpufleet ssh refuses the changed jump key too"
+expect_match "$(cat "$T/ssh.out")" "REMOTE HOST IDENTIFICATION HAS CHANGED" \
+    "OpenSSH checked the jump's pinned key"
+fleet heal inst-1
+
+# --- the target's own key is pinned too (checked through the tunnel) --------
+new2=$(fleet break inst-2 hostkey)
+run exec 'inst-2,inst-3' --json -- true
+expect_rc 1 "a changed key behind the jump"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-2"')
+expect_contains "$line" "hostkey_changed" "inst-2: its own key changed"
+expect_contains "$line" "presented ssh-ed25519 $new2" "inst-2: the new key is inst-2's"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-3"')
+expect_contains "$line" '"error":null' "inst-3 unaffected"
+run hostkey accept inst-2 --fingerprint "$new2"
+expect_rc 0 "hostkey accept through the jump"
+run exec inst-2 -- true
+expect_rc 0 "inst-2 after accept"
+fleet heal inst-2
+run hostkey accept inst-2
+expect_rc 0 "back to the original key"
+
+# --- a host behind the jump refuses: the jump host says so ----------------
+fleet break inst-3 refuse
+run exec 'inst-2,inst-3' --json -- true
+expect_rc 1 "a refused host behind the jump"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-3"')
+expect_contains "$line" '"code":"refused"' "inst-3: refused"
+expect_contains "$line" "via jump inst-1: cannot reach 127.0.0.1 port $(port_of inst-3)" \
+    "inst-3: the jump host could not reach it"
+line=$(printf '%s\n' "$out" | grep '"name":"inst-2"')
+expect_contains "$line" '"error":null' "inst-2 unaffected on the same jump session"
+fleet heal inst-3
+
+# --- the jump refuses connections -----------------------------------------
+fleet break inst-1 refuse
+run exec 'inst-2,inst-3' --json -- true
+expect_rc 1 "a refused jump"
+for n in inst-2 inst-3; do
+	line=$(printf '%s\n' "$out" | grep "\"name\":\"$n\"")
+	expect_contains "$line" "refused" "$n: refused"
+	expect_contains "$line" "via jump inst-1: connection refused" "$n: names the jump"
+done
+fleet heal inst-1
+
+# --- a hung jump: the deadline holds ----------------------------------------
+fleet break inst-1 hang
+run exec 'inst-2,inst-3' --json --connect-timeout 3 -- true
+expect_rc 1 "a hung jump"
+for n in inst-2 inst-3; do
+	line=$(printf '%s\n' "$out" | grep "\"name\":\"$n\"")
+	expect_contains "$line" "connect_timeout" "$n: connect_timeout"
+	expect_contains "$line" "via jump inst-1" "$n: names the jump"
+done
+fleet heal inst-1
+
+# --- the jump freezes while a command runs through it: --timeout holds ------
+started=$(instance_dir inst-2)/home/started
+rm -f "$started"
+timeout 120 "$GPUFLEET" exec inst-2 --json --timeout 6 -- \
+    sh -c 'touch $HOME/started; sleep 60' >"$T/frozen.out" 2>"$T/frozen.err" &
+xpid=$!
+for _ in $(seq 600); do [ -e "$started" ] && break; sleep 0.1; done
+checks=$((checks + 1))
+[ -e "$started" ] || fail "the command never started through the jump"
+fleet break inst-1 hang
+wait "$xpid"
+rc=$?
+expect_rc 1 "a jump frozen mid-command"
+expect_contains "$(cat "$T/frozen.out")" '"code":"timeout"' "the command's deadline held"
+fleet heal inst-1
+fleet heal inst-1
+run exec 'inst-2,inst-3' -- true
+expect_rc 0 "healed: through the jump again"
+
+finish
