@@ -101,9 +101,18 @@ expect_match "$out" 'inst-3: job [0-9]+ started' "run: inst-3 started"
 # The exported ssh_config says ProxyJump too (the jump is a Host of it).
 run ls --format ssh-config
 expect_match "$out" "ProxyJump inst-1" "ls --format ssh-config: ProxyJump"
+# OpenSSH itself goes through the jump with the exported file, both hops'
+# keys checked against gpufleet's pins (ssh passes -F on to the hop).
+printf '%s\n' "$out" >"$T/exported.conf"
+fwd() { grep -c "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of inst-2)\b" "$jdir/sshd.log"; }
+before=$(fwd)
+checks=$((checks + 1))
+got=$(ssh -F "$T/exported.conf" -o BatchMode=yes inst-2 echo via the file 2>"$T/ssh-F.err") ||
+	fail "ssh -F exported config through the jump: $(cat "$T/ssh-F.err")"
+expect_eq "$got" "via the file" "ssh -F through the jump: output"
+expect_eq "$(($(fwd) - before))" 1 "ssh -F went through the jump host"
 
 # --- gpufleet ssh through the jump, the jump's key pinned ------------------
-fwd() { grep -c "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of inst-2)\b" "$jdir/sshd.log"; }
 before=$(fwd)
 run ssh inst-2 -- echo via ssh
 expect_rc 0 "gpufleet ssh through the jump"
