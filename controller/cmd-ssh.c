@@ -26,22 +26,26 @@ static int cmd_ssh_exec(
 
 const struct cmd_entry cmd_ssh_entry = {
 	.name = "ssh",
-	.usage = "NAME [-- COMMAND [ARG...]]",
+	.usage = "NAME [--argv] [-- COMMAND [ARG...]]",
 	.summary = "log in to an instance with OpenSSH (pinned host key)",
 	.help =
 	    "Runs the system ssh with the instance's user, port and identity,"
 	    "\nStrictHostKeyChecking=yes and a known_hosts file that gpufleet "
-	    "keeps\nin sync with its pinned keys. ARGs are quoted for the "
-	    "remote shell as\nin exec. GPUFLEET_SSH names another ssh "
-	    "binary.\n\n"
+	    "keeps\nin sync with its pinned keys. As with ssh and exec, the "
+	    "words after --\nare joined into one line for the remote shell; "
+	    "with --argv each ARG\nreaches the command exactly. GPUFLEET_SSH "
+	    "names another ssh binary.\n\n"
 	    "Examples:\n"
 	    "  gpufleet ssh a100-1\n"
 	    "  gpufleet ssh a100-1 -- tail -f train.log\n",
 	.exec = cmd_ssh_exec,
 };
 
-static const struct option ssh_options[] = { { "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 } };
+enum { OPT_ARGV = 256 };
+
+static const struct option ssh_options[] = { { "argv", no_argument, NULL,
+						 OPT_ARGV },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static int
 cmd_ssh_exec(
@@ -53,7 +57,7 @@ cmd_ssh_exec(
 	const char *ssh = getenv("GPUFLEET_SSH");
 	char *cause = NULL, *kh = NULL, *opt_alias, *opt_kh, *port, *id;
 	char *command = NULL, **args;
-	int ch, status, r, dashdash = 0, k, n = 0;
+	int ch, status, r, dashdash = 0, k, n = 0, exact = 0;
 
 	for (k = 1; k < argc; k++) {
 		if (strcmp(argv[k], "--") == 0) {
@@ -65,6 +69,8 @@ cmd_ssh_exec(
 		    ssh_options, &status)) != -1) {
 		if (ch == -2)
 			return status;
+		if (ch == OPT_ARGV)
+			exact = 1;
 	}
 	if ((dashdash ? dashdash : argc) - optind != 1)
 		return cmd_usage_error(e, "needs exactly one NAME");
@@ -126,8 +132,9 @@ cmd_ssh_exec(
 	}
 	args[n++] = xstrdup(in->host);
 	if (dashdash && dashdash + 1 < argc) {
-		command =
-		    misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
+		command = exact
+		    ? misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1)
+		    : misc_join_argv(argc - dashdash - 1, argv + dashdash + 1);
 		args[n++] = xstrdup("--");
 		args[n++] = command;
 	}
