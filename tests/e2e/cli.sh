@@ -160,6 +160,18 @@ bad "show unknown" show nosuch
 bad "ls bad format" ls --format yaml
 expect_match "$(run set a100-1 prot=22; echo "$err")" \
     "valid fields: name, host, port, user" "unknown field lists valid ones"
+bad "set: a field twice" set a100-1 port=22 region=x port=23
+expect_eq "$err" "gpufleet: set: field 'port' is given twice (try 'gpufleet set --help')" \
+    "a field twice is refused, not last-wins"
+bad "set: a price field twice" set a100-1 price=1/h price=2/h
+bad "set: notes twice, both empty" set a100-1 notes= notes=
+bad "exec --fanout 0" exec all -f 0 -- true
+expect_eq "$err" "gpufleet: exec: --fanout '0' is not a number of hosts (1-65536) (try 'gpufleet exec --help')" \
+    "--fanout is a number of hosts"
+bad "exec --fanout too many" exec all --fanout 65537 -- true
+bad "exec --setup-timeout 0" exec all --setup-timeout 0 -- true
+expect_contains "$err" "--setup-timeout '0' is not a number of seconds (1-604800)" \
+    "--setup-timeout is a number of seconds"
 expect_match "$(run add n1 h:65536; echo "$err")" "65536" \
     "bad port error names the value"
 bad "port given twice, differently" add n1 root@h:22 --port 23
