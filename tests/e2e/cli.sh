@@ -222,6 +222,42 @@ expect_match "$out" "o1" "GPUFLEET_DB"
 GPUFLEET_DB="$T/nowhere.db" run --db "$T/other/x.db" ls
 expect_match "$out" "o1" "--db overrides GPUFLEET_DB"
 
+# A named database where nothing is: readers say so and make nothing;
+# writers that fill one (add, import, keys gen, ...) create it.
+for c in ls "show o1" cost status "schedule ls" "keys ls" "events" "jobs" \
+    "exec all -- true" "rm o1" "set o1 port=2"; do
+	# shellcheck disable=SC2086
+	run --db "$T/none/sub/x.db" $c
+	expect_rc 3 "$c with --db where nothing is"
+	expect_eq "$err" "gpufleet: no inventory at $T/none/sub/x.db (gpufleet add or import creates one there)" \
+	    "$c: says there is no inventory"
+	checks=$((checks + 1))
+	[ ! -e "$T/none" ] || fail "$c made $(find "$T/none")"
+done
+GPUFLEET_DB="$T/none/x.db" run ls
+expect_rc 3 "GPUFLEET_DB where nothing is"
+expect_eq "$err" "gpufleet: no inventory at $T/none/x.db (gpufleet add or import creates one there)" \
+    "GPUFLEET_DB: says there is no inventory"
+run --db "$T/none/x.db" --version
+expect_rc 0 "--version needs no inventory"
+printf 'Host imp1\n  HostName 10.9.9.8\n' >"$T/imp.conf"
+run --db "$T/made/by-import.db" import "$T/imp.conf"
+expect_rc 0 "import creates a named database"
+expect_eq "$(stat -c %a "$T/made/by-import.db")" 600 "made by import, mode 0600"
+run --db "$T/made/by-keys.db" keys gen --name k0
+expect_rc 0 "keys gen creates a named database"
+checks=$((checks + 1))
+[ -f "$T/made/by-keys.db" ] || fail "keys gen did not create the named database"
+# The default place is made by any command: a first `ls` is an empty table.
+(
+	export HOME=$T/fresh XDG_DATA_HOME= XDG_CONFIG_HOME=
+	mkdir -p "$HOME"
+	run ls
+	expect_rc 0 "a first ls at the default place"
+	expect_eq "$out" "NAME  HOST  PORT  USER  PROVIDER  TAGS" "an empty table"
+	exit $((failures))
+) || failures=$((failures + 1))
+
 # --- a database from a newer gpufleet is refused untouched -------------
 sqlite3 "$T/new.db" "PRAGMA application_id=1195789396; CREATE TABLE x(y);
     PRAGMA user_version=99;" 2>/dev/null ||
