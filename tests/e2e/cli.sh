@@ -202,6 +202,49 @@ run ls --all --json
 expect_eq "$(printf '%s' "$out" | grep -c '"name": "box"')" 0 "box purged"
 expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 1 \
     "released cpu-1 kept, new one purged"
+run rm cpu-1
+expect_rc 2 "rm of a released name"
+expect_eq "$err" "gpufleet: cpu-1 is released already (rm --purge deletes it and its history)" \
+    "rm says it is released, and how to delete it"
+run rm --purge --yes cpu-1
+expect_rc 0 "rm --purge of a released instance"
+expect_eq "$out" "deleted cpu-1" "purge output"
+run ls --all --json
+expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 0 "released cpu-1 purged"
+run rm --purge --yes cpu-1
+expect_rc 2 "purge of a name that is nowhere"
+expect_eq "$err" "gpufleet: no instance named 'cpu-1'" "nothing of that name"
+
+# A name released and added again: two machines, each its own cost row.
+run add r1 10.1.1.1 --price 1/h
+run mark r1 running --at 2026-11-01T00:00:00Z
+run mark r1 stopped --at 2026-11-01T02:00:00Z
+run rm r1
+run add r1 10.1.1.2 --price 3/h
+expect_rc 0 "r1 added again"
+run mark r1 running --at 2026-11-01T03:00:00Z
+run mark r1 stopped --at 2026-11-01T04:00:00Z
+rel=$("$GPUFLEET" ls --all --json | jq -r '.[] | select(.name == "r1" and .released_at != null) | .released_at')
+run cost r1 --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z
+expect_match "$out" '^r1 +-' "cost of the r1 in service"
+run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z
+expect_rc 0 "cost over both r1"
+expect_eq "$(printf '%s\n' "$out" | grep -c '^r1 ')" 2 "two r1 rows"
+expect_eq "$(printf '%s\n' "$out" | grep -Ec '^r1 +- +1h00m .* 3\.00 CNY$')" 1 \
+    "the r1 in service by its name"
+expect_eq "$(printf '%s\n' "$out" | grep -Ec "^r1 \(released $rel\) +- +2h00m .* 2\.00 CNY$")" 1 \
+    "the released r1 named with its release"
+run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z --json
+expect_eq "$(printf '%s' "$out" | jq -c '[.instances[] | select(.name == "r1") | [.released_at, .total]] | sort')" \
+    "[[null,30000],[\"$rel\",20000]]" "--json: released_at tells them apart"
+run rm --purge --yes r1
+expect_rc 0 "purge r1 in service"
+run ls --all --json
+expect_eq "$(printf '%s' "$out" | jq -c '[.[] | select(.name == "r1") | .host]')" '["10.1.1.1"]' \
+    "purge takes the r1 in service, keeps the released one"
+run rm --purge --yes r1
+expect_eq "$("$GPUFLEET" ls --all --json | jq '[.[] | select(.name == "r1")] | length')" 0 \
+    "then the released r1"
 
 # On a terminal, --purge asks; only "y" deletes.
 run add ask-1 10.7.7.7
