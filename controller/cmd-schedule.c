@@ -706,7 +706,7 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 	struct inventory *inv;
 	struct schedule *list;
 	struct table *tbl;
-	json_t *arr = json_array(), *last, *cmd;
+	json_t *arr, *last, *cmd;
 	char *cause = NULL, *next, *iso, *utc, *line, *safe;
 	const char *tz;
 	int ch, status, json = 0;
@@ -725,6 +725,7 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		return status;
 	if ((status = schedule_list(inv, &list, &n, &cause)) != 0)
 		return cmd_fail(-status, cause);
+	arr = json_array();
 	tbl = table_new(
 	    7, "NAME", "SELECTOR", "CRON", "TZ", "ACTION", "NEXT", "LAST");
 	for (i = 0; i < n; i++) {
