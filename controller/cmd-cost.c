@@ -68,13 +68,38 @@ money_json(money_t m)
 	return json_integer(m);
 }
 
+/*
+ * The name a row is shown by: a released instance's with when it was
+ * released, so a name added again is not two rows of one name. Caller
+ * frees.
+ */
+static char *
+row_name(const struct ledger_cost *cr)
+{
+	char *when, *s;
+
+	if (cr->in->released_at == 0)
+		return xstrdup(cr->in->name);
+	when = instance_format_time(cr->in->released_at);
+	xasprintf(&s, "%s (released %s)", cr->in->name, when);
+	free(when);
+	return s;
+}
+
 /* One instance's row of --json. */
 static json_t *
 row_json(const struct ledger_cost *cr)
 {
 	json_t *x = json_object();
 
+	char *released = cr->in->released_at != 0
+	    ? instance_format_time(cr->in->released_at)
+	    : NULL;
+
 	json_object_set_new(x, "name", json_string(cr->in->name));
+	json_object_set_new(x, "released_at",
+	    released != NULL ? json_string(released) : json_null());
+	free(released);
 	json_object_set_new(x, "provider", json_string(cr->in->provider));
 	json_object_set_new(x, "currency", json_string(cr->rule.currency));
 	json_object_set_new(x, "priced", json_boolean(cr->priced));
@@ -144,7 +169,7 @@ render_instances(const struct cost_report *rep)
 	    "COMPUTE", "STORAGE", "EGRESS", "IDLE", "TOTAL");
 	for (i = 0; i < rep->n; i++) {
 		const struct ledger_cost *cr = &rep->rows[i];
-		char *a, *b, *c2, *d, *f, *g, *idle, *tot;
+		char *a, *b, *c2, *d, *f, *g, *idle, *tot, *name;
 		a = timeparse_duration(cr->total.running_secs);
 		b = timeparse_duration(cr->total.billed_secs);
 		c2 = cr->total.unknown_secs
@@ -164,8 +189,10 @@ render_instances(const struct cost_report *rep)
 			tot = billing_format(cr->amount, cr->rule.currency);
 		else
 			tot = xstrdup("(no price)");
-		table_add(t, cr->in->name, cr->in->provider, a, b, c2, d, f, g,
-		    idle, tot);
+		name = row_name(cr);
+		table_add(
+		    t, name, cr->in->provider, a, b, c2, d, f, g, idle, tot);
+		free(name);
 		free(a);
 		free(b);
 		free(c2);

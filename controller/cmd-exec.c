@@ -79,7 +79,7 @@ static int has_watchers(struct remote *);
 static void check_reinjected(struct remote *, struct engine_settings *);
 static void ak_output(struct engine_host *, int, const char *, size_t, void *);
 static int parse_args(const struct cmd_entry *, int, char **, struct exec_run *,
-    struct engine_settings *, const char **, int *);
+    struct engine_settings *, const char **, int *, int *);
 static int prepare_outdir(struct exec_run *);
 static int open_outputs(struct exec_run *, const struct engine_settings *);
 static int print_summary(const struct exec_run *);
@@ -90,8 +90,12 @@ const struct cmd_entry cmd_exec_entry = {
 	.usage = "SELECTOR [options] -- COMMAND [ARG...]",
 	.summary = "run a command on every selected instance at once",
 	.help =
-	    "Each ARG reaches the remote command exactly as given (quoted "
-	    "for the\nremote shell); for shell syntax run sh -c 'a | b'.\n\n"
+	    "The words after -- are joined with single spaces and the login "
+	    "shell of\nthe remote user reads the line, as with ssh, pdsh and "
+	    "clush: pipes,\nredirections and $VARIABLES work, and a word "
+	    "meant to keep its spaces or\nquotes must be quoted again "
+	    "('\"a b\"'). With --argv each ARG reaches the\ncommand exactly "
+	    "as given instead (quoted for the remote shell).\n\n"
 	    "Output:\n"
 	    "  (default)            each line as it arrives, prefixed "
 	    "\"NAME: \";\n"
@@ -112,6 +116,8 @@ const struct cmd_entry cmd_exec_entry = {
 	    "  --gather and --json hold at most 1 MiB of each stream per host;"
 	    "\n  the rest is dropped and marked truncated.\n\n"
 	    "Options:\n"
+	    "      --argv           send each ARG as one word, exactly "
+	    "(no shell syntax)\n"
 	    "      --stdin FILE|-   send FILE (or standard input) to every "
 	    "host\n"
 	    "  -t, --timeout SECS   per-host limit for the command (default "
@@ -125,18 +131,26 @@ const struct cmd_entry cmd_exec_entry = {
 	    "SECS in\n"
 	    "                       all (default 30; a slow server is not a "
 	    "dead one)\n"
-	    "  -f, --fanout N       hosts contacted at once (default 256)\n\n"
+	    "  -f, --fanout N       hosts contacted at once (1-65536, "
+	    "default 256)\n\n"
 	    "A summary goes to stderr at the end. Exit status 0 only if every "
 	    "host\nran the command and it returned 0; 1 otherwise; 130 after "
 	    "Ctrl-C.\n\n"
 	    "Examples:\n"
 	    "  gpufleet exec @train -- nvidia-smi\n"
 	    "  gpufleet exec all -b -- cat /etc/os-release\n"
-	    "  gpufleet exec 'a100-*' --json -- sh -c 'df -h / | tail -1'\n",
+	    "  gpufleet exec 'a100-*' --json -- 'df -h / | tail -1'\n"
+	    "  gpufleet exec all --argv -- touch 'name with spaces'\n",
 	.exec = cmd_exec_exec,
 };
 
-enum { OPT_JSON = 256, OPT_STDIN, OPT_CONNECT_TIMEOUT, OPT_SETUP_TIMEOUT };
+enum {
+	OPT_JSON = 256,
+	OPT_STDIN,
+	OPT_CONNECT_TIMEOUT,
+	OPT_SETUP_TIMEOUT,
+	OPT_ARGV
+};
 
 static const struct option exec_options[] = { { "gather", no_argument, NULL,
 						  'b' },
@@ -147,6 +161,7 @@ static const struct option exec_options[] = { { "gather", no_argument, NULL,
 	{ "connect-timeout", required_argument, NULL, OPT_CONNECT_TIMEOUT },
 	{ "setup-timeout", required_argument, NULL, OPT_SETUP_TIMEOUT },
 	{ "fanout", required_argument, NULL, 'f' },
+	{ "argv", no_argument, NULL, OPT_ARGV },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static void
@@ -688,32 +703,39 @@ read_stdin_file(const char *path, char **data, size_t *len, char **cause)
 	return 0;
 }
 
+/* A whole number from min to max for option opt, of unit (seconds). */
 static int
-parse_secs(const struct cmd_entry *e, const char *opt, const char *s, int min,
-    int *out)
+parse_number(const struct cmd_entry *e, const char *opt, const char *s,
+    const char *unit, int min, int max, int *out)
 {
 	char *end;
 	long v;
 
 	errno = 0;
 	v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > 604800)
+	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
 		return cmd_usage_error(e,
-		    "%s '%s' is not a number of seconds "
-		    "(%d-604800)",
-		    opt, s, min);
+		    "%s '%s' is not a number of %s (%d-%d)", opt, s, unit, min,
+		    max);
 	*out = (int)v;
 	return 0;
 }
 
+static int
+parse_secs(const struct cmd_entry *e, const char *opt, const char *s, int min,
+    int *out)
+{
+	return parse_number(e, opt, s, "seconds", min, 604800, out);
+}
+
 /*
  * Parse exec's options into run and set; *dashdash gets the index of
- * "--". Returns -1 to go on, or the exit status.
+ * "--", *exact is 1 with --argv. Returns -1 to go on, or the exit status.
  */
 static int
 parse_args(const struct cmd_entry *e, int argc, char **argv,
     struct exec_run *run, struct engine_settings *set, const char **stdin_path,
-    int *dashdash)
+    int *dashdash, int *exact)
 {
 	int ch, status, r, k, end;
 
@@ -754,7 +776,11 @@ parse_args(const struct cmd_entry *e, int argc, char **argv,
 			    &set->setup_timeout);
 			break;
 		case 'f':
-			r = parse_secs(e, "--fanout", optarg, 1, &set->fanout);
+			r = parse_number(e, "--fanout", optarg, "hosts", 1,
+			    65536, &set->fanout);
+			break;
+		case OPT_ARGV:
+			*exact = 1;
 			break;
 		}
 		if (r != 0)
@@ -882,7 +908,7 @@ cmd_exec_exec(
 	const char *stdin_path = NULL;
 	char *cause = NULL, *command = NULL, *stdin_data = NULL;
 	size_t stdin_len = 0, i;
-	int status, dashdash = 0, r;
+	int status, dashdash = 0, exact = 0, r;
 
 	memset(&run, 0, sizeof run);
 	run.outdir_fd = -1;
@@ -892,8 +918,8 @@ cmd_exec_exec(
 	set.setup_timeout = ctx->fleet->config->setup_timeout;
 	set.command_timeout = ctx->fleet->config->command_timeout;
 	run.mode = MODE_PREFIX;
-	if ((status = parse_args(
-		 e, argc, argv, &run, &set, &stdin_path, &dashdash)) != -1)
+	if ((status = parse_args(e, argc, argv, &run, &set, &stdin_path,
+		 &dashdash, &exact)) != -1)
 		return status;
 	if (run.mode == MODE_FILES && (status = prepare_outdir(&run)) != 0)
 		goto out;
@@ -903,7 +929,13 @@ cmd_exec_exec(
 		goto out;
 	}
 
-	command = misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
+	/* As ssh: the words make one line for the login shell to read. */
+	if (exact)
+		command =
+		    misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
+	else
+		command =
+		    misc_join_argv(argc - dashdash - 1, argv + dashdash + 1);
 	if ((r = remote_open(ctx->fleet, argv[optind], &remote, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;

@@ -239,7 +239,7 @@ cmd_jobs_exec(
 	size_t i, k, n, ncells = 0, nlost = 0, failed = 0;
 	int ch, status, all = 0, json = 0, r, stale;
 	int64_t as_of, sent;
-	json_t *arr = json_array();
+	json_t *arr;
 
 	while ((ch = cmd_getopt(e, argc, argv, "h", jobs_options, &status)) !=
 	    -1) {
@@ -268,6 +268,7 @@ cmd_jobs_exec(
 		return cmd_fail(-r, xstrdup("cannot start the event loop"));
 	}
 	free(args);
+	arr = json_array();
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
 		stale = 0;

@@ -19,6 +19,8 @@ static int cmd_rm_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int confirm(int, char **);
 static int jump_users_go(const char *, int, char **);
+static int find(struct inventory *, const char *, int, const struct instance *,
+    size_t, char **);
 
 const struct cmd_entry cmd_rm_entry = {
 	.name = "rm",
@@ -28,7 +30,10 @@ const struct cmd_entry cmd_rm_entry = {
 		"and its history is kept for cost reports (`ls --all` shows "
 		"it).\nAn instance that others reach through (their jump) "
 		"is refused unless\nthey go too.\n\n"
-		"      --purge   delete the instances and all their history\n"
+		"      --purge   delete the instances and all their history; "
+		"a NAME with\n"
+		"                none in service: every released one of that "
+		"name\n"
 		"  -y, --yes     do not ask before --purge (required when "
 		"stdin is\n"
 		"                not a terminal)\n\n"
@@ -79,13 +84,50 @@ jump_users_go(const char *users, int argc, char **argv)
 	return all;
 }
 
+/*
+ * Check that name is there to remove: in service, or with purge in any
+ * row (all: every instance, released ones too). Returns 0 or a negative
+ * status with *cause set.
+ */
+static int
+find(struct inventory *inv, const char *name, int purge,
+    const struct instance *all, size_t n, char **cause)
+{
+	struct instance in;
+	size_t i;
+	int r, released = 0;
+
+	memset(&in, 0, sizeof in);
+	if ((r = inventory_get(inv, name, &in, cause)) == 0) {
+		instance_clear(&in);
+		return 0;
+	}
+	if (r != -GF_EUSAGE)
+		return r;
+	for (i = 0; i < n; i++)
+		released += strcmp(all[i].name, name) == 0;
+	if (released == 0)
+		return r;
+	if (purge) {
+		free(*cause);
+		*cause = NULL;
+		return 0;
+	}
+	free(*cause);
+	xasprintf(cause,
+	    "%s is released already (rm --purge deletes it and its history)",
+	    name);
+	return -GF_EUSAGE;
+}
+
 static int
 cmd_rm_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
 {
 	struct inventory *inv = NULL;
-	struct instance in;
+	struct instance in, *all = NULL;
 	char *cause = NULL, *users = NULL;
+	size_t nall = 0, k;
 	int ch, status, purge = 0, yes = 0, i, j, r = 0;
 	time_t now = time(NULL);
 
@@ -117,10 +159,11 @@ cmd_rm_exec(
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
 	/* Check every name before asking, so the question is about facts. */
+	if ((r = inventory_list(inv, 1, &all, &nall, &cause)) != 0)
+		goto fail;
 	for (i = optind; i < argc; i++) {
-		if ((r = inventory_get(inv, argv[i], &in, &cause)) != 0)
+		if ((r = find(inv, argv[i], purge, all, nall, &cause)) != 0)
 			goto fail;
-		instance_clear(&in);
 		if ((r = inventory_jump_users(inv, argv[i], &users, &cause)) !=
 		    0)
 			goto fail;
@@ -138,6 +181,7 @@ cmd_rm_exec(
 	}
 	if (purge && !yes && !confirm(argc - optind, argv + optind)) {
 		inventory_close(inv);
+		instance_free_array(all, nall);
 		error("rm: not confirmed; nothing deleted");
 		return GF_EUSAGE;
 	}
@@ -151,12 +195,24 @@ cmd_rm_exec(
 		}
 		if (j < i)
 			continue;
-		if ((r = inventory_get(inv, argv[i], &in, &cause)) != 0)
-			goto fail;
-		if (purge)
+		/*
+		 * The one in service; for --purge of a name with none, every
+		 * released one of that name.
+		 */
+		r = inventory_get(inv, argv[i], &in, &cause);
+		if (r == 0 && purge)
 			r = inventory_purge(inv, in.id, &cause);
-		else
+		else if (r == 0)
 			r = inventory_release(inv, in.id, now, &cause);
+		else if (r == -GF_EUSAGE && purge) {
+			free(cause);
+			cause = NULL;
+			for (k = 0, r = 0; k < nall && r == 0; k++) {
+				if (strcmp(all[k].name, argv[i]) == 0)
+					r = inventory_purge(
+					    inv, all[k].id, &cause);
+			}
+		}
 		instance_clear(&in);
 		if (r != 0)
 			goto fail;
@@ -164,11 +220,13 @@ cmd_rm_exec(
 	if ((r = inventory_commit(inv, &cause)) != 0)
 		goto fail;
 	inventory_close(inv);
+	instance_free_array(all, nall);
 	for (i = optind; i < argc; i++)
 		printf("%s %s\n", purge ? "deleted" : "released", argv[i]);
 	return GF_OK;
 fail:
 	inventory_close(inv);
 	instance_clear(&in);
+	instance_free_array(all, nall);
 	return cmd_fail(-r, cause);
 }

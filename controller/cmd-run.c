@@ -16,6 +16,7 @@
 #include "job.h"
 #include "jobspec.h"
 #include "log.h"
+#include "misc.h"
 #include "planwrite.h"
 #include "status.h"
 #include "vis.h"
@@ -51,20 +52,22 @@ static size_t report(struct planwrite *, const struct run *, struct run_host *);
 
 const struct cmd_entry cmd_run_entry = {
 	.name = "run",
-	.usage = "SELECTOR [--name NAME] [--cwd DIR] [--env K=V]...\n"
-		 "       [--then stop|stop-if-ok] [--warn DURATION] "
-		 "[--before CMD]\n"
-		 "       [--log-max SIZE] [--json] -- COMMAND [ARG...]",
+	.usage =
+	    "SELECTOR [--name NAME] [--cwd DIR] [--env K=V]...\n"
+	    "       [--then stop|stop-if-ok] [--warn DURATION] "
+	    "[--before CMD]\n"
+	    "       [--log-max SIZE] [--argv] [--json] -- COMMAND [ARG...]",
 	.summary = "start a job that outlives the SSH session",
 	.help =
 	    "Starts COMMAND on each selected instance as a job: in its own "
 	    "session and\nprocess group, stdin /dev/null, stdout and stderr "
 	    "to REMOTE_DIR/jobs/N/log,\nwith the login environment an exec "
 	    "would see. run returns once the job\nruns; it goes on without "
-	    "the SSH session, gpufleet or this machine. Each ARG\nreaches the "
-	    "command as given (as with exec); for shell syntax run sh -c\n"
-	    "'a && b'. Prints NAME: job N started (pid P); logs: gpufleet "
-	    "logs NAME:N.\n\n"
+	    "the SSH session, gpufleet or this machine. As with exec,\nthe "
+	    "words after -- are joined with single spaces into one line, which "
+	    "/bin/sh\non the instance reads ('a && b' works); with --argv each "
+	    "ARG reaches the\ncommand exactly as given. Prints NAME: job N "
+	    "started (pid P); logs:\ngpufleet logs NAME:N.\n\n"
 	    "      --name NAME     the job's name (letters, digits, . _ -; "
 	    "default: the\n"
 	    "                      command's first word)\n"
@@ -90,6 +93,8 @@ const struct cmd_entry cmd_run_entry = {
 	    "to 16G): it\n"
 	    "                      is moved to log.1, so at most twice SIZE is "
 	    "kept\n"
+	    "      --argv          each ARG one word, exactly (no shell "
+	    "syntax)\n"
 	    "      --json          print a JSON array: name, job, pid, "
 	    "started, "
 	    "fire_id,\n"
@@ -105,7 +110,7 @@ const struct cmd_entry cmd_run_entry = {
 	    "  gpufleet run a100-1 --then stop -- python train.py --epochs 10\n"
 	    "  gpufleet run @train --name sweep --cwd ~/work --env "
 	    "WANDB_MODE=offline \\\n"
-	    "      -- sh -c 'python prep.py && python train.py'\n"
+	    "      -- 'python prep.py && python train.py'\n"
 	    "  gpufleet jobs; gpufleet logs a100-1 -f\n",
 	.exec = cmd_run_exec,
 };
@@ -118,7 +123,8 @@ enum {
 	OPT_WARN,
 	OPT_BEFORE,
 	OPT_LOG_MAX,
-	OPT_JSON
+	OPT_JSON,
+	OPT_ARGV
 };
 
 static const struct option run_options[] = { { "name", required_argument, NULL,
@@ -130,6 +136,7 @@ static const struct option run_options[] = { { "name", required_argument, NULL,
 	{ "before", required_argument, NULL, OPT_BEFORE },
 	{ "log-max", required_argument, NULL, OPT_LOG_MAX },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "argv", no_argument, NULL, OPT_ARGV },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 /* Parse run's options; *status is the exit on error. */
@@ -137,8 +144,9 @@ static int
 parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
     int *status)
 {
-	char *cause = NULL;
-	int ch, dd = 0, k, warn = 0;
+	char *cause = NULL, *word;
+	const char *line;
+	int ch, dd = 0, k, warn = 0, exact = 0;
 	static char name[JOBSPEC_NAME_MAX + 1];
 
 	for (k = 1; k < argc && dd == 0; k++) {
@@ -216,6 +224,9 @@ parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
 		case OPT_JSON:
 			r->json = 1;
 			break;
+		case OPT_ARGV:
+			exact = 1;
+			break;
 		}
 	}
 	if (dd == 0 || dd + 1 >= argc) {
@@ -232,7 +243,11 @@ parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
 		return -1;
 	}
 	r->spec.then.warn_minutes = (int)((r->warn_s + 59) / 60);
-	r->spec.command = jobspec_join(argc - dd - 1, argv + dd + 1);
+	/* As exec: one line for the shell, or --argv's exact words. */
+	if (exact)
+		r->spec.command = jobspec_join(argc - dd - 1, argv + dd + 1);
+	else
+		r->spec.command = misc_join_argv(argc - dd - 1, argv + dd + 1);
 	if (strlen(r->spec.command) > JOBSPEC_COMMAND_MAX) {
 		*status = cmd_usage_error(e,
 		    "the command is longer than %d bytes", JOBSPEC_COMMAND_MAX);
@@ -244,7 +259,12 @@ parse_run(const struct cmd_entry *e, int argc, char **argv, struct run *r,
 		return -1;
 	}
 	if (r->spec.name == NULL) {
-		jobspec_default_name(argv[dd + 1], name);
+		/* The first word of the line: 'python train.py' is python. */
+		line = r->spec.command + strspn(r->spec.command, " \t\n");
+		word = exact ? xstrdup(argv[dd + 1])
+			     : xstrndup(line, strcspn(line, " \t\n;&|<>()"));
+		jobspec_default_name(word, name);
+		free(word);
 		r->spec.name = name;
 	}
 	return 0;

@@ -17,6 +17,7 @@
 #include "cron.h"
 #include "db.h"
 #include "log.h"
+#include "misc.h"
 #include "planwrite.h"
 #include "schedrun.h"
 #include "schedule.h"
@@ -33,10 +34,10 @@
 static int cmd_schedule_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int open_inv(struct cmd_ctx *, struct inventory **);
-static int parse_add(
-    const struct cmd_entry *, int, char **, struct schedule *, int *, int *);
+static int parse_add(const struct cmd_entry *, int, char **, struct schedule *,
+    int *, int *, int *);
 static int check_add(
-    const struct cmd_entry *, struct schedule *, int, char **, int, int);
+    const struct cmd_entry *, struct schedule *, int, char **, int, int, int);
 static char *derive_name(struct inventory *, const struct schedule *);
 static int schedule_add_cmd(struct cmd_ctx *, int, char **);
 static void names_add(char **, const char *);
@@ -55,7 +56,7 @@ const struct cmd_entry cmd_schedule_entry = {
 		 "       --do shutdown|exec|rotate-keys|status [--name NAME]\n"
 		 "       [--unless-busy] [--catchup DURATION] [--warn MINUTES] "
 		 "[--before CMD]\n"
-		 "       [-- COMMAND...]\n"
+		 "       [--argv] [-- COMMAND...]\n"
 		 "       gpufleet schedule ls [--json]\n"
 		 "       gpufleet schedule rm|pause|resume NAME\n"
 		 "       gpufleet schedule run NAME [--json]",
@@ -87,7 +88,10 @@ const struct cmd_entry cmd_schedule_entry = {
 	    "occurrence\n"
 	    "missed while no daemon ran is run once when it comes back if it "
 	    "is within\n"
-	    "--catchup, else recorded as missed.\n"
+	    "--catchup, else recorded as missed. Its COMMAND is read as exec "
+	    "reads it: the\nwords joined into one line for the remote shell, "
+	    "or "
+	    "with --argv each word\nexactly.\n"
 	    "\n"
 	    "      --cron EXPR        when (quote it: '0 2 * * *')\n"
 	    "      --tz ZONE          an IANA zone (Asia/Shanghai); default: "
@@ -95,6 +99,8 @@ const struct cmd_entry cmd_schedule_entry = {
 	    "                         in the config, else the system's\n"
 	    "      --do ACTION        shutdown, exec (needs -- COMMAND), "
 	    "rotate-keys, status\n"
+	    "      --argv             exec: each word of COMMAND exactly, as "
+	    "exec --argv\n"
 	    "      --name NAME        default: ACTION-SELECTOR made a name "
 	    "(shutdown-train),\n"
 	    "                         with -2, -3 ... when that is taken\n"
@@ -124,8 +130,8 @@ const struct cmd_entry cmd_schedule_entry = {
 	    "Asia/Shanghai \\\n"
 	    "      --do shutdown --unless-busy --warn 10 --name nightly\n"
 	    "  gpufleet schedule add all --cron '@monthly' --do rotate-keys\n"
-	    "  gpufleet schedule add @train --cron '0 * * * *' --do exec -- df "
-	    "-h /\n"
+	    "  gpufleet schedule add @train --cron '0 * * * *' --do exec -- "
+	    "'df -h / | tail -1'\n"
 	    "  gpufleet schedule ls\n"
 	    "  gpufleet schedule pause nightly\n",
 	.exec = cmd_schedule_exec,
@@ -140,7 +146,8 @@ enum {
 	OPT_CATCHUP,
 	OPT_WARN,
 	OPT_BEFORE,
-	OPT_JSON
+	OPT_JSON,
+	OPT_ARGV
 };
 
 static const struct option add_options[] = { { "cron", required_argument, NULL,
@@ -152,6 +159,7 @@ static const struct option add_options[] = { { "cron", required_argument, NULL,
 	{ "catchup", required_argument, NULL, OPT_CATCHUP },
 	{ "warn", required_argument, NULL, OPT_WARN },
 	{ "before", required_argument, NULL, OPT_BEFORE },
+	{ "argv", no_argument, NULL, OPT_ARGV },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static const struct option ls_options[] = { { "json", no_argument, NULL,
@@ -206,12 +214,12 @@ open_inv(struct cmd_ctx *ctx, struct inventory **inv)
 
 /*
  * The options of `schedule add` (argv up to "--") into s; *catchup is set
- * when --catchup was given, *status is the exit on error. Returns -1 on
- * error, else 0.
+ * when --catchup was given, *exact with --argv, *status is the exit on
+ * error. Returns -1 on error, else 0.
  */
 static int
 parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
-    int *catchup, int *status)
+    int *catchup, int *exact, int *status)
 {
 	char *cause = NULL;
 	const char *act = NULL;
@@ -265,6 +273,9 @@ parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
 			free(s->before_stop);
 			s->before_stop = xstrdup(optarg);
 			break;
+		case OPT_ARGV:
+			*exact = 1;
+			break;
 		}
 	}
 	if (act == NULL) {
@@ -290,16 +301,19 @@ parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
 
 /*
  * The checks of add after its options: one SELECTOR, the cron expression,
- * the command (for exec only), the name. Returns 0 or the exit status.
+ * the command (for exec only), the name. The command is stored as exec
+ * will read it (SCHEDULE.md): a JSON string, the line for the remote
+ * shell; with --argv (exact) a JSON array of the words. Returns 0 or the
+ * exit status.
  */
 static int
 check_add(const struct cmd_entry *e, struct schedule *s, int nargs, char **args,
-    int dashdash, int catchup)
+    int dashdash, int catchup, int exact)
 {
 	struct selector *sel;
 	struct cron cr;
 	json_t *argv;
-	char *cause = NULL;
+	char *cause = NULL, *line;
 	int i;
 
 	if (s->action == SCHED_SHUTDOWN && catchup)
@@ -327,11 +341,23 @@ check_add(const struct cmd_entry *e, struct schedule *s, int nargs, char **args,
 		return cmd_usage_error(e,
 		    "-- COMMAND is for --do exec only (--do %s takes none)",
 		    schedule_action_name(s->action));
-	if (s->action == SCHED_EXEC) {
+	if (s->action != SCHED_EXEC && exact)
+		return cmd_usage_error(e, "--argv is for --do exec only");
+	if (s->action == SCHED_EXEC && exact) {
 		argv = json_array();
 		for (i = 0; i < nargs; i++)
 			json_array_append_new(argv, json_string(args[i]));
 		s->command = json_dumps(argv, JSON_COMPACT);
+		json_decref(argv);
+		if (s->command == NULL)
+			return cmd_usage_error(e, "COMMAND is not UTF-8");
+	} else if (s->action == SCHED_EXEC) {
+		line = misc_join_argv(nargs, args);
+		argv = json_string(line);
+		free(line);
+		s->command = argv != NULL
+		    ? json_dumps(argv, JSON_COMPACT | JSON_ENCODE_ANY)
+		    : NULL;
 		json_decref(argv);
 		if (s->command == NULL)
 			return cmd_usage_error(e, "COMMAND is not UTF-8");
@@ -391,7 +417,7 @@ schedule_add_cmd(struct cmd_ctx *ctx, int argc, char **argv)
 	struct inventory *inv;
 	struct schedule s;
 	char *cause = NULL, *next;
-	int k, dashdash = 0, catchup = 0, status, r;
+	int k, dashdash = 0, catchup = 0, exact = 0, status, r;
 	int64_t t;
 
 	for (k = 1; k < argc && dashdash == 0; k++) {
@@ -401,7 +427,7 @@ schedule_add_cmd(struct cmd_ctx *ctx, int argc, char **argv)
 	memset(&s, 0, sizeof s);
 	s.catchup_s = 3600;
 	s.warn_minutes = 5;
-	if (parse_add(e, dashdash ? dashdash : argc, argv, &s, &catchup,
+	if (parse_add(e, dashdash ? dashdash : argc, argv, &s, &catchup, &exact,
 		&status) != 0)
 		goto out;
 	if (optind < (dashdash ? dashdash : argc))
@@ -412,7 +438,7 @@ schedule_add_cmd(struct cmd_ctx *ctx, int argc, char **argv)
 		goto out;
 	}
 	if ((status = check_add(e, &s, dashdash ? argc - dashdash - 1 : 0,
-		 argv + dashdash + 1, dashdash, catchup)) != 0)
+		 argv + dashdash + 1, dashdash, catchup, exact)) != 0)
 		goto out;
 	if ((status = open_inv(ctx, &inv)) != 0)
 		goto out;
@@ -680,7 +706,7 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 	struct inventory *inv;
 	struct schedule *list;
 	struct table *tbl;
-	json_t *arr = json_array(), *last, *cmd;
+	json_t *arr, *last, *cmd;
 	char *cause = NULL, *next, *iso, *utc, *line, *safe;
 	const char *tz;
 	int ch, status, json = 0;
@@ -699,6 +725,7 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		return status;
 	if ((status = schedule_list(inv, &list, &n, &cause)) != 0)
 		return cmd_fail(-status, cause);
+	arr = json_array();
 	tbl = table_new(
 	    7, "NAME", "SELECTOR", "CRON", "TZ", "ACTION", "NEXT", "LAST");
 	for (i = 0; i < n; i++) {
@@ -713,8 +740,9 @@ schedule_ls(struct cmd_ctx *ctx, int argc, char **argv)
 		free(cause);
 		cause = NULL;
 		last = last_run(inv, s->id, &line);
-		cmd =
-		    s->command != NULL ? json_loads(s->command, 0, NULL) : NULL;
+		cmd = s->command != NULL
+		    ? json_loads(s->command, JSON_DECODE_ANY, NULL)
+		    : NULL;
 		json_array_append_new(arr,
 		    json_pack("{s:s, s:s, s:s, s:o, s:s, s:o, s:b, s:o, s:o, "
 			      "s:o}",

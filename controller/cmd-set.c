@@ -38,6 +38,7 @@ const struct cmd_entry cmd_set_entry = {
 	    "  stop_kind=stop|release|default   allow_release=yes|no\n"
 	    "CMD may use {name} {host} {port} {provider} {instance_id} (the "
 	    "platform_id).\n\n"
+	    "Each FIELD at most once.\n\n"
 	    "Example: gpufleet set a100-1 port=32456 price=2.69/h "
 	    "billing=second\n",
 	.exec = cmd_set_exec,
@@ -55,7 +56,8 @@ cmd_set_exec(
 	char *cause = NULL, *field, *eq;
 	struct billing_rule rule;
 	struct stopmethod_fields sf;
-	int ch, status, i, r, detaches = 0, known, priced = 0, has_price;
+	int ch, status, i, k, r, detaches = 0, known, priced = 0, has_price;
+	size_t len;
 	int identity_set = 0;
 	int64_t key_id = 0;
 	int jumped = 0;
@@ -75,6 +77,14 @@ cmd_set_exec(
 		if (strchr(argv[i], '=') == NULL || argv[i][0] == '=')
 			return cmd_usage_error(
 			    e, "'%s' is not FIELD=VALUE", argv[i]);
+		/* Two values for one field: which was meant? */
+		len = strchr(argv[i], '=') - argv[i] + 1;
+		for (k = optind + 1; k < i; k++) {
+			if (strncmp(argv[k], argv[i], len) == 0)
+				return cmd_usage_error(e,
+				    "field '%.*s' is given twice", (int)len - 1,
+				    argv[i]);
+		}
 	}
 
 	if ((status = cmd_open(ctx, &inv)) != 0)

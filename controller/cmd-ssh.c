@@ -47,7 +47,7 @@ static char *proxy_command(const char *, const struct instance *,
 
 const struct cmd_entry cmd_ssh_entry = {
 	.name = "ssh",
-	.usage = "NAME [-- COMMAND [ARG...]]",
+	.usage = "NAME [--argv] [-- COMMAND [ARG...]]",
 	.summary = "log in to an instance with OpenSSH (pinned host key)",
 	.help =
 	    "Runs the system ssh with the instance's user, port and identity,"
@@ -56,8 +56,10 @@ const struct cmd_entry cmd_ssh_entry = {
 	    "stdin is not a\nterminal. The exit status is ssh's. If the host "
 	    "key changed, gpufleet\nsays so after ssh's warning: run "
 	    "`gpufleet hostkey accept NAME` once the\nmachine is known to be "
-	    "replaced (not ssh-keygen -R). ARGs are quoted for\nthe remote "
-	    "shell as in exec. GPUFLEET_SSH names another ssh binary.\n"
+	    "replaced (not ssh-keygen -R). As with ssh and exec, "
+	    "the words after --\nare joined into one line for the remote "
+	    "shell; with --argv each ARG\nreaches the command exactly. "
+	    "GPUFLEET_SSH names another ssh binary.\n"
 	    "An instance with a jump host is reached through it (ProxyCommand "
 	    "ssh -W),\nthe jump's key pinned the same way.\n\n"
 	    "Examples:\n"
@@ -66,8 +68,11 @@ const struct cmd_entry cmd_ssh_entry = {
 	.exec = cmd_ssh_exec,
 };
 
-static const struct option ssh_options[] = { { "help", no_argument, NULL, 'h' },
-	{ NULL, 0, NULL, 0 } };
+enum { OPT_ARGV = 256 };
+
+static const struct option ssh_options[] = { { "argv", no_argument, NULL,
+						 OPT_ARGV },
+	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 /*
  * The ProxyCommand that reaches target through jump: the same ssh with the
@@ -140,7 +145,7 @@ cmd_ssh_exec(
 	const char *ssh = getenv("GPUFLEET_SSH");
 	char *cause = NULL, *kh = NULL, *opt_alias, *opt_kh, *port, *id;
 	char *command = NULL, **args, *name, *proxy;
-	int ch, status, r, dashdash = 0, k, n = 0, ws;
+	int ch, status, r, dashdash = 0, k, n = 0, ws, exact = 0;
 
 	for (k = 1; k < argc; k++) {
 		if (strcmp(argv[k], "--") == 0) {
@@ -152,6 +157,8 @@ cmd_ssh_exec(
 		    ssh_options, &status)) != -1) {
 		if (ch == -2)
 			return status;
+		if (ch == OPT_ARGV)
+			exact = 1;
 	}
 	if ((dashdash ? dashdash : argc) - optind != 1)
 		return cmd_usage_error(e, "needs exactly one NAME");
@@ -230,8 +237,9 @@ cmd_ssh_exec(
 	}
 	args[n++] = xstrdup(in->host);
 	if (dashdash && dashdash + 1 < argc) {
-		command =
-		    misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1);
+		command = exact
+		    ? misc_quote_argv(argc - dashdash - 1, argv + dashdash + 1)
+		    : misc_join_argv(argc - dashdash - 1, argv + dashdash + 1);
 		args[n++] = xstrdup("--");
 		args[n++] = command;
 	}

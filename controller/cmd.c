@@ -293,6 +293,32 @@ cmd_before(const struct cmd_entry *e, const char *text)
 	return 0;
 }
 
+/*
+ * Whether the command (argv[0] its name) may create the inventory where a
+ * --db names nothing yet: those that put instances, keys, balances or
+ * schedules in. Every other command there says "no inventory".
+ */
+int
+cmd_creates_inventory(const struct cmd_entry *e, int argc, char **argv)
+{
+	static const char *const creators[] = { "add", "import", NULL };
+	static const char *const subs[][2] = { { "keys", "gen" },
+		{ "provider", "add" }, { "provider", "set" },
+		{ "schedule", "add" }, { "guard", "add" }, { NULL, NULL } };
+	size_t i;
+
+	for (i = 0; creators[i] != NULL; i++) {
+		if (strcmp(e->name, creators[i]) == 0)
+			return 1;
+	}
+	for (i = 0; subs[i][0] != NULL; i++) {
+		if (strcmp(e->name, subs[i][0]) == 0 && argc > 1 &&
+		    strcmp(argv[1], subs[i][1]) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 /* Open the inventory, printing the error; returns 0 or an exit status. */
 int
 cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
@@ -300,7 +326,8 @@ cmd_open(struct cmd_ctx *ctx, struct inventory **inv)
 	char *cause = NULL;
 	int r;
 
-	if ((r = inventory_open(ctx->fleet->db_path, inv, &cause)) != 0)
+	if ((r = fleet_check_db(ctx->fleet, &cause)) != 0 ||
+	    (r = inventory_open(ctx->fleet->db_path, inv, &cause)) != 0)
 		return cmd_fail(-r, cause);
 	(*inv)->config = ctx->fleet->config;
 	return 0;

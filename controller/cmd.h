@@ -37,6 +37,7 @@ int cmd_usage_error(const struct cmd_entry *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 int cmd_fail(int, char *);
 int cmd_open(struct cmd_ctx *, struct inventory **);
+int cmd_creates_inventory(const struct cmd_entry *, int, char **);
 int cmd_duration(const struct cmd_entry *, const char *, const char *, int64_t,
     int64_t, int64_t *);
 #define CMD_BEFORE_MAX 4096 /* the longest --before command */

@@ -17,6 +17,7 @@
 #include "misc.h"
 #include "notify.h"
 #include "stopmethod.h"
+#include "vis.h"
 #include "xmalloc.h"
 
 struct parse_state {
@@ -541,28 +542,44 @@ handler(void *arg, const char *section, const char *key, const char *value)
 }
 
 /*
- * inih's line reader: fgets, counting lines for error messages. A line
+ * inih's line reader: one line, counting lines for error messages. A line
  * longer than inih's buffer would reach inih in pieces, the rest read as
  * lines of their own (a long comment ending "fanout = 1" would set it), so
- * it ends the parse with an error at that line.
+ * it ends the parse with an error at that line. So does a NUL or another
+ * control byte (but tab and CR): a binary file is not taken for a config
+ * with odd lines, and its bytes never reach a message.
  */
 static char *
 reader(char *buf, int size, void *arg)
 {
 	struct parse_state *ps = arg;
-	char *s = fgets(buf, size, ps->f);
-	size_t len;
-	int next;
+	int ch, n = 0;
 
-	if (s == NULL)
+	while (n < size - 1 && (ch = getc(ps->f)) != EOF) {
+		if ((ch < 0x20 && ch != '\t' && ch != '\r' && ch != '\n') ||
+		    ch == 0x7f) {
+			if (ps->error == NULL) {
+				xasprintf(&ps->error,
+				    "byte 0x%02x at column %d: not a text "
+				    "file",
+				    ch, n + 1);
+				ps->error_line = ps->line + 1;
+			}
+			return NULL;
+		}
+		buf[n++] = (char)ch;
+		if (ch == '\n')
+			break;
+	}
+	if (n == 0)
 		return NULL;
+	buf[n] = '\0';
 	ps->line++;
-	len = strlen(s);
-	if (len > 0 && s[len - 1] == '\n')
-		return s;
-	if ((next = getc(ps->f)) == EOF || next == '\n')
-		return s; /* the last line, or one that just fits */
-	ungetc(next, ps->f);
+	if (buf[n - 1] == '\n')
+		return buf;
+	if ((ch = getc(ps->f)) == EOF || ch == '\n')
+		return buf; /* the last line, or one that just fits */
+	ungetc(ch, ps->f);
 	if (ps->error == NULL) {
 		xasprintf(&ps->error,
 		    "line longer than %d bytes, the most a config.ini line "
@@ -581,6 +598,7 @@ int
 config_load(struct config *c, const char *path, int explicit, char **cause)
 {
 	struct parse_state ps;
+	char *msg;
 	int line;
 
 	memset(&ps, 0, sizeof ps);
@@ -598,10 +616,13 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 		check_notifies(&ps);
 	if (line != 0 || ps.error != NULL) {
 		if (ps.error == NULL || (line != 0 && line < ps.error_line))
-			xasprintf(cause, "%s:%d: syntax error", path, line);
+			xasprintf(&msg, "%s:%d: syntax error", path, line);
 		else
 			xasprintf(
-			    cause, "%s:%d: %s", path, ps.error_line, ps.error);
+			    &msg, "%s:%d: %s", path, ps.error_line, ps.error);
+		/* Keys and values quoted back may hold any byte. */
+		*cause = vis_str(msg);
+		free(msg);
 		free(ps.error);
 		return -1;
 	}

@@ -58,13 +58,16 @@ read_file(const char *path, char **data, size_t *len)
 
 /*
  * Load the agent: $GPUFLEET_AGENT, else gpufleet-agent beside this
- * executable, else the installed libexec copy.
+ * executable (a build directory), else ../libexec/gpufleet/ from it (an
+ * install under any prefix, moved or not), else the libexec directory
+ * the build was configured for.
  */
 int
 deploy_load(struct agent_bin *ab, char **cause)
 {
 	const char *env = getenv("GPUFLEET_AGENT");
-	char self[PATH_MAX], *slash, *cand[3] = { NULL, NULL, NULL };
+	char self[PATH_MAX], *slash, *cand[4] = { NULL, NULL, NULL, NULL };
+	char *tried;
 	uint64_t h = 1469598103934665603ULL;
 	ssize_t n;
 	size_t i;
@@ -81,6 +84,9 @@ deploy_load(struct agent_bin *ab, char **cause)
 				*slash = '\0';
 				xasprintf(
 				    &cand[nc++], "%s/gpufleet-agent", self);
+				xasprintf(&cand[nc++],
+				    "%s/../libexec/gpufleet/gpufleet-agent",
+				    self);
 			}
 		}
 		cand[nc++] = xstrdup(GPUFLEET_LIBEXECDIR "/gpufleet-agent");
@@ -89,11 +95,19 @@ deploy_load(struct agent_bin *ab, char **cause)
 		if (read_file(cand[k], &ab->data, &ab->len) == 0)
 			ab->path = xstrdup(cand[k]);
 	}
-	if (ab->path == NULL)
+	if (ab->path == NULL) {
+		tried = xstrdup(cand[0]);
+		for (k = 1; k < nc; k++) {
+			slash = tried;
+			xasprintf(&tried, "%s, %s", slash, cand[k]);
+			free(slash);
+		}
 		xasprintf(cause,
-		    "cannot find the agent binary (tried %s%s%s); "
-		    "set GPUFLEET_AGENT",
-		    cand[0], nc > 1 ? ", " : "", nc > 1 ? cand[1] : "");
+		    "cannot find the agent binary (tried %s); set "
+		    "GPUFLEET_AGENT",
+		    tried);
+		free(tried);
+	}
 	for (k = 0; k < nc; k++)
 		free(cand[k]);
 	if (ab->path == NULL)

@@ -1,10 +1,14 @@
 /* The process's one database connection, event loop and engine. */
 
+#include <errno.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <event2/event.h>
 
 #include "fleet.h"
+#include "status.h"
+#include "xmalloc.h"
 
 /* A fleet over the database at db_path; nothing is opened yet. */
 void
@@ -13,6 +17,23 @@ fleet_init(struct fleet *f, const char *db_path, struct config *config)
 	memset(f, 0, sizeof *f);
 	f->db_path = db_path;
 	f->config = config;
+}
+
+/*
+ * With db_must_exist: fail when nothing is at db_path, rather than making
+ * directories and an empty database there for a command that only reads.
+ * Returns 0, or a negative status with *cause set.
+ */
+int
+fleet_check_db(const struct fleet *f, char **cause)
+{
+	if (!f->db_must_exist || access(f->db_path, F_OK) == 0 ||
+	    errno != ENOENT)
+		return 0;
+	xasprintf(cause,
+	    "no inventory at %s (gpufleet add or import creates one there)",
+	    f->db_path);
+	return -GF_EDB;
 }
 
 /*
@@ -25,7 +46,8 @@ fleet_inventory(struct fleet *f, struct inventory **inv, char **cause)
 	int r;
 
 	if (f->inv == NULL &&
-	    (r = inventory_open(f->db_path, &f->inv, cause)) != 0)
+	    ((r = fleet_check_db(f, cause)) != 0 ||
+		(r = inventory_open(f->db_path, &f->inv, cause)) != 0))
 		return r;
 	f->inv->config = f->config;
 	*inv = f->inv;

@@ -15,6 +15,7 @@ struct event_base;
 
 struct fleet {
 	const char *db_path;	 /* borrowed */
+	int db_must_exist;	 /* named by the user, command only reads */
 	struct config *config;	 /* borrowed */
 	struct inventory *inv;	 /* fleet_inventory opens it once */
 	struct event_base *base; /* fleet_engine makes both */
@@ -22,6 +23,7 @@ struct fleet {
 };
 
 void fleet_init(struct fleet *, const char *, struct config *);
+int fleet_check_db(const struct fleet *, char **);
 int fleet_inventory(struct fleet *, struct inventory **, char **);
 struct engine *fleet_engine(struct fleet *);
 void fleet_free(struct fleet *);

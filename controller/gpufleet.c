@@ -39,7 +39,7 @@ main(int argc, char **argv)
 	const char *db = getenv("GPUFLEET_DB");
 	const char *cfg = getenv("GPUFLEET_CONFIG");
 	char *cause = NULL, *default_db = NULL, *default_cfg = NULL;
-	int ch, status, explicit_cfg;
+	int ch, status, explicit_cfg, explicit_db;
 
 	setlocale(LC_CTYPE, "");
 	signal(SIGPIPE, SIG_IGN);
@@ -97,10 +97,14 @@ main(int argc, char **argv)
 		free(default_cfg);
 		return cmd_fail(GF_ECONFIG, cause);
 	}
-	if (db == NULL || *db == '\0')
+	explicit_db = db != NULL && *db != '\0';
+	if (!explicit_db)
 		db = default_db = inventory_default_path();
 
 	fleet_init(&fleet, db, &config);
+	/* A named database is made by a writer only; the default by any. */
+	fleet.db_must_exist =
+	    explicit_db && !cmd_creates_inventory(e, argc, argv);
 	ctx.fleet = &fleet;
 	optind = 0;
 	status = e->exec(e, &ctx, argc, argv);

@@ -134,7 +134,10 @@ misc_quote_any_shell(const char *s)
 	return quote(s, 1);
 }
 
-/* argv for a POSIX shell, each argument single-quoted. Caller frees. */
+/*
+ * argv as one command line whose words a POSIX shell or fish reads back
+ * exactly, each argument single-quoted. Caller frees.
+ */
 char *
 misc_quote_argv(int argc, char **argv)
 {
@@ -145,9 +148,27 @@ misc_quote_argv(int argc, char **argv)
 	for (k = 0; k < argc; k++) {
 		if (k != 0)
 			misc_buf_add(&b, " ", 1, 0);
-		q = quote(argv[k], 0);
+		q = quote(argv[k], 1);
 		misc_buf_add(&b, q, strlen(q), 0);
 		free(q);
+	}
+	return b.data != NULL ? b.data : xstrdup("");
+}
+
+/*
+ * argv joined with single spaces, for the remote shell to read as ssh,
+ * pdsh and clush send it. Caller frees.
+ */
+char *
+misc_join_argv(int argc, char **argv)
+{
+	struct misc_buf b = { NULL, 0, 0, 0 };
+	int k;
+
+	for (k = 0; k < argc; k++) {
+		if (k != 0)
+			misc_buf_add(&b, " ", 1, 0);
+		misc_buf_add(&b, argv[k], strlen(argv[k]), 0);
 	}
 	return b.data != NULL ? b.data : xstrdup("");
 }

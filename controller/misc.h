@@ -21,6 +21,7 @@ char *misc_expand_home(const char *);
 char *misc_shell_quote(const char *);
 char *misc_quote_any_shell(const char *);
 char *misc_quote_argv(int, char **);
+char *misc_join_argv(int, char **);
 char *misc_quote_path(const char *);
 void misc_secret_hold(void);
 void misc_secret_release(void);

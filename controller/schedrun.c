@@ -123,12 +123,22 @@ child_argv(const struct fleet *f, const struct schedule *s)
 	}
 	switch (s->action) {
 	case SCHED_EXEC:
+		/*
+		 * A string is the line for the remote shell; an array, the
+		 * exact words (--argv, and every schedule stored before
+		 * exec joined its words).
+		 */
+		cmd = s->command != NULL
+		    ? json_loads(s->command, JSON_DECODE_ANY, NULL)
+		    : NULL;
 		argv_add(&v, &n, "exec");
 		argv_add(&v, &n, s->selector);
 		argv_add(&v, &n, "--json");
+		if (json_is_array(cmd))
+			argv_add(&v, &n, "--argv");
 		argv_add(&v, &n, "--");
-		cmd =
-		    s->command != NULL ? json_loads(s->command, 0, NULL) : NULL;
+		if (json_is_string(cmd))
+			argv_add(&v, &n, json_string_value(cmd));
 		json_array_foreach(cmd, i, a)
 		{
 			if (json_is_string(a))

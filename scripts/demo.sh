@@ -67,8 +67,8 @@ show gpufleet exec all -- uname -s
 gpufleet exec all -- uname -s
 show gpufleet exec all --connect-timeout 5 --setup-timeout 20 -- uptime -p
 gpufleet exec all --connect-timeout 5 --setup-timeout 20 -- uptime -p
-show "gpufleet exec @train -b -- sh -c 'echo \$GPUFLEET_INSTANCE | wc -c'"
-gpufleet exec @train -b -- sh -c 'echo $GPUFLEET_INSTANCE | wc -c'
+show "gpufleet exec @train -b -- 'echo \$GPUFLEET_INSTANCE | wc -c'   # one line for the remote shell, as ssh"
+gpufleet exec @train -b -- 'echo $GPUFLEET_INSTANCE | wc -c'
 show "gpufleet status          # deploys the agent, then one round trip per instance"
 gpufleet status || true
 show "gpufleet status @train --json | head -12"
@@ -105,8 +105,8 @@ show gpufleet keys ls
 gpufleet keys ls
 show gpufleet keys gc   # removes key files no rotation uses (keys ls marks them orphan)
 gpufleet keys gc
-show "gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'   # logged in with the new keys"
-gpufleet exec all -- sh -c 'grep -c gpufleet: ~/.ssh/authorized_keys'
+show "gpufleet exec all -- 'grep -c gpufleet: ~/.ssh/authorized_keys'   # logged in with the new keys"
+gpufleet exec all -- 'grep -c gpufleet: ~/.ssh/authorized_keys'
 
 # The watcher: a shutdown and an autostop that happen with the laptop
 # closed. The sandbox's "platforms" are fake stop tools on each instance
@@ -228,8 +228,8 @@ gpufleet events --limit 4
 # watcher sends the messages itself (with its curl): the laptop may be
 # closed by then.
 job='for e in 1 2 3; do echo "epoch $e loss 0.$((9 - e))"; sleep 2; done'
-show "gpufleet run gpu-2 --name train --then stop -- sh -c '$job'"
-gpufleet run gpu-2 --name train --then stop -- sh -c "$job"
+show "gpufleet run gpu-2 --name train --then stop -- '$job'"
+gpufleet run gpu-2 --name train --then stop -- "$job"
 show gpufleet jobs @train
 gpufleet jobs @train
 show "gpufleet logs -f gpu-2   # follows the newest job until it ends, exits with its status"

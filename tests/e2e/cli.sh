@@ -160,6 +160,18 @@ bad "show unknown" show nosuch
 bad "ls bad format" ls --format yaml
 expect_match "$(run set a100-1 prot=22; echo "$err")" \
     "valid fields: name, host, port, user" "unknown field lists valid ones"
+bad "set: a field twice" set a100-1 port=22 region=x port=23
+expect_eq "$err" "gpufleet: set: field 'port' is given twice (try 'gpufleet set --help')" \
+    "a field twice is refused, not last-wins"
+bad "set: a price field twice" set a100-1 price=1/h price=2/h
+bad "set: notes twice, both empty" set a100-1 notes= notes=
+bad "exec --fanout 0" exec all -f 0 -- true
+expect_eq "$err" "gpufleet: exec: --fanout '0' is not a number of hosts (1-65536) (try 'gpufleet exec --help')" \
+    "--fanout is a number of hosts"
+bad "exec --fanout too many" exec all --fanout 65537 -- true
+bad "exec --setup-timeout 0" exec all --setup-timeout 0 -- true
+expect_contains "$err" "--setup-timeout '0' is not a number of seconds (1-604800)" \
+    "--setup-timeout is a number of seconds"
 expect_match "$(run add n1 h:65536; echo "$err")" "65536" \
     "bad port error names the value"
 bad "port given twice, differently" add n1 root@h:22 --port 23
@@ -190,6 +202,49 @@ run ls --all --json
 expect_eq "$(printf '%s' "$out" | grep -c '"name": "box"')" 0 "box purged"
 expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 1 \
     "released cpu-1 kept, new one purged"
+run rm cpu-1
+expect_rc 2 "rm of a released name"
+expect_eq "$err" "gpufleet: cpu-1 is released already (rm --purge deletes it and its history)" \
+    "rm says it is released, and how to delete it"
+run rm --purge --yes cpu-1
+expect_rc 0 "rm --purge of a released instance"
+expect_eq "$out" "deleted cpu-1" "purge output"
+run ls --all --json
+expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 0 "released cpu-1 purged"
+run rm --purge --yes cpu-1
+expect_rc 2 "purge of a name that is nowhere"
+expect_eq "$err" "gpufleet: no instance named 'cpu-1'" "nothing of that name"
+
+# A name released and added again: two machines, each its own cost row.
+run add r1 10.1.1.1 --price 1/h
+run mark r1 running --at 2026-11-01T00:00:00Z
+run mark r1 stopped --at 2026-11-01T02:00:00Z
+run rm r1
+run add r1 10.1.1.2 --price 3/h
+expect_rc 0 "r1 added again"
+run mark r1 running --at 2026-11-01T03:00:00Z
+run mark r1 stopped --at 2026-11-01T04:00:00Z
+rel=$("$GPUFLEET" ls --all --json | jq -r '.[] | select(.name == "r1" and .released_at != null) | .released_at')
+run cost r1 --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z
+expect_match "$out" '^r1 +-' "cost of the r1 in service"
+run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z
+expect_rc 0 "cost over both r1"
+expect_eq "$(printf '%s\n' "$out" | grep -c '^r1 ')" 2 "two r1 rows"
+expect_eq "$(printf '%s\n' "$out" | grep -Ec '^r1 +- +1h00m .* 3\.00 CNY$')" 1 \
+    "the r1 in service by its name"
+expect_eq "$(printf '%s\n' "$out" | grep -Ec "^r1 \(released $rel\) +- +2h00m .* 2\.00 CNY$")" 1 \
+    "the released r1 named with its release"
+run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z --json
+expect_eq "$(printf '%s' "$out" | jq -c '[.instances[] | select(.name == "r1") | [.released_at, .total]] | sort')" \
+    "[[null,30000],[\"$rel\",20000]]" "--json: released_at tells them apart"
+run rm --purge --yes r1
+expect_rc 0 "purge r1 in service"
+run ls --all --json
+expect_eq "$(printf '%s' "$out" | jq -c '[.[] | select(.name == "r1") | .host]')" '["10.1.1.1"]' \
+    "purge takes the r1 in service, keeps the released one"
+run rm --purge --yes r1
+expect_eq "$("$GPUFLEET" ls --all --json | jq '[.[] | select(.name == "r1")] | length')" 0 \
+    "then the released r1"
 
 # On a terminal, --purge asks; only "y" deletes.
 run add ask-1 10.7.7.7
@@ -209,6 +264,42 @@ GPUFLEET_DB="$T/other/x.db" run ls
 expect_match "$out" "o1" "GPUFLEET_DB"
 GPUFLEET_DB="$T/nowhere.db" run --db "$T/other/x.db" ls
 expect_match "$out" "o1" "--db overrides GPUFLEET_DB"
+
+# A named database where nothing is: readers say so and make nothing;
+# writers that fill one (add, import, keys gen, ...) create it.
+for c in ls "show o1" cost status "schedule ls" "keys ls" "events" "jobs" \
+    "exec all -- true" "rm o1" "set o1 port=2"; do
+	# shellcheck disable=SC2086
+	run --db "$T/none/sub/x.db" $c
+	expect_rc 3 "$c with --db where nothing is"
+	expect_eq "$err" "gpufleet: no inventory at $T/none/sub/x.db (gpufleet add or import creates one there)" \
+	    "$c: says there is no inventory"
+	checks=$((checks + 1))
+	[ ! -e "$T/none" ] || fail "$c made $(find "$T/none")"
+done
+GPUFLEET_DB="$T/none/x.db" run ls
+expect_rc 3 "GPUFLEET_DB where nothing is"
+expect_eq "$err" "gpufleet: no inventory at $T/none/x.db (gpufleet add or import creates one there)" \
+    "GPUFLEET_DB: says there is no inventory"
+run --db "$T/none/x.db" --version
+expect_rc 0 "--version needs no inventory"
+printf 'Host imp1\n  HostName 10.9.9.8\n' >"$T/imp.conf"
+run --db "$T/made/by-import.db" import "$T/imp.conf"
+expect_rc 0 "import creates a named database"
+expect_eq "$(stat -c %a "$T/made/by-import.db")" 600 "made by import, mode 0600"
+run --db "$T/made/by-keys.db" keys gen --name k0
+expect_rc 0 "keys gen creates a named database"
+checks=$((checks + 1))
+[ -f "$T/made/by-keys.db" ] || fail "keys gen did not create the named database"
+# The default place is made by any command: a first `ls` is an empty table.
+(
+	export HOME=$T/fresh XDG_DATA_HOME= XDG_CONFIG_HOME=
+	mkdir -p "$HOME"
+	run ls
+	expect_rc 0 "a first ls at the default place"
+	expect_eq "$out" "NAME  HOST  PORT  USER  PROVIDER  TAGS" "an empty table"
+	exit $((failures))
+) || failures=$((failures + 1))
 
 # --- a database from a newer gpufleet is refused untouched -------------
 sqlite3 "$T/new.db" "PRAGMA application_id=1195789396; CREATE TABLE x(y);

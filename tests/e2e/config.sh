@@ -51,6 +51,36 @@ expect_rc 0 "a 199-byte line"
 run --config "$T/fits.ini" ls --format ssh-config
 expect_contains "$out" "IdentityFile \"/$fits\"" "the 199-byte value is whole"
 
+# Binary is refused at its first control byte, and no raw byte of the file
+# reaches the message (each byte checked in the file stderr went to).
+raw_bytes() { LC_ALL=C tr -d '[:print:]\n' <"$T/err" | wc -c; }
+printf '[ssh]\nfanout = 4\000\001\033[2Jx\n' >"$T/nul.ini"
+run --config "$T/nul.ini" ls
+expect_rc 4 "a NUL in the config"
+expect_one_error_line "a NUL in the config"
+expect_eq "$err" "gpufleet: $T/nul.ini:2: byte 0x00 at column 11: not a text file" \
+    "the NUL named by line and column"
+expect_eq "$(raw_bytes)" 0 "no raw byte echoed for a NUL"
+run --config "$GPUFLEET" ls
+expect_rc 4 "a binary as the config"
+expect_one_error_line "a binary as the config"
+expect_eq "$err" "gpufleet: $GPUFLEET:1: byte 0x7f at column 1: not a text file" \
+    "the ELF header's first byte"
+expect_eq "$(raw_bytes)" 0 "no raw byte echoed for a binary"
+printf '[ssh]\n\377\376\033]0;x = 1\n' >"$T/high.ini"
+run --config "$T/high.ini" ls
+expect_rc 4 "a control byte inside a key"
+expect_eq "$(raw_bytes)" 0 "no raw byte echoed for a key of odd bytes"
+printf '[ssh]\n\377\376 = 1\n' >"$T/high.ini"
+run --config "$T/high.ini" ls
+expect_rc 4 "a key of invalid UTF-8"
+expect_contains "$err" "high.ini:2: unknown key" "the key named, escaped"
+expect_eq "$(raw_bytes)" 0 "no raw byte echoed for invalid UTF-8"
+# Tabs and CRLF line ends are text.
+printf '[ssh]\r\n\tfanout = 4\r\n' >"$T/crlf.ini"
+run --config "$T/crlf.ini" ls
+expect_rc 0 "tabs and CRLF are text"
+
 run --config "$T/missing.ini" ls
 expect_rc 4 "explicit missing config"
 expect_match "$err" "missing.ini" "missing config named"

@@ -42,7 +42,8 @@ expect_eq "$(printf '%s' "$out" | jq -c '.[1] | keys_unsorted')" \
     '["name","selector","cron","tz","action","command","paused","next_run","next_run_utc","last"]' \
     "the fields"
 expect_eq "$(printf '%s' "$out" | jq -c '.[0] | [.selector, .action, .command, .tz, .paused, .last]')" \
-    '["@train,!a1","exec",["df","-h","/data x"],"Asia/Kolkata",false,null]' "exec's argv"
+    '["@train,!a1","exec","df -h /data x","Asia/Kolkata",false,null]' \
+    "exec's words joined into the line for the remote shell"
 expect_match "$(printf '%s' "$out" | jq -r '.[1].next_run')" \
     '^[0-9-]{10}T02:00:00\+08:00$' "next_run with the zone's offset"
 expect_match "$(printf '%s' "$out" | jq -r '.[1].next_run_utc')" \
@@ -50,6 +51,12 @@ expect_match "$(printf '%s' "$out" | jq -r '.[1].next_run_utc')" \
 expect_eq "$(sqlite3 "$db" "SELECT unless_busy, warn_minutes, before_stop, catchup_s FROM schedule WHERE name = 'nightly'")" \
     "1|10|python save.py|3600" "shutdown fields stored"
 expect_eq "$(sqlite3 "$db" "SELECT catchup_s FROM schedule WHERE name = 'exec-train-a1'")" 600 "--catchup stored"
+run schedule add @train --cron '@daily' --do exec --argv --name exact -- df -h '/data x' '$HOME'
+expect_rc 0 "add exec --argv"
+run schedule ls --json
+expect_eq "$(printf '%s' "$out" | jq -c '.[] | select(.name == "exact") | .command')" \
+    '["df","-h","/data x","$HOME"]' "--argv: exec's exact words, an array"
+run schedule rm exact
 
 # --- pause, resume, rm -------------------------------------------------------
 run schedule pause rotate-keys-all-2
@@ -106,6 +113,7 @@ refuse "--do exec needs -- COMMAND..." @t --cron '@daily' --do exec
 refuse "--do exec needs -- COMMAND..." @t --cron '@daily' --do exec --
 refuse "-- COMMAND is for --do exec only (--do status takes none)" @t --cron '@daily' --do status -- ls
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do exec --warn 3 -- ls
+refuse "--argv is for --do exec only" @t --cron '@daily' --do status --argv
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do status --unless-busy
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do rotate-keys --before true
 refuse "--warn '1441' is not a number of minutes" @t --cron '@daily' --do shutdown --warn 1441

@@ -67,7 +67,7 @@ expect_eq "$(sql "SELECT count(*) FROM last_status WHERE state = 'up'")" 3 \
     "every instance up"
 
 # --- an exec schedule runs once per occurrence ------------------------------
-add_schedule tick inst-1 exec sh -c 'echo run >> ticks.txt'
+add_schedule tick inst-1 exec 'echo run >> ticks.txt'
 wait_for 120 "three occurrences of tick ran" at_least 3 runs tick ok
 pause tick
 # The pause might land just after a claim: let the last run end.
@@ -153,7 +153,7 @@ expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'daemon_start'")"
     "one daemon_start entry (the refused ones wrote none)"
 
 # --- SIGKILL in the middle of a scheduled exec; the child outlives it -------
-add_schedule slow inst-2 exec sh -c 'sleep 4; echo done >> slow.txt'
+add_schedule slow inst-2 exec 'sleep 4; echo done >> slow.txt'
 start_daemon
 wait_for 60 "slow's run started" has_pid slow
 pause slow
@@ -171,7 +171,7 @@ expect_contains "$(cat "$LOG")" "(pid $child) from before this daemon still goes
     "the restarted daemon waited for the child"
 
 # --- SIGTERM with a run going: its grace, then stopped and abandoned --------
-add_schedule long inst-2 exec sh -c 'sleep 120; echo late >> long.txt'
+add_schedule long inst-2 exec 'sleep 120; echo late >> long.txt'
 wait_for 60 "long's run started" has_pid long
 pause long
 child=$(run_col long pid)
@@ -192,7 +192,7 @@ expect_eq "$(lines inst-2 long.txt)" 0 "the stopped run wrote nothing"
 # The run waits on the instance while the file hang is there.
 home2=$(instance_dir inst-2)/home
 : >"$home2/hang"
-CRON='0 0 1 1 *' add_schedule fg inst-2 exec sh -c 'while [ -f hang ]; do sleep 0.2; done; echo r >> fg.txt'
+CRON='0 0 1 1 *' add_schedule fg inst-2 exec 'while [ -f hang ]; do sleep 0.2; done; echo r >> fg.txt'
 "$GPUFLEET" schedule run fg >"$T/fg.out" 2>"$T/fg.err" &
 cli=$!
 wait_for 60 "fg's manual run started" has_pid fg
@@ -257,7 +257,7 @@ expect_eq "$(sql "SELECT group_concat(state, ' ') FROM (SELECT state FROM schedu
 # --- a run whose finish failed (database locked) is finished later ---------
 start_daemon
 : >"$home2/hang"
-add_schedule held inst-2 exec sh -c 'while [ -f hang ]; do sleep 0.2; done'
+add_schedule held inst-2 exec 'while [ -f hang ]; do sleep 0.2; done'
 wait_for 60 "held's run started" has_pid held
 pause held
 mkfifo "$T/lock"
@@ -304,7 +304,7 @@ sql "DELETE FROM schedule_run WHERE occurrence = 1 AND schedule_id = (SELECT id 
 
 # --- a daemon killed between fork and the pid's record: the child does not act
 start_daemon GPUFLEET_TEST_SPAWN_CRASH=1
-add_schedule gate inst-1 exec sh -c 'echo g >> gate.txt'
+add_schedule gate inst-1 exec 'echo g >> gate.txt'
 wait_for 60 "the daemon dies as it starts gate's run" gone_or_zombie "$dpid"
 wait "$dpid" 2>/dev/null
 pause gate

@@ -57,7 +57,7 @@ expect_contains "$err" "1 failed (timeout 1)" "yes: timed out"
 
 mkdir -m 700 "$T/o"
 timeout 120 "$GPUFLEET" exec inst-1 -t 2 -o "$T/o" -- \
-    sh -c 'while :; do echo "a line of output that never ends"; done' \
+    'while :; do echo "a line of output that never ends"; done' \
     >"$T/out" 2>"$T/err"
 rc=$?
 err=$(cat "$T/err")

@@ -14,7 +14,7 @@ ran() { [ -e "$(instance_dir "$1")/home/$2" ]; }
 mkdir -m 0755 "$T/odir"
 printf 'precious\n' >"$T/victim"
 ln -s "$T/victim" "$T/odir/inst-1.out"
-run exec inst-1 -o "$T/odir" -- sh -c 'touch $HOME/ran-link; echo overwritten'
+run exec inst-1 -o "$T/odir" -- 'touch $HOME/ran-link; echo overwritten'
 expect_rc 2 "a link in DIR"
 expect_one_error_line "a link in DIR"
 expect_contains "$err" "cannot write $T/odir/inst-1.out: it is a symbolic link" \
@@ -42,7 +42,7 @@ expect_eq "$(cat "$T/odir/inst-1.out")" fresh "the stale file is replaced"
 # --- DIR writable by others (not sticky) or owned by another user ---------
 mkdir -m 0775 "$T/shared"
 chmod 0775 "$T/shared"
-run exec inst-1 -o "$T/shared" -- sh -c 'touch $HOME/ran-shared'
+run exec inst-1 -o "$T/shared" -- 'touch $HOME/ran-shared'
 expect_rc 2 "a group-writable DIR"
 expect_one_error_line "a group-writable DIR"
 expect_contains "$err" "refusing output directory $T/shared: writable by others (mode 0775) and not sticky" \
@@ -57,7 +57,7 @@ expect_eq "$(cat "$T/shared/inst-1.out")" sticky "written in the sticky DIR"
 if [ "$(id -u)" = 0 ]; then
 	mkdir -m 0755 "$T/theirs"
 	chown nobody "$T/theirs"
-	run exec inst-1 -o "$T/theirs" -- sh -c 'touch $HOME/ran-theirs'
+	run exec inst-1 -o "$T/theirs" -- 'touch $HOME/ran-theirs'
 	expect_rc 2 "a DIR owned by another user"
 	expect_match "$err" "refusing output directory $T/theirs: owned by uid [0-9]+, not by you" \
 	    "names the owner"

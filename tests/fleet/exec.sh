@@ -1,23 +1,44 @@
 #!/usr/bin/env bash
-# gpufleet exec against a real sshd fleet: arguments arrive exactly, every
-# output mode, stdin, big outputs streamed, failure isolation, Ctrl-C.
+# gpufleet exec against a real sshd fleet: the words joined for the remote
+# shell (as ssh), --argv's arguments arriving exactly, every output mode,
+# stdin, big outputs streamed, failure isolation, Ctrl-C.
 . "$(dirname "$0")/../e2e/lib.sh"
 export GPUFLEET_NO_PROGRESS=1
 
 fleet_up 20
 
-# --- arguments reach the remote command exactly as given ----------------
+# --- the words make one line for the remote shell, as with ssh ----------
+run exec 'inst-[1-3]' -- 'df -h / | tail -1'
+expect_rc 0 "a pipe in one word"
+expect_eq "$(printf '%s\n' "$out" | wc -l)" 3 "one line per host: tail ran remotely"
+expect_eq "$(printf '%s\n' "$out" | grep -Ec '^inst-[1-3]: [^ ]+ +[0-9.]+[A-Z]? .* [0-9]+% /$')" 3 \
+    "df's last line from every host"
+run exec inst-1 -- echo '$GPUFLEET_INSTANCE' 'a   b' '|' tr a-z A-Z
+expect_rc 0 "words joined with spaces"
+expect_eq "$out" "inst-1: INST-1 A B" "the remote shell read the joined line"
+run exec inst-1 -- 'echo one >$HOME/joined;' echo two '>>$HOME/joined'
+expect_rc 0 "redirections in the line"
+expect_eq "$(cat "$(instance_dir inst-1)/home/joined")" "one
+two" "both redirections ran on the instance"
+
+# --- --argv: arguments reach the remote command exactly as given --------
 args=('a b' "it's" '"q"' ';' '$(id)' '`id`' '*' '' 'héllo wörld' $'new\nline'
-    '\' '--' '-n' '%s' '&&' '|' '>x' '$HOME')
-run exec inst-1 -- printf '<%s>\n' "${args[@]}"
-expect_rc 0 "exec with hostile arguments"
+    '\' 'a\\b' '--' '-n' '%s' '&&' '|' '>x' '$HOME')
+run exec inst-1 --argv -- printf '<%s>\n' "${args[@]}"
+expect_rc 0 "exec --argv with hostile arguments"
 want=$(printf '<%s>\n' "${args[@]}" | sed 's/^/inst-1: /')
 expect_eq "$out" "$want" "arguments arrive byte for byte"
 checks=$((checks + 1))
 [ ! -e "$(instance_dir inst-1)/home/x" ] || fail "'>x' was interpreted"
+run exec inst-1 --argv -- sh -c 'df -h / | tail -1'
+expect_rc 0 "--argv: sh -c keeps its script as one word"
+expect_match "$out" '^inst-1: [^ ]+ +[0-9.]+[A-Z]? .* [0-9]+% /$' "sh -c ran the pipe"
+run exec inst-1 --argv -- 'df -h / | tail -1'
+expect_rc 1 "--argv: the whole word is one command name"
+expect_match "$err" 'not found' "no shell read the word"
 
 # --- default mode: prefixed lines, stderr marked, nothing torn ----------
-run exec all -- sh -c 'i=0; while [ $i -lt 300 ]; do
+run exec all -- 'i=0; while [ $i -lt 300 ]; do
     echo "$GPUFLEET_INSTANCE line $i"; i=$((i+1)); done; echo oops >&2'
 expect_rc 0 "exec all"
 expect_eq "$(printf '%s\n' "$out" | wc -l)" 6000 "300 lines from 20 hosts"
@@ -34,7 +55,7 @@ expect_match "$err" "gpufleet: exec: 20 hosts: 20 ok, 0 exit non-zero, 0 failed"
     "summary"
 
 # --- gather: identical results grouped ---------------------------------
-run exec all -b -- sh -c 'case $GPUFLEET_INSTANCE in inst-1?) echo ten;;
+run exec all -b -- 'case $GPUFLEET_INSTANCE in inst-1?) echo ten;;
     *) echo other;; esac'
 expect_rc 0 "gather"
 expect_eq "$(printf '%s\n' "$out" | grep -c '^==== ')" 2 "two groups"
@@ -44,7 +65,7 @@ expect_match "$out" "==== inst-10,inst-11,inst-12,inst-13,inst-14,inst-15,inst-1
     "group of ten"
 
 # --- json: one object per host, exact fields ---------------------------
-run exec 'inst-1,inst-2' --json -- sh -c 'printf "x\ny"; echo e >&2; exit 4'
+run exec 'inst-1,inst-2' --json -- 'printf "x\ny"; echo e >&2; exit 4'
 expect_rc 1 "non-zero exit gives 1"
 expect_eq "$(printf '%s\n' "$out" | wc -l)" 2 "one JSON line per host"
 line=$(printf '%s\n' "$out" | grep '"name":"inst-2"')
@@ -53,7 +74,7 @@ expect_match "$line" '^\{"name":"inst-2","exit_status":4,"signal":null,"stdout":
 
 # --- -o DIR and --stdin -------------------------------------------------
 head -c 300000 /dev/urandom >"$T/input"
-run exec 'inst-1*' --stdin "$T/input" -o "$T/outdir" -- sh -c 'cat; echo E >&2'
+run exec 'inst-1*' --stdin "$T/input" -o "$T/outdir" -- 'cat; echo E >&2'
 expect_rc 0 "-o with --stdin"
 for n in inst-1 inst-10 inst-19; do
 	checks=$((checks + 1))
@@ -83,7 +104,7 @@ bounded_rss() {	# bounded_rss DESCRIPTION
 }
 bounded_rss "-o held the output"
 /usr/bin/time -f %M -o "$T/rss" "$GPUFLEET" exec inst-3 -- \
-    sh -c 'yes 0123456789abcdef | head -c 104857600' 2>/dev/null |
+    'yes 0123456789abcdef | head -c 104857600' 2>/dev/null |
     awk 'END { print NR }' >"$T/lines"
 expect_eq "$(cat "$T/lines")" 6168095 "100 MB of lines, prefixed, streamed"
 bounded_rss "prefix mode held the output"
@@ -96,13 +117,19 @@ expect_match "$out" "output truncated at 1048576 bytes" "--gather caps and marks
 shared=$(mktemp -d /tmp/gpufleet-fanout.XXXXXX)
 chmod 1777 "$shared"
 cleanup_hooks+=("rm -rf '$shared'")
-run exec 'inst-[1-6]' -f 2 -- sh -c "echo s >>$shared/log; sleep 0.3; echo e >>$shared/log"
+run exec 'inst-[1-6]' -f 2 -- "echo s >>$shared/log; sleep 0.3; echo e >>$shared/log"
 expect_rc 0 "exec --fanout 2"
 most=$(awk '$1 == "s" { n++; if (n > m) m = n } $1 == "e" { n-- } END { print m }' \
     "$shared/log")
 expect_eq "$most" 2 "never more than 2 hosts at once"
 run exec all -f 0 -- true
 expect_rc 2 "--fanout 0 is a usage error"
+expect_contains "$err" "--fanout '0' is not a number of hosts (1-65536)" \
+    "--fanout counts hosts, not seconds"
+run exec all -t x -- true
+expect_rc 2 "--timeout x is a usage error"
+expect_contains "$err" "--timeout 'x' is not a number of seconds (0-604800)" \
+    "--timeout counts seconds"
 
 # --- failure isolation ----------------------------------------------------
 # Pin every host key first, so a changed one can be noticed.
@@ -112,7 +139,7 @@ fleet break inst-11 refuse
 fleet break inst-12 silent
 : >"$(instance_dir inst-14)/home/.ssh/authorized_keys"
 fleet break inst-15 hostkey >/dev/null
-run exec all --json -t 3 --connect-timeout 2 -- sh -c '
+run exec all --json -t 3 --connect-timeout 2 -- '
     case $GPUFLEET_INSTANCE in
     inst-13) kill -STOP $$ ;;
     inst-16) exit 3 ;;
@@ -140,7 +167,7 @@ expect_match "$err" "20 hosts: 14 ok, 1 exit non-zero, 5 failed \(refused 1, con
     "summary by reason"
 # The changed key really refused the host: no command ran there.
 checks=$((checks + 1))
-run exec inst-15 -- sh -c 'touch $HOME/ran'
+run exec inst-15 -- 'touch $HOME/ran'
 [ ! -e "$(instance_dir inst-15)/home/ran" ] || fail "command ran on a changed key"
 expect_match "$err" "HOST KEY CHANGED for inst-15 .*SHA256:.*SHA256:.*gpufleet hostkey accept inst-15" \
     "changed key message names both fingerprints and the fix"

@@ -330,10 +330,10 @@ D=
 
 step "watchdog"
 D2=$FLEETS/watchdog-test.$$.$RANDOM
-# the owner: a subshell that runs `up` (default owner: its parent) and then
-# becomes a sleep; SIGKILL it and the watchdog must take the fleet down
+# the owner: a subshell that runs `up --owner` itself and then becomes a
+# sleep; SIGKILL it and the watchdog must take the fleet down
 (
-	"$FLEET" -d "$D2" up 3
+	"$FLEET" -d "$D2" up 3 --owner "$BASHPID"
 	exec sleep 300
 ) &
 owner=$!
@@ -352,6 +352,33 @@ for ((i = 0; i < 100; i++)); do
 done
 [[ ! -e $D2 ]] || fail "watchdog did not remove $D2 within 10s"
 [[ -z $(pgrep -f -- "$D2" || true) ]] || fail "processes of $D2 left after the owner died"
+D2=
+
+step "one-shot shell"
+# The README's example run as `bash -c '...'` (a shell that exits at once,
+# as a tool runner's): without --owner the fleet stays until `down`.
+D2=$FLEETS/oneshot-test.$$.$RANDOM
+bash -c "'$FLEET' -d '$D2' up 2; echo started" >"$D2.out" 2>&1 ||
+    fail "up from bash -c failed: $(cat "$D2.out")"
+[[ $(<"$D2.out") == started ]] || fail "up from bash -c said: $(cat "$D2.out")"
+rm -f "$D2.out"
+grep -q "no owner, the fleet stays until down" "$D2/watchdog.log" ||
+    fail "the watchdog did not start ownerless: $(cat "$D2/watchdog.log")"
+# Ten watchdog ticks after the shell is gone, the fleet is still there.
+sleep 2
+[[ -f $D2/state && $(<"$D2/state") == up ]] || fail "the fleet of a one-shot shell went down"
+[[ $(ssh -F "$D2/ssh_config" inst-2 'echo $GPUFLEET_INSTANCE') == inst-2 ]] ||
+    fail "the fleet of a one-shot shell does not answer"
+# Its fake stop tools still work (the watchdog serves them).
+ssh -F "$D2/ssh_config" inst-1 'shutdown -h now' >/dev/null 2>&1 || true
+for ((i = 0; i < 100; i++)); do
+	ssh -F "$D2/ssh_config" -o ConnectTimeout=2 inst-1 true 2>/dev/null || break
+	sleep 0.1
+done
+! ssh -F "$D2/ssh_config" -o ConnectTimeout=2 inst-1 true 2>/dev/null ||
+    fail "shutdown on an ownerless fleet did not take inst-1 down"
+"$FLEET" -d "$D2" down || fail "down of the ownerless fleet"
+[[ ! -e $D2 && -z $(pgrep -f -- "$D2" || true) ]] || fail "processes of $D2 left after down"
 D2=
 
 echo "harness self-test passed in $((SECONDS - T0))s"

@@ -22,7 +22,7 @@ expect_contains "$out" "\"fingerprint\": \"$fp\"" "the fingerprint is the sshd's
 # --- a changed key refuses that host only, and ssh agrees ----------------
 run exec 'inst-1,inst-2' -- true
 new=$(fleet break inst-1 hostkey)
-run exec 'inst-1,inst-2' -- sh -c 'echo ran >$HOME/ran'
+run exec 'inst-1,inst-2' -- 'echo ran >$HOME/ran'
 expect_rc 1 "changed key fails the run"
 checks=$((checks + 1))
 [ ! -e "$(instance_dir inst-1)/home/ran" ] || fail "command ran on inst-1"
@@ -44,9 +44,12 @@ expect_rc 0 "accept the new key"
 expect_eq "$out" "inst-1: pinned ssh-ed25519 $new" "accept output"
 run exec inst-1 -- true
 expect_rc 0 "works after accept"
-run ssh inst-1 -- echo via ssh '$HOME'
+run ssh inst-1 -- echo via ssh '$GPUFLEET_INSTANCE' '|' tr a-z A-Z
 expect_rc 0 "gpufleet ssh after accept"
-expect_eq "$out" 'via ssh $HOME' "ssh quotes arguments like exec"
+expect_eq "$out" 'VIA SSH INST-1' "ssh joins the words for the remote shell, like exec"
+run ssh inst-1 --argv -- echo via ssh '$HOME' 'a  b'
+expect_rc 0 "gpufleet ssh --argv"
+expect_eq "$out" 'via ssh $HOME a  b' "ssh --argv keeps each argument exactly, like exec --argv"
 fleet heal inst-1
 run hostkey forget inst-1
 expect_rc 0 "forget"

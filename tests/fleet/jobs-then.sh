@@ -27,10 +27,10 @@ f1=$(fire_of)
 expect_eq "$(jq -c .stop "$(rdir inst-1)/plan.json")" \
     '{"command":"shutdown -h now","kind":"stop","allow_release":false}' \
     "run wrote the stop method into the plan"
-run run inst-2 --then stop --json -- sh -c 'exit 3'
+run run inst-2 --then stop --json -- 'exit 3'
 expect_rc 0 "run --then stop, a job that fails"
 f2=$(fire_of)
-run run inst-3 --then stop-if-ok --json -- sh -c 'echo nope; exit 1'
+run run inst-3 --then stop-if-ok --json -- 'echo nope; exit 1'
 expect_rc 0 "run --then stop-if-ok, a job that fails"
 j3=$(started_job)
 f3=$(fire_of)
@@ -62,7 +62,8 @@ run status inst-3
 run events inst-3
 expect_contains "$out" "no stop after job $j3: job failed: exit 1" \
     "events: why the box stayed up"
-expect_contains "$out" "job $j3 (sh) failed, exit 1" "events: the job's end in words"
+expect_contains "$out" "job $j3 (echo) failed, exit 1" \
+    "events: the job's end in words (named after the line's first word)"
 
 # --- a local: method runs here once the job's end is read ----------------------
 wait_for 60 "inst-4's stop is due here" has_event inst-4 local_due ".id == \"$f4\"" ||
@@ -93,7 +94,7 @@ expect_contains "$out" "stopping the instance: job 1 succeeded, exit 0" \
     "events: the stop after the job, in words"
 
 # --- a SIGKILLed watcher: the job goes on, its end is journaled once ---------
-run run inst-1 --json -- sh -c 'sleep 3; echo done'
+run run inst-1 --json -- 'sleep 3; echo done'
 expect_rc 0 "a job on inst-1"
 j5=$(started_job)
 f5=$(fire_of)

@@ -29,7 +29,7 @@ job_ended() {
 started_job() { printf '%s' "$out" | jq -r '.[0].job'; }
 
 # --- a job outlives the session that started it -----------------------------
-run run inst-1 --name sleeper --json -- sh -c 'echo started; sleep 30'
+run run inst-1 --name sleeper --json -- 'echo started; sleep 30'
 expect_rc 0 "run a long job"
 j_sleep=$(started_job)
 expect_eq "$j_sleep" 1 "the first job is number 1"
@@ -40,15 +40,15 @@ checks=$((checks + 1))
 alive "$p_sleep" || fail "the job died with the SSH session of run"
 expect_eq "$(job_field inst-1 1 state)" running "jobs: the job runs"
 expect_eq "$(job_field inst-1 1 name)" sleeper "jobs: --name kept"
-run run inst-1 -- sh -c 'echo plain'
+run run inst-1 -- 'echo plain'
 expect_rc 0 "run without --json"
 expect_match "$out" '^inst-1: job 2 started \(pid [0-9]+\); logs: gpufleet logs inst-1:2$' \
     "run says how to read the log"
 
 # --- exit statuses and signals ---------------------------------------------
-run run inst-1 --json -- sh -c 'exit 7'
+run run inst-1 --json -- 'exit 7'
 j_exit=$(started_job)
-run run inst-1 --json -- exec sh -c 'kill -USR1 $$'
+run run inst-1 --json -- 'kill -USR1 $$'
 j_sig=$(started_job)
 run run inst-1 --json -- true
 j_ok=$(started_job)
@@ -66,7 +66,7 @@ expect_match "$(printf '%s\n' "$out" | awk -v j="$j_sig" '$1 == j')" \
     "killed +.* USR1( |$)" "the table's EXIT shows the signal"
 
 # --- logs -f follows and exits with the job's status -------------------------
-run run inst-1 --json -- sh -c 'echo one; sleep 2; printf "\033[31mred\n"; echo err >&2; exit 5'
+run run inst-1 --json -- 'echo one; sleep 2; printf "\033[31mred\n"; echo err >&2; exit 5'
 j_log=$(started_job)
 run logs "inst-1:$j_log" -f
 expect_rc 5 "logs -f exits with the job's status"
@@ -85,8 +85,23 @@ run logs inst-1:99
 expect_rc 1 "logs of a job that does not exist"
 expect_contains "$err" "inst-1: no job 99" "says which job is missing"
 
+# As exec: the words joined into one line for sh; --argv keeps them exact.
+run run inst-1 --json -- echo '$GPUFLEET_INSTANCE' 'a   b' '|' tr a-z A-Z
+j_line=$(started_job)
+run logs "inst-1:$j_line" -f
+expect_rc 0 "a joined line ends"
+expect_eq "$out" "INST-1 A B" "run: sh read the joined line (pipe, variable)"
+expect_eq "$(job_field inst-1 "$j_line" name)" echo "run: named after the line's first word"
+run run inst-1 --json --argv -- printf '<%s>\n' 'a   b' '$HOME' "it's" '|'
+j_argv=$(started_job)
+run logs "inst-1:$j_argv" -f
+expect_rc 0 "an --argv job ends"
+expect_eq "$out" "$(printf '<%s>\n' 'a   b' '$HOME' "it's" '|')" \
+    "run --argv: each argument arrived exactly"
+expect_eq "$(job_field inst-1 "$j_argv" name)" printf "run --argv: named after the first argument"
+
 # A follower killed hard: the job goes on.
-run run inst-1 --json -- sh -c 'sleep 3; echo late'
+run run inst-1 --json -- 'sleep 3; echo late'
 j_f=$(started_job)
 "$GPUFLEET" logs "inst-1:$j_f" -f >"$T/follow" 2>&1 &
 fpid=$!
@@ -99,7 +114,7 @@ run logs "inst-1:$j_f"
 expect_eq "$out" late "its output is all there"
 
 # Ctrl-C ends a follower (130); the job goes on.
-run run inst-1 --json -- sh -c 'sleep 3; echo after'
+run run inst-1 --json -- 'sleep 3; echo after'
 j_i=$(started_job)
 "$GPUFLEET" logs "inst-1:$j_i" -f >"$T/follow" 2>&1 &
 fpid=$!
@@ -128,7 +143,7 @@ expect_rc 0 "kill of the silent job"
 
 # --- kill takes the whole process group -------------------------------------
 # The job's shell, a child that ignores TERM, and a grandchild.
-run run inst-1 --json -- sh -c 'sh -c "trap \"\" TERM; echo \$\$ >$HOME/child.pid; while :; do sleep 1; done" & sh -c "sleep 300 & echo \$! >$HOME/grand.pid; wait" & wait'
+run run inst-1 --json -- 'sh -c "trap \"\" TERM; echo \$\$ >$HOME/child.pid; while :; do sleep 1; done" & sh -c "sleep 300 & echo \$! >$HOME/grand.pid; wait" & wait'
 j_kill=$(started_job)
 wait_for 30 "the job wrote its pids" eval "[ -s '$i1/home/child.pid' ] && [ -s '$i1/home/grand.pid' ]"
 child=$(cat "$i1/home/child.pid")

@@ -72,6 +72,19 @@ expect_rc 0 "keys rotate for the fish user"
 run exec inst-2 -- echo hi
 expect_eq "$out" "inst-2: hi" "the rotated key logs in"
 
+# --- the user's own command: a line for fish, as ssh sends it -------------
+run exec inst-1 -- 'df -h / | tail -1'
+expect_rc 0 "exec: fish reads the joined line"
+expect_match "$out" '^inst-1: [^ ]+ +[0-9.]+[A-Z]? .* [0-9]+% /$' "fish ran the pipe"
+run exec inst-1 -- echo '$FISH_VERSION' '|' wc -l
+expect_eq "$out" "inst-1: 1" "fish expanded its own variable in the line"
+# --argv: each argument reaches printf exactly, through fish too.
+args=('a b' "it's" '"q"' '$HOME' '\' 'a\\b' "\\'" '*' '(echo x)' ';' '')
+run exec inst-1 --argv -- printf '<%s>\n' "${args[@]}"
+expect_rc 0 "exec --argv for the fish user"
+expect_eq "$out" "$(printf '<%s>\n' "${args[@]}" | sed 's/^/inst-1: /')" \
+    "--argv arguments arrive exactly through fish"
+
 # --- every command sshd handed the shell was an sh -c word ---------------
 # (but the user's own exec command, this test's ssh probes, and the bare
 # "true" of login checks, which every shell reads alike)
@@ -81,7 +94,8 @@ for n in inst-1 inst-2; do
 	[ "${#cmds[@]}" -ge 2 ] || fail "$n: only ${#cmds[@]} commands recorded"
 	for c in "${cmds[@]}"; do
 		case $c in
-		"sh -c '"* | true | "'echo' 'hi'" | 'echo $FISH_VERSION' | 'd=x; if'*) ;;
+		"sh -c '"* | true | 'echo hi' | 'echo $FISH_VERSION' | 'd=x; if'*) ;;
+		'df -h / | tail -1' | 'echo $FISH_VERSION | wc -l' | "'printf' "*) ;;
 		*)
 			checks=$((checks + 1))
 			fail "$n: gpufleet sent a command that is not sh -c: [$c]"

@@ -121,13 +121,13 @@ run ledger inst-1 --json
 expect_match "$out" '"t": 1793491200' "ledger --json"
 
 # --- exec: failure reasons escaped, progress line guarded ------------------
-run exec inst-1 -b -- sh -c 'printf "\033[2J out\n"; exit 3'
+run exec inst-1 -b -- 'printf "\033[2J out\n"; exit 3'
 expect_contains "$out" "==== inst-1 (1 host): exit 3" "gather header"
 expect_contains "$out" $'\033[2J out' "gathered output stays byte for byte"
-run exec inst-1 -- sh -c 'printf "a\033]0;x" >&2; printf "\033[1mb\n"'
+run exec inst-1 -- 'printf "a\033]0;x" >&2; printf "\033[1mb\n"'
 expect_eq "$out" $'inst-1: \033[1mb' "default output byte for byte"
 env -u GPUFLEET_NO_PROGRESS script -qec \
-    "'$GPUFLEET' exec inst-1 -- sh -c 'printf \"a\\033]0;x\" >&2' >/dev/null" \
+    "'$GPUFLEET' exec inst-1 -- 'printf \"a\\033]0;x\" >&2' >/dev/null" \
     "$T/tty2" >/dev/null 2>&1
 # Every progress line and the summary start with CAN, which ends the OSC
 # the host left open; grep counts within lines (no newline in patterns).
