@@ -53,7 +53,7 @@ expect_contains "$out" "inst-1" "inst-1 still there after the refused rm"
 run exec inst-1 -- true
 expect_rc 0 "the jump host itself, directly (pins its key)"
 before=$(logins)
-run exec 'inst-2,inst-3' -- sh -c 'echo "hi from $GPUFLEET_INSTANCE"'
+run exec 'inst-2,inst-3' -- 'echo "hi from $GPUFLEET_INSTANCE"'
 expect_rc 0 "exec through the jump"
 expect_eq "$(printf '%s\n' "$out" | sort)" "inst-2: hi from inst-2
 inst-3: hi from inst-3" "outputs of both hosts behind the jump"
@@ -80,7 +80,7 @@ expect_contains "$out" '"stdout":"13\n"' "stdin arrived whole"
 # A bigger stream in both directions: the channel's window is respected.
 head -c 3000000 /dev/urandom >"$T/big"
 want=$(sha256sum <"$T/big" | cut -d' ' -f1)
-run exec inst-2 --stdin "$T/big" -- sh -c 'cat >$HOME/big; sha256sum <$HOME/big; cat $HOME/big | head -c 2000000 | wc -c'
+run exec inst-2 --stdin "$T/big" -- 'cat >$HOME/big; sha256sum <$HOME/big; cat $HOME/big | head -c 2000000 | wc -c'
 expect_rc 0 "3 MB through the jump"
 expect_eq "$out" "inst-2: $want  -
 inst-2: 2000000" "what went through the tunnel is intact"
@@ -92,7 +92,7 @@ expect_match "$out" '"name": "inst-3"' "status: inst-3"
 
 # Held sessions (run uploads the plan, then starts the job on them).
 before=$(logins)
-run run 'inst-2,inst-3' -- sh -c 'echo job on $GPUFLEET_INSTANCE'
+run run 'inst-2,inst-3' -- 'echo job on $GPUFLEET_INSTANCE'
 expect_rc 0 "run through the jump (sessions held between steps)"
 expect_eq "$(($(logins) - before))" 3 "run: the held sessions kept the one jump session"
 expect_match "$out" '^inst-2: job [0-9]+ started' "run: inst-2 started"
@@ -129,7 +129,7 @@ expect_match "$out" '"source": "first-use"' "the jump's key pinned by ssh's firs
 # --- the jump's host key changed: nothing runs behind it --------------------
 rm -f "$(instance_dir inst-2)/home/ran" "$(instance_dir inst-3)/home/ran"
 new=$(fleet break inst-1 hostkey)
-run exec 'inst-2,inst-3,inst-4' --json -- sh -c 'echo ran >$HOME/ran'
+run exec 'inst-2,inst-3,inst-4' --json -- 'echo ran >$HOME/ran'
 expect_rc 1 "a changed jump key fails the hosts behind it"
 for n in inst-2 inst-3; do
 	line=$(printf '%s\n' "$out" | grep "\"name\":\"$n\"")
@@ -202,7 +202,7 @@ fleet heal inst-1
 started=$(instance_dir inst-2)/home/started
 rm -f "$started"
 timeout 120 "$GPUFLEET" exec inst-2 --json --timeout 6 -- \
-    sh -c 'touch $HOME/started; sleep 60' >"$T/frozen.out" 2>"$T/frozen.err" &
+    'touch $HOME/started; sleep 60' >"$T/frozen.out" 2>"$T/frozen.err" &
 xpid=$!
 for _ in $(seq 600); do [ -e "$started" ] && break; sleep 0.1; done
 checks=$((checks + 1))

@@ -102,7 +102,7 @@ checks=$((checks + 1))
 head -c "$(stat -c %s "$T/ak-before")" "$ak" | cmp -s - "$T/ak-before" || fail "authorized_keys' old bytes changed"
 checks=$((checks + 1))
 login inst-2 "$key" || fail "OpenSSH cannot log in to a2 with only the new key"
-run exec a2 -- sh -c 'echo "$GPUFLEET_INSTANCE $(id -un)"'
+run exec a2 -- 'echo "$GPUFLEET_INSTANCE $(id -un)"'
 expect_rc 0 "gpufleet exec on the added instance"
 expect_contains "$out" "inst-2 root" "exec ran on inst-2 as root"
 

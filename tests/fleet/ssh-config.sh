@@ -98,10 +98,10 @@ expect_contains "$err" "gpufleet: HOST KEY CHANGED for inst-1 (127.0.0.1 port $(
 expect_contains "$err" "presented ssh-ed25519 $new; refusing to connect. If the machine was really replaced, run: gpufleet hostkey accept inst-1" \
     "gpufleet names the new key and its command"
 expect_eq "$(printf '%s\n' "$err" | grep -c '^gpufleet: ')" 1 "one gpufleet line"
-run ssh inst-2 -- sh -c 'exit 255' </dev/null
+run ssh inst-2 -- 'exit 255' </dev/null
 expect_rc 255 "a remote exit 255"
 expect_eq "$err" "" "no host key hint where the key did not change"
-run ssh inst-2 -- sh -c 'exit 7' </dev/null
+run ssh inst-2 -- 'exit 7' </dev/null
 expect_rc 7 "gpufleet ssh exits with the remote command's status"
 GPUFLEET_SSH=$T/no-such-ssh run ssh inst-2 -- true </dev/null
 expect_rc 1 "an ssh that cannot be run"
@@ -183,7 +183,7 @@ expect(P)
 send('echo rc=$?\r')
 expect('rc=3')
 expect(P)
-send("'%s' ssh inst-3 -- sh -c 'sleep 2; echo slept'\r" % g)
+send("'%s' ssh inst-3 -- 'sleep 2; echo slept'\r" % g)
 time.sleep(1)
 send('\x1a')
 expect('Stopped.*' + P)
