@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, start a sandbox fleet
-# of 3 instances (real sshd on 127.0.0.1), manage it with gpufleet from a
+# of 4 instances (real sshd on 127.0.0.1; one handed out with a root
+# password, as AutoDL does), manage it with gpufleet from a
 # throw-away inventory, and stop the sandbox again.
 set -euo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -31,8 +32,8 @@ base=/var/lib/gpufleet-test/fleets
 mkdir -p "$base"
 D=$(mktemp -d "$base/demo.XXXXXX")
 rmdir "$D"
-show "tests/harness/fleet up 3 --prefix gpu    # 3 sandbox instances, real sshd"
-fleet up 3 --prefix gpu --owner $$
+show "tests/harness/fleet up 4 --prefix gpu --root-login 4    # 4 sandbox instances, real sshd; gpu-4 as AutoDL hands it out: root and a password"
+fleet up 4 --prefix gpu --root-login 4 --owner $$
 cat "$D/instances.tsv" | awk '{ printf "  %s on 127.0.0.1:%s (user %s)\n", $1, $2, $3 }'
 key=$D/client/id_ed25519
 port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
@@ -46,6 +47,18 @@ gpufleet add gpu-2 "$user@127.0.0.1:$(port gpu-2)" --identity "$key" \
     --provider vast --tag train
 show gpufleet import FLEET/ssh_config --match gpu-3 --provider runpod --tag dev
 gpufleet import "$D/ssh_config" --match gpu-3 --provider runpod --tag dev
+
+# A machine as the platform's console hands it out: a login line and a
+# password, no key of ours on it yet.
+: >"$(awk '$1 == "gpu-4" { print $4 }' "$D/instances.tsv")/home/.ssh/authorized_keys"
+pw=$D/instances/gpu-4/password
+line="ssh -p $(port gpu-4) root@127.0.0.1"
+show "gpufleet add gpu-4 '$line' --password --check --provider autodl   # the console's line; the password typed (here: --password-file)"
+gpufleet add gpu-4 "$line" --password-file "$pw" --check --provider autodl
+show "gpufleet passwd gpu-4 --lock --password   # only its key opens SSH now; the console password is proven refused"
+gpufleet passwd gpu-4 --lock --password-file "$pw"
+show gpufleet keys status gpu-4
+gpufleet keys status gpu-4
 
 show gpufleet ls
 gpufleet ls
@@ -79,6 +92,13 @@ show gpufleet hostkey show gpu-1
 gpufleet hostkey show gpu-1
 show gpufleet ssh gpu-2 -- echo hello from gpu-2
 gpufleet ssh gpu-2 -- echo hello from gpu-2
+# OpenSSH's own tools with gpufleet's pinned keys (ssh-config --install
+# keeps ~/.ssh/gpufleet.conf current; here a file of the demo's own).
+show "gpufleet ssh-config > FLEET.conf; scp -F FLEET.conf notes.txt gpu-4:   # scp, sftp, rsync -e, VS Code"
+gpufleet ssh-config >"$work/fleet.conf"
+echo "checkpoint list" >"$work/notes.txt"
+scp -q -o BatchMode=yes -F "$work/fleet.conf" "$work/notes.txt" gpu-4:notes.txt
+ssh -o BatchMode=yes -F "$work/fleet.conf" gpu-4 cat notes.txt
 
 show gpufleet set gpu-1 price=4.98/h billing=second monthly_price=2599
 gpufleet set gpu-1 price=4.98/h billing=second monthly_price=2599
