@@ -775,12 +775,14 @@ cmd_add_exec(
 		free(target);
 		if (check)
 			print_contact(&c, in.name);
-		else if (!pw)
+		else if (!pw) {
+			fflush(stdout); /* after the line it is about */
 			fprintf(stderr,
 			    "hint: `gpufleet status %s` makes first contact "
 			    "now (pins the host key, shows the GPUs); add "
 			    "--check does it while adding\n",
 			    in.name);
+		}
 	}
 	status = GF_OK;
 	if (check && !c.p->hosts[0].have_report)
