@@ -139,7 +139,9 @@ fleet break inst-11 refuse
 fleet break inst-12 silent
 : >"$(instance_dir inst-14)/home/.ssh/authorized_keys"
 fleet break inst-15 hostkey >/dev/null
-run exec all --json -t 3 --connect-timeout 2 -- '
+# Deadlines well above what a healthy login takes on a loaded machine (the
+# check below compares durations: a 2 s deadline lost to a busy CI box).
+run exec all --json -t 8 --connect-timeout 6 -- '
     case $GPUFLEET_INSTANCE in
     inst-13) kill -STOP $$ ;;
     inst-16) exit 3 ;;
