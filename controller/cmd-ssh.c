@@ -31,6 +31,7 @@
 #include "log.h"
 #include "misc.h"
 #include "remote.h"
+#include "sshexport.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -44,6 +45,7 @@ static volatile sig_atomic_t interrupted;
 static void changed_hint(struct cmd_ctx *, const char *);
 static char *proxy_command(const char *, const struct instance *,
     const struct instance *, const char *, const char *);
+static char *cfg_arg(const char *, int *);
 
 const struct cmd_entry cmd_ssh_entry = {
 	.name = "ssh",
@@ -72,12 +74,14 @@ static const struct option ssh_options[] = { { "help", no_argument, NULL, 'h' },
 /*
  * The ProxyCommand that reaches target through jump: the same ssh with the
  * jump's pinned key (HostKeyAlias=its name), user, port and identity, then
- * -W to the target. Each word is quoted for the user's shell and every %
- * doubled (ssh expands % tokens in it). Caller frees.
+ * -W to the target. qkh and qid are already ssh_config arguments
+ * (sshexport_cfg_path: the inner ssh splits and %-expands them). Each word
+ * is quoted for the user's shell and every % doubled again (the outer ssh
+ * expands % tokens in the command). Caller frees.
  */
 static char *
 proxy_command(const char *ssh, const struct instance *jump,
-    const struct instance *target, const char *kh, const char *identity)
+    const struct instance *target, const char *qkh, const char *qid)
 {
 	char *words[24], *q, *cmd = NULL, *t, *out, *p;
 	size_t len;
@@ -85,7 +89,7 @@ proxy_command(const char *ssh, const struct instance *jump,
 
 	words[n++] = xstrdup(ssh);
 	xasprintf(&words[n++], "-oHostKeyAlias=%s", jump->name);
-	xasprintf(&words[n++], "-oUserKnownHostsFile=%s", kh);
+	xasprintf(&words[n++], "-oUserKnownHostsFile=%s", qkh);
 	words[n++] = xstrdup("-oGlobalKnownHostsFile=/dev/null");
 	words[n++] = xstrdup("-oStrictHostKeyChecking=yes");
 	words[n++] = xstrdup("-oUpdateHostKeys=no");
@@ -93,9 +97,8 @@ proxy_command(const char *ssh, const struct instance *jump,
 	words[n++] = xstrdup("-oControlPath=none");
 	xasprintf(&words[n++], "-p%d", jump->port);
 	xasprintf(&words[n++], "-l%s", jump->user);
-	if (identity != NULL) {
-		words[n++] = xstrdup("-i");
-		words[n++] = misc_expand_home(identity);
+	if (qid != NULL) {
+		xasprintf(&words[n++], "-oIdentityFile=%s", qid);
 		words[n++] = xstrdup("-oIdentitiesOnly=yes");
 	}
 	words[n++] = xstrdup("-W");
@@ -130,6 +133,27 @@ proxy_command(const char *ssh, const struct instance *jump,
 	return out;
 }
 
+/*
+ * A local path as an ssh option's value (ssh splits UserKnownHostsFile at
+ * spaces and expands % and ${} in file options), ~/ expanded. NULL, with
+ * an error printed and *status set, for a path ssh cannot be given.
+ */
+static char *
+cfg_arg(const char *path, int *status)
+{
+	char *p = misc_expand_home(path), *q;
+
+	if ((q = sshexport_cfg_path(p)) == NULL) {
+		error(
+		    "cannot give ssh the path %s (a quote, backslash, control "
+		    "character or ${ in it)",
+		    p);
+		*status = GF_EUSAGE;
+	}
+	free(p);
+	return q;
+}
+
 static int
 cmd_ssh_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
@@ -139,7 +163,8 @@ cmd_ssh_exec(
 	const struct instance *in, *jin = NULL;
 	const char *ssh = getenv("GPUFLEET_SSH");
 	char *cause = NULL, *kh = NULL, *opt_alias, *opt_kh, *port, *id;
-	char *command = NULL, **args, *name, *proxy;
+	char *command = NULL, **args, *name, *proxy, *qkh, *qid = NULL;
+	char *qjid = NULL;
 	int ch, status, r, dashdash = 0, k, n = 0, ws;
 
 	for (k = 1; k < argc; k++) {
@@ -188,11 +213,29 @@ cmd_ssh_exec(
 		return cmd_fail(-r, cause);
 	}
 	kh = hostkey_known_hosts_path(rm->inv);
+	status = GF_OK;
+	qkh = cfg_arg(kh, &status);
+	free(kh);
+	id = in->identity != NULL ? in->identity : ctx->fleet->config->identity;
+	if (qkh != NULL && id != NULL)
+		qid = cfg_arg(id, &status);
+	if (jin != NULL && status == GF_OK) {
+		id = jin->identity != NULL ? jin->identity
+					   : ctx->fleet->config->identity;
+		if (id != NULL)
+			qjid = cfg_arg(id, &status);
+	}
+	if (status != GF_OK) {
+		free(qkh);
+		free(qid);
+		remote_close(rm);
+		return status;
+	}
 
 	args = xcalloc(32, sizeof *args);
 	args[n++] = xstrdup(ssh != NULL && *ssh != '\0' ? ssh : "ssh");
 	xasprintf(&opt_alias, "HostKeyAlias=%s", in->name);
-	xasprintf(&opt_kh, "UserKnownHostsFile=%s", kh);
+	xasprintf(&opt_kh, "UserKnownHostsFile=%s", qkh);
 	xasprintf(&port, "%d", in->port);
 	args[n++] = xstrdup("-o");
 	args[n++] = opt_alias;
@@ -212,18 +255,15 @@ cmd_ssh_exec(
 	args[n++] = port;
 	args[n++] = xstrdup("-l");
 	args[n++] = xstrdup(in->user);
-	id = in->identity != NULL ? in->identity : ctx->fleet->config->identity;
-	if (id != NULL) {
-		args[n++] = xstrdup("-i");
-		args[n++] = misc_expand_home(id);
+	if (qid != NULL) {
+		args[n++] = xstrdup("-o");
+		xasprintf(&args[n++], "IdentityFile=%s", qid);
 		args[n++] = xstrdup("-o");
 		args[n++] = xstrdup("IdentitiesOnly=yes");
 	}
 	if (jin != NULL) {
-		id = jin->identity != NULL ? jin->identity
-					   : ctx->fleet->config->identity;
-		proxy = proxy_command(
-		    ssh != NULL && *ssh != '\0' ? ssh : "ssh", jin, in, kh, id);
+		proxy = proxy_command(ssh != NULL && *ssh != '\0' ? ssh : "ssh",
+		    jin, in, qkh, qjid);
 		args[n++] = xstrdup("-o");
 		xasprintf(&args[n++], "ProxyCommand=%s", proxy);
 		free(proxy);
@@ -236,7 +276,9 @@ cmd_ssh_exec(
 		args[n++] = command;
 	}
 	args[n] = NULL;
-	free(kh);
+	free(qkh);
+	free(qid);
+	free(qjid);
 	name = xstrdup(in->name);
 	remote_close(rm);
 	fflush(stdout);

@@ -30,7 +30,6 @@
 #define CONF_MAX  (16 * 1024 * 1024)
 
 static char *absolute(const char *);
-static char *cfg_path(const char *);
 static char *cfg_word(const char *);
 static void comment_text(FILE *, const char *);
 static int conf_state(const char *, const char *, char **, char **);
@@ -57,8 +56,8 @@ absolute(const char *path)
  * unchanged: control characters, '"', '\' (read differently by OpenSSH
  * versions), or "${" (expanded from the environment). Caller frees.
  */
-static char *
-cfg_path(const char *path)
+char *
+sshexport_cfg_path(const char *path)
 {
 	const char *p;
 	char *s, *q;
@@ -129,7 +128,7 @@ sshexport_render(struct inventory *inv, const struct config *config,
 	id = hostkey_known_hosts_path(inv);
 	kh = absolute(id);
 	free(id);
-	if ((qkh = cfg_path(kh)) == NULL) {
+	if ((qkh = sshexport_cfg_path(kh)) == NULL) {
 		xasprintf(cause,
 		    "cannot name %s in an ssh_config (a quote, backslash, "
 		    "control character or ${ in the path)",
@@ -167,7 +166,7 @@ sshexport_render(struct inventory *inv, const struct config *config,
 		qid = NULL;
 		if (id != NULL) {
 			id = absolute(id);
-			if ((qid = cfg_path(id)) == NULL) {
+			if ((qid = sshexport_cfg_path(id)) == NULL) {
 				xasprintf(cause,
 				    "%s: cannot name its key %s in an "
 				    "ssh_config (a quote, backslash, control "

@@ -126,6 +126,34 @@ expect_eq "$out" "first contact" "ssh output after first contact"
 run hostkey show inst-1 --json
 expect_match "$out" '"source": "first-use"' "the jump's key pinned by ssh's first contact"
 
+# --- gpufleet ssh with paths ssh would split or expand ----------------------
+# The inventory (so its known_hosts file) and the keys under a directory
+# with a space and a %: ssh splits UserKnownHostsFile at spaces and expands
+# % in file options, in the ProxyCommand's inner ssh as well.
+odd="$T/my fleet %h"
+mkdir -p "$odd"
+for f in "$XDG_DATA_HOME"/gpufleet/fleet.db*; do
+	cp "$f" "$odd/gpufleet.db${f##*/fleet.db}"
+done
+cp "$D/client/id_ed25519" "$odd/key %r"
+chmod 600 "$odd/key %r"
+GPUFLEET_DB="$odd/gpufleet.db" run set inst-1 "identity=$odd/key %r"
+expect_rc 0 "identity with a space and a %"
+GPUFLEET_DB="$odd/gpufleet.db" run set inst-2 "identity=$odd/key %r"
+GPUFLEET_DB="$odd/gpufleet.db" run ssh inst-4 -- echo odd direct
+expect_rc 0 "gpufleet ssh, known_hosts and key paths with a space and a %"
+expect_eq "$out" "odd direct" "ssh output (odd paths, direct)"
+before=$(fwd)
+GPUFLEET_DB="$odd/gpufleet.db" run ssh inst-2 -- echo odd via jump
+expect_rc 0 "gpufleet ssh through the jump, odd paths in the ProxyCommand"
+expect_eq "$out" "odd via jump" "ssh output (odd paths, through the jump)"
+expect_eq "$(($(fwd) - before))" 1 "odd paths: went through the jump host"
+mkdir -p "$T/bad\"dir"
+cp "$odd/gpufleet.db" "$T/bad\"dir/gpufleet.db"
+GPUFLEET_DB="$T/bad\"dir/gpufleet.db" run ssh inst-4 -- true
+expect_rc 2 "a known_hosts path ssh cannot be given"
+expect_contains "$err" "cannot give ssh the path" "names the path problem"
+
 # --- the jump's host key changed: nothing runs behind it --------------------
 rm -f "$(instance_dir inst-2)/home/ran" "$(instance_dir inst-3)/home/ran"
 new=$(fleet break inst-1 hostkey)
