@@ -112,6 +112,23 @@ got=$(ssh -F "$T/exported.conf" -o BatchMode=yes inst-2 echo via the file 2>"$T/
 expect_eq "$got" "via the file" "ssh -F through the jump: output"
 expect_eq "$(($(fwd) - before))" 1 "ssh -F went through the jump host"
 
+# Only the host behind the jump selected: the jump's Host block comes too,
+# once, so ProxyJump names a block of the file and its key is pinned.
+run ssh-config inst-2
+expect_rc 0 "ssh-config of a host behind a jump alone"
+expect_eq "$(printf '%s\n' "$out" | grep -c '^Host ')" 2 "two Host blocks"
+expect_match "$out" "^Host inst-1\$" "the jump's block is written"
+printf '%s\n' "$out" >"$T/one.conf"
+before=$(fwd)
+checks=$((checks + 1))
+got=$(ssh -F "$T/one.conf" -o BatchMode=yes inst-2 echo via one 2>"$T/ssh-1.err") ||
+	fail "ssh -F with only inst-2 selected: $(cat "$T/ssh-1.err")"
+expect_eq "$got" "via one" "ssh -F (inst-2 alone): output"
+expect_eq "$(($(fwd) - before))" 1 "ssh -F (inst-2 alone) went through the jump"
+run ls --format ssh-config 'inst-2,inst-3'
+expect_eq "$(printf '%s\n' "$out" | grep -c '^Host inst-1$')" 1 \
+    "two hosts behind one jump: its block once"
+
 # --- gpufleet ssh through the jump, the jump's key pinned ------------------
 before=$(fwd)
 run ssh inst-2 -- echo via ssh
