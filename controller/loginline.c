@@ -449,9 +449,9 @@ loginline_free_words(char **words, size_t n)
 /*
  * Split a pasted line into words as sh would: blanks separate, '...' is
  * literal, "..." keeps blanks with \ escaping \ " $ `, and \ outside quotes
- * escapes the next character. Expansions, redirections, pipes and command
- * lists are refused: a login line has none. Fills *words (caller frees
- * with loginline_free_words) and *n.
+ * escapes the next character (\ and a newline join two lines). Expansions,
+ * redirections, pipes and command lists are refused: a login line has none.
+ * Fills *words (caller frees with loginline_free_words) and *n.
  */
 int
 loginline_split(const char *line, char ***words, size_t *n, char **cause)
@@ -483,6 +483,12 @@ loginline_split(const char *line, char ***words, size_t *n, char **cause)
 			    "(0x%02x)",
 			    c);
 			goto fail;
+		}
+		if (c == '\\' &&
+		    (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+			/* A continued line, as sh joins it. */
+			p += p[1] == '\r' ? 2 : 1;
+			continue;
 		}
 		inword = 1;
 		if (c == '\'') {

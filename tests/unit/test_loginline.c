@@ -210,6 +210,9 @@ static const struct split_case split_cases[] = {
 	{ "a && b", -1, { NULL } },
 	{ "a `id`", -1, { NULL } },
 	{ "", 0, { NULL } },
+	{ "ssh -p 22 \\\n  root@h", 4, { "ssh", "-p", "22", "root@h" } },
+	{ "ssh \\\r\nh", 2, { "ssh", "h" } },
+	{ "a\\\nb", 1, { "ab" } },
 };
 
 START_TEST(test_split)
