@@ -143,7 +143,8 @@ sshexport_render(struct inventory *inv, const struct config *config,
 		}
 		if (j < n)
 			continue;
-		instance_init(&list[n]);
+		memset(
+		    &list[n], 0, sizeof list[n]); /* inventory_get fills it */
 		if (inventory_get(inv, sel[i].jump, &list[n], cause) != 0) {
 			/* Taken out of service: ssh cannot reach it. */
 			instance_clear(&list[n]);
