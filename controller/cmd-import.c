@@ -47,6 +47,8 @@ struct import_run {
 	int added, same, differ, skipped;
 	const struct sshconfig *sc; /* what is being imported */
 	const char *match;	    /* --match, or NULL */
+	const int *want;	    /* sc's hosts to import */
+	const size_t *leader;	    /* the alias each is imported as */
 };
 
 static const char *proxy_jump(
@@ -81,14 +83,18 @@ proxy_jump(struct import_run *run, const struct sshconfig_host *h)
 		return r ? alias : NULL;
 	}
 	free(why);
+	/*
+	 * Imported now: only if this run imports it (not skipped as a
+	 * well-known host, matched by --match), under the name of the alias
+	 * leading its line when it reaches the same place.
+	 */
 	for (i = 0; i < run->sc->nhosts; i++) {
 		const struct sshconfig_host *o = &run->sc->hosts[i];
-		if (strcmp(o->alias, alias) == 0)
-			return o->proxy == NULL &&
-				(run->match == NULL ||
-				    fnmatch(run->match, alias, 0) == 0)
-			    ? alias
-			    : NULL;
+		if (strcmp(o->alias, alias) != 0)
+			continue;
+		if (o->proxy != NULL || !run->want[i])
+			return NULL;
+		return run->sc->hosts[run->leader[i]].alias;
 	}
 	return NULL;
 }
@@ -468,6 +474,8 @@ cmd_import_exec(
 	run.dry = dry;
 	run.sc = &sc;
 	run.match = match;
+	run.want = want;
+	run.leader = leader;
 	if (!dry && (r = inventory_begin(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
