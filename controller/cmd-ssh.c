@@ -42,6 +42,10 @@ static void on_interrupt(int);
 
 /* Ctrl-C or Ctrl-\ reached gpufleet (and ssh) while ssh ran. */
 static volatile sig_atomic_t interrupted;
+/* ssh's pid while it runs (SIGTERM and SIGHUP are passed on to it). */
+static volatile sig_atomic_t child;
+static volatile sig_atomic_t pending; /* came before child was set */
+static void on_terminate(int);
 static void changed_hint(struct cmd_ctx *, const char *);
 static char *proxy_command(const char *, const struct instance *,
     const struct instance *, const char *, const char *);
@@ -309,16 +313,32 @@ on_interrupt(int sig)
 	interrupted = 1;
 }
 
+/* gpufleet told to stop (kill, a closed terminal): ssh stops too. */
+static void
+on_terminate(int sig)
+{
+	int saved = errno;
+
+	interrupted = 1;
+	if (child > 0)
+		kill((pid_t)child, sig);
+	else
+		pending = sig;
+	errno = saved;
+}
+
 /*
  * Run ssh as a child and wait for it (*ws: its wait status). Ctrl-C and
- * Ctrl-\ are ssh's to handle (gpufleet only notes them); when ssh stops on its
- * own (~^Z) gpufleet stops with it, so the shell's job control sees the job
- * stopped. Returns 0, or -1 with errno (fork, or exec of args[0], failed).
+ * Ctrl-\ are ssh's to handle (gpufleet only notes them); SIGTERM and
+ * SIGHUP sent to gpufleet alone are passed on, so ssh is never left behind;
+ * when ssh stops on its own (~^Z) gpufleet stops with it, so the shell's job
+ * control sees the job stopped. Returns 0, or -1 with errno (fork, or exec of
+ * args[0], failed).
  */
 static int
 run_ssh(char **args, int *ws)
 {
-	struct sigaction sa, oint, oquit;
+	struct sigaction sa, oint, oquit, oterm, ohup;
 	int p[2], err = 0, st;
 	ssize_t got;
 	pid_t pid, w;
@@ -330,6 +350,9 @@ run_ssh(char **args, int *ws)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &oint);
 	sigaction(SIGQUIT, &sa, &oquit);
+	sa.sa_handler = on_terminate;
+	sigaction(SIGTERM, &sa, &oterm);
+	sigaction(SIGHUP, &sa, &ohup);
 	if ((pid = fork()) == -1) {
 		err = errno;
 		close(p[0]);
@@ -339,12 +362,17 @@ run_ssh(char **args, int *ws)
 	if (pid == 0) {
 		sigaction(SIGINT, &oint, NULL);
 		sigaction(SIGQUIT, &oquit, NULL);
+		sigaction(SIGTERM, &oterm, NULL);
+		sigaction(SIGHUP, &ohup, NULL);
 		close(p[0]);
 		execvp(args[0], args);
 		err = errno;
 		got = write(p[1], &err, sizeof err);
 		_exit(got == sizeof err ? 127 : 126);
 	}
+	child = pid;
+	if (pending != 0)
+		kill(pid, pending);
 	close(p[1]);
 	while ((got = read(p[0], &err, sizeof err)) == -1 && errno == EINTR)
 		;
@@ -375,9 +403,12 @@ run_ssh(char **args, int *ws)
 		raise(WSTOPSIG(*ws));
 		kill(pid, SIGCONT);
 	}
+	child = 0;
 out:
 	sigaction(SIGINT, &oint, NULL);
 	sigaction(SIGQUIT, &oquit, NULL);
+	sigaction(SIGTERM, &oterm, NULL);
+	sigaction(SIGHUP, &ohup, NULL);
 	errno = err;
 	return err != 0 ? -1 : 0;
 }
