@@ -190,6 +190,8 @@ rc=$?
 expect_rc 255 "gpufleet ssh refuses the changed jump key too"
 expect_match "$(cat "$T/ssh.out")" "REMOTE HOST IDENTIFICATION HAS CHANGED" \
     "OpenSSH checked the jump's pinned key"
+expect_contains "$(cat "$T/ssh.out")" "run: gpufleet hostkey accept inst-1" \
+    "gpufleet's hint names the jump host's accept, not the target's"
 fleet heal inst-1
 
 # --- the target's own key is pinned too (checked through the tunnel) --------
