@@ -73,6 +73,20 @@ run exec 'inst-2,inst-3' --fanout 1 -- true
 expect_rc 0 "fanout 1 through the jump"
 expect_eq "$(($(logins) - before))" 3 "fanout 1: still one login on the jump host"
 
+# A direct host between two behind the jump, one host at a time: the jump
+# session waits for the second instead of logging in again.
+run set inst-3 jump=
+expect_rc 0 "clear inst-3's jump"
+run set inst-4 jump=inst-1
+expect_rc 0 "inst-4 behind the jump (inst-3, direct, sorts between)"
+before=$(logins)
+run exec 'inst-2,inst-3,inst-4' --fanout 1 -- true
+expect_rc 0 "fanout 1, a direct host between two behind the jump"
+expect_eq "$(($(logins) - before))" 4 "one jump login for both hosts behind it"
+run set inst-4 jump=
+run set inst-3 jump=inst-1
+expect_rc 0 "inst-3 behind the jump again"
+
 run exec 'inst-2,inst-3' --json --stdin - -- wc -c <<<"twelve bytes"
 expect_rc 0 "stdin through the jump"
 expect_contains "$out" '"stdout":"13\n"' "stdin arrived whole"
