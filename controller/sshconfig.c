@@ -229,7 +229,8 @@ sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
 		return -1;
 	}
 	if ((f = fopen(path, "r")) == NULL) {
-		if (!named && errno == ENOENT)
+		/* An Include of a missing file is skipped, as ssh does. */
+		if ((!named || from != NULL) && errno == ENOENT)
 			return 0;
 		if (from == NULL)
 			sc_error(cause, "%s: %s", path, strerror(errno));
@@ -449,7 +450,9 @@ fail:
 /*
  * Read the files an Include line names, in place. Relative paths are under
  * ~/.ssh, as for a user's configuration; an argument with glob characters
- * may match nothing, a plain path must be readable.
+ * may match nothing, a plain path may be missing (ssh skips it: an Include
+ * of ~/.ssh/gpufleet.conf stays valid after ssh-config --uninstall), but
+ * one that exists must be readable.
  */
 static int
 sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,

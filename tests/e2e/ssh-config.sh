@@ -123,6 +123,8 @@ expect_rc 0 "uninstall"
 expect_eq "$out" "removed $CONF (an Include of it in ~/.ssh/config can stay: ssh skips a missing file)" \
     "uninstall output"
 expect_match "$(ssh -G -F "$T/user.conf" a1 2>&1)" '^hostname a1$' "ssh skips the missing file"
+run import "$T/user.conf" --dry-run
+expect_rc 0 "import skips the missing file too (as ssh does)"
 run ssh-config --uninstall
 expect_rc 0 "uninstall again"
 expect_eq "$out" "nothing to remove: $CONF does not exist" "nothing to remove"
