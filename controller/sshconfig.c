@@ -255,6 +255,14 @@ sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
 		return -1;
 	}
 
+	if (from != NULL && getline(&line, &linesize, f) != -1 &&
+	    strcmp(line, SSHCONFIG_EXPORT_HEADER) == 0) {
+		/* gpufleet's own export: its values came from here. */
+		free(line);
+		fclose(f);
+		return 0;
+	}
+	rewind(f);
 	name = sc_add_file(p, path);
 	if (depth > 0)
 		sc_add_rec(p, SC_INCLUDE_BEGIN, name, 0);

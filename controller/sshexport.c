@@ -16,6 +16,7 @@
 #include "log.h"
 #include "misc.h"
 #include "remote.h"
+#include "sshconfig.h"
 #include "sshexport.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -25,7 +26,7 @@
  * inventory (realpath) it was written from. Only such a file is rewritten
  * or removed, and only by a gpufleet using that inventory.
  */
-#define HEADER	  "# gpufleet ssh-config: written by gpufleet, do not edit\n"
+#define HEADER	  SSHCONFIG_EXPORT_HEADER
 #define HEADER_DB "# inventory: "
 #define CONF_MAX  (16 * 1024 * 1024)
 
