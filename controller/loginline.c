@@ -424,16 +424,20 @@ ll_check_word(const char *w, char **cause)
 
 /*
  * Is this argument a login line rather than [USER@]HOST[:PORT]? It starts
- * with the word ssh or with ssh://.
+ * with the word ssh (or a path to it, as loginline_parse_words takes) or
+ * with ssh://.
  */
 int
 loginline_is_line(const char *s)
 {
+	size_t len;
+
 	s += strspn(s, " \t");
 	if (strncmp(s, "ssh://", 6) == 0)
 		return 1;
-	return strncmp(s, "ssh", 3) == 0 &&
-	    (s[3] == '\0' || s[3] == ' ' || s[3] == '\t');
+	len = strcspn(s, " \t");
+	return len >= 3 && strncmp(s + len - 3, "ssh", 3) == 0 &&
+	    (len == 3 || s[len - 4] == '/');
 }
 
 void

@@ -67,7 +67,10 @@ expect_eq "$(row b5)" "10.0.1.5 2205 root -" "continued line stored"
 run add b6 "$(printf 'ssh -p 2206 \\\r\nroot@10.0.1.6')"
 expect_rc 0 "continued with backslash-CR-LF"
 expect_eq "$(row b6)" "10.0.1.6 2206 root -" "CR-LF continued line stored"
-for n in b1 b2 b3 b4 b5 b6; do
+run add b7 '/usr/bin/ssh -p 2207 root@10.0.1.7'
+expect_rc 0 "a quoted login line starting with a path to ssh (as the words form takes)"
+expect_eq "$(row b7)" "10.0.1.7 2207 root -" "path-to-ssh line stored"
+for n in b1 b2 b3 b4 b5 b6 b7; do
 	run rm "$n"
 	expect_rc 0 "rm $n"
 done
