@@ -143,6 +143,26 @@ run ls --format ssh-config 'inst-2,inst-3'
 expect_eq "$(printf '%s\n' "$out" | grep -c '^Host inst-1$')" 1 \
     "two hosts behind one jump: its block once"
 
+fwd3() { grep -c "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of inst-3)\b" "$jdir/sshd.log"; }
+# --- add --check --jump with the console's login line ------------------------
+# inst-3's address through inst-1, the target's key pinned through the tunnel.
+u3=$(awk '$1 == "inst-3" { print $3 }' "$D/instances.tsv")
+before=$(fwd3)
+run add --check --jump inst-1 box-j ssh -p "$(port_of inst-3)" -i "$D/client/id_ed25519" "$u3@127.0.0.1"
+expect_rc 0 "add --check --jump with a login line"
+expect_match "$out" "box-j: logged in: " "box-j: first contact through the jump"
+checks=$((checks + 1))
+[ "$(fwd3)" -gt "$before" ] || fail "box-j: add --check did not go through the jump"
+run hostkey show box-j --json
+expect_match "$out" '"source": "first-use"' "box-j: its own key pinned through the jump"
+run add --check --jump inst-1 box-k ssh -p "$(port_of inst-3)" -i "$D/client/id_ed25519" "nosuchuser@127.0.0.1"
+expect_rc 1 "add --check --jump, refused login behind the jump"
+expect_contains "$err" "box-k not added" "box-k: not added"
+run show box-k
+expect_rc 2 "box-k is not in the inventory"
+run rm box-j
+expect_rc 0 "rm box-j"
+
 # --- gpufleet ssh through the jump, the jump's key pinned ------------------
 before=$(fwd)
 run ssh inst-2 -- echo via ssh
