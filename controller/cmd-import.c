@@ -99,6 +99,29 @@ proxy_jump(struct import_run *run, const struct sshconfig_host *h)
 	return NULL;
 }
 
+/*
+ * The alias of a "ProxyJump ALIAS" that is a Host of the file, fit to be a
+ * jump, but skipped by this import (well-known, loopback, --match). NULL
+ * otherwise.
+ */
+static const char *
+skipped_jump(struct import_run *run, const struct sshconfig_host *h)
+{
+	const char *alias;
+	size_t i;
+
+	if (h->proxy == NULL || strncmp(h->proxy, "ProxyJump ", 10) != 0)
+		return NULL;
+	alias = h->proxy + 10;
+	for (i = 0; i < run->sc->nhosts; i++) {
+		const struct sshconfig_host *o = &run->sc->hosts[i];
+		if (strcmp(o->alias, alias) == 0)
+			return !run->want[i] && o->proxy == NULL ? o->alias
+								 : NULL;
+	}
+	return NULL;
+}
+
 static int import_host(
     struct import_run *, const struct sshconfig_host *, const char *, char **);
 
@@ -338,7 +361,13 @@ import_host(struct import_run *run, const struct sshconfig_host *h,
 		instance_clear(&in);
 		return 0;
 	}
-	if (h->proxy != NULL && in.jump == NULL)
+	if (h->proxy != NULL && in.jump == NULL &&
+	    (jump = skipped_jump(run, h)) != NULL)
+		warn_msg("%s uses ProxyJump %s, which this import skips; "
+			 "connections to it will fail until %s is in the "
+			 "inventory and `gpufleet set %s jump=%s`",
+		    h->alias, jump, jump, h->alias, jump);
+	else if (h->proxy != NULL && in.jump == NULL)
 		warn_msg("%s uses %s, which gpufleet does not support yet; "
 			 "connections to it will fail",
 		    h->alias, h->proxy);

@@ -113,8 +113,8 @@ run import "$T/cfg2"
 expect_rc 0 "import with a skipped and a grouped jump alias"
 expect_contains "$out" "skipped gh: HostName github.com" "the forge is skipped"
 expect_contains "$out" "added lab-7: $(id -un)@10.0.0.7:22"$'\n' "lab-7 is added without a jump"
-expect_contains "$err" "lab-7 uses ProxyJump gh, which gpufleet does not support yet" \
-    "a jump alias not imported warns"
+expect_contains "$err" "lab-7 uses ProxyJump gh, which this import skips; connections to it will fail until gh is in the inventory and \`gpufleet set lab-7 jump=gh\`" \
+    "a jump alias not imported warns, saying why and what to do"
 expect_contains "$out" "added gate: $(id -un)@10.0.0.8:22 (also gate-b)" "gate-b grouped under gate"
 run show lab-7 --json
 expect_contains "$out" '"jump": null' "no dangling jump stored"
