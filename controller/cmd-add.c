@@ -218,7 +218,7 @@ login_words(int argc, char **argv, int *start, int *end)
 		}
 		if (a[0] == '-' && a[1] != '\0') {
 			for (j = 1; a[j] != '\0'; j++) {
-				if (strchr("puit", a[j]) == NULL)
+				if (strchr("puiJt", a[j]) == NULL)
 					continue;
 				if (a[j + 1] == '\0')
 					i++;

@@ -47,6 +47,8 @@ struct import_run {
 	int added, same, differ, skipped;
 	const struct sshconfig *sc; /* what is being imported */
 	const char *match;	    /* --match, or NULL */
+	const int *want;	    /* sc's hosts to import */
+	const size_t *leader;	    /* the alias each is imported as */
 };
 
 static const char *proxy_jump(
@@ -81,14 +83,41 @@ proxy_jump(struct import_run *run, const struct sshconfig_host *h)
 		return r ? alias : NULL;
 	}
 	free(why);
+	/*
+	 * Imported now: only if this run imports it (not skipped as a
+	 * well-known host, matched by --match), under the name of the alias
+	 * leading its line when it reaches the same place.
+	 */
+	for (i = 0; i < run->sc->nhosts; i++) {
+		const struct sshconfig_host *o = &run->sc->hosts[i];
+		if (strcmp(o->alias, alias) != 0)
+			continue;
+		if (o->proxy != NULL || !run->want[i])
+			return NULL;
+		return run->sc->hosts[run->leader[i]].alias;
+	}
+	return NULL;
+}
+
+/*
+ * The alias of a "ProxyJump ALIAS" that is a Host of the file, fit to be a
+ * jump, but skipped by this import (well-known, loopback, --match). NULL
+ * otherwise.
+ */
+static const char *
+skipped_jump(struct import_run *run, const struct sshconfig_host *h)
+{
+	const char *alias;
+	size_t i;
+
+	if (h->proxy == NULL || strncmp(h->proxy, "ProxyJump ", 10) != 0)
+		return NULL;
+	alias = h->proxy + 10;
 	for (i = 0; i < run->sc->nhosts; i++) {
 		const struct sshconfig_host *o = &run->sc->hosts[i];
 		if (strcmp(o->alias, alias) == 0)
-			return o->proxy == NULL &&
-				(run->match == NULL ||
-				    fnmatch(run->match, alias, 0) == 0)
-			    ? alias
-			    : NULL;
+			return !run->want[i] && o->proxy == NULL ? o->alias
+								 : NULL;
 	}
 	return NULL;
 }
@@ -332,7 +361,13 @@ import_host(struct import_run *run, const struct sshconfig_host *h,
 		instance_clear(&in);
 		return 0;
 	}
-	if (h->proxy != NULL && in.jump == NULL)
+	if (h->proxy != NULL && in.jump == NULL &&
+	    (jump = skipped_jump(run, h)) != NULL)
+		warn_msg("%s uses ProxyJump %s, which this import skips; "
+			 "connections to it will fail until %s is in the "
+			 "inventory and `gpufleet set %s jump=%s`",
+		    h->alias, jump, jump, h->alias, jump);
+	else if (h->proxy != NULL && in.jump == NULL)
 		warn_msg("%s uses %s, which gpufleet does not support yet; "
 			 "connections to it will fail",
 		    h->alias, h->proxy);
@@ -468,6 +503,8 @@ cmd_import_exec(
 	run.dry = dry;
 	run.sc = &sc;
 	run.match = match;
+	run.want = want;
+	run.leader = leader;
 	if (!dry && (r = inventory_begin(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "misc.h"
 #include "remote.h"
+#include "sshexport.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -41,9 +42,14 @@ static void on_interrupt(int);
 
 /* Ctrl-C or Ctrl-\ reached gpufleet (and ssh) while ssh ran. */
 static volatile sig_atomic_t interrupted;
+/* ssh's pid while it runs (SIGTERM and SIGHUP are passed on to it). */
+static volatile sig_atomic_t child;
+static volatile sig_atomic_t pending; /* came before child was set */
+static void on_terminate(int);
 static void changed_hint(struct cmd_ctx *, const char *);
 static char *proxy_command(const char *, const struct instance *,
     const struct instance *, const char *, const char *);
+static char *cfg_arg(const char *, int *);
 
 const struct cmd_entry cmd_ssh_entry = {
 	.name = "ssh",
@@ -77,12 +83,14 @@ static const struct option ssh_options[] = { { "argv", no_argument, NULL,
 /*
  * The ProxyCommand that reaches target through jump: the same ssh with the
  * jump's pinned key (HostKeyAlias=its name), user, port and identity, then
- * -W to the target. Each word is quoted for the user's shell and every %
- * doubled (ssh expands % tokens in it). Caller frees.
+ * -W to the target. qkh and qid are already ssh_config arguments
+ * (sshexport_cfg_path: the inner ssh splits and %-expands them). Each word
+ * is quoted for the user's shell and every % doubled again (the outer ssh
+ * expands % tokens in the command). Caller frees.
  */
 static char *
 proxy_command(const char *ssh, const struct instance *jump,
-    const struct instance *target, const char *kh, const char *identity)
+    const struct instance *target, const char *qkh, const char *qid)
 {
 	char *words[24], *q, *cmd = NULL, *t, *out, *p;
 	size_t len;
@@ -90,7 +98,7 @@ proxy_command(const char *ssh, const struct instance *jump,
 
 	words[n++] = xstrdup(ssh);
 	xasprintf(&words[n++], "-oHostKeyAlias=%s", jump->name);
-	xasprintf(&words[n++], "-oUserKnownHostsFile=%s", kh);
+	xasprintf(&words[n++], "-oUserKnownHostsFile=%s", qkh);
 	words[n++] = xstrdup("-oGlobalKnownHostsFile=/dev/null");
 	words[n++] = xstrdup("-oStrictHostKeyChecking=yes");
 	words[n++] = xstrdup("-oUpdateHostKeys=no");
@@ -98,9 +106,8 @@ proxy_command(const char *ssh, const struct instance *jump,
 	words[n++] = xstrdup("-oControlPath=none");
 	xasprintf(&words[n++], "-p%d", jump->port);
 	xasprintf(&words[n++], "-l%s", jump->user);
-	if (identity != NULL) {
-		words[n++] = xstrdup("-i");
-		words[n++] = misc_expand_home(identity);
+	if (qid != NULL) {
+		xasprintf(&words[n++], "-oIdentityFile=%s", qid);
 		words[n++] = xstrdup("-oIdentitiesOnly=yes");
 	}
 	words[n++] = xstrdup("-W");
@@ -135,6 +142,27 @@ proxy_command(const char *ssh, const struct instance *jump,
 	return out;
 }
 
+/*
+ * A local path as an ssh option's value (ssh splits UserKnownHostsFile at
+ * spaces and expands % and ${} in file options), ~/ expanded. NULL, with
+ * an error printed and *status set, for a path ssh cannot be given.
+ */
+static char *
+cfg_arg(const char *path, int *status)
+{
+	char *p = misc_expand_home(path), *q;
+
+	if ((q = sshexport_cfg_path(p)) == NULL) {
+		error(
+		    "cannot give ssh the path %s (a quote, backslash, control "
+		    "character or ${ in it)",
+		    p);
+		*status = GF_EUSAGE;
+	}
+	free(p);
+	return q;
+}
+
 static int
 cmd_ssh_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
@@ -144,7 +172,8 @@ cmd_ssh_exec(
 	const struct instance *in, *jin = NULL;
 	const char *ssh = getenv("GPUFLEET_SSH");
 	char *cause = NULL, *kh = NULL, *opt_alias, *opt_kh, *port, *id;
-	char *command = NULL, **args, *name, *proxy;
+	char *command = NULL, **args, *name, *proxy, *qkh, *qid = NULL;
+	char *qjid = NULL;
 	int ch, status, r, dashdash = 0, k, n = 0, ws, exact = 0;
 
 	for (k = 1; k < argc; k++) {
@@ -195,11 +224,29 @@ cmd_ssh_exec(
 		return cmd_fail(-r, cause);
 	}
 	kh = hostkey_known_hosts_path(rm->inv);
+	status = GF_OK;
+	qkh = cfg_arg(kh, &status);
+	free(kh);
+	id = in->identity != NULL ? in->identity : ctx->fleet->config->identity;
+	if (qkh != NULL && id != NULL)
+		qid = cfg_arg(id, &status);
+	if (jin != NULL && status == GF_OK) {
+		id = jin->identity != NULL ? jin->identity
+					   : ctx->fleet->config->identity;
+		if (id != NULL)
+			qjid = cfg_arg(id, &status);
+	}
+	if (status != GF_OK) {
+		free(qkh);
+		free(qid);
+		remote_close(rm);
+		return status;
+	}
 
 	args = xcalloc(32, sizeof *args);
 	args[n++] = xstrdup(ssh != NULL && *ssh != '\0' ? ssh : "ssh");
 	xasprintf(&opt_alias, "HostKeyAlias=%s", in->name);
-	xasprintf(&opt_kh, "UserKnownHostsFile=%s", kh);
+	xasprintf(&opt_kh, "UserKnownHostsFile=%s", qkh);
 	xasprintf(&port, "%d", in->port);
 	args[n++] = xstrdup("-o");
 	args[n++] = opt_alias;
@@ -219,18 +266,15 @@ cmd_ssh_exec(
 	args[n++] = port;
 	args[n++] = xstrdup("-l");
 	args[n++] = xstrdup(in->user);
-	id = in->identity != NULL ? in->identity : ctx->fleet->config->identity;
-	if (id != NULL) {
-		args[n++] = xstrdup("-i");
-		args[n++] = misc_expand_home(id);
+	if (qid != NULL) {
+		args[n++] = xstrdup("-o");
+		xasprintf(&args[n++], "IdentityFile=%s", qid);
 		args[n++] = xstrdup("-o");
 		args[n++] = xstrdup("IdentitiesOnly=yes");
 	}
 	if (jin != NULL) {
-		id = jin->identity != NULL ? jin->identity
-					   : ctx->fleet->config->identity;
-		proxy = proxy_command(
-		    ssh != NULL && *ssh != '\0' ? ssh : "ssh", jin, in, kh, id);
+		proxy = proxy_command(ssh != NULL && *ssh != '\0' ? ssh : "ssh",
+		    jin, in, qkh, qjid);
 		args[n++] = xstrdup("-o");
 		xasprintf(&args[n++], "ProxyCommand=%s", proxy);
 		free(proxy);
@@ -244,7 +288,9 @@ cmd_ssh_exec(
 		args[n++] = command;
 	}
 	args[n] = NULL;
-	free(kh);
+	free(qkh);
+	free(qid);
+	free(qjid);
 	name = xstrdup(in->name);
 	remote_close(rm);
 	fflush(stdout);
@@ -275,16 +321,32 @@ on_interrupt(int sig)
 	interrupted = 1;
 }
 
+/* gpufleet told to stop (kill, a closed terminal): ssh stops too. */
+static void
+on_terminate(int sig)
+{
+	int saved = errno;
+
+	interrupted = 1;
+	if (child > 0)
+		kill((pid_t)child, sig);
+	else
+		pending = sig;
+	errno = saved;
+}
+
 /*
  * Run ssh as a child and wait for it (*ws: its wait status). Ctrl-C and
- * Ctrl-\ are ssh's to handle (gpufleet only notes them); when ssh stops on its
- * own (~^Z) gpufleet stops with it, so the shell's job control sees the job
- * stopped. Returns 0, or -1 with errno (fork, or exec of args[0], failed).
+ * Ctrl-\ are ssh's to handle (gpufleet only notes them); SIGTERM and
+ * SIGHUP sent to gpufleet alone are passed on, so ssh is never left behind;
+ * when ssh stops on its own (~^Z) gpufleet stops with it, so the shell's job
+ * control sees the job stopped. Returns 0, or -1 with errno (fork, or exec of
+ * args[0], failed).
  */
 static int
 run_ssh(char **args, int *ws)
 {
-	struct sigaction sa, oint, oquit;
+	struct sigaction sa, oint, oquit, oterm, ohup;
 	int p[2], err = 0, st;
 	ssize_t got;
 	pid_t pid, w;
@@ -296,6 +358,9 @@ run_ssh(char **args, int *ws)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &oint);
 	sigaction(SIGQUIT, &sa, &oquit);
+	sa.sa_handler = on_terminate;
+	sigaction(SIGTERM, &sa, &oterm);
+	sigaction(SIGHUP, &sa, &ohup);
 	if ((pid = fork()) == -1) {
 		err = errno;
 		close(p[0]);
@@ -305,12 +370,17 @@ run_ssh(char **args, int *ws)
 	if (pid == 0) {
 		sigaction(SIGINT, &oint, NULL);
 		sigaction(SIGQUIT, &oquit, NULL);
+		sigaction(SIGTERM, &oterm, NULL);
+		sigaction(SIGHUP, &ohup, NULL);
 		close(p[0]);
 		execvp(args[0], args);
 		err = errno;
 		got = write(p[1], &err, sizeof err);
 		_exit(got == sizeof err ? 127 : 126);
 	}
+	child = pid;
+	if (pending != 0)
+		kill(pid, pending);
 	close(p[1]);
 	while ((got = read(p[0], &err, sizeof err)) == -1 && errno == EINTR)
 		;
@@ -341,9 +411,12 @@ run_ssh(char **args, int *ws)
 		raise(WSTOPSIG(*ws));
 		kill(pid, SIGCONT);
 	}
+	child = 0;
 out:
 	sigaction(SIGINT, &oint, NULL);
 	sigaction(SIGQUIT, &oquit, NULL);
+	sigaction(SIGTERM, &oterm, NULL);
+	sigaction(SIGHUP, &ohup, NULL);
 	errno = err;
 	return err != 0 ? -1 : 0;
 }

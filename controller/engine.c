@@ -285,6 +285,7 @@ static void jump_ready(struct engine_jump *);
 static int jump_service(struct engine_jump *);
 static void jump_fail(struct engine_jump *, enum engine_fail, const char *);
 static void jump_destroy(struct engine_jump *);
+static int jump_wanted(struct engine_jump *);
 static void jump_idle_cb(evutil_socket_t, short, void *);
 static void jump_kick_cb(evutil_socket_t, short, void *);
 static void tunnel_pump(struct engine_tunnel *);
@@ -2153,7 +2154,30 @@ jump_destroy(struct engine_jump *j)
 	free(j);
 }
 
-/* No tunnel is left and the loop came round: close the jump. */
+/*
+ * Is a host behind the jump still to be started by a run in flight (a
+ * fanout smaller than the run, a direct host between two behind it)?
+ */
+static int
+jump_wanted(struct engine_jump *j)
+{
+	struct engine_run *r;
+	size_t i;
+
+	for (r = j->e->runs; r != NULL; r = r->next_run) {
+		for (i = r->next; i < r->n; i++) {
+			if (!r->hosts[i].skip && r->hosts[i].jump == j->h)
+				return 1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * No tunnel is left and the loop came round: close the jump, unless a run
+ * has hosts behind it still to start (the last of them, or engine_cancel,
+ * brings it back here).
+ */
 static void
 jump_idle_cb(evutil_socket_t fd, short what, void *arg)
 {
@@ -2161,7 +2185,7 @@ jump_idle_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (j->refs == 0 && !j->dead)
+	if (j->refs == 0 && !j->dead && !jump_wanted(j))
 		jump_destroy(j);
 }
 
@@ -2183,9 +2207,15 @@ jump_kick_cb(evutil_socket_t fd, short what, void *arg)
 void
 engine_cancel(struct engine_run *r)
 {
+	struct engine_jump *j;
 	size_t i;
 
 	r->next = r->n;
+	/* Jumps kept for hosts of this run that will not start now go. */
+	for (j = r->e->jumps; j != NULL; j = j->next) {
+		if (j->refs == 0 && !j->dead)
+			event_active(j->idle, EV_TIMEOUT, 1);
+	}
 	for (i = 0; i < r->n; i++) {
 		struct engine_host *h = &r->hosts[i];
 		if (h->done || h->skip)

@@ -424,16 +424,20 @@ ll_check_word(const char *w, char **cause)
 
 /*
  * Is this argument a login line rather than [USER@]HOST[:PORT]? It starts
- * with the word ssh or with ssh://.
+ * with the word ssh (or a path to it, as loginline_parse_words takes) or
+ * with ssh://.
  */
 int
 loginline_is_line(const char *s)
 {
+	size_t len;
+
 	s += strspn(s, " \t");
 	if (strncmp(s, "ssh://", 6) == 0)
 		return 1;
-	return strncmp(s, "ssh", 3) == 0 &&
-	    (s[3] == '\0' || s[3] == ' ' || s[3] == '\t');
+	len = strcspn(s, " \t");
+	return len >= 3 && strncmp(s + len - 3, "ssh", 3) == 0 &&
+	    (len == 3 || s[len - 4] == '/');
 }
 
 void
@@ -449,9 +453,9 @@ loginline_free_words(char **words, size_t n)
 /*
  * Split a pasted line into words as sh would: blanks separate, '...' is
  * literal, "..." keeps blanks with \ escaping \ " $ `, and \ outside quotes
- * escapes the next character. Expansions, redirections, pipes and command
- * lists are refused: a login line has none. Fills *words (caller frees
- * with loginline_free_words) and *n.
+ * escapes the next character (\ and a newline join two lines). Expansions,
+ * redirections, pipes and command lists are refused: a login line has none.
+ * Fills *words (caller frees with loginline_free_words) and *n.
  */
 int
 loginline_split(const char *line, char ***words, size_t *n, char **cause)
@@ -483,6 +487,12 @@ loginline_split(const char *line, char ***words, size_t *n, char **cause)
 			    "(0x%02x)",
 			    c);
 			goto fail;
+		}
+		if (c == '\\' &&
+		    (p[1] == '\n' || (p[1] == '\r' && p[2] == '\n'))) {
+			/* A continued line, as sh joins it. */
+			p += p[1] == '\r' ? 2 : 1;
+			continue;
 		}
 		inword = 1;
 		if (c == '\'') {

@@ -229,7 +229,8 @@ sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
 		return -1;
 	}
 	if ((f = fopen(path, "r")) == NULL) {
-		if (!named && errno == ENOENT)
+		/* An Include of a missing file is skipped, as ssh does. */
+		if ((!named || from != NULL) && errno == ENOENT)
 			return 0;
 		if (from == NULL)
 			sc_error(cause, "%s: %s", path, strerror(errno));
@@ -254,6 +255,14 @@ sc_read_file(struct sc_parser *p, const char *path, int depth, int named,
 		return -1;
 	}
 
+	if (from != NULL && getline(&line, &linesize, f) != -1 &&
+	    strcmp(line, SSHCONFIG_EXPORT_HEADER) == 0) {
+		/* gpufleet's own export: its values came from here. */
+		free(line);
+		fclose(f);
+		return 0;
+	}
+	rewind(f);
 	name = sc_add_file(p, path);
 	if (depth > 0)
 		sc_add_rec(p, SC_INCLUDE_BEGIN, name, 0);
@@ -449,7 +458,9 @@ fail:
 /*
  * Read the files an Include line names, in place. Relative paths are under
  * ~/.ssh, as for a user's configuration; an argument with glob characters
- * may match nothing, a plain path must be readable.
+ * may match nothing, a plain path may be missing (ssh skips it: an Include
+ * of ~/.ssh/gpufleet.conf stays valid after ssh-config --uninstall), but
+ * one that exists must be readable.
  */
 static int
 sc_include_line(struct sc_parser *p, char **argv, size_t argc, const char *file,

@@ -8,6 +8,15 @@
 
 #include <stddef.h>
 
+/*
+ * The first line of the file `gpufleet ssh-config --install` writes. An
+ * included file that starts with it is skipped: it is gpufleet's own
+ * export of the inventory, and reading it back would pin the values it
+ * was written from (an edit of the user's Host block would never be seen).
+ */
+#define SSHCONFIG_EXPORT_HEADER                                                \
+	"# gpufleet ssh-config: written by gpufleet, do not edit\n"
+
 struct sshconfig_host {
 	char *alias;	/* the concrete Host alias */
 	char *hostname; /* HostName, or NULL: the alias itself */

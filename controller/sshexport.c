@@ -16,6 +16,7 @@
 #include "log.h"
 #include "misc.h"
 #include "remote.h"
+#include "sshconfig.h"
 #include "sshexport.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -25,12 +26,11 @@
  * inventory (realpath) it was written from. Only such a file is rewritten
  * or removed, and only by a gpufleet using that inventory.
  */
-#define HEADER	  "# gpufleet ssh-config: written by gpufleet, do not edit\n"
+#define HEADER	  SSHCONFIG_EXPORT_HEADER
 #define HEADER_DB "# inventory: "
 #define CONF_MAX  (16 * 1024 * 1024)
 
 static char *absolute(const char *);
-static char *cfg_path(const char *);
 static char *cfg_word(const char *);
 static void comment_text(FILE *, const char *);
 static int conf_state(const char *, const char *, char **, char **);
@@ -57,8 +57,8 @@ absolute(const char *path)
  * unchanged: control characters, '"', '\' (read differently by OpenSSH
  * versions), or "${" (expanded from the environment). Caller frees.
  */
-static char *
-cfg_path(const char *path)
+char *
+sshexport_cfg_path(const char *path)
 {
 	const char *p;
 	char *s, *q;
@@ -117,19 +117,48 @@ comment_text(FILE *f, const char *s)
  */
 int
 sshexport_render(struct inventory *inv, const struct config *config,
-    struct instance *list, size_t n, const char *db, char **text, char **cause)
+    struct instance *sel, size_t nsel, const char *db, char **text,
+    char **cause)
 {
 	struct hostkey k;
+	struct instance *list;
 	char **proxy, *kh, *qkh = NULL, *qid, *id, *tags, *host, *user;
-	size_t i, len;
+	size_t i, j, n, len;
 	int r = 0, pinned;
 	FILE *f;
 
 	*text = NULL;
+	/*
+	 * A ProxyJump names the jump's Host block (its pinned key): a jump
+	 * host not selected is written too, after the selection.
+	 */
+	list = xcalloc(2 * nsel + 1, sizeof *list);
+	memcpy(list, sel, nsel * sizeof *list);
+	for (n = nsel, i = 0; i < nsel; i++) {
+		if (sel[i].jump == NULL || sel[i].released_at != 0)
+			continue;
+		for (j = 0; j < n; j++) {
+			if (list[j].released_at == 0 &&
+			    strcmp(list[j].name, sel[i].jump) == 0)
+				break;
+		}
+		if (j < n)
+			continue;
+		memset(
+		    &list[n], 0, sizeof list[n]); /* inventory_get fills it */
+		if (inventory_get(inv, sel[i].jump, &list[n], cause) != 0) {
+			/* Taken out of service: ssh cannot reach it. */
+			instance_clear(&list[n]);
+			free(*cause);
+			*cause = NULL;
+			continue;
+		}
+		n++;
+	}
 	id = hostkey_known_hosts_path(inv);
 	kh = absolute(id);
 	free(id);
-	if ((qkh = cfg_path(kh)) == NULL) {
+	if ((qkh = sshexport_cfg_path(kh)) == NULL) {
 		xasprintf(cause,
 		    "cannot name %s in an ssh_config (a quote, backslash, "
 		    "control character or ${ in the path)",
@@ -167,7 +196,7 @@ sshexport_render(struct inventory *inv, const struct config *config,
 		qid = NULL;
 		if (id != NULL) {
 			id = absolute(id);
-			if ((qid = cfg_path(id)) == NULL) {
+			if ((qid = sshexport_cfg_path(id)) == NULL) {
 				xasprintf(cause,
 				    "%s: cannot name its key %s in an "
 				    "ssh_config (a quote, backslash, control "
@@ -215,8 +244,18 @@ sshexport_render(struct inventory *inv, const struct config *config,
 		 * (ssh passes -F on to the hop), so its pinned key is
 		 * checked too.
 		 */
-		if (in->jump != NULL)
+		for (j = 0; in->jump != NULL && j < n; j++) {
+			if (list[j].released_at == 0 &&
+			    strcmp(list[j].name, in->jump) == 0)
+				break;
+		}
+		if (in->jump != NULL && j < n)
 			fprintf(f, "    ProxyJump %s\n", in->jump);
+		else if (in->jump != NULL)
+			fprintf(f,
+			    "    # its jump host %s is not in service: no "
+			    "ProxyJump (ssh tries it directly)\n",
+			    in->jump);
 		if (proxy[i] != NULL) {
 			fprintf(f, "    # not exported: ");
 			comment_text(f, proxy[i]);
@@ -240,6 +279,11 @@ sshexport_render(struct inventory *inv, const struct config *config,
 	for (i = 0; i < n; i++)
 		free(proxy[i]);
 	free(proxy);
+	/* The selection's entries were updated in place; the jumps added go. */
+	memcpy(sel, list, nsel * sizeof *list);
+	for (i = nsel; i < n; i++)
+		instance_clear(&list[i]);
+	free(list);
 	free(qkh);
 	free(kh);
 	if (r != 0) {

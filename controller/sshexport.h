@@ -23,6 +23,7 @@
 
 int sshexport_render(struct inventory *, const struct config *,
     struct instance *, size_t, const char *, char **, char **);
+char *sshexport_cfg_path(const char *);
 char *sshexport_path(char **);
 int sshexport_install(struct fleet *, char **, int *, size_t *, char **);
 int sshexport_uninstall(struct fleet *, char **, int *, char **);

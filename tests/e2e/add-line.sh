@@ -44,6 +44,37 @@ run add a6 "ssh -p 2222 root@2001:db8::6" --port 2222 --user root
 expect_rc 0 "the same port and user given twice"
 expect_eq "$(row a6)" "2001:db8::6 2222 root -" "bare IPv6 after -p"
 
+# --jump with a login line, in every place gpufleet's options may go.
+jumpof() { sql "SELECT coalesce(jump, '-') FROM instance WHERE name = '$1'"; }
+run add -J a1 b1 ssh -p 2201 root@10.0.1.1
+expect_rc 0 "-J JUMP before NAME, login line as words"
+expect_eq "$(row b1) $(jumpof b1)" "10.0.1.1 2201 root - a1" "-J before the words"
+run add --jump a1 b2 ssh -p 2202 root@10.0.1.2
+expect_rc 0 "--jump JUMP before NAME, login line as words"
+expect_eq "$(row b2) $(jumpof b2)" "10.0.1.2 2202 root - a1" "--jump before the words"
+run add b3 ssh -p 2203 root@10.0.1.3 --jump a1
+expect_rc 0 "--jump after the words"
+expect_eq "$(row b3) $(jumpof b3)" "10.0.1.3 2203 root - a1" "--jump after the words"
+run add -Ja1 b4 'ssh -p 2204 root@10.0.1.4'
+expect_rc 0 "-JJUMP, quoted login line"
+expect_eq "$(row b4) $(jumpof b4)" "10.0.1.4 2204 root - a1" "-JJUMP quoted"
+
+# A line copied with its shell continuation (backslash, newline).
+run add b5 "ssh -p 2205 \\
+    root@10.0.1.5"
+expect_rc 0 "a login line continued with backslash-newline"
+expect_eq "$(row b5)" "10.0.1.5 2205 root -" "continued line stored"
+run add b6 "$(printf 'ssh -p 2206 \\\r\nroot@10.0.1.6')"
+expect_rc 0 "continued with backslash-CR-LF"
+expect_eq "$(row b6)" "10.0.1.6 2206 root -" "CR-LF continued line stored"
+run add b7 '/usr/bin/ssh -p 2207 root@10.0.1.7'
+expect_rc 0 "a quoted login line starting with a path to ssh (as the words form takes)"
+expect_eq "$(row b7)" "10.0.1.7 2207 root -" "path-to-ssh line stored"
+for n in b1 b2 b3 b4 b5 b6 b7; do
+	run rm "$n"
+	expect_rc 0 "rm $n"
+done
+
 run add --json a7 'ssh -p 7 u@h7'
 expect_rc 0 "--json"
 expect_eq "$(printf '%s' "$out" | jq -r '.port')" 7 "--json instance"

@@ -71,7 +71,7 @@ Host lab-4
     HostName 10.0.0.4
     ProxyJump bastion
 Host bastion
-    HostName 127.0.0.1
+    HostName 10.0.0.2
     Port 2202
 Host far
     HostName 10.0.0.5
@@ -92,5 +92,33 @@ expect_contains "$out" '"jump": "bastion"' "stored"
 run exec cmd --connect-timeout 2 -- true
 expect_rc 1 "ProxyCommand stays unsupported"
 expect_contains "$err" "ProxyCommand nc %h %p (from $T/cfg) is not supported yet" "clear message"
+
+# A ProxyJump alias the import skips (a code forge) is not made a jump
+# that would then be missing; one grouped under its line's first alias
+# becomes that alias (the name the inventory has).
+cat >"$T/cfg2" <<'CFG'
+Host lab-7
+    HostName 10.0.0.7
+    ProxyJump gh
+Host gh
+    HostName github.com
+    User git
+Host gate gate-b
+    HostName 10.0.0.8
+Host lab-9
+    HostName 10.0.0.9
+    ProxyJump gate-b
+CFG
+run import "$T/cfg2"
+expect_rc 0 "import with a skipped and a grouped jump alias"
+expect_contains "$out" "skipped gh: HostName github.com" "the forge is skipped"
+expect_contains "$out" "added lab-7: $(id -un)@10.0.0.7:22"$'\n' "lab-7 is added without a jump"
+expect_contains "$err" "lab-7 uses ProxyJump gh, which this import skips; connections to it will fail until gh is in the inventory and \`gpufleet set lab-7 jump=gh\`" \
+    "a jump alias not imported warns, saying why and what to do"
+expect_contains "$out" "added gate: $(id -un)@10.0.0.8:22 (also gate-b)" "gate-b grouped under gate"
+run show lab-7 --json
+expect_contains "$out" '"jump": null' "no dangling jump stored"
+run show lab-9 --json
+expect_contains "$out" '"jump": "gate"' "the grouped alias's leader is the jump"
 
 finish

@@ -103,6 +103,26 @@ checks=$((checks + 1))
 cmp -s "$T/before" "$CONF" || fail "a usage error changed $CONF"
 expect_eq "$(ls -a "$HOME/.ssh" | grep -c '\.tmp\.')" 0 "no temporary file left"
 
+# --- the user's config Includes the file, then its own Host blocks ---------
+# gpufleet reads the user's blocks, not its own export back: an edit there
+# is followed, and the file follows it.
+printf 'Include ~/.ssh/gpufleet.conf\n\nHost u1\n    HostName 10.2.0.1\n' >"$HOME/.ssh/config"
+run import --match u1
+expect_rc 0 "import with the export Included at the top"
+expect_contains "$out" "added u1: " "u1 imported (the export's blocks are not)"
+expect_contains "$(sed -n '/^Host u1$/,/^$/p' "$CONF")" "HostName 10.2.0.1" "u1 in the file"
+sed -i 's/10\.2\.0\.1/10.2.0.2/' "$HOME/.ssh/config"
+run show u1 --json
+expect_contains "$out" '"host": "10.2.0.2"' "the edit of the user's block is followed"
+expect_contains "$(sed -n '/^Host u1$/,/^$/p' "$CONF")" "HostName 10.2.0.2" "and the file follows it"
+run import
+expect_rc 0 "import again"
+expect_contains "$out" "unchanged" "nothing new from the export"
+run rm u1
+expect_rc 0 "rm u1"
+rm "$HOME/.ssh/config"
+cp "$CONF" "$T/before"
+
 # --- another inventory never takes the file --------------------------------
 run --db "$T/other.db" add o1 10.0.0.9
 expect_rc 0 "a command on another inventory"
@@ -123,6 +143,8 @@ expect_rc 0 "uninstall"
 expect_eq "$out" "removed $CONF (an Include of it in ~/.ssh/config can stay: ssh skips a missing file)" \
     "uninstall output"
 expect_match "$(ssh -G -F "$T/user.conf" a1 2>&1)" '^hostname a1$' "ssh skips the missing file"
+run import "$T/user.conf" --dry-run
+expect_rc 0 "import skips the missing file too (as ssh does)"
 run ssh-config --uninstall
 expect_rc 0 "uninstall again"
 expect_eq "$out" "nothing to remove: $CONF does not exist" "nothing to remove"

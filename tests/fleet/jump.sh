@@ -73,6 +73,20 @@ run exec 'inst-2,inst-3' --fanout 1 -- true
 expect_rc 0 "fanout 1 through the jump"
 expect_eq "$(($(logins) - before))" 3 "fanout 1: still one login on the jump host"
 
+# A direct host between two behind the jump, one host at a time: the jump
+# session waits for the second instead of logging in again.
+run set inst-3 jump=
+expect_rc 0 "clear inst-3's jump"
+run set inst-4 jump=inst-1
+expect_rc 0 "inst-4 behind the jump (inst-3, direct, sorts between)"
+before=$(logins)
+run exec 'inst-2,inst-3,inst-4' --fanout 1 -- true
+expect_rc 0 "fanout 1, a direct host between two behind the jump"
+expect_eq "$(($(logins) - before))" 4 "one jump login for both hosts behind it"
+run set inst-4 jump=
+run set inst-3 jump=inst-1
+expect_rc 0 "inst-3 behind the jump again"
+
 run exec 'inst-2,inst-3' --json --stdin - -- wc -c <<<"twelve bytes"
 expect_rc 0 "stdin through the jump"
 expect_contains "$out" '"stdout":"13\n"' "stdin arrived whole"
@@ -112,6 +126,43 @@ got=$(ssh -F "$T/exported.conf" -o BatchMode=yes inst-2 echo via the file 2>"$T/
 expect_eq "$got" "via the file" "ssh -F through the jump: output"
 expect_eq "$(($(fwd) - before))" 1 "ssh -F went through the jump host"
 
+# Only the host behind the jump selected: the jump's Host block comes too,
+# once, so ProxyJump names a block of the file and its key is pinned.
+run ssh-config inst-2
+expect_rc 0 "ssh-config of a host behind a jump alone"
+expect_eq "$(printf '%s\n' "$out" | grep -c '^Host ')" 2 "two Host blocks"
+expect_match "$out" "^Host inst-1\$" "the jump's block is written"
+printf '%s\n' "$out" >"$T/one.conf"
+before=$(fwd)
+checks=$((checks + 1))
+got=$(ssh -F "$T/one.conf" -o BatchMode=yes inst-2 echo via one 2>"$T/ssh-1.err") ||
+	fail "ssh -F with only inst-2 selected: $(cat "$T/ssh-1.err")"
+expect_eq "$got" "via one" "ssh -F (inst-2 alone): output"
+expect_eq "$(($(fwd) - before))" 1 "ssh -F (inst-2 alone) went through the jump"
+run ls --format ssh-config 'inst-2,inst-3'
+expect_eq "$(printf '%s\n' "$out" | grep -c '^Host inst-1$')" 1 \
+    "two hosts behind one jump: its block once"
+
+fwd3() { grep -c "server_request_direct_tcpip: .*target 127.0.0.1 port $(port_of inst-3)\b" "$jdir/sshd.log"; }
+# --- add --check --jump with the console's login line ------------------------
+# inst-3's address through inst-1, the target's key pinned through the tunnel.
+u3=$(awk '$1 == "inst-3" { print $3 }' "$D/instances.tsv")
+before=$(fwd3)
+run add --check --jump inst-1 box-j ssh -p "$(port_of inst-3)" -i "$D/client/id_ed25519" "$u3@127.0.0.1"
+expect_rc 0 "add --check --jump with a login line"
+expect_match "$out" "box-j: logged in: " "box-j: first contact through the jump"
+checks=$((checks + 1))
+[ "$(fwd3)" -gt "$before" ] || fail "box-j: add --check did not go through the jump"
+run hostkey show box-j --json
+expect_match "$out" '"source": "first-use"' "box-j: its own key pinned through the jump"
+run add --check --jump inst-1 box-k ssh -p "$(port_of inst-3)" -i "$D/client/id_ed25519" "nosuchuser@127.0.0.1"
+expect_rc 1 "add --check --jump, refused login behind the jump"
+expect_contains "$err" "box-k not added" "box-k: not added"
+run show box-k
+expect_rc 2 "box-k is not in the inventory"
+run rm box-j
+expect_rc 0 "rm box-j"
+
 # --- gpufleet ssh through the jump, the jump's key pinned ------------------
 before=$(fwd)
 run ssh inst-2 -- echo via ssh
@@ -125,6 +176,34 @@ expect_rc 0 "gpufleet ssh with neither hop pinned: both pinned first"
 expect_eq "$out" "first contact" "ssh output after first contact"
 run hostkey show inst-1 --json
 expect_match "$out" '"source": "first-use"' "the jump's key pinned by ssh's first contact"
+
+# --- gpufleet ssh with paths ssh would split or expand ----------------------
+# The inventory (so its known_hosts file) and the keys under a directory
+# with a space and a %: ssh splits UserKnownHostsFile at spaces and expands
+# % in file options, in the ProxyCommand's inner ssh as well.
+odd="$T/my fleet %h"
+mkdir -p "$odd"
+for f in "$XDG_DATA_HOME"/gpufleet/fleet.db*; do
+	cp "$f" "$odd/gpufleet.db${f##*/fleet.db}"
+done
+cp "$D/client/id_ed25519" "$odd/key %r"
+chmod 600 "$odd/key %r"
+GPUFLEET_DB="$odd/gpufleet.db" run set inst-1 "identity=$odd/key %r"
+expect_rc 0 "identity with a space and a %"
+GPUFLEET_DB="$odd/gpufleet.db" run set inst-2 "identity=$odd/key %r"
+GPUFLEET_DB="$odd/gpufleet.db" run ssh inst-4 -- echo odd direct
+expect_rc 0 "gpufleet ssh, known_hosts and key paths with a space and a %"
+expect_eq "$out" "odd direct" "ssh output (odd paths, direct)"
+before=$(fwd)
+GPUFLEET_DB="$odd/gpufleet.db" run ssh inst-2 -- echo odd via jump
+expect_rc 0 "gpufleet ssh through the jump, odd paths in the ProxyCommand"
+expect_eq "$out" "odd via jump" "ssh output (odd paths, through the jump)"
+expect_eq "$(($(fwd) - before))" 1 "odd paths: went through the jump host"
+mkdir -p "$T/bad\"dir"
+cp "$odd/gpufleet.db" "$T/bad\"dir/gpufleet.db"
+GPUFLEET_DB="$T/bad\"dir/gpufleet.db" run ssh inst-4 -- true
+expect_rc 2 "a known_hosts path ssh cannot be given"
+expect_contains "$err" "cannot give ssh the path" "names the path problem"
 
 # --- the jump's host key changed: nothing runs behind it --------------------
 rm -f "$(instance_dir inst-2)/home/ran" "$(instance_dir inst-3)/home/ran"
@@ -145,6 +224,8 @@ rc=$?
 expect_rc 255 "gpufleet ssh refuses the changed jump key too"
 expect_match "$(cat "$T/ssh.out")" "REMOTE HOST IDENTIFICATION HAS CHANGED" \
     "OpenSSH checked the jump's pinned key"
+expect_contains "$(cat "$T/ssh.out")" "run: gpufleet hostkey accept inst-1" \
+    "gpufleet's hint names the jump host's accept, not the target's"
 fleet heal inst-1
 
 # --- the target's own key is pinned too (checked through the tunnel) --------

@@ -16,7 +16,7 @@ fi
 KEYS=$XDG_DATA_HOME/gpufleet/keys
 db=$XDG_DATA_HOME/gpufleet/fleet.db
 
-fleet_up 5 --root-login 2 --root-login 3:kbdint --root-login 4 --root-login 5
+fleet_up 5 --root-login 2 --root-login 3:kbdint --root-login 4 --root-login 5 --log-level DEBUG1
 port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
 akfile() { printf '%s/home/.ssh/authorized_keys' "$(instance_dir "$1")"; }
 pwfile() { printf '%s/password' "$(instance_dir "$1")"; }
@@ -184,6 +184,28 @@ login inst-5 "$(keypath inst-5)" || fail "inst-5's key from --ask-each does not 
 
 run keys install inst-4 --password-file "$T/x" --ask-each
 expect_rc 2 "--ask-each with --password-file is a usage error"
+
+# --- the merged add: login line + --password + --check (+ --jump) -----------
+run add --password-file "$(pwfile inst-3)" --check c3 "ssh -p $(port inst-3) root@127.0.0.1"
+expect_rc 0 "add --password-file --check with a login line"
+expect_contains "$out" "installed key $KEYS/c3-" "c3: its own key installed"
+expect_match "$out" "c3: logged in: " "c3: the first contact's report"
+checks=$((checks + 1))
+login inst-3 "$(keypath c3)" || fail "c3's new key does not log in"
+jfwd() { cat "$D"/groups/*/sshd.log | grep -c "server_request_direct_tcpip: .*port $(port inst-3)\b"; }
+before=$(jfwd)
+run add --jump inst-1 --password-file "$(pwfile inst-3)" --check c3j ssh -p "$(port inst-3)" root@127.0.0.1
+expect_rc 0 "add --jump --password-file --check, the login line as words"
+expect_contains "$out" "installed key $KEYS/c3j-" "c3j: its own key installed through the jump"
+expect_match "$out" "c3j: logged in: " "c3j: first contact through the jump"
+run show c3j --json
+expect_contains "$out" '"jump": "inst-1"' "c3j: its jump stored"
+checks=$((checks + 1))
+[ "$(jfwd)" -gt "$before" ] || fail "c3j: nothing went through inst-1 (no direct-tcpip in its log)"
+run add --jump inst-1 --password-file "$T/wrong" --check c3w "ssh -p $(port inst-3) root@127.0.0.1"
+expect_rc 1 "a wrong password through the jump"
+expect_contains "$err" "not added" "c3w: not added"
+expect_eq "$(count "SELECT count(*) FROM instance WHERE name = 'c3w'")" 0 "c3w: nothing left behind"
 
 # a rotation left unfinished (killed after step 2) is not fought over
 (GPUFLEET_TEST_CRASH_AT=2 "$GPUFLEET" keys rotate inst-1 >/dev/null 2>&1) 2>/dev/null

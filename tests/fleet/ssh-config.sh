@@ -108,6 +108,34 @@ expect_rc 1 "an ssh that cannot be run"
 expect_one_error_line "an ssh that cannot be run"
 expect_contains "$err" "cannot run $T/no-such-ssh: No such file or directory" "says which"
 
+# --- gpufleet killed while ssh runs: ssh goes too ---------------------------
+cat >"$T/ssh-pid" <<EOF
+#!/bin/sh
+echo \$\$ >"$T/ssh.pid"
+exec ssh "\$@"
+EOF
+chmod 755 "$T/ssh-pid"
+for sig in TERM HUP; do
+	rm -f "$T/ssh.pid" "$(home_of inst-2)/started"
+	GPUFLEET_SSH=$T/ssh-pid "$GPUFLEET" ssh inst-2 -- 'touch $HOME/started; sleep 300' \
+	    </dev/null >/dev/null 2>"$T/kill.err" &
+	gpid=$!
+	for _ in $(seq 600); do [ -e "$(home_of inst-2)/started" ] && break; sleep 0.1; done
+	checks=$((checks + 1))
+	[ -e "$(home_of inst-2)/started" ] || fail "SIG$sig: the remote command never started"
+	spid=$(cat "$T/ssh.pid")
+	kill -"$sig" "$gpid"
+	wait "$gpid"
+	rc=$?
+	checks=$((checks + 1))
+	[ "$rc" != 0 ] || fail "SIG$sig: gpufleet ssh exited 0"
+	gone=
+	for _ in $(seq 300); do kill -0 "$spid" 2>/dev/null || { gone=1; break; }; sleep 0.1; done
+	checks=$((checks + 1))
+	[ -n "$gone" ] || { fail "SIG$sig to gpufleet ssh left ssh ($spid) running"; kill "$spid"; }
+	expect_eq "$(grep -c 'HOST KEY' "$T/kill.err")" 0 "SIG$sig: no host key hint"
+done
+
 # --- BatchMode only when stdin is not a terminal ---------------------------
 cat >"$T/ssh-wrap" <<EOF
 #!/bin/sh

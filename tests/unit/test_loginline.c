@@ -210,6 +210,9 @@ static const struct split_case split_cases[] = {
 	{ "a && b", -1, { NULL } },
 	{ "a `id`", -1, { NULL } },
 	{ "", 0, { NULL } },
+	{ "ssh -p 22 \\\n  root@h", 4, { "ssh", "-p", "22", "root@h" } },
+	{ "ssh \\\r\nh", 2, { "ssh", "h" } },
+	{ "a\\\nb", 1, { "ab" } },
 };
 
 START_TEST(test_split)
@@ -243,6 +246,11 @@ START_TEST(test_is_line)
 	ck_assert(!loginline_is_line("sshhost:22"));
 	ck_assert(!loginline_is_line("root@ssh"));
 	ck_assert(!loginline_is_line("ssh.example.com"));
+	/* A path to ssh, as the words form takes it. */
+	ck_assert(loginline_is_line("/usr/bin/ssh -p 22 root@h"));
+	ck_assert(loginline_is_line(" /usr/bin/ssh"));
+	ck_assert(!loginline_is_line("openssh -p 1 h"));
+	ck_assert(!loginline_is_line("root@h/ssh:22 x"));
 }
 END_TEST
 
