@@ -94,17 +94,24 @@ static const char prelude[] =
     "}\n";
 
 /*
- * Lock: whether the sshd this session descends from uses PAM (`sshd -T` on
- * the -f config of the first ancestor that has one, its title or argv, else
- * on the default config; else that file or /etc/ssh's; else OpenSSH's
- * default no), then "already" or "old HASH" and "method M", then the state.
+ * The sshd this session descends from: sx its binary and cf the -f config
+ * of the first ancestor that is an sshd (its argv[0], or its title's first
+ * word: never a shell whose argv holds this script) and has one; else sx the
+ * sshd in PATH (or /usr/sbin/sshd) and cf empty, its default config. sshd_t
+ * prints `sshd -T` of that config for this connection (-C from
+ * SSH_CONNECTION: Match blocks apply, and a config with Match LocalPort
+ * and the like is not refused), with $S's rights.
  */
-static const char lock_body[] =
+const char passwd_sshd_lookup[] =
     "q=$PPID sx= cf= i=0\n"
     "while [ \"$i\" -lt 16 ] && [ \"${q:-0}\" -gt 1 ] 2>/dev/null; do\n"
     "\tc=$(tr '\\000' ' ' <\"/proc/$q/cmdline\" 2>/dev/null)\n"
+    "\tcase ${c%% *} in\n"
+    "\tsshd:|sshd|*/sshd) ;;\n"
+    "\t*) c= ;;\n"
+    "\tesac\n"
     "\tcase $c in\n"
-    "\t*sshd*' -f '*)\n"
+    "\t*' -f '*)\n"
     "\t\tcf=$(printf '%s\\n' \"$c\" | awk '{ for (i = 1; i < NF; i++) "
     "if ($i == \"-f\") { print $(i + 1); exit } }')\n"
     "\t\tsx=$(printf '%s\\n' \"$c\" | awk '{ for (i = 1; i <= NF; i++) "
@@ -117,9 +124,24 @@ static const char lock_body[] =
     "done\n"
     "[ -n \"$sx\" ] || sx=$(command -v sshd 2>/dev/null || echo "
     "/usr/sbin/sshd)\n"
-    "if [ -n \"$cf\" ]; then t=$($S \"$sx\" -T -f \"$cf\" 2>/dev/null "
-    "</dev/null)\n"
-    "else t=$($S \"$sx\" -T 2>/dev/null </dev/null); fi\n"
+    "sshd_t() {\n"
+    "\tif [ -n \"$cf\" ]; then set -- -f \"$cf\"; else set --; fi\n"
+    "\tif [ -n \"${SSH_CONNECTION:-}\" ]; then\n"
+    "\t\tset -- \"$@\" -C \"$(printf '%s\\n' \"$SSH_CONNECTION\" | awk "
+    "-v u=\"$(id -un)\" '{ print \"user=\" u \",host=\" $1 \",addr=\" $1 "
+    "\",laddr=\" $3 \",lport=\" $4 }')\"\n"
+    "\tfi\n"
+    "\t${S:-} \"$sx\" -T \"$@\" 2>/dev/null </dev/null\n"
+    "}\n";
+
+/*
+ * Lock: whether the sshd this session descends from uses PAM (`sshd -T` on
+ * its config, passwd_sshd_lookup's; else that file or /etc/ssh's; else
+ * OpenSSH's default no), then "already" or "old HASH" and "method M", then
+ * the state.
+ */
+static const char lock_body[] =
+    "t=$(sshd_t)\n"
     "p=$(printf '%s\\n' \"$t\" | awk '$1 == \"usepam\" { print "
     "tolower($2); exit }')\n"
     "if [ -z \"$p\" ]; then\n"
@@ -209,7 +231,8 @@ script(const char *body)
 {
 	char *s, *q, *cmd;
 
-	xasprintf(&s, "%s%s", prelude, body);
+	xasprintf(&s, "%s%s%s", prelude,
+	    body == lock_body ? passwd_sshd_lookup : "", body);
 	q = misc_shell_quote(s);
 	xasprintf(&cmd, "sh -c %s", q);
 	free(q);

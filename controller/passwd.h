@@ -21,6 +21,8 @@ struct passwd_host {
 	int new_works;	 /* --random: 1 the new one logs in; -1 not tried */
 };
 
+extern const char passwd_sshd_lookup[];
+
 int passwd_lock(struct remote *, const char *, struct passwd_host *);
 int passwd_random(struct remote *, const char *, struct passwd_host *);
 void passwd_record(

@@ -45,6 +45,26 @@ keyssh() {
 pwssh inst-2 password "$(pwfile inst-2)" || fail "inst-2 takes no password to begin with"
 pwssh inst-3 keyboard-interactive "$(pwfile inst-3)" || fail "inst-3 takes no password to begin with"
 
+# --- harden reads the sshd that serves the session, not /etc/ssh's --------
+# Each sshd here has its own -f config: inst-1's says no passwords, inst-2's
+# PasswordAuthentication yes, inst-3's keyboard-interactive with UsePAM yes,
+# whatever the machine's /etc/ssh/sshd_config says. inst-1's user is not
+# root (sshd -T cannot read the host key): its sshd's file is read instead,
+# and its login shell (dash) keeps the script in an ancestor's argv, which
+# must not be taken for an sshd's.
+conf1=$D/groups/g1/sshd_config conf2=$D/groups/g2/sshd_config
+conf3=$D/groups/g3/sshd_config
+[ -f "$conf1" ] && [ -f "$conf2" ] && [ -f "$conf3" ] || fail "the fleet's sshd_config files are not where this test looks"
+run harden 'inst-1,inst-2,inst-3' --json
+expect_eq "$(printf '%s' "$out" | jq -r '.[] | "\(.name) \(.password_authentication) \(.kbd_interactive_pam) \(.password_source)"')" \
+    "inst-1 no false $conf1
+inst-2 yes false sshd -T -f $conf2
+inst-3 no true sshd -T -f $conf3" "harden: each session's own sshd config"
+run harden 'inst-2,inst-3'
+expect_contains "$out" "inst-2: password login: yes (sshd -T -f $conf2)" "harden: inst-2 takes passwords"
+expect_contains "$out" "inst-3: password login: keyboard-interactive with UsePAM yes (sshd -T -f $conf3; sshd -T -f $conf3)" \
+    "harden: inst-3 asks for the password by keyboard-interactive"
+
 # --- --lock without PAM: usermod -p '*', key login kept --------------------
 run passwd inst-2 --lock --password-file "$(pwfile inst-2)"
 expect_rc 0 "passwd --lock inst-2"
