@@ -1059,8 +1059,25 @@ auth_refused(struct engine_conn *c)
 	struct engine_host *h = c->h;
 	const char *keys =
 	    h->nkeys > 1 || c->agent_tried ? "our keys" : "our key";
+	const char *agent = c->agent_tried ? " (ssh-agent included)" : "";
+	int m = ssh_userauth_list(c->s, NULL);
 
-	if (h->password == NULL)
+	if (h->password != NULL && m != 0 &&
+	    (m & (SSH_AUTH_METHOD_PASSWORD | SSH_AUTH_METHOD_INTERACTIVE)) ==
+		0) {
+		/* No password is taken at all: not "refused" this one. */
+		if (h->nkeys == 0)
+			conn_fail(c, EF_AUTH,
+			    "%s@%s takes no password (its sshd offers neither "
+			    "password nor keyboard-interactive login)",
+			    h->in->user, h->in->host);
+		else
+			conn_fail(c, EF_AUTH,
+			    "%s@%s refused %s%s and takes no password (its "
+			    "sshd offers neither password nor "
+			    "keyboard-interactive login)",
+			    h->in->user, h->in->host, keys, agent);
+	} else if (h->password == NULL)
 		conn_fail(c, EF_AUTH, "%s@%s refused %s%s", h->in->user,
 		    h->in->host, keys,
 		    c->agent_tried ? " (ssh-agent included)" : "");

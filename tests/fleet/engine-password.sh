@@ -50,8 +50,11 @@ expect_eq "$out" "auth root@127.0.0.1 refused the password" "another instance's 
 # a plain instance offers no password method at all
 user=$(awk -v n=inst-1 '$1 == n { print $3 }' "$D/instances.tsv")
 ep "$user" "$(port inst-1)" "$T/wrong" "$T/other"
-expect_eq "$out" "auth $user@127.0.0.1 refused our key and the password" \
-    "no password method offered: auth"
+expect_eq "$out" "auth $user@127.0.0.1 refused our key and takes no password (its sshd offers neither password nor keyboard-interactive login)" \
+    "no password method offered: auth, saying so"
+ep "$user" "$(port inst-1)" "$T/wrong"
+expect_eq "$out" "auth $user@127.0.0.1 takes no password (its sshd offers neither password nor keyboard-interactive login)" \
+    "no password method offered, no key: auth, saying so"
 
 # never the password in what it says, nor in sshd's logs
 for p in "$(cat "$T/wrong")" "$(cat "$pw2")"; do
