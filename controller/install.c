@@ -315,16 +315,24 @@ static void
 drop_key(struct run *run, size_t i)
 {
 	struct inst *x = &run->x[i];
-	char *pub, *cause = NULL;
+	char *pub, *cause = NULL, *prev;
+	const char *bad = NULL;
 
 	if (x->k.path == NULL)
 		return;
 	xasprintf(&pub, "%s.pub", x->k.path);
-	if ((unlink(x->k.path) != 0 && errno != ENOENT) ||
-	    (unlink(pub) != 0 && errno != ENOENT))
+	if (unlink(x->k.path) != 0 && errno != ENOENT)
+		bad = x->k.path;
+	else if (unlink(pub) != 0 && errno != ENOENT)
+		bad = pub;
+	if (bad != NULL) {
+		/* fail_host frees the error it replaces: keep it for this. */
+		prev = x->res->error;
+		x->res->error = NULL;
 		fail_host(run, i, "%s; and cannot remove %s: %s",
-		    x->res->error != NULL ? x->res->error : "failed", x->k.path,
-		    strerror(errno));
+		    prev != NULL ? prev : "failed", bad, strerror(errno));
+		free(prev);
+	}
 	free(pub);
 	if (x->made &&
 	    db_exec(run->rm->inv,

@@ -500,6 +500,7 @@ verify_lock(struct pwrun *pr, struct passwd_host *res, char **old)
 			    : no_answer(&vh[i]);
 			res[i].ok = 0;
 			if (old[i] == NULL) {
+				free(res[i].outcome);
 				xasprintf(&res[i].outcome,
 				    "failed: key login on a fresh connection "
 				    "(%s)",
