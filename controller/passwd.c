@@ -6,7 +6,8 @@
  * changes) reads how the running sshd treats locked accounts and locks the
  * password the way that keeps key login: `passwd -l` (a "!" before the
  * hash) where sshd uses PAM, else `usermod -p '*'` (sshd without PAM
- * refuses a "!"-locked account even by key). That session is kept open.
+ * refuses a "!"-locked account even by key; on an image without usermod,
+ * busybox's, '*' goes through `chpasswd -e`). That session is kept open.
  * Then a second fresh key-only login reads the shadow entry back; if it
  * fails, the old hash is written back at once over the first session
  * (`chpasswd -e`, the hash on its stdin). The old hash is only ever in
@@ -163,10 +164,14 @@ static const char lock_body[] =
     "\techo 'method passwd -l'\n"
     "\te=$($S passwd -l \"$u\" 2>&1 >/dev/null </dev/null) || { echo "
     "\"error passwd -l: $e\" | head -n 1; exit 0; }\n"
-    "else\n"
+    "elif command -v usermod >/dev/null 2>&1; then\n"
     "\techo \"method usermod -p '*'\"\n"
     "\te=$($S usermod -p '*' \"$u\" 2>&1 >/dev/null </dev/null) || { "
     "echo \"error usermod: $e\" | head -n 1; exit 0; }\n"
+    "else\n"
+    "\techo \"method chpasswd -e '*'\"\n"
+    "\te=$(printf '%s:*\\n' \"$u\" | $S chpasswd -e 2>&1 >/dev/null) || "
+    "{ echo \"error chpasswd -e: $e\" | head -n 1; exit 0; }\n"
     "fi\n"
     "state\n";
 

@@ -14,8 +14,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 shadow_before=$(sha256sum </etc/shadow)
 
-fleet_up 6 --root-login 2 --root-login 3:kbdint --root-login 4 \
-    --root-login 5 --root-login 6
+fleet_up 7 --root-login 2 --root-login 3:kbdint --root-login 4 \
+    --root-login 5 --root-login 6 --root-login 7
 port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
 shadow() { awk -F: '$1 == "root" { print $2 }' "$(instance_dir "$1")/etc/shadow"; }
 pwfile() { printf '%s/password' "$(instance_dir "$1")"; }
@@ -173,6 +173,20 @@ for f in "$XDG_DATA_HOME"/gpufleet/fleet.db*; do
 		grep -qaF -- "$s" "$f" && fail "a secret is stored in $f"
 	done
 done
+
+# --- --lock on an image without usermod (busybox, alpine): chpasswd -e ----
+# Hidden in inst-7's own mount namespace (its sshd's, private: the machine's
+# /usr/sbin/usermod is untouched) by /dev/null over it, not a regular file.
+sp=$(bash "$GPUFLEET_HARNESS" -d "$D" status | awk '$1 == "inst-7" { print $4 }')
+nsenter -t "$sp" -m mount --bind /dev/null /usr/sbin/usermod || fail "cannot hide usermod from inst-7"
+[ -f /usr/sbin/usermod ] || fail "usermod hidden from the machine too"
+run passwd inst-7 --lock --password-file "$(pwfile inst-7)"
+expect_rc 0 "passwd --lock inst-7 (no usermod)"
+expect_eq "$out" "inst-7: locked (chpasswd -e '*'), key login ok on a fresh connection, shadow entry locked, password refused" \
+    "lock without usermod"
+expect_eq "$(shadow inst-7)" "*" "inst-7's shadow entry"
+pwssh inst-7 password "$(pwfile inst-7)" && fail "inst-7 still takes its password"
+keyssh inst-7 || fail "inst-7 lost key login"
 
 # --- harden --fix --------------------------------------------------------
 h=$(instance_dir inst-6)/home
