@@ -131,6 +131,8 @@ phase(struct run *run, const int *want, int newkey, char **cmds)
 	set.command_timeout = 120;
 	set.stdin_data = run->stdin_data;
 	set.stdin_len = run->stdin_len;
+	/* Ctrl-C fails the hosts, so the key is taken off and dropped. */
+	set.handle_sigint = 1;
 	rm->ops.output = on_output;
 	rm->ops.done = NULL;
 	rm->ops.arg = run;
