@@ -186,7 +186,7 @@ cmd_passwd_exec(
 	struct remote *rm = NULL;
 	struct passwd_host *res = NULL;
 	const char *pwfile = NULL, *out = NULL;
-	char *oldpw = NULL, *cause = NULL;
+	char *oldpw = NULL, *cause = NULL, *what;
 	json_t *arr = NULL;
 	size_t i;
 	int ch, status, r, lock = 0, rnd = 0, ask = 0, json = 0, fd = -1;
@@ -239,16 +239,23 @@ cmd_passwd_exec(
 		}
 	}
 	misc_secret_hold();
+	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
 	if (ask || pwfile != NULL) {
-		oldpw = password_read(pwfile, "The old", &cause);
+		if (rm->n == 1)
+			xasprintf(&what, "%s@%s (the old one)",
+			    rm->list[0].user, rm->list[0].host);
+		else
+			xasprintf(
+			    &what, "the %zu instances (the old one)", rm->n);
+		oldpw = password_read(pwfile, what, &cause);
+		free(what);
 		if (oldpw == NULL) {
 			status = cmd_fail(GF_EUSAGE, cause);
 			goto out;
 		}
-	}
-	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
-		status = cmd_fail(-r, cause);
-		goto out;
 	}
 	res = xcalloc(rm->n, sizeof *res);
 	if (lock)
