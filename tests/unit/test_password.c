@@ -147,7 +147,7 @@ END_TEST
  * returns its pid and the master's fd once the prompt is there.
  */
 static pid_t
-tty_child(int *master)
+tty_child(int *master, const char *file)
 {
 	char buf[256], *cause;
 	size_t len = 0;
@@ -162,9 +162,9 @@ tty_child(int *master)
 		signal(SIGINT, SIG_DFL); /* not Check's */
 		signal(SIGTSTP, SIG_DFL);
 		setsid();
-		if (ioctl(slave, TIOCSCTTY, 0) != 0)
+		if (ioctl(slave, TIOCSCTTY, 0) != 0 || dup2(slave, 0) != 0)
 			_exit(90);
-		pw = password_read(NULL, "root@h", &cause);
+		pw = password_read(file, "root@h", &cause);
 		_exit(pw != NULL && strcmp(pw, "typed-pw") == 0 ? 0 : 91);
 	}
 	close(slave);
@@ -194,7 +194,7 @@ echo_on(int master)
 START_TEST(test_tty_sigint_restores_echo)
 {
 	int master, st, i;
-	pid_t pid = tty_child(&master);
+	pid_t pid = tty_child(&master, NULL);
 
 	for (i = 0; i < 1000 && echo_on(master); i++)
 		usleep(10000);
@@ -214,7 +214,7 @@ START_TEST(test_tty_sigtstp_asks_again)
 	size_t len = 0;
 	ssize_t n;
 	int master, st, i;
-	pid_t pid = tty_child(&master);
+	pid_t pid = tty_child(&master, NULL);
 
 	for (i = 0; i < 1000 && echo_on(master); i++)
 		usleep(10000);
@@ -240,6 +240,23 @@ START_TEST(test_tty_sigtstp_asks_again)
 }
 END_TEST
 
+/* "-" with a terminal on standard input: asked without echo, not echoed. */
+START_TEST(test_tty_dash_stdin)
+{
+	int master, st, i;
+	pid_t pid = tty_child(&master, "-");
+
+	for (i = 0; i < 1000 && echo_on(master); i++)
+		usleep(10000);
+	ck_assert_msg(!echo_on(master), "- on a terminal reads with echo");
+	ck_assert_int_eq(write(master, "typed-pw\n", 9), 9);
+	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0,
+	    "the password typed was not read: status %d", st);
+	close(master);
+}
+END_TEST
+
 START_TEST(test_free_null)
 {
 	password_free(NULL);
@@ -259,6 +276,7 @@ main(void)
 	tcase_add_test(tc, test_stdin);
 	tcase_add_test(tc, test_tty_sigint_restores_echo);
 	tcase_add_test(tc, test_tty_sigtstp_asks_again);
+	tcase_add_test(tc, test_tty_dash_stdin);
 	tcase_add_test(tc, test_free_null);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
