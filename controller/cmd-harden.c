@@ -479,6 +479,7 @@ cmd_harden_exec(
 		locks = xcalloc(rm->n, sizeof *locks);
 		for (i = 0; i < rm->n; i++)
 			rm->hosts[i].skip = failed[i] != NULL;
+		misc_signals_defer(); /* as passwd --lock: until the end */
 		passwd_lock(rm, NULL, locks);
 		passwd_record(rm, "passwd_lock", "harden --fix", locks);
 	}
@@ -520,5 +521,6 @@ cmd_harden_exec(
 	free(managed);
 	keys_passphrase_clear();
 	remote_close(rm);
+	misc_signals_resume();
 	return status;
 }

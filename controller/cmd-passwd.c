@@ -81,7 +81,9 @@ const struct cmd_entry cmd_passwd_entry = {
 	    "run is recorded in\n"
 	    "`gpufleet events` and shown by `gpufleet keys status` (what, "
 	    "when, how; never\n"
-	    "a password).  Exit status 1 when any instance fails.\n",
+	    "a password).  Exit status 1 when any instance fails.  Once the "
+	    "run has\nstarted, Ctrl-C takes effect only at the end: a lock is "
+	    "checked (or undone)\nand new passwords shown or written first.\n",
 	.exec = cmd_passwd_exec,
 };
 
@@ -258,6 +260,9 @@ cmd_passwd_exec(
 		}
 	}
 	res = xcalloc(rm->n, sizeof *res);
+	/* From here to the end, Ctrl-C waits: a lock is checked (or undone),
+	 * a new password shown or written, before it acts. */
+	misc_signals_defer();
 	if (lock)
 		nbad = passwd_lock(rm, oldpw, res);
 	else
@@ -297,5 +302,6 @@ out:
 	password_free(oldpw);
 	misc_secret_release();
 	remote_close(rm);
+	misc_signals_resume();
 	return status;
 }

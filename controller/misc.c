@@ -20,6 +20,11 @@ static char *quote(const char *, int);
 
 static int secrets_held;
 static volatile sig_atomic_t secret_signo;
+static volatile sig_atomic_t deferred_signo;
+static const int deferred_sigs[] = { SIGINT, SIGTERM, SIGHUP };
+#define NDEFERRED_SIGS (sizeof deferred_sigs / sizeof deferred_sigs[0])
+static struct sigaction deferred_saved[NDEFERRED_SIGS];
+static int deferring;
 static int saved_dumpable = -1;
 static struct rlimit saved_core;
 
@@ -318,6 +323,53 @@ misc_read_secret(const char *file, const char *prompt, char **cause)
 	s = xstrdup(buf);
 	explicit_bzero(buf, sizeof buf);
 	return s;
+}
+
+static void
+defer_catch(int signo)
+{
+	if (deferred_signo == 0)
+		deferred_signo = signo;
+}
+
+/*
+ * Hold off Ctrl-C, SIGTERM and SIGHUP while a step runs that must not stop
+ * half-way (a password changed and not yet checked, or not yet shown):
+ * one that comes is kept, and acted on by misc_signals_resume. Process-wide
+ * (a handler, not a mask), so no thread takes the signal meanwhile.
+ */
+void
+misc_signals_defer(void)
+{
+	struct sigaction sa;
+	size_t i;
+
+	if (deferring++ > 0)
+		return;
+	memset(&sa, 0, sizeof sa);
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = defer_catch;
+	sa.sa_flags = SA_RESTART;
+	deferred_signo = 0;
+	for (i = 0; i < NDEFERRED_SIGS; i++)
+		sigaction(deferred_sigs[i], &sa, &deferred_saved[i]);
+}
+
+/* The step is over: the signals act again, one that came now. */
+void
+misc_signals_resume(void)
+{
+	size_t i;
+	int signo;
+
+	if (deferring == 0 || --deferring > 0)
+		return;
+	for (i = 0; i < NDEFERRED_SIGS; i++)
+		sigaction(deferred_sigs[i], &deferred_saved[i], NULL);
+	if ((signo = deferred_signo) != 0) {
+		deferred_signo = 0;
+		raise(signo);
+	}
 }
 
 /*

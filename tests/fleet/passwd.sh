@@ -14,8 +14,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 shadow_before=$(sha256sum </etc/shadow)
 
-fleet_up 7 --root-login 2 --root-login 3:kbdint --root-login 4 \
-    --root-login 5 --root-login 6 --root-login 7
+fleet_up 8 --root-login 2 --root-login 3:kbdint --root-login 4 \
+    --root-login 5 --root-login 6 --root-login 7 --root-login 8
 port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
 shadow() { awk -F: '$1 == "root" { print $2 }' "$(instance_dir "$1")/etc/shadow"; }
 pwfile() { printf '%s/password' "$(instance_dir "$1")"; }
@@ -187,6 +187,24 @@ expect_eq "$out" "inst-7: locked (chpasswd -e '*'), key login ok on a fresh conn
 expect_eq "$(shadow inst-7)" "*" "inst-7's shadow entry"
 pwssh inst-7 password "$(pwfile inst-7)" && fail "inst-7 still takes its password"
 keyssh inst-7 || fail "inst-7 lost key login"
+
+# --- Ctrl-C during --lock waits until the lock is checked -----------------
+# (env: a script's background job starts with SIGINT ignored; a user's
+# Ctrl-C finds it at its default.)
+env --default-signal=INT "$GPUFLEET" passwd inst-8 --lock >"$T/out8" 2>&1 &
+lpid=$!
+for _ in $(seq 300); do
+	ss -Htnp state established "( dport = :$(port inst-8) )" 2>/dev/null | grep -q "pid=$lpid," && break
+	sleep 0.05
+done
+kill -INT "$lpid"
+wait "$lpid"
+rc=$?
+expect_rc 130 "passwd --lock, Ctrl-C: it ends by the signal, once done"
+expect_eq "$(cat "$T/out8")" "inst-8: locked (usermod -p '*'), key login ok on a fresh connection, shadow entry locked" \
+    "Ctrl-C during --lock: the lock was finished and checked first"
+expect_eq "$(shadow inst-8)" "*" "inst-8's shadow entry"
+keyssh inst-8 || fail "inst-8 lost key login"
 
 # --- harden --fix --------------------------------------------------------
 h=$(instance_dir inst-6)/home
