@@ -1,11 +1,11 @@
 /*
  * Report how exposed each selected instance is: whether sshd accepts
- * passwords (from `sshd -T` where the login user may run it, else the
- * config files), the authorized_keys entries that are not gpufleet's keys,
- * and private keys in the remote home that anyone can read. With --fix it
- * first does what is safe and reversible (locks the login password as
- * `passwd --lock` does, takes group and world read off private keys) and
- * reports each fix; the rest stays report-only.
+ * passwords (from `sshd -T` on the config of the sshd serving the session
+ * where the login user may run it, else the config files), the authorized_keys
+ * entries that are not gpufleet's keys, and private keys in the remote home
+ * that anyone can read. With --fix it first does what is safe and reversible
+ * (locks the login password as `passwd --lock` does, takes group and world read
+ * off private keys) and reports each fix; the rest stays report-only.
  */
 
 #include <stdarg.h>
@@ -45,16 +45,19 @@ const struct cmd_entry cmd_harden_entry = {
 	.summary =
 	    "report password login, unmanaged keys, readable private keys",
 	.help = "Per instance, reports (and changes nothing):\n"
-		"  - whether sshd accepts password logins: `sshd -T` where "
-		"the login user\n"
-		"    may run it, else PasswordAuthentication in "
-		"/etc/ssh/sshd_config.d/*.conf\n"
-		"    and /etc/ssh/sshd_config (OpenSSH's default is yes), "
-		"and keyboard-\n"
-		"    interactive login (KbdInteractiveAuthentication or "
-		"ChallengeResponse-\n"
-		"    Authentication) with UsePAM yes, which asks for the "
-		"password too;\n"
+		"  - whether sshd accepts password logins: `sshd -T` on the "
+		"config of the\n"
+		"    sshd serving the session (its -f FILE, else the default) "
+		"where the\n"
+		"    login user may run it, else PasswordAuthentication in "
+		"that FILE, or\n"
+		"    in /etc/ssh/sshd_config.d/*.conf and /etc/ssh/sshd_config "
+		"(OpenSSH's\n"
+		"    default is yes), and keyboard-interactive login "
+		"(KbdInteractive-\n"
+		"    Authentication or ChallengeResponseAuthentication) with "
+		"UsePAM yes,\n"
+		"    which asks for the password too;\n"
 		"  - authorized_keys entries that are not keys gpufleet "
 		"manages (each line's\n"
 		"    key read as sshd reads it, not a key quoted in an "
@@ -129,13 +132,8 @@ probe_script(const char *akpath, int fix)
 	    "done\n";
 	static const char body[] =
 	    "t= src=\n"
-	    "S=$(command -v sshd 2>/dev/null || echo /usr/sbin/sshd)\n"
-	    "if [ -x \"$S\" ] && t=$(\"$S\" -T 2>/dev/null) && [ -n \"$t\" ]; "
-	    "then\n"
-	    "\tsrc='sshd -T'\n"
-	    "else\n"
-	    "\tt=\n"
-	    "fi\n"
+	    "t=$(sshd_t) && src=\"sshd -T${cf:+ -f $cf}\"\n"
+	    "[ -n \"$t\" ] || { t= src=; }\n"
 	    "# opt KEYWORD DEFAULT: its value and where it came from; the "
 	    "first\n"
 	    "# value counts, as in sshd.\n"
@@ -145,8 +143,8 @@ probe_script(const char *akpath, int fix)
 	    "print tolower($2); exit }')\n"
 	    "\t\t[ -n \"$v\" ] && { echo \"$v $src\"; return; }\n"
 	    "\telse\n"
-	    "\t\tfor f in /etc/ssh/sshd_config.d/*.conf "
-	    "/etc/ssh/sshd_config; do\n"
+	    "\t\tfor f in ${cf:-/etc/ssh/sshd_config.d/*.conf "
+	    "/etc/ssh/sshd_config}; do\n"
 	    "\t\t\t[ -r \"$f\" ] || continue\n"
 	    "\t\t\tv=$(awk -v k=\"$1\" 'tolower($1) == \"match\" { exit } "
 	    "tolower($1) == k { print tolower($2); exit }' \"$f\")\n"
@@ -169,7 +167,8 @@ probe_script(const char *akpath, int fix)
 	    "exit 0\n";
 	char *qpath = misc_quote_path(akpath), *script, *q, *cmd;
 
-	xasprintf(&script, "ak=%s\n%s%s", qpath, fix ? fixes : "", body);
+	xasprintf(&script, "ak=%s\n%s%s%s", qpath, fix ? fixes : "",
+	    passwd_sshd_lookup, body);
 	q = misc_shell_quote(script);
 	xasprintf(&cmd, "sh -c %s", q);
 	free(q);
@@ -480,6 +479,7 @@ cmd_harden_exec(
 		locks = xcalloc(rm->n, sizeof *locks);
 		for (i = 0; i < rm->n; i++)
 			rm->hosts[i].skip = failed[i] != NULL;
+		misc_signals_defer(); /* as passwd --lock: until the end */
 		passwd_lock(rm, NULL, locks);
 		passwd_record(rm, "passwd_lock", "harden --fix", locks);
 	}
@@ -521,5 +521,6 @@ cmd_harden_exec(
 	free(managed);
 	keys_passphrase_clear();
 	remote_close(rm);
+	misc_signals_resume();
 	return status;
 }

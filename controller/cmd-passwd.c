@@ -46,7 +46,9 @@ const struct cmd_entry cmd_passwd_entry = {
 	    "                  with `passwd -l` where sshd uses PAM, else "
 	    "`usermod -p '*'`\n"
 	    "                  (sshd without PAM refuses a \"!\"-locked "
-	    "account even by key).\n"
+	    "account even by key;\n"
+	    "                  without usermod, as on busybox, `chpasswd -e` "
+	    "with '*').\n"
 	    "                  Then a second fresh key login reads the "
 	    "shadow entry back;\n"
 	    "                  if that login fails, the old hash is written "
@@ -79,7 +81,9 @@ const struct cmd_entry cmd_passwd_entry = {
 	    "run is recorded in\n"
 	    "`gpufleet events` and shown by `gpufleet keys status` (what, "
 	    "when, how; never\n"
-	    "a password).  Exit status 1 when any instance fails.\n",
+	    "a password).  Exit status 1 when any instance fails.  Once the "
+	    "run has\nstarted, Ctrl-C takes effect only at the end: a lock is "
+	    "checked (or undone)\nand new passwords shown or written first.\n",
 	.exec = cmd_passwd_exec,
 };
 
@@ -184,7 +188,7 @@ cmd_passwd_exec(
 	struct remote *rm = NULL;
 	struct passwd_host *res = NULL;
 	const char *pwfile = NULL, *out = NULL;
-	char *oldpw = NULL, *cause = NULL;
+	char *oldpw = NULL, *cause = NULL, *what;
 	json_t *arr = NULL;
 	size_t i;
 	int ch, status, r, lock = 0, rnd = 0, ask = 0, json = 0, fd = -1;
@@ -237,18 +241,28 @@ cmd_passwd_exec(
 		}
 	}
 	misc_secret_hold();
+	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
+		status = cmd_fail(-r, cause);
+		goto out;
+	}
 	if (ask || pwfile != NULL) {
-		oldpw = password_read(pwfile, "The old", &cause);
+		if (rm->n == 1)
+			xasprintf(&what, "%s@%s (the old one)",
+			    rm->list[0].user, rm->list[0].host);
+		else
+			xasprintf(
+			    &what, "the %zu instances (the old one)", rm->n);
+		oldpw = password_read(pwfile, what, &cause);
+		free(what);
 		if (oldpw == NULL) {
 			status = cmd_fail(GF_EUSAGE, cause);
 			goto out;
 		}
 	}
-	if ((r = remote_open(ctx->fleet, argv[optind], &rm, &cause)) != 0) {
-		status = cmd_fail(-r, cause);
-		goto out;
-	}
 	res = xcalloc(rm->n, sizeof *res);
+	/* From here to the end, Ctrl-C waits: a lock is checked (or undone),
+	 * a new password shown or written, before it acts. */
+	misc_signals_defer();
 	if (lock)
 		nbad = passwd_lock(rm, oldpw, res);
 	else
@@ -288,5 +302,6 @@ out:
 	password_free(oldpw);
 	misc_secret_release();
 	remote_close(rm);
+	misc_signals_resume();
 	return status;
 }

@@ -206,8 +206,9 @@ struct engine_conn {
 	int64_t last_read_ms;	/* when the socket last woke us to read */
 	int banner_seen;	/* the server's SSH banner has come */
 	int key_index;
-	int auth_phase;	  /* AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT */
-	int kbd_answered; /* keyboard-interactive has had the password */
+	int auth_phase;	     /* AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT */
+	int kbd_answered;    /* keyboard-interactive has had the password */
+	char kbd_prompt[64]; /* the prompt it answered */
 	int kbd_rounds;
 	int agent_tried;
 	size_t stdin_off;
@@ -269,6 +270,7 @@ static int conn_check_hostkey(struct engine_conn *);
 static int conn_auth(struct engine_conn *);
 static int auth_offered(struct engine_conn *, int);
 static void auth_refused(struct engine_conn *);
+static void kbdint_line(const char *, char *, size_t);
 static int auth_kbdint_answer(struct engine_conn *);
 static void conn_write_stdin(struct engine_conn *);
 static void conn_phase(struct engine_conn *, int64_t, int64_t);
@@ -1060,8 +1062,25 @@ auth_refused(struct engine_conn *c)
 	struct engine_host *h = c->h;
 	const char *keys =
 	    h->nkeys > 1 || c->agent_tried ? "our keys" : "our key";
+	const char *agent = c->agent_tried ? " (ssh-agent included)" : "";
+	int m = ssh_userauth_list(c->s, NULL);
 
-	if (h->password == NULL)
+	if (h->password != NULL && m != 0 &&
+	    (m & (SSH_AUTH_METHOD_PASSWORD | SSH_AUTH_METHOD_INTERACTIVE)) ==
+		0) {
+		/* No password is taken at all: not "refused" this one. */
+		if (h->nkeys == 0)
+			conn_fail(c, EF_AUTH,
+			    "%s@%s takes no password (its sshd offers neither "
+			    "password nor keyboard-interactive login)",
+			    h->in->user, h->in->host);
+		else
+			conn_fail(c, EF_AUTH,
+			    "%s@%s refused %s%s and takes no password (its "
+			    "sshd offers neither password nor "
+			    "keyboard-interactive login)",
+			    h->in->user, h->in->host, keys, agent);
+	} else if (h->password == NULL)
 		conn_fail(c, EF_AUTH, "%s@%s refused %s%s", h->in->user,
 		    h->in->host, keys,
 		    c->agent_tried ? " (ssh-agent included)" : "");
@@ -1074,6 +1093,19 @@ auth_refused(struct engine_conn *c)
 		    c->agent_tried ? " (ssh-agent included)" : "");
 }
 
+/* A server's prompt as one line of at most len - 1 bytes, for a message. */
+static void
+kbdint_line(const char *p, char *q, size_t len)
+{
+	size_t j = 0;
+
+	for (; *p != '\0' && j < len - 1; p++)
+		q[j++] = *p == '\n' || *p == '\r' || *p == '\t' ? ' ' : *p;
+	while (j > 0 && q[j - 1] == ' ')
+		j--;
+	q[j] = '\0';
+}
+
 /*
  * Answer one keyboard-interactive round: every echo-off prompt gets the
  * password, once. A second round that asks again means it was refused; an
@@ -1084,8 +1116,9 @@ static int
 auth_kbdint_answer(struct engine_conn *c)
 {
 	struct engine_host *h = c->h;
+	const char *p;
+	char q[128], echo;
 	int i, n;
-	char echo;
 
 	n = ssh_userauth_kbdint_getnprompts(c->s);
 	if (++c->kbd_rounds > KBDINT_MAX_ROUNDS) {
@@ -1096,8 +1129,8 @@ auth_kbdint_answer(struct engine_conn *c)
 	}
 	for (i = 0; i < n; i++) {
 		echo = 0;
-		if (ssh_userauth_kbdint_getprompt(
-			c->s, (unsigned int)i, &echo) == NULL ||
+		if ((p = ssh_userauth_kbdint_getprompt(
+			 c->s, (unsigned int)i, &echo)) == NULL ||
 		    echo) {
 			conn_fail(c, EF_AUTH,
 			    "%s@%s asked for more than a password "
@@ -1105,10 +1138,22 @@ auth_kbdint_answer(struct engine_conn *c)
 			    h->in->user, h->in->host);
 			return -1;
 		}
-		if (c->kbd_answered) {
-			auth_refused(c);
+		if (c->kbd_answered &&
+		    strncmp(p, c->kbd_prompt, sizeof c->kbd_prompt - 1) == 0) {
+			auth_refused(c); /* the same question again */
 			return -1;
 		}
+		if (c->kbd_answered) {
+			/* Such as PAM's change of an expired password. */
+			kbdint_line(p, q, sizeof q);
+			conn_fail(c, EF_AUTH,
+			    "%s@%s took the password, then asked \"%s\" "
+			    "(keyboard-interactive): log in once by hand to "
+			    "answer it",
+			    h->in->user, h->in->host, q);
+			return -1;
+		}
+		snprintf(c->kbd_prompt, sizeof c->kbd_prompt, "%s", p);
 		if (ssh_userauth_kbdint_setanswer(
 			c->s, (unsigned int)i, h->password) < 0) {
 			conn_fail(c, EF_SSH, "keyboard-interactive: %s",

@@ -18,6 +18,7 @@
 #include "keys.h"
 #include "misc.h"
 #include "password.h"
+#include "rotate.h"
 #include "status.h"
 #include "xmalloc.h"
 
@@ -28,7 +29,6 @@ struct inst {
 	struct install_host *res;
 	struct keys_key k;
 	ssh_key key;
-	int made; /* k is recorded in the inventory */
 	int done; /* failed, or nothing more to do */
 	struct misc_buf out;
 	ssh_key saved[ENGINE_MAX_KEYS]; /* the host's own keys, tried first */
@@ -131,6 +131,8 @@ phase(struct run *run, const int *want, int newkey, char **cmds)
 	set.command_timeout = 120;
 	set.stdin_data = run->stdin_data;
 	set.stdin_len = run->stdin_len;
+	/* Ctrl-C fails the hosts, so the key is taken off and dropped. */
+	set.handle_sigint = 1;
 	rm->ops.output = on_output;
 	rm->ops.done = NULL;
 	rm->ops.arg = run;
@@ -251,8 +253,10 @@ host_error(struct run *run, size_t i)
 }
 
 /*
- * Step 1: make host i's key NAME-DATE and record it. 0 or -1 (failed; also
- * while a rotation of the host is unfinished: it would fight this one).
+ * Step 1: make host i's key NAME-DATE (its files only: the row comes with
+ * the switch, so a run killed before it leaves files `keys gc` removes). 0
+ * or -1 (failed; also while a rotation of the host is unfinished: it would
+ * fight this one).
  */
 static int
 make_key(struct run *run, size_t i)
@@ -295,12 +299,6 @@ make_key(struct run *run, size_t i)
 		fail_host(run, i, "%s", cause);
 		goto out;
 	}
-	if (keys_add(rm->inv, &x->k, &cause) != 0) {
-		fail_host(run, i, "%s", cause);
-		drop_key(run, i);
-		goto out;
-	}
-	x->made = 1;
 	rc = 0;
 out:
 	free(cause);
@@ -310,33 +308,33 @@ out:
 	return rc;
 }
 
-/* A key that host i will not use: its files and its row go. */
+/* A key that host i will not use: its files go (it has no row yet). */
 static void
 drop_key(struct run *run, size_t i)
 {
 	struct inst *x = &run->x[i];
-	char *pub, *cause = NULL;
+	char *pub, *prev;
+	const char *bad = NULL;
 
 	if (x->k.path == NULL)
 		return;
 	xasprintf(&pub, "%s.pub", x->k.path);
-	if ((unlink(x->k.path) != 0 && errno != ENOENT) ||
-	    (unlink(pub) != 0 && errno != ENOENT))
+	if (unlink(x->k.path) != 0 && errno != ENOENT)
+		bad = x->k.path;
+	else if (unlink(pub) != 0 && errno != ENOENT)
+		bad = pub;
+	if (bad != NULL) {
+		/* fail_host frees the error it replaces: keep it for this. */
+		prev = x->res->error;
+		x->res->error = NULL;
 		fail_host(run, i, "%s; and cannot remove %s: %s",
-		    x->res->error != NULL ? x->res->error : "failed", x->k.path,
-		    strerror(errno));
-	free(pub);
-	if (x->made &&
-	    db_exec(run->rm->inv,
-		"DELETE FROM managed_key WHERE id = ? AND NOT EXISTS "
-		"(SELECT 1 FROM instance_key WHERE key_id = ?1)",
-		"dropping an unused key", &cause, "I", x->k.id) != 0) {
-		free(cause); /* `keys gc` finds it: no file, no user */
+		    prev != NULL ? prev : "failed", bad, strerror(errno));
+		free(prev);
 	}
-	x->made = 0;
+	free(pub);
 }
 
-/* Step 4: the inventory switches host i to its new key. */
+/* Step 4: the key is recorded and host i switched to it, in one go. */
 static int
 switch_key(struct run *run, size_t i, char **cause)
 {
@@ -345,7 +343,8 @@ switch_key(struct run *run, size_t i, char **cause)
 
 	if ((r = inventory_begin(inv, cause)) != 0)
 		return r;
-	if ((r = keys_set_instance_key(
+	if ((r = keys_add(inv, &run->x[i].k, cause)) != 0 ||
+	    (r = keys_set_instance_key(
 		 inv, run->rm->hosts[i].in->id, &run->x[i].k, cause)) != 0 ||
 	    (r = inventory_commit(inv, cause)) != 0) {
 		if (inv->in_txn)
@@ -388,9 +387,10 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 		x->res->name = rm->hosts[i].in->name;
 		memcpy(x->saved, rm->hosts[i].keys, sizeof x->saved);
 		x->nsaved = rm->hosts[i].nkeys;
-		/* 1: the key, recorded before any host sees it. */
+		/* 1: the key's files, before any host sees it. */
 		make_key(&run, i);
 	}
+	rotate_test_crash(1);
 
 	/* 2: add it by password (the host key is checked, or pinned). */
 	for (i = 0; i < rm->n; i++)
@@ -405,6 +405,7 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 		fail_host(&run, i, "adding the key: %s", e);
 		free(e);
 	}
+	rotate_test_crash(2);
 
 	/* 3: a fresh login with only the new key. */
 	for (i = 0; i < rm->n; i++) {
@@ -420,6 +421,7 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 		    "a fresh login with only the new key failed: %s", why[i]);
 		undo[i] = 1;
 	}
+	rotate_test_crash(3);
 
 	/* Where it failed after the key may be there: take it off again. */
 	for (i = 0; i < rm->n; i++)

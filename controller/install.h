@@ -5,12 +5,15 @@
  * Nothing here prints: each host gets a struct install_host for the caller
  * to render.
  *
- * Per host, in this order: (1) a new managed key is made and recorded; (2)
+ * Per host, in this order: (1) a new managed key's files are made; (2)
  * logging in with the password (the host's keys are tried first), the host
  * key is checked (pinned on first contact, by the fleet's policy) and the
  * key is added to authorized_keys with the agent's byte-preserving,
  * atomic edit, as rotation step 2 does; (3) a fresh login with only the
- * new key runs true; (4) the inventory switches the instance to the key.
+ * new key runs true; (4) one transaction records the key and switches the
+ * instance to it. Killed before (4), what is left is a key file with no
+ * row, which `keys gc` removes (and, after (2), its line on the host,
+ * which opens nothing once the file is gone).
  * A host that fails before (4) is left as it was: the key is taken off
  * again where it was added (by password) and deleted, and the error says
  * what, if anything, is left to do.

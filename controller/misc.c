@@ -6,6 +6,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,12 @@
 static char *quote(const char *, int);
 
 static int secrets_held;
+static volatile sig_atomic_t secret_signo;
+static volatile sig_atomic_t deferred_signo;
+static const int deferred_sigs[] = { SIGINT, SIGTERM, SIGHUP };
+#define NDEFERRED_SIGS (sizeof deferred_sigs / sizeof deferred_sigs[0])
+static struct sigaction deferred_saved[NDEFERRED_SIGS];
+static int deferring;
 static int saved_dumpable = -1;
 static struct rlimit saved_core;
 
@@ -219,6 +226,79 @@ misc_secret_release(void)
 }
 
 /*
+ * The signals that would leave the terminal without echo if they came
+ * while a secret is typed: caught, the terminal restored, then sent again.
+ */
+static const int secret_sigs[] = { SIGALRM, SIGHUP, SIGINT, SIGPIPE, SIGQUIT,
+	SIGTERM, SIGTSTP, SIGTTIN, SIGTTOU };
+#define NSECRET_SIGS (sizeof secret_sigs / sizeof secret_sigs[0])
+
+static void
+secret_catch(int signo)
+{
+	secret_signo = signo;
+}
+
+/*
+ * Read one line typed on the terminal after prompt, without echo, into buf
+ * (size len, NUL-terminated). Echo comes back on every path: a signal
+ * that stops or ends the process is caught while echo is off, the
+ * terminal restored, the line wiped, and the signal sent again (after a
+ * stop, it asks again). Returns 0, or -1 with *cause set.
+ */
+static int
+read_tty(const char *prompt, char *buf, size_t len, char **cause)
+{
+	struct sigaction sa, saved[NSECRET_SIGS];
+	struct termios old, cur, noecho;
+	ssize_t n;
+	size_t i;
+	int fd, signo, off, restored = 1;
+
+again:
+	/* After a stop with echo still off, old is still what to restore. */
+	if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
+	    tcgetattr(fd, restored ? &old : &cur) != 0) {
+		if (fd != -1)
+			close(fd);
+		xasprintf(cause, "no terminal to ask on");
+		return -1;
+	}
+	memset(&sa, 0, sizeof sa);
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = secret_catch; /* no SA_RESTART: read ends */
+	secret_signo = 0;
+	for (i = 0; i < NSECRET_SIGS; i++)
+		sigaction(secret_sigs[i], &sa, &saved[i]);
+	noecho = old;
+	noecho.c_lflag &= ~(tcflag_t)(ECHO | ECHONL);
+	dprintf(fd, "%s", prompt);
+	/* TCSANOW: keep what was typed ahead. */
+	off = secret_signo == 0 && tcsetattr(fd, TCSANOW, &noecho) == 0;
+	n = off && secret_signo == 0 ? read(fd, buf, len - 1) : -1;
+	/* In the background each try raises SIGTTOU again: then give up. */
+	restored = 1;
+	while (off && (restored = tcsetattr(fd, TCSANOW, &old) == 0) == 0 &&
+	    errno == EINTR && secret_signo != SIGTTOU)
+		;
+	dprintf(fd, "\n");
+	close(fd);
+	for (i = 0; i < NSECRET_SIGS; i++)
+		sigaction(secret_sigs[i], &saved[i], NULL);
+	buf[n > 0 ? (size_t)n : 0] = '\0';
+	if ((signo = secret_signo) != 0) {
+		explicit_bzero(buf, len);
+		secret_signo = 0;
+		kill(getpid(), signo);
+		if (signo == SIGTSTP || signo == SIGTTIN || signo == SIGTTOU)
+			goto again;
+		xasprintf(cause, "interrupted");
+		return -1;
+	}
+	return 0;
+}
+
+/*
  * Read a passphrase: the first line of file, or typed on the terminal
  * after prompt when file is NULL. Returns the one heap copy (every other
  * buffer that held it is wiped), or NULL with *cause set. The caller holds
@@ -227,7 +307,6 @@ misc_secret_release(void)
 char *
 misc_read_secret(const char *file, const char *prompt, char **cause)
 {
-	struct termios old, noecho;
 	char buf[1024], *s;
 	ssize_t n = 0;
 	size_t len = 0;
@@ -258,30 +337,60 @@ misc_read_secret(const char *file, const char *prompt, char **cause)
 			    cause, "cannot read %s: %s", file, strerror(errno));
 			return NULL;
 		}
-	} else {
-		if ((fd = open("/dev/tty", O_RDWR | O_CLOEXEC)) == -1 ||
-		    tcgetattr(fd, &old) != 0) {
-			if (fd != -1)
-				close(fd);
-			xasprintf(cause, "no terminal to ask on");
-			return NULL;
-		}
-		noecho = old;
-		noecho.c_lflag &= ~(tcflag_t)ECHO;
-		dprintf(fd, "%s", prompt);
-		/* TCSANOW: keep what was typed ahead. */
-		tcsetattr(fd, TCSANOW, &noecho);
-		n = read(fd, buf, sizeof buf - 1);
-		tcsetattr(fd, TCSANOW, &old);
-		dprintf(fd, "\n");
-		close(fd);
-		len = n > 0 ? (size_t)n : 0;
-	}
-	buf[len] = '\0';
+		buf[len] = '\0';
+	} else if (read_tty(prompt, buf, sizeof buf, cause) != 0)
+		return NULL;
 	buf[strcspn(buf, "\r\n")] = '\0';
 	s = xstrdup(buf);
 	explicit_bzero(buf, sizeof buf);
 	return s;
+}
+
+static void
+defer_catch(int signo)
+{
+	if (deferred_signo == 0)
+		deferred_signo = signo;
+}
+
+/*
+ * Hold off Ctrl-C, SIGTERM and SIGHUP while a step runs that must not stop
+ * half-way (a password changed and not yet checked, or not yet shown):
+ * one that comes is kept, and acted on by misc_signals_resume. Process-wide
+ * (a handler, not a mask), so no thread takes the signal meanwhile.
+ */
+void
+misc_signals_defer(void)
+{
+	struct sigaction sa;
+	size_t i;
+
+	if (deferring++ > 0)
+		return;
+	memset(&sa, 0, sizeof sa);
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = defer_catch;
+	sa.sa_flags = SA_RESTART;
+	deferred_signo = 0;
+	for (i = 0; i < NDEFERRED_SIGS; i++)
+		sigaction(deferred_sigs[i], &sa, &deferred_saved[i]);
+}
+
+/* The step is over: the signals act again, one that came now. */
+void
+misc_signals_resume(void)
+{
+	size_t i;
+	int signo;
+
+	if (deferring == 0 || --deferring > 0)
+		return;
+	for (i = 0; i < NDEFERRED_SIGS; i++)
+		sigaction(deferred_sigs[i], &deferred_saved[i], NULL);
+	if ((signo = deferred_signo) != 0) {
+		deferred_signo = 0;
+		raise(signo);
+	}
 }
 
 /*

@@ -26,6 +26,8 @@ char *misc_quote_path(const char *);
 void misc_secret_hold(void);
 void misc_secret_release(void);
 char *misc_read_secret(const char *, const char *, char **);
+void misc_signals_defer(void);
+void misc_signals_resume(void);
 void misc_buf_add(struct misc_buf *, const char *, size_t, size_t);
 size_t misc_names_add(char ***, size_t *, char *);
 

@@ -6,7 +6,8 @@
  * changes) reads how the running sshd treats locked accounts and locks the
  * password the way that keeps key login: `passwd -l` (a "!" before the
  * hash) where sshd uses PAM, else `usermod -p '*'` (sshd without PAM
- * refuses a "!"-locked account even by key). That session is kept open.
+ * refuses a "!"-locked account even by key; on an image without usermod,
+ * busybox's, '*' goes through `chpasswd -e`). That session is kept open.
  * Then a second fresh key-only login reads the shadow entry back; if it
  * fails, the old hash is written back at once over the first session
  * (`chpasswd -e`, the hash on its stdin). The old hash is only ever in
@@ -94,17 +95,24 @@ static const char prelude[] =
     "}\n";
 
 /*
- * Lock: whether the sshd this session descends from uses PAM (`sshd -T` on
- * the -f config of the first ancestor that has one, its title or argv, else
- * on the default config; else that file or /etc/ssh's; else OpenSSH's
- * default no), then "already" or "old HASH" and "method M", then the state.
+ * The sshd this session descends from: sx its binary and cf the -f config
+ * of the first ancestor that is an sshd (its argv[0], or its title's first
+ * word: never a shell whose argv holds this script) and has one; else sx the
+ * sshd in PATH (or /usr/sbin/sshd) and cf empty, its default config. sshd_t
+ * prints `sshd -T` of that config for this connection (-C from
+ * SSH_CONNECTION: Match blocks apply, and a config with Match LocalPort
+ * and the like is not refused), with $S's rights.
  */
-static const char lock_body[] =
+const char passwd_sshd_lookup[] =
     "q=$PPID sx= cf= i=0\n"
     "while [ \"$i\" -lt 16 ] && [ \"${q:-0}\" -gt 1 ] 2>/dev/null; do\n"
     "\tc=$(tr '\\000' ' ' <\"/proc/$q/cmdline\" 2>/dev/null)\n"
+    "\tcase ${c%% *} in\n"
+    "\tsshd:|sshd|*/sshd) ;;\n"
+    "\t*) c= ;;\n"
+    "\tesac\n"
     "\tcase $c in\n"
-    "\t*sshd*' -f '*)\n"
+    "\t*' -f '*)\n"
     "\t\tcf=$(printf '%s\\n' \"$c\" | awk '{ for (i = 1; i < NF; i++) "
     "if ($i == \"-f\") { print $(i + 1); exit } }')\n"
     "\t\tsx=$(printf '%s\\n' \"$c\" | awk '{ for (i = 1; i <= NF; i++) "
@@ -117,9 +125,24 @@ static const char lock_body[] =
     "done\n"
     "[ -n \"$sx\" ] || sx=$(command -v sshd 2>/dev/null || echo "
     "/usr/sbin/sshd)\n"
-    "if [ -n \"$cf\" ]; then t=$($S \"$sx\" -T -f \"$cf\" 2>/dev/null "
-    "</dev/null)\n"
-    "else t=$($S \"$sx\" -T 2>/dev/null </dev/null); fi\n"
+    "sshd_t() {\n"
+    "\tif [ -n \"$cf\" ]; then set -- -f \"$cf\"; else set --; fi\n"
+    "\tif [ -n \"${SSH_CONNECTION:-}\" ]; then\n"
+    "\t\tset -- \"$@\" -C \"$(printf '%s\\n' \"$SSH_CONNECTION\" | awk "
+    "-v u=\"$(id -un)\" '{ print \"user=\" u \",host=\" $1 \",addr=\" $1 "
+    "\",laddr=\" $3 \",lport=\" $4 }')\"\n"
+    "\tfi\n"
+    "\t${S:-} \"$sx\" -T \"$@\" 2>/dev/null </dev/null\n"
+    "}\n";
+
+/*
+ * Lock: whether the sshd this session descends from uses PAM (`sshd -T` on
+ * its config, passwd_sshd_lookup's; else that file or /etc/ssh's; else
+ * OpenSSH's default no), then "already" or "old HASH" and "method M", then
+ * the state.
+ */
+static const char lock_body[] =
+    "t=$(sshd_t)\n"
     "p=$(printf '%s\\n' \"$t\" | awk '$1 == \"usepam\" { print "
     "tolower($2); exit }')\n"
     "if [ -z \"$p\" ]; then\n"
@@ -141,10 +164,14 @@ static const char lock_body[] =
     "\techo 'method passwd -l'\n"
     "\te=$($S passwd -l \"$u\" 2>&1 >/dev/null </dev/null) || { echo "
     "\"error passwd -l: $e\" | head -n 1; exit 0; }\n"
-    "else\n"
+    "elif command -v usermod >/dev/null 2>&1; then\n"
     "\techo \"method usermod -p '*'\"\n"
     "\te=$($S usermod -p '*' \"$u\" 2>&1 >/dev/null </dev/null) || { "
     "echo \"error usermod: $e\" | head -n 1; exit 0; }\n"
+    "else\n"
+    "\techo \"method chpasswd -e '*'\"\n"
+    "\te=$(printf '%s:*\\n' \"$u\" | $S chpasswd -e 2>&1 >/dev/null) || "
+    "{ echo \"error chpasswd -e: $e\" | head -n 1; exit 0; }\n"
     "fi\n"
     "state\n";
 
@@ -209,7 +236,8 @@ script(const char *body)
 {
 	char *s, *q, *cmd;
 
-	xasprintf(&s, "%s%s", prelude, body);
+	xasprintf(&s, "%s%s%s", prelude,
+	    body == lock_body ? passwd_sshd_lookup : "", body);
 	q = misc_shell_quote(s);
 	xasprintf(&cmd, "sh -c %s", q);
 	free(q);
@@ -477,6 +505,7 @@ verify_lock(struct pwrun *pr, struct passwd_host *res, char **old)
 			    : no_answer(&vh[i]);
 			res[i].ok = 0;
 			if (old[i] == NULL) {
+				free(res[i].outcome);
 				xasprintf(&res[i].outcome,
 				    "failed: key login on a fresh connection "
 				    "(%s)",

@@ -12,14 +12,17 @@
 /* One host's outcome; every string is the caller's to free. */
 struct passwd_host {
 	int ok;
-	int changed;   /* the shadow entry was written */
-	int reverted;  /* the change was undone (key login failed after) */
-	char *method;  /* "passwd -l", "usermod -p '*'", "chpasswd", or NULL */
-	char *outcome; /* one line, for the user and the action log */
-	char *secret;  /* --random: the new password (wiped by clear) */
+	int changed;	 /* the shadow entry was written */
+	int reverted;	 /* the change was undone (key login failed after) */
+	char *method;	 /* "passwd -l", "usermod -p '*'",
+			  "chpasswd -e '*'", "chpasswd", or NULL */
+	char *outcome;	 /* one line, for the user and the action log */
+	char *secret;	 /* --random: the new password (wiped by clear) */
 	int old_refused; /* 1: the old password was refused; -1: not tried */
 	int new_works;	 /* --random: 1 the new one logs in; -1 not tried */
 };
+
+extern const char passwd_sshd_lookup[];
 
 int passwd_lock(struct remote *, const char *, struct passwd_host *);
 int passwd_random(struct remote *, const char *, struct passwd_host *);

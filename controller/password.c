@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "misc.h"
 #include "password.h"
@@ -14,7 +15,8 @@
 /*
  * Read a password: the first line of file (CR LF or LF ends it; "-" reads
  * standard input), or, with file NULL, typed on the terminal after
- * "Password for WHAT: " without echo. Returns it (caller frees with
+ * "Password for WHAT: " without echo (so is "-" when standard input is a
+ * terminal). Returns it (caller frees with
  * password_free), or NULL with *cause set (caller frees; it never holds the
  * password).
  */
@@ -25,6 +27,9 @@ password_read(const char *file, const char *what, char **cause)
 	const char *path = file;
 
 	*cause = NULL;
+	/* "-" on a terminal would echo what is typed: ask as --password. */
+	if (file != NULL && strcmp(file, "-") == 0 && isatty(STDIN_FILENO))
+		file = path = NULL;
 	if (file != NULL && strcmp(file, "-") == 0)
 		path = "/dev/stdin";
 	misc_secret_hold();

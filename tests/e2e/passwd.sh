@@ -31,6 +31,21 @@ usage passwd a100-1 --random --password-file "$T/empty" --out "$T/new"
 expect_contains "$err" "the first line is empty" "empty --password-file"
 [ ! -e "$T/new" ] || fail "a refused run left its --out file"
 usage passwd nosuch --lock
+usage passwd nosuch --lock --password-file "$T/old"
+expect_contains "$err" "nosuch" "a selector that matches nothing, before any password"
+
 run events --json
 expect_eq "$(printf '%s' "$out" | jq 'map(select(.event | startswith("passwd"))) | length')" 0 "no action recorded"
+
+# --password asks on the terminal, naming the instance (no sshd: the run
+# then fails to connect, which is not what this checks).
+: >"$T/typescript"
+{
+	for _ in $(seq 300); do
+		grep -qF "Password for" "$T/typescript" && break
+		sleep 0.1
+	done
+	echo typed-old
+} | script -qefc "'$GPUFLEET' passwd a100-1 --lock --password" "$T/typescript" >/dev/null 2>&1
+expect_contains "$(cat "$T/typescript")" "Password for root@127.0.0.1 (the old one): " "the prompt names the instance"
 finish

@@ -50,8 +50,21 @@ expect_eq "$out" "auth root@127.0.0.1 refused the password" "another instance's 
 # a plain instance offers no password method at all
 user=$(awk -v n=inst-1 '$1 == n { print $3 }' "$D/instances.tsv")
 ep "$user" "$(port inst-1)" "$T/wrong" "$T/other"
-expect_eq "$out" "auth $user@127.0.0.1 refused our key and the password" \
-    "no password method offered: auth"
+expect_eq "$out" "auth $user@127.0.0.1 refused our key and takes no password (its sshd offers neither password nor keyboard-interactive login)" \
+    "no password method offered: auth, saying so"
+ep "$user" "$(port inst-1)" "$T/wrong"
+expect_eq "$out" "auth $user@127.0.0.1 takes no password (its sshd offers neither password nor keyboard-interactive login)" \
+    "no password method offered, no key: auth, saying so"
+
+# the right password, expired: PAM asks for a new one after it, which is
+# not "refused" (inst-3's /etc is its own copy: chage changes only that)
+unshare -m --propagation private sh -c 'mount --bind "$1" /etc && chage -d 0 root' \
+    sh "$(instance_dir inst-3)/etc" || fail "cannot expire inst-3's password"
+ep root "$(port inst-3)" "$pw3"
+expect_match "$out" "^auth root@127.0.0.1 took the password, then asked \".*[Pp]assword.*\" \(keyboard-interactive\): log in once by hand to answer it$" \
+    "an expired password: what PAM asked after it"
+ep root "$(port inst-3)" "$T/wrong"
+expect_eq "$out" "auth root@127.0.0.1 refused the password" "a wrong password while expired: still refused"
 
 # never the password in what it says, nor in sshd's logs
 for p in "$(cat "$T/wrong")" "$(cat "$pw2")"; do

@@ -229,6 +229,55 @@ expect_contains "$err" "installed key $KEYS/a3b-" "a3b got its key"
 checks=$((checks + 1))
 if grep -qF -- "$(cat "$(pwfile inst-3)")" "$T/typescript"; then fail "the typed password was echoed"; fi
 
+# --- Ctrl-C during add --password: nothing is left ---------------------------
+# inst-5 answers TCP but never SSH (its sshd stopped), so the add waits in
+# its first login; SIGINT once gpufleet is connected there.
+bash "$GPUFLEET_HARNESS" -d "$D" break inst-5 silent >/dev/null || fail "cannot break inst-5"
+# (env: a background job of a script starts with SIGINT ignored; a user's
+# Ctrl-C finds it at its default.)
+env --default-signal=INT "$GPUFLEET" add a9 "root@127.0.0.1:$(port inst-5)" \
+    --password-file "$(pwfile inst-5)" >"$T/out9" 2>&1 &
+apid=$!
+for _ in $(seq 300); do
+	ss -Htnp state established "( dport = :$(port inst-5) )" 2>/dev/null | grep -q "pid=$apid," && break
+	sleep 0.1
+done
+ss -Htnp state established "( dport = :$(port inst-5) )" | grep -q "pid=$apid," || fail "add a9 never connected"
+kill -INT "$apid"
+wait "$apid"
+rc=$?
+err=$(cat "$T/out9")
+expect_rc 1 "add --password interrupted"
+expect_eq "$err" "gpufleet: add a9: adding the key: interrupted; not added" "Ctrl-C: one line, not added"
+expect_eq "$(count "SELECT count(*) FROM instance WHERE name = 'a9'")" 0 "an interrupted add leaves no instance"
+expect_eq "$(count "SELECT count(*) FROM managed_key WHERE name LIKE 'a9-%' AND deleted_at IS NULL")" 0 \
+    "an interrupted add leaves no key row"
+expect_eq "$(find "$KEYS" -name 'a9-*' | wc -l)" 0 "an interrupted add leaves no key file"
+bash "$GPUFLEET_HARNESS" -d "$D" heal inst-5 >/dev/null || fail "cannot heal inst-5"
+
+# --- killed after each step of keys install: keys gc takes what is left ------
+k5=$(keypath inst-5)
+[ -n "$k5" ] || fail "inst-5 has no managed key to keep"
+for step in 1 2 3; do
+	nkeys=$(count "SELECT count(*) FROM managed_key")
+	nfiles=$(find "$KEYS" -type f | wc -l)
+	GPUFLEET_TEST_CRASH_AT=$step "$GPUFLEET" keys install inst-5 \
+	    --password-file "$(pwfile inst-5)" >/dev/null 2>&1
+	rc=$?
+	expect_rc 137 "keys install killed after step $step"
+	expect_eq "$(count "SELECT count(*) FROM managed_key")" "$nkeys" "after step $step: no row half-written"
+	expect_eq "$(keypath inst-5)" "$k5" "after step $step: inst-5 keeps its key"
+	checks=$((checks + 1))
+	login inst-5 "$k5" || fail "after step $step: inst-5's key does not log in"
+	run keys gc
+	expect_rc 0 "keys gc after step $step"
+	expect_match "$out" "^removed inst-5-[0-9-]+ \(no database row \(interrupted before it was recorded\)\)$" \
+	    "after step $step: gc removes the key the killed install made"
+	expect_eq "$(find "$KEYS" -type f | wc -l)" "$nfiles" "after step $step: no key file left"
+done
+run keys install inst-5 --password-file "$(pwfile inst-5)"
+expect_rc 0 "keys install after the kills"
+
 # --- the password is nowhere -------------------------------------------------
 kill "$watcher" 2>/dev/null
 wait "$watcher" 2>/dev/null

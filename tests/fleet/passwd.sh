@@ -14,8 +14,8 @@ if [ "$(id -u)" != 0 ]; then
 fi
 shadow_before=$(sha256sum </etc/shadow)
 
-fleet_up 6 --root-login 2 --root-login 3:kbdint --root-login 4 \
-    --root-login 5 --root-login 6
+fleet_up 8 --root-login 2 --root-login 3:kbdint --root-login 4 \
+    --root-login 5 --root-login 6 --root-login 7 --root-login 8
 port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
 shadow() { awk -F: '$1 == "root" { print $2 }' "$(instance_dir "$1")/etc/shadow"; }
 pwfile() { printf '%s/password' "$(instance_dir "$1")"; }
@@ -44,6 +44,26 @@ keyssh() {
 # --- the OpenSSH checks see what the instances start with ----------------
 pwssh inst-2 password "$(pwfile inst-2)" || fail "inst-2 takes no password to begin with"
 pwssh inst-3 keyboard-interactive "$(pwfile inst-3)" || fail "inst-3 takes no password to begin with"
+
+# --- harden reads the sshd that serves the session, not /etc/ssh's --------
+# Each sshd here has its own -f config: inst-1's says no passwords, inst-2's
+# PasswordAuthentication yes, inst-3's keyboard-interactive with UsePAM yes,
+# whatever the machine's /etc/ssh/sshd_config says. inst-1's user is not
+# root (sshd -T cannot read the host key): its sshd's file is read instead,
+# and its login shell (dash) keeps the script in an ancestor's argv, which
+# must not be taken for an sshd's.
+conf1=$D/groups/g1/sshd_config conf2=$D/groups/g2/sshd_config
+conf3=$D/groups/g3/sshd_config
+[ -f "$conf1" ] && [ -f "$conf2" ] && [ -f "$conf3" ] || fail "the fleet's sshd_config files are not where this test looks"
+run harden 'inst-1,inst-2,inst-3' --json
+expect_eq "$(printf '%s' "$out" | jq -r '.[] | "\(.name) \(.password_authentication) \(.kbd_interactive_pam) \(.password_source)"')" \
+    "inst-1 no false $conf1
+inst-2 yes false sshd -T -f $conf2
+inst-3 no true sshd -T -f $conf3" "harden: each session's own sshd config"
+run harden 'inst-2,inst-3'
+expect_contains "$out" "inst-2: password login: yes (sshd -T -f $conf2)" "harden: inst-2 takes passwords"
+expect_contains "$out" "inst-3: password login: keyboard-interactive with UsePAM yes (sshd -T -f $conf3; sshd -T -f $conf3)" \
+    "harden: inst-3 asks for the password by keyboard-interactive"
 
 # --- --lock without PAM: usermod -p '*', key login kept --------------------
 run passwd inst-2 --lock --password-file "$(pwfile inst-2)"
@@ -153,6 +173,38 @@ for f in "$XDG_DATA_HOME"/gpufleet/fleet.db*; do
 		grep -qaF -- "$s" "$f" && fail "a secret is stored in $f"
 	done
 done
+
+# --- --lock on an image without usermod (busybox, alpine): chpasswd -e ----
+# Hidden in inst-7's own mount namespace (its sshd's, private: the machine's
+# /usr/sbin/usermod is untouched) by /dev/null over it, not a regular file.
+sp=$(bash "$GPUFLEET_HARNESS" -d "$D" status | awk '$1 == "inst-7" { print $4 }')
+nsenter -t "$sp" -m mount --bind /dev/null /usr/sbin/usermod || fail "cannot hide usermod from inst-7"
+[ -f /usr/sbin/usermod ] || fail "usermod hidden from the machine too"
+run passwd inst-7 --lock --password-file "$(pwfile inst-7)"
+expect_rc 0 "passwd --lock inst-7 (no usermod)"
+expect_eq "$out" "inst-7: locked (chpasswd -e '*'), key login ok on a fresh connection, shadow entry locked, password refused" \
+    "lock without usermod"
+expect_eq "$(shadow inst-7)" "*" "inst-7's shadow entry"
+pwssh inst-7 password "$(pwfile inst-7)" && fail "inst-7 still takes its password"
+keyssh inst-7 || fail "inst-7 lost key login"
+
+# --- Ctrl-C during --lock waits until the lock is checked -----------------
+# (env: a script's background job starts with SIGINT ignored; a user's
+# Ctrl-C finds it at its default.)
+env --default-signal=INT "$GPUFLEET" passwd inst-8 --lock >"$T/out8" 2>&1 &
+lpid=$!
+for _ in $(seq 300); do
+	ss -Htnp state established "( dport = :$(port inst-8) )" 2>/dev/null | grep -q "pid=$lpid," && break
+	sleep 0.05
+done
+kill -INT "$lpid"
+wait "$lpid"
+rc=$?
+expect_rc 130 "passwd --lock, Ctrl-C: it ends by the signal, once done"
+expect_eq "$(cat "$T/out8")" "inst-8: locked (usermod -p '*'), key login ok on a fresh connection, shadow entry locked" \
+    "Ctrl-C during --lock: the lock was finished and checked first"
+expect_eq "$(shadow inst-8)" "*" "inst-8's shadow entry"
+keyssh inst-8 || fail "inst-8 lost key login"
 
 # --- harden --fix --------------------------------------------------------
 h=$(instance_dir inst-6)/home
