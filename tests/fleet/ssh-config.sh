@@ -61,7 +61,8 @@ if command -v rsync >/dev/null; then
 	expect_rc 0 "rsync -e 'ssh -F'"
 	expect_eq "$(cat "$(home_of inst-1)/tree/sub/f" 2>&1)" "r" "rsync copied the tree"
 else
-	echo "rsync is not installed: skipping the rsync check" >&2
+	checks=$((checks + 1))
+	fail "rsync is not installed (scripts/deps.sh installs it)"
 fi
 
 # --- an instance with no pin: a comment, and ssh refuses it ----------------
