@@ -153,7 +153,11 @@ expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'daemon_start'")"
     "one daemon_start entry (the refused ones wrote none)"
 
 # --- SIGKILL in the middle of a scheduled exec; the child outlives it -------
-add_schedule slow inst-2 exec 'sleep 4; echo done >> slow.txt'
+# The run waits on the instance while the file slowhang is there, so that
+# its child still goes when the daemon is killed and when the next starts.
+home2=$(instance_dir inst-2)/home
+: >"$home2/slowhang"
+add_schedule slow inst-2 exec 'while [ -f slowhang ]; do sleep 0.2; done; echo done >> slow.txt'
 start_daemon
 wait_for 60 "slow's run started" has_pid slow
 pause slow
@@ -163,12 +167,13 @@ wait "$dpid" 2>/dev/null
 checks=$((checks + 1))
 [ "$(pid_state "$child")" != "" ] || fail "the run's child died with the daemon"
 start_daemon
+wait_for 60 "the restarted daemon waits for the child" \
+    grep -qF "(pid $child) from before this daemon still goes" "$LOG"
+rm -f "$home2/slowhang"
 wait_for 60 "the restarted daemon finishes slow's run" settled slow
 expect_eq "$(run_col slow state)" ok "the run waited for is ok"
 expect_eq "$(runs slow)" 1 "slow ran once"
 expect_eq "$(lines inst-2 slow.txt)" 1 "one line on the instance"
-expect_contains "$(cat "$LOG")" "(pid $child) from before this daemon still goes" \
-    "the restarted daemon waited for the child"
 
 # --- SIGTERM with a run going: its grace, then stopped and abandoned --------
 add_schedule long inst-2 exec 'sleep 120; echo late >> long.txt'
@@ -190,7 +195,6 @@ expect_eq "$(lines inst-2 long.txt)" 0 "the stopped run wrote nothing"
 
 # --- a daemon leaves a foreground schedule run alone while its CLI lives ----
 # The run waits on the instance while the file hang is there.
-home2=$(instance_dir inst-2)/home
 : >"$home2/hang"
 CRON='0 0 1 1 *' add_schedule fg inst-2 exec 'while [ -f hang ]; do sleep 0.2; done; echo r >> fg.txt'
 "$GPUFLEET" schedule run fg >"$T/fg.out" 2>"$T/fg.err" &
