@@ -265,11 +265,13 @@ add_schedule held inst-2 exec 'while [ -f hang ]; do sleep 0.2; done'
 wait_for 60 "held's run started" has_pid held
 pause held
 mkfifo "$T/lock"
-sqlite3 "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
+# The daemon writes every poll: the lock is waited for (.timeout), and a
+# BEGIN that failed ends the locker (-bail) rather than print the marker.
+sqlite3 -bail -cmd '.timeout 20000' "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
 locker=$!
 exec 7>"$T/lock"
-printf "BEGIN IMMEDIATE;\nSELECT 'locked';\n" >&7
-wait_for 30 "the database is locked" grep -q locked "$T/lock.out"
+printf "BEGIN IMMEDIATE;\nSELECT 'lock held';\n" >&7
+wait_for 30 "the database is locked" grep -qx "lock held" "$T/lock.out"
 rm -f "$home2/hang"
 wait_for 90 "the daemon cannot finish held's run" \
     grep -q "finishing run $(run_col held id): .*database is locked" "$LOG"
