@@ -198,6 +198,12 @@ f2pid=$!
 "$GPUFLEET" events a1 --follow >"$T/follow3" 2>&1 &
 f3pid=$!
 cleanup_hooks+=("kill $f2pid $f3pid 2>/dev/null")
+# Both have printed the rows stored so far (the text one as a table) before
+# the check fires: the stop's entry comes as a new row, a line.
+for _ in $(seq 1 150); do
+	grep -q '"hourly"' "$T/follow2" && grep -q ' hourly ' "$T/follow3" && break
+	sleep 0.2
+done
 "$GPUFLEET" guard check >"$T/check1" 2>&1 &
 cpid=$!
 cleanup_hooks+=("kill -9 $cpid 2>/dev/null")
