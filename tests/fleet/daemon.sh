@@ -11,6 +11,11 @@
 
 fleet_up 3
 D1=$D
+# runs_not_skipped NAME: the runs of NAME, not counting the occurrences skipped
+# because one still went. A schedule is paused once its run has started,
+# and the next occurrence (a test minute, 3 s) may come first: a skipped
+# row, which is no run.
+runs_not_skipped() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = '$1' AND r.state != 'skipped'"; }
 
 # --- a passphrase that would be asked for: refused, nothing started --------
 printf '[keys]\npassphrase_file = ask\n' >"$T/ask.ini"
@@ -109,7 +114,8 @@ expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'schedule_missed'
     "the missed occurrences: one entry, not one each"
 expect_match "$(sql "SELECT why FROM action_log WHERE kind = 'schedule_missed' AND name = 'miss'")" \
     '^(19|[2-9][0-9]) occurrences missed from ' "the entry says how many and from when"
-expect_eq "$(runs miss)" "$(runs miss ok)" "no row for the older occurrences, and nothing failed"
+expect_eq "$(runs miss)" "$(($(runs miss ok) + $(runs miss skipped)))" \
+    "no row for the older occurrences, and nothing failed"
 
 # --- SIGHUP re-reads the configuration; a bad one is kept out --------------
 printf '[daemon]\npoll_interval = 2\nstop_grace = 2\n' \
@@ -172,7 +178,7 @@ wait_for 60 "the restarted daemon waits for the child" \
 rm -f "$home2/slowhang"
 wait_for 60 "the restarted daemon finishes slow's run" settled slow
 expect_eq "$(run_col slow state)" ok "the run waited for is ok"
-expect_eq "$(runs slow)" 1 "slow ran once"
+expect_eq "$(runs_not_skipped slow)" 1 "slow ran once"
 expect_eq "$(lines inst-2 slow.txt)" 1 "one line on the instance"
 
 # --- SIGTERM with a run going: its grace, then stopped and abandoned --------
@@ -352,9 +358,9 @@ wait_for 60 "the restarted daemon settles rot's run" settled rot
 expect_eq "$(run_col rot state)" abandoned "a dead runner with no result: abandoned"
 expect_eq "$(run_col rot reason)" "the runner died before it gave a whole result" \
     "the reason"
-expect_eq "$(runs rot)" 1 "rot not started again"
+expect_eq "$(runs_not_skipped rot)" 1 "rot not started again"
 sleep 4 # a few test minutes: nothing may start again meanwhile
-expect_eq "$(runs rot)" 1 "rot still not started again"
+expect_eq "$(runs_not_skipped rot)" 1 "rot still not started again"
 run keys status inst-3
 expect_match "$out" "inst-3 .*step 4/7" "the rotation is left at step 4"
 run keys rotate inst-3
