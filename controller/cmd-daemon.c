@@ -930,6 +930,13 @@ daemon_main(struct daemon *d)
 		return GF_EHOSTS;
 	}
 	base = d->f->base;
+	/*
+	 * Signals are caught (and kept for the loop) before the start is
+	 * told: a SIGTERM sent once "daemon started" shows, or --detach has
+	 * returned, stops it as one sent later does (exit 0, daemon_stop).
+	 * The events run only in the loop, after the recovery below.
+	 */
+	events_add(d, base);
 	report(d, 0, NULL);
 	xasprintf(&why, "pid %ld, database %s, poll every %ds", (long)getpid(),
 	    d->db, d->f->config->daemon_poll_interval);
@@ -946,7 +953,6 @@ daemon_main(struct daemon *d)
 		cause = NULL;
 	}
 	d->ns = notifysend_new(base, d->f->inv, d->f->config, 0);
-	events_add(d, base);
 	while (!d->over) {
 		event_base_loop(base, EVLOOP_ONCE);
 		if (d->after != 0) {

@@ -600,6 +600,23 @@ on_signal(int sig)
 }
 
 /*
+ * --follow ends on SIGINT or SIGTERM with exit 0: caught before the first
+ * read, so that one sent as soon as the first rows are seen (or sooner)
+ * ends it the same way.
+ */
+static void
+catch_stop(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+}
+
+/*
  * The instances whose rows are shown: the selected ones, or every one
  * (released ones too) without a SELECTOR. Replaces f->list.
  */
@@ -671,28 +688,22 @@ watch_results(struct inventory *inv, struct events_watch *wa,
 
 /*
  * --follow: every second, print the rows stored after hi (the newest
- * rowids printed), until SIGINT or SIGTERM, and again, once, the
- * guard_shutdown rows printed before their stop's result was stored, when
- * it is. The instances are selected again each time (a new one shows; on
- * an error the last ones stay).
+ * rowids printed), until SIGINT or SIGTERM (caught by catch_stop), and
+ * again, once, the guard_shutdown rows printed before their stop's result
+ * was stored, when it is. The instances are selected again each time (a
+ * new one shows; on an error the last ones stay).
  */
 static int
 follow(struct inventory *inv, struct events_filter *f, int64_t *hi, int json,
     struct events_watch *wa)
 {
 	struct timespec ts = { 1, 0 };
-	struct sigaction sa;
 	struct event_row *rows;
 	int64_t lo[2];
 	size_t n;
 	char *cause = NULL;
 	int r;
 
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
 	while (!events_stop) {
 		nanosleep(&ts, NULL);
 		if (events_stop)
@@ -782,6 +793,8 @@ cmd_events_exec(
 		return cmd_usage_error(e, "takes at most one SELECTOR");
 	if (argc - optind == 1)
 		f.selector = argv[optind];
+	if (follow_)
+		catch_stop();
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
 	if ((r = select_instances(inv, &f, &cause)) != 0 ||

@@ -279,8 +279,9 @@ claim_test_gate(void)
  * the action_log entries of m are written. Nothing runs before this
  * commits, so an occurrence is never acted on twice. A run of s still
  * going, seen inside the transaction, makes a scheduled claim `skipped`
- * (m changed) and refuses a manual one (-GF_EUSAGE). Returns 1 claimed
- * (*run_id), 0 when it was handled already, or -GF_x.
+ * (m changed) and refuses a manual one (-GF_EUSAGE); a scheduled claim of
+ * a schedule paused meanwhile is none. Returns 1 claimed (*run_id), 0
+ * when it was handled already or is paused, or -GF_x.
  */
 static int
 claim(struct inventory *inv, const struct schedule *s, int64_t occ, int manual,
@@ -306,10 +307,14 @@ claim(struct inventory *inv, const struct schedule *s, int64_t occ, int manual,
 		m->kind = "schedule_skipped";
 		m->reason = m->why = STILL_GOING;
 	}
+	/*
+	 * s was read before this transaction: a pause committed since then
+	 * holds (paused = 0 here), so nothing starts after `schedule pause`.
+	 */
 	if (!manual &&
 	    (r = db_exec(inv,
 		 "UPDATE schedule SET considered_until = ? WHERE id = ? AND "
-		 "considered_until < ?",
+		 "considered_until < ? AND paused = 0",
 		 "claiming a schedule's occurrence", cause, "III", occ, s->id,
 		 occ)) < 0)
 		goto fail;

@@ -129,6 +129,41 @@ frc=$?
 checks=$((checks + 1))
 [ "$frc" = 0 ] || fail "events --follow exit $frc after SIGTERM, wanted 0 ($(cat "$T/follow.err"))"
 
+# SIGTERM as soon as events --follow started, before its first read (it
+# waits for the database, locked here): exit 0 as well, once it is free.
+mkfifo "$T/lock"
+sqlite3 -bail -cmd '.timeout 20000' "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
+lpid=$!
+exec 7>"$T/lock"
+printf "BEGIN IMMEDIATE;\nSELECT 'lock held';\n" >&7
+for _ in $(seq 1 150); do
+	grep -qx "lock held" "$T/lock.out" && break
+	sleep 0.2
+done
+"$GPUFLEET" events --follow >"$T/follow0" 2>&1 &
+f0pid=$!
+cleanup_hooks+=("kill $f0pid $lpid 2>/dev/null")
+# caught_term PID: PID catches SIGTERM (bit 15 of SigCgt).
+caught_term() {
+	local m
+	m=$(awk '$1 == "SigCgt:" { print $2 }' "/proc/$1/status" 2>/dev/null)
+	[ -n "$m" ] && [ $(((0x$m >> 14) & 1)) = 1 ]
+}
+for _ in $(seq 1 150); do
+	caught_term "$f0pid" && break
+	sleep 0.2
+done
+checks=$((checks + 1))
+caught_term "$f0pid" || fail "events --follow does not catch SIGTERM while it waits"
+kill -TERM "$f0pid"
+printf 'COMMIT;\n' >&7
+exec 7>&-
+wait "$lpid"
+wait "$f0pid"
+frc=$?
+checks=$((checks + 1))
+[ "$frc" = 0 ] || fail "events --follow exit $frc after an early SIGTERM, wanted 0 ($(cat "$T/follow0"))"
+
 run guard add a1 --max-cost 0 --do warn --name zero
 expect_rc 0 "a cap of 0 (any cost at all)"
 run guard rm daily
@@ -163,6 +198,12 @@ f2pid=$!
 "$GPUFLEET" events a1 --follow >"$T/follow3" 2>&1 &
 f3pid=$!
 cleanup_hooks+=("kill $f2pid $f3pid 2>/dev/null")
+# Both have printed the rows stored so far (the text one as a table) before
+# the check fires: the stop's entry comes as a new row, a line.
+for _ in $(seq 1 150); do
+	grep -q '"hourly"' "$T/follow2" && grep -q ' hourly ' "$T/follow3" && break
+	sleep 0.2
+done
 "$GPUFLEET" guard check >"$T/check1" 2>&1 &
 cpid=$!
 cleanup_hooks+=("kill -9 $cpid 2>/dev/null")

@@ -12,6 +12,9 @@
 #include <time.h>
 
 #include "config.h"
+#include "db.h"
+#include "fleet.h"
+#include "schedrun.h"
 #include "schedule.h"
 #include "status.h"
 
@@ -213,6 +216,53 @@ START_TEST(due_paused)
 }
 END_TEST
 
+/*
+ * A daemon read a schedule, then `schedule pause` committed before its
+ * claim: the claim sees the pause (inside its transaction) and nothing
+ * runs. (Were it claimed, the spawn hook kills this process: no child.)
+ */
+START_TEST(pause_before_claim)
+{
+	struct schedule s, got;
+	struct schedrun_child c;
+	struct config conf;
+	struct fleet f;
+	int64_t now = (int64_t)time(NULL);
+	char path[96], *cause = NULL;
+
+	memset(&s, 0, sizeof s);
+	s.name = (char *)"tick";
+	s.selector = (char *)"all";
+	s.cron = (char *)"* * * * *";
+	s.action = SCHED_EXEC;
+	s.command = (char *)"[\"true\"]";
+	s.catchup_s = 3600;
+	s.created_at = now - 120;
+	ck_assert_int_eq(schedule_add(inv, &s, &cause), 0);
+	free(s.tag);
+	ck_assert_int_eq(schedule_get(inv, "tick", &got, &cause), 0);
+	ck_assert_int_eq(got.paused, 0);
+	ck_assert_int_eq(schedule_set_paused(inv, "tick", 1, now, &cause), 0);
+
+	config_defaults(&conf);
+	snprintf(path, sizeof path, "%s/fleet.db", dir);
+	fleet_init(&f, path, &conf);
+	f.inv = inv;
+	setenv("XDG_STATE_HOME", dir, 1);
+	setenv("GPUFLEET_TEST_SPAWN_CRASH", "1", 1);
+	ck_assert_int_eq(schedrun_consider(&f, &got, now, &c, &cause), 0);
+	unsetenv("GPUFLEET_TEST_SPAWN_CRASH");
+	ck_assert_int_eq(
+	    db_exec(inv, "SELECT 1 FROM schedule_run", "reading", &cause, ""),
+	    0);
+	schedule_clear(&got);
+	ck_assert_int_eq(schedule_get(inv, "tick", &got, &cause), 0);
+	ck_assert_int_eq(got.considered_until, now - 120);
+	schedule_clear(&got);
+	config_clear(&conf);
+}
+END_TEST
+
 /* The test clock: a cron minute lasts 6 real seconds from T0 on. */
 START_TEST(test_clock)
 {
@@ -333,6 +383,7 @@ main(void)
 	    tc, due, 0, (int)(sizeof due_cases / sizeof due_cases[0]));
 	tcase_add_test(tc, due_cap);
 	tcase_add_test(tc, due_paused);
+	tcase_add_test(tc, pause_before_claim);
 	tcase_add_test(tc, test_clock);
 	tcase_add_test(tc, zone_chain);
 	tcase_add_test(tc, config_tz);
