@@ -76,7 +76,7 @@
 /* What conn_auth tries: the keys in order, then the host's password. */
 enum { AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT };
 /* conn_auth's answer. */
-enum { AUTH_OK, AUTH_WAIT, AUTH_GONE };
+enum { AUTH_OK, AUTH_WAIT, AUTH_GONE, AUTH_NEXT };
 #define KBDINT_MAX_ROUNDS 8
 
 enum conn_state {
@@ -269,6 +269,7 @@ static int conn_ssh_setup(struct engine_conn *);
 static int conn_check_hostkey(struct engine_conn *);
 static int conn_auth(struct engine_conn *);
 static int auth_offered(struct engine_conn *, int);
+static int auth_answer(struct engine_conn *, int);
 static void auth_refused(struct engine_conn *);
 static void kbdint_line(const char *, char *, size_t);
 static int auth_kbdint_answer(struct engine_conn *);
@@ -1167,6 +1168,26 @@ auth_kbdint_answer(struct engine_conn *c)
 }
 
 /*
+ * What libssh's answer rc to one way of logging in means: AUTH_OK,
+ * AUTH_WAIT, AUTH_GONE (an error: the host failed) or AUTH_NEXT (denied or
+ * partial: try the next way).
+ */
+static int
+auth_answer(struct engine_conn *c, int rc)
+{
+	if (rc == SSH_AUTH_SUCCESS)
+		return AUTH_OK;
+	if (rc == SSH_AUTH_AGAIN)
+		return AUTH_WAIT;
+	if (rc == SSH_AUTH_ERROR) {
+		conn_fail(
+		    c, EF_SSH, "authentication error: %s", ssh_get_error(c->s));
+		return AUTH_GONE;
+	}
+	return AUTH_NEXT;
+}
+
+/*
  * Log in without waiting: the keys in order (a NULL slot hands the
  * connection to the ssh-agent worker), then, where the host has a password,
  * password authentication and keyboard-interactive, each only while the
@@ -1185,15 +1206,8 @@ conn_auth(struct engine_conn *c)
 			return AUTH_GONE;
 		}
 		rc = ssh_userauth_publickey(c->s, NULL, h->keys[c->key_index]);
-		if (rc == SSH_AUTH_SUCCESS)
-			return AUTH_OK;
-		if (rc == SSH_AUTH_AGAIN)
-			return AUTH_WAIT;
-		if (rc == SSH_AUTH_ERROR) {
-			conn_fail(c, EF_SSH, "authentication error: %s",
-			    ssh_get_error(c->s));
-			return AUTH_GONE;
-		}
+		if ((rc = auth_answer(c, rc)) != AUTH_NEXT)
+			return rc;
 		c->key_index++;
 	}
 	if (c->auth_phase == AUTH_KEYS) {
@@ -1206,15 +1220,8 @@ conn_auth(struct engine_conn *c)
 	if (c->auth_phase == AUTH_PASSWORD) {
 		if (auth_offered(c, SSH_AUTH_METHOD_PASSWORD)) {
 			rc = ssh_userauth_password(c->s, NULL, h->password);
-			if (rc == SSH_AUTH_SUCCESS)
-				return AUTH_OK;
-			if (rc == SSH_AUTH_AGAIN)
-				return AUTH_WAIT;
-			if (rc == SSH_AUTH_ERROR) {
-				conn_fail(c, EF_SSH, "authentication error: %s",
-				    ssh_get_error(c->s));
-				return AUTH_GONE;
-			}
+			if ((rc = auth_answer(c, rc)) != AUTH_NEXT)
+				return rc;
 		}
 		c->auth_phase = AUTH_KBDINT;
 	}
@@ -1226,15 +1233,8 @@ conn_auth(struct engine_conn *c)
 					return AUTH_GONE;
 				continue;
 			}
-			if (rc == SSH_AUTH_SUCCESS)
-				return AUTH_OK;
-			if (rc == SSH_AUTH_AGAIN)
-				return AUTH_WAIT;
-			if (rc == SSH_AUTH_ERROR) {
-				conn_fail(c, EF_SSH, "authentication error: %s",
-				    ssh_get_error(c->s));
-				return AUTH_GONE;
-			}
+			if ((rc = auth_answer(c, rc)) != AUTH_NEXT)
+				return rc;
 			break;
 		}
 	}

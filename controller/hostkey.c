@@ -15,6 +15,7 @@
 #include "db.h"
 #include "hostkey.h"
 #include "log.h"
+#include "misc.h"
 #include "notify.h"
 #include "status.h"
 #include "xmalloc.h"
@@ -323,27 +324,15 @@ int
 hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 {
 	sqlite3_stmt *st;
-	char *tmp;
+	char *text = NULL;
+	size_t len = 0;
 	FILE *f;
-	int fd, rc;
+	int rc;
 
 	if ((rc = known_hosts_ours(path, cause)) != 0)
 		return rc;
-	xasprintf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(
-	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd == -1 && errno == EEXIST && unlink(tmp) == 0)
-		fd = open(tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd == -1 || (f = fdopen(fd, "w")) == NULL) {
-		xasprintf(cause, "cannot write %s: %s", tmp, strerror(errno));
-		if (fd != -1) {
-			close(fd);
-			unlink(tmp);
-		}
-		free(tmp);
-		return -GF_EUSAGE;
-	}
+	if ((f = open_memstream(&text, &len)) == NULL)
+		fatal("open_memstream: %s", strerror(errno));
 	fprintf(f, KNOWN_HOSTS_HEADER "; use with HostKeyAlias=NAME\n");
 	rc = db_prepare(inv, &st,
 	    "SELECT i.name, k.key_type, k.key_base64 FROM host_key k JOIN "
@@ -357,25 +346,15 @@ hostkey_write_known_hosts(struct inventory *inv, const char *path, char **cause)
 			    sqlite3_column_text(st, 2));
 		rc = db_finish(inv, st, rc, "listing host keys", cause);
 	}
+	if (fclose(f) != 0)
+		fatal("open_memstream: %s", strerror(errno));
 	if (rc != 0) {
-		fclose(f);
-		unlink(tmp);
-		free(tmp);
+		free(text);
 		return -GF_EDB;
 	}
-	rc = fflush(f) != 0 || fsync(fileno(f)) != 0 ? errno : 0;
-	if (fclose(f) != 0 && rc == 0)
-		rc = errno;
-	if (rc == 0 && rename(tmp, path) != 0)
-		rc = errno;
-	if (rc != 0) {
-		xasprintf(cause, "cannot write %s: %s", path, strerror(rc));
-		unlink(tmp);
-		free(tmp);
-		return -GF_EUSAGE;
-	}
-	free(tmp);
-	return 0;
+	rc = misc_write_atomic(path, text, len, cause) != 0 ? -GF_EUSAGE : 0;
+	free(text);
+	return rc;
 }
 
 /*

@@ -29,8 +29,7 @@ struct inst {
 	struct install_host *res;
 	struct keys_key k;
 	ssh_key key;
-	int done; /* failed, or nothing more to do */
-	struct misc_buf out;
+	int done;			/* failed, or nothing more to do */
 	ssh_key saved[ENGINE_MAX_KEYS]; /* the host's own keys, tried first */
 	int nsaved;
 };
@@ -39,17 +38,15 @@ struct run {
 	struct remote *rm;
 	struct inst *x;
 	const struct install_opts *opts;
-	const char *stdin_data;
-	size_t stdin_len;
+	struct rotate_phase ph; /* out: each host's last command output */
 };
 
 static void fail_host(struct run *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));
-static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void phase(struct run *, const int *, int, char **);
 static void edit(struct run *, const int *, int);
-static int host_ok(struct run *, size_t);
-static char *host_error(struct run *, size_t);
+static void login_as(struct run *, const int *, int);
+static void forget_passwords(struct run *);
 static int make_key(struct run *, size_t);
 static void drop_key(struct run *, size_t);
 static int switch_key(struct run *, size_t, char **);
@@ -69,17 +66,6 @@ fail_host(struct run *run, size_t i, const char *fmt, ...)
 	x->res->failed = x->done = 1;
 }
 
-/* Keep a host's command output (capped) for its error. */
-static void
-on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
-    void *arg)
-{
-	struct run *run = arg;
-
-	(void)is_stderr;
-	misc_buf_add(&run->x[h - run->rm->hosts].out, data, len, OUT_MAX - 1);
-}
-
 /*
  * Run cmds[i] on each host with want[i] set, on a fresh connection: with
  * newkey, logging in with the new key alone; else with the host's own keys
@@ -88,23 +74,47 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 static void
 phase(struct run *run, const int *want, int newkey, char **cmds)
 {
-	struct remote *rm = run->rm;
-	struct engine_settings set;
+	login_as(run, want, newkey);
+	rotate_phase_run(&run->ph, want, cmds);
+	forget_passwords(run);
+}
+
+/*
+ * Add (or, with del, remove) each wanted host's new key in its
+ * authorized_keys by password, with rotation's edit.
+ */
+static void
+edit(struct run *run, const int *want, int del)
+{
+	struct rotate_edit *ed = xcalloc(run->rm->n, sizeof *ed);
 	size_t i;
-	int any = 0;
 
-	for (i = 0; i < rm->n; i++) {
-		struct engine_host *h = &rm->hosts[i];
+	for (i = 0; i < run->rm->n; i++) {
+		if (del)
+			ed[i].del = run->x[i].k.blob;
+		else
+			ed[i].add = run->x[i].k.pubkey;
+	}
+	login_as(run, want, 0);
+	rotate_phase_edit(&run->ph, want, run->opts->ab, ed);
+	forget_passwords(run);
+	free(ed);
+}
+
+/*
+ * Set how each host with want[i] set logs in: with newkey, the new key
+ * alone; else its own keys and then its password.
+ */
+static void
+login_as(struct run *run, const int *want, int newkey)
+{
+	size_t i;
+
+	for (i = 0; i < run->rm->n; i++) {
+		struct engine_host *h = &run->rm->hosts[i];
 		struct inst *x = &run->x[i];
-
-		engine_forget(h);
-		h->skip = !want[i];
 		if (!want[i])
 			continue;
-		any = 1;
-		engine_host_clear(h);
-		h->fail = EF_NONE;
-		h->keys_error = NULL;
 		if (newkey) {
 			h->keys[0] = x->key;
 			h->nkeys = 1;
@@ -114,142 +124,17 @@ phase(struct run *run, const int *want, int newkey, char **cmds)
 			h->nkeys = x->nsaved;
 			h->password = run->opts->passwords[i];
 		}
-		h->command = cmds[i];
-		x->out.len = 0;
-		x->out.truncated = 0;
-		if (x->out.data != NULL)
-			x->out.data[0] = '\0';
-	}
-	if (!any)
-		return;
-	memset(&set, 0, sizeof set);
-	set.fresh = 1;
-	set.command = "true";
-	set.fanout = rm->fleet->config->fanout;
-	set.connect_timeout = rm->fleet->config->connect_timeout;
-	set.setup_timeout = rm->fleet->config->setup_timeout;
-	set.command_timeout = 120;
-	set.stdin_data = run->stdin_data;
-	set.stdin_len = run->stdin_len;
-	/* Ctrl-C fails the hosts, so the key is taken off and dropped. */
-	set.handle_sigint = 1;
-	rm->ops.output = on_output;
-	rm->ops.done = NULL;
-	rm->ops.arg = run;
-	if (remote_run(rm, &set) != 0) {
-		for (i = 0; i < rm->n; i++) {
-			if (!want[i])
-				continue;
-			rm->hosts[i].fail = EF_SSH;
-			free(rm->hosts[i].fail_msg);
-			rm->hosts[i].fail_msg =
-			    xstrdup("cannot start the event loop");
-		}
-	}
-	for (i = 0; i < rm->n; i++) {
-		engine_forget(&rm->hosts[i]);
-		rm->hosts[i].command = NULL;
-		rm->hosts[i].password = NULL;
 	}
 }
 
-/*
- * Add (or, with del, remove) each wanted host's new key in its
- * authorized_keys by password: the agent's authkeys where it is deployed,
- * else uploaded first on a second login, as rotation does.
- */
+/* The password is handed to the engine only for a phase. */
 static void
-edit(struct run *run, const int *want, int del)
+forget_passwords(struct run *run)
 {
-	struct remote *rm = run->rm;
-	const struct agent_bin *ab = run->opts->ab;
-	char **cmds = xcalloc(rm->n, sizeof *cmds);
-	int *missing = xcalloc(rm->n, sizeof *missing), any = 0, up;
 	size_t i;
 
-	for (up = 0; up < 2; up++) {
-		for (i = 0; i < rm->n; i++) {
-			const int *w = up ? missing : want;
-			struct inst *x = &run->x[i];
-			if (!w[i])
-				continue;
-			cmds[i] = keys_authkeys_command(rm->hosts[i].in, ab,
-			    del ? NULL : x->k.pubkey, NULL,
-			    del ? x->k.blob : NULL, up);
-		}
-		if (up) {
-			if (!any)
-				break;
-			run->stdin_data = ab->data;
-			run->stdin_len = ab->len;
-		}
-		phase(run, up ? missing : want, 0, cmds);
-		run->stdin_data = NULL;
-		run->stdin_len = 0;
-		for (i = 0; i < rm->n; i++) {
-			free(cmds[i]);
-			cmds[i] = NULL;
-			if (up || !want[i] || rm->hosts[i].fail != EF_NONE ||
-			    rm->hosts[i].exit_signal != NULL ||
-			    rm->hosts[i].exit_status != DEPLOY_EXIT_MISSING)
-				continue;
-			missing[i] = any = 1;
-		}
-	}
-	for (i = 0; i < rm->n; i++) {
-		struct engine_host *h = &rm->hosts[i];
-		struct inst *x = &run->x[i];
-		if (missing[i] && h->fail == EF_NONE &&
-		    h->exit_signal == NULL &&
-		    h->exit_status >= DEPLOY_EXIT_WRITE &&
-		    h->exit_status <= DEPLOY_EXIT_ARCH) {
-			/* Say why the agent could not be put there. */
-			char *why =
-			    deploy_explain(h->exit_status, x->out.data, h->in);
-			free(x->out.data);
-			x->out.data = why;
-			x->out.len = strlen(why);
-			x->out.size = x->out.len + 1;
-		}
-	}
-	free(cmds);
-	free(missing);
-}
-
-/* Did host i's last command run and exit 0? */
-static int
-host_ok(struct run *run, size_t i)
-{
-	struct engine_host *h = &run->rm->hosts[i];
-
-	return h->fail == EF_NONE && h->exit_signal == NULL &&
-	    h->exit_status == 0;
-}
-
-/* Why host i's last run failed, one line. Caller frees. */
-static char *
-host_error(struct run *run, size_t i)
-{
-	struct engine_host *h = &run->rm->hosts[i];
-	struct inst *x = &run->x[i];
-	char *s, *p;
-
-	if (h->fail != EF_NONE)
-		return xstrdup(h->fail_msg != NULL ? h->fail_msg
-						   : engine_fail_code(h->fail));
-	for (p = x->out.data; p != NULL && *p != '\0'; p++) {
-		if (*p == '\n' || *p == '\r')
-			*p = ' ';
-	}
-	while (x->out.len > 0 && x->out.data[x->out.len - 1] == ' ')
-		x->out.data[--x->out.len] = '\0';
-	if (h->exit_signal != NULL)
-		xasprintf(&s, "killed by signal %s", h->exit_signal);
-	else
-		xasprintf(&s, "exit %d%s%s", h->exit_status,
-		    x->out.len != 0 ? ": " : "",
-		    x->out.len != 0 ? x->out.data : "");
-	return s;
+	for (i = 0; i < run->rm->n; i++)
+		run->rm->hosts[i].password = NULL;
 }
 
 /*
@@ -377,6 +262,11 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 	run.rm = rm;
 	run.opts = opts;
 	run.x = xcalloc(rm->n, sizeof *run.x);
+	run.ph.rm = rm;
+	run.ph.out = xcalloc(rm->n, sizeof *run.ph.out);
+	run.ph.out_max = OUT_MAX;
+	/* Ctrl-C fails the hosts, so the key is taken off and dropped. */
+	run.ph.handle_sigint = 1;
 	want = xcalloc(rm->n, sizeof *want);
 	undo = xcalloc(rm->n, sizeof *undo);
 	why = xcalloc(rm->n, sizeof *why);
@@ -399,9 +289,9 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 	for (i = 0; i < rm->n; i++) {
 		char *e;
 		/* The edit is atomic: a command that failed changed nothing. */
-		if (!want[i] || host_ok(&run, i))
+		if (!want[i] || rotate_phase_ok(&run.ph, i))
 			continue;
-		e = host_error(&run, i);
+		e = rotate_phase_error(&run.ph, i);
 		fail_host(&run, i, "adding the key: %s", e);
 		free(e);
 	}
@@ -414,9 +304,9 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 	}
 	phase(&run, want, 1, cmds);
 	for (i = 0; i < rm->n; i++) {
-		if (!want[i] || host_ok(&run, i))
+		if (!want[i] || rotate_phase_ok(&run.ph, i))
 			continue;
-		why[i] = host_error(&run, i);
+		why[i] = rotate_phase_error(&run.ph, i);
 		fail_host(&run, i,
 		    "a fresh login with only the new key failed: %s", why[i]);
 		undo[i] = 1;
@@ -434,11 +324,11 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 				continue;
 			prev = run.x[i].res->error;
 			run.x[i].res->error = NULL;
-			if (host_ok(&run, i))
+			if (rotate_phase_ok(&run.ph, i))
 				fail_host(&run, i,
 				    "%s; the key was taken off again", prev);
 			else {
-				e = host_error(&run, i);
+				e = rotate_phase_error(&run.ph, i);
 				fail_host(&run, i,
 				    "%s; taking it off again failed too (%s): "
 				    "remove the line ending %s from %s there",
@@ -475,7 +365,8 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 	for (i = 0; i < rm->n; i++) {
 		struct inst *x = &run.x[i];
 		/* A key that failed and was not left on the host goes. */
-		if (x->res->failed && !(undo[i] && !host_ok(&run, i)))
+		if (x->res->failed &&
+		    !(undo[i] && !rotate_phase_ok(&run.ph, i)))
 			drop_key(&run, i);
 		rm->hosts[i].password = NULL;
 		memcpy(rm->hosts[i].keys, x->saved, sizeof x->saved);
@@ -483,11 +374,12 @@ install_keys(struct remote *rm, const struct install_opts *opts,
 		if (x->key != NULL)
 			ssh_key_free(x->key);
 		keys_key_clear(&x->k);
-		free(x->out.data);
+		free(run.ph.out[i].data);
 		free(why[i]);
 	}
 	keys_unlock(rm->inv);
 	free(run.x);
+	free(run.ph.out);
 	free(want);
 	free(undo);
 	free(why);

@@ -84,6 +84,52 @@ misc_mkdirs(const char *dir, char **cause)
 	return r;
 }
 
+/*
+ * Write len bytes of text to path through a new temporary file beside it
+ * (0600, never through a link), synced and renamed over path. Returns 0,
+ * or -1 with *cause set and nothing left behind.
+ */
+int
+misc_write_atomic(const char *path, const char *text, size_t len, char **cause)
+{
+	char *tmp;
+	size_t off = 0;
+	ssize_t w;
+	int fd, err = 0;
+
+	xasprintf(&tmp, "%s.tmp.%ld", path, (long)getpid());
+	fd = open(
+	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp,
+		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd == -1) {
+		xasprintf(cause, "cannot write %s: %s", tmp, strerror(errno));
+		free(tmp);
+		return -1;
+	}
+	while (off < len && err == 0) {
+		if ((w = write(fd, text + off, len - off)) > 0)
+			off += (size_t)w;
+		else if (w == -1 && errno != EINTR)
+			err = errno;
+	}
+	if (err == 0 && fsync(fd) != 0)
+		err = errno;
+	if (close(fd) != 0 && err == 0)
+		err = errno;
+	if (err == 0 && rename(tmp, path) != 0)
+		err = errno;
+	if (err != 0) {
+		xasprintf(cause, "cannot write %s: %s", path, strerror(err));
+		unlink(tmp);
+		free(tmp);
+		return -1;
+	}
+	free(tmp);
+	return 0;
+}
+
 /* A local path with a leading ~/ expanded from $HOME. Caller frees. */
 char *
 misc_expand_home(const char *path)

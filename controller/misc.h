@@ -17,6 +17,7 @@ struct misc_buf {
 
 char *misc_xdg_path(const char *, const char *, const char *);
 int misc_mkdirs(const char *, char **);
+int misc_write_atomic(const char *, const char *, size_t, char **);
 char *misc_expand_home(const char *);
 char *misc_shell_quote(const char *);
 char *misc_quote_any_shell(const char *);

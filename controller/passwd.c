@@ -39,6 +39,7 @@ static int copy_hostkey(struct engine_host *, const char *, const char *,
     const char *, enum engine_fail *, char **, void *);
 static const char *copy_hostkey_type(struct engine_host *, void *);
 static char *script(const char *);
+static void pwrun_start(struct pwrun *, struct remote *, struct passwd_host *);
 static void out_reset(struct misc_buf *, size_t);
 static void out_free(struct misc_buf *, size_t);
 static const char *out_line(const struct misc_buf *, const char *);
@@ -632,6 +633,25 @@ outcome_add(struct passwd_host *r, const char *text)
 }
 
 /*
+ * Start a run over rm: each res[i] empty (nothing known of either
+ * password), an output buffer per host, secrets kept out of core dumps.
+ */
+static void
+pwrun_start(struct pwrun *pr, struct remote *rm, struct passwd_host *res)
+{
+	size_t i;
+
+	memset(pr, 0, sizeof *pr);
+	pr->rm = rm;
+	pr->out = xcalloc(rm->n, sizeof *pr->out);
+	misc_secret_hold();
+	for (i = 0; i < rm->n; i++) {
+		memset(&res[i], 0, sizeof res[i]);
+		res[i].old_refused = res[i].new_works = -1;
+	}
+}
+
+/*
  * Lock the login user's password on every host of rm (see the top of the
  * file); oldpw (or NULL), a password to prove refused afterwards. Hosts
  * with skip set are left alone (their res[i].outcome stays NULL). res:
@@ -648,13 +668,8 @@ passwd_lock(struct remote *rm, const char *oldpw, struct passwd_host *res)
 	const char *p;
 	size_t i;
 
-	memset(&pr, 0, sizeof pr);
-	pr.rm = rm;
-	pr.out = xcalloc(rm->n, sizeof *pr.out);
-	misc_secret_hold();
+	pwrun_start(&pr, rm, res);
 	for (i = 0; i < rm->n; i++) {
-		memset(&res[i], 0, sizeof res[i]);
-		res[i].old_refused = res[i].new_works = -1;
 		if ((skip[i] = rm->hosts[i].skip) == 0)
 			rm->hosts[i].command = script(lock_body);
 	}
@@ -756,13 +771,8 @@ passwd_random(struct remote *rm, const char *oldpw, struct passwd_host *res)
 	char *in, st[32];
 	size_t i;
 
-	memset(&pr, 0, sizeof pr);
-	pr.rm = rm;
-	pr.out = xcalloc(rm->n, sizeof *pr.out);
-	misc_secret_hold();
+	pwrun_start(&pr, rm, res);
 	for (i = 0; i < rm->n; i++) {
-		memset(&res[i], 0, sizeof res[i]);
-		res[i].old_refused = res[i].new_works = -1;
 		res[i].secret = random_password();
 		xasprintf(&in, "%s\n", res[i].secret);
 		rm->hosts[i].command = script(random_body);

@@ -36,8 +36,7 @@ struct rot {
 	struct keys_key newk;
 	ssh_key newkey;
 	ssh_key oldkey;
-	int done;	     /* nothing more for this run */
-	struct misc_buf out; /* output of the last remote command, capped */
+	int done; /* nothing more for this run */
 };
 
 struct run {
@@ -47,15 +46,7 @@ struct run {
 	struct rotate_result *res;
 	struct keys_key shared_key;
 	ssh_key shared_sshkey;
-	const char *stdin_data; /* for run_phase, or NULL */
-	size_t stdin_len;
-};
-
-/* One edit of a host's authorized_keys (see keys_authkeys_command). */
-struct edit {
-	const char *add;
-	const char *like;
-	const char *del;
+	struct rotate_phase ph; /* out: each host's last command output */
 };
 
 static void run_init(struct run *, struct remote *, const struct rotate_opts *,
@@ -67,10 +58,11 @@ static int record(struct run *, size_t, int, const char *, char **);
 static int record_effect(struct run *, size_t, int, char **);
 static void fail_host(struct run *, size_t, const char *, ...)
     __attribute__((format(printf, 3, 4)));
-static void on_output(struct engine_host *, int, const char *, size_t, void *);
+static void phase_output(
+    struct engine_host *, int, const char *, size_t, void *);
+static void use_keys(struct run *, const int *, ssh_key *);
 static void run_phase(struct run *, int *, ssh_key *, char **);
-static void edit_phase(struct run *, int *, ssh_key *, struct edit *);
-static char *host_error(struct run *, size_t);
+static void edit_phase(struct run *, int *, ssh_key *, struct rotate_edit *);
 static int host_current_key(struct remote *, const char *, size_t, ssh_key *,
     char **, int64_t *, char **);
 static ssh_key *current_keys(struct run *);
@@ -161,6 +153,9 @@ run_init(struct run *run, struct remote *rm, const struct rotate_opts *opts,
 	res->n = rm->n;
 	res->hosts = xcalloc(rm->n, sizeof *res->hosts);
 	run->rots = xcalloc(rm->n, sizeof *run->rots);
+	run->ph.rm = rm;
+	run->ph.out = xcalloc(rm->n, sizeof *run->ph.out);
+	run->ph.out_max = OUT_MAX;
 	for (i = 0; i < rm->n; i++) {
 		run->rots[i].res = &res->hosts[i];
 		res->hosts[i].name = rm->hosts[i].in->name;
@@ -184,9 +179,10 @@ run_free(struct run *run)
 		keys_key_clear(&r->newk);
 		ssh_key_free(r->newkey);
 		ssh_key_free(r->oldkey);
-		free(r->out.data);
+		free(run->ph.out[i].data);
 	}
 	free(run->rots);
+	free(run->ph.out);
 	ssh_key_free(run->shared_sshkey);
 	keys_key_clear(&run->shared_key);
 }
@@ -317,28 +313,28 @@ fail_host(struct run *run, size_t i, const char *fmt, ...)
 	}
 }
 
-/* Keep a host's command output (capped at OUT_MAX) for its result. */
+/* Keep a host's command output (capped) for its result. */
 static void
-on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
+phase_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
     void *arg)
 {
-	struct run *run = arg;
-	struct rot *r = &run->rots[h - run->rm->hosts];
+	struct rotate_phase *ph = arg;
 
 	(void)is_stderr;
-	misc_buf_add(&r->out, data, len, OUT_MAX - 1);
+	misc_buf_add(&ph->out[h - ph->rm->hosts], data, len, ph->out_max - 1);
 }
 
 /*
  * Run the engine on a fresh connection for each host with want[i] set,
- * authenticating with keys[i] only, running cmds[i]. Always a new login
- * (settings.fresh, and no session is held): a reused session would
- * "verify" a key that does not work.
+ * logging in with the keys (and password) its engine_host holds, running
+ * cmds[i]. Always a new login (settings.fresh, and no session is held): a
+ * reused session would "verify" a key that does not work. Each host's
+ * result is in ph->rm->hosts[i], what it printed in ph->out[i].
  */
-static void
-run_phase(struct run *run, int *want, ssh_key *keys, char **cmds)
+void
+rotate_phase_run(struct rotate_phase *ph, const int *want, char **cmds)
 {
-	struct remote *rm = run->rm;
+	struct remote *rm = ph->rm;
 	struct engine_settings set;
 	size_t i;
 	int any = 0;
@@ -352,14 +348,12 @@ run_phase(struct run *run, int *want, ssh_key *keys, char **cmds)
 		any = 1;
 		engine_host_clear(h);
 		h->fail = EF_NONE;
-		h->keys[0] = keys[i];
-		h->nkeys = 1;
 		h->keys_error = NULL;
 		h->command = cmds[i];
-		run->rots[i].out.len = 0;
-		run->rots[i].out.truncated = 0;
-		if (run->rots[i].out.data != NULL)
-			run->rots[i].out.data[0] = '\0';
+		ph->out[i].len = 0;
+		ph->out[i].truncated = 0;
+		if (ph->out[i].data != NULL)
+			ph->out[i].data[0] = '\0';
 	}
 	if (!any)
 		return;
@@ -370,11 +364,12 @@ run_phase(struct run *run, int *want, ssh_key *keys, char **cmds)
 	set.connect_timeout = rm->fleet->config->connect_timeout;
 	set.setup_timeout = rm->fleet->config->setup_timeout;
 	set.command_timeout = 120;
-	set.stdin_data = run->stdin_data;
-	set.stdin_len = run->stdin_len;
-	rm->ops.output = on_output;
+	set.stdin_data = ph->stdin_data;
+	set.stdin_len = ph->stdin_len;
+	set.handle_sigint = ph->handle_sigint;
+	rm->ops.output = phase_output;
 	rm->ops.done = NULL;
-	rm->ops.arg = run;
+	rm->ops.arg = ph;
 	if (remote_run(rm, &set) != 0) {
 		for (i = 0; i < rm->n; i++) {
 			if (want[i]) {
@@ -392,16 +387,16 @@ run_phase(struct run *run, int *want, ssh_key *keys, char **cmds)
 }
 
 /*
- * Edit authorized_keys on each host with want[i] set, logging in with
- * keys[i] only: the agent's authkeys where it is deployed, else uploaded
- * first on a second login (as status deploys it). The result is in
- * rm->hosts[i] and run->rots[i].out as for run_phase.
+ * Edit authorized_keys on each host with want[i] set, logging in as for
+ * rotate_phase_run: the agent's authkeys (ab) where it is deployed, else
+ * uploaded first on a second login (as status deploys it). The result is
+ * as for rotate_phase_run.
  */
-static void
-edit_phase(struct run *run, int *want, ssh_key *keys, struct edit *ed)
+void
+rotate_phase_edit(struct rotate_phase *ph, const int *want,
+    const struct agent_bin *ab, const struct rotate_edit *ed)
 {
-	struct remote *rm = run->rm;
-	const struct agent_bin *ab = run->opts->ab;
+	struct remote *rm = ph->rm;
 	char **cmds = xcalloc(rm->n, sizeof *cmds);
 	int *missing = xcalloc(rm->n, sizeof *missing), any = 0;
 	size_t i;
@@ -411,7 +406,7 @@ edit_phase(struct run *run, int *want, ssh_key *keys, struct edit *ed)
 			cmds[i] = keys_authkeys_command(rm->hosts[i].in, ab,
 			    ed[i].add, ed[i].like, ed[i].del, 0);
 	}
-	run_phase(run, want, keys, cmds);
+	rotate_phase_run(ph, want, cmds);
 	for (i = 0; i < rm->n; i++) {
 		free(cmds[i]);
 		cmds[i] = NULL;
@@ -424,55 +419,96 @@ edit_phase(struct run *run, int *want, ssh_key *keys, struct edit *ed)
 		    rm->hosts[i].in, ab, ed[i].add, ed[i].like, ed[i].del, 1);
 	}
 	if (any) {
-		run->stdin_data = ab->data;
-		run->stdin_len = ab->len;
-		run_phase(run, missing, keys, cmds);
-		run->stdin_data = NULL;
-		run->stdin_len = 0;
+		ph->stdin_data = ab->data;
+		ph->stdin_len = ab->len;
+		rotate_phase_run(ph, missing, cmds);
+		ph->stdin_data = NULL;
+		ph->stdin_len = 0;
 	}
 	for (i = 0; i < rm->n; i++) {
+		struct engine_host *h = &rm->hosts[i];
+		struct misc_buf *out = &ph->out[i];
 		free(cmds[i]);
-		if (missing[i] && rm->hosts[i].fail == EF_NONE &&
-		    rm->hosts[i].exit_signal == NULL &&
-		    rm->hosts[i].exit_status >= DEPLOY_EXIT_WRITE &&
-		    rm->hosts[i].exit_status <= DEPLOY_EXIT_ARCH) {
+		if (missing[i] && h->fail == EF_NONE &&
+		    h->exit_signal == NULL &&
+		    h->exit_status >= DEPLOY_EXIT_WRITE &&
+		    h->exit_status <= DEPLOY_EXIT_ARCH) {
 			/* Say why the agent could not be put there. */
-			char *why = deploy_explain(rm->hosts[i].exit_status,
-			    run->rots[i].out.data, rm->hosts[i].in);
-			free(run->rots[i].out.data);
-			run->rots[i].out.data = why;
-			run->rots[i].out.len = strlen(why);
-			run->rots[i].out.size = run->rots[i].out.len + 1;
+			char *why =
+			    deploy_explain(h->exit_status, out->data, h->in);
+			free(out->data);
+			out->data = why;
+			out->len = strlen(why);
+			out->size = out->len + 1;
 		}
 	}
 	free(cmds);
 	free(missing);
 }
 
-/* Why a host's last run failed, one line. Caller frees. */
-static char *
-host_error(struct run *run, size_t i)
+/* Did host i's last command run and exit 0? */
+int
+rotate_phase_ok(struct rotate_phase *ph, size_t i)
 {
-	struct engine_host *h = &run->rm->hosts[i];
-	struct rot *r = &run->rots[i];
+	struct engine_host *h = &ph->rm->hosts[i];
+
+	return h->fail == EF_NONE && h->exit_signal == NULL &&
+	    h->exit_status == 0;
+}
+
+/* Why host i's last run failed, one line. Caller frees. */
+char *
+rotate_phase_error(struct rotate_phase *ph, size_t i)
+{
+	struct engine_host *h = &ph->rm->hosts[i];
+	struct misc_buf *out = &ph->out[i];
 	char *s, *p;
 
 	if (h->fail != EF_NONE)
 		return xstrdup(h->fail_msg != NULL ? h->fail_msg
 						   : engine_fail_code(h->fail));
-	for (p = r->out.data; p != NULL && *p != '\0'; p++) {
-		if (*p == '\n')
+	for (p = out->data; p != NULL && *p != '\0'; p++) {
+		if (*p == '\n' || *p == '\r')
 			*p = ' ';
 	}
-	while (r->out.len > 0 && r->out.data[r->out.len - 1] == ' ')
-		r->out.data[--r->out.len] = '\0';
+	while (out->len > 0 && out->data[out->len - 1] == ' ')
+		out->data[--out->len] = '\0';
 	if (h->exit_signal != NULL)
 		xasprintf(&s, "killed by signal %s", h->exit_signal);
 	else
 		xasprintf(&s, "exit %d%s%s", h->exit_status,
-		    r->out.len != 0 ? ": " : "",
-		    r->out.len != 0 ? r->out.data : "");
+		    out->len != 0 ? ": " : "", out->len != 0 ? out->data : "");
 	return s;
+}
+
+/* Each host with want[i] set logs in with keys[i] only. */
+static void
+use_keys(struct run *run, const int *want, ssh_key *keys)
+{
+	size_t i;
+
+	for (i = 0; i < run->rm->n; i++) {
+		if (!want[i])
+			continue;
+		run->rm->hosts[i].keys[0] = keys[i];
+		run->rm->hosts[i].nkeys = 1;
+	}
+}
+
+/* Run cmds[i] on each host with want[i] set, logging in with keys[i] only. */
+static void
+run_phase(struct run *run, int *want, ssh_key *keys, char **cmds)
+{
+	use_keys(run, want, keys);
+	rotate_phase_run(&run->ph, want, cmds);
+}
+
+/* Edit authorized_keys on each host with want[i] set, with keys[i] only. */
+static void
+edit_phase(struct run *run, int *want, ssh_key *keys, struct rotate_edit *ed)
+{
+	use_keys(run, want, keys);
+	rotate_phase_edit(&run->ph, want, run->opts->ab, ed);
 }
 
 /*
@@ -779,7 +815,7 @@ remote_step(struct run *run, const struct rotate_step *s, int *want)
 {
 	struct remote *rm = run->rm;
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
-	struct edit *ed = xcalloc(rm->n, sizeof *ed);
+	struct rotate_edit *ed = xcalloc(rm->n, sizeof *ed);
 	char **cmds = xcalloc(rm->n, sizeof *cmds);
 	int with_new = s->script == ROTATE_LOGIN || s->script == ROTATE_REMOVE;
 	size_t i;
@@ -825,14 +861,14 @@ step_done(struct run *run, const struct rotate_step *s, size_t i, char **why)
 	case ROTATE_REMOVE:
 		if (h->fail == EF_NONE && h->exit_status == 0)
 			return 0;
-		e = host_error(run, i);
+		e = rotate_phase_error(&run->ph, i);
 		fail_host(run, i, "%s: %s", s->what, e);
 		free(e);
 		return -1;
 	case ROTATE_LOGIN:
 		if (h->fail == EF_NONE && h->exit_status == 0)
 			return 0;
-		*why = host_error(run, i);
+		*why = rotate_phase_error(&run->ph, i);
 		return 1;
 	case ROTATE_REFUSED:
 		if (h->fail == EF_AUTH)
@@ -845,7 +881,7 @@ step_done(struct run *run, const struct rotate_step *s, size_t i, char **why)
 			    s->what);
 			return -1;
 		}
-		e = host_error(run, i);
+		e = rotate_phase_error(&run->ph, i);
 		fail_host(run, i,
 		    "%s: cannot confirm the old key is refused: %s", s->what,
 		    e);
@@ -904,7 +940,7 @@ revert(struct run *run, int *undo, char **why)
 {
 	struct remote *rm = run->rm;
 	ssh_key *keys = xcalloc(rm->n, sizeof *keys);
-	struct edit *ed = xcalloc(rm->n, sizeof *ed);
+	struct rotate_edit *ed = xcalloc(rm->n, sizeof *ed);
 	char *cause = NULL, *uw;
 	size_t i;
 
@@ -919,7 +955,7 @@ revert(struct run *run, int *undo, char **why)
 			continue;
 		if (rm->hosts[i].fail != EF_NONE ||
 		    rm->hosts[i].exit_status != 0) {
-			uw = host_error(run, i);
+			uw = rotate_phase_error(&run->ph, i);
 			fail_host(run, i,
 			    "step 3: the new key did not log in (%s), and "
 			    "removing it again failed (%s); the old key still "
@@ -1084,7 +1120,7 @@ revoke_edit(struct run *run, ssh_key *keys, const char *type, const char *blob,
 {
 	struct remote *rm = run->rm;
 	struct inventory *inv = rm->inv;
-	struct edit *ed = xcalloc(rm->n, sizeof *ed);
+	struct rotate_edit *ed = xcalloc(rm->n, sizeof *ed);
 	char *cause = NULL, *why, *ctype, *cblob, *cfp;
 	size_t i;
 
@@ -1116,14 +1152,14 @@ revoke_edit(struct run *run, ssh_key *keys, const char *type, const char *blob,
 			continue;
 		if (rm->hosts[i].fail != EF_NONE ||
 		    rm->hosts[i].exit_status != 0) {
-			why = host_error(run, i);
+			why = rotate_phase_error(&run->ph, i);
 			fail_host(run, i, "cannot remove the key: %s", why);
 			free(why);
 			want[i] = 0;
 			continue;
 		}
-		rt->res->untouched = rt->out.len == 0 ||
-		    strncmp(rt->out.data, "unchanged", 9) == 0;
+		rt->res->untouched = run->ph.out[i].len == 0 ||
+		    strncmp(run->ph.out[i].data, "unchanged", 9) == 0;
 		if (inventory_begin(inv, &cause) != 0 ||
 		    keys_retire_blob(inv, rm->hosts[i].in->id, type, blob,
 			"revoked", &cause) != 0 ||
@@ -1159,20 +1195,20 @@ revoke_prove(
 	}
 	run_phase(run, want, keys, cmds);
 	for (i = 0; i < rm->n; i++) {
-		struct rot *rt = &run->rots[i];
+		struct misc_buf *out = &run->ph.out[i];
 		free(cmds[i]);
 		if (!want[i])
 			continue;
 		if (rm->hosts[i].fail != EF_NONE ||
 		    rm->hosts[i].exit_status != 0) {
-			why = host_error(run, i);
+			why = rotate_phase_error(&run->ph, i);
 			fail_host(run, i,
 			    "revoked, but the login check after it failed: %s",
 			    why);
 			free(why);
 		} else if (keys_text_has_blob(
-			       rt->out.data != NULL ? rt->out.data : "",
-			       rt->out.len, blob))
+			       out->data != NULL ? out->data : "", out->len,
+			       blob))
 			fail_host(run, i,
 			    "%s is still in %s after its removal (re-added at "
 			    "once?)",
@@ -1219,7 +1255,7 @@ rotate_check(
 		if (want[i] &&
 		    (rm->hosts[i].fail != EF_NONE ||
 			rm->hosts[i].exit_status != 0)) {
-			why = host_error(&run, i);
+			why = rotate_phase_error(&run.ph, i);
 			fail_host(
 			    &run, i, "cannot read authorized_keys: %s", why);
 			free(why);
@@ -1227,8 +1263,8 @@ rotate_check(
 		if (rt->res->failed)
 			continue;
 		r = keys_reinjected(rm->inv, rm->hosts[i].in->id,
-		    rt->out.len != 0 ? rt->out.data : "", &rt->res->found,
-		    &cause);
+		    run.ph.out[i].len != 0 ? run.ph.out[i].data : "",
+		    &rt->res->found, &cause);
 		if (r < 0) {
 			fail_host(
 			    &run, i, "%s", cause != NULL ? cause : "failed");

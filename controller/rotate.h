@@ -49,6 +49,28 @@ struct rotate_opts {
 	time_t now;
 };
 
+/*
+ * A run of one command per host, each on a fresh login with the keys (and
+ * password) its engine_host holds: key rotation and install share it. What
+ * host i's last command printed is kept in out[i] (caller's, rm->n of
+ * them; caller frees their data), capped at out_max bytes.
+ */
+struct rotate_phase {
+	struct remote *rm;
+	struct misc_buf *out;
+	size_t out_max;
+	const char *stdin_data; /* set by rotate_phase_edit, or NULL */
+	size_t stdin_len;
+	int handle_sigint; /* Ctrl-C fails the hosts */
+};
+
+/* One edit of a host's authorized_keys (see keys_authkeys_command). */
+struct rotate_edit {
+	const char *add;
+	const char *like;
+	const char *del;
+};
+
 /* What --dry-run would do to a host. */
 enum rotate_plan {
 	ROTATE_PLAN_NONE,
@@ -91,5 +113,10 @@ int rotate_revoke(struct remote *, const struct rotate_opts *, const char *,
     const char *, const char *, struct rotate_result *, char **);
 void rotate_check(struct remote *, const char *, struct rotate_result *);
 void rotate_result_free(struct rotate_result *);
+void rotate_phase_run(struct rotate_phase *, const int *, char **);
+void rotate_phase_edit(struct rotate_phase *, const int *,
+    const struct agent_bin *, const struct rotate_edit *);
+int rotate_phase_ok(struct rotate_phase *, size_t);
+char *rotate_phase_error(struct rotate_phase *, size_t);
 
 #endif

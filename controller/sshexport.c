@@ -381,10 +381,7 @@ out:
 static int
 write_atomic(const char *path, const char *text, char **cause)
 {
-	char *dir, *tmp, *slash;
-	size_t len = strlen(text), off = 0;
-	ssize_t w;
-	int fd, err = 0;
+	char *dir, *slash;
 
 	dir = xstrdup(path);
 	if ((slash = strrchr(dir, '/')) != NULL && slash != dir) {
@@ -395,36 +392,8 @@ write_atomic(const char *path, const char *text, char **cause)
 		}
 	}
 	free(dir);
-	xasprintf(&tmp, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(
-	    tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd == -1 && errno == EEXIST && unlink(tmp) == 0)
-		fd = open(tmp,
-		    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd == -1) {
-		xasprintf(cause, "cannot write %s: %s", tmp, strerror(errno));
-		free(tmp);
+	if (misc_write_atomic(path, text, strlen(text), cause) != 0)
 		return -GF_EUSAGE;
-	}
-	while (off < len && err == 0) {
-		if ((w = write(fd, text + off, len - off)) > 0)
-			off += (size_t)w;
-		else if (w == -1 && errno != EINTR)
-			err = errno;
-	}
-	if (err == 0 && fsync(fd) != 0)
-		err = errno;
-	if (close(fd) != 0 && err == 0)
-		err = errno;
-	if (err == 0 && rename(tmp, path) != 0)
-		err = errno;
-	if (err != 0) {
-		xasprintf(cause, "cannot write %s: %s", path, strerror(err));
-		unlink(tmp);
-		free(tmp);
-		return -GF_EUSAGE;
-	}
-	free(tmp);
 	return 0;
 }
 
