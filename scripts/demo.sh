@@ -59,6 +59,11 @@ show "gpufleet passwd gpu-4 --lock --password   # only its key opens SSH now; th
 gpufleet passwd gpu-4 --lock --password-file "$pw"
 show gpufleet keys status gpu-4
 gpufleet keys status gpu-4
+# A private key left readable on the box (a common leftover of setup).
+g4=$(awk '$1 == "gpu-4" { print $4 }' "$D/instances.tsv")/home
+cp "$D/client/id_ed25519" "$g4/deploy_key" && chmod 0644 "$g4/deploy_key"
+show "gpufleet harden gpu-4 --fix   # what is safe and reversible is fixed; the rest stays a report"
+gpufleet harden gpu-4 --fix || true
 
 show gpufleet ls
 gpufleet ls
@@ -92,6 +97,13 @@ show gpufleet hostkey show gpu-1
 gpufleet hostkey show gpu-1
 show gpufleet ssh gpu-2 -- echo hello from gpu-2
 gpufleet ssh gpu-2 -- echo hello from gpu-2
+# A machine reachable only through another (a lab's gateway): here gpu-2
+# through gpu-1, for a moment. One session to the jump serves every host
+# behind it; each hop's host key is pinned.
+show "gpufleet set gpu-2 jump=gpu-1; gpufleet exec gpu-2 -- 'echo \$GPUFLEET_INSTANCE via the jump'"
+gpufleet set gpu-2 jump=gpu-1
+gpufleet exec gpu-2 -- 'echo $GPUFLEET_INSTANCE via the jump'
+gpufleet set gpu-2 jump=
 # OpenSSH's own tools with gpufleet's pinned keys (ssh-config --install
 # keeps ~/.ssh/gpufleet.conf current; here a file of the demo's own).
 show "gpufleet ssh-config > FLEET.conf; scp -F FLEET.conf notes.txt gpu-4:   # scp, sftp, rsync -e, VS Code"
