@@ -150,9 +150,7 @@ make_key(struct run *run, size_t i)
 	struct remote *rm = run->rm;
 	struct inst *x = &run->x[i];
 	const char *host = rm->hosts[i].in->name;
-	char *cause = NULL, *t = NULL, *name = NULL, *dir = keys_dir();
-	char base[32];
-	struct tm tm;
+	char *cause = NULL, *name = NULL, *dir = keys_dir();
 	struct keys_rotation row;
 	int rc = -1, r;
 
@@ -171,11 +169,7 @@ make_key(struct run *run, size_t i)
 		goto out;
 	}
 	keys_rotation_clear(&row);
-	gmtime_r(&opts->now, &tm);
-	strftime(base, sizeof base, "%Y%m%d-%H%M%S", &tm);
-	xasprintf(&t, "%s-%s", host, base);
-	if (keys_check_name(t, &cause) != 0 ||
-	    keys_unique_name(rm->inv, dir, t, &name) != 0) {
+	if (keys_dated_name(rm->inv, dir, host, opts->now, &name) != 0) {
 		fail_host(run, i, "cannot name a key for %s", host);
 		goto out;
 	}
@@ -187,7 +181,6 @@ make_key(struct run *run, size_t i)
 	rc = 0;
 out:
 	free(cause);
-	free(t);
 	free(name);
 	free(dir);
 	return rc;

@@ -1333,3 +1333,26 @@ keys_unique_name(
 	}
 	return -1;
 }
+
+/*
+ * A name for a key made now for prefix (an instance's name, or "shared"):
+ * PREFIX-YYYYmmdd-HHMMSS in UTC, made unique as keys_unique_name does.
+ * Returns 0 with *name set (caller frees), or -1 when there is none.
+ */
+int
+keys_dated_name(struct inventory *inv, const char *dir, const char *prefix,
+    time_t now, char **name)
+{
+	char stamp[32], *base, *cause = NULL;
+	struct tm tm;
+	int r;
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+	xasprintf(&base, "%s-%s", prefix, stamp);
+	if ((r = keys_check_name(base, &cause)) == 0)
+		r = keys_unique_name(inv, dir, base, name);
+	free(cause);
+	free(base);
+	return r != 0 ? -1 : 0;
+}

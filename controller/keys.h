@@ -124,5 +124,7 @@ void keys_orphans_free(struct keys_orphan *, size_t);
 int keys_remove_orphan(struct inventory *, const struct keys_orphan *, char **);
 int keys_drop_reverted(struct inventory *, const char *, int64_t, char **);
 int keys_unique_name(struct inventory *, const char *, const char *, char **);
+int keys_dated_name(
+    struct inventory *, const char *, const char *, time_t, char **);
 
 #endif

@@ -721,8 +721,7 @@ make_key(struct run *run, size_t i)
 	struct remote *rm = run->rm;
 	struct rot *r = &run->rots[i];
 	const char *host = rm->hosts[i].in->name;
-	char *cause = NULL, *t = NULL, *name = NULL, *dir = NULL, base[96];
-	struct tm tm;
+	char *cause = NULL, *name = NULL, *dir = NULL;
 	int rc = -1;
 
 	if (opts->shared && run->shared_sshkey != NULL) {
@@ -736,12 +735,9 @@ make_key(struct run *run, size_t i)
 		rc = 0;
 		goto out;
 	}
-	gmtime_r(&opts->now, &tm);
-	strftime(base, sizeof base, "%Y%m%d-%H%M%S", &tm);
-	xasprintf(&t, "%s-%s", opts->shared ? "shared" : host, base);
 	dir = keys_dir();
-	if (keys_check_name(t, &cause) != 0 ||
-	    keys_unique_name(rm->inv, dir, t, &name) != 0) {
+	if (keys_dated_name(rm->inv, dir, opts->shared ? "shared" : host,
+		opts->now, &name) != 0) {
 		fail_host(run, i, "cannot name a key for %s", host);
 		goto out;
 	}
@@ -754,7 +750,6 @@ make_key(struct run *run, size_t i)
 	rc = 0;
 out:
 	free(cause);
-	free(t);
 	free(name);
 	free(dir);
 	return rc;
