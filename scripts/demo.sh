@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # README command 1: install what is missing, build, start a sandbox fleet
-# of 4 instances (real sshd on 127.0.0.1; one handed out with a root
+# of 5 instances (real sshd on 127.0.0.1; two handed out with a root
 # password, as AutoDL does), manage it with gpufleet from a
 # throw-away inventory, and stop the sandbox again.
 set -euo pipefail
@@ -32,8 +32,8 @@ base=/var/lib/gpufleet-test/fleets
 mkdir -p "$base"
 D=$(mktemp -d "$base/demo.XXXXXX")
 rmdir "$D"
-show "tests/harness/fleet up 4 --prefix gpu --root-login 4    # 4 sandbox instances, real sshd; gpu-4 as AutoDL hands it out: root and a password"
-fleet up 4 --prefix gpu --root-login 4 --owner $$
+show "tests/harness/fleet up 5 --prefix gpu --root-login 4 --root-login 5    # 5 sandbox instances, real sshd; gpu-4 and gpu-5 as AutoDL hands them out: root and a password"
+fleet up 5 --prefix gpu --root-login 4 --root-login 5 --owner $$
 cat "$D/instances.tsv" | awk '{ printf "  %s on 127.0.0.1:%s (user %s)\n", $1, $2, $3 }'
 key=$D/client/id_ed25519
 port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
@@ -57,8 +57,18 @@ show "gpufleet add gpu-4 '$line' --password --check --provider autodl   # the co
 gpufleet add gpu-4 "$line" --password-file "$pw" --check --provider autodl
 show "gpufleet passwd gpu-4 --lock --password   # only its key opens SSH now; the console password is proven refused"
 gpufleet passwd gpu-4 --lock --password-file "$pw"
-show gpufleet keys status gpu-4
-gpufleet keys status gpu-4
+# gpu-5 was added earlier by its address only (no key of ours on it yet):
+# keys install gives it its own key the same way, then a new random
+# console password replaces the one the platform showed.
+: >"$(awk '$1 == "gpu-5" { print $4 }' "$D/instances.tsv")/home/.ssh/authorized_keys"
+gpufleet add gpu-5 "ssh -p $(port gpu-5) root@127.0.0.1" --provider featurize >/dev/null 2>&1
+show "gpufleet keys install gpu-5 --password   # an instance already in the inventory (here: --password-file)"
+gpufleet keys install gpu-5 --password-file "$D/instances/gpu-5/password"
+show "gpufleet passwd gpu-5 --random --out PW.txt   # for a web console that needs one; shown once or written 0600"
+gpufleet passwd gpu-5 --random --out "$work/pw.txt"
+ls -l "$work/pw.txt" | awk '{ print "  " $1 " PW.txt" }'
+show gpufleet keys status gpu-4,gpu-5
+gpufleet keys status gpu-4,gpu-5
 # A private key left readable on the box (a common leftover of setup).
 g4=$(awk '$1 == "gpu-4" { print $4 }' "$D/instances.tsv")/home
 cp "$D/client/id_ed25519" "$g4/deploy_key" && chmod 0644 "$g4/deploy_key"
