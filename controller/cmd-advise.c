@@ -20,8 +20,12 @@ const struct cmd_entry cmd_advise_entry = {
 	.usage = "[SELECTOR] [--json]",
 	.summary = "what to change to pay less, with the numbers behind it",
 	.help =
-	    "  - monthly vs hourly: hours used per day over the last 7 and 30 "
-	    "days\n    against the monthly plan's break-even (monthly_price);\n"
+	    "  - monthly vs hourly: hours used per day over the span observed "
+	    "(since\n    the first ledger entry or the adding, at most 30 "
+	    "days; "
+	    "'thin' under a\n    day) against the monthly plan's break-even "
+	    "(monthly_price): it saves\n    X or costs X more; --json adds "
+	    "the numbers (money in minor units);\n"
 	    "  - idle: the share of this week's billed time with every GPU "
 	    "idle, and\n    its cost (from status samples);\n"
 	    "  - stopped instances still paying storage, and those near their\n"

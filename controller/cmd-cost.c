@@ -42,14 +42,20 @@ const struct cmd_entry cmd_cost_entry = {
 	    "GPU below\n[status] idle_util_percent, from samples; '?' without "
 	    "samples), total.\nTotals per currency (never added across "
 	    "currencies), month to date and\na projection to the end of the "
-	    "month at the current state. Default window:\nthis month. TIME: "
+	    "month at the burn: the price of running\ninstances plus the "
+	    "storage of stopped ones (egress not included). Shown\nparts add "
+	    "up to shown totals (largest remainder rounding). An instance "
+	    "with\nno price shows '?' and a total with one '12.30 CNY + ?'. "
+	    "Default window:\nthis month. TIME: "
 	    "2026-11-01T02:00:00Z, '2026-11-01 02:00', 2026-11-01,\n-2h, "
 	    "yesterday, now.\n\n"
 	    "      --since TIME, --until TIME   the window\n"
 	    "      --by provider   per provider: cost, restarts, outages, "
 	    "availability\n"
 	    "      --by day        per day and currency\n"
-	    "      --json          exact amounts in minor units (1/10000)\n\n"
+	    "      --json          exact amounts in minor units (1/10000), "
+	    "null "
+	    "when unknown\n\n"
 	    "Example: gpufleet cost @train --since yesterday --until today\n",
 	.exec = cmd_cost_exec,
 };
