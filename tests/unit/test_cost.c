@@ -284,6 +284,24 @@ START_TEST(test_advice)
 }
 END_TEST
 
+/* p's burn and runway over the first n of list, one stopped among them. */
+static void
+check_runway(struct fixture *f, const struct instance *list, size_t n,
+    struct provider_info *p, int64_t now, money_t per_day, money_t per_hour,
+    int running, int64_t runway)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(
+	    cost_provider_runway(f->inv, &f->cf, list, n, p, now, 0, &cause),
+	    0);
+	ck_assert_int_eq(p->burn_per_day, per_day);
+	ck_assert_int_eq(p->burn, per_hour);
+	ck_assert_int_eq(p->running, running);
+	ck_assert_int_eq(p->stopped, 1);
+	ck_assert_int_eq(p->runway, runway);
+}
+
 /*
  * Storage while stopped is in the burn, the projection and the runway.
  * s1 (4.9783/h per second, storage 0.5/day) ran 2 h from 12-01 00:00 and
@@ -342,15 +360,8 @@ START_TEST(test_stopped_burn)
 	ck_assert_int_eq(provider_write(inv, "autodl", 1, &chg, &cause), 0);
 	ck_assert_int_eq(provider_list(inv, &pv, &np, &cause), 0);
 	ck_assert_uint_eq(np, 1);
-	ck_assert_int_eq(
-	    cost_provider_runway(inv, &f.cf, list, 1, &pv[0], now, 0, &cause),
-	    0);
+	check_runway(&f, list, 1, &pv[0], now, 5000, 209, 0, 3456000);
 	ck_assert_int_eq(pv[0].left, 200000);
-	ck_assert_int_eq(pv[0].burn_per_day, 5000);
-	ck_assert_int_eq(pv[0].burn, 209);
-	ck_assert_int_eq(pv[0].running, 0);
-	ck_assert_int_eq(pv[0].stopped, 1);
-	ck_assert_int_eq(pv[0].runway, 3456000);
 
 	/*
 	 * And r1 running at 4.98/h on the same balance: 4.98 * 24 = 119.52
@@ -359,14 +370,7 @@ START_TEST(test_stopped_burn)
 	 */
 	add_instance(inv, &list[1], "r1", "autodl", r1_price);
 	add_run(inv, list[1].id, now - 3600, 0);
-	ck_assert_int_eq(
-	    cost_provider_runway(inv, &f.cf, list, 2, &pv[0], now, 0, &cause),
-	    0);
-	ck_assert_int_eq(pv[0].burn_per_day, 1200200);
-	ck_assert_int_eq(pv[0].burn, 50009);
-	ck_assert_int_eq(pv[0].running, 1);
-	ck_assert_int_eq(pv[0].stopped, 1);
-	ck_assert_int_eq(pv[0].runway, 14397);
+	check_runway(&f, list, 2, &pv[0], now, 1200200, 50009, 1, 14397);
 	provider_free(pv, np);
 	fixture_close(&f, list, 2);
 }
