@@ -50,6 +50,7 @@ add(struct advise_run *ar, const char *kind, const char *name, const char *fmt,
 
 	ar->v = xreallocarray(ar->v, ar->n + 1, sizeof *ar->v);
 	a = &ar->v[ar->n++];
+	memset(a, 0, sizeof *a);
 	a->kind = kind;
 	a->name = xstrdup(name);
 	va_start(ap, fmt);
@@ -57,12 +58,79 @@ add(struct advise_run *ar, const char *kind, const char *name, const char *fmt,
 	va_end(ap);
 }
 
+/*
+ * When the evidence on in's use starts: its first ledger entry or when it
+ * was added, whichever is earlier, but at most 30 days before now.
+ */
+static int64_t
+evidence_start(const struct instance *in, const struct ledger_event *ev,
+    size_t nev, int64_t now)
+{
+	int64_t t = in->created_at;
+
+	if (nev > 0 && (t <= 0 || ev[0].t < t))
+		t = ev[0].t;
+	if (t <= 0 || t < now - 30 * 86400)
+		t = now - 30 * 86400;
+	return t;
+}
+
+/*
+ * Monthly plan against hourly at the use observed since the evidence
+ * starts (30 days at most), saying over how many days.
+ */
+static int
+advise_monthly(struct advise_run *ar, const struct instance *in,
+    const struct ledger_event *ev, size_t nev, char **cause)
+{
+	struct ledger_cost w;
+	struct billing_advice adv;
+	int64_t from = evidence_start(in, ev, nev, ar->now);
+	double days = (double)(ar->now - from) / 86400, h;
+	char *a, *b, *verdict;
+	int r;
+
+	if (ar->now <= from)
+		return 0;
+	memset(&w, 0, sizeof w);
+	w.in = in;
+	if ((r = ledger_cost(
+		 ar->inv, ar->cf, &w, from, ar->now, ar->now, cause)) != 0)
+		return r;
+	h = w.total.running_secs / 3600.0 / days;
+	if (!w.priced || billing_advise_monthly(&w.rule, h, &adv) != 0)
+		return 0;
+	a = billing_format(
+	    adv.savings >= 0 ? adv.savings : -adv.savings, w.rule.currency);
+	b = billing_format(adv.hourly_month, w.rule.currency);
+	if (adv.savings > 0)
+		xasprintf(&verdict, "saves %s/month over hourly", a);
+	else if (adv.savings < 0)
+		xasprintf(&verdict, "costs %s/month more than hourly", a);
+	else
+		verdict = xstrdup("costs the same as hourly");
+	add(ar, "monthly", in->name,
+	    "used %.1f h/day over %.1f day%s of evidence%s, break-even %.1f "
+	    "h/day: the monthly plan %s (%s for 30 days at that use)",
+	    h, days, days == 1 ? "" : "s",
+	    ar->now - from < 86400 ? " (thin: under a day)" : "",
+	    adv.breakeven_hours_per_day, verdict, b);
+	free(verdict);
+	ar->v[ar->n - 1].has_monthly = 1;
+	ar->v[ar->n - 1].monthly = adv;
+	ar->v[ar->n - 1].evidence_s = ar->now - from;
+	snprintf(ar->v[ar->n - 1].currency, sizeof ar->v[ar->n - 1].currency,
+	    "%s", w.rule.currency);
+	free(a);
+	free(b);
+	return 0;
+}
+
 /* Monthly plan or hourly, idle share and the stopped checks of one. */
 static int
 advise_instance(struct advise_run *ar, const struct instance *in, char **cause)
 {
-	struct ledger_cost w7, w30;
-	struct billing_advice adv;
+	struct ledger_cost w7;
 	struct ledger_event *ev = NULL;
 	size_t nev;
 	int64_t since;
@@ -70,32 +138,17 @@ advise_instance(struct advise_run *ar, const struct instance *in, char **cause)
 	int r;
 
 	memset(&w7, 0, sizeof w7);
-	memset(&w30, 0, sizeof w30);
-	w7.in = w30.in = in;
+	w7.in = in;
 	if ((r = ledger_cost(ar->inv, ar->cf, &w7, ar->now - 7 * 86400, ar->now,
-		 ar->now, cause)) != 0 ||
-	    (r = ledger_cost(ar->inv, ar->cf, &w30, ar->now - 30 * 86400,
-		 ar->now, ar->now, cause)) != 0)
+		 ar->now, cause)) != 0)
 		return r;
 	if (!w7.priced)
 		return 0;
-	/* Monthly plan against hourly, at 7- and 30-day usage. */
-	if (w7.rule.monthly_price > 0) {
-		double h7 = w7.total.running_secs / 3600.0 / 7;
-		double h30 = w30.total.running_secs / 3600.0 / 30;
-		if (billing_advise_monthly(&w7.rule, h7, &adv) == 0) {
-			a = billing_format(
-			    adv.savings > 0 ? adv.savings : -adv.savings,
-			    w7.rule.currency);
-			add(ar, "monthly", in->name,
-			    "used %.1f h/day (7 days; %.1f over 30), "
-			    "break-even %.1f h/day: the monthly plan %s "
-			    "%s/month",
-			    h7, h30, adv.breakeven_hours_per_day,
-			    adv.savings > 0 ? "saves" : "would cost", a);
-			free(a);
-		}
-	}
+	if ((r = ledger_events(ar->inv, in->id, &ev, &nev, cause)) != 0)
+		return r;
+	if (w7.rule.monthly_price > 0 &&
+	    (r = advise_monthly(ar, in, ev, nev, cause)) != 0)
+		goto out;
 	/* Idle share of this week's billed time. */
 	if (!isnan(w7.idle_frac) && w7.idle_frac >= 0.05 &&
 	    w7.total.compute > 0) {
@@ -105,12 +158,11 @@ advise_instance(struct advise_run *ar, const struct instance *in, char **cause)
 		    w7.idle_frac * 100, a);
 		free(a);
 	}
-	if ((r = ledger_events(ar->inv, in->id, &ev, &nev, cause)) != 0)
-		return r;
 	if ((since = advise_stopped_since(ev, nev)) != 0)
 		advise_stopped(ar, in, &w7.rule, since);
+out:
 	free(ev);
-	return 0;
+	return r;
 }
 
 /* Stopped since since: storage still paid, the release deadline near. */

@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "billing.h"
 #include "config.h"
 #include "instance.h"
 #include "inventory.h"
@@ -16,6 +17,11 @@ struct advice {
 	const char *kind; /* monthly idle stopped release availability runway */
 	char *name;	  /* the instance or the provider */
 	char *message;
+	/* kind monthly: the comparison, over evidence_s of observed use. */
+	int has_monthly;
+	struct billing_advice monthly;
+	int64_t evidence_s;
+	char currency[8];
 };
 
 int advise_run(struct inventory *, const struct config *,

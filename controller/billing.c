@@ -30,6 +30,7 @@ static money_t stopped_charge_at(
 static int check_amount(const char *, money_t, char **);
 static int over_ceiling(money_t, int64_t);
 static int check_time(const char *, int64_t, char **);
+static int runway_over(money_t, money_t, int64_t, int64_t *);
 
 /* Clamp a 128-bit value into the money_t range. */
 static money_t
@@ -330,7 +331,74 @@ currency_ok(const char *s)
 	return s[3] == '\0';
 }
 
-/* Parse a currency code into buf (size >= 4), uppercasing it. */
+/*
+ * The active ISO 4217 codes, sorted, each followed by a space (so code k is
+ * at 4 * k): currencies, funds codes and the precious metals; XTS (testing)
+ * and XXX (no currency) are left out.
+ */
+static const char iso4217[] =
+    "AED AFN ALL AMD ANG AOA ARS AUD AWG AZN BAM BBD BDT BGN BHD "
+    "BIF BMD BND BOB BOV BRL BSD BTN BWP BYN BZD CAD CDF CHE CHF "
+    "CHW CLF CLP CNY COP COU CRC CUP CVE CZK DJF DKK DOP DZD EGP "
+    "ERN ETB EUR FJD FKP GBP GEL GHS GIP GMD GNF GTQ GYD HKD HNL "
+    "HTG HUF IDR ILS INR IQD IRR ISK JMD JOD JPY KES KGS KHR KMF "
+    "KPW KRW KWD KYD KZT LAK LBP LKR LRD LSL LYD MAD MDL MGA MKD "
+    "MMK MNT MOP MRU MUR MVR MWK MXN MXV MYR MZN NAD NGN NIO NOK "
+    "NPR NZD OMR PAB PEN PGK PHP PKR PLN PYG QAR RON RSD RUB RWF "
+    "SAR SBD SCR SDG SEK SGD SHP SLE SLL SOS SRD SSP STN SVC SYP "
+    "SZL THB TJS TMT TND TOP TRY TTD TWD TZS UAH UGX USD USN UYI "
+    "UYU UYW UZS VED VES VND VUV WST XAF XAG XAU XBA XBB XBC XBD "
+    "XCD XCG XDR XOF XPD XPF XPT XSU XUA YER ZAR ZMW ZWG ZWL ";
+
+/* Names people write that are not ISO 4217 codes, with the code meant. */
+static const struct {
+	const char *name, *code;
+} currency_hints[] = {
+	{ "RMB", "CNY" },
+	{ "CNH", "CNY" },
+	{ "NTD", "TWD" },
+	{ "YEN", "JPY" },
+	{ "RUR", "RUB" },
+	{ "UKP", "GBP" },
+	{ "STG", "GBP" },
+	{ "HRK", "EUR" },
+	{ "BYR", "BYN" },
+	{ "VEF", "VES" },
+	{ "MRO", "MRU" },
+	{ "STD", "STN" },
+	{ "ZMK", "ZMW" },
+	{ "DEM", "EUR" },
+	{ "FRF", "EUR" },
+	{ "ITL", "EUR" },
+	{ "ESP", "EUR" },
+	{ "LTL", "EUR" },
+};
+
+/* Whether code (three uppercase letters) is an active ISO 4217 code. */
+int
+billing_currency_known(const char *code)
+{
+	size_t lo = 0, hi = (sizeof iso4217 - 1) / 4, mid;
+	int c;
+
+	if (strlen(code) != 3)
+		return 0;
+	while (lo < hi) {
+		mid = (lo + hi) / 2;
+		if ((c = strncmp(code, iso4217 + 4 * mid, 3)) == 0)
+			return 1;
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return 0;
+}
+
+/*
+ * Parse an ISO 4217 currency code into buf (size >= 4), uppercasing it; a
+ * common non-ISO name (RMB) is refused naming the code meant (CNY).
+ */
 int
 billing_parse_currency(const char *text, char *buf, size_t size, char **cause)
 {
@@ -344,6 +412,24 @@ billing_parse_currency(const char *text, char *buf, size_t size, char **cause)
 	up[3] = '\0';
 	if (!currency_ok(up))
 		goto bad;
+	if (!billing_currency_known(up)) {
+		for (i = 0;
+		     i < sizeof currency_hints / sizeof currency_hints[0];
+		     i++) {
+			if (strcmp(currency_hints[i].name, up) == 0) {
+				xasprintf(cause,
+				    "currency '%s' is not an ISO 4217 code: "
+				    "use %s",
+				    text, currency_hints[i].code);
+				return -1;
+			}
+		}
+		xasprintf(cause,
+		    "currency '%s' is not an ISO 4217 code (e.g. CNY, USD, "
+		    "EUR)",
+		    text);
+		return -1;
+	}
 	xstrlcpy(buf, up, size);
 	return 0;
 bad:
@@ -817,6 +903,24 @@ billing_advise_monthly(const struct billing_rule *rule, double hours_per_day,
 	return 0;
 }
 
+/* Seconds until balance is spent at burn per period seconds. */
+static int
+runway_over(money_t balance, money_t burn, int64_t period, int64_t *secs)
+{
+	if (burn < 0)
+		return -1;
+	if (balance <= 0) {
+		*secs = 0;
+		return 0;
+	}
+	if (burn == 0) {
+		*secs = INT64_MAX;
+		return 1;
+	}
+	*secs = saturate((i128)balance * period / burn);
+	return 0;
+}
+
 /*
  * Seconds until balance is spent at burn_per_hour, rounded down: 0 with
  * *secs set; 1 when it never runs out (burn 0, *secs = INT64_MAX); -1 for a
@@ -825,18 +929,90 @@ billing_advise_monthly(const struct billing_rule *rule, double hours_per_day,
 int
 billing_runway(money_t balance, money_t burn_per_hour, int64_t *secs)
 {
-	if (burn_per_hour < 0)
-		return -1;
-	if (balance <= 0) {
-		*secs = 0;
-		return 0;
-	}
-	if (burn_per_hour == 0) {
-		*secs = INT64_MAX;
-		return 1;
-	}
-	*secs = saturate((i128)balance * 3600 / burn_per_hour);
+	return runway_over(balance, burn_per_hour, 3600, secs);
+}
+
+/* billing_runway at a burn stated per day (exact for storage rates). */
+int
+billing_runway_daily(money_t balance, money_t burn_per_day, int64_t *secs)
+{
+	return runway_over(balance, burn_per_day, 86400, secs);
+}
+
+/*
+ * What an instance in state spends per day, exactly (every price period
+ * divides a day): its price while running, its storage while stopped,
+ * nothing while unknown. Observed egress is not included.
+ */
+money_t
+billing_daily_burn(const struct billing_rule *rule, enum billing_state state)
+{
+	if (state == BILL_RUNNING)
+		return billing_price_for(rule->price, rule->price_per, 86400);
+	if (state == BILL_STOPPED)
+		return rule->stopped_per_day > 0 ? rule->stopped_per_day : 0;
 	return 0;
+}
+
+/* m rounded to whole cents as billing_format shows it, in minor units. */
+money_t
+billing_cents(money_t m)
+{
+	i128 a = m < 0 ? -(i128)m : (i128)m, c = a / 100 + (a % 100 >= 50);
+
+	return saturate(m < 0 ? -c * 100 : c * 100);
+}
+
+/*
+ * Round n parts to whole cents (in shown[], minor units) so that they add
+ * up to target (a whole number of cents, usually billing_cents of their
+ * sum) by largest remainder: every part is first rounded down, then the
+ * cents missing go one each to the parts with the largest remainders
+ * (earlier parts first on ties); cents too many (a target below the sum)
+ * come off the parts with the smallest remainders, later parts first.
+ */
+void
+billing_round_parts(
+    const money_t *parts, size_t n, money_t target, money_t *shown)
+{
+	i128 sum = 0, rem, best_rem;
+	int64_t cents;
+	size_t i, k, best;
+	unsigned char *done;
+
+	if (n == 0)
+		return;
+	for (i = 0; i < n; i++) {
+		i128 p = parts[i], f = p >= 0 ? p / 100 : -((-p + 99) / 100);
+		shown[i] = saturate(f * 100);
+		sum += f * 100;
+	}
+	cents = (int64_t)(((i128)target - sum) / 100);
+	done = xcalloc(n, 1);
+	while (cents != 0) {
+		/* One pass hands at most one cent to each part. */
+		memset(done, 0, n);
+		for (k = 0; k < n && cents != 0; k++) {
+			best = n;
+			best_rem = 0;
+			for (i = 0; i < n; i++) {
+				if (done[i])
+					continue;
+				rem = (i128)parts[i] - shown[i];
+				if (best == n ||
+				    (cents > 0 && rem > best_rem) ||
+				    (cents < 0 && rem <= best_rem)) {
+					best = i;
+					best_rem = rem;
+				}
+			}
+			done[best] = 1;
+			shown[best] =
+			    add_sat(shown[best], cents > 0 ? 100 : -100);
+			cents += cents > 0 ? -1 : 1;
+		}
+	}
+	free(done);
 }
 
 /*

@@ -49,12 +49,17 @@
  *
  * Monthly plans are compared over a 30-day month, hourly use priced per
  * second with no unit rounding or minimum (so the savings shown are a lower
- * bound). Runway is balance / burn per hour, rounded down to the second.
+ * bound). Runway is balance / burn, rounded down to the second.
+ *
+ * Burn is what is spent per day now: the price of each running instance
+ * plus the storage of each stopped one (billing_daily_burn), exact in minor
+ * units per day; the projection and runway use it. Egress is not in it.
  *
  * Display. billing_format() shows 2 decimals, rounded half away from zero
- * from the minor units; totals are summed in minor units and then
- * formatted, so displayed rows may differ from the displayed total by a
- * cent. JSON should carry money as the exact integer minor units (with
+ * from the minor units. A table whose parts stand next to their total
+ * shows the total so rounded and the parts by largest remainder
+ * (billing_round_parts), so the shown parts add up to the shown total.
+ * JSON should carry money as the exact integer minor units (with
  * "minor_per_unit": 10000), optionally with billing_format_exact()'s string.
  */
 #ifndef GPUFLEET_BILLING_H
@@ -162,6 +167,7 @@ int billing_parse_egress_price(const char *, money_t *, char **);
 int billing_parse_duration(const char *, int64_t *, char **);
 int billing_parse_unit(const char *, enum billing_unit *, char **);
 int billing_parse_currency(const char *, char *, size_t, char **);
+int billing_currency_known(const char *);
 
 const char *billing_unit_name(enum billing_unit);
 const char *billing_per_name(enum billing_per);
@@ -193,9 +199,13 @@ money_t billing_monthly_savings(const struct billing_rule *, double);
 int billing_advise_monthly(
     const struct billing_rule *, double, struct billing_advice *);
 int billing_runway(money_t, money_t, int64_t *);
+int billing_runway_daily(money_t, money_t, int64_t *);
+money_t billing_daily_burn(const struct billing_rule *, enum billing_state);
 
 /* Formatting; caller frees. */
 char *billing_format(money_t, const char *);
+money_t billing_cents(money_t);
+void billing_round_parts(const money_t *, size_t, money_t, money_t *);
 char *billing_format_exact(money_t);
 char *billing_format_price(money_t, enum billing_per);
 

@@ -126,7 +126,7 @@ const struct cmd_entry cmd_add_entry = {
 	    "      --price P         e.g. 2.69/h (more pricing fields: "
 	    "gpufleet set)\n"
 	    "      --billing U       second, minute or hour\n"
-	    "      --currency C      e.g. CNY (default), USD\n"
+	    "      --currency C      ISO 4217, e.g. CNY (default), USD\n"
 	    "      --json            print the added instance as JSON (with "
 	    "--check, what\n"
 	    "                        the first contact found under \"check\")"

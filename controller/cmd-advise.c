@@ -20,8 +20,12 @@ const struct cmd_entry cmd_advise_entry = {
 	.usage = "[SELECTOR] [--json]",
 	.summary = "what to change to pay less, with the numbers behind it",
 	.help =
-	    "  - monthly vs hourly: hours used per day over the last 7 and 30 "
-	    "days\n    against the monthly plan's break-even (monthly_price);\n"
+	    "  - monthly vs hourly: hours used per day over the span observed "
+	    "(since\n    the first ledger entry or the adding, at most 30 "
+	    "days; "
+	    "'thin' under a\n    day) against the monthly plan's break-even "
+	    "(monthly_price): it saves\n    X or costs X more; --json adds "
+	    "the numbers (money in minor units);\n"
 	    "  - idle: the share of this week's billed time with every GPU "
 	    "idle, and\n    its cost (from status samples);\n"
 	    "  - stopped instances still paying storage, and those near their\n"
@@ -36,6 +40,23 @@ enum { OPT_JSON = 256 };
 static const struct option advise_options[] = { { "json", no_argument, NULL,
 						    OPT_JSON },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+
+/* The numbers behind a monthly-plan advice; money in minor units. */
+static json_t *
+monthly_json(const struct advice *a)
+{
+	const struct billing_advice *m = &a->monthly;
+
+	return json_pack("{s:s, s:I, s:f, s:f, s:f, s:I, s:I, s:I, s:b, s:I}",
+	    "currency", a->currency, "evidence_s", (json_int_t)a->evidence_s,
+	    "evidence_days", a->evidence_s / 86400.0, "used_hours_per_day",
+	    m->used_hours_per_day, "breakeven_hours_per_day",
+	    m->breakeven_hours_per_day, "hourly_month",
+	    (json_int_t)m->hourly_month, "monthly_price",
+	    (json_int_t)m->monthly_price, "savings", (json_int_t)m->savings,
+	    "thin_evidence", a->evidence_s < 86400, "minor_per_unit",
+	    (json_int_t)BILLING_MINOR_PER_UNIT);
+}
 
 /* Every piece of advice as "NAME: message", or as one JSON array. */
 static void
@@ -52,6 +73,9 @@ render(const struct advice *v, size_t n, size_t ninstances, int json)
 			json_object_set_new(o, "name", json_string(v[i].name));
 			json_object_set_new(
 			    o, "message", json_string(v[i].message));
+			if (v[i].has_monthly)
+				json_object_set_new(
+				    o, "monthly", monthly_json(&v[i]));
 			json_array_append_new(arr, o);
 		}
 		json_print(arr, stdout);

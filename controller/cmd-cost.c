@@ -7,6 +7,7 @@
  */
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,14 +42,20 @@ const struct cmd_entry cmd_cost_entry = {
 	    "GPU below\n[status] idle_util_percent, from samples; '?' without "
 	    "samples), total.\nTotals per currency (never added across "
 	    "currencies), month to date and\na projection to the end of the "
-	    "month at the current state. Default window:\nthis month. TIME: "
+	    "month at the burn: the price of running\ninstances plus the "
+	    "storage of stopped ones (egress not included). Shown\nparts add "
+	    "up to shown totals (largest remainder rounding). An instance "
+	    "with\nno price shows '?' and a total with one '12.30 CNY + ?'. "
+	    "Default window:\nthis month. TIME: "
 	    "2026-11-01T02:00:00Z, '2026-11-01 02:00', 2026-11-01,\n-2h, "
 	    "yesterday, now.\n\n"
 	    "      --since TIME, --until TIME   the window\n"
 	    "      --by provider   per provider: cost, restarts, outages, "
 	    "availability\n"
 	    "      --by day        per day and currency\n"
-	    "      --json          exact amounts in minor units (1/10000)\n\n"
+	    "      --json          exact amounts in minor units (1/10000), "
+	    "null "
+	    "when unknown\n\n"
 	    "Example: gpufleet cost @train --since yesterday --until today\n",
 	.exec = cmd_cost_exec,
 };
@@ -62,10 +69,108 @@ static const struct option cost_options[] = { { "since", required_argument,
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
+/* An instance's amount in minor units; null when it has no price. */
 static json_t *
-money_json(money_t m)
+money_json(const struct ledger_cost *cr, money_t m)
 {
-	return json_integer(m);
+	return cr == NULL || cr->priced ? json_integer(m) : json_null();
+}
+
+/* How many of the report's rows in currency have a price. */
+static int
+priced_in(const struct cost_report *rep, const char *currency)
+{
+	size_t i;
+	int k = 0;
+
+	for (i = 0; i < rep->n; i++)
+		k += rep->rows[i].priced &&
+		    strcmp(rep->rows[i].rule.currency, currency) == 0;
+	return k;
+}
+
+/*
+ * An amount as shown next to unpriced ones: "12.30 CNY + ?" when some of
+ * what it sums has no price, "?" when none has. Caller frees.
+ */
+static char *
+format_partial(money_t m, const char *currency, int unpriced, int priced)
+{
+	char *a, *s;
+
+	if (priced == 0 && unpriced > 0)
+		return xstrdup("?");
+	a = billing_format(m, currency);
+	if (unpriced == 0)
+		return a;
+	xasprintf(&s, "%s + ?", a);
+	free(a);
+	return s;
+}
+
+/*
+ * The amounts of n items (stride bytes apart, the money_t at offset off,
+ * currency() naming each one's) but those skip[] marks, rounded so that
+ * per currency the shown ones add up to their shown sum. Caller frees.
+ */
+static money_t *
+shown_by_currency(const void *base, size_t n, size_t stride, size_t off,
+    const char *(*currency)(const void *), const int *skip)
+{
+	money_t *shown = xcalloc(n + 1, sizeof *shown), *parts, *out;
+	size_t *idx = xcalloc(n + 1, sizeof *idx), i, j, k;
+	const char *cur;
+
+	parts = xcalloc(n + 1, sizeof *parts);
+	out = xcalloc(n + 1, sizeof *out);
+	for (i = 0; i < n; i++) {
+		const char *item = (const char *)base + i * stride;
+		money_t sum = 0;
+		int first = 1;
+		if (skip != NULL && skip[i])
+			continue;
+		cur = currency(item);
+		for (j = 0; j < i && first; j++)
+			first = (skip != NULL && skip[j]) ||
+			    strcmp(currency((const char *)base + j * stride),
+				cur) != 0;
+		if (!first)
+			continue;
+		for (k = 0, j = i; j < n; j++) {
+			const char *it = (const char *)base + j * stride;
+			if ((skip != NULL && skip[j]) ||
+			    strcmp(currency(it), cur) != 0)
+				continue;
+			memcpy(&parts[k], it + off, sizeof parts[k]);
+			sum += parts[k];
+			idx[k++] = j;
+		}
+		billing_round_parts(parts, k, billing_cents(sum), out);
+		for (j = 0; j < k; j++)
+			shown[idx[j]] = out[j];
+	}
+	free(parts);
+	free(out);
+	free(idx);
+	return shown;
+}
+
+static const char *
+row_currency(const void *p)
+{
+	return ((const struct ledger_cost *)p)->rule.currency;
+}
+
+static const char *
+group_currency(const void *p)
+{
+	return ((const struct cost_group *)p)->currency;
+}
+
+static const char *
+day_currency(const void *p)
+{
+	return ((const struct cost_day *)p)->currency;
 }
 
 /*
@@ -111,12 +216,12 @@ row_json(const struct ledger_cost *cr)
 	json_object_set_new(
 	    x, "unknown_s", json_integer(cr->total.unknown_secs));
 	json_object_set_new(x, "starts", json_integer(cr->total.starts));
-	json_object_set_new(x, "compute", money_json(cr->total.compute));
-	json_object_set_new(x, "storage", money_json(cr->total.storage));
-	json_object_set_new(x, "egress", money_json(cr->egress));
+	json_object_set_new(x, "compute", money_json(cr, cr->total.compute));
+	json_object_set_new(x, "storage", money_json(cr, cr->total.storage));
+	json_object_set_new(x, "egress", money_json(cr, cr->egress));
 	json_object_set_new(x, "idle",
-	    isnan(cr->idle_frac) ? json_null() : money_json(cr->idle));
-	json_object_set_new(x, "total", money_json(cr->amount));
+	    isnan(cr->idle_frac) ? json_null() : money_json(cr, cr->idle));
+	json_object_set_new(x, "total", money_json(cr, cr->amount));
 	json_object_set_new(x, "restarts", json_integer(cr->restarts));
 	json_object_set_new(x, "outages", json_integer(cr->outages));
 	return x;
@@ -131,6 +236,7 @@ render_json(const struct cost_report *rep)
 	char *s1 = instance_format_time(rep->from),
 	     *s2 = instance_format_time(rep->to);
 	size_t i;
+	int unpriced = 0;
 
 	json_object_set_new(w, "since", json_string(s1));
 	json_object_set_new(w, "until", json_string(s2));
@@ -145,26 +251,41 @@ render_json(const struct cost_report *rep)
 		const struct cost_total *ct = &rep->totals[i];
 		json_t *x = json_object();
 		json_object_set_new(x, "currency", json_string(ct->currency));
-		json_object_set_new(x, "total", money_json(ct->amount));
+		json_object_set_new(x, "total", money_json(NULL, ct->amount));
 		json_object_set_new(
-		    x, "burn_per_hour", money_json(ct->burn_per_hour));
+		    x, "burn_per_hour", money_json(NULL, ct->burn_per_hour));
 		if (rep->projecting)
 			json_object_set_new(x, "projected_month_end",
-			    money_json(ct->projected));
+			    money_json(NULL, ct->projected));
+		json_object_set_new(
+		    x, "burn_per_day", money_json(NULL, ct->burn_per_day));
+		json_object_set_new(x, "unpriced", json_integer(ct->unpriced));
+		unpriced += ct->unpriced;
 		json_array_append_new(tot, x);
 	}
 	json_object_set_new(o, "instances", arr);
 	json_object_set_new(o, "totals", tot);
+	json_object_set_new(o, "unpriced_instances", json_integer(unpriced));
 	json_print(o, stdout);
 }
 
-/* The table of instances. */
+/*
+ * The table of instances. Each currency's rows are rounded to add up to
+ * its shown total, and each row's compute, storage and egress to add up
+ * to its shown total (largest remainder); unpriced rows show '?'.
+ */
 static void
 render_instances(const struct cost_report *rep)
 {
 	struct table *t;
+	money_t *rowshown, parts[3], cols[3];
+	int *skip = xcalloc(rep->n + 1, sizeof *skip);
 	size_t i;
 
+	for (i = 0; i < rep->n; i++)
+		skip[i] = !rep->rows[i].priced;
+	rowshown = shown_by_currency(rep->rows, rep->n, sizeof *rep->rows,
+	    offsetof(struct ledger_cost, amount), row_currency, skip);
 	t = table_new(10, "NAME", "PROVIDER", "RUNNING", "BILLED", "UNKNOWN",
 	    "COMPUTE", "STORAGE", "EGRESS", "IDLE", "TOTAL");
 	for (i = 0; i < rep->n; i++) {
@@ -175,10 +296,20 @@ render_instances(const struct cost_report *rep)
 		c2 = cr->total.unknown_secs
 		    ? timeparse_duration(cr->total.unknown_secs)
 		    : NULL;
-		d = billing_format(cr->total.compute, NULL);
-		f = billing_format(cr->total.storage, NULL);
-		g = billing_format(cr->egress, NULL);
-		if (isnan(cr->idle_frac))
+		parts[0] = cr->total.compute;
+		parts[1] = cr->total.storage;
+		parts[2] = cr->egress;
+		billing_round_parts(parts, 3, rowshown[i], cols);
+		if (!cr->priced) {
+			d = xstrdup("?");
+			f = xstrdup("?");
+			g = xstrdup("?");
+		} else {
+			d = billing_format(cols[0], NULL);
+			f = billing_format(cols[1], NULL);
+			g = billing_format(cols[2], NULL);
+		}
+		if (isnan(cr->idle_frac) || !cr->priced)
 			idle = xstrdup("?");
 		else {
 			char *m = billing_format(cr->idle, NULL);
@@ -186,9 +317,9 @@ render_instances(const struct cost_report *rep)
 			free(m);
 		}
 		if (cr->priced)
-			tot = billing_format(cr->amount, cr->rule.currency);
+			tot = billing_format(rowshown[i], cr->rule.currency);
 		else
-			tot = xstrdup("(no price)");
+			tot = xstrdup("? (no price)");
 		name = row_name(cr);
 		table_add(
 		    t, name, cr->in->provider, a, b, c2, d, f, g, idle, tot);
@@ -204,6 +335,8 @@ render_instances(const struct cost_report *rep)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	free(rowshown);
+	free(skip);
 }
 
 /* The table of providers, one row per provider and currency. */
@@ -212,11 +345,14 @@ render_providers(const struct cost_report *rep, char **cause)
 {
 	struct cost_group *v;
 	struct table *t;
+	money_t *shown;
 	size_t n, i;
 	int r;
 
 	if ((r = cost_by_provider(rep, &v, &n, cause)) != 0)
 		return r;
+	shown = shown_by_currency(v, n, sizeof *v,
+	    offsetof(struct cost_group, amount), group_currency, NULL);
 	t = table_new(7, "PROVIDER", "INSTANCES", "RUNNING", "TOTAL",
 	    "RESTARTS", "OUTAGES", "AVAILABILITY");
 	for (i = 0; i < n; i++) {
@@ -232,13 +368,15 @@ render_providers(const struct cost_report *rep, char **cause)
 		else
 			snprintf(av, sizeof av, "-");
 		a = timeparse_duration(g->running_secs);
-		b = billing_format(g->amount, g->currency);
+		b = format_partial(shown[i], g->currency, g->unpriced,
+		    g->instances - g->unpriced);
 		table_add(t, g->provider, cs, a, b, rss, os, av);
 		free(a);
 		free(b);
 	}
 	table_print(t, stdout);
 	table_free(t);
+	free(shown);
 	free(v);
 	return 0;
 }
@@ -250,36 +388,49 @@ render_days(struct inventory *inv, const struct config *cf,
 {
 	struct cost_day *v;
 	struct table *t;
+	money_t *shown;
 	size_t n, i;
 	int r;
 
 	if ((r = cost_by_day(inv, cf, rep, &v, &n, cause)) != 0)
 		return r;
+	shown = shown_by_currency(v, n, sizeof *v,
+	    offsetof(struct cost_day, amount), day_currency, NULL);
 	t = table_new(2, "DAY", "TOTAL");
 	for (i = 0; i < n; i++) {
-		char *a = billing_format(v[i].amount, v[i].currency);
+		char *a = format_partial(shown[i], v[i].currency, v[i].unpriced,
+		    priced_in(rep, v[i].currency));
 		table_add(t, v[i].day, a);
 		free(a);
 	}
 	table_print(t, stdout);
 	table_free(t);
+	free(shown);
 	free(v);
 	return 0;
 }
 
-/* "total ... month to date; burning .../h, projected ..." per currency. */
+/*
+ * "total ... month to date; burning .../h, projected ..." per currency,
+ * then how many instances have no price.
+ */
 static void
 render_totals(const struct cost_report *rep, int month)
 {
 	size_t i;
+	int unpriced = 0;
 
 	for (i = 0; i < rep->ntotals; i++) {
 		const struct cost_total *ct = &rep->totals[i];
-		char *a = billing_format(ct->amount, ct->currency), *b, *c;
+		int priced = priced_in(rep, ct->currency);
+		char *a = format_partial(
+			 ct->amount, ct->currency, ct->unpriced, priced),
+		     *b, *c;
 		printf("total %s", a);
 		free(a);
 		if (month && rep->projecting) {
-			b = billing_format(ct->projected, ct->currency);
+			b = format_partial(
+			    ct->projected, ct->currency, ct->unpriced, priced);
 			c = billing_format(ct->burn_per_hour, ct->currency);
 			printf(" month to date; burning %s/h, projected %s by "
 			       "the end of the month",
@@ -288,7 +439,12 @@ render_totals(const struct cost_report *rep, int month)
 			free(c);
 		}
 		printf("\n");
+		unpriced += ct->unpriced;
 	}
+	if (unpriced > 0)
+		printf("%d instance%s no price: '?' above (gpufleet set NAME "
+		       "price=...)\n",
+		    unpriced, unpriced == 1 ? " has" : "s have");
 }
 
 static int

@@ -1,8 +1,8 @@
 /*
  * Rental platforms and their prepaid balances: a balance as of a time, the
  * spend since then from the ledger, the burn rate of the provider's running
- * instances, and so the runway: "autodl: 182.40 CNY left, burning 7.38/h,
- * runs out in 24h40m (Tue 09:10)".
+ * instances and the storage of its stopped ones, and so the runway: "autodl:
+ * 182.40 CNY left, burning 7.38/h, runs out in 24h40m (Tue 09:10)".
  */
 
 #include <stdio.h>
@@ -29,8 +29,9 @@ const struct cmd_entry cmd_provider_entry = {
 	.help =
 	    "A balance is stated as of a time (--at, default now); what the "
 	    "provider's\ninstances cost since then (from the ledger) is "
-	    "subtracted. The runway is\nwhat is left divided by the hourly "
-	    "price of its running instances. Below\n--low-balance it is "
+	    "subtracted. The runway is\nwhat is left divided by the burn: the "
+	    "price of its running instances\nplus the storage of its stopped "
+	    "ones (egress is not included). Below\n--low-balance it is "
 	    "flagged. --release-after DAYS: the platform releases\ninstances "
 	    "stopped that long (advise warns before, and a release_deadline\n"
 	    "notification is queued [notify] release_warn, default 2d, "
@@ -76,6 +77,11 @@ render_line(const struct provider_info *p, int64_t now)
 	left = billing_format(p->left, p->currency);
 	burn = billing_format(p->burn, NULL);
 	printf("%s: %s left, burning %s/h", p->name, left, burn);
+	if (p->stopped > 0 && p->running > 0)
+		printf(" (%d running, storage of %d stopped)", p->running,
+		    p->stopped);
+	else if (p->stopped > 0)
+		printf(" (storage of %d stopped)", p->stopped);
 	if (p->runway >= 0) {
 		dur = timeparse_duration(p->runway);
 		at = (time_t)(now + p->runway);
@@ -107,6 +113,10 @@ render_json(const struct provider_info *v, size_t n)
 		    v[i].has_balance ? json_integer(v[i].left) : json_null());
 		json_object_set_new(
 		    o, "burn_per_hour", json_integer(v[i].burn));
+		json_object_set_new(
+		    o, "burn_per_day", json_integer(v[i].burn_per_day));
+		json_object_set_new(o, "running", json_integer(v[i].running));
+		json_object_set_new(o, "stopped", json_integer(v[i].stopped));
 		json_object_set_new(o, "runway_s",
 		    v[i].runway >= 0 ? json_integer(v[i].runway) : json_null());
 		json_object_set_new(o, "low",

@@ -28,16 +28,39 @@ cost_month_start(int64_t t, int next)
 }
 
 /*
- * The month-end projection: total plus burn_per_hour for secs more, or -1
+ * The month-end projection: total plus burn_per_day for secs more, or -1
  * with *cause where that leaves the money range.
  */
 int
-cost_projection(money_t total, money_t burn_per_hour, int64_t secs,
-    money_t *out, char **cause)
+cost_projection(money_t total, money_t burn_per_day, int64_t secs, money_t *out,
+    char **cause)
 {
 	*out = total;
 	return billing_add(
-	    out, billing_price_for(burn_per_hour, BILL_PER_HOUR, secs), cause);
+	    out, billing_price_for(burn_per_day, BILL_PER_DAY, secs), cause);
+}
+
+/*
+ * What a costed instance spends per day now: its price if the ledger says
+ * it runs, its storage if stopped; 0 unpriced, released or unknown.
+ */
+money_t
+cost_burn_per_day(const struct ledger_cost *c)
+{
+	if (!c->priced || c->in->released_at != 0)
+		return 0;
+	if (c->running_now)
+		return billing_daily_burn(&c->rule, BILL_RUNNING);
+	if (c->stopped_now)
+		return billing_daily_burn(&c->rule, BILL_STOPPED);
+	return 0;
+}
+
+/* A burn per day as shown per hour, rounded up to the minor unit. */
+money_t
+cost_hourly(money_t burn_per_day)
+{
+	return billing_price_for(burn_per_day, BILL_PER_DAY, 3600);
 }
 
 /*
@@ -71,7 +94,7 @@ static int
 project(struct cost_report *rep, const struct billing_sums *totals,
     const struct billing_sums *burn, char **cause)
 {
-	size_t i;
+	size_t i, j;
 
 	rep->totals = xcalloc(totals->n + 1, sizeof *rep->totals);
 	rep->ntotals = totals->n;
@@ -80,14 +103,21 @@ project(struct cost_report *rep, const struct billing_sums *totals,
 		snprintf(t->currency, sizeof t->currency, "%s",
 		    totals->v[i].currency);
 		t->amount = totals->v[i].amount;
-		t->burn_per_hour = billing_sums_get(burn, t->currency);
+		t->burn_per_day = billing_sums_get(burn, t->currency);
+		t->burn_per_hour = cost_hourly(t->burn_per_day);
+		for (j = 0; j < rep->n; j++) {
+			if (!rep->rows[j].priced &&
+			    strcmp(rep->rows[j].rule.currency, t->currency) ==
+				0)
+				t->unpriced++;
+		}
 	}
 	rep->month_end =
 	    cost_month_start(rep->to > 0 ? rep->to - 1 : rep->to, 1);
 	rep->projecting = rep->to >= rep->now - 60 && rep->month_end > rep->now;
 	for (i = 0; rep->projecting && i < rep->ntotals; i++) {
 		struct cost_total *t = &rep->totals[i];
-		if (cost_projection(t->amount, t->burn_per_hour,
+		if (cost_projection(t->amount, t->burn_per_day,
 			rep->month_end - rep->now, &t->projected, cause) != 0)
 			return -GF_EUSAGE;
 	}
@@ -122,9 +152,8 @@ cost_by_instance(struct inventory *inv, const struct config *cf,
 			goto out;
 		if (billing_sums_add(
 			&totals, c->rule.currency, c->amount, cause) != 0 ||
-		    (c->running_now && c->priced &&
-			billing_sums_add(&burn, c->rule.currency,
-			    billing_hourly_price(&c->rule), cause) != 0)) {
+		    billing_sums_add(&burn, c->rule.currency,
+			cost_burn_per_day(c), cause) != 0) {
 			r = -GF_EUSAGE;
 			goto out;
 		}
@@ -170,6 +199,7 @@ cost_by_provider(const struct cost_report *rep, struct cost_group **out,
 			g->currency = c->rule.currency;
 		}
 		g->instances++;
+		g->unpriced += !c->priced;
 		g->running_secs += c->total.running_secs;
 		g->unknown_secs += c->total.unknown_secs;
 		g->restarts += c->restarts;
@@ -235,6 +265,13 @@ cost_by_day(struct inventory *inv, const struct config *cf,
 			snprintf(v[n].currency, sizeof v[n].currency, "%s",
 			    ds.v[k].currency);
 			v[n].amount = ds.v[k].amount;
+			v[n].unpriced = 0;
+			for (i = 0; i < rep->n; i++) {
+				if (!rep->rows[i].priced &&
+				    strcmp(rep->rows[i].rule.currency,
+					v[n].currency) == 0)
+					v[n].unpriced++;
+			}
 		}
 		billing_sums_free(&ds);
 	}
@@ -245,9 +282,9 @@ cost_by_day(struct inventory *inv, const struct config *cf,
 
 /*
  * Fill p's left, burn and runway at time now: its balance less what its
- * instances among list cost since the balance was stated, and the hourly
- * price of those still running. With lenient, an instance that cannot be
- * costed is left out instead of failing.
+ * instances among list cost since the balance was stated, and the burn of
+ * those running (their price) and stopped (their storage). With lenient, an
+ * instance that cannot be costed is left out instead of failing.
  */
 int
 cost_provider_runway(struct inventory *inv, const struct config *cf,
@@ -259,7 +296,8 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
 	size_t i;
 	int r;
 
-	p->burn = 0;
+	p->burn = p->burn_per_day = 0;
+	p->running = p->stopped = 0;
 	p->runway = -1;
 	for (i = 0; i < n; i++) {
 		if (strcmp(list[i].provider, p->name) != 0)
@@ -278,15 +316,20 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
 		if (!c.priced || strcmp(c.rule.currency, p->currency) != 0)
 			continue;
 		if (billing_add(&spent, c.amount, cause) != 0 ||
-		    (c.running_now && list[i].released_at == 0 &&
-			billing_add(&p->burn, billing_hourly_price(&c.rule),
-			    cause) != 0))
+		    billing_add(
+			&p->burn_per_day, cost_burn_per_day(&c), cause) != 0)
 			return -GF_EUSAGE;
+		if (cost_burn_per_day(&c) > 0) {
+			p->running += c.running_now;
+			p->stopped += c.stopped_now;
+		}
 	}
+	p->burn = cost_hourly(p->burn_per_day);
 	p->left = p->balance;
 	if (billing_add(&p->left, -spent, cause) != 0)
 		return -GF_EUSAGE;
-	if (p->has_balance && billing_runway(p->left, p->burn, &p->runway) == 1)
+	if (p->has_balance &&
+	    billing_runway_daily(p->left, p->burn_per_day, &p->runway) == 1)
 		p->runway = -1;
 	return 0;
 }

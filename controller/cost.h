@@ -1,8 +1,8 @@
 /*
  * What instances cost over a window, as data: per instance (ledger_cost),
- * per provider and currency, per day, totals per currency, the hourly burn
- * of what runs now and the projection to the end of the month; and what a
- * provider's balance has left. Nothing here prints.
+ * per provider and currency, per day, totals per currency, the burn of
+ * what runs and what is stored now and the projection to the end of the month;
+ * and what a provider's balance has left. Nothing here prints.
  */
 #ifndef GPUFLEET_COST_H
 #define GPUFLEET_COST_H
@@ -20,8 +20,10 @@
 struct cost_total {
 	char currency[8];
 	money_t amount;
-	money_t burn_per_hour; /* of the instances running now */
+	money_t burn_per_day;  /* running compute + stopped storage, now */
+	money_t burn_per_hour; /* burn_per_day / 24, rounded up */
 	money_t projected;     /* at month end, if cost_report.projecting */
+	int unpriced;	       /* instances with no price: amount unknown */
 };
 
 struct cost_report {
@@ -42,6 +44,7 @@ struct cost_group {
 	int64_t running_secs;
 	int64_t unknown_secs;
 	money_t amount;
+	int unpriced;
 	int restarts;
 	int outages;
 };
@@ -51,10 +54,13 @@ struct cost_day {
 	char day[16]; /* YYYY-MM-DD */
 	char currency[8];
 	money_t amount;
+	int unpriced;
 };
 
 int64_t cost_month_start(int64_t, int);
 int cost_projection(money_t, money_t, int64_t, money_t *, char **);
+money_t cost_burn_per_day(const struct ledger_cost *);
+money_t cost_hourly(money_t);
 int cost_load_all(
     struct inventory *, int64_t, struct instance **, size_t *, char **);
 int cost_by_instance(struct inventory *, const struct config *,

@@ -408,6 +408,7 @@ ledger_cost(struct inventory *inv, const struct config *cf,
 	iv = xcalloc(n + 1, sizeof *iv);
 	k = ledger_intervals(ev, n, to < now ? to : now, iv);
 	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
+	c->stopped_now = n > 0 && strcmp(ev[n - 1].state, "stopped") == 0;
 	r = billing_window(&c->rule, iv, k, from, to, &c->total, &why);
 	free(iv);
 	free(ev);

@@ -20,6 +20,7 @@ struct ledger_cost {
 	struct billing_rule rule;
 	int priced;
 	int running_now;
+	int stopped_now; /* the ledger's last word is stopped */
 	struct billing_total total;
 	money_t egress;
 	money_t amount;	  /* compute + storage + egress */

@@ -22,8 +22,10 @@ struct provider_info {
 	int release_after_days; /* 0: none */
 	/* Filled by cost_provider_runway, not stored. */
 	money_t left;
-	money_t burn;
-	int64_t runway; /* seconds, -1: never */
+	money_t burn;	      /* per hour, burn_per_day / 24 rounded up */
+	money_t burn_per_day; /* running compute + stopped storage */
+	int running, stopped; /* instances in the burn */
+	int64_t runway;	      /* seconds, -1: never */
 };
 
 /* What provider add/set changes; a field not set keeps its value. */

@@ -113,7 +113,7 @@ expect_rc 2 "unknown provider"
 # --- advise -------------------------------------------------------------------
 run advise
 expect_rc 0 "advise"
-expect_match "$out" "inst-2: used [0-9.]+ h/day \(7 days; [0-9.]+ over 30\), break-even 18.6 h/day: the monthly plan would cost [0-9,.]+ CNY/month" \
+expect_match "$out" "inst-2: used [0-9.]+ h/day over [0-9.]+ days? of evidence( \(thin: under a day\))?, break-even 18.6 h/day: the monthly plan costs [0-9,.]+ CNY/month more than hourly \([0-9,.]+ CNY for 30 days at that use\)" \
     "monthly vs hourly"
 # An instance stopped three days ago (never contacted: only stated).
 run add old-1 10.255.0.1 --provider autodl

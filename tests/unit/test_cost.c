@@ -27,12 +27,13 @@ struct proj_case {
 	money_t want;
 };
 
+/* Burn per day: 864000 is 86.40 a day, 3.60 an hour. */
 static const struct proj_case proj_cases[] = {
 	{ 0, 0, 3600, 0, 0 },
-	{ 100, 36000, 1800, 0, 18100 },
-	{ 100, 36000, 0, 0, 100 },
-	{ 5, 1, 1, 0, 6 }, /* 1/3600 of a minor unit rounds up */
-	{ BILLING_MONEY_MAX - 1, 10000, 3600, -1, 0 },
+	{ 100, 864000, 1800, 0, 18100 },
+	{ 100, 864000, 0, 0, 100 },
+	{ 5, 1, 1, 0, 6 }, /* 1/86400 of a minor unit rounds up */
+	{ BILLING_MONEY_MAX - 1, 240000, 3600, -1, 0 },
 };
 
 START_TEST(test_projection)
@@ -283,6 +284,175 @@ START_TEST(test_advice)
 }
 END_TEST
 
+/* p's burn and runway over the first n of list, one stopped among them. */
+static void
+check_runway(struct fixture *f, const struct instance *list, size_t n,
+    struct provider_info *p, int64_t now, money_t per_day, money_t per_hour,
+    int running, int64_t runway)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(
+	    cost_provider_runway(f->inv, &f->cf, list, n, p, now, 0, &cause),
+	    0);
+	ck_assert_int_eq(p->burn_per_day, per_day);
+	ck_assert_int_eq(p->burn, per_hour);
+	ck_assert_int_eq(p->running, running);
+	ck_assert_int_eq(p->stopped, 1);
+	ck_assert_int_eq(p->runway, runway);
+}
+
+/*
+ * Storage while stopped is in the burn, the projection and the runway.
+ * s1 (4.9783/h per second, storage 0.5/day) ran 2 h from 12-01 00:00 and
+ * has been stopped since; now is 12-01 10:48 (38880 s in), 30.55 days
+ * before the month ends (31 * 86400 - 38880 = 2639520 s).
+ *   compute 4.9783 * 2 = 9.9566; storage 0.5 * 31680 s / 86400 =
+ *   0.18333 -> 0.1834 (rounded up): month to date 10.14.
+ *   Projected by hand: 10.14 + 0.5 x 30.55 days = 25.42
+ *   (101400 + 5000 * 2639520 / 86400 = 101400 + 152750 = 254150,
+ *   25.415 shown half away from zero as 25.42), not 10.14 at a burn of 0.
+ */
+START_TEST(test_stopped_burn)
+{
+	static const char *const s1_price[] = { "price", "4.9783/h", "billing",
+		"second", "stopped_price", "0.5/day", NULL };
+	static const char *const r1_price[] = { "price", "4.98/h", NULL };
+	const int64_t now = T_DEC01 + 38880;
+	struct fixture f;
+	struct inventory *inv;
+	struct instance *list = calloc(2, sizeof *list);
+	struct provider_info *pv;
+	struct provider_change chg;
+	struct cost_report rep;
+	char *cause = NULL, *shown;
+	size_t np;
+
+	fixture_open(&f);
+	inv = f.inv;
+	add_instance(inv, &list[0], "s1", "autodl", s1_price);
+	add_run(inv, list[0].id, T_DEC01, T_DEC01 + 7200);
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list, 1, T_DEC01, now,
+			     now, &rep, &cause),
+	    0);
+	ck_assert_int_eq(rep.rows[0].total.compute, 99566);
+	ck_assert_int_eq(rep.rows[0].total.storage, 1834);
+	ck_assert_int_eq(rep.totals[0].amount, 101400);
+	ck_assert_int_eq(rep.projecting, 1);
+	ck_assert_int_eq(rep.month_end - now, 2639520);
+	/* 0.5/day; shown per hour 5000 / 24 = 208.33 -> 209 (0.02). */
+	ck_assert_int_eq(rep.totals[0].burn_per_day, 5000);
+	ck_assert_int_eq(rep.totals[0].burn_per_hour, 209);
+	ck_assert_int_eq(rep.totals[0].projected, 254150);
+	shown = billing_format(rep.totals[0].projected, "CNY");
+	ck_assert_str_eq(shown, "25.42 CNY");
+	free(shown);
+	cost_report_free(&rep);
+
+	/*
+	 * A balance of 20 CNY stated now, only storage burning: 200000 *
+	 * 86400 / 5000 = 3456000 s (40 days), not "never".
+	 */
+	memset(&chg, 0, sizeof chg);
+	chg.set_balance = 1;
+	chg.balance = 200000;
+	chg.balance_at = now;
+	ck_assert_int_eq(provider_write(inv, "autodl", 1, &chg, &cause), 0);
+	ck_assert_int_eq(provider_list(inv, &pv, &np, &cause), 0);
+	ck_assert_uint_eq(np, 1);
+	check_runway(&f, list, 1, &pv[0], now, 5000, 209, 0, 3456000);
+	ck_assert_int_eq(pv[0].left, 200000);
+
+	/*
+	 * And r1 running at 4.98/h on the same balance: 4.98 * 24 = 119.52
+	 * a day, burn 1195200 + 5000 = 1200200 a day (5.0009 an hour ->
+	 * 50009); runway 200000 * 86400 / 1200200 = 14397.6 -> 14397 s.
+	 */
+	add_instance(inv, &list[1], "r1", "autodl", r1_price);
+	add_run(inv, list[1].id, now - 3600, 0);
+	check_runway(&f, list, 2, &pv[0], now, 1200200, 50009, 1, 14397);
+	provider_free(pv, np);
+	fixture_close(&f, list, 2);
+}
+END_TEST
+
+/* The monthly advice of the only instance in v. */
+static const struct advice *
+monthly_of(const struct advice *v, size_t n, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (strcmp(v[i].kind, "monthly") == 0 &&
+		    strcmp(v[i].name, name) == 0)
+			return &v[i];
+	}
+	ck_abort_msg("no monthly advice for %s", name);
+	return NULL;
+}
+
+/*
+ * advise on young instances uses the span observed, not 7 days. All at
+ * 4.98/h with a 2,599 monthly plan; break-even 2599 / 4.98 / 30 = 17.396
+ * h/day.
+ *   y1: rented 2 days ago, always on: 24 h/day over 2.0 days; by hand
+ *       24 x 4.98 x 30 = 3,585.60 against a 2,599 plan saves 986.60.
+ *   y2: rented 2 days ago, ran the first day only: 12 h/day; 12 x 4.98 x
+ *       30 = 1,792.80, so the plan costs 2599 - 1792.80 = 806.20 more.
+ *   y3: rented 6 hours ago, always on: 24 h/day over 0.25 days, thin.
+ */
+START_TEST(test_advise_young)
+{
+	static const char *const price[] = { "price", "4.98/h", "monthly_price",
+		"2599", NULL };
+	struct fixture f;
+	struct instance *list = calloc(3, sizeof *list);
+	const struct advice *a;
+	struct advice *v;
+	char *cause = NULL;
+	size_t n;
+
+	fixture_open(&f);
+	add_instance(f.inv, &list[0], "y1", "p", price);
+	add_instance(f.inv, &list[1], "y2", "p", price);
+	add_instance(f.inv, &list[2], "y3", "p", price);
+	list[0].created_at = list[1].created_at = T_NOV10 - 2 * 86400;
+	list[2].created_at = T_NOV10 - 6 * 3600;
+	add_run(f.inv, list[0].id, T_NOV10 - 2 * 86400, 0);
+	add_run(f.inv, list[1].id, T_NOV10 - 2 * 86400, T_NOV10 - 86400);
+	add_run(f.inv, list[2].id, T_NOV10 - 6 * 3600, 0);
+	ck_assert_int_eq(
+	    advise_run(f.inv, &f.cf, list, 3, T_NOV10, &v, &n, &cause), 0);
+
+	a = monthly_of(v, n, "y1");
+	ck_assert_str_eq(a->message,
+	    "used 24.0 h/day over 2.0 days of evidence, break-even 17.4 "
+	    "h/day: the monthly plan saves 986.60 CNY/month over hourly "
+	    "(3,585.60 CNY for 30 days at that use)");
+	ck_assert_int_eq(a->has_monthly, 1);
+	ck_assert_int_eq(a->evidence_s, 2 * 86400);
+	ck_assert_int_eq(a->monthly.hourly_month, 35856000);
+	ck_assert_int_eq(a->monthly.monthly_price, 25990000);
+	ck_assert_int_eq(a->monthly.savings, 9866000);
+
+	a = monthly_of(v, n, "y2");
+	ck_assert_str_eq(a->message,
+	    "used 12.0 h/day over 2.0 days of evidence, break-even 17.4 "
+	    "h/day: the monthly plan costs 806.20 CNY/month more than hourly "
+	    "(1,792.80 CNY for 30 days at that use)");
+	ck_assert_int_eq(a->monthly.savings, -8062000);
+
+	a = monthly_of(v, n, "y3");
+	ck_assert_str_eq(a->message,
+	    "used 24.0 h/day over 0.2 days of evidence (thin: under a day), "
+	    "break-even 17.4 h/day: the monthly plan saves 986.60 CNY/month "
+	    "over hourly (3,585.60 CNY for 30 days at that use)");
+	ck_assert_int_eq(a->evidence_s, 6 * 3600);
+	advise_free(v, n);
+	fixture_close(&f, list, 3);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -298,6 +468,8 @@ main(void)
 	tcase_add_test(tc, test_month_start);
 	tcase_add_test(tc, test_by_day_and_provider);
 	tcase_add_test(tc, test_advice);
+	tcase_add_test(tc, test_stopped_burn);
+	tcase_add_test(tc, test_advise_young);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
