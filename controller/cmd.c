@@ -34,6 +34,7 @@ extern const struct cmd_entry cmd_ledger_entry;
 extern const struct cmd_entry cmd_logs_entry;
 extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
+extern const struct cmd_entry cmd_preset_entry;
 extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_run_entry;
@@ -62,6 +63,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_mark_entry,
 	&cmd_ledger_entry,
 	&cmd_provider_entry,
+	&cmd_preset_entry,
 	&cmd_advise_entry,
 	&cmd_exec_entry,
 	&cmd_run_entry,

@@ -425,6 +425,20 @@ static const char *const steps[] = {
 	 * jump holds that instance's name, NULL for a direct connection.
 	 */
 	"ALTER TABLE instance ADD COLUMN jump TEXT;",
+
+	/*
+	 * 12 -> 13: the billing preset an instance's price came from
+	 * (preset.c), as it was when applied; no row: set by hand or none.
+	 */
+	"CREATE TABLE instance_preset ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  date TEXT NOT NULL,"
+	"  source TEXT NOT NULL,"
+	"  file TEXT NOT NULL,"
+	"  applied_at INTEGER NOT NULL"
+	");",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))
