@@ -36,6 +36,8 @@ extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
 extern const struct cmd_entry cmd_preset_entry;
 extern const struct cmd_entry cmd_provider_entry;
+extern const struct cmd_entry cmd_pull_entry;
+extern const struct cmd_entry cmd_push_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_schedule_entry;
@@ -79,6 +81,8 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_daemon_entry,
 	&cmd_ssh_entry,
 	&cmd_ssh_config_entry,
+	&cmd_push_entry,
+	&cmd_pull_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,
 	&cmd_harden_entry,
