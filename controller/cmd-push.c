@@ -44,7 +44,7 @@ const struct cmd_entry cmd_push_entry = {
 	    "LOCAL/ (a trailing slash) copies the directory's content, LOCAL "
 	    "the\ndirectory itself. A leading ~/ in REMOTE_DIR is the login "
 	    "directory.\nAn interrupted transfer keeps what arrived in "
-	    "." XFER_PARTIAL_DIR "/ beside\nthe file and the next run "
+	    XFER_PARTIAL_DIR "/ beside\nthe file and the next run "
 	    "resumes from it; no file is half-written under\nits final name. "
 	    "An instance without rsync gets a tar stream over ssh\n(said in "
 	    "the output), unpacked under a temporary name and renamed.\n\n"
