@@ -741,6 +741,7 @@ job_read(struct job *j, int k)
 static int
 install_entry(const char *path, const struct stat *st, int type, struct FTW *f)
 {
+	struct stat cur;
 	char *to;
 	int r = 0;
 
@@ -749,7 +750,13 @@ install_entry(const char *path, const struct stat *st, int type, struct FTW *f)
 		return 0;
 	xasprintf(&to, "%s%s", install_to, path + strlen(install_from));
 	if (type == FTW_D) {
-		if (mkdir(to, st->st_mode & 07777) != 0 && errno != EEXIST)
+		/* A link (or file) where the instance now has a directory is
+		 * replaced, as rsync does: renaming through it would write
+		 * outside LOCAL_DIR/NAME. */
+		if (lstat(to, &cur) == 0 && !S_ISDIR(cur.st_mode) &&
+		    unlink(to) != 0)
+			r = -1;
+		else if (mkdir(to, st->st_mode & 07777) != 0 && errno != EEXIST)
 			r = -1;
 	} else if (type != FTW_DP) {
 		if (rename(path, to) != 0)

@@ -134,6 +134,22 @@ run pull inst-2 '~/tarred/' '~/nothere' "$T/tarfail"
 expect_rc 1 "pull of a missing path by tar fails"
 expect_match "$out" "^inst-2: failed: " "with a reason"
 expect_eq "$(find "$T/tarfail/inst-2" -mindepth 1 | wc -l)" 0 "and nothing arrives"
+# An instance's symlink must not carry a later pull out of LOCAL_DIR/NAME:
+# pull 1 brings out -> $T/victim, then out is a directory with a file;
+# pull 2 replaces the link with the directory, as rsync does, and writes
+# nothing into the link's target.
+mkdir -p "$T/victim" "$(home_of inst-2)/esc"
+ln -s "$T/victim" "$(home_of inst-2)/esc/out"
+run pull inst-2 '~/esc/' "$T/escape"
+expect_rc 0 "pull by tar of a symlink"
+expect_eq "$(readlink "$T/escape/inst-2/out")" "$T/victim" "the link arrives as a link"
+rm "$(home_of inst-2)/esc/out"
+mkdir "$(home_of inst-2)/esc/out"
+echo planted >"$(home_of inst-2)/esc/out/authorized_keys"
+run pull inst-2 '~/esc/' "$T/escape"
+expect_rc 0 "pull by tar: a directory where a link was"
+expect_eq "$(find "$T/victim" -mindepth 1 | wc -l)" 0 "nothing written through the old link"
+expect_eq "$(cat "$T/escape/inst-2/out/authorized_keys")" planted "the directory replaced the link"
 fleet setenv inst-2
 
 # --- a changed host key refuses the transfer -------------------------------
