@@ -609,11 +609,13 @@ csv_days(struct inventory *inv, const struct config *cf,
 
 /*
  * How a bill's line is shown and written: its times, what it was billed
- * and its amount, as text (exact amounts); NULL fields are empty.
+ * and its amount, as text (exact amounts); NULL fields are empty. ongoing:
+ * it goes on, counted up to now.
  */
 struct explain_cells {
 	char *start, *stop, *state, *duration, *billed, *minimum, *price;
 	char *amount;
+	int ongoing;
 };
 
 /* The unit's name for n of them: "1 hour", "10 minutes". */
@@ -641,10 +643,8 @@ explain_cells(const struct ledger_cost *c, const struct billing_line *l,
 
 	memset(x, 0, sizeof *x);
 	x->start = instance_format_time(l->start);
-	if (l->end >= cut && cut == now)
-		x->stop = xstrdup("now");
-	else
-		x->stop = instance_format_time(l->end);
+	x->stop = instance_format_time(l->end);
+	x->ongoing = l->end >= cut && cut == now;
 	x->duration = timeparse_duration_exact(l->secs);
 	switch (l->state) {
 	case BILL_RUNNING:
@@ -727,6 +727,17 @@ explain_rule(const struct ledger_cost *c)
 	return s;
 }
 
+/* The egress price as set: "0.80/GB". Caller frees. */
+static char *
+egress_price(const struct ledger_cost *c)
+{
+	char *a = billing_format_exact(c->rule.egress_per_gb), *s;
+
+	xasprintf(&s, "%s/GB", a);
+	free(a);
+	return s;
+}
+
 /* One instance's bill for humans. */
 static void
 explain_text(const struct ledger_cost *c, const struct billing_line *lines,
@@ -745,8 +756,8 @@ explain_text(const struct ledger_cost *c, const struct billing_line *lines,
 	    "MINIMUM", "PRICE", "AMOUNT");
 	for (i = 0; i < n; i++) {
 		explain_cells(c, &lines[i], cut, now, &x);
-		table_add(t, x.start, x.stop, x.state, x.duration, x.billed,
-		    x.minimum, x.price, x.amount);
+		table_add(t, x.start, x.ongoing ? "now" : x.stop, x.state,
+		    x.duration, x.billed, x.minimum, x.price, x.amount);
 		explain_cells_free(&x);
 	}
 	table_print(t, stdout);
@@ -754,12 +765,11 @@ explain_text(const struct ledger_cost *c, const struct billing_line *lines,
 	if (n == 0)
 		printf("(nothing in the window)\n");
 	if (c->egress_bytes > 0 || c->egress != 0) {
-		g = c->priced ? billing_format_exact(c->rule.egress_per_gb)
-			      : xstrdup("?");
+		g = c->priced ? egress_price(c) : xstrdup("?");
 		a = c->priced
 		    ? billing_format_major(c->egress, c->rule.currency)
 		    : xstrdup("?");
-		printf("egress %lld bytes at %s/GB: %s\n",
+		printf("egress %lld bytes at %s: %s\n",
 		    (long long)c->egress_bytes, g, a);
 		free(a);
 		free(g);
@@ -811,6 +821,7 @@ explain_json(const struct ledger_cost *c, const struct billing_line *lines,
 		json_object_set_new(j, "state", json_string(x.state));
 		json_object_set_new(j, "start", json_string(x.start));
 		json_object_set_new(j, "stop", json_string(x.stop));
+		json_object_set_new(j, "ongoing", json_boolean(x.ongoing));
 		json_object_set_new(j, "duration_s", json_integer(l->secs));
 		json_object_set_new(
 		    j, "window_s", json_integer(l->window_secs));
@@ -841,7 +852,7 @@ explain_csv(const struct ledger_cost *c, const struct billing_line *lines,
 {
 	const char *cur = c->rule.currency;
 	struct explain_cells x;
-	char *v[8];
+	char *v[7];
 	size_t i, k;
 
 	for (i = 0; i < n; i++) {
@@ -855,7 +866,6 @@ explain_csv(const struct ledger_cost *c, const struct billing_line *lines,
 		v[4] = csv_money(l->amount, cur, c->priced);
 		v[5] = csv_money(l->before, cur, c->priced);
 		v[6] = c->priced && x.price != NULL ? xstrdup(x.price) : NULL;
-		v[7] = NULL;
 		csv_row(stdout, 14, c->in->name, x.state, x.start, x.stop, v[0],
 		    v[1],
 		    l->state == BILL_RUNNING ? billing_unit_name(c->rule.unit)
@@ -865,19 +875,13 @@ explain_csv(const struct ledger_cost *c, const struct billing_line *lines,
 					     : NULL,
 		    v[6], cur, v[4], v[5]);
 		explain_cells_free(&x);
-		for (k = 0; k < 8; k++)
+		for (k = 0; k < 7; k++)
 			free(v[k]);
 	}
 	if (c->egress_bytes > 0 || c->egress != 0) {
 		v[0] = instance_format_time(from);
 		v[1] = instance_format_time(to);
-		v[2] = c->priced ? billing_format_exact(c->rule.egress_per_gb)
-				 : NULL;
-		if (v[2] != NULL) {
-			xasprintf(&v[3], "%s/GB", v[2]);
-			free(v[2]);
-			v[2] = v[3];
-		}
+		v[2] = c->priced ? egress_price(c) : NULL;
 		v[3] = csv_money(c->egress, cur, c->priced);
 		v[4] = csv_money(0, cur, c->priced);
 		csv_row(stdout, 14, c->in->name, "egress", v[0], v[1], NULL,

@@ -72,7 +72,7 @@ expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"compute":58733,"storage":10
 run cost m1 $W --explain --json
 expect_rc 0 "explain --json"
 j=$(printf '%s' "$out" | tr -d ' \n')
-expect_match "$j" '"state":"running","start":"2026-11-02T01:00:00Z","stop":"2026-11-02T01:03:20Z","duration_s":200,"window_s":200,"billed_s":600,"units":10,"minimum_applied":true,"charge":4484,"before_window":0,"amount":4484\}' \
+expect_match "$j" '"state":"running","start":"2026-11-02T01:00:00Z","stop":"2026-11-02T01:03:20Z","ongoing":false,"duration_s":200,"window_s":200,"billed_s":600,"units":10,"minimum_applied":true,"charge":4484,"before_window":0,"amount":4484\}' \
     "explain --json: the minimum applied"
 expect_match "$j" '"egress":\{"bytes":0,"amount":0\},"total":68733\}\]\}$' \
     "explain --json total == cost --json total"
@@ -157,6 +157,42 @@ bytes_eq $'provider,currency,instances,unpriced,running_s,unknown_s,total,restar
 vast,USD,1,0,4500,0,9.00,0,0,100.00\r
 autodl,CNY,1,0,7430,3370,6.8733,0,0,68.80\r
 ' "csv by provider"
+
+# --- egress is a line of the bill ------------------------------------------
+# h1 sent 1.5 GB (10^9 bytes each) between two samples at 0.80/GB:
+# 0.80 * 1.5 = 1.20 USD; total 9.00 + 1.20 = 10.20.
+run set h1 egress_price=0.80/GB
+expect_rc 0 "set h1 egress_price"
+sqlite3 "$db" "INSERT INTO sample_host (instance_id, t, net_tx_bytes)
+    SELECT id, strftime('%s', '2026-11-02T10:00:00Z'), 1000 FROM instance
+    WHERE name = 'h1' UNION ALL
+    SELECT id, strftime('%s', '2026-11-02T11:00:00Z'), 1500001000 FROM instance
+    WHERE name = 'h1'"
+run cost h1 $W --explain
+expect_match "$out" '^egress 1500000000 bytes at 0\.80/GB: 1\.20$' "explain: egress"
+expect_match "$out" '^total 10\.20 USD$' "explain: total with egress"
+run cost h1 $W
+expect_contains "$out" "total 10.20 USD" "cost says the same with egress"
+run cost h1 $W --explain --format csv
+expect_match "$out" '^h1,egress,2026-11-02T00:00:00Z,2026-11-03T00:00:00Z,,,,,,,0\.80/GB,USD,1\.20,0\.00'$'\r''$' \
+    "explain csv: the egress record"
+
+# --- a run still going: counted up to now ----------------------------------
+# Per hour at 1.00, started 30 min ago: its first hour, 1.00, however many
+# seconds pass between the two commands.
+run add n1 10.0.0.4 --price 1/h
+run set n1 billing=hour
+run mark n1 running --at -30m
+expect_rc 0 "mark n1 running"
+run cost n1 --since -1h --explain
+expect_match "$out" '^[0-9T:Z-]+ +now +running +(29m5[0-9]s|30m0[0-9]s) +1 hour +- +1\.00/h +1\.00$' \
+    "an ongoing run stops 'now'"
+expect_match "$out" '^total 1\.00 CNY$' "ongoing: the total"
+run cost n1 --since -1h
+expect_contains "$out" "total 1.00 CNY" "cost says the same"
+run cost n1 --since -1h --explain --json
+expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"ongoing":true,.*"amount":10000\}\],"egress":\{"bytes":0,"amount":0\},"total":10000\}' \
+    "explain --json: ongoing"
 
 # --- bad input ----------------------------------------------------------------
 before=$(dump)
