@@ -15,11 +15,11 @@ static int64_t egress_bytes(struct inventory *, int64_t, int64_t, int64_t);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
 static int ledger_change(
     struct inventory *, int64_t, int64_t, int64_t, const char *, char **);
+static int count_incidents(
+    struct inventory *, int64_t, const char *, int64_t, int64_t);
 static int cost_of(struct inventory *, const struct config *,
     struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
     size_t *, char **);
-static int count_incidents(
-    struct inventory *, int64_t, const char *, int64_t, int64_t);
 
 static int
 per_from_name(const char *s, enum billing_per *per)
