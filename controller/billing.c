@@ -27,6 +27,11 @@ static int64_t run_billed_at(
     const struct billing_rule *, const struct billing_interval *, int64_t);
 static money_t stopped_charge_at(
     const struct billing_rule *, const struct billing_interval *, int64_t);
+static void line_for(const struct billing_rule *,
+    const struct billing_interval *, int64_t, int64_t, struct billing_line *);
+static int window_walk(const struct billing_rule *,
+    const struct billing_interval *, size_t, int64_t, int64_t,
+    struct billing_total *, struct billing_line *, size_t *, char **);
 static int check_amount(const char *, money_t, char **);
 static int over_ceiling(money_t, int64_t);
 static int check_time(const char *, int64_t, char **);
@@ -396,6 +401,38 @@ billing_currency_known(const char *code)
 }
 
 /*
+ * The decimals of a currency's minor unit in ISO 4217: 0 for those listed
+ * here with 0 (JPY, KRW) and for the funds and metals without one (XAU),
+ * 3 (KWD) and 4 (CLF) for those, 2 for every other code.
+ */
+int
+billing_currency_digits(const char *code)
+{
+	static const struct {
+		const char *codes;
+		int digits;
+	} exponents[] = {
+		{ "BIF CLP DJF GNF ISK JPY KMF KRW PYG RWF UGX UYI VND VUV XAF "
+		  "XAG XAU XBA XBB XBC XBD XDR XOF XPD XPF XPT XSU XUA ",
+		    0 },
+		{ "BHD IQD JOD KWD LYD OMR TND ", 3 },
+		{ "CLF UYW ", 4 },
+	};
+	const char *p;
+	size_t i;
+
+	if (strlen(code) != 3)
+		return 2;
+	for (i = 0; i < sizeof exponents / sizeof exponents[0]; i++) {
+		for (p = exponents[i].codes; *p != '\0'; p += 4) {
+			if (strncmp(p, code, 3) == 0)
+				return exponents[i].digits;
+		}
+	}
+	return 2;
+}
+
+/*
  * Parse an ISO 4217 currency code into buf (size >= 4), uppercasing it; a
  * common non-ISO name (RMB) is refused naming the code meant (CNY).
  */
@@ -673,20 +710,61 @@ check_time(const char *what, int64_t t, char **cause)
 	return -1;
 }
 
+/* How interval iv is charged in the window [from, to). */
+static void
+line_for(const struct billing_rule *rule, const struct billing_interval *iv,
+    int64_t from, int64_t to, struct billing_line *l)
+{
+	int64_t lo = iv->start > from ? iv->start : from;
+	int64_t hi = iv->end < to ? iv->end : to;
+	int64_t unit = billing_unit_seconds(rule->unit);
+
+	memset(l, 0, sizeof *l);
+	l->state = iv->state;
+	l->start = iv->start;
+	l->end = iv->end;
+	l->secs = clip(to, iv->start, iv->end) - iv->start;
+	l->window_secs = hi > lo ? hi - lo : 0;
+	switch (iv->state) {
+	case BILL_RUNNING:
+		l->starts = iv->start >= from && iv->start < to;
+		l->billed_secs = run_billed_at(rule, iv, to);
+		l->units = l->billed_secs / unit;
+		l->min_applied = l->billed_secs > 0 &&
+		    l->billed_secs > (l->secs + unit - 1) / unit * unit;
+		l->window_billed =
+		    l->billed_secs - run_billed_at(rule, iv, from);
+		l->charge = run_charge_at(rule, iv, to);
+		l->before = run_charge_at(rule, iv, from);
+		break;
+	case BILL_STOPPED:
+		l->charge = stopped_charge_at(rule, iv, to);
+		l->before = stopped_charge_at(rule, iv, from);
+		break;
+	case BILL_UNKNOWN:
+		break;
+	}
+	l->amount = l->charge - l->before;
+}
+
 /*
- * Cost of one instance's ledger (sorted, non-overlapping intervals) in the
- * window [from, to), attributed as incurred (see billing.h).
+ * The one loop that costs a ledger in a window: checks every interval,
+ * adds each one's line to total and, with lines, keeps the lines of those
+ * the window sees (time in it, a start or a charge).
  */
-int
-billing_window(const struct billing_rule *rule,
-    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
-    struct billing_total *total, char **cause)
+static int
+window_walk(const struct billing_rule *rule, const struct billing_interval *iv,
+    size_t n, int64_t from, int64_t to, struct billing_total *total,
+    struct billing_line *lines, size_t *nlines, char **cause)
 {
 	const struct billing_interval *v;
-	int64_t lo, hi, prev_end = 0;
+	struct billing_line l;
+	int64_t prev_end = 0;
 	size_t i;
 
 	memset(total, 0, sizeof *total);
+	if (nlines != NULL)
+		*nlines = 0;
 	if (billing_rule_validate(rule, cause) != 0)
 		return -1;
 	xstrlcpy(total->currency, rule->currency, sizeof total->currency);
@@ -717,41 +795,62 @@ billing_window(const struct billing_rule *rule,
 			    (long long)prev_end);
 			return -1;
 		}
-		prev_end = v->end;
-
-		lo = v->start > from ? v->start : from;
-		hi = v->end < to ? v->end : to;
-		switch (v->state) {
-		case BILL_RUNNING:
-			if (hi > lo)
-				total->running_secs += hi - lo;
-			if (v->start >= from && v->start < to)
-				total->starts++;
-			total->billed_secs += run_billed_at(rule, v, to) -
-			    run_billed_at(rule, v, from);
-			total->compute = add_sat(total->compute,
-			    run_charge_at(rule, v, to) -
-				run_charge_at(rule, v, from));
-			break;
-		case BILL_STOPPED:
-			if (hi > lo)
-				total->stopped_secs += hi - lo;
-			total->storage = add_sat(total->storage,
-			    stopped_charge_at(rule, v, to) -
-				stopped_charge_at(rule, v, from));
-			break;
-		case BILL_UNKNOWN:
-			if (hi > lo)
-				total->unknown_secs += hi - lo;
-			break;
-		default:
+		if ((unsigned)v->state > BILL_UNKNOWN) {
 			xasprintf(cause, "interval %lld..%lld has state %d",
 			    (long long)v->start, (long long)v->end,
 			    (int)v->state);
 			return -1;
 		}
+		prev_end = v->end;
+
+		line_for(rule, v, from, to, &l);
+		switch (v->state) {
+		case BILL_RUNNING:
+			total->running_secs += l.window_secs;
+			total->starts += l.starts;
+			total->billed_secs += l.window_billed;
+			total->compute = add_sat(total->compute, l.amount);
+			break;
+		case BILL_STOPPED:
+			total->stopped_secs += l.window_secs;
+			total->storage = add_sat(total->storage, l.amount);
+			break;
+		case BILL_UNKNOWN:
+			total->unknown_secs += l.window_secs;
+			break;
+		}
+		if (lines != NULL &&
+		    (l.window_secs > 0 || l.starts || l.amount != 0))
+			lines[(*nlines)++] = l;
 	}
 	return 0;
+}
+
+/*
+ * Cost of one instance's ledger (sorted, non-overlapping intervals) in the
+ * window [from, to), attributed as incurred (see billing.h).
+ */
+int
+billing_window(const struct billing_rule *rule,
+    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
+    struct billing_total *total, char **cause)
+{
+	return window_walk(rule, iv, n, from, to, total, NULL, NULL, cause);
+}
+
+/*
+ * billing_window with the line of each interval the window sees, in
+ * order: their amounts add up to total's compute and storage. Caller frees
+ * *lines (also on failure).
+ */
+int
+billing_explain(const struct billing_rule *rule,
+    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
+    struct billing_total *total, struct billing_line **lines, size_t *nlines,
+    char **cause)
+{
+	*lines = xcalloc(n + 1, sizeof **lines);
+	return window_walk(rule, iv, n, from, to, total, *lines, nlines, cause);
 }
 
 /* Add src into dst; refuses different currencies (an empty dst adopts). */
@@ -1068,6 +1167,32 @@ billing_format_exact(money_t m)
 	else
 		xasprintf(&out, "%s%llu.%04llu", sign,
 		    a / BILLING_MINOR_PER_UNIT, frac);
+	return out;
+}
+
+/*
+ * Exact, in major units for spreadsheets: the currency's ISO 4217 decimals,
+ * more (up to 4) only where the amount has them; no grouping, no currency
+ * ("9.20", "4.9765", JPY "120", KWD "1.500"). Caller frees.
+ */
+char *
+billing_format_major(money_t m, const char *currency)
+{
+	unsigned long long a, frac;
+	int digits = billing_currency_digits(currency), k;
+	const char *sign = m < 0 ? "-" : "";
+	char *out;
+
+	a = m < 0 ? 0ULL - (unsigned long long)m : (unsigned long long)m;
+	frac = a % BILLING_MINOR_PER_UNIT;
+	/* Drop the trailing zeros of frac beyond the currency's digits. */
+	for (k = 4; k > digits && frac % 10 == 0; k--)
+		frac /= 10;
+	if (k == 0)
+		xasprintf(&out, "%s%llu", sign, a / BILLING_MINOR_PER_UNIT);
+	else
+		xasprintf(&out, "%s%llu.%0*llu", sign,
+		    a / BILLING_MINOR_PER_UNIT, k, frac);
 	return out;
 }
 

@@ -60,7 +60,9 @@
  * shows the total so rounded and the parts by largest remainder
  * (billing_round_parts), so the shown parts add up to the shown total.
  * JSON should carry money as the exact integer minor units (with
- * "minor_per_unit": 10000), optionally with billing_format_exact()'s string.
+ * "minor_per_unit": 10000), optionally with billing_format_exact()'s string;
+ * CSV the exact amount in major units with at least the currency's ISO 4217
+ * decimals (billing_format_major: "9.20", "4.9765", JPY "120").
  */
 #ifndef GPUFLEET_BILLING_H
 #define GPUFLEET_BILLING_H
@@ -140,6 +142,27 @@ struct billing_total {
 	money_t storage;
 };
 
+/*
+ * One interval of a ledger as a line of a bill: how billing_window charges
+ * it in a window. A run's figures are as of the window end (a run going on
+ * past it is counted as if it stopped there), so amount is exactly what the
+ * window's total gets from it.
+ */
+struct billing_line {
+	enum billing_state state;
+	int64_t start, end;    /* the interval */
+	int64_t secs;	       /* its time up to the window end */
+	int64_t window_secs;   /* its time inside the window */
+	int64_t billed_secs;   /* running: secs billed (minimum, whole units) */
+	int64_t units;	       /* billed_secs in billing units */
+	int min_applied;       /* the minimum charge raised billed_secs */
+	int starts;	       /* a run that starts inside the window */
+	int64_t window_billed; /* billed seconds attributed to the window */
+	money_t charge;	       /* what it is charged by the window end */
+	money_t before;	       /* of which before the window starts */
+	money_t amount;	       /* charge - before: the window's part */
+};
+
 /* Per-currency sums, in order of first appearance. */
 struct billing_sum {
 	char currency[8];
@@ -168,6 +191,7 @@ int billing_parse_duration(const char *, int64_t *, char **);
 int billing_parse_unit(const char *, enum billing_unit *, char **);
 int billing_parse_currency(const char *, char *, size_t, char **);
 int billing_currency_known(const char *);
+int billing_currency_digits(const char *);
 
 const char *billing_unit_name(enum billing_unit);
 const char *billing_per_name(enum billing_per);
@@ -187,6 +211,9 @@ money_t billing_egress_cost(const struct billing_rule *, int64_t);
 
 int billing_window(const struct billing_rule *, const struct billing_interval *,
     size_t, int64_t, int64_t, struct billing_total *, char **);
+int billing_explain(const struct billing_rule *,
+    const struct billing_interval *, size_t, int64_t, int64_t,
+    struct billing_total *, struct billing_line **, size_t *, char **);
 int billing_total_add(
     struct billing_total *, const struct billing_total *, char **);
 int billing_sums_add(struct billing_sums *, const char *, money_t, char **);
@@ -207,6 +234,7 @@ char *billing_format(money_t, const char *);
 money_t billing_cents(money_t);
 void billing_round_parts(const money_t *, size_t, money_t, money_t *);
 char *billing_format_exact(money_t);
+char *billing_format_major(money_t, const char *);
 char *billing_format_price(money_t, enum billing_per);
 
 #endif

@@ -3,7 +3,9 @@
  * billing rules: derived from every instance's price and ledger (never a
  * stored running total), with idle cost from the GPU samples, egress from
  * the network counters, unknown stretches shown as unknown, totals per
- * currency, month to date and a projection to the end of the month.
+ * currency, month to date and a projection to the end of the month. As
+ * CSV for spreadsheets, and with --explain as a bill: each run with its
+ * rounding, to check line by line against the platform's.
  */
 
 #include <math.h>
@@ -21,6 +23,7 @@
 #include "xmalloc.h"
 
 enum cost_by { BY_INSTANCE, BY_PROVIDER, BY_DAY };
+enum cost_format { FMT_TABLE, FMT_CSV, FMT_JSON };
 
 static int cmd_cost_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
@@ -30,11 +33,21 @@ static int render_providers(const struct cost_report *, char **);
 static int render_days(struct inventory *, const struct config *,
     const struct cost_report *, char **);
 static void render_totals(const struct cost_report *, int);
+static void csv_instances(const struct cost_report *);
+static int csv_providers(const struct cost_report *, char **);
+static int csv_days(struct inventory *, const struct config *,
+    const struct cost_report *, char **);
+static int render(struct inventory *, const struct config *,
+    const struct cost_report *, enum cost_by, enum cost_format, char **);
+static int explain(struct inventory *, const struct config *,
+    const struct instance *, size_t, int64_t, int64_t, int64_t,
+    enum cost_format, char **);
 
 const struct cmd_entry cmd_cost_entry = {
 	.name = "cost",
 	.usage = "[SELECTOR] [--since TIME] [--until TIME] "
-		 "[--by instance|provider|day] [--json]",
+		 "[--by instance|provider|day] [--explain] "
+		 "[--format table|csv|json] [--json]",
 	.summary = "what instances cost under their platforms' billing rules",
 	.help =
 	    "Per instance: running time, billed time after rounding, compute, "
@@ -53,21 +66,43 @@ const struct cmd_entry cmd_cost_entry = {
 	    "      --by provider   per provider: cost, restarts, outages, "
 	    "availability\n"
 	    "      --by day        per day and currency\n"
-	    "      --json          exact amounts in minor units (1/10000), "
-	    "null "
-	    "when unknown\n\n"
-	    "Example: gpufleet cost @train --since yesterday --until today\n",
+	    "      --explain       a bill per instance: each run (start, stop, "
+	    "duration,\n"
+	    "                      billed units, minimum applied, price, "
+	    "amount), each\n"
+	    "                      stretch stopped (storage) or unknown, "
+	    "egress, total\n"
+	    "      --format csv    RFC 4180 (CRLF) with a header row: exact "
+	    "amounts in\n"
+	    "                      major units, at least the currency's "
+	    "decimals, empty\n"
+	    "                      when unknown; times in UTC; text that a "
+	    "spreadsheet\n"
+	    "                      would run as a formula (= + - @) gets a "
+	    "leading '\n"
+	    "      --json          same as --format json: exact amounts in "
+	    "minor units\n"
+	    "                      (1/10000), null when unknown\n\n"
+	    "Examples:\n"
+	    "  gpufleet cost @train --since yesterday --until today\n"
+	    "  gpufleet cost --by day --format csv > november.csv\n"
+	    "  gpufleet cost a100-1 --explain --since 2026-11-01 --until "
+	    "2026-11-02\n",
 	.exec = cmd_cost_exec,
 };
 
-enum { OPT_SINCE = 256, OPT_UNTIL, OPT_BY, OPT_JSON };
+enum { OPT_SINCE = 256, OPT_UNTIL, OPT_BY, OPT_JSON, OPT_FORMAT, OPT_EXPLAIN };
 
-static const struct option cost_options[] = { { "since", required_argument,
-						  NULL, OPT_SINCE },
+static const struct option cost_options[] = {
+	{ "since", required_argument, NULL, OPT_SINCE },
 	{ "until", required_argument, NULL, OPT_UNTIL },
 	{ "by", required_argument, NULL, OPT_BY },
 	{ "json", no_argument, NULL, OPT_JSON },
-	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
+	{ "format", required_argument, NULL, OPT_FORMAT },
+	{ "explain", no_argument, NULL, OPT_EXPLAIN },
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
 
 /* An instance's amount in minor units; null when it has no price. */
 static json_t *
@@ -447,6 +482,513 @@ render_totals(const struct cost_report *rep, int month)
 		    unpriced, unpriced == 1 ? " has" : "s have");
 }
 
+/* An exact amount for CSV (major units), empty when unknown. Caller frees. */
+static char *
+csv_money(money_t m, const char *currency, int known)
+{
+	return known ? billing_format_major(m, currency) : NULL;
+}
+
+/* An integer as text. Caller frees. */
+static char *
+csv_int(int64_t v)
+{
+	char *s;
+
+	xasprintf(&s, "%lld", (long long)v);
+	return s;
+}
+
+/* The instances as CSV: one record each, exact amounts. */
+static void
+csv_instances(const struct cost_report *rep)
+{
+	size_t i, k;
+
+	csv_row(stdout, 17, "name", "released_at", "provider", "currency",
+	    "priced", "running_s", "billed_s", "stopped_s", "unknown_s",
+	    "starts", "compute", "storage", "egress", "idle", "total",
+	    "restarts", "outages");
+	for (i = 0; i < rep->n; i++) {
+		const struct ledger_cost *c = &rep->rows[i];
+		const char *cur = c->rule.currency;
+		char *v[17];
+
+		v[0] = xstrdup(c->in->name);
+		v[1] = c->in->released_at != 0
+		    ? instance_format_time(c->in->released_at)
+		    : NULL;
+		v[2] = xstrdup(c->in->provider);
+		v[3] = xstrdup(cur);
+		v[4] = xstrdup(c->priced ? "yes" : "no");
+		v[5] = csv_int(c->total.running_secs);
+		v[6] = csv_int(c->total.billed_secs);
+		v[7] = csv_int(c->total.stopped_secs);
+		v[8] = csv_int(c->total.unknown_secs);
+		v[9] = csv_int(c->total.starts);
+		v[10] = csv_money(c->total.compute, cur, c->priced);
+		v[11] = csv_money(c->total.storage, cur, c->priced);
+		v[12] = csv_money(c->egress, cur, c->priced);
+		v[13] =
+		    csv_money(c->idle, cur, c->priced && !isnan(c->idle_frac));
+		v[14] = csv_money(c->amount, cur, c->priced);
+		v[15] = csv_int(c->restarts);
+		v[16] = csv_int(c->outages);
+		csv_row(stdout, 17, v[0], v[1], v[2], v[3], v[4], v[5], v[6],
+		    v[7], v[8], v[9], v[10], v[11], v[12], v[13], v[14], v[15],
+		    v[16]);
+		for (k = 0; k < 17; k++)
+			free(v[k]);
+	}
+}
+
+/* The providers as CSV, one record per provider and currency. */
+static int
+csv_providers(const struct cost_report *rep, char **cause)
+{
+	struct cost_group *v;
+	size_t n, i, k;
+	int r;
+
+	if ((r = cost_by_provider(rep, &v, &n, cause)) != 0)
+		return r;
+	csv_row(stdout, 10, "provider", "currency", "instances", "unpriced",
+	    "running_s", "unknown_s", "total", "restarts", "outages",
+	    "availability_percent");
+	for (i = 0; i < n; i++) {
+		const struct cost_group *g = &v[i];
+		int64_t seen = g->running_secs + g->unknown_secs;
+		char *f[10];
+
+		f[0] = xstrdup(g->provider);
+		f[1] = xstrdup(g->currency);
+		f[2] = csv_int(g->instances);
+		f[3] = csv_int(g->unpriced);
+		f[4] = csv_int(g->running_secs);
+		f[5] = csv_int(g->unknown_secs);
+		f[6] = csv_money(
+		    g->amount, g->currency, g->instances > g->unpriced);
+		f[7] = csv_int(g->restarts);
+		f[8] = csv_int(g->outages);
+		f[9] = NULL;
+		if (seen > 0)
+			xasprintf(&f[9], "%.2f",
+			    100.0 * (double)g->running_secs / (double)seen);
+		csv_row(stdout, 10, f[0], f[1], f[2], f[3], f[4], f[5], f[6],
+		    f[7], f[8], f[9]);
+		for (k = 0; k < 10; k++)
+			free(f[k]);
+	}
+	free(v);
+	return 0;
+}
+
+/* The days as CSV, one record per day and currency. */
+static int
+csv_days(struct inventory *inv, const struct config *cf,
+    const struct cost_report *rep, char **cause)
+{
+	struct cost_day *v;
+	size_t n, i;
+	int r;
+
+	if ((r = cost_by_day(inv, cf, rep, &v, &n, cause)) != 0)
+		return r;
+	csv_row(stdout, 4, "day", "currency", "total", "unpriced");
+	for (i = 0; i < n; i++) {
+		char *a = csv_money(v[i].amount, v[i].currency,
+			 priced_in(rep, v[i].currency) > 0),
+		     *u = csv_int(v[i].unpriced);
+		csv_row(stdout, 4, v[i].day, v[i].currency, a, u);
+		free(a);
+		free(u);
+	}
+	free(v);
+	return 0;
+}
+
+/*
+ * How a bill's line is shown and written: its times, what it was billed
+ * and its amount, as text (exact amounts); NULL fields are empty. ongoing:
+ * it goes on, counted up to now.
+ */
+struct explain_cells {
+	char *start, *stop, *state, *duration, *billed, *minimum, *price;
+	char *amount;
+	int ongoing;
+};
+
+/* The unit's name for n of them: "1 hour", "10 minutes". */
+static char *
+units_text(int64_t n, enum billing_unit unit)
+{
+	char *s;
+
+	xasprintf(&s, "%lld %s%s", (long long)n, billing_unit_name(unit),
+	    n == 1 ? "" : "s");
+	return s;
+}
+
+/*
+ * The cells of line l of c's bill in a window ending at cut (the window
+ * end, or now if sooner).
+ */
+static void
+explain_cells(const struct ledger_cost *c, const struct billing_line *l,
+    int64_t cut, int64_t now, struct explain_cells *x)
+{
+	const struct billing_rule *rule = &c->rule;
+	const char *cur = rule->currency;
+	char *a, *b;
+
+	memset(x, 0, sizeof *x);
+	x->start = instance_format_time(l->start);
+	x->stop = instance_format_time(l->end);
+	x->ongoing = l->end >= cut && cut == now;
+	x->duration = timeparse_duration_exact(l->secs);
+	switch (l->state) {
+	case BILL_RUNNING:
+		x->state = xstrdup("running");
+		x->billed = units_text(l->units, rule->unit);
+		x->minimum = l->min_applied
+		    ? timeparse_duration_exact(rule->min_billed)
+		    : NULL;
+		x->price = billing_format_price(rule->price, rule->price_per);
+		break;
+	case BILL_STOPPED:
+		x->state = xstrdup("stopped");
+		if (rule->stopped_per_day > 0)
+			x->price = billing_format_price(
+			    rule->stopped_per_day, BILL_PER_DAY);
+		break;
+	case BILL_UNKNOWN:
+		x->state = xstrdup("unknown");
+		x->amount = xstrdup("not billed");
+		return;
+	}
+	if (!c->priced) {
+		free(x->price);
+		x->price = xstrdup("?");
+		x->amount = xstrdup("?");
+		return;
+	}
+	x->amount = billing_format_major(l->amount, cur);
+	if (l->before != 0) {
+		a = x->amount;
+		b = billing_format_major(l->before, cur);
+		xasprintf(&x->amount, "%s (%s before the window)", a, b);
+		free(a);
+		free(b);
+	}
+}
+
+static void
+explain_cells_free(struct explain_cells *x)
+{
+	free(x->start);
+	free(x->stop);
+	free(x->state);
+	free(x->duration);
+	free(x->billed);
+	free(x->minimum);
+	free(x->price);
+	free(x->amount);
+}
+
+/*
+ * The rule a bill is made under: "2.69 CNY/h, billed per minute, minimum
+ * 10m00s, stopped 1.20 CNY/day". Caller frees.
+ */
+static char *
+explain_rule(const struct ledger_cost *c)
+{
+	const struct billing_rule *rule = &c->rule;
+	char *p, *m = NULL, *st = NULL, *s;
+
+	if (!c->priced) {
+		xasprintf(
+		    &s, "no price (gpufleet set %s price=...)", c->in->name);
+		return s;
+	}
+	p = billing_format_exact(rule->price);
+	if (rule->min_billed > 0)
+		m = timeparse_duration_exact(rule->min_billed);
+	if (rule->stopped_per_day > 0)
+		st = billing_format_exact(rule->stopped_per_day);
+	xasprintf(&s, "%s %s/%s, billed per %s%s%s%s%s%s%s%s", p,
+	    rule->currency, billing_per_name(rule->price_per),
+	    billing_unit_name(rule->unit), m != NULL ? ", minimum " : "",
+	    m != NULL ? m : "", st != NULL ? ", stopped " : "",
+	    st != NULL ? st : "", st != NULL ? " " : "",
+	    st != NULL ? rule->currency : "", st != NULL ? "/day" : "");
+	free(p);
+	free(m);
+	free(st);
+	return s;
+}
+
+/* The egress price as set: "0.80/GB". Caller frees. */
+static char *
+egress_price(const struct ledger_cost *c)
+{
+	char *a = billing_format_exact(c->rule.egress_per_gb), *s;
+
+	xasprintf(&s, "%s/GB", a);
+	free(a);
+	return s;
+}
+
+/* One instance's bill for humans. */
+static void
+explain_text(const struct ledger_cost *c, const struct billing_line *lines,
+    size_t n, money_t sum, int64_t cut, int64_t now)
+{
+	struct explain_cells x;
+	struct table *t;
+	char *rule = explain_rule(c), *name = row_name(c), *a, *b, *g;
+	size_t i;
+
+	printf("%s%s%s: %s\n", name, *c->in->provider != '\0' ? " on " : "",
+	    c->in->provider, rule);
+	free(rule);
+	free(name);
+	t = table_new(8, "START", "STOP", "STATE", "DURATION", "BILLED",
+	    "MINIMUM", "PRICE", "AMOUNT");
+	for (i = 0; i < n; i++) {
+		explain_cells(c, &lines[i], cut, now, &x);
+		table_add(t, x.start, x.ongoing ? "now" : x.stop, x.state,
+		    x.duration, x.billed, x.minimum, x.price, x.amount);
+		explain_cells_free(&x);
+	}
+	table_print(t, stdout);
+	table_free(t);
+	if (n == 0)
+		printf("(nothing in the window)\n");
+	if (c->egress_bytes > 0 || c->egress != 0) {
+		g = c->priced ? egress_price(c) : xstrdup("?");
+		a = c->priced
+		    ? billing_format_major(c->egress, c->rule.currency)
+		    : xstrdup("?");
+		printf("egress %lld bytes at %s: %s\n",
+		    (long long)c->egress_bytes, g, a);
+		free(a);
+		free(g);
+	}
+	if (!c->priced) {
+		printf("total ? (no price)\n");
+		return;
+	}
+	a = billing_format(sum, c->rule.currency);
+	b = billing_format_major(sum, c->rule.currency);
+	if (billing_cents(sum) == sum)
+		printf("total %s\n", a);
+	else
+		printf("total %s (exactly %s)\n", a, b);
+	free(a);
+	free(b);
+}
+
+/* One instance's bill as a JSON object. */
+static json_t *
+explain_json(const struct ledger_cost *c, const struct billing_line *lines,
+    size_t n, money_t sum, int64_t cut, int64_t now)
+{
+	const struct billing_rule *rule = &c->rule;
+	json_t *o = json_object(), *r = json_object(), *arr = json_array(),
+	       *e = json_object();
+	struct explain_cells x;
+	size_t i;
+
+	json_object_set_new(o, "name", json_string(c->in->name));
+	json_object_set_new(o, "provider", json_string(c->in->provider));
+	json_object_set_new(o, "currency", json_string(rule->currency));
+	json_object_set_new(o, "priced", json_boolean(c->priced));
+	json_object_set_new(r, "price", money_json(c, rule->price));
+	json_object_set_new(
+	    r, "per", json_string(billing_per_name(rule->price_per)));
+	json_object_set_new(
+	    r, "unit", json_string(billing_unit_name(rule->unit)));
+	json_object_set_new(r, "min_billed_s", json_integer(rule->min_billed));
+	json_object_set_new(
+	    r, "stopped_per_day", money_json(c, rule->stopped_per_day));
+	json_object_set_new(
+	    r, "egress_per_gb", money_json(c, rule->egress_per_gb));
+	json_object_set_new(o, "rule", r);
+	for (i = 0; i < n; i++) {
+		const struct billing_line *l = &lines[i];
+		json_t *j = json_object();
+		explain_cells(c, l, cut, now, &x);
+		json_object_set_new(j, "state", json_string(x.state));
+		json_object_set_new(j, "start", json_string(x.start));
+		json_object_set_new(j, "stop", json_string(x.stop));
+		json_object_set_new(j, "ongoing", json_boolean(x.ongoing));
+		json_object_set_new(j, "duration_s", json_integer(l->secs));
+		json_object_set_new(
+		    j, "window_s", json_integer(l->window_secs));
+		json_object_set_new(
+		    j, "billed_s", json_integer(l->billed_secs));
+		json_object_set_new(j, "units", json_integer(l->units));
+		json_object_set_new(
+		    j, "minimum_applied", json_boolean(l->min_applied));
+		json_object_set_new(j, "charge", money_json(c, l->charge));
+		json_object_set_new(
+		    j, "before_window", money_json(c, l->before));
+		json_object_set_new(j, "amount", money_json(c, l->amount));
+		json_array_append_new(arr, j);
+		explain_cells_free(&x);
+	}
+	json_object_set_new(o, "lines", arr);
+	json_object_set_new(e, "bytes", json_integer(c->egress_bytes));
+	json_object_set_new(e, "amount", money_json(c, c->egress));
+	json_object_set_new(o, "egress", e);
+	json_object_set_new(o, "total", money_json(c, sum));
+	return o;
+}
+
+/* One instance's bill as CSV records (no header). */
+static void
+explain_csv(const struct ledger_cost *c, const struct billing_line *lines,
+    size_t n, int64_t from, int64_t to, int64_t cut, int64_t now)
+{
+	const char *cur = c->rule.currency;
+	struct explain_cells x;
+	char *v[7];
+	size_t i, k;
+
+	for (i = 0; i < n; i++) {
+		const struct billing_line *l = &lines[i];
+		explain_cells(c, l, cut, now, &x);
+		v[0] = csv_int(l->secs);
+		v[1] = csv_int(l->window_secs);
+		v[2] =
+		    l->state == BILL_RUNNING ? csv_int(l->billed_secs) : NULL;
+		v[3] = l->state == BILL_RUNNING ? csv_int(l->units) : NULL;
+		v[4] = csv_money(l->amount, cur, c->priced);
+		v[5] = csv_money(l->before, cur, c->priced);
+		v[6] = c->priced && x.price != NULL ? xstrdup(x.price) : NULL;
+		csv_row(stdout, 14, c->in->name, x.state, x.start, x.stop, v[0],
+		    v[1],
+		    l->state == BILL_RUNNING ? billing_unit_name(c->rule.unit)
+					     : NULL,
+		    v[2], v[3],
+		    l->state == BILL_RUNNING ? (l->min_applied ? "yes" : "no")
+					     : NULL,
+		    v[6], cur, v[4], v[5]);
+		explain_cells_free(&x);
+		for (k = 0; k < 7; k++)
+			free(v[k]);
+	}
+	if (c->egress_bytes > 0 || c->egress != 0) {
+		v[0] = instance_format_time(from);
+		v[1] = instance_format_time(to);
+		v[2] = c->priced ? egress_price(c) : NULL;
+		v[3] = csv_money(c->egress, cur, c->priced);
+		v[4] = csv_money(0, cur, c->priced);
+		csv_row(stdout, 14, c->in->name, "egress", v[0], v[1], NULL,
+		    NULL, NULL, NULL, NULL, NULL, v[2], cur, v[3], v[4]);
+		for (k = 0; k < 5; k++)
+			free(v[k]);
+	}
+}
+
+/*
+ * Each instance's bill over [from, to): the lines billing_window sums, so
+ * each total is what cost says for the window.
+ */
+static int
+explain(struct inventory *inv, const struct config *cf,
+    const struct instance *list, size_t n, int64_t from, int64_t to,
+    int64_t now, enum cost_format format, char **cause)
+{
+	struct billing_line *lines;
+	struct ledger_cost c;
+	json_t *o = NULL, *arr = NULL, *w;
+	money_t sum;
+	int64_t cut = to < now ? to : now;
+	size_t i, k, nl;
+	char *s1, *s2;
+	int r = 0;
+
+	s1 = instance_format_time(from);
+	s2 = instance_format_time(to);
+	if (format == FMT_JSON) {
+		o = json_object();
+		w = json_object();
+		json_object_set_new(w, "since", json_string(s1));
+		json_object_set_new(w, "until", json_string(s2));
+		json_object_set_new(o, "window", w);
+		json_object_set_new(
+		    o, "minor_per_unit", json_integer(BILLING_MINOR_PER_UNIT));
+		arr = json_array();
+	} else if (format == FMT_CSV)
+		csv_row(stdout, 14, "name", "state", "start", "stop",
+		    "duration_s", "window_s", "unit", "billed_s",
+		    "billed_units", "minimum_applied", "price", "currency",
+		    "amount", "before_window");
+	else
+		printf("window %s to %s\n", s1, s2);
+	free(s1);
+	free(s2);
+	for (i = 0; i < n && r == 0; i++) {
+		memset(&c, 0, sizeof c);
+		c.in = &list[i];
+		r = ledger_explain(
+		    inv, cf, &c, from, to, now, &lines, &nl, cause);
+		sum = c.egress;
+		for (k = 0; r == 0 && k < nl; k++) {
+			if (billing_add(&sum, lines[k].amount, cause) != 0)
+				r = -GF_EUSAGE;
+		}
+		if (r == 0 && format == FMT_JSON)
+			json_array_append_new(
+			    arr, explain_json(&c, lines, nl, sum, cut, now));
+		else if (r == 0 && format == FMT_CSV)
+			explain_csv(&c, lines, nl, from, to, cut, now);
+		else if (r == 0) {
+			if (i > 0)
+				printf("\n");
+			explain_text(&c, lines, nl, sum, cut, now);
+		}
+		free(lines);
+	}
+	if (o != NULL) {
+		json_object_set_new(o, "instances", arr);
+		if (r == 0)
+			json_print(o, stdout);
+		else
+			json_decref(o);
+	}
+	return r;
+}
+
+/* The report as the table, CSV or JSON asked for (totals aside). */
+static int
+render(struct inventory *inv, const struct config *cf,
+    const struct cost_report *rep, enum cost_by by, enum cost_format format,
+    char **cause)
+{
+	if (format == FMT_JSON) {
+		render_json(rep);
+		return 0;
+	}
+	if (format == FMT_CSV) {
+		if (by == BY_INSTANCE) {
+			csv_instances(rep);
+			return 0;
+		}
+		if (by == BY_PROVIDER)
+			return csv_providers(rep, cause);
+		return csv_days(inv, cf, rep, cause);
+	}
+	if (by == BY_INSTANCE) {
+		render_instances(rep);
+		return 0;
+	}
+	if (by == BY_PROVIDER)
+		return render_providers(rep, cause);
+	return render_days(inv, cf, rep, cause);
+}
+
 static int
 cmd_cost_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
@@ -455,11 +997,12 @@ cmd_cost_exec(
 	struct instance *list = NULL;
 	struct cost_report rep;
 	enum cost_by by = BY_INSTANCE;
+	enum cost_format format = FMT_TABLE;
 	const char *since_s = NULL, *until_s = "now";
 	int64_t now = (int64_t)time(NULL), from, to;
 	char *cause = NULL;
 	size_t n = 0;
-	int ch, status, json = 0, r;
+	int ch, status, by_given = 0, explaining = 0, r;
 
 	while ((ch = cmd_getopt(e, argc, argv, "h", cost_options, &status)) !=
 	    -1) {
@@ -473,9 +1016,25 @@ cmd_cost_exec(
 			until_s = optarg;
 			break;
 		case OPT_JSON:
-			json = 1;
+			format = FMT_JSON;
+			break;
+		case OPT_FORMAT:
+			if (strcmp(optarg, "table") == 0)
+				format = FMT_TABLE;
+			else if (strcmp(optarg, "csv") == 0)
+				format = FMT_CSV;
+			else if (strcmp(optarg, "json") == 0)
+				format = FMT_JSON;
+			else
+				return cmd_usage_error(e,
+				    "--format '%s' must be table, csv or json",
+				    optarg);
+			break;
+		case OPT_EXPLAIN:
+			explaining = 1;
 			break;
 		case OPT_BY:
+			by_given = 1;
 			if (strcmp(optarg, "instance") == 0)
 				by = BY_INSTANCE;
 			else if (strcmp(optarg, "provider") == 0)
@@ -492,6 +1051,9 @@ cmd_cost_exec(
 	}
 	if (argc - optind > 1)
 		return cmd_usage_error(e, "takes at most one SELECTOR");
+	if (explaining && by_given)
+		return cmd_usage_error(
+		    e, "--explain lists each instance's runs: not with --by");
 	if (timeparse(until_s, now, &to, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
 	if (since_s == NULL)
@@ -503,24 +1065,20 @@ cmd_cost_exec(
 
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
+	memset(&rep, 0, sizeof rep);
 	if (argc - optind == 1)
 		r = inventory_select(inv, argv[optind], &list, &n, &cause);
 	else /* Everything, released ones included while in the window. */
 		r = cost_load_all(inv, from, &list, &n, &cause);
-	if (r == 0)
+	if (r == 0 && explaining)
+		r = explain(inv, ctx->fleet->config, list, n, from, to, now,
+		    format, &cause);
+	else if (r == 0)
 		r = cost_by_instance(inv, ctx->fleet->config, list, n, from, to,
 		    now, &rep, &cause);
-	else
-		memset(&rep, 0, sizeof rep);
-	if (r == 0 && json)
-		render_json(&rep);
-	else if (r == 0 && by == BY_INSTANCE)
-		render_instances(&rep);
-	else if (r == 0 && by == BY_PROVIDER)
-		r = render_providers(&rep, &cause);
-	else if (r == 0)
-		r = render_days(inv, ctx->fleet->config, &rep, &cause);
-	if (r == 0 && !json)
+	if (r == 0 && !explaining)
+		r = render(inv, ctx->fleet->config, &rep, by, format, &cause);
+	if (r == 0 && !explaining && format == FMT_TABLE)
 		render_totals(&rep, since_s == NULL);
 	status = r == 0 ? GF_OK : cmd_fail(-r, cause);
 	cost_report_free(&rep);

@@ -57,6 +57,7 @@ void cmd_print_failed(const char *, const char *);
 void table_print(struct table *, FILE *);
 void table_free(struct table *);
 void json_print(json_t *, FILE *);
+void csv_row(FILE *, size_t, ...);
 char *tags_join(const struct instance *, const char *);
 
 #endif

@@ -17,6 +17,9 @@ static int ledger_change(struct inventory *, int64_t, int64_t, int64_t,
     const char *, int64_t *, struct ledger_entry *, char **);
 static int count_incidents(
     struct inventory *, int64_t, const char *, int64_t, int64_t);
+static int cost_of(struct inventory *, const struct config *,
+    struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
+    size_t *, char **);
 
 static int
 per_from_name(const char *s, enum billing_per *per)
@@ -395,6 +398,29 @@ int
 ledger_cost(struct inventory *inv, const struct config *cf,
     struct ledger_cost *c, int64_t from, int64_t to, int64_t now, char **cause)
 {
+	return cost_of(inv, cf, c, from, to, now, NULL, NULL, cause);
+}
+
+/*
+ * ledger_cost with the bill's lines (billing_explain): their amounts and
+ * c->egress add up to c->amount. Caller frees *lines (also on failure).
+ */
+int
+ledger_explain(struct inventory *inv, const struct config *cf,
+    struct ledger_cost *c, int64_t from, int64_t to, int64_t now,
+    struct billing_line **lines, size_t *nlines, char **cause)
+{
+	*lines = NULL;
+	*nlines = 0;
+	return cost_of(inv, cf, c, from, to, now, lines, nlines, cause);
+}
+
+/* ledger_cost, and with lines, ledger_explain. */
+static int
+cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
+    int64_t from, int64_t to, int64_t now, struct billing_line **lines,
+    size_t *nlines, char **cause)
+{
 	struct ledger_event *ev = NULL;
 	struct billing_interval *iv;
 	size_t n = 0, k;
@@ -409,7 +435,11 @@ ledger_cost(struct inventory *inv, const struct config *cf,
 	k = ledger_intervals(ev, n, to < now ? to : now, iv);
 	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
 	c->stopped_now = n > 0 && strcmp(ev[n - 1].state, "stopped") == 0;
-	r = billing_window(&c->rule, iv, k, from, to, &c->total, &why);
+	if (lines != NULL)
+		r = billing_explain(
+		    &c->rule, iv, k, from, to, &c->total, lines, nlines, &why);
+	else
+		r = billing_window(&c->rule, iv, k, from, to, &c->total, &why);
 	free(iv);
 	free(ev);
 	if (r != 0) {
@@ -418,8 +448,8 @@ ledger_cost(struct inventory *inv, const struct config *cf,
 		free(why);
 		return -GF_EDB;
 	}
-	c->egress = billing_egress_cost(
-	    &c->rule, egress_bytes(inv, c->in->id, from, to));
+	c->egress_bytes = egress_bytes(inv, c->in->id, from, to);
+	c->egress = billing_egress_cost(&c->rule, c->egress_bytes);
 	c->amount = c->total.compute;
 	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
 	    billing_add(&c->amount, c->egress, cause) != 0)

@@ -28,6 +28,7 @@ struct ledger_cost {
 	int running_now;
 	int stopped_now; /* the ledger's last word is stopped */
 	struct billing_total total;
+	int64_t egress_bytes;
 	money_t egress;
 	money_t amount;	  /* compute + storage + egress */
 	double idle_frac; /* NAN: no samples */
@@ -67,6 +68,9 @@ int ledger_incident(
     struct inventory *, int64_t, int64_t, const char *, const char *, char **);
 int ledger_cost(struct inventory *, const struct config *, struct ledger_cost *,
     int64_t, int64_t, int64_t, char **);
+int ledger_explain(struct inventory *, const struct config *,
+    struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
+    size_t *, char **);
 int ledger_observe(struct inventory *, int64_t, int64_t, int64_t, int, char **);
 int ledger_entries(
     struct inventory *, int64_t, struct ledger_entry **, size_t *, char **);

@@ -17,6 +17,8 @@ struct table {
 };
 
 static void table_addv(struct table *, va_list);
+static int csv_number(const char *);
+static void csv_cell(FILE *, const char *);
 
 static void
 table_addv(struct table *t, va_list ap)
@@ -104,6 +106,72 @@ table_free(struct table *t)
 	free(t->cells);
 	free(t->width);
 	free(t);
+}
+
+/* Whether s is a plain decimal number: -?[0-9]+(.[0-9]+)? */
+static int
+csv_number(const char *s)
+{
+	size_t i = *s == '-', n;
+
+	n = strspn(s + i, "0123456789");
+	if (n == 0)
+		return 0;
+	i += n;
+	if (s[i] == '.') {
+		if ((n = strspn(s + i + 1, "0123456789")) == 0)
+			return 0;
+		i += 1 + n;
+	}
+	return s[i] == '\0';
+}
+
+/*
+ * One CSV field: escaped for a terminal (vis.c) like a table cell; a text
+ * a spreadsheet would run as a formula (starting with = + - or @, but not
+ * a number such as -1.5) gets a leading ' so it stays text; quoted (RFC
+ * 4180) if it holds a comma or a double quote, which is doubled.
+ */
+static void
+csv_cell(FILE *f, const char *cell)
+{
+	char *s = vis_str(cell != NULL ? cell : ""), *p;
+	int formula =
+	    *s != '\0' && strchr("=+-@", *s) != NULL && !csv_number(s);
+
+	if (strpbrk(s, ",\"") == NULL) {
+		fprintf(f, "%s%s", formula ? "'" : "", s);
+		free(s);
+		return;
+	}
+	fprintf(f, "\"%s", formula ? "'" : "");
+	for (p = s; *p != '\0'; p++) {
+		if (*p == '"')
+			fputc('"', f);
+		fputc(*p, f);
+	}
+	fputc('"', f);
+	free(s);
+}
+
+/*
+ * Print a CSV record of n fields (NULL prints an empty field), RFC 4180:
+ * comma-separated, ended by CRLF.
+ */
+void
+csv_row(FILE *f, size_t n, ...)
+{
+	va_list ap;
+	size_t i;
+
+	va_start(ap, n);
+	for (i = 0; i < n; i++) {
+		if (i > 0)
+			fputc(',', f);
+		csv_cell(f, va_arg(ap, const char *));
+	}
+	va_end(ap);
+	fputs("\r\n", f);
 }
 
 /* Print a JSON value, indented, followed by a newline; consumes it. */

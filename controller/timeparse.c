@@ -176,6 +176,33 @@ timeparse_duration(int64_t secs)
 }
 
 /*
+ * A duration to the second, as billing_parse_duration reads it: 45s,
+ * 3m20s, 4h00m00s, 2d01h00m30s. Caller frees.
+ */
+char *
+timeparse_duration_exact(int64_t secs)
+{
+	long long d, h, m, sec;
+	char *s;
+
+	if (secs < 0)
+		secs = 0;
+	d = secs / 86400;
+	h = secs % 86400 / 3600;
+	m = secs % 3600 / 60;
+	sec = secs % 60;
+	if (secs < 60)
+		xasprintf(&s, "%llds", sec);
+	else if (secs < 3600)
+		xasprintf(&s, "%lldm%02llds", m, sec);
+	else if (secs < 86400)
+		xasprintf(&s, "%lldh%02lldm%02llds", h, m, sec);
+	else
+		xasprintf(&s, "%lldd%02lldh%02lldm%02llds", d, h, m, sec);
+	return s;
+}
+
+/*
  * A future TIME (shutdown --at): HH:MM[:SS] is the next such local time
  * after now (today's if it is still ahead, else tomorrow's); anything
  * else is read as timeparse reads it.

@@ -15,6 +15,7 @@
 
 int timeparse(const char *, int64_t, int64_t *, char **);
 char *timeparse_duration(int64_t);
+char *timeparse_duration_exact(int64_t);
 int timeparse_next(const char *, int64_t, int64_t *, char **);
 
 #endif

@@ -765,6 +765,155 @@ START_TEST(test_window_error)
 }
 END_TEST
 
+/* ---- explain: the lines of a bill ---- */
+
+/* state, start, end, secs, window_secs, billed, units, min, starts,
+   window_billed, charge, before, amount */
+#define LINE(st, a, b, se, ws, bi, un, mi, sts, wb, ch, be, am)                \
+	{                                                                      \
+		(st), (a), (b), (se), (ws), (bi), (un), (mi), (sts), (wb),     \
+		    (ch), (be), (am)                                           \
+	}
+
+struct explain_case {
+	const char *what;
+	enum billing_unit unit;
+	int64_t min_billed;
+	money_t stopped_per_day;
+	struct billing_interval iv[4];
+	size_t n;
+	int64_t from, to;
+	struct billing_line want[4];
+	size_t nwant;
+};
+
+#define H1 (NOV1 + HOUR)
+static const struct explain_case explains[] = {
+	/* Per minute, 10 min minimum, at 2.69/h and 1.20/day stored:
+	   a 3m20s run is billed the minimum, 600 s = 10 units, 26900 * 600 /
+	   3600 = 4483.33 -> 4484; 4 h stopped, 12000 * 4 / 24 = 2000; a run
+	   of 2h00m30s (7230 s) is billed 121 whole minutes (7260 s),
+	   26900 * 7260 / 3600 = 54248.33 -> 54249, no minimum; then 3370 s
+	   unknown, not billed. Lines 4484 + 2000 + 54249 = 60733. */
+	{ "per minute with a minimum", BILL_MINUTE, 600, 12000,
+	    { RUN(H1, H1 + 200), STOP(H1 + 200, H1 + 4 * HOUR + 200),
+		RUN(H1 + 4 * HOUR + 200, H1 + 6 * HOUR + 230),
+		UNK(H1 + 6 * HOUR + 230, NOV1 + 8 * HOUR) },
+	    4, NOV1, NOV1 + DAY,
+	    { LINE(BILL_RUNNING, H1, H1 + 200, 200, 200, 600, 10, 1, 1, 600,
+		  4484, 0, 4484),
+		LINE(BILL_STOPPED, H1 + 200, H1 + 4 * HOUR + 200, 4 * HOUR,
+		    4 * HOUR, 0, 0, 0, 0, 0, 2000, 0, 2000),
+		LINE(BILL_RUNNING, H1 + 4 * HOUR + 200, H1 + 6 * HOUR + 230,
+		    7230, 7230, 7260, 121, 0, 1, 7260, 54249, 0, 54249),
+		LINE(BILL_UNKNOWN, H1 + 6 * HOUR + 230, NOV1 + 8 * HOUR, 3370,
+		    3370, 0, 0, 0, 0, 0, 0, 0, 0) },
+	    4 },
+	/* Hourly, 23:30 to 00:40 seen from Nov 1: the run's 70 min are
+	   billed 2 hours (53800); the first (26900) was charged on Oct 31
+	   when it started, so Nov 1 gets the second hour, 26900. */
+	{ "hourly, a run over midnight", BILL_HOUR, 0, 0,
+	    { RUN(NOV1 - 1800, NOV1 + 2400) }, 1, NOV1, NOV1 + DAY,
+	    { LINE(BILL_RUNNING, NOV1 - 1800, NOV1 + 2400, 4200, 2400, 7200, 2,
+		0, 0, 3600, 53800, 26900, 26900) },
+	    1 },
+	/* Hourly, a 20 min run with a 2 h minimum: 2 units, 53800. */
+	{ "hourly, the minimum", BILL_HOUR, 2 * HOUR, 0, { RUN(H1, H1 + 1200) },
+	    1, NOV1, NOV1 + DAY,
+	    { LINE(BILL_RUNNING, H1, H1 + 1200, 1200, 1200, 7200, 2, 1, 1, 7200,
+		53800, 0, 53800) },
+	    1 },
+	/* Per minute, 30 s with a 1 min minimum: whole units alone give
+	   60 s, so the minimum changes nothing (26900 / 60 = 448.33 -> 449). */
+	{ "a minimum the unit covers", BILL_MINUTE, 60, 0, { RUN(H1, H1 + 30) },
+	    1, NOV1, NOV1 + DAY,
+	    { LINE(BILL_RUNNING, H1, H1 + 30, 30, 30, 60, 1, 0, 1, 60, 449, 0,
+		449) },
+	    1 },
+	/* Per second, the window ends an hour into a 2 h run: counted as if
+	   it stopped there, 3600 s, 26900. */
+	{ "per second, cut by the window end", BILL_SECOND, 0, 0,
+	    { RUN(H1, H1 + 2 * HOUR) }, 1, NOV1, NOV1 + 2 * HOUR,
+	    { LINE(BILL_RUNNING, H1, H1 + 2 * HOUR, HOUR, HOUR, HOUR, HOUR, 0,
+		1, HOUR, 26900, 0, 26900) },
+	    1 },
+	/* Intervals the window does not see are no lines; a 0 s run with a
+	   10 min minimum is one (26900 / 6 = 4483.33 -> 4484). */
+	{ "outside the window, a 0 s start", BILL_SECOND, 600, 12000,
+	    { RUN(NOV1 - 2 * DAY, NOV1 - DAY), STOP(NOV1 - DAY, H1),
+		RUN(H1, H1), STOP(H1, H1) },
+	    4, NOV1 + HOUR, NOV1 + DAY,
+	    { LINE(BILL_RUNNING, H1, H1, 0, 0, 600, 600, 1, 1, 600, 4484, 0,
+		4484) },
+	    1 },
+};
+
+START_TEST(test_explain)
+{
+	const struct explain_case *c = &explains[_i];
+	struct billing_rule r;
+	struct billing_total got, want;
+	struct billing_line *lines;
+	size_t n, i;
+	money_t sum = 0;
+	char *cause = NULL;
+
+	rule_make(&r, P269, BILL_PER_HOUR, c->unit, c->min_billed,
+	    c->stopped_per_day);
+	ck_assert_msg(billing_explain(&r, c->iv, c->n, c->from, c->to, &got,
+			  &lines, &n, &cause) == 0,
+	    "%s: %s", c->what, cause);
+	ck_assert_msg(n == c->nwant, "%s: %zu lines", c->what, n);
+	for (i = 0; i < n; i++) {
+		const struct billing_line *l = &lines[i], *w = &c->want[i];
+		ck_assert_msg(l->state == w->state && l->start == w->start &&
+			l->end == w->end && l->secs == w->secs &&
+			l->window_secs == w->window_secs &&
+			l->billed_secs == w->billed_secs &&
+			l->units == w->units &&
+			l->min_applied == w->min_applied &&
+			l->starts == w->starts &&
+			l->window_billed == w->window_billed &&
+			l->charge == w->charge && l->before == w->before &&
+			l->amount == w->amount,
+		    "%s: line %zu: secs %lld/%lld billed %lld units %lld min "
+		    "%d charge %lld before %lld amount %lld",
+		    c->what, i, (long long)l->secs, (long long)l->window_secs,
+		    (long long)l->billed_secs, (long long)l->units,
+		    l->min_applied, (long long)l->charge, (long long)l->before,
+		    (long long)l->amount);
+		sum += l->amount;
+	}
+	/* The lines are the window's total, and billing_window's. */
+	ck_assert_int_eq(sum, got.compute + got.storage);
+	ck_assert_int_eq(
+	    billing_window(&r, c->iv, c->n, c->from, c->to, &want, &cause), 0);
+	total_eq(&got, &want, c->what);
+	free(lines);
+}
+END_TEST
+
+START_TEST(test_explain_error)
+{
+	struct billing_interval iv[] = { RUN(NOV1 + 5, NOV1) };
+	struct billing_rule r;
+	struct billing_total got;
+	struct billing_line *lines;
+	size_t n;
+	char *cause = NULL;
+
+	rule_make(&r, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0);
+	ck_assert_int_eq(
+	    billing_explain(&r, iv, 1, NOV1, DEC1, &got, &lines, &n, &cause),
+	    -1);
+	ck_assert_str_eq(
+	    cause, "interval 1793491205..1793491200 ends before it starts");
+	ck_assert_uint_eq(n, 0);
+	free(lines);
+	free(cause);
+}
+END_TEST
+
 /* ---- currencies ---- */
 
 START_TEST(test_currencies)
@@ -1237,6 +1386,35 @@ START_TEST(test_format)
 }
 END_TEST
 
+/* Amounts for spreadsheets: the currency's decimals, more only if needed. */
+static const struct {
+	money_t m;
+	const char *currency, *want;
+} majors[] = {
+	{ 92000, "CNY", "9.20" },
+	{ 49765, "CNY", "4.9765" },
+	{ 4480, "USD", "0.448" },
+	{ 0, "EUR", "0.00" },
+	{ 1200000, "JPY", "120" },
+	{ 1205000, "JPY", "120.5" },
+	{ 15000, "KWD", "1.500" },
+	{ 15000, "CLF", "1.5000" },
+	{ 10000, "XAU", "1" },
+	{ -4450, "CNY", "-0.445" },
+	{ 1, "JPY", "0.0001" },
+	/* A stored non-ISO code: the usual 2. */
+	{ 26900, "RMB", "2.69" },
+};
+
+START_TEST(test_format_major)
+{
+	char *s = billing_format_major(majors[_i].m, majors[_i].currency);
+
+	ck_assert_str_eq(s, majors[_i].want);
+	free(s);
+}
+END_TEST
+
 START_TEST(test_format_price)
 {
 	static const struct {
@@ -1374,11 +1552,14 @@ main(void)
 	LOOP(tc, test_other_cost, other_costs);
 	LOOP(tc, test_window, windows);
 	LOOP(tc, test_window_error, window_errors);
+	LOOP(tc, test_explain, explains);
+	tcase_add_test(tc, test_explain_error);
 	tcase_add_test(tc, test_currencies);
 	tcase_add_test(tc, test_monthly);
 	LOOP(tc, test_runway, runways);
 	LOOP(tc, test_format, formats);
 	tcase_add_test(tc, test_format_price);
+	LOOP(tc, test_format_major, majors);
 	suite_add_tcase(s, tc);
 
 	tcase_set_timeout(props, 100);

@@ -126,6 +126,25 @@ START_TEST(test_duration)
 }
 END_TEST
 
+static const struct dur_case exact_durs[] = {
+	{ 0, "0s" },
+	{ 59, "59s" },
+	{ 200, "3m20s" },
+	{ 3600, "1h00m00s" },
+	{ 7230, "2h00m30s" },
+	{ 90061, "1d01h01m01s" },
+	{ -5, "0s" },
+};
+
+START_TEST(test_duration_exact)
+{
+	char *s = timeparse_duration_exact(exact_durs[_i].secs);
+
+	ck_assert_str_eq(s, exact_durs[_i].want);
+	free(s);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -138,6 +157,8 @@ main(void)
 	tcase_add_loop_test(
 	    tc, test_next, 0, sizeof next_cases / sizeof next_cases[0]);
 	tcase_add_loop_test(tc, test_duration, 0, sizeof durs / sizeof durs[0]);
+	tcase_add_loop_test(tc, test_duration_exact, 0,
+	    sizeof exact_durs / sizeof exact_durs[0]);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
