@@ -3,7 +3,8 @@
  * [daemon] poll_interval it polls every instance over held SSH sessions
  * (stores samples, reads watcher journals, restarts dead watchers), runs
  * due local stops, tops up the watchers' plans and evaluates the guards;
- * every second it runs the due exec, rotate-keys and status schedules as
+ * every second it runs the due exec, rotate-keys, status and backup
+ * schedules as
  * child gpufleet processes (controller/SCHEDULE.md, "Running a daemon
  * action"). One daemon per database (a lock next to it).
  */
@@ -97,7 +98,8 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "samples and watcher journals, restarts dead\nwatchers, runs due "
 	    "local stops, tops up the plans of shutdown schedules\nand "
 	    "evaluates the guards. Every second it runs the due exec, "
-	    "rotate-keys\nand status schedules as child gpufleet processes "
+	    "rotate-keys,\nstatus and backup schedules as child gpufleet "
+	    "processes "
 	    "(their output in\n$XDG_STATE_HOME/gpufleet/runs/) and sends the "
 	    "queued notifications\n([notify.NAME] targets). One daemon "
 	    "per database; a second exits 2.\nLogs to "

@@ -28,7 +28,6 @@ static int cmd_push_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int parse_int(
     const struct cmd_entry *, const char *, const char *, int, int, int *);
-static void print_host(const struct xfer_req *, const struct xfer_host *);
 static json_t *result_json(const struct xfer_result *);
 
 const struct cmd_entry cmd_push_entry = {
@@ -43,8 +42,8 @@ const struct cmd_entry cmd_push_entry = {
 	    "modification times are kept (rsync -rlpt). As with rsync,\n"
 	    "LOCAL/ (a trailing slash) copies the directory's content, LOCAL "
 	    "the\ndirectory itself. A leading ~/ in REMOTE_DIR is the login "
-	    "directory.\nAn interrupted transfer keeps what arrived in "
-	    XFER_PARTIAL_DIR "/ beside\nthe file and the next run "
+	    "directory.\nAn interrupted transfer keeps what arrived "
+	    "in " XFER_PARTIAL_DIR "/ beside\nthe file and the next run "
 	    "resumes from it; no file is half-written under\nits final name. "
 	    "An instance without rsync gets a tar stream over ssh\n(said in "
 	    "the output), unpacked under a temporary name and renamed.\n\n"
@@ -100,9 +99,9 @@ parse_int(const struct cmd_entry *e, const char *opt, const char *s, int lo,
 	return 0;
 }
 
-/* One instance's result as a line on stdout. */
-static void
-print_host(const struct xfer_req *req, const struct xfer_host *h)
+/* One instance's result as a line on stdout (push, pull, shutdown --pull). */
+void
+cmd_xfer_print(const struct xfer_req *req, const struct xfer_host *h)
 {
 	char *sz, *rate;
 	uint64_t bps;
@@ -255,7 +254,7 @@ cmd_xfer_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		json_print(result_json(&res), stdout);
 	else {
 		for (i = 0; i < res.n; i++)
-			print_host(&req, &res.hosts[i]);
+			cmd_xfer_print(&req, &res.hosts[i]);
 	}
 	status = res.interrupted ? 130 : res.nfailed > 0 ? GF_EHOSTS : GF_OK;
 	if (!json && res.n > 1) {

@@ -25,6 +25,7 @@
 #include "status.h"
 #include "vis.h"
 #include "watcher.h"
+#include "xfer.h"
 #include "xmalloc.h"
 
 #define NAME_MAX_LEN 64
@@ -38,6 +39,7 @@ static int parse_add(const struct cmd_entry *, int, char **, struct schedule *,
     int *, int *, int *);
 static int check_add(
     const struct cmd_entry *, struct schedule *, int, char **, int, int, int);
+static int check_backup(const struct cmd_entry *, int, char **);
 static char *derive_name(struct inventory *, const struct schedule *);
 static int schedule_add_cmd(struct cmd_ctx *, int, char **);
 static void names_add(char **, const char *);
@@ -52,15 +54,18 @@ static int schedule_run(struct cmd_ctx *, int, char **);
 
 const struct cmd_entry cmd_schedule_entry = {
 	.name = "schedule",
-	.usage = "add SELECTOR --cron EXPR [--tz ZONE]\n"
-		 "       --do shutdown|exec|rotate-keys|status [--name NAME]\n"
-		 "       [--unless-busy] [--catchup DURATION] [--warn MINUTES] "
-		 "[--before CMD]\n"
-		 "       [--argv] [-- COMMAND...]\n"
-		 "       gpufleet schedule ls [--json]\n"
-		 "       gpufleet schedule rm|pause|resume NAME\n"
-		 "       gpufleet schedule run NAME [--json]",
-	.summary = "run shutdowns, key rotations and commands on a timetable",
+	.usage =
+	    "add SELECTOR --cron EXPR [--tz ZONE]\n"
+	    "       --do shutdown|exec|rotate-keys|status|backup "
+	    "[--name NAME]\n"
+	    "       [--unless-busy] [--catchup DURATION] [--warn MINUTES] "
+	    "[--before CMD]\n"
+	    "       [--argv] [-- COMMAND... | -- REMOTE_PATH... LOCAL_DIR]\n"
+	    "       gpufleet schedule ls [--json]\n"
+	    "       gpufleet schedule rm|pause|resume NAME\n"
+	    "       gpufleet schedule run NAME [--json]",
+	.summary = "run shutdowns, key rotations, commands and backups on a "
+		   "timetable",
 	.help =
 	    "A schedule runs an action at the times of a cron expression "
 	    "(MINUTE HOUR DAY\n"
@@ -84,21 +89,27 @@ const struct cmd_entry cmd_schedule_entry = {
 	    "plan holds\n"
 	    "64 in all. An instance with no stop method or a release method is "
 	    "not armed.\n"
-	    "--do exec, rotate-keys and status run in `gpufleet daemon`; an "
+	    "--do exec, rotate-keys, status and backup run in `gpufleet "
+	    "daemon`; an "
 	    "occurrence\n"
 	    "missed while no daemon ran is run once when it comes back if it "
 	    "is within\n"
 	    "--catchup, else recorded as missed. Its COMMAND is read as exec "
 	    "reads it: the\nwords joined into one line for the remote shell, "
 	    "or "
-	    "with --argv each word\nexactly.\n"
+	    "with --argv each word\nexactly. --do backup -- REMOTE_PATH... "
+	    "LOCAL_DIR runs `gpufleet pull` with\nthose paths (LOCAL_DIR "
+	    "absolute): files come home to LOCAL_DIR/NAME/, only\nwhat "
+	    "changed since the last run.\n"
 	    "\n"
 	    "      --cron EXPR        when (quote it: '0 2 * * *')\n"
 	    "      --tz ZONE          an IANA zone (Asia/Shanghai); default: "
 	    "[schedule] tz\n"
 	    "                         in the config, else the system's\n"
 	    "      --do ACTION        shutdown, exec (needs -- COMMAND), "
-	    "rotate-keys, status\n"
+	    "rotate-keys, status,\n"
+	    "                         backup (needs -- REMOTE_PATH... "
+	    "LOCAL_DIR)\n"
 	    "      --argv             exec: each word of COMMAND exactly, as "
 	    "exec --argv\n"
 	    "      --name NAME        default: ACTION-SELECTOR made a name "
@@ -132,6 +143,9 @@ const struct cmd_entry cmd_schedule_entry = {
 	    "  gpufleet schedule add all --cron '@monthly' --do rotate-keys\n"
 	    "  gpufleet schedule add @train --cron '0 * * * *' --do exec -- "
 	    "'df -h / | tail -1'\n"
+	    "  gpufleet schedule add @train --cron '0 3 * * *' --do backup -- "
+	    "'~/ckpt/' \\\n"
+	    "      /srv/backups\n"
 	    "  gpufleet schedule ls\n"
 	    "  gpufleet schedule pause nightly\n",
 	.exec = cmd_schedule_exec,
@@ -279,13 +293,15 @@ parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
 		}
 	}
 	if (act == NULL) {
-		*status = cmd_usage_error(
-		    e, "add needs --do shutdown, exec, rotate-keys or status");
+		*status = cmd_usage_error(e,
+		    "add needs --do shutdown, exec, rotate-keys, status or "
+		    "backup");
 		return -1;
 	}
 	if (schedule_action_parse(act, &s->action) != 0) {
 		*status = cmd_usage_error(e,
-		    "--do '%s' is not shutdown, exec, rotate-keys or status",
+		    "--do '%s' is not shutdown, exec, rotate-keys, status or "
+		    "backup",
 		    act);
 		return -1;
 	}
@@ -300,11 +316,36 @@ parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
 }
 
 /*
+ * The paths of --do backup: REMOTE_PATH... LOCAL_DIR as pull takes them,
+ * LOCAL_DIR absolute (the daemon's working directory is not the user's).
+ * Returns 0 or the exit status.
+ */
+static int
+check_backup(const struct cmd_entry *e, int nargs, char **args)
+{
+	char *cause = NULL;
+	int i, status;
+
+	for (i = 0; i < nargs; i++) {
+		if (xfer_check_path(args[i], &cause) != 0) {
+			status = cmd_usage_error(e, "--do backup: %s", cause);
+			free(cause);
+			return status;
+		}
+	}
+	if (*args[nargs - 1] != '/')
+		return cmd_usage_error(e,
+		    "--do backup: LOCAL_DIR '%s' must be an absolute path",
+		    args[nargs - 1]);
+	return 0;
+}
+
+/*
  * The checks of add after its options: one SELECTOR, the cron expression,
- * the command (for exec only), the name. The command is stored as exec
- * will read it (SCHEDULE.md): a JSON string, the line for the remote
- * shell; with --argv (exact) a JSON array of the words. Returns 0 or the
- * exit status.
+ * the command (for exec and backup only), the name. The command is stored
+ * as exec will read it (SCHEDULE.md): a JSON string, the line for the
+ * remote shell; with --argv (exact) a JSON array of the words. A backup's
+ * is the JSON array of pull's paths. Returns 0 or the exit status.
  */
 static int
 check_add(const struct cmd_entry *e, struct schedule *s, int nargs, char **args,
@@ -337,13 +378,28 @@ check_add(const struct cmd_entry *e, struct schedule *s, int nargs, char **args,
 	}
 	if (s->action == SCHED_EXEC && (!dashdash || nargs == 0))
 		return cmd_usage_error(e, "--do exec needs -- COMMAND...");
-	if (s->action != SCHED_EXEC && dashdash)
+	if (s->action == SCHED_BACKUP && (!dashdash || nargs < 2))
+		return cmd_usage_error(
+		    e, "--do backup needs -- REMOTE_PATH... LOCAL_DIR");
+	if (s->action != SCHED_EXEC && s->action != SCHED_BACKUP && dashdash)
 		return cmd_usage_error(e,
-		    "-- COMMAND is for --do exec only (--do %s takes none)",
+		    "-- and its words are for --do exec and backup only (--do "
+		    "%s "
+		    "takes none)",
 		    schedule_action_name(s->action));
 	if (s->action != SCHED_EXEC && exact)
 		return cmd_usage_error(e, "--argv is for --do exec only");
-	if (s->action == SCHED_EXEC && exact) {
+	if (s->action == SCHED_BACKUP) {
+		if ((i = check_backup(e, nargs, args)) != 0)
+			return i;
+		argv = json_array();
+		for (i = 0; i < nargs; i++)
+			json_array_append_new(argv, json_string(args[i]));
+		s->command = json_dumps(argv, JSON_COMPACT);
+		json_decref(argv);
+		if (s->command == NULL)
+			return cmd_usage_error(e, "a path is not UTF-8");
+	} else if (s->action == SCHED_EXEC && exact) {
 		argv = json_array();
 		for (i = 0; i < nargs; i++)
 			json_array_append_new(argv, json_string(args[i]));

@@ -3,13 +3,18 @@
  * arms a deadline in each instance's watcher plan (agent/WATCH.md), which
  * warns the users logged in, runs the --before command and stops the
  * instance with its stop method on the instance's own clock. `shutdown
- * ls` lists what is armed, `shutdown cancel` takes it back.
+ * ls` lists what is armed, `shutdown cancel` takes it back. With --now,
+ * --pull fetches results home first (xfer.c) and a failed pull can hold
+ * the stop back.
  */
+
+#include <sys/stat.h>
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cmd.h"
 #include "localstop.h"
@@ -19,7 +24,12 @@
 #include "timeparse.h"
 #include "vis.h"
 #include "watcher.h"
+#include "xfer.h"
 #include "xmalloc.h"
+
+#define PULL_MAX     8	 /* --pull options */
+#define PULL_FANOUT  4	 /* as pull's default */
+#define PULL_TIMEOUT 120 /* seconds without data, as pull's default */
 
 /* What `shutdown` was asked to arm. */
 struct arm {
@@ -30,6 +40,18 @@ struct arm {
 	int64_t before_timeout_s;
 	int must_succeed;
 	int unless_busy;
+	char *pull_remote[PULL_MAX]; /* --pull REMOTE:LOCAL, split */
+	char *pull_local[PULL_MAX];
+	size_t npull;
+	int pull_must; /* --pull-must-succeed */
+};
+
+/* What --pull brought home from one instance (all its --pull options). */
+struct pulled {
+	int ran;
+	int ok;
+	char *error; /* the first failed pull's reason, or NULL */
+	uint64_t bytes, files;
 };
 
 static int cmd_shutdown_exec(
@@ -39,15 +61,21 @@ static int parse_arm(
 static int check_method(struct planwrite_host *, const struct arm *);
 static void arm_host(
     struct planwrite *, struct planwrite_host *, const struct arm *, char *);
-static json_t *arm_json(
-    const struct planwrite_host *, const struct arm *, const char *);
+static int parse_pull(const struct cmd_entry *, const char *, struct arm *);
+static struct planwrite_host *host_named(struct planwrite *, const char *);
+static int pull_first(struct cmd_ctx *, const char *, struct planwrite *,
+    const struct arm *, struct pulled *, char **);
+static void arm_free(struct arm *);
+static json_t *pull_json(const struct arm *, const struct pulled *);
+static json_t *arm_json(const struct planwrite_host *, const struct arm *,
+    const char *, const struct pulled *);
 static void arm_print(
     const struct planwrite_host *, const struct arm *, const char *);
 static void local_now(
     struct planwrite *, struct planwrite_host *, const struct arm *);
 static void stored_skews(struct planwrite *);
-static size_t arm_report(
-    struct planwrite *, const struct arm *, char (*)[16], const int *);
+static size_t arm_report(struct planwrite *, const struct arm *, char (*)[16],
+    const int *, const struct pulled *);
 static int shutdown_arm(struct cmd_ctx *, const char *, struct arm *);
 static int ls_deadline(struct planwrite *, const struct planwrite_host *,
     json_t *, json_t *, int64_t);
@@ -67,7 +95,9 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "SELECTOR (--now | --in DURATION | --at TIME) [--warn MINUTES]\n"
 	    "       [--before CMD] [--before-timeout DURATION] "
 	    "[--before-must-succeed]\n"
-	    "       [--unless-busy] [--dry-run] [--yes] [--json]\n"
+	    "       [--unless-busy] [--pull REMOTE:LOCAL_DIR] "
+	    "[--pull-must-succeed]\n"
+	    "       [--dry-run] [--yes] [--json]\n"
 	    "       gpufleet shutdown ls [SELECTOR] [--json]\n"
 	    "       gpufleet shutdown cancel SELECTOR|ID",
 	.summary = "stop instances at a time, even with the laptop closed",
@@ -92,6 +122,14 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "if a GPU is busy\n"
 	    "                         or the progress file changed in the "
 	    "last 10 minutes\n"
+	    "      --pull REMOTE:LOCAL_DIR   with --now: first pull REMOTE "
+	    "into\n"
+	    "                         LOCAL_DIR/NAME/ as `gpufleet pull` does "
+	    "(up to 8)\n"
+	    "      --pull-must-succeed  no stop where a pull failed (always so "
+	    "for a\n"
+	    "                         release method); without it the stop "
+	    "goes on\n"
 	    "      --dry-run          print what would be armed; change "
 	    "nothing\n"
 	    "      --yes              allow a release method (deletes the "
@@ -104,6 +142,7 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "Examples:\n"
 	    "  gpufleet shutdown a100-1 --at 02:00 --before 'python save.py'\n"
 	    "  gpufleet shutdown @train --in 2h --warn 10\n"
+	    "  gpufleet shutdown f-1 --now --yes --pull '~/ckpt/:results'\n"
 	    "  gpufleet shutdown ls\n"
 	    "  gpufleet shutdown cancel d-3f2a9c01\n",
 	.exec = cmd_shutdown_exec,
@@ -120,7 +159,9 @@ enum {
 	OPT_UNLESS_BUSY,
 	OPT_DRY,
 	OPT_YES,
-	OPT_JSON
+	OPT_JSON,
+	OPT_PULL,
+	OPT_PULL_MUST
 };
 
 static const struct option arm_options[] = { { "now", no_argument, NULL,
@@ -135,6 +176,8 @@ static const struct option arm_options[] = { { "now", no_argument, NULL,
 	{ "dry-run", no_argument, NULL, OPT_DRY },
 	{ "yes", no_argument, NULL, OPT_YES },
 	{ "json", no_argument, NULL, OPT_JSON },
+	{ "pull", required_argument, NULL, OPT_PULL },
+	{ "pull-must-succeed", no_argument, NULL, OPT_PULL_MUST },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static int
@@ -148,9 +191,64 @@ cmd_shutdown_exec(
 		return shutdown_ls(ctx, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "cancel") == 0)
 		return shutdown_cancel(ctx, argc - 1, argv + 1);
-	if (parse_arm(e, argc, argv, &a, &status) != 0)
+	if (parse_arm(e, argc, argv, &a, &status) != 0) {
+		arm_free(&a);
 		return status;
-	return shutdown_arm(ctx, argv[optind], &a);
+	}
+	status = shutdown_arm(ctx, argv[optind], &a);
+	arm_free(&a);
+	return status;
+}
+
+static void
+arm_free(struct arm *a)
+{
+	size_t i;
+
+	for (i = 0; i < a->npull; i++) {
+		free(a->pull_remote[i]);
+		free(a->pull_local[i]);
+	}
+	a->npull = 0;
+}
+
+/*
+ * One --pull REMOTE:LOCAL_DIR, split at the first colon (a remote path
+ * holds none; the local one may). Returns 0 or the exit status (said).
+ */
+static int
+parse_pull(const struct cmd_entry *e, const char *arg, struct arm *a)
+{
+	const char *colon = strchr(arg, ':');
+	char *remote, *local, *cause = NULL;
+	struct stat st;
+	int status;
+
+	if (a->npull == PULL_MAX)
+		return cmd_usage_error(e, "at most %d --pull", PULL_MAX);
+	if (colon == NULL || colon == arg || colon[1] == '\0')
+		return cmd_usage_error(
+		    e, "--pull '%s' is not REMOTE:LOCAL_DIR", arg);
+	remote = xstrndup(arg, (size_t)(colon - arg));
+	local = xstrdup(colon + 1);
+	if (xfer_check_path(remote, &cause) != 0 ||
+	    xfer_check_path(local, &cause) != 0) {
+		status = cmd_usage_error(e, "--pull: %s", cause);
+		goto fail;
+	}
+	if (stat(local, &st) == 0 && !S_ISDIR(st.st_mode)) {
+		status =
+		    cmd_usage_error(e, "--pull: %s is not a directory", local);
+		goto fail;
+	}
+	a->pull_remote[a->npull] = remote;
+	a->pull_local[a->npull++] = local;
+	return 0;
+fail:
+	free(cause);
+	free(remote);
+	free(local);
+	return status;
 }
 
 /* The options of `shutdown SELECTOR ...`; *status is the exit on error. */
@@ -225,6 +323,13 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 		case OPT_JSON:
 			a->json = 1;
 			break;
+		case OPT_PULL:
+			if ((*status = parse_pull(e, optarg, a)) != 0)
+				return -1;
+			break;
+		case OPT_PULL_MUST:
+			a->pull_must = 1;
+			break;
 		}
 	}
 	if (argc - optind != 1) {
@@ -242,7 +347,138 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 		    "--before");
 		return -1;
 	}
+	if (a->pull_must && a->npull == 0) {
+		*status =
+		    cmd_usage_error(e, "--pull-must-succeed needs --pull");
+		return -1;
+	}
+	if (a->npull > 0 && !a->now_) {
+		*status = cmd_usage_error(e,
+		    "--pull works with --now only (a pull at a deadline is "
+		    "not supported yet)");
+		return -1;
+	}
+	if (a->npull > 0 && a->before != NULL) {
+		*status = cmd_usage_error(e,
+		    "--pull with --before: the pull would come before CMD; "
+		    "run CMD with gpufleet exec first");
+		return -1;
+	}
 	return 0;
+}
+
+/* The host of pw named name, or NULL. */
+static struct planwrite_host *
+host_named(struct planwrite *pw, const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < pw->n; i++) {
+		if (strcmp(pw->hosts[i].in->name, name) == 0)
+			return &pw->hosts[i];
+	}
+	return NULL;
+}
+
+/*
+ * --pull: fetch each REMOTE into LOCAL_DIR/NAME/ from the hosts whose stop
+ * goes on (no error yet), before anything is armed or stopped; pl (one per
+ * host of pw) says what came. A host whose pull failed is failed, so not
+ * stopped, when the pull must succeed: --pull-must-succeed, and always
+ * for a release method (a machine is never released while its results
+ * are not home). Returns 0, or a negative status with *cause when the
+ * pulls could not run or were interrupted: then nothing is stopped.
+ */
+static int
+pull_first(struct cmd_ctx *ctx, const char *selector, struct planwrite *pw,
+    const struct arm *a, struct pulled *pl, char **cause)
+{
+	struct inventory *inv;
+	struct instance *list = NULL;
+	struct planwrite_host *h;
+	struct xfer_req req;
+	struct xfer_result res;
+	struct pulled *p;
+	size_t n = 0, m = 0, i, k;
+	int r, release;
+
+	if (!xfer_have_rsync()) {
+		*cause = xstrdup("rsync is not installed on this machine "
+				 "(--pull runs it): install rsync");
+		return -GF_ECONFIG;
+	}
+	if ((r = fleet_inventory(ctx->fleet, &inv, cause)) != 0 ||
+	    (r = inventory_select(inv, selector, &list, &n, cause)) != 0)
+		return r;
+	for (i = 0; i < n; i++) { /* keep those whose stop goes on */
+		h = host_named(pw, list[i].name);
+		if (h == NULL || h->error != NULL) {
+			instance_clear(&list[i]);
+			continue;
+		}
+		pl[h - pw->hosts].ran = pl[h - pw->hosts].ok = 1;
+		list[m++] = list[i];
+	}
+	for (k = 0; k < a->npull && m > 0; k++) {
+		memset(&req, 0, sizeof req);
+		req.dir = XFER_PULL;
+		req.paths = (const char *const *)&a->pull_remote[k];
+		req.npaths = 1;
+		req.dest = a->pull_local[k];
+		req.fanout = PULL_FANOUT;
+		req.timeout = PULL_TIMEOUT;
+		req.dry_run = a->dry_run;
+		req.progress = !a->json && isatty(STDERR_FILENO) &&
+		    getenv("GPUFLEET_NO_PROGRESS") == NULL;
+		if ((r = xfer_run(ctx->fleet, list, m, &req, &res, cause)) != 0)
+			goto out;
+		for (i = 0; i < res.n; i++) {
+			if ((h = host_named(pw, res.hosts[i].name)) == NULL)
+				continue;
+			p = &pl[h - pw->hosts];
+			p->bytes += res.hosts[i].bytes;
+			p->files += res.hosts[i].files;
+			if (res.hosts[i].ok && !a->json)
+				cmd_xfer_print(&req, &res.hosts[i]);
+			if (!res.hosts[i].ok && p->ok) {
+				p->ok = 0;
+				xasprintf(&p->error, "%s: %s",
+				    a->pull_remote[k], res.hosts[i].error);
+			}
+		}
+		r = res.interrupted;
+		xfer_result_free(&res);
+		if (r) {
+			*cause = xstrdup("interrupted while pulling: nothing "
+					 "stopped");
+			r = -130;
+			goto out;
+		}
+	}
+	for (i = 0; i < pw->n; i++) {
+		h = &pw->hosts[i];
+		if (!pl[i].ran || pl[i].ok)
+			continue;
+		release = strcmp(h->method.kind, "release") == 0;
+		if (a->pull_must || release)
+			planwrite_fail(h,
+			    "not stopped: the pull failed (%s): %s",
+			    release ? "a release method waits until the "
+				      "results are home"
+				    : "--pull-must-succeed",
+			    pl[i].error);
+		else if (!a->json) {
+			char *safe = vis_str(pl[i].error);
+			error("%s: the pull failed, stopping anyway (no "
+			      "--pull-must-succeed): %s",
+			    h->in->name, safe);
+			free(safe);
+		}
+	}
+	r = 0;
+out:
+	instance_free_array(list, m);
+	return r;
 }
 
 /* A method this deadline may use; else fail the host and return -1. */
@@ -297,22 +533,37 @@ arm_host(struct planwrite *pw, struct planwrite_host *h, const struct arm *a,
 	planwrite_build(pw, h, &c, &res);
 }
 
+/* What --pull brought from one host, for --json: null if it ran none. */
+static json_t *
+pull_json(const struct arm *a, const struct pulled *pl)
+{
+	if (a->npull == 0 || !pl->ran)
+		return json_null();
+	return json_pack("{s:s, s:I, s:I, s:o}", "result",
+	    pl->ok ? "ok" : "failed", "bytes", (json_int_t)pl->bytes, "files",
+	    (json_int_t)pl->files, "error",
+	    pl->error != NULL ? json_string(pl->error) : json_null());
+}
+
 /* One host's result as --json shows it. */
 static json_t *
-arm_json(const struct planwrite_host *h, const struct arm *a, const char *id)
+arm_json(const struct planwrite_host *h, const struct arm *a, const char *id,
+    const struct pulled *pl)
 {
 	char *at = instance_format_time(a->at),
 	     *ati = instance_format_time(a->at + h->skew),
 	     *m = stopmethod_spec(&h->method);
 	json_t *o;
 
-	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:b, s:s, s:s, s:o, s:o}",
+	o = json_pack("{s:s, s:s, s:s, s:s, s:i, s:o, s:b, s:s, s:s, s:o, s:o, "
+		      "s:o}",
 	    "name", h->in->name, "id", id, "at", at, "at_instance", ati,
 	    "warn_minutes", a->warn, "before_stop",
 	    a->before != NULL ? json_string(a->before) : json_null(),
 	    "unless_busy", a->unless_busy, "method", m, "kind", h->method.kind,
 	    "watcher", h->written ? json_string(h->watcher) : json_null(),
-	    "error", h->error != NULL ? json_string(h->error) : json_null());
+	    "pull", pull_json(a, pl), "error",
+	    h->error != NULL ? json_string(h->error) : json_null());
 	free(at);
 	free(ati);
 	free(m);
@@ -390,7 +641,7 @@ stored_skews(struct planwrite *pw)
 /* Print the results; returns how many hosts failed. */
 static size_t
 arm_report(struct planwrite *pw, const struct arm *a, char (*ids)[16],
-    const int *local)
+    const int *local, const struct pulled *pl)
 {
 	json_t *arr = json_array();
 	size_t i, failed = 0;
@@ -398,9 +649,10 @@ arm_report(struct planwrite *pw, const struct arm *a, char (*ids)[16],
 
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
-		failed += h->error != NULL;
+		failed += h->error != NULL || (pl[i].ran && !pl[i].ok);
 		if (a->json)
-			json_array_append_new(arr, arm_json(h, a, ids[i]));
+			json_array_append_new(
+			    arr, arm_json(h, a, ids[i], &pl[i]));
 		else if (h->error != NULL) {
 			safe = vis_str(h->error);
 			error("%s: %s", h->in->name, safe);
@@ -428,6 +680,7 @@ static int
 shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 {
 	struct planwrite *pw = NULL;
+	struct pulled *pl;
 	char *cause = NULL, (*ids)[16];
 	size_t i;
 	int r, *local;
@@ -436,11 +689,19 @@ shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 		return cmd_fail(-r, cause);
 	ids = xcalloc(pw->n + 1, sizeof *ids);
 	local = xcalloc(pw->n + 1, sizeof *local);
+	pl = xcalloc(pw->n + 1, sizeof *pl);
 	for (i = 0; i < pw->n; i++) {
 		watcher_new_id(ids[i], sizeof ids[i], 'd');
 		if (check_method(&pw->hosts[i], a) == 0)
 			local[i] =
 			    a->now_ && pw->hosts[i].method.where == STOP_LOCAL;
+	}
+	if (a->npull > 0 &&
+	    (r = pull_first(ctx, selector, pw, a, pl, &cause)) != 0)
+		goto out;
+	for (i = 0; i < pw->n; i++) {
+		if (pw->hosts[i].error != NULL)
+			local[i] = 0; /* held back by its pull */
 	}
 	if (a->dry_run)
 		stored_skews(pw);
@@ -455,8 +716,11 @@ shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 	}
 	if (!a->dry_run && (r = planwrite_write(pw, &cause)) != 0)
 		goto out;
-	r = arm_report(pw, a, ids, local) > 0 ? -GF_EHOSTS : 0;
+	r = arm_report(pw, a, ids, local, pl) > 0 ? -GF_EHOSTS : 0;
 out:
+	for (i = 0; i < pw->n; i++)
+		free(pl[i].error);
+	free(pl);
 	free(ids);
 	free(local);
 	planwrite_free(pw);

@@ -45,8 +45,11 @@ int cmd_warn_minutes(const struct cmd_entry *, const char *, int *);
 int cmd_before(const struct cmd_entry *, const char *);
 
 /* cmd-push.c: push and pull */
+struct xfer_req;
+struct xfer_host;
 int cmd_xfer_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **, int);
+void cmd_xfer_print(const struct xfer_req *, const struct xfer_host *);
 
 /* output.c */
 struct table;

@@ -250,11 +250,15 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	sqlite3_busy_timeout(inv->db, BUSY_TIMEOUT_MS);
 	if ((r = check_identity(inv->db, path, nsteps, cause)) != 0)
 		goto fail;
+	/*
+	 * Foreign keys are enforced once the steps ran: a step that makes a
+	 * table again (a CHECK changed) drops the old one, which must not
+	 * cascade to the rows that refer to it.
+	 */
 	if (exec_sql(inv->db, "PRAGMA journal_mode = WAL", &why) != 0 ||
-	    exec_sql(inv->db, "PRAGMA foreign_keys = ON", &why) != 0 ||
-	    exec_sql(inv->db, "PRAGMA synchronous = NORMAL", &why) != 0)
-		goto fail_why;
-	if (inventory_migrate(inv->db, steps, nsteps, &why) != 0)
+	    exec_sql(inv->db, "PRAGMA synchronous = NORMAL", &why) != 0 ||
+	    inventory_migrate(inv->db, steps, nsteps, &why) != 0 ||
+	    exec_sql(inv->db, "PRAGMA foreign_keys = ON", &why) != 0)
 		goto fail_why;
 	*invp = inv;
 	return 0;

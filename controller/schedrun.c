@@ -146,6 +146,22 @@ child_argv(const struct fleet *f, const struct schedule *s)
 		}
 		json_decref(cmd);
 		break;
+	case SCHED_BACKUP:
+		/* pull SELECTOR --json -- REMOTE_PATH... LOCAL_DIR */
+		cmd = s->command != NULL
+		    ? json_loads(s->command, JSON_DECODE_ANY, NULL)
+		    : NULL;
+		argv_add(&v, &n, "pull");
+		argv_add(&v, &n, s->selector);
+		argv_add(&v, &n, "--json");
+		argv_add(&v, &n, "--");
+		json_array_foreach(cmd, i, a)
+		{
+			if (json_is_string(a))
+				argv_add(&v, &n, json_string_value(a));
+		}
+		json_decref(cmd);
+		break;
 	case SCHED_ROTATE:
 		argv_add(&v, &n, "keys");
 		argv_add(&v, &n, "rotate");
@@ -521,13 +537,21 @@ host_result(enum schedule_action a, json_t *o, const char **name)
 	}
 	case SCHED_SHUTDOWN:
 		return json_string(msg != NULL ? msg : "ok");
+	case SCHED_BACKUP: {
+		const char *res =
+		    json_string_value(json_object_get(o, "result"));
+		if (res != NULL && strcmp(res, "ok") == 0)
+			return json_string("ok");
+		return json_string(msg != NULL ? msg : "failed");
+	}
 	}
 	return NULL;
 }
 
 /*
  * The result per host in the child's output file: one object per line
- * (exec, keys rotate), or one array (status, shutdown). *whole is 0 when
+ * (exec, keys rotate), one array (status, shutdown), or pull's object
+ * with an array "instances" (backup). *whole is 0 when
  * the file ends inside a line or holds no complete array. New reference.
  */
 static json_t *
@@ -552,6 +576,12 @@ parse_output(enum schedule_action a, const char *path, int *whole)
 	}
 	if (a == SCHED_STATUS || a == SCHED_SHUTDOWN) {
 		all = json_loadb(b.data, b.len, 0, NULL);
+		*whole = json_is_array(all);
+	} else if (a == SCHED_BACKUP) {
+		/* pull --json: one object, the hosts in "instances" */
+		o = json_loadb(b.data, b.len, 0, NULL);
+		all = json_incref(json_object_get(o, "instances"));
+		json_decref(o);
 		*whole = json_is_array(all);
 	} else {
 		all = json_array();

@@ -26,7 +26,7 @@
 	"considered_until"
 
 static const char *const action_names[] = { "shutdown", "exec", "rotate-keys",
-	"status" };
+	"status", "backup" };
 
 static void read_row(sqlite3_stmt *, struct schedule *);
 static int test_clock(int64_t *, int64_t *);

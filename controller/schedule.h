@@ -19,13 +19,19 @@
 #include "config.h"
 #include "inventory.h"
 
-enum schedule_action { SCHED_SHUTDOWN, SCHED_EXEC, SCHED_ROTATE, SCHED_STATUS };
+enum schedule_action {
+	SCHED_SHUTDOWN,
+	SCHED_EXEC,
+	SCHED_ROTATE,
+	SCHED_STATUS,
+	SCHED_BACKUP
+};
 
 struct schedule {
 	int64_t id;
 	char *name, *tag, *selector, *cron, *tz /* NULL: default */;
 	enum schedule_action action;
-	char *command; /* JSON array of argv, or NULL */
+	char *command; /* exec: its line or words; backup: [PATH..., DIR] */
 	int unless_busy;
 	int64_t catchup_s;
 	int warn_minutes;

@@ -439,6 +439,43 @@ static const char *const steps[] = {
 	"  file TEXT NOT NULL,"
 	"  applied_at INTEGER NOT NULL"
 	");",
+
+	/*
+	 * 13 -> 14: schedules that pull files home (--do backup; command:
+	 * a JSON array, the REMOTE_PATHs then LOCAL_DIR). SQLite cannot
+	 * change a CHECK constraint, so the table is made again with the
+	 * same rows (foreign keys are off while steps run: dropping the old
+	 * table leaves schedule_run's rows alone).
+	 */
+	"CREATE TABLE schedule_new ("
+	"  id INTEGER PRIMARY KEY AUTOINCREMENT,"
+	"  name TEXT NOT NULL UNIQUE,"
+	"  tag TEXT NOT NULL UNIQUE,"
+	"  selector TEXT NOT NULL,"
+	"  cron TEXT NOT NULL,"
+	"  tz TEXT,"
+	"  action TEXT NOT NULL CHECK (action IN ('shutdown', 'exec',"
+	"    'rotate-keys', 'status', 'backup')),"
+	"  command TEXT,"
+	"  unless_busy INTEGER NOT NULL DEFAULT 0 CHECK (unless_busy IN (0, "
+	"1)),"
+	"  catchup_s INTEGER NOT NULL DEFAULT 3600 CHECK (catchup_s >= 0),"
+	"  warn_minutes INTEGER NOT NULL DEFAULT 5"
+	"    CHECK (warn_minutes BETWEEN 0 AND 1440),"
+	"  before_stop TEXT,"
+	"  paused INTEGER NOT NULL DEFAULT 0 CHECK (paused IN (0, 1)),"
+	"  created_at INTEGER NOT NULL,"
+	"  considered_until INTEGER NOT NULL"
+	");"
+	"INSERT INTO schedule_new SELECT id, name, tag, selector, cron, tz,"
+	"  action, command, unless_busy, catchup_s, warn_minutes, before_stop,"
+	"  paused, created_at, considered_until FROM schedule;"
+	/* AUTOINCREMENT goes on from the old table's count. */
+	"DELETE FROM sqlite_sequence WHERE name = 'schedule_new';"
+	"UPDATE sqlite_sequence SET name = 'schedule_new'"
+	"  WHERE name = 'schedule';"
+	"DROP TABLE schedule;"
+	"ALTER TABLE schedule_new RENAME TO schedule;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

@@ -666,30 +666,43 @@ job_fail(struct job *j, const char *fmt, ...)
 	j->step = STEP_DONE;
 }
 
-/* Fail with what the children said last on stderr, else with what. */
+/*
+ * Why a transfer failed, from what its children wrote on stderr: the last
+ * line, leaving out the lines rsync adds after the cause ("rsync error:
+ * ... (code 23)" and, since rsync 3.4, the receiver's "write error: Broken
+ * pipe" when the sender has gone). NULL if there is no line. Caller frees.
+ */
+char *
+xfer_reason(const char *err)
+{
+	char *e = xstrdup(err), *nl, *last, *r;
+	size_t len = strlen(e);
+
+	for (;;) {
+		while (len > 0 && (e[len - 1] == '\n' || e[len - 1] == '\r'))
+			e[--len] = '\0';
+		nl = strrchr(e, '\n');
+		last = nl != NULL ? nl + 1 : e;
+		if (nl == NULL ||
+		    (strncmp(last, "rsync error: ", 13) != 0 &&
+			strstr(last, "write error: Broken pipe") == NULL))
+			break;
+		*nl = '\0';
+		len = (size_t)(nl - e);
+	}
+	r = *last != '\0' ? xstrdup(last) : NULL;
+	free(e);
+	return r;
+}
+
+/* Fail with what the children said on stderr (xfer_reason), else what. */
 static void
 job_fail_output(struct job *j, const char *what)
 {
-	char *e, *nl;
-	size_t len;
+	char *why = j->err.len > 0 ? xfer_reason(j->err.data) : NULL;
 
-	if (j->err.len == 0) {
-		job_fail(j, "%s", what);
-		return;
-	}
-	e = xstrdup(j->err.data);
-	len = strlen(e);
-	while (len > 0 && (e[len - 1] == '\n' || e[len - 1] == '\r'))
-		e[--len] = '\0';
-	/* rsync's own last words ("rsync error: ... (code 12) at io.c") say
-	 * less than the line before them. */
-	nl = strrchr(e, '\n');
-	if (nl != NULL && strncmp(nl + 1, "rsync error: ", 13) == 0) {
-		*nl = '\0';
-		nl = strrchr(e, '\n');
-	}
-	job_fail(j, "%s", nl != NULL ? nl + 1 : e);
-	free(e);
+	job_fail(j, "%s", why != NULL ? why : what);
+	free(why);
 }
 
 /* One line of rsync's stdout: progress or stats. */

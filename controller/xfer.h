@@ -75,6 +75,7 @@ void xfer_argv_free(char **);
 char *xfer_remote_path(const char *);
 int xfer_parse_progress(const char *, struct xfer_progress *);
 int xfer_parse_stats(const char *, struct xfer_stats *);
+char *xfer_reason(const char *);
 char *xfer_size(uint64_t);
 int xfer_check_path(const char *, char **);
 int xfer_have_rsync(void);

@@ -103,7 +103,7 @@ refuse "--cron '61 * * * *': cron: minute '61' is out of range 0-59" @t --cron '
 refuse "cron: weekday" @t --cron '0 0 * * funday' --do status
 refuse "--cron '0 0 * *'" @t --cron '0 0 * *' --do status
 refuse "--tz: cron: unknown time zone 'Mars/Olympus'" @t --cron '@daily' --tz Mars/Olympus --do status
-refuse "--do 'reboot' is not shutdown, exec, rotate-keys or status" @t --cron '@daily' --do reboot
+refuse "--do 'reboot' is not shutdown, exec, rotate-keys, status or backup" @t --cron '@daily' --do reboot
 refuse "add needs --do" @t --cron '@daily'
 refuse "add needs --cron EXPR" @t --do status
 refuse "add needs one SELECTOR" --cron '@daily' --do status
@@ -111,7 +111,7 @@ refuse "add takes one SELECTOR" @t @u --cron '@daily' --do status
 refuse "selector '@': tag is empty" @ --cron '@daily' --do status
 refuse "--do exec needs -- COMMAND..." @t --cron '@daily' --do exec
 refuse "--do exec needs -- COMMAND..." @t --cron '@daily' --do exec --
-refuse "-- COMMAND is for --do exec only (--do status takes none)" @t --cron '@daily' --do status -- ls
+refuse "-- and its words are for --do exec and backup only (--do status takes none)" @t --cron '@daily' --do status -- ls
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do exec --warn 3 -- ls
 refuse "--argv is for --do exec only" @t --cron '@daily' --do status --argv
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do status --unless-busy

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "inventory.h"
+#include "schema.h"
 #include "status.h"
 
 static char tmpdir[64];
@@ -203,6 +204,79 @@ START_TEST(test_migrate_steps)
 	    0);
 	free(cause);
 	sqlite3_close(db);
+}
+END_TEST
+
+/*
+ * The step that lets a schedule be a backup makes the schedule table
+ * again: the schedules, their runs (not cascaded away) and the
+ * AUTOINCREMENT count survive, 'backup' is then allowed and foreign keys
+ * are enforced again.
+ */
+START_TEST(test_migrate_schedule_backup)
+{
+	const char *const *steps;
+	struct inventory *inv;
+	char *cause = NULL, *path = strdup(path_in("sched.db"));
+	sqlite3 *db;
+	int nsteps, k;
+
+	steps = schema_steps(&nsteps);
+	for (k = 0; k < nsteps && strstr(steps[k], "schedule_new") == NULL; k++)
+		;
+	ck_assert_int_lt(k, nsteps);
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(inventory_migrate(db, steps, k, &cause), 0);
+	ck_assert_int_eq(sqlite3_exec(db,
+			     "PRAGMA foreign_keys = ON;"
+			     "INSERT INTO schedule (id, name, tag, selector, "
+			     "cron, action, created_at, considered_until) "
+			     "VALUES (5, 'a', 'aaaaaaaa', 'all', '@daily', "
+			     "'exec', 1, 1), (7, 'b', 'bbbbbbbb', 'all', "
+			     "'@daily', 'status', 1, 1);"
+			     "INSERT INTO schedule_run (schedule_id, "
+			     "occurrence, state) VALUES (5, 100, 'ok');"
+			     "DELETE FROM schedule WHERE id = 7",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
+	ck_assert_int_ne(sqlite3_exec(db,
+			     "INSERT INTO schedule (name, tag, selector, "
+			     "cron, action, created_at, considered_until) "
+			     "VALUES ('c', 'cccccccc', 'all', '@daily', "
+			     "'backup', 1, 1)",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	ck_assert_int_eq(query_int(inv->db,
+			     "SELECT count(*) FROM schedule_run "
+			     "WHERE schedule_id = 5"),
+	    1);
+	ck_assert_int_eq(query_int(inv->db,
+			     "SELECT seq FROM sqlite_sequence WHERE name = "
+			     "'schedule'"),
+	    7);
+	ck_assert_int_eq(query_int(inv->db, "PRAGMA foreign_keys"), 1);
+	ck_assert_int_eq(
+	    sqlite3_exec(inv->db,
+		"INSERT INTO schedule (name, tag, selector, "
+		"cron, action, command, created_at, "
+		"considered_until) VALUES ('c', 'cccccccc', "
+		"'all', '@daily', 'backup', '[\"x\",\"/b\"]', 1, 1)",
+		NULL, NULL, NULL),
+	    SQLITE_OK);
+	/* 7 was used once: the new schedule is 8 */
+	ck_assert_int_eq(
+	    query_int(inv->db, "SELECT id FROM schedule WHERE name = 'c'"), 8);
+	ck_assert_int_eq(
+	    sqlite3_exec(
+		inv->db, "DELETE FROM schedule WHERE id = 5", NULL, NULL, NULL),
+	    SQLITE_OK);
+	ck_assert_int_eq(
+	    query_int(inv->db, "SELECT count(*) FROM schedule_run"), 0);
+	inventory_close(inv);
+	free(path);
 }
 END_TEST
 
@@ -417,6 +491,7 @@ main(void)
 	tcase_add_test(tc, test_foreign_refused);
 	tcase_add_test(tc, test_migrate_steps);
 	tcase_add_test(tc, test_migrate_keeps_data);
+	tcase_add_test(tc, test_migrate_schedule_backup);
 	tcase_add_test(tc, test_round_trip);
 	tcase_add_test(tc, test_jump);
 	suite_add_tcase(s, tc);

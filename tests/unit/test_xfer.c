@@ -197,6 +197,50 @@ START_TEST(test_size)
 }
 END_TEST
 
+/*
+ * The reason of a failed transfer: the last line of stderr, not rsync's
+ * own trailers after the cause (the lines of rsync 3.5.0 for a missing
+ * remote path and of ssh for a changed host key).
+ */
+START_TEST(test_reason)
+{
+	static const struct {
+		const char *err, *want;
+	} rows[] = {
+		{ "rsync: [sender] link_stat \"/h/gone\" failed: No such file "
+		  "or "
+		  "directory (2)\n"
+		  "rsync error: some files/attrs were not transferred (see "
+		  "previous errors) (code 23) at main.c(1956) "
+		  "[Receiver=3.5.0]\n"
+		  "rsync: [Receiver] write error: Broken pipe (32)\n",
+		    "rsync: [sender] link_stat \"/h/gone\" failed: No such "
+		    "file "
+		    "or directory (2)" },
+		{ "Host key verification failed.\r\n"
+		  "rsync error: unexplained error (code 255) at io.c(232) "
+		  "[Receiver=3.5.0]\n",
+		    "Host key verification failed." },
+		{ "tar: out: Cannot open: No such file or directory\n",
+		    "tar: out: Cannot open: No such file or directory" },
+		{ "rsync error: timeout (code 30)\n",
+		    "rsync error: timeout (code 30)" },
+		{ "\n\n", NULL },
+	};
+	size_t i;
+	char *s;
+
+	for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		s = xfer_reason(rows[i].err);
+		if (rows[i].want == NULL)
+			ck_assert_msg(s == NULL, "row %zu: %s", i, s);
+		else
+			ck_assert_str_eq(s, rows[i].want);
+		free(s);
+	}
+}
+END_TEST
+
 START_TEST(test_check_path)
 {
 	static const struct {
@@ -238,6 +282,7 @@ main(void)
 	tcase_add_test(tc, test_parse_stats);
 	tcase_add_test(tc, test_size);
 	tcase_add_test(tc, test_check_path);
+	tcase_add_test(tc, test_reason);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
