@@ -575,7 +575,9 @@ on_pass(struct probe *p, int r, void *arg)
 /*
  * After a pass is stored: which instances the ledger (still: an
  * observation may have said running again) says are stopped though they
- * answered. What fails to read is logged and not flagged.
+ * answered; for one not contacted, whether it answered the last pass
+ * that did since it was stopped. What fails to read is logged and not
+ * flagged.
  */
 static void
 still_billing(struct status_cmd *sc)
@@ -587,8 +589,12 @@ still_billing(struct status_cmd *sc)
 
 	for (i = 0; i < rm->n; i++) {
 		sc->billing[i] = 0;
-		if (!sc->asked[i] || !sc->p->hosts[i].have_report ||
-		    !stopped(&rm->list[i]))
+		if (!sc->asked[i]) {
+			/* As the last pass that asked left it. */
+			sc->billing[i] = instance_still_billing(&rm->list[i]);
+			continue;
+		}
+		if (!sc->p->hosts[i].have_report || !stopped(&rm->list[i]))
 			continue;
 		if (ledger_events(rm->inv, rm->list[i].id, &ev, &n, &cause) !=
 		    0) {
