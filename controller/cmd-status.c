@@ -594,7 +594,8 @@ still_billing(struct status_cmd *sc)
 			sc->billing[i] = instance_still_billing(&rm->list[i]);
 			continue;
 		}
-		if (!sc->p->hosts[i].have_report || !stopped(&rm->list[i]))
+		if (!sc->p->hosts[i].have_report || !stopped(&rm->list[i]) ||
+		    sc->p->now < rm->list[i].state_since)
 			continue;
 		if (ledger_events(rm->inv, rm->list[i].id, &ev, &n, &cause) !=
 		    0) {

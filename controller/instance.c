@@ -506,11 +506,15 @@ instance_state(const struct instance *in)
 	return in->state[0] != '\0' ? in->state : "unknown";
 }
 
-/* Stopped, its ledger says, yet it answered a status pass since. */
+/*
+ * Stopped, its ledger says, yet it answered a status pass since (at the
+ * second of the stop or later).
+ */
 int
 instance_still_billing(const struct instance *in)
 {
-	return strcmp(in->state, "stopped") == 0 && in->up_at > in->state_since;
+	return strcmp(in->state, "stopped") == 0 &&
+	    in->up_at >= in->state_since;
 }
 
 /* Add a tag, keeping the set sorted; returns 1 if it was new. */

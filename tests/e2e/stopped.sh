@@ -61,11 +61,11 @@ expect_eq "$(sql "SELECT count(*) FROM last_status WHERE instance_id = $s1")" 1 
     "--all contacted s1"
 
 # --- answering while stopped: still billing? --------------------------------
-# A pass that saw s1 up exactly when it stopped is not after the stop.
-sql "UPDATE last_status SET state = 'up', t = 1796090400 WHERE instance_id = $s1"
+# A pass that saw s1 up a second before it stopped (02:00 = 1796090400).
+sql "UPDATE last_status SET state = 'up', t = 1796090399 WHERE instance_id = $s1"
 run cost s1 --since 2026-12-01T00:00:00Z --until 2026-12-02T00:00:00Z
 expect_eq "$(printf '%s\n' "$out" | grep -c 'still billing')" 0 \
-    "up at the stop itself: no flag"
+    "up before the stop: no flag"
 # Seen up at 03:00, an hour after the stop (2026-12-01T03:00Z = 1796094000).
 sql "UPDATE last_status SET t = 1796094000 WHERE instance_id = $s1"
 run cost s1 --since 2026-12-01T00:00:00Z --until 2026-12-02T00:00:00Z
