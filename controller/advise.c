@@ -137,6 +137,15 @@ advise_instance(struct advise_run *ar, const struct instance *in, char **cause)
 	char *a;
 	int r;
 
+	if (instance_still_billing(in)) {
+		a = instance_format_time(in->state_since);
+		add(ar, "still_billing", in->name,
+		    INSTANCE_STILL_BILLING " (stopped since %s, it answered "
+					   "status since): stop it, or "
+					   "gpufleet mark %s running",
+		    a, in->name);
+		free(a);
+	}
 	memset(&w7, 0, sizeof w7);
 	w7.in = in;
 	if ((r = ledger_cost(ar->inv, ar->cf, &w7, ar->now - 7 * 86400, ar->now,

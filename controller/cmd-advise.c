@@ -30,6 +30,8 @@ const struct cmd_entry cmd_advise_entry = {
 	    "idle, and\n    its cost (from status samples);\n"
 	    "  - stopped instances still paying storage, and those near their\n"
 	    "    provider's release-after-stopped deadline;\n"
+	    "  - instances the ledger says are stopped that answered status "
+	    "since\n    (" INSTANCE_STILL_BILLING ");\n"
 	    "  - provider balances that run out within a day.\n\n"
 	    "Example: gpufleet advise @train\n",
 	.exec = cmd_advise_exec,

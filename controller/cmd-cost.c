@@ -59,7 +59,9 @@ const struct cmd_entry cmd_cost_entry = {
 	    "storage of stopped ones (egress not included). Shown\nparts add "
 	    "up to shown totals (largest remainder rounding). An instance "
 	    "with\nno price shows '?' and a total with one '12.30 CNY + ?'. "
-	    "Default window:\nthis month. TIME: "
+	    "An instance\nthe ledger says is stopped that answered status "
+	    "since is flagged\n'" INSTANCE_STILL_BILLING "'. Default "
+	    "window: this month.\nTIME: "
 	    "2026-11-01T02:00:00Z, '2026-11-01 02:00', 2026-11-01,\n-2h, "
 	    "yesterday, now.\n\n"
 	    "      --since TIME, --until TIME   the window\n"
@@ -259,6 +261,8 @@ row_json(const struct ledger_cost *cr)
 	json_object_set_new(x, "total", money_json(cr, cr->amount));
 	json_object_set_new(x, "restarts", json_integer(cr->restarts));
 	json_object_set_new(x, "outages", json_integer(cr->outages));
+	json_object_set_new(
+	    x, "still_billing", json_boolean(instance_still_billing(cr->in)));
 	return x;
 }
 
@@ -480,6 +484,12 @@ render_totals(const struct cost_report *rep, int month)
 		printf("%d instance%s no price: '?' above (gpufleet set NAME "
 		       "price=...)\n",
 		    unpriced, unpriced == 1 ? " has" : "s have");
+	for (i = 0; i < rep->n; i++) {
+		if (instance_still_billing(rep->rows[i].in))
+			printf("%s: " INSTANCE_STILL_BILLING
+			       " (costed as stopped)\n",
+			    rep->rows[i].in->name);
+	}
 }
 
 /* An exact amount for CSV (major units), empty when unknown. Caller frees. */

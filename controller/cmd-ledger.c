@@ -37,9 +37,8 @@ const struct cmd_entry cmd_ledger_entry = {
 	    "`gpufleet events`.\n\n"
 	    "  rm ID                 remove entry ID (e.g. an observation from "
 	    "a wrong\n                        report)\n"
-	    "  amend ID --at TIME    move entry ID to TIME (formats as in "
-	    "mark; "
-	    "not\n                        in the future)\n"
+	    "  amend ID --at TIME    move entry ID to TIME (formats and limits "
+	    "as in\n                        mark)\n"
 	    "      --json            the entries as a JSON array\n"
 	    "NAME --delete ID and NAME --move ID --at TIME are the same as rm "
 	    "and\namend, for an entry of NAME. A release is not removed or "
@@ -149,10 +148,9 @@ correct(struct cmd_ctx *ctx, const char *name, int64_t entry, const char *at)
 	if (r != 0 ||
 	    (r = inventory_get_id(inv, owner_id, &owner, &cause)) != 0)
 		goto fail;
-	if (at != NULL && ledger_check_time(t, 0, now, &cause) != 0) {
-		r = -GF_EUSAGE;
+	if (at != NULL &&
+	    (r = ledger_check_time(t, owner.created_at, now, &cause)) != 0)
 		goto fail;
-	}
 	old = instance_format_time(was.t);
 	if (at != NULL) {
 		when = instance_format_time(t);

@@ -24,7 +24,9 @@ const struct cmd_entry cmd_mark_entry = {
 	    "Adds a 'stated' entry to the instance's ledger; costs are always "
 	    "derived\nfrom the ledger, so a corrected entry corrects every "
 	    "report. TIME:\n2026-11-01T02:00:00Z, '2026-11-01 02:00', "
-	    "2026-11-01, -2h, yesterday, now\n(default now).\n\n"
+	    "2026-11-01, -2h, yesterday, now\n(default now); not in the "
+	    "future, "
+	    "nor more than 7 days before the instance\nwas added.\n\n"
 	    "Example: gpufleet mark a100-2 stopped --at -3h\n",
 	.exec = cmd_mark_exec,
 };
@@ -44,7 +46,7 @@ cmd_mark_exec(
 	struct instance in;
 	const char *at = "now", *note = NULL, *state;
 	char *cause = NULL, *when;
-	int64_t t;
+	int64_t t, now = (int64_t)time(NULL);
 	int ch, status, r;
 
 	memset(&in, 0, sizeof in);
@@ -71,12 +73,13 @@ cmd_mark_exec(
 		    "or released",
 		    state);
 	if (instance_check_name(argv[optind], &cause) != 0 ||
-	    timeparse(at, (int64_t)time(NULL), &t, &cause) != 0)
+	    timeparse(at, now, &t, &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
 	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0 ||
+	    (r = ledger_check_time(t, in.created_at, now, &cause)) != 0 ||
 	    (r = ledger_add(inv, in.id, t, state, "stated", note, &cause)) !=
 		0 ||
 	    (strcmp(state, "released") == 0 &&

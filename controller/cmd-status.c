@@ -3,7 +3,8 @@
  * GPU is doing and who uses it, whether the job still makes progress, and
  * since when the instance has been running (and so billing). One round trip
  * per instance runs the agent (deploying it first where it is missing);
- * each report is stored for cost, idle detection and history.
+ * each report is stored for cost, idle detection and history. An instance
+ * the ledger says is stopped is not contacted unless asked for (--all).
  */
 
 #include <math.h>
@@ -18,6 +19,7 @@
 
 #include "advise.h"
 #include "cmd.h"
+#include "ledger.h"
 #include "localstop.h"
 #include "log.h"
 #include "misc.h"
@@ -44,14 +46,18 @@ struct status_cmd {
 	char *cause;  /* why it failed */
 	int sync;     /* top up the schedules' deadlines after each pass */
 	int sync_due; /* a pass is stored: top up, then wait for the next */
+	unsigned char *asked;	/* rm->n: 0 for a stopped one not contacted */
+	unsigned char *billing; /* rm->n: stopped, yet it answered */
 	struct event *timer;
 	struct event *sigint;
 };
 
 static int cmd_status_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
-static void render_table(const struct probe *, int);
-static void render_json(const struct probe *);
+static int stopped(const struct instance *);
+static char *stopped_since(const struct instance *);
+static void render_table(const struct status_cmd *);
+static void render_json(const struct status_cmd *);
 static void render(struct status_cmd *);
 static json_t *host_watcher(const struct probe *, size_t);
 static void render_watchers(const struct probe *);
@@ -62,10 +68,12 @@ static void on_pass(struct probe *, int, void *);
 static void on_timer(evutil_socket_t, short, void *);
 static void on_sigint(evutil_socket_t, short, void *);
 static void top_up(struct status_cmd *);
+static void still_billing(struct status_cmd *);
+static int pass_status(const struct status_cmd *);
 
 const struct cmd_entry cmd_status_entry = {
 	.name = "status",
-	.usage = "[SELECTOR] [--json] [--watch SECS [--count N]]",
+	.usage = "[SELECTOR] [--all] [--json] [--watch SECS [--count N]]",
 	.summary = "live GPU and host state of every instance",
 	.help =
 	    "Runs the agent on every selected instance (all by default) in one "
@@ -76,22 +84,30 @@ const struct cmd_entry cmd_status_entry = {
 	    "error\nor error. UP is the time since the container started "
 	    "(when billing\nstarted). On a terminal idle GPUs and stale "
 	    "progress stand out in\ncolour (NO_COLOR turns it off). Every "
-	    "report is stored (see history).\n\n"
+	    "report is stored (see history).\nAn instance the ledger says is "
+	    "stopped (gpufleet ledger NAME) shows\n'stopped (since TIME)' and "
+	    "is not contacted; with --all it is, and one\nthat answers is "
+	    "flagged '" INSTANCE_STILL_BILLING "'.\nExit 0 when every "
+	    "instance is up or stopped, 1 when one is not.\n\n"
+	    "      --all         contact stopped instances too\n"
 	    "      --json        the full reports plus the controller's view "
-	    "(state,\n                    error), as one JSON array\n"
+	    "(state,\n                    error, ledger state), as one JSON "
+	    "array\n"
 	    "  -w, --watch SECS  refresh every SECS seconds, reusing the SSH "
 	    "sessions\n"
 	    "  -n, --count N     with --watch, stop after N refreshes\n\n"
 	    "Examples:\n"
 	    "  gpufleet status\n"
-	    "  gpufleet status @train --watch 5\n",
+	    "  gpufleet status @train --watch 5\n"
+	    "  gpufleet status state:stopped --all\n",
 	.exec = cmd_status_exec,
 };
 
-enum { OPT_JSON = 256 };
+enum { OPT_JSON = 256, OPT_ALL };
 
 static const struct option status_options[] = { { "json", no_argument, NULL,
 						    OPT_JSON },
+	{ "all", no_argument, NULL, OPT_ALL },
 	{ "watch", required_argument, NULL, 'w' },
 	{ "count", required_argument, NULL, 'n' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
@@ -270,15 +286,36 @@ row_host(struct row *w, const struct report *r, const struct config *cf,
 	free(ago);
 }
 
+/* Whether the ledger's last word on in is stopped. */
+static int
+stopped(const struct instance *in)
+{
+	return strcmp(in->state, "stopped") == 0;
+}
+
+/* "stopped (since TIME)". Caller frees. */
+static char *
+stopped_since(const struct instance *in)
+{
+	char *when, *s;
+
+	when = instance_format_time(in->state_since);
+	xasprintf(&s, "stopped (since %s)", when);
+	free(when);
+	return s;
+}
+
 /* The table, every remote string made safe to print. */
 static void
-render_table(const struct probe *run, int color)
+render_table(const struct status_cmd *sc)
 {
-	struct colours c = { color ? "\033[33m" : "", color ? "\033[31m" : "",
-		color ? "\033[0m" : "" };
+	const struct probe *run = sc->p;
+	struct colours c = { sc->color ? "\033[33m" : "",
+		sc->color ? "\033[31m" : "", sc->color ? "\033[0m" : "" };
 	struct table *t;
 	struct row w;
 	size_t i;
+	char *since;
 
 	t = table_new(12, "NAME", "STATE", "GPUS", "UTIL%", "MEM(GiB)", "TEMP",
 	    "POWER", "PROCS", "SESS", "LOAD", "UP", "PROGRESS");
@@ -287,11 +324,24 @@ render_table(const struct probe *run, int color)
 	table_raw(t);
 	for (i = 0; i < run->rm->n; i++) {
 		const struct probe_host *s = &run->hosts[i];
-		char *name = vis_str(run->rm->list[i].name), *safe, *state;
+		const struct instance *in = &run->rm->list[i];
+		char *name = vis_str(in->name), *safe, *state;
 
+		if (!sc->asked[i]) {
+			state = stopped_since(in);
+			table_add(t, name, state, NULL, NULL, NULL, NULL, NULL,
+			    NULL, NULL, NULL, NULL, NULL);
+			free(state);
+			free(name);
+			continue;
+		}
 		if (!s->have_report) {
 			safe = vis_str(s->error != NULL ? s->error : "");
-			xasprintf(&state, "%s: %s", s->state, safe);
+			since = stopped(in) ? stopped_since(in) : NULL;
+			xasprintf(&state, "%s%s%s: %s",
+			    since != NULL ? since : "",
+			    since != NULL ? ", " : "", s->state, safe);
+			free(since);
 			table_add(t, name, state, NULL, NULL, NULL, NULL, NULL,
 			    NULL, NULL, NULL, NULL, NULL);
 			free(safe);
@@ -318,6 +368,15 @@ render_table(const struct probe *run, int color)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	for (i = 0; i < run->rm->n; i++) {
+		if (!sc->billing[i])
+			continue;
+		since = instance_format_time(run->rm->list[i].state_since);
+		printf("%s  " INSTANCE_STILL_BILLING
+		       " (the ledger says stopped since %s)\n",
+		    run->rm->list[i].name, since);
+		free(since);
+	}
 	render_watchers(run);
 }
 
@@ -394,25 +453,39 @@ render_watchers(const struct probe *run)
 	}
 }
 
-/* The reports and the controller's view, as one JSON array. */
+/*
+ * The reports and the controller's view, as one JSON array: a stopped
+ * instance not contacted has state "stopped", no checked_at and no report.
+ */
 static void
-render_json(const struct probe *run)
+render_json(const struct status_cmd *sc)
 {
+	const struct probe *run = sc->p;
 	json_t *arr = json_array(), *o, *rep;
 	char *seen;
 	size_t i;
 
 	for (i = 0; i < run->rm->n; i++) {
 		const struct probe_host *s = &run->hosts[i];
+		const struct instance *in = &run->rm->list[i];
 		o = json_object();
-		json_object_set_new(
-		    o, "name", json_string(run->rm->list[i].name));
-		json_object_set_new(o, "state", json_string(s->state));
+		json_object_set_new(o, "name", json_string(in->name));
+		json_object_set_new(o, "state",
+		    json_string(sc->asked[i] ? s->state : "stopped"));
 		json_object_set_new(o, "error",
 		    s->error != NULL ? json_string(s->error) : json_null());
 		seen = instance_format_time(run->now);
-		json_object_set_new(o, "checked_at", json_string(seen));
+		json_object_set_new(o, "checked_at",
+		    sc->asked[i] ? json_string(seen) : json_null());
 		free(seen);
+		json_object_set_new(
+		    o, "ledger_state", json_string(instance_state(in)));
+		seen = instance_format_time(in->state_since);
+		json_object_set_new(o, "ledger_since",
+		    in->state_since != 0 ? json_string(seen) : json_null());
+		free(seen);
+		json_object_set_new(
+		    o, "still_billing", json_boolean(sc->billing[i]));
 		rep = s->have_report
 		    ? json_loadb(s->out.data, s->out.len, 0, NULL)
 		    : NULL;
@@ -436,9 +509,9 @@ render(struct status_cmd *sc)
 		free(when);
 	}
 	if (sc->json)
-		render_json(sc->p);
+		render_json(sc);
 	else
-		render_table(sc->p, sc->color);
+		render_table(sc);
 	fflush(stdout);
 }
 
@@ -482,8 +555,9 @@ on_pass(struct probe *p, int r, void *arg)
 		warn_msg("release deadlines: %s", cause);
 		free(cause);
 	}
+	still_billing(sc);
 	render(sc);
-	sc->status = probe_failed(p) == 0 ? GF_OK : GF_EHOSTS;
+	sc->status = pass_status(sc);
 	sc->refreshes++;
 	if (sc->watch == 0 || (sc->count > 0 && sc->refreshes >= sc->count))
 		sc->over = 1;
@@ -496,6 +570,62 @@ on_pass(struct probe *p, int r, void *arg)
 	tv.tv_sec = sc->watch;
 	tv.tv_usec = 0;
 	evtimer_add(sc->timer, &tv);
+}
+
+/*
+ * After a pass is stored: which instances the ledger (still: an
+ * observation may have said running again) says are stopped though they
+ * answered; for one not contacted, whether it answered the last pass
+ * that did since it was stopped. What fails to read is logged and not
+ * flagged.
+ */
+static void
+still_billing(struct status_cmd *sc)
+{
+	struct remote *rm = sc->p->rm;
+	struct ledger_event *ev;
+	char *cause = NULL;
+	size_t i, n;
+
+	for (i = 0; i < rm->n; i++) {
+		sc->billing[i] = 0;
+		if (!sc->asked[i]) {
+			/* As the last pass that asked left it. */
+			sc->billing[i] = instance_still_billing(&rm->list[i]);
+			continue;
+		}
+		if (!sc->p->hosts[i].have_report || !stopped(&rm->list[i]) ||
+		    sc->p->now < rm->list[i].state_since)
+			continue;
+		if (ledger_events(rm->inv, rm->list[i].id, &ev, &n, &cause) !=
+		    0) {
+			warn_msg("%s: %s", rm->list[i].name, cause);
+			free(cause);
+			cause = NULL;
+			continue;
+		}
+		sc->billing[i] =
+		    n > 0 && strcmp(ev[n - 1].state, "stopped") == 0;
+		free(ev);
+	}
+}
+
+/*
+ * The exit status of a pass: GF_EHOSTS when an instance asked about gave
+ * no report, unless the ledger says it is stopped.
+ */
+static int
+pass_status(const struct status_cmd *sc)
+{
+	const struct remote *rm = sc->p->rm;
+	size_t i;
+
+	for (i = 0; i < rm->n; i++) {
+		if (sc->asked[i] && !sc->p->hosts[i].have_report &&
+		    !stopped(&rm->list[i]))
+			return GF_EHOSTS;
+	}
+	return GF_OK;
 }
 
 static void
@@ -579,8 +709,9 @@ cmd_status_exec(
 	struct status_cmd sc;
 	struct remote *rm = NULL;
 	char *cause = NULL, *end;
+	size_t i;
 	long n;
-	int ch, status, r;
+	int ch, status, r, all = 0;
 
 	memset(&sc, 0, sizeof sc);
 	while ((ch = cmd_getopt(
@@ -590,6 +721,9 @@ cmd_status_exec(
 			return status;
 		case OPT_JSON:
 			sc.json = 1;
+			break;
+		case OPT_ALL:
+			all = 1;
 			break;
 		case 'w':
 		case 'n':
@@ -618,9 +752,16 @@ cmd_status_exec(
 		return cmd_fail(-r, cause);
 	}
 	probe_attach(sc.p, rm);
+	sc.asked = xmalloc(rm->n + 1);
+	sc.billing = xcalloc(rm->n + 1, 1);
+	for (i = 0; i < rm->n; i++)
+		sc.asked[i] = all || !stopped(&rm->list[i]);
+	probe_only(sc.p, sc.asked);
 	sc.sync = schedsync_needed(rm->inv);
 	status = status_loop(&sc, rm);
 	probe_free(sc.p);
 	remote_close(rm);
+	free(sc.asked);
+	free(sc.billing);
 	return status;
 }

@@ -496,6 +496,27 @@ instance_has_tag(const struct instance *in, const char *tag)
 	return 0;
 }
 
+/*
+ * What the ledger last said of the instance: running, stopped, released,
+ * or unknown (also when it says nothing).
+ */
+const char *
+instance_state(const struct instance *in)
+{
+	return in->state[0] != '\0' ? in->state : "unknown";
+}
+
+/*
+ * Stopped, its ledger says, yet it answered a status pass since (at the
+ * second of the stop or later).
+ */
+int
+instance_still_billing(const struct instance *in)
+{
+	return strcmp(in->state, "stopped") == 0 &&
+	    in->up_at >= in->state_since;
+}
+
 /* Add a tag, keeping the set sorted; returns 1 if it was new. */
 int
 instance_add_tag(struct instance *in, const char *tag)

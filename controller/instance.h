@@ -34,7 +34,15 @@ struct instance {
 	char *jump;	     /* the instance reached through, or NULL */
 	int64_t created_at;  /* Unix seconds */
 	int64_t released_at; /* 0 while in service */
+
+	/* Read with it, never written from it: */
+	char state[12];	     /* the ledger's last word, "" when it is empty */
+	int64_t state_since; /* when it was said, 0 with "" */
+	int64_t up_at; /* the last status pass, if the instance answered */
 };
+
+/* A stopped instance (its ledger says) that answered status since. */
+#define INSTANCE_STILL_BILLING "marked stopped but reachable: still billing?"
 
 void instance_init(struct instance *);
 void instance_clear(struct instance *);
@@ -49,6 +57,8 @@ int instance_check_jump(const struct instance *, const char *, char **);
 int instance_set_field(struct instance *, const char *, const char *, char **);
 const char *instance_field_names(void);
 int instance_has_tag(const struct instance *, const char *);
+const char *instance_state(const struct instance *);
+int instance_still_billing(const struct instance *);
 int instance_add_tag(struct instance *, const char *);
 int instance_remove_tag(struct instance *, const char *);
 json_t *instance_to_json(const struct instance *);

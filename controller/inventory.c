@@ -36,7 +36,15 @@ static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 #define INSTANCE_COLUMNS                                                       \
 	"id, name, host, port, user, provider, region, identity, remote_dir,"  \
 	" authorized_keys_file, notes, source, created_at, released_at,"       \
-	" platform_id, jump"
+	" platform_id, jump, " LAST_ENTRY("state") ", " LAST_ENTRY(            \
+	    "t") ","                                                           \
+		 " (SELECT s.t FROM last_status s WHERE s.instance_id = "      \
+		 "instance.id"                                                 \
+		 " AND s.state = 'up')"
+/* A column of the instance's last ledger entry. */
+#define LAST_ENTRY(col)                                                        \
+	"(SELECT l." col " FROM ledger l WHERE l.instance_id = instance.id"    \
+	" ORDER BY l.t DESC, l.id DESC LIMIT 1)"
 
 /* The user-settable fields, their db_exec format and arguments. */
 #define INSTANCE_FIELDS                                                        \
@@ -336,6 +344,12 @@ read_row(
 	in->released_at = sqlite3_column_int64(st, 13);
 	in->platform_id = db_text(st, 14);
 	in->jump = db_text(st, 15);
+	if (sqlite3_column_type(st, 16) != SQLITE_NULL) {
+		snprintf(in->state, sizeof in->state, "%s",
+		    sqlite3_column_text(st, 16));
+		in->state_since = sqlite3_column_int64(st, 17);
+	}
+	in->up_at = sqlite3_column_int64(st, 18);
 	return load_tags(inv, in, cause);
 }
 

@@ -588,7 +588,7 @@ ledger_amend(struct inventory *inv, int64_t id, int64_t entry, int64_t t,
 /*
  * Check that time t can go in the ledger of an instance created at
  * created (0: not known) at time now: not after now, and not more than
- * LEDGER_BACKDATE_MAX before it was added.
+ * LEDGER_BACKDATE_MAX before it was added. Else -GF_EUSAGE.
  */
 int
 ledger_check_time(int64_t t, int64_t created, int64_t now, char **cause)
@@ -599,7 +599,7 @@ ledger_check_time(int64_t t, int64_t created, int64_t now, char **cause)
 		when = instance_format_time(t);
 		xasprintf(cause, "time %s is in the future", when);
 		free(when);
-		return -1;
+		return -GF_EUSAGE;
 	}
 	if (created != 0 && t < created - LEDGER_BACKDATE_MAX) {
 		when = instance_format_time(t);
@@ -610,7 +610,7 @@ ledger_check_time(int64_t t, int64_t created, int64_t now, char **cause)
 		    when, limit);
 		free(when);
 		free(limit);
-		return -1;
+		return -GF_EUSAGE;
 	}
 	return 0;
 }

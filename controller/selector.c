@@ -8,7 +8,14 @@
 #include "selector.h"
 #include "xmalloc.h"
 
-enum term_kind { TERM_ALL, TERM_NAME, TERM_GLOB, TERM_TAG, TERM_PROVIDER };
+enum term_kind {
+	TERM_ALL,
+	TERM_NAME,
+	TERM_GLOB,
+	TERM_TAG,
+	TERM_PROVIDER,
+	TERM_STATE
+};
 
 struct term {
 	enum term_kind kind;
@@ -38,7 +45,7 @@ check_glob(const char *sel, const char *glob, char **cause)
 			continue;
 		xasprintf(cause,
 		    "selector '%s': '%s' is not a name, glob, "
-		    "@TAG or provider:NAME",
+		    "@TAG, provider:NAME or state:STATE",
 		    sel, glob);
 		return -1;
 	}
@@ -76,6 +83,15 @@ parse_term(const char *sel, const char *s, struct term *t, char **cause)
 		}
 		if (instance_check_tag(s, &why) != 0)
 			goto bad;
+	} else if (strncmp(s, "state:", 6) == 0) {
+		t->kind = TERM_STATE;
+		s += 6;
+		if (strcmp(s, "running") != 0 && strcmp(s, "stopped") != 0 &&
+		    strcmp(s, "unknown") != 0) {
+			xasprintf(&why,
+			    "state '%s' is not running, stopped or unknown", s);
+			goto bad;
+		}
 	} else if (strpbrk(s, "*?[") != NULL) {
 		t->kind = TERM_GLOB;
 		if (check_glob(sel, s, cause) != 0)
@@ -159,6 +175,8 @@ term_match(const struct term *t, const struct instance *in)
 		return instance_has_tag(in, t->arg);
 	case TERM_PROVIDER:
 		return strcmp(t->arg, in->provider) == 0;
+	case TERM_STATE:
+		return strcmp(t->arg, instance_state(in)) == 0;
 	}
 	return 0;
 }

@@ -2,10 +2,12 @@
  * Selectors: which instances a command acts on.
  *
  *   SELECTOR := TERM [',' TERM]...
- *   TERM     := ['!'] ( 'all' | NAME | GLOB | '@' TAG | 'provider:' NAME )
+ *   TERM     := ['!'] ( 'all' | NAME | GLOB | '@' TAG | 'provider:' NAME |
+ *                      'state:' ( 'running' | 'stopped' | 'unknown' ) )
  *
  * The result is the union of the positive terms minus the union of the
- * excluded ('!') ones; with only exclusions the base is every instance. An
+ * excluded ('!') ones; with only exclusions the base is every instance.
+ * A state is what the instance's ledger last said (instance_state). An
  * exact NAME that does not exist is an error, and so is a selector that
  * matches nothing.
  */

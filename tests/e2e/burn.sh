@@ -32,6 +32,7 @@ run set c1 currency=eur
 expect_rc 0 "eur accepted as EUR"
 # A database written before the check, holding RMB, keeps working.
 sqlite3 "$db" "UPDATE instance_price SET currency = 'RMB'"
+backdate c1 2026-11-02T01:00:00Z
 run mark c1 running --at 2026-11-02T01:00:00Z
 run mark c1 stopped --at 2026-11-02T03:00:00Z
 run cost c1 --since 2026-11-02T00:00:00Z --until 2026-11-03T00:00:00Z
@@ -54,6 +55,7 @@ run set p1 stopped_price=0.1176/day
 run add q1 10.0.0.2 --price 0.005/h --provider pb
 run add q2 10.0.0.3 --price 0.005/h --provider pb
 for n in p1 q1 q2; do
+	backdate $n 2026-11-02T01:00:00Z
 	run mark $n running --at 2026-11-02T01:00:00Z
 	run mark $n stopped --at 2026-11-02T02:00:00Z
 done
@@ -76,6 +78,7 @@ expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"name":"p1".*"compute":83949
 
 # --- unpriced instances show ? ----------------------------------------------
 run add u1 10.0.0.4
+backdate u1 2026-11-02T01:00:00Z
 run mark u1 running --at 2026-11-02T01:00:00Z # still running at 03:00
 run cost $W
 expect_match "$out" "u1 +- +2h00m +2h00m +- +\? +\? +\? +\? +\? \(no price\)" \

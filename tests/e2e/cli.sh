@@ -217,11 +217,13 @@ expect_eq "$err" "gpufleet: no instance named 'cpu-1'" "nothing of that name"
 
 # A name released and added again: two machines, each its own cost row.
 run add r1 10.1.1.1 --price 1/h
+backdate r1 2026-11-01T00:00:00Z
 run mark r1 running --at 2026-11-01T00:00:00Z
 run mark r1 stopped --at 2026-11-01T02:00:00Z
 run rm r1
 run add r1 10.1.1.2 --price 3/h
 expect_rc 0 "r1 added again"
+backdate r1 2026-11-01T03:00:00Z
 run mark r1 running --at 2026-11-01T03:00:00Z
 run mark r1 stopped --at 2026-11-01T04:00:00Z
 rel=$("$GPUFLEET" ls --all --json | jq -r '.[] | select(.name == "r1" and .released_at != null) | .released_at')

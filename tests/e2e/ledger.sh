@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The ledger can be inspected and corrected: rm and amend by global id,
-# each recorded in events, with the old --delete/--move as aliases.
+# each recorded in events, with the old --delete/--move as aliases; times
+# stated with mark or amend are checked against now and when the instance
+# was added.
 . "$(dirname "$0")/lib.sh"
 db=$XDG_DATA_HOME/gpufleet/fleet.db
 export TZ=UTC
@@ -8,6 +10,7 @@ dump() { sqlite3 "$db" .dump; }
 
 run add l1 10.0.0.9 --price 1/h
 expect_rc 0 "add l1"
+backdate l1 2026-12-01T10:00:00Z
 run mark l1 running --at '2026-12-01 10:00'
 expect_rc 0 "mark running"
 # A report-derived entry that cannot be right: a container start 1999.
@@ -64,4 +67,35 @@ run ledger l1 --move "$good" --at '2026-12-01 08:00'
 expect_rc 0 "--move alias"
 expect_eq "$out" "l1: ledger entry $good moved to 2026-12-01T08:00:00Z" \
     "--move output"
+
+# mark --at and amend --at: not after now, nor more than 7 days
+# (LEDGER_BACKDATE_MAX) before the instance was added. Added 2026-11-20
+# 00:00 UTC, the earliest is 2026-11-13 00:00.
+run add m1 10.0.0.7 --price 1/h
+backdate m1 2026-11-20T00:00:00Z
+before=$(dump)
+run mark m1 running --at 1999-01-01
+expect_rc 2 "mark in 1999"
+expect_eq "$err" "gpufleet: time 1999-01-01T00:00:00Z is more than 7 days before the instance was added (earliest 2026-11-13T00:00:00Z)" \
+    "mark in 1999 refused"
+run mark m1 running --at 2026-11-12T23:59:59Z
+expect_rc 2 "mark a second before the margin"
+expect_eq "$err" "gpufleet: time 2026-11-12T23:59:59Z is more than 7 days before the instance was added (earliest 2026-11-13T00:00:00Z)" \
+    "a second before the margin refused"
+run mark m1 stopped --at 2030-01-01
+expect_rc 2 "mark in 2030"
+expect_eq "$err" "gpufleet: time 2030-01-01T00:00:00Z is in the future" \
+    "mark in 2030 refused"
+expect_eq "$(dump)" "$before" "refused marks change nothing"
+run mark m1 running --at 2026-11-13T00:00:00Z
+expect_rc 0 "mark at the margin itself"
+expect_eq "$out" "m1: running since 2026-11-13T00:00:00Z" "mark at the margin"
+m=$(sqlite3 "$db" "SELECT l.id FROM ledger l JOIN instance i ON
+    i.id = l.instance_id WHERE i.name = 'm1'")
+before=$(dump)
+run ledger amend "$m" --at 2026-11-12T23:59:59Z
+expect_rc 2 "amend before the margin"
+expect_eq "$err" "gpufleet: time 2026-11-12T23:59:59Z is more than 7 days before the instance was added (earliest 2026-11-13T00:00:00Z)" \
+    "amend before the margin refused"
+expect_eq "$(dump)" "$before" "a refused amend changes nothing"
 finish

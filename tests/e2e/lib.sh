@@ -80,6 +80,19 @@ expect_one_error_line() {
 	fi
 }
 
+# backdate NAME WHEN: record that instance NAME was added at WHEN (as
+# `date -d` reads it: 2026-11-02T01:00:00Z, '10 days ago'), for tests that
+# mark runs long before they add the instance: `mark --at` refuses times
+# more than 7 days before the instance was added (LEDGER_BACKDATE_MAX).
+backdate() {
+	local t n
+	t=$(date -u -d "$2" +%s) || { echo "backdate: bad time '$2'" >&2; exit 1; }
+	n=$(sqlite3 "$XDG_DATA_HOME/gpufleet/fleet.db" \
+	    "UPDATE instance SET created_at = $t WHERE name = '$1' AND
+	    released_at IS NULL; SELECT changes()")
+	[ "$n" = 1 ] || { echo "backdate: no instance '$1' in service" >&2; exit 1; }
+}
+
 # finish: print the summary line and exit with the result.
 finish() {
 	printf '%d passed, %d failed\n' $((checks - failures)) "$failures"

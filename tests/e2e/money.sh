@@ -31,6 +31,7 @@ expect_eq "$(dump)" "$before" "db unchanged after a huge balance"
 
 run set a1 price=1000000/h
 expect_rc 0 "the ceiling itself is accepted"
+backdate a1 2026-11-01T00:00:00Z
 run mark a1 running --at 2026-11-01T00:00:00Z
 expect_rc 0 "mark running"
 run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z

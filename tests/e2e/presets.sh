@@ -87,6 +87,7 @@ print(o["preset"], o["date"], o["source"], o["file"], o["applied_at"] > 0)')" \
     "autodl.a100-80g 2026-11-01 https://www.autodl.com/market/list config/providers.ini (built in) True" \
     "show --json: price_from"
 # The preset's price bills: 1h30m at 4.98/h per second = 4.98 * 1.5 = 7.47.
+backdate a1 2026-11-02T01:00:00Z
 run mark a1 running --at 2026-11-02T01:00:00Z
 run mark a1 stopped --at 2026-11-02T02:30:00Z
 run cost a1 --since 2026-11-02T00:00:00Z --until 2026-11-02T02:30:00Z

@@ -38,6 +38,8 @@ expect_eq "$(sql "SELECT min(t) FROM ledger WHERE source = 'observed'")" "$cs" \
 # --- stated runs in a fixed past window, costed by hand -------------------
 # inst-1, 2.69/h billed per second: 01:00:00 to 03:20:30 is 8430 s,
 #   26900 * 8430 / 3600 = 62990.83 -> 62991 (rounded up) = 6.30 CNY.
+# (Marks this far back need the instances added before them: backdate.)
+for n in inst-1 inst-2 inst-3; do backdate $n 2026-11-02T01:00:00Z; done
 run mark inst-1 running --at 2026-11-02T01:00:00Z
 run mark inst-1 stopped --at 2026-11-02T03:20:30Z
 # inst-2, 2.69/h billed per started hour, minimum 10 min per start:
@@ -118,6 +120,7 @@ expect_match "$out" "inst-2: used [0-9.]+ h/day over [0-9.]+ days? of evidence( 
 # An instance stopped three days ago (never contacted: only stated).
 run add old-1 10.255.0.1 --provider autodl
 run set old-1 price=2.69/h stopped_price=24/day
+backdate old-1 '10 days ago'
 run mark old-1 running --at -10d
 run mark old-1 stopped --at -3d
 run advise old-1

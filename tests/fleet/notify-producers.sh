@@ -76,6 +76,7 @@ expect_eq "$(sql "SELECT next FROM notify_msg WHERE kind = 'key_reinjected'")" \
 # --- release_deadline: old-1 stopped 3 days, autodl releases after 4 -------
 # (127.0.0.1:1 answers nothing: old-1 is never reached.)
 run add old-1 127.0.0.1 --port 1 --provider autodl --price 2.69/h
+backdate old-1 '10 days ago'
 run mark old-1 running --at -10d
 run mark old-1 stopped --at -3d
 run advise old-1

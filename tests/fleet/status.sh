@@ -235,4 +235,21 @@ run status inst-1
 expect_eq "$(sql "SELECT count(*) FROM sample_gpu_5m WHERE t < $(( $(date +%s) - 90 * 86400 ))")" 0 \
     "aggregates past 90 days are dropped"
 
+# --- stopped: not contacted unless --all; answering, it is flagged ---------
+run mark inst-2 stopped --note "stopped on the console"
+since=$(sql "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(t), 'unixepoch') FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'inst-2'")
+n=$(logins)
+run status 'inst-1,inst-2'
+expect_rc 0 "inst-1 up, inst-2 knowingly stopped"
+expect_match "$out" $'\n''inst-2 +stopped \(since '"$since"'\) ' "stopped (since T)"
+expect_eq "$(logins)" $((n + 1)) "only inst-1 was contacted"
+run status inst-2 --all
+expect_rc 0 "status --all"
+expect_match "$out" $'\n''inst-2 +up +1xH100' "inst-2 answers"
+expect_contains "$out" "inst-2  marked stopped but reachable: still billing? (the ledger says stopped since $since)" \
+    "answering while stopped is flagged"
+run cost inst-2
+expect_contains "$out" "inst-2: marked stopped but reachable: still billing? (costed as stopped)" \
+    "cost says the same"
+
 finish

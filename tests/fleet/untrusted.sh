@@ -113,6 +113,7 @@ expect_eq "$(sql "SELECT count(*) FROM ledger WHERE id = $bad")" 0 "entry gone"
 run cost
 expect_rc 0 "cost works again after the repair"
 first=$(sql "SELECT min(id) FROM ledger WHERE instance_id = $id1")
+backdate inst-1 2026-11-01T00:00:00Z
 run ledger inst-1 --move "$first" --at 2026-11-01T00:00:00Z
 expect_rc 0 "move an entry"
 expect_eq "$(sql "SELECT t FROM ledger WHERE id = $first")" 1793491200 \

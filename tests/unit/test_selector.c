@@ -15,12 +15,13 @@ fleet_setup(void)
 {
 	static const struct {
 		const char *name, *provider, *tags;
+		const char *state; /* the ledger's last word, "": none */
 	} rows[] = {
-		{ "a100-1", "autodl", "train,a100" },
-		{ "a100-2", "autodl", "a100" },
-		{ "h100-1", "runpod", "train" },
-		{ "h100-2", "vast", "" },
-		{ "box", "", "dev" },
+		{ "a100-1", "autodl", "train,a100", "running" },
+		{ "a100-2", "autodl", "a100", "stopped" },
+		{ "h100-1", "runpod", "train", "unknown" },
+		{ "h100-2", "vast", "", "" },
+		{ "box", "", "dev", "running" },
 	};
 	size_t i;
 	char *tags, *t, *save;
@@ -30,6 +31,8 @@ fleet_setup(void)
 		fleet[i].name = strdup(rows[i].name);
 		free(fleet[i].provider);
 		fleet[i].provider = strdup(rows[i].provider);
+		snprintf(
+		    fleet[i].state, sizeof fleet[i].state, "%s", rows[i].state);
 		tags = strdup(rows[i].tags);
 		for (t = strtok_r(tags, ",", &save); t != NULL;
 		     t = strtok_r(NULL, ",", &save))
@@ -69,6 +72,19 @@ static const struct sel_case cases[] = {
 	{ "all,!provider:autodl", "h100-1 h100-2 box", NULL },
 	{ "@train,!h100-1", "a100-1", NULL },
 	{ "a100-1,a100-1", "a100-1", NULL },
+	{ "state:running", "a100-1 box", NULL },
+	{ "state:stopped", "a100-2", NULL },
+	/* An empty ledger is unknown too. */
+	{ "state:unknown", "h100-1 h100-2", NULL },
+	{ "!state:running", "a100-2 h100-1 h100-2", NULL },
+	{ "provider:autodl,!state:stopped", "a100-1", NULL },
+	{ "@train,state:stopped", "a100-1 a100-2 h100-1", NULL },
+	{ "state:stopped,!a100-2", NULL, "matches no instance" },
+	{ "state:released", NULL,
+	    "selector 'state:released': state 'released' is not running, "
+	    "stopped or unknown" },
+	{ "state:", NULL, "state '' is not running" },
+	{ "state:Running", NULL, "state 'Running' is not running" },
 	{ "!all", NULL, "matches no instance" },
 	{ "nosuch", NULL, "nosuch" },
 	{ "a100-1,nosuch", NULL, "nosuch" },
