@@ -30,7 +30,9 @@ const struct cmd_entry cmd_advise_entry = {
 	    "idle, and\n    its cost (from status samples);\n"
 	    "  - stopped instances still paying storage, and those near their\n"
 	    "    provider's release-after-stopped deadline;\n"
-	    "  - provider balances that run out within a day.\n\n"
+	    "  - provider balances that run out within a day;\n"
+	    "  - the median speed per provider over the stored gpufleet "
+	    "speed runs\n    of the instances (informs only).\n\n"
 	    "Example: gpufleet advise @train\n",
 	.exec = cmd_advise_exec,
 };

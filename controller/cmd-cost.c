@@ -16,6 +16,7 @@
 #include "cmd.h"
 #include "cost.h"
 #include "ledger.h"
+#include "speed.h"
 #include "status.h"
 #include "timeparse.h"
 #include "xmalloc.h"
@@ -26,7 +27,8 @@ static int cmd_cost_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void render_json(const struct cost_report *);
 static void render_instances(const struct cost_report *);
-static int render_providers(const struct cost_report *, char **);
+static int render_providers(struct inventory *, const struct instance *, size_t,
+    const struct cost_report *, char **);
 static int render_days(struct inventory *, const struct config *,
     const struct cost_report *, char **);
 static void render_totals(const struct cost_report *, int);
@@ -51,7 +53,9 @@ const struct cmd_entry cmd_cost_entry = {
 	    "yesterday, now.\n\n"
 	    "      --since TIME, --until TIME   the window\n"
 	    "      --by provider   per provider: cost, restarts, outages, "
-	    "availability\n"
+	    "availability;\n"
+	    "                      then the median speed per provider "
+	    "(gpufleet speed)\n"
 	    "      --by day        per day and currency\n"
 	    "      --json          exact amounts in minor units (1/10000), "
 	    "null "
@@ -339,14 +343,20 @@ render_instances(const struct cost_report *rep)
 	free(skip);
 }
 
-/* The table of providers, one row per provider and currency. */
+/*
+ * The table of providers, one row per provider and currency, then the
+ * median speed per provider of the instances of list (gpufleet speed).
+ */
 static int
-render_providers(const struct cost_report *rep, char **cause)
+render_providers(struct inventory *inv, const struct instance *list,
+    size_t nlist, const struct cost_report *rep, char **cause)
 {
 	struct cost_group *v;
+	struct speed_summary *sv;
 	struct table *t;
 	money_t *shown;
-	size_t n, i;
+	size_t n, i, ns;
+	char *line;
 	int r;
 
 	if ((r = cost_by_provider(rep, &v, &n, cause)) != 0)
@@ -378,6 +388,15 @@ render_providers(const struct cost_report *rep, char **cause)
 	table_free(t);
 	free(shown);
 	free(v);
+	if ((r = speed_by_provider(inv, list, nlist, &sv, &ns, cause)) != 0)
+		return r;
+	for (i = 0; i < ns; i++) {
+		line = speed_format_summary(&sv[i]);
+		printf("%s%s: %s\n", i == 0 ? "speed (median):\n  " : "  ",
+		    sv[i].provider, line);
+		free(line);
+	}
+	speed_summary_free(sv, ns);
 	return 0;
 }
 
@@ -517,7 +536,7 @@ cmd_cost_exec(
 	else if (r == 0 && by == BY_INSTANCE)
 		render_instances(&rep);
 	else if (r == 0 && by == BY_PROVIDER)
-		r = render_providers(&rep, &cause);
+		r = render_providers(inv, list, n, &rep, &cause);
 	else if (r == 0)
 		r = render_days(inv, ctx->fleet->config, &rep, &cause);
 	if (r == 0 && !json)

@@ -337,7 +337,7 @@ print_platforms(const struct speed_cmd *sc)
 		printf("\nmedian per platform:\n");
 	for (i = 0; i < n; i++) {
 		line = speed_format_summary(&v[i]);
-		printf("  %s\n", line);
+		printf("  %s: %s\n", v[i].provider, line);
 		free(line);
 	}
 	speed_summary_free(v, n);
@@ -366,17 +366,13 @@ cmd_speed_exec(
 		case -2:
 			return status;
 		case OPT_SIZE:
-			if (jobspec_parse_size(optarg, &sc.size, &cause) != 0) {
+			if (jobspec_parse_size_range(optarg, SPEED_SIZE_MIN,
+				SPEED_SIZE_MAX, &sc.size, &cause) != 0) {
 				status =
 				    cmd_usage_error(e, "--size: %s", cause);
 				free(cause);
 				return status;
 			}
-			if (sc.size < SPEED_SIZE_MIN ||
-			    sc.size > SPEED_SIZE_MAX)
-				return cmd_usage_error(e,
-				    "--size: '%s' is out of range (1M to 1G)",
-				    optarg);
 			break;
 		case 'f':
 			if ((status = cmd_number(e, "--fanout", optarg,

@@ -93,8 +93,8 @@ speed_format_rtt(double ms)
 }
 
 /*
- * "vast: download 38 MB/s, upload 11 MB/s, rtt 120 ms over 6 runs".
- * Caller frees.
+ * A platform's medians, "download 38 MB/s, upload 11 MB/s, rtt 120 ms over
+ * 6 runs", to follow "PROVIDER: ". Caller frees.
  */
 char *
 speed_format_summary(const struct speed_summary *s)
@@ -103,8 +103,8 @@ speed_format_summary(const struct speed_summary *s)
 	     *u = speed_format_rate(s->median.up_Bps),
 	     *t = speed_format_rtt(s->median.rtt_ms), *line;
 
-	xasprintf(&line, "%s: download %s, upload %s, rtt %s over %zu run%s",
-	    s->provider, d, u, t, s->runs, s->runs == 1 ? "" : "s");
+	xasprintf(&line, "download %s, upload %s, rtt %s over %zu run%s", d, u,
+	    t, s->runs, s->runs == 1 ? "" : "s");
 	free(d);
 	free(u);
 	free(t);
