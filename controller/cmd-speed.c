@@ -5,6 +5,7 @@
  * show the median per platform and throttled platforms show up in numbers.
  */
 
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -300,10 +301,10 @@ print_json(const struct speed_cmd *sc)
 			json_object_set_new(o, "upload_Bps", json_null());
 			json_object_set_new(o, "rtt_ms", json_null());
 		} else {
-			json_object_set_new(
-			    o, "download_Bps", json_real(sh->res.down_Bps));
-			json_object_set_new(
-			    o, "upload_Bps", json_real(sh->res.up_Bps));
+			json_object_set_new(o, "download_Bps",
+			    json_integer(llround(sh->res.down_Bps)));
+			json_object_set_new(o, "upload_Bps",
+			    json_integer(llround(sh->res.up_Bps)));
 			json_object_set_new(
 			    o, "rtt_ms", json_real(sh->res.rtt_ms));
 		}

@@ -2,9 +2,11 @@
 # gpufleet speed on the loopback fleet: bad input, plausible numbers
 # (positive and finite, not timed thresholds) stored and shown per platform
 # by speed, cost --by provider and advise, a short download caught, a hung
-# transfer held to --timeout, and an unreachable instance.
+# transfer held to --timeout, a slow peer measured (not failed) at its own
+# rate, and an unreachable instance.
 . "$(dirname "$0")/../e2e/lib.sh"
 export GPUFLEET_NO_PROGRESS=1
+: "${GPUFLEET_SLOWPEER:=$GPUFLEET_SRC/build/tests/slowpeer}"
 db=$XDG_DATA_HOME/gpufleet/fleet.db
 sql() { sqlite3 "$db" "$@"; }
 
@@ -56,7 +58,7 @@ expect_eq "$(sql "SELECT count(*) FROM speed WHERE up_Bps > 0 AND
 run speed inst-1 --size 1M --json
 expect_rc 0 "speed --json"
 one=$(tr -d ' \n' <<<"$out")
-expect_match "$one" '^\[\{"name":"inst-1","download_Bps":[0-9.e+]+,"upload_Bps":[0-9.e+]+,"rtt_ms":[0-9.e+-]+,"size":1048576,"error":null\}\]$' \
+expect_match "$one" '^\[\{"name":"inst-1","download_Bps":[1-9][0-9]*,"upload_Bps":[1-9][0-9]*,"rtt_ms":[0-9.e+-]+,"size":1048576,"error":null\}\]$' \
     "JSON result"
 expect_eq "$(sql "SELECT count(*) FROM speed s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-1'")" \
     2 "the JSON run is stored too"
@@ -101,6 +103,33 @@ expect_rc 1 "a hung download fails the instance (124: the deadline did not hold)
 expect_match "$(tr -d '\n' <<<"$out")" '"code": "timeout", +"message": "download did not finish within 3s' \
     "hung download: reason"
 rm "$d3/bin/head"
+
+# --- a slow peer is not a dead one -------------------------------------------
+# A relay in front of inst-3's sshd holds every piece of at most 64 KiB from
+# the server for 100 ms: the download of 1 MiB (16 pieces after the exec
+# reply) takes at least 1.5 s, so whatever the machine's load its rate
+# stays under 1048576 / 1.5 = 699051 B/s. Measured, stored, not failed.
+key=$(awk '$1 == "IdentityFile" { print $2; exit }' "$D/ssh_config")
+port=$(awk '$1 == "Port" { print $2; exit }' "$D/ssh_config")
+user=$(awk '$1 == "User" { print $2; exit }' "$D/ssh_config")
+rm -f "$T/slow.port"
+"$GPUFLEET_SLOWPEER" "$T/slow.port" relay "$port" 100 65536 &
+cleanup_hooks+=("kill $! 2>/dev/null")
+for _ in $(seq 100); do
+	[ -s "$T/slow.port" ] && break
+	sleep 0.1
+done
+read -r sport <"$T/slow.port" || { echo "slowpeer did not start" >&2; exit 1; }
+run add slow "$user@127.0.0.1:$sport" --identity "$key"
+expect_rc 0 "add the slow peer"
+run speed slow --size 1M --timeout 1m --json
+expect_rc 0 "a slow peer is measured"
+down=$(tr -d ' \n' <<<"$out" | sed -n 's/.*"download_Bps":\([0-9]*\).*/\1/p')
+expect_match "$down" '^[0-9]+$' "slow peer: a download rate"
+[ -n "$down" ] && [ "$down" -gt 0 ] && [ "$down" -lt 699051 ] ||
+    fail "slow peer: download $down B/s is not between 0 and 699051"
+expect_eq "$(sql "SELECT count(*) FROM speed s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'slow'")" \
+    1 "slow peer: stored"
 
 # --- one instance unreachable, the others measured --------------------------
 fleet break inst-4 refuse
