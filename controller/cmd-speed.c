@@ -87,15 +87,22 @@ const struct cmd_entry cmd_speed_entry = {
 	    "default 1: those\n"
 	    "                       measured together share this machine's "
 	    "link)\n"
-	    "  -t, --timeout DURATION  limit for each transfer (default 2m; "
-	    "1s to 1h):\n"
-	    "                       a transfer past it fails the instance "
-	    "(timeout)\n"
-	    "      --json           one JSON array: name, download_Bps, "
-	    "upload_Bps,\n"
-	    "                       rtt_ms, size, error\n\n"
+	    "  -t, --timeout DURATION  limit for each command on the "
+	    "instance (each\n"
+	    "                       transfer, each round trip; default 2m, 1s "
+	    "to 1h):\n"
+	    "                       past it the instance fails (timeout), "
+	    "however the\n"
+	    "                       peer behaves; the login has the "
+	    "configured connect\n"
+	    "                       and set-up limits\n"
+	    "      --json           one JSON array: name, download_Bps and "
+	    "upload_Bps\n"
+	    "                       (whole bytes a second), rtt_ms, size, "
+	    "error\n\n"
 	    "Exit status: 0 when every instance was measured, 1 otherwise "
-	    "(the reason\nper instance), 130 after Ctrl-C.\n\n"
+	    "(the reason\nper instance on stderr), 130 after Ctrl-C (nothing "
+	    "stored).\n\n"
 	    "Examples:\n"
 	    "  gpufleet speed all\n"
 	    "  gpufleet speed @vast --size 256M --timeout 5m\n",
@@ -213,9 +220,11 @@ check_phase(struct speed_cmd *sc, enum speed_phase ph)
 			sc->interrupted = 1;
 		if (h->fail == EF_TIMEOUT)
 			host_fail(sh, engine_fail_code(h->fail),
-			    "%s did not finish within %ds (a slow link? try a "
-			    "smaller --size or a longer --timeout)",
-			    what, sc->timeout);
+			    "%s did not finish within %ds%s", what, sc->timeout,
+			    ph == PH_UPLOAD || ph == PH_DOWNLOAD
+				? " (a slow link? try a smaller --size or a "
+				  "longer --timeout)"
+				: "");
 		else if (h->fail != EF_NONE)
 			host_fail(sh, engine_fail_code(h->fail), "%s: %s", what,
 			    h->fail_msg != NULL ? h->fail_msg : "failed");
