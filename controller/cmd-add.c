@@ -21,9 +21,11 @@
 #include "inventory.h"
 #include "log.h"
 #include "loginline.h"
+#include "preset.h"
 #include "probe.h"
 #include "remote.h"
 #include "status.h"
+#include "stopmethod.h"
 #include "vis.h"
 #include "xmalloc.h"
 
@@ -52,6 +54,17 @@ static int parse_target(char **, int, struct target *, char **);
 static void target_clear(struct target *);
 static int set_target(struct instance *, const struct target *, const char *,
     const char *, char **);
+/* What --preset applies, and the options given by hand beside it. */
+struct add_preset {
+	struct preset *v;
+	size_t n;
+	const struct preset *p; /* or NULL: no --preset */
+	const char *given[4];	/* fields given as options */
+	size_t ngiven;
+};
+
+static int apply_preset(const char *, struct add_preset *, struct instance *,
+    struct billing_rule *, struct stopmethod_fields *, char **);
 static int set_identity(
     struct inventory *, struct instance *, const char *, int64_t *, char **);
 static void on_contact(struct probe *, int, void *);
@@ -74,6 +87,7 @@ const struct cmd_entry cmd_add_entry = {
 	    "[--jump NAME]\n"
 	    "       [--provider P] [--region R] [--tag T]... [--note TEXT] "
 	    "[--json]\n"
+	    "       [--price P] [--billing U] [--currency C] [--preset NAME]\n"
 	    "       [--password | --password-file FILE]",
 	.summary = "add an instance to the inventory",
 	.help =
@@ -127,6 +141,9 @@ const struct cmd_entry cmd_add_entry = {
 	    "gpufleet set)\n"
 	    "      --billing U       second, minute or hour\n"
 	    "      --currency C      ISO 4217, e.g. CNY (default), USD\n"
+	    "      --preset NAME     apply a billing preset (gpufleet "
+	    "preset ls): its price\n"
+	    "                        rule, provider and stop method\n"
 	    "      --json            print the added instance as JSON (with "
 	    "--check, what\n"
 	    "                        the first contact found under \"check\")"
@@ -139,7 +156,9 @@ const struct cmd_entry cmd_add_entry = {
 	    "  gpufleet add h100-1 ssh -p 40123 root@ssh5.vast.ai --tag "
 	    "train\n"
 	    "  gpufleet add --password a100-3 'ssh -p 38077 "
-	    "root@region-41.seetacloud.com'\n",
+	    "root@region-41.seetacloud.com'\n"
+	    "  gpufleet add a100-4 root@connect.example.com:32456 --preset "
+	    "autodl.a100-80g\n",
 	.exec = cmd_add_exec,
 };
 
@@ -155,7 +174,8 @@ enum {
 	OPT_CURRENCY,
 	OPT_PASSWORD,
 	OPT_PASSWORD_FILE,
-	OPT_CHECK
+	OPT_CHECK,
+	OPT_PRESET
 };
 
 static const struct option add_options[] = { { "port", required_argument, NULL,
@@ -176,6 +196,7 @@ static const struct option add_options[] = { { "port", required_argument, NULL,
 	{ "password", no_argument, NULL, OPT_PASSWORD },
 	{ "password-file", required_argument, NULL, OPT_PASSWORD_FILE },
 	{ "check", no_argument, NULL, OPT_CHECK },
+	{ "preset", required_argument, NULL, OPT_PRESET },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 /*
@@ -557,6 +578,49 @@ contact_json(const struct contact *c)
 	return o;
 }
 
+/*
+ * Apply preset name through the field parsers of `set`: the price rule to
+ * rule, the stop method to sf, the provider to in. A field also given as
+ * an option is refused.
+ */
+static int
+apply_preset(const char *name, struct add_preset *ap, struct instance *in,
+    struct billing_rule *rule, struct stopmethod_fields *sf, char **cause)
+{
+	char **a, *eq;
+	size_t n, i, k;
+	int known, r = 0;
+
+	if (preset_load(NULL, &ap->v, &ap->n, cause) != 0 ||
+	    (ap->p = preset_find(ap->v, ap->n, name, cause)) == NULL)
+		return -1;
+	a = preset_assignments(ap->p, &n);
+	for (i = 0; i < n && r == 0; i++) {
+		eq = strchr(a[i], '=');
+		*eq = '\0';
+		for (k = 0; k < ap->ngiven; k++) {
+			if (strcmp(ap->given[k], a[i]) != 0)
+				continue;
+			xasprintf(cause,
+			    "--%s is set by preset %s too: give one of them",
+			    a[i], name);
+			r = -1;
+		}
+		if (r == 0 &&
+		    (r = stopmethod_field(sf, a[i], eq + 1, &known, cause)) ==
+			0 &&
+		    !known &&
+		    (r = ledger_price_field(
+			 rule, a[i], eq + 1, &known, cause)) == 0 &&
+		    !known)
+			r = instance_set_field(in, a[i], eq + 1, cause);
+	}
+	for (i = 0; i < n; i++)
+		free(a[i]);
+	free(a);
+	return r;
+}
+
 static int
 cmd_add_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
@@ -570,6 +634,9 @@ cmd_add_exec(
 	char *cause = NULL, **args, *msg, *keypath = NULL;
 	struct install_first first;
 	struct billing_rule rule;
+	struct stopmethod_fields sf;
+	struct add_preset ap;
+	const char *preset = NULL;
 	int ch, status, json = 0, check = 0, r, known, priced = 0, pw = 0;
 	int start = 0, end = 0, nargs, nwords = 0, i;
 	int64_t key_id = 0;
@@ -579,6 +646,8 @@ cmd_add_exec(
 	instance_init(&in);
 	memset(&t, 0, sizeof t);
 	memset(&c, 0, sizeof c);
+	memset(&sf, 0, sizeof sf);
+	memset(&ap, 0, sizeof ap);
 	billing_rule_init(&rule, "CNY");
 	free(in.user);
 	in.user = xstrdup(ctx->fleet->config->user);
@@ -615,6 +684,7 @@ cmd_add_exec(
 			break;
 		case OPT_PROVIDER:
 			field = "provider";
+			ap.given[ap.ngiven++] = field;
 			break;
 		case OPT_REGION:
 			field = "region";
@@ -655,6 +725,12 @@ cmd_add_exec(
 				optarg, &known, &cause) != 0)
 				goto usage_fail;
 			priced = 1;
+			ap.given[ap.ngiven++] = ch == OPT_PRICE ? "price"
+			    : ch == OPT_BILLING			? "billing"
+								: "currency";
+			break;
+		case OPT_PRESET:
+			preset = optarg;
 			break;
 		}
 		if (field != NULL &&
@@ -670,6 +746,11 @@ cmd_add_exec(
 	}
 	if (instance_set_field(&in, "name", args[optind], &cause) != 0)
 		goto usage_fail;
+	if (preset != NULL) {
+		if (apply_preset(preset, &ap, &in, &rule, &sf, &cause) != 0)
+			goto usage_fail;
+		priced = 1;
+	}
 	if ((nwords != 0 ? parse_target(argv + start, nwords, &t, &cause)
 			 : parse_target(args + optind + 1, 1, &t, &cause)) != 0)
 		goto usage_fail;
@@ -715,6 +796,11 @@ cmd_add_exec(
 		     &cause)) != 0) ||
 	    (priced &&
 		(r = ledger_price_put(inv, in.id, &rule, &cause)) != 0) ||
+	    (sf.changed &&
+		(r = inventory_stop_put(inv, in.id, &sf, &cause)) != 0) ||
+	    (ap.p != NULL &&
+		(r = preset_origin_put(
+		     inv, in.id, ap.p, in.created_at, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0) {
 		status = cmd_fail(-r, cause);
 		goto out;
@@ -798,6 +884,8 @@ out:
 	inventory_close(inv);
 	instance_clear(&in);
 	target_clear(&t);
+	stopmethod_fields_clear(&sf);
+	preset_free(ap.v, ap.n);
 	free(args);
 	return status;
 }

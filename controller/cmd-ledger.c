@@ -1,8 +1,10 @@
 /*
- * Read and repair an instance's ledger, the state changes its cost derives
- * from: list the entries with their ids, delete one that is wrong (an
- * observation from a broken report) or move one to the time it really
- * happened. `mark` adds entries; this corrects them.
+ * Read and repair the ledger, the state changes costs derive from: list
+ * an instance's entries with their ids, remove one that is wrong (an
+ * observation from a broken report, an impossible container start) or
+ * move one to the time it really happened. Entry ids are global; every
+ * correction is recorded in events. `mark` adds entries; this corrects
+ * them.
  */
 
 #include <errno.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "actionlog.h"
 #include "cmd.h"
 #include "ledger.h"
 #include "status.h"
@@ -20,26 +23,31 @@ static int cmd_ledger_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int parse_entry(const char *, int64_t *);
 static void print_entries(const struct ledger_entry *, size_t, int);
+static int correct(struct cmd_ctx *, const char *, int64_t, const char *);
 
 const struct cmd_entry cmd_ledger_entry = {
 	.name = "ledger",
-	.usage = "NAME [--json] | NAME --delete ID | NAME --move ID --at TIME",
-	.summary = "list, delete or correct the ledger entries of an instance",
+	.usage = "NAME [--json] | rm ID | amend ID --at TIME",
+	.summary = "list, remove or correct the ledger entries of an instance",
 	.help =
-	    "Without an option, lists the instance's ledger: ID, TIME, "
-	    "STATE, SOURCE\n(observed, performed or stated) and NOTE. Costs "
-	    "are derived from it, so\na corrected entry corrects every "
-	    "report.\n\n"
-	    "      --delete ID       delete entry ID (e.g. an observation from "
+	    "With NAME, lists the instance's ledger: ID, TIME, STATE, SOURCE\n"
+	    "(observed, performed or stated) and NOTE. Costs are derived from "
+	    "it, so\na corrected entry corrects every report. Entry ids are "
+	    "unique across\ninstances; each correction is recorded in "
+	    "`gpufleet events`.\n\n"
+	    "  rm ID                 remove entry ID (e.g. an observation from "
 	    "a wrong\n                        report)\n"
-	    "      --move ID --at TIME  move entry ID to TIME (formats as in "
-	    "mark)\n"
+	    "  amend ID --at TIME    move entry ID to TIME (formats as in "
+	    "mark; "
+	    "not\n                        in the future)\n"
 	    "      --json            the entries as a JSON array\n"
-	    "A release is not deleted or moved here.\n\n"
+	    "NAME --delete ID and NAME --move ID --at TIME are the same as rm "
+	    "and\namend, for an entry of NAME. A release is not removed or "
+	    "moved here.\n\n"
 	    "Examples:\n"
 	    "  gpufleet ledger a100-2\n"
-	    "  gpufleet ledger a100-2 --delete 17\n"
-	    "  gpufleet ledger a100-2 --move 18 --at '2026-11-29 23:10'\n",
+	    "  gpufleet ledger rm 17\n"
+	    "  gpufleet ledger amend 18 --at '2026-11-29 23:10'\n",
 	.exec = cmd_ledger_exec,
 };
 
@@ -107,6 +115,83 @@ print_entries(const struct ledger_entry *v, size_t n, int json)
 	table_free(t);
 }
 
+/*
+ * Remove entry (at NULL) or move it to at, checked against its instance;
+ * name (or NULL: any instance) must own it. Recorded in events.
+ */
+static int
+correct(struct cmd_ctx *ctx, const char *name, int64_t entry, const char *at)
+{
+	struct inventory *inv = NULL;
+	struct instance in, owner;
+	struct ledger_entry was;
+	json_t *names;
+	char *cause = NULL, *old, *when = NULL, *why;
+	int64_t id = 0, owner_id = 0, t = 0, now = (int64_t)time(NULL);
+	int status, r;
+
+	memset(&in, 0, sizeof in);
+	memset(&owner, 0, sizeof owner);
+	memset(&was, 0, sizeof was);
+	if ((at != NULL && timeparse(at, now, &t, &cause) != 0) ||
+	    (name != NULL && instance_check_name(name, &cause) != 0))
+		return cmd_fail(GF_EUSAGE, cause);
+	if ((status = cmd_open(ctx, &inv)) != 0)
+		return status;
+	if ((r = inventory_begin(inv, &cause)) != 0 ||
+	    (name != NULL && (r = inventory_get(inv, name, &in, &cause)) != 0))
+		goto fail;
+	id = in.id;
+	if (at == NULL)
+		r = ledger_remove(inv, id, entry, &owner_id, &was, &cause);
+	else
+		r = ledger_amend(inv, id, entry, t, &owner_id, &was, &cause);
+	if (r != 0 ||
+	    (r = inventory_get_id(inv, owner_id, &owner, &cause)) != 0)
+		goto fail;
+	if (at != NULL && ledger_check_time(t, 0, now, &cause) != 0) {
+		r = -GF_EUSAGE;
+		goto fail;
+	}
+	old = instance_format_time(was.t);
+	if (at != NULL) {
+		when = instance_format_time(t);
+		xasprintf(&why, "entry %lld (%s, %s) moved from %s to %s",
+		    (long long)entry, was.state, was.source, old, when);
+	} else
+		xasprintf(&why, "entry %lld (%s at %s, %s) removed",
+		    (long long)entry, was.state, old, was.source);
+	names = json_pack("[s]", owner.name);
+	r = actionlog_add(inv, now, at != NULL ? "ledger_amend" : "ledger_rm",
+	    NULL, names, why, NULL, NULL, &cause);
+	json_decref(names);
+	if (r == 0)
+		r = inventory_commit(inv, &cause);
+	if (r == 0 && at != NULL)
+		printf("%s: ledger entry %lld moved to %s\n", owner.name,
+		    (long long)entry, when);
+	else if (r == 0)
+		printf("%s: ledger entry %lld deleted\n", owner.name,
+		    (long long)entry);
+	free(why);
+	free(old);
+	free(when);
+	if (r != 0)
+		goto fail;
+	inventory_close(inv);
+	instance_clear(&in);
+	instance_clear(&owner);
+	free(was.note);
+	return GF_OK;
+fail:
+	inventory_rollback(inv);
+	inventory_close(inv);
+	instance_clear(&in);
+	instance_clear(&owner);
+	free(was.note);
+	return cmd_fail(-r, cause);
+}
+
 static int
 cmd_ledger_exec(
     const struct cmd_entry *e, struct cmd_ctx *ctx, int argc, char **argv)
@@ -114,9 +199,9 @@ cmd_ledger_exec(
 	struct inventory *inv = NULL;
 	struct instance in;
 	struct ledger_entry *v = NULL;
-	const char *del = NULL, *move = NULL, *at = NULL;
-	char *cause = NULL, *when;
-	int64_t entry = 0, t = 0;
+	const char *del = NULL, *move = NULL, *at = NULL, *verb, *id;
+	char *cause = NULL;
+	int64_t entry = 0;
 	size_t n = 0;
 	int ch, status, r, json = 0;
 
@@ -140,8 +225,26 @@ cmd_ledger_exec(
 			break;
 		}
 	}
+	if (argc - optind == 2) {
+		verb = argv[optind];
+		id = argv[optind + 1];
+		if (strcmp(verb, "rm") != 0 && strcmp(verb, "amend") != 0)
+			return cmd_usage_error(
+			    e, "'%s' is not rm or amend", verb);
+		if (del != NULL || move != NULL || json)
+			return cmd_usage_error(
+			    e, "%s takes no --delete, --move or --json", verb);
+		if ((strcmp(verb, "amend") == 0) != (at != NULL))
+			return cmd_usage_error(e,
+			    at != NULL ? "rm takes no --at"
+				       : "amend ID needs --at TIME");
+		if (parse_entry(id, &entry) != 0)
+			return cmd_usage_error(
+			    e, "entry '%s' is not an entry id", id);
+		return correct(ctx, NULL, entry, at);
+	}
 	if (argc - optind != 1)
-		return cmd_usage_error(e, "needs one NAME");
+		return cmd_usage_error(e, "needs one NAME, or rm or amend ID");
 	if (del != NULL && move != NULL)
 		return cmd_usage_error(e, "takes --delete or --move, not both");
 	if ((move != NULL) != (at != NULL))
@@ -150,43 +253,24 @@ cmd_ledger_exec(
 	    (move != NULL && parse_entry(move, &entry) != 0))
 		return cmd_usage_error(e, "entry '%s' is not an entry id",
 		    del != NULL ? del : move);
-	if (instance_check_name(argv[optind], &cause) != 0 ||
-	    (at != NULL && timeparse(at, (int64_t)time(NULL), &t, &cause) != 0))
+	if (del != NULL || move != NULL)
+		return correct(ctx, argv[optind], entry, at);
+	if (instance_check_name(argv[optind], &cause) != 0)
 		return cmd_fail(GF_EUSAGE, cause);
 	if ((status = cmd_open(ctx, &inv)) != 0)
 		return status;
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
-	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0)
-		goto fail;
-	if (del == NULL && move == NULL) {
-		if ((r = ledger_entries(inv, in.id, &v, &n, &cause)) != 0)
-			goto fail;
+	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0 ||
+	    (r = ledger_entries(inv, in.id, &v, &n, &cause)) != 0) {
 		inventory_rollback(inv);
-		print_entries(v, n, json);
-		ledger_entries_free(v, n);
-		goto out;
+		inventory_close(inv);
+		instance_clear(&in);
+		return cmd_fail(-r, cause);
 	}
-	if ((r = del != NULL
-		    ? ledger_delete(inv, in.id, entry, &cause)
-		    : ledger_move(inv, in.id, entry, t, &cause)) != 0 ||
-	    (r = inventory_commit(inv, &cause)) != 0)
-		goto fail;
-	if (del != NULL)
-		printf("%s: ledger entry %lld deleted\n", in.name,
-		    (long long)entry);
-	else {
-		when = instance_format_time(t);
-		printf("%s: ledger entry %lld moved to %s\n", in.name,
-		    (long long)entry, when);
-		free(when);
-	}
-out:
+	inventory_rollback(inv);
+	print_entries(v, n, json);
+	ledger_entries_free(v, n);
 	inventory_close(inv);
 	instance_clear(&in);
 	return GF_OK;
-fail:
-	inventory_rollback(inv);
-	inventory_close(inv);
-	instance_clear(&in);
-	return cmd_fail(-r, cause);
 }

@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "ledger.h"
+#include "preset.h"
 #include "remote.h"
 #include "status.h"
 #include "stopmethod.h"
@@ -22,6 +24,44 @@ const struct cmd_entry cmd_show_entry = {
 		"Example: gpufleet show a100-1\n",
 	.exec = cmd_show_exec,
 };
+
+/*
+ * Where the price came from, for people: "preset NAME (DATE, ...)", "set
+ * by hand" or "(no price)". Caller frees.
+ */
+static char *
+price_from(int priced, const struct preset_origin *o)
+{
+	char *s;
+
+	if (o->name != NULL)
+		xasprintf(&s, "preset %s (%s, an example: check it against %s)",
+		    o->name, o->date, o->source);
+	else
+		s = xstrdup(priced ? "set by hand" : "(no price)");
+	return s;
+}
+
+/* The same as JSON: null (no price), {"preset": null} or the origin. */
+static json_t *
+price_from_json(int priced, const struct preset_origin *o)
+{
+	json_t *j;
+
+	if (!priced && o->name == NULL)
+		return json_null();
+	j = json_object();
+	json_object_set_new(
+	    j, "preset", o->name != NULL ? json_string(o->name) : json_null());
+	if (o->name != NULL) {
+		json_object_set_new(j, "date", json_string(o->date));
+		json_object_set_new(j, "source", json_string(o->source));
+		json_object_set_new(j, "file", json_string(o->file));
+		json_object_set_new(
+		    j, "applied_at", json_integer(o->applied_at));
+	}
+	return j;
+}
 
 /* The instance's JSON form plus its stop settings and effective method. */
 static json_t *
@@ -58,8 +98,10 @@ cmd_show_exec(
 	struct instance in;
 	struct stopmethod_fields sf;
 	struct stopmethod m;
-	char *cause = NULL, *tags, *created, *method;
-	int ch, status, json = 0, r;
+	struct billing_rule rule;
+	struct preset_origin origin;
+	char *cause = NULL, *tags, *created, *method, *from;
+	int ch, status, json = 0, r, priced, has_origin;
 
 	while ((ch = cmd_getopt(e, argc, argv, "jh", show_options, &status)) !=
 	    -1) {
@@ -78,19 +120,27 @@ cmd_show_exec(
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
 	}
-	if ((r = inventory_stop_get(inv, in.id, &sf, &cause)) != 0) {
+	if ((r = inventory_stop_get(inv, in.id, &sf, &cause)) != 0 ||
+	    (r = ledger_price_get(inv, in.id, &rule, &priced, &cause)) != 0 ||
+	    (r = preset_origin_get(inv, in.id, &origin, &has_origin, &cause)) !=
+		0) {
 		inventory_close(inv);
 		instance_clear(&in);
+		stopmethod_fields_clear(&sf);
 		return cmd_fail(-r, cause);
 	}
 	remote_follow_ssh_config(&in, 1, NULL); /* the address exec will use */
 	inventory_close(inv);
 	stopmethod_resolve(&in, &sf, ctx->fleet->config, &m);
 	method = stopmethod_format(&m);
+	from = price_from(priced, &origin);
 
-	if (json)
-		json_print(show_json(&in, &sf, &m), stdout);
-	else {
+	if (json) {
+		json_t *o = show_json(&in, &sf, &m);
+		json_object_set_new(
+		    o, "price_from", price_from_json(priced, &origin));
+		json_print(o, stdout);
+	} else {
 		char port[16], *safe;
 		size_t i;
 		tags = tags_join(&in, ",");
@@ -117,7 +167,8 @@ cmd_show_exec(
 			    sf.kind != NULL ? sf.kind : "(default)" },
 			{ "allow_release", sf.allow_release ? "yes" : "no" },
 			{ "stop_method", method },
-			{ "stop_method_from", m.from } };
+			{ "stop_method_from", m.from },
+			{ "price_from", from } };
 		/* Imported fields are text from elsewhere: shown escaped. */
 		for (i = 0; i < sizeof fields / sizeof fields[0]; i++) {
 			safe =
@@ -130,6 +181,8 @@ cmd_show_exec(
 		free(created);
 	}
 	free(method);
+	free(from);
+	preset_origin_clear(&origin);
 	stopmethod_clear(&m);
 	stopmethod_fields_clear(&sf);
 	instance_clear(&in);

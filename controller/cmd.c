@@ -35,7 +35,10 @@ extern const struct cmd_entry cmd_ledger_entry;
 extern const struct cmd_entry cmd_logs_entry;
 extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
+extern const struct cmd_entry cmd_preset_entry;
 extern const struct cmd_entry cmd_provider_entry;
+extern const struct cmd_entry cmd_pull_entry;
+extern const struct cmd_entry cmd_push_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_schedule_entry;
@@ -64,6 +67,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_mark_entry,
 	&cmd_ledger_entry,
 	&cmd_provider_entry,
+	&cmd_preset_entry,
 	&cmd_advise_entry,
 	&cmd_exec_entry,
 	&cmd_run_entry,
@@ -79,6 +83,8 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_daemon_entry,
 	&cmd_ssh_entry,
 	&cmd_ssh_config_entry,
+	&cmd_push_entry,
+	&cmd_pull_entry,
 	&cmd_speed_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,

@@ -46,6 +46,10 @@ int cmd_number(const struct cmd_entry *, const char *, const char *,
 int cmd_warn_minutes(const struct cmd_entry *, const char *, int *);
 int cmd_before(const struct cmd_entry *, const char *);
 
+/* cmd-push.c: push and pull */
+int cmd_xfer_exec(
+    const struct cmd_entry *, struct cmd_ctx *, int, char **, int);
+
 /* output.c */
 struct table;
 struct table *table_new(size_t, ...);

@@ -22,16 +22,12 @@
 
 struct parse_state {
 	struct config *config;
-	FILE *f;
-	int line;    /* lines read so far */
-	char *error; /* first complaint, without file:line */
-	int error_line;
+	struct config_input in;
 };
 
 static int handler(void *, const char *, const char *, const char *);
 static int parse_int(const char *, int, int, int *);
 static int parse_seconds(const char *, int, int, int *);
-static char *reader(char *, int, void *);
 static void set_optional(char **, const char *);
 static void set_path(char **, const char *);
 static int set_other(
@@ -167,7 +163,7 @@ set_path(char **dst, const char *value)
 
 /*
  * The settings that are not integers. Returns 1 when set, 0 on an error
- * (ps->error set), -1 when section.key is not one of them.
+ * (ps->in.error set), -1 when section.key is not one of them.
  */
 static int
 set_other(struct parse_state *ps, const char *section, const char *key,
@@ -178,7 +174,7 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 
 	if (strcmp(section, "defaults") == 0 && strcmp(key, "user") == 0) {
 		if (instance_check_user(value, &why) != 0) {
-			xasprintf(&ps->error, "%s: %s", key, why);
+			xasprintf(&ps->in.error, "%s: %s", key, why);
 			free(why);
 			return 0;
 		}
@@ -197,7 +193,7 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 		else if (strcmp(value, "strict") == 0)
 			c->hostkey_policy = HOSTKEY_STRICT;
 		else {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "host_key_policy '%s' must be accept-new or strict",
 			    value);
 			return 0;
@@ -208,7 +204,7 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 	    (strcmp(key, "progress_file") == 0 ||
 		strcmp(key, "nvidia_smi") == 0)) {
 		if (strpbrk(value, " \t'\"\\$`;&|<>(){}*?[]!#") != NULL) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "%s '%s' may not contain blanks or shell "
 			    "characters",
 			    key, value);
@@ -225,7 +221,7 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 	}
 	if (strcmp(section, "schedule") == 0 && strcmp(key, "tz") == 0) {
 		if (cron_check_tz(value, &why) != 0) {
-			xasprintf(&ps->error, "tz: %s", why);
+			xasprintf(&ps->in.error, "tz: %s", why);
 			free(why);
 			return 0;
 		}
@@ -236,7 +232,7 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 	    strcmp(key, "host_down_after") == 0) {
 		if (parse_seconds(value, 1, 30 * 86400,
 			&c->notify_host_down_after) != 0) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "host_down_after '%s' must be a duration from 1s "
 			    "to 30d (10m, 1h30m)",
 			    value);
@@ -248,7 +244,7 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 	    strcmp(key, "release_warn") == 0) {
 		if (parse_seconds(
 			value, 1, 30 * 86400, &c->notify_release_warn) != 0) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "release_warn '%s' must be a duration from 1s to "
 			    "30d (2d, 12h)",
 			    value);
@@ -304,7 +300,7 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
 	    strspn(name,
 		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 		"0123456789._-") != strlen(name)) {
-		xasprintf(&ps->error,
+		xasprintf(&ps->in.error,
 		    "bad target name in [notify.%s] (letters, digits, . _ -)",
 		    name);
 		return 0;
@@ -319,11 +315,11 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
 		n->events = NOTIFY_EVENTS_ALL;
 		n->timeout = 10;
 		n->retries = 5;
-		n->line = ps->line;
+		n->line = ps->in.line;
 	}
 	if (strcmp(key, "url") == 0) {
 		if (notify_url_check(value, &why) != 0) {
-			xasprintf(&ps->error, "url: %s", why);
+			xasprintf(&ps->in.error, "url: %s", why);
 			free(why);
 			return 0;
 		}
@@ -336,7 +332,7 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
 		set_path(&n->ca_file, value);
 	else if (strcmp(key, "format") == 0) {
 		if ((v = notify_format_parse(value)) < 0) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "format '%s' must be json, slack, discord, feishu, "
 			    "dingtalk or ntfy",
 			    value);
@@ -345,13 +341,13 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
 		n->format = v;
 	} else if (strcmp(key, "events") == 0) {
 		if (notify_events_parse(value, &n->events, &why) != 0) {
-			xasprintf(&ps->error, "events: %s", why);
+			xasprintf(&ps->in.error, "events: %s", why);
 			free(why);
 			return 0;
 		}
 	} else if (strcmp(key, "min_interval") == 0) {
 		if (parse_seconds(value, 0, 86400, &n->min_interval) != 0) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "min_interval '%s' must be a duration up to 1d "
 			    "(0, 3s, 1m)",
 			    value);
@@ -360,14 +356,14 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
 		n->min_interval_set = 1;
 	} else if (strcmp(key, "timeout") == 0) {
 		if (parse_seconds(value, 1, 600, &n->timeout) != 0) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "timeout '%s' must be a duration from 1s to 10m",
 			    value);
 			return 0;
 		}
 	} else if (strcmp(key, "retries") == 0) {
 		if (parse_int(value, 0, 100, &n->retries) != 0) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "retries = '%s' is not a number from 0 to 100",
 			    value);
 			return 0;
@@ -378,12 +374,12 @@ set_notify(struct parse_state *ps, const char *name, const char *key,
 		else if (strcmp(value, "no") == 0)
 			n->from_instances = 0;
 		else {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "from_instances '%s' must be yes or no", value);
 			return 0;
 		}
 	} else {
-		xasprintf(&ps->error,
+		xasprintf(&ps->in.error,
 		    "unknown key '%s' in [notify.%s] (known: url, url_file, "
 		    "format, secret_file, events, min_interval, ca_file, "
 		    "timeout, retries, from_instances)",
@@ -406,9 +402,9 @@ check_notifies(struct parse_state *ps)
 
 	for (i = 0; i < ps->config->nnotifies; i++) {
 		n = &ps->config->notifies[i];
-		ps->error_line = n->line;
+		ps->in.error_line = n->line;
 		if ((n->url == NULL) == (n->url_file == NULL)) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "[notify.%s] needs one of url and url_file",
 			    n->name);
 			return -1;
@@ -416,7 +412,7 @@ check_notifies(struct parse_state *ps)
 		if (n->secret_file != NULL &&
 		    n->format != NOTIFY_FORMAT_FEISHU &&
 		    n->format != NOTIFY_FORMAT_DINGTALK) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "[notify.%s]: secret_file is for the feishu and "
 			    "dingtalk formats only",
 			    n->name);
@@ -457,22 +453,23 @@ set_provider(struct parse_state *ps, const char *name, const char *key,
 		"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
 		"0123456789._-") != strlen(name)) {
 		xasprintf(
-		    &ps->error, "bad provider name in [provider.%s]", name);
+		    &ps->in.error, "bad provider name in [provider.%s]", name);
 		return 0;
 	}
 	if (strcmp(key, "stop_command") == 0 &&
 	    stopmethod_parse(value, &where, &cmd, &why) != 0) {
-		xasprintf(&ps->error, "%s", why);
+		xasprintf(&ps->in.error, "%s", why);
 		free(why);
 		return 0;
 	}
 	if (strcmp(key, "stop_kind") == 0 && strcmp(value, "stop") != 0 &&
 	    strcmp(value, "release") != 0) {
-		xasprintf(&ps->error, "stop_kind must be 'stop' or 'release'");
+		xasprintf(
+		    &ps->in.error, "stop_kind must be 'stop' or 'release'");
 		return 0;
 	}
 	if (strcmp(key, "stop_command") != 0 && strcmp(key, "stop_kind") != 0) {
-		xasprintf(&ps->error,
+		xasprintf(&ps->in.error,
 		    "unknown key '%s' in [provider.%s] (known: stop_command, "
 		    "stop_kind)",
 		    key, name);
@@ -498,11 +495,11 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	size_t i;
 	int r;
 
-	if (ps->error != NULL)
+	if (ps->in.error != NULL)
 		return 1;
-	ps->error_line = ps->line;
+	ps->in.error_line = ps->in.line;
 	if (*section == '\0') {
-		xasprintf(&ps->error, "key '%s' outside any [section]", key);
+		xasprintf(&ps->in.error, "key '%s' outside any [section]", key);
 		return 0;
 	}
 	if (strncmp(section, "provider.", 9) == 0)
@@ -514,7 +511,7 @@ handler(void *arg, const char *section, const char *key, const char *value)
 			break;
 	}
 	if (i == sizeof sections / sizeof sections[0]) {
-		xasprintf(&ps->error,
+		xasprintf(&ps->in.error,
 		    "unknown section [%s] (known: [defaults], [ssh], [status], "
 		    "[keys], [schedule], [daemon], [notify], [provider.NAME], "
 		    "[notify.NAME])",
@@ -528,7 +525,7 @@ handler(void *arg, const char *section, const char *key, const char *value)
 			continue;
 		if (parse_int(value, ci->min, ci->max,
 			(int *)((char *)ps->config + ci->off)) != 0) {
-			xasprintf(&ps->error,
+			xasprintf(&ps->in.error,
 			    "%s = '%s' is not a valid number in range", key,
 			    value);
 			return 0;
@@ -537,22 +534,23 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	}
 	if ((r = set_other(ps, section, key, value)) >= 0)
 		return r;
-	xasprintf(&ps->error, "unknown key '%s' in [%s]", key, section);
+	xasprintf(&ps->in.error, "unknown key '%s' in [%s]", key, section);
 	return 0;
 }
 
 /*
- * inih's line reader: one line, counting lines for error messages. A line
+ * inih's line reader over a struct config_input: one line, counting lines
+ * for error messages. A line
  * longer than inih's buffer would reach inih in pieces, the rest read as
  * lines of their own (a long comment ending "fanout = 1" would set it), so
  * it ends the parse with an error at that line. So does a NUL or another
  * control byte (but tab and CR): a binary file is not taken for a config
  * with odd lines, and its bytes never reach a message.
  */
-static char *
-reader(char *buf, int size, void *arg)
+char *
+config_ini_read(char *buf, int size, void *arg)
 {
-	struct parse_state *ps = arg;
+	struct config_input *ps = arg;
 	int ch, n = 0;
 
 	while (n < size - 1 && (ch = getc(ps->f)) != EOF) {
@@ -582,12 +580,32 @@ reader(char *buf, int size, void *arg)
 	ungetc(ch, ps->f);
 	if (ps->error == NULL) {
 		xasprintf(&ps->error,
-		    "line longer than %d bytes, the most a config.ini line "
+		    "line longer than %d bytes, the most a line "
 		    "may hold",
 		    size - 1);
 		ps->error_line = ps->line;
 	}
 	return NULL;
+}
+
+/*
+ * The message for a parse that failed: inih's own error line (a syntax
+ * error) or the first complaint, as "path:line: why", escaped. Returns -1.
+ */
+int
+config_ini_error(
+    const struct config_input *in, int line, const char *path, char **cause)
+{
+	char *msg;
+
+	if (in->error == NULL || (line != 0 && line < in->error_line))
+		xasprintf(&msg, "%s:%d: syntax error", path, line);
+	else
+		xasprintf(&msg, "%s:%d: %s", path, in->error_line, in->error);
+	/* Keys and values quoted back may hold any byte. */
+	*cause = vis_str(msg);
+	free(msg);
+	return -1;
 }
 
 /*
@@ -598,32 +616,24 @@ int
 config_load(struct config *c, const char *path, int explicit, char **cause)
 {
 	struct parse_state ps;
-	char *msg;
 	int line;
 
 	memset(&ps, 0, sizeof ps);
 	ps.config = c;
 	if (access(path, F_OK) != 0 && !explicit)
 		return 0;
-	if ((ps.f = fopen(path, "r")) == NULL) {
+	if ((ps.in.f = fopen(path, "r")) == NULL) {
 		xasprintf(
 		    cause, "cannot read config %s: %s", path, strerror(errno));
 		return -1;
 	}
-	line = ini_parse_stream(reader, &ps, handler, &ps);
-	fclose(ps.f);
-	if (line == 0 && ps.error == NULL)
+	line = ini_parse_stream(config_ini_read, &ps.in, handler, &ps);
+	fclose(ps.in.f);
+	if (line == 0 && ps.in.error == NULL)
 		check_notifies(&ps);
-	if (line != 0 || ps.error != NULL) {
-		if (ps.error == NULL || (line != 0 && line < ps.error_line))
-			xasprintf(&msg, "%s:%d: syntax error", path, line);
-		else
-			xasprintf(
-			    &msg, "%s:%d: %s", path, ps.error_line, ps.error);
-		/* Keys and values quoted back may hold any byte. */
-		*cause = vis_str(msg);
-		free(msg);
-		free(ps.error);
+	if (line != 0 || ps.in.error != NULL) {
+		config_ini_error(&ps.in, line, path, cause);
+		free(ps.in.error);
 		return -1;
 	}
 	free(c->path);

@@ -6,6 +6,8 @@
 #ifndef GPUFLEET_CONFIG_H
 #define GPUFLEET_CONFIG_H
 
+#include <stdio.h>
+
 enum hostkey_policy { HOSTKEY_ACCEPT_NEW, HOSTKEY_STRICT };
 
 /* [provider.NAME]: a provider's stop method over the built-in default. */
@@ -64,7 +66,21 @@ struct config {
 	size_t nnotifies;
 };
 
+/*
+ * A file read with inih through config_ini_read, which counts lines and
+ * ends the parse at a control byte or an over-long line. error is the
+ * first complaint, without file:line (caller frees).
+ */
+struct config_input {
+	FILE *f;
+	int line; /* lines read so far */
+	char *error;
+	int error_line;
+};
+
 void config_defaults(struct config *);
+char *config_ini_read(char *, int, void *);
+int config_ini_error(const struct config_input *, int, const char *, char **);
 char *config_default_path(void);
 int config_load(struct config *, const char *, int, char **);
 void config_clear(struct config *);

@@ -413,6 +413,30 @@ inventory_get(
 	return r;
 }
 
+/* Look up an instance by id, released or not. */
+int
+inventory_get_id(
+    struct inventory *inv, int64_t id, struct instance *in, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " INSTANCE_COLUMNS " FROM instance WHERE id = ?",
+		 "cannot read instance", cause, "I", id)) != 0)
+		return r;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW)
+		r = read_row(inv, st, in, cause);
+	else if (rc == SQLITE_DONE) {
+		xasprintf(cause, "no instance with id %lld", (long long)id);
+		r = -GF_EUSAGE;
+	} else
+		r = inventory_error(inv, "cannot read instance", cause);
+	sqlite3_finalize(st);
+	return r;
+}
+
 /* Replace the stored tags of an instance with in->tags. */
 static int
 store_tags(struct inventory *inv, const struct instance *in, char **cause)

@@ -44,6 +44,7 @@ void inventory_rollback(struct inventory *);
 int inventory_list(
     struct inventory *, int, struct instance **, size_t *, char **);
 int inventory_get(struct inventory *, const char *, struct instance *, char **);
+int inventory_get_id(struct inventory *, int64_t, struct instance *, char **);
 int inventory_add(struct inventory *, struct instance *, char **);
 int inventory_update(struct inventory *, const struct instance *, char **);
 int inventory_check_jump(struct inventory *, const struct instance *, char **);

@@ -13,8 +13,8 @@ static int per_from_name(const char *, enum billing_per *);
 static int unit_from_name(const char *, enum billing_unit *);
 static int64_t egress_bytes(struct inventory *, int64_t, int64_t, int64_t);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
-static int ledger_change(
-    struct inventory *, int64_t, int64_t, int64_t, const char *, char **);
+static int ledger_change(struct inventory *, int64_t, int64_t, int64_t,
+    const char *, int64_t *, struct ledger_entry *, char **);
 static int count_incidents(
     struct inventory *, int64_t, const char *, int64_t, int64_t);
 
@@ -483,57 +483,104 @@ ledger_entries_free(struct ledger_entry *v, size_t n)
 }
 
 /*
- * Run one statement on ledger row entry of instance id (bound as ?1 and
- * ?2, t as ?3); a row that is not there, or a release (undone only by
- * re-adding the instance), is refused with -GF_EUSAGE.
+ * Run one statement on ledger row entry (bound as ?1, t as ?2), whose
+ * instance (any when id is 0, else it must be id's) goes in *owner and
+ * the row as it was in *was (free was->note). A row that is not there,
+ * or a release (undone only by re-adding the instance), is refused with
+ * -GF_EUSAGE.
  */
 static int
 ledger_change(struct inventory *inv, int64_t id, int64_t entry, int64_t t,
-    const char *sql, char **cause)
+    const char *sql, int64_t *owner, struct ledger_entry *was, char **cause)
 {
 	sqlite3_stmt *st;
 	int r, found = 0;
-	char state[12] = "";
 
+	memset(was, 0, sizeof *was);
 	if ((r = db_prepare(inv, &st,
-		 "SELECT state FROM ledger WHERE id = ? AND instance_id = ?",
+		 "SELECT instance_id, t, state, source, note FROM ledger "
+		 "WHERE id = ?1 AND (?2 = 0 OR instance_id = ?2)",
 		 "reading the ledger", cause, "II", entry, id)) != 0)
 		return r;
 	if (sqlite3_step(st) == SQLITE_ROW) {
 		found = 1;
-		snprintf(state, sizeof state, "%s", sqlite3_column_text(st, 0));
+		*owner = sqlite3_column_int64(st, 0);
+		was->id = entry;
+		was->t = sqlite3_column_int64(st, 1);
+		snprintf(was->state, sizeof was->state, "%s",
+		    sqlite3_column_text(st, 2));
+		snprintf(was->source, sizeof was->source, "%s",
+		    sqlite3_column_text(st, 3));
+		was->note = sqlite3_column_type(st, 4) == SQLITE_NULL
+		    ? NULL
+		    : xstrdup((const char *)sqlite3_column_text(st, 4));
 	}
 	sqlite3_finalize(st);
 	if (!found) {
-		xasprintf(cause, "this instance has no ledger entry %lld",
+		xasprintf(cause, "%s ledger entry %lld",
+		    id != 0 ? "this instance has no" : "there is no",
 		    (long long)entry);
 		return -GF_EUSAGE;
 	}
-	if (strcmp(state, "released") == 0) {
+	if (strcmp(was->state, "released") == 0) {
 		xasprintf(cause,
 		    "ledger entry %lld is a release, which is not undone "
 		    "here",
 		    (long long)entry);
+		free(was->note);
+		was->note = NULL;
 		return -GF_EUSAGE;
 	}
-	return db_exec(
-	    inv, sql, "writing the ledger", cause, "III", entry, id, t);
+	return db_exec(inv, sql, "writing the ledger", cause, "II", entry, t);
 }
 
-/* Delete ledger row entry of instance id (a wrong observation). */
+/*
+ * Remove ledger row entry (a wrong observation), of instance id or of
+ * any instance when id is 0; *owner and *was as ledger_change.
+ */
 int
-ledger_delete(struct inventory *inv, int64_t id, int64_t entry, char **cause)
+ledger_remove(struct inventory *inv, int64_t id, int64_t entry, int64_t *owner,
+    struct ledger_entry *was, char **cause)
 {
 	return ledger_change(inv, id, entry, 0,
-	    "DELETE FROM ledger WHERE id = ?1 AND instance_id = ?2", cause);
+	    "DELETE FROM ledger WHERE id = ?1 AND ?2 = 0", owner, was, cause);
 }
 
-/* Move ledger row entry of instance id to time t. */
+/* Move ledger row entry to time t; id, *owner and *was as ledger_remove. */
 int
-ledger_move(
-    struct inventory *inv, int64_t id, int64_t entry, int64_t t, char **cause)
+ledger_amend(struct inventory *inv, int64_t id, int64_t entry, int64_t t,
+    int64_t *owner, struct ledger_entry *was, char **cause)
 {
 	return ledger_change(inv, id, entry, t,
-	    "UPDATE ledger SET t = ?3 WHERE id = ?1 AND instance_id = ?2",
-	    cause);
+	    "UPDATE ledger SET t = ?2 WHERE id = ?1", owner, was, cause);
+}
+
+/*
+ * Check that time t can go in the ledger of an instance created at
+ * created (0: not known) at time now: not after now, and not more than
+ * LEDGER_BACKDATE_MAX before it was added.
+ */
+int
+ledger_check_time(int64_t t, int64_t created, int64_t now, char **cause)
+{
+	char *when, *limit;
+
+	if (t > now) {
+		when = instance_format_time(t);
+		xasprintf(cause, "time %s is in the future", when);
+		free(when);
+		return -1;
+	}
+	if (created != 0 && t < created - LEDGER_BACKDATE_MAX) {
+		when = instance_format_time(t);
+		limit = instance_format_time(created - LEDGER_BACKDATE_MAX);
+		xasprintf(cause,
+		    "time %s is more than 7 days before the instance was "
+		    "added (earliest %s)",
+		    when, limit);
+		free(when);
+		free(limit);
+		return -1;
+	}
+	return 0;
 }

@@ -15,6 +15,12 @@
 #include "instance.h"
 #include "inventory.h"
 
+/*
+ * How far before an instance was added a ledger entry may be placed (a
+ * rental begun before it was added to gpufleet): 7 days.
+ */
+#define LEDGER_BACKDATE_MAX (7 * 86400)
+
 struct ledger_cost {
 	const struct instance *in;
 	struct billing_rule rule;
@@ -65,7 +71,10 @@ int ledger_observe(struct inventory *, int64_t, int64_t, int64_t, int, char **);
 int ledger_entries(
     struct inventory *, int64_t, struct ledger_entry **, size_t *, char **);
 void ledger_entries_free(struct ledger_entry *, size_t);
-int ledger_delete(struct inventory *, int64_t, int64_t, char **);
-int ledger_move(struct inventory *, int64_t, int64_t, int64_t, char **);
+int ledger_remove(struct inventory *, int64_t, int64_t, int64_t *,
+    struct ledger_entry *, char **);
+int ledger_amend(struct inventory *, int64_t, int64_t, int64_t, int64_t *,
+    struct ledger_entry *, char **);
+int ledger_check_time(int64_t, int64_t, int64_t, char **);
 
 #endif

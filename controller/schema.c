@@ -427,7 +427,21 @@ static const char *const steps[] = {
 	"ALTER TABLE instance ADD COLUMN jump TEXT;",
 
 	/*
-	 * 12 -> 13: gpufleet speed runs (speed.c), the newest SPEED_KEEP
+	 * 12 -> 13: the billing preset an instance's price came from
+	 * (preset.c), as it was when applied; no row: set by hand or none.
+	 */
+	"CREATE TABLE instance_preset ("
+	"  instance_id INTEGER PRIMARY KEY REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  name TEXT NOT NULL,"
+	"  date TEXT NOT NULL,"
+	"  source TEXT NOT NULL,"
+	"  file TEXT NOT NULL,"
+	"  applied_at INTEGER NOT NULL"
+	");",
+
+	/*
+	 * 13 -> 14: gpufleet speed runs (speed.c), the newest SPEED_KEEP
 	 * per instance: bytes per second each way, the round trip in
 	 * milliseconds and the bytes sent each way.
 	 */

@@ -121,9 +121,18 @@ gpufleet ssh-config >"$work/fleet.conf"
 echo "checkpoint list" >"$work/notes.txt"
 scp -q -o BatchMode=yes -F "$work/fleet.conf" "$work/notes.txt" gpu-4:notes.txt
 ssh -o BatchMode=yes -F "$work/fleet.conf" gpu-4 cat notes.txt
+# Files in and out: push data to the training boxes, pull their results
+# home (rsync over the same pinned keys; LOCAL_DIR/NAME/ per instance).
+show "gpufleet push @train notes.txt '~/data/'"
+gpufleet push @train "$work/notes.txt" '~/data/'
+gpufleet exec @train -- 'mkdir -p out && echo "loss 0.41 on $GPUFLEET_INSTANCE" >out/metrics.txt' >/dev/null 2>&1
+show "gpufleet pull @train '~/out/' RESULTS   # RESULTS/gpu-1/..., RESULTS/gpu-2/..."
+gpufleet pull @train '~/out/' "$work/results"
+(cd "$work" && find results -type f | sort | while read -r f; do echo "  $f: $(cat "$f")"; done)
 
-show gpufleet set gpu-1 price=4.98/h billing=second monthly_price=2599
-gpufleet set gpu-1 price=4.98/h billing=second monthly_price=2599
+show "gpufleet preset ls; gpufleet set gpu-1 preset=autodl.a100-80g   # a price rule by name (an example to check)"
+gpufleet preset ls
+gpufleet set gpu-1 preset=autodl.a100-80g
 gpufleet set gpu-2 price=2.40/h currency=USD billing=minute min_billed=10m
 gpufleet set gpu-3 price=2.28/h billing=hour stopped_price=0.5/day
 show "gpufleet mark gpu-3 running --at -3h; gpufleet mark gpu-3 stopped --at -50m"
