@@ -14,6 +14,7 @@
 #include "ledger.h"
 #include "notify.h"
 #include "provider.h"
+#include "speed.h"
 #include "timeparse.h"
 #include "xmalloc.h"
 
@@ -36,6 +37,8 @@ static void advise_stopped(struct advise_run *, const struct instance *,
 static int advise_availability(
     struct advise_run *, const struct instance *, size_t, char **);
 static int advise_runway(struct advise_run *, char **);
+static int advise_speed(
+    struct advise_run *, const struct instance *, size_t, char **);
 static int notify_release(struct inventory *, const struct config *,
     const struct instance *, const struct provider_info *, int64_t, int64_t,
     char **);
@@ -279,6 +282,30 @@ advise_runway(struct advise_run *ar, char **cause)
 }
 
 /*
+ * The median speed per platform of the instances of list over their
+ * stored gpufleet speed runs, so that throttled platforms show up.
+ */
+static int
+advise_speed(
+    struct advise_run *ar, const struct instance *list, size_t n, char **cause)
+{
+	struct speed_summary *v;
+	size_t nv, i;
+	char *line;
+	int r;
+
+	if ((r = speed_by_provider(ar->inv, list, n, &v, &nv, cause)) != 0)
+		return r;
+	for (i = 0; i < nv; i++) {
+		line = speed_format_summary(&v[i]);
+		add(ar, "speed", v[i].provider, "%s", line);
+		free(line);
+	}
+	speed_summary_free(v, nv);
+	return 0;
+}
+
+/*
  * Every piece of advice for the n instances of list at time now, and for
  * every provider with a balance. Free *out with advise_free.
  */
@@ -305,6 +332,8 @@ advise_run(struct inventory *inv, const struct config *cf,
 		r = advise_availability(&ar, list, n, cause);
 	if (r == 0)
 		r = advise_runway(&ar, cause);
+	if (r == 0)
+		r = advise_speed(&ar, list, n, cause);
 	provider_free(ar.prov, ar.nprov);
 	if (r != 0) {
 		advise_free(ar.v, ar.n);
@@ -426,11 +455,15 @@ out:
 	return r;
 }
 
-/* Whether a piece of advice asks for a change (availability only informs). */
+/*
+ * Whether a piece of advice asks for a change (availability and speed only
+ * inform).
+ */
 int
 advise_counts(const struct advice *a)
 {
-	return strcmp(a->kind, "availability") != 0;
+	return strcmp(a->kind, "availability") != 0 &&
+	    strcmp(a->kind, "speed") != 0;
 }
 
 void

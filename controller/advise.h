@@ -14,7 +14,8 @@
 #include "ledger.h"
 
 struct advice {
-	const char *kind; /* monthly idle stopped release availability runway */
+	const char *kind; /* monthly idle stopped release availability runway
+			   speed */
 	char *name;	  /* the instance or the provider */
 	char *message;
 	/* kind monthly: the comparison, over evidence_s of observed use. */

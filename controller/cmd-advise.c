@@ -32,7 +32,9 @@ const struct cmd_entry cmd_advise_entry = {
 	    "    provider's release-after-stopped deadline;\n"
 	    "  - instances the ledger says are stopped that answered status "
 	    "since\n    (" INSTANCE_STILL_BILLING ");\n"
-	    "  - provider balances that run out within a day.\n\n"
+	    "  - provider balances that run out within a day;\n"
+	    "  - the median speed per provider over the stored gpufleet "
+	    "speed runs\n    of the instances (informs only).\n\n"
 	    "Example: gpufleet advise @train\n",
 	.exec = cmd_advise_exec,
 };

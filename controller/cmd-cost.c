@@ -18,6 +18,7 @@
 #include "cmd.h"
 #include "cost.h"
 #include "ledger.h"
+#include "speed.h"
 #include "status.h"
 #include "timeparse.h"
 #include "xmalloc.h"
@@ -29,7 +30,8 @@ static int cmd_cost_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static void render_json(const struct cost_report *);
 static void render_instances(const struct cost_report *);
-static int render_providers(const struct cost_report *, char **);
+static int render_providers(struct inventory *, const struct instance *, size_t,
+    const struct cost_report *, char **);
 static int render_days(struct inventory *, const struct config *,
     const struct cost_report *, char **);
 static void render_totals(const struct cost_report *, int);
@@ -38,7 +40,8 @@ static int csv_providers(const struct cost_report *, char **);
 static int csv_days(struct inventory *, const struct config *,
     const struct cost_report *, char **);
 static int render(struct inventory *, const struct config *,
-    const struct cost_report *, enum cost_by, enum cost_format, char **);
+    const struct instance *, size_t, const struct cost_report *, enum cost_by,
+    enum cost_format, char **);
 static int explain(struct inventory *, const struct config *,
     const struct instance *, size_t, int64_t, int64_t, int64_t,
     enum cost_format, char **);
@@ -66,7 +69,9 @@ const struct cmd_entry cmd_cost_entry = {
 	    "yesterday, now.\n\n"
 	    "      --since TIME, --until TIME   the window\n"
 	    "      --by provider   per provider: cost, restarts, outages, "
-	    "availability\n"
+	    "availability;\n"
+	    "                      then the median speed per provider "
+	    "(gpufleet speed)\n"
 	    "      --by day        per day and currency\n"
 	    "      --explain       a bill per instance: each run (start, stop, "
 	    "duration,\n"
@@ -378,14 +383,20 @@ render_instances(const struct cost_report *rep)
 	free(skip);
 }
 
-/* The table of providers, one row per provider and currency. */
+/*
+ * The table of providers, one row per provider and currency, then the
+ * median speed per provider of the instances of list (gpufleet speed).
+ */
 static int
-render_providers(const struct cost_report *rep, char **cause)
+render_providers(struct inventory *inv, const struct instance *list,
+    size_t nlist, const struct cost_report *rep, char **cause)
 {
 	struct cost_group *v;
+	struct speed_summary *sv;
 	struct table *t;
 	money_t *shown;
-	size_t n, i;
+	size_t n, i, ns;
+	char *line;
 	int r;
 
 	if ((r = cost_by_provider(rep, &v, &n, cause)) != 0)
@@ -417,6 +428,15 @@ render_providers(const struct cost_report *rep, char **cause)
 	table_free(t);
 	free(shown);
 	free(v);
+	if ((r = speed_by_provider(inv, list, nlist, &sv, &ns, cause)) != 0)
+		return r;
+	for (i = 0; i < ns; i++) {
+		line = speed_format_summary(&sv[i]);
+		printf("%s%s: %s\n", i == 0 ? "speed (median):\n  " : "  ",
+		    sv[i].provider, line);
+		free(line);
+	}
+	speed_summary_free(sv, ns);
 	return 0;
 }
 
@@ -974,8 +994,8 @@ explain(struct inventory *inv, const struct config *cf,
 /* The report as the table, CSV or JSON asked for (totals aside). */
 static int
 render(struct inventory *inv, const struct config *cf,
-    const struct cost_report *rep, enum cost_by by, enum cost_format format,
-    char **cause)
+    const struct instance *list, size_t n, const struct cost_report *rep,
+    enum cost_by by, enum cost_format format, char **cause)
 {
 	if (format == FMT_JSON) {
 		render_json(rep);
@@ -995,7 +1015,7 @@ render(struct inventory *inv, const struct config *cf,
 		return 0;
 	}
 	if (by == BY_PROVIDER)
-		return render_providers(rep, cause);
+		return render_providers(inv, list, n, rep, cause);
 	return render_days(inv, cf, rep, cause);
 }
 
@@ -1087,7 +1107,8 @@ cmd_cost_exec(
 		r = cost_by_instance(inv, ctx->fleet->config, list, n, from, to,
 		    now, &rep, &cause);
 	if (r == 0 && !explaining)
-		r = render(inv, ctx->fleet->config, &rep, by, format, &cause);
+		r = render(
+		    inv, ctx->fleet->config, list, n, &rep, by, format, &cause);
 	if (r == 0 && !explaining && format == FMT_TABLE)
 		render_totals(&rep, since_s == NULL);
 	status = r == 0 ? GF_OK : cmd_fail(-r, cause);

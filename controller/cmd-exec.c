@@ -703,29 +703,11 @@ read_stdin_file(const char *path, char **data, size_t *len, char **cause)
 	return 0;
 }
 
-/* A whole number from min to max for option opt, of unit (seconds). */
-static int
-parse_number(const struct cmd_entry *e, const char *opt, const char *s,
-    const char *unit, int min, int max, int *out)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
-		return cmd_usage_error(e,
-		    "%s '%s' is not a number of %s (%d-%d)", opt, s, unit, min,
-		    max);
-	*out = (int)v;
-	return 0;
-}
-
 static int
 parse_secs(const struct cmd_entry *e, const char *opt, const char *s, int min,
     int *out)
 {
-	return parse_number(e, opt, s, "seconds", min, 604800, out);
+	return cmd_number(e, opt, s, "seconds", min, 604800, out);
 }
 
 /*
@@ -776,8 +758,8 @@ parse_args(const struct cmd_entry *e, int argc, char **argv,
 			    &set->setup_timeout);
 			break;
 		case 'f':
-			r = parse_number(e, "--fanout", optarg, "hosts", 1,
-			    65536, &set->fanout);
+			r = cmd_number(e, "--fanout", optarg, "hosts", 1, 65536,
+			    &set->fanout);
 			break;
 		case OPT_ARGV:
 			*exact = 1;

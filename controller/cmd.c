@@ -1,5 +1,6 @@
 /* The command table, dispatch, help and the helpers every command uses. */
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,7 @@ extern const struct cmd_entry cmd_schedule_entry;
 extern const struct cmd_entry cmd_set_entry;
 extern const struct cmd_entry cmd_show_entry;
 extern const struct cmd_entry cmd_shutdown_entry;
+extern const struct cmd_entry cmd_speed_entry;
 extern const struct cmd_entry cmd_ssh_entry;
 extern const struct cmd_entry cmd_ssh_config_entry;
 extern const struct cmd_entry cmd_status_entry;
@@ -83,6 +85,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_ssh_config_entry,
 	&cmd_push_entry,
 	&cmd_pull_entry,
+	&cmd_speed_entry,
 	&cmd_hostkey_entry,
 	&cmd_keys_entry,
 	&cmd_harden_entry,
@@ -267,6 +270,27 @@ cmd_duration(const struct cmd_entry *e, const char *opt, const char *text,
 		free(hi);
 		return status;
 	}
+	return 0;
+}
+
+/*
+ * A whole number from min to max for option opt, counting unit ("hosts");
+ * on error the usage error is printed and its exit status returned.
+ */
+int
+cmd_number(const struct cmd_entry *e, const char *opt, const char *s,
+    const char *unit, int min, int max, int *out)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (*s == '\0' || *end != '\0' || errno != 0 || v < min || v > max)
+		return cmd_usage_error(e,
+		    "%s '%s' is not a number of %s (%d-%d)", opt, s, unit, min,
+		    max);
+	*out = (int)v;
 	return 0;
 }
 

@@ -40,6 +40,8 @@ int cmd_open(struct cmd_ctx *, struct inventory **);
 int cmd_creates_inventory(const struct cmd_entry *, int, char **);
 int cmd_duration(const struct cmd_entry *, const char *, const char *, int64_t,
     int64_t, int64_t *);
+int cmd_number(const struct cmd_entry *, const char *, const char *,
+    const char *, int, int, int *);
 #define CMD_BEFORE_MAX 4096 /* the longest --before command */
 int cmd_warn_minutes(const struct cmd_entry *, const char *, int *);
 int cmd_before(const struct cmd_entry *, const char *);

@@ -186,21 +186,44 @@ jobspec_utf8(const char *text)
 	return v != NULL;
 }
 
-/*
- * A --log-max SIZE: a number of bytes with an optional K, M or G (KiB,
- * MiB, GiB; "MiB" and "MB" read the same), from 1 MiB to 16 GiB.
- */
+/* A --log-max SIZE, from 1 MiB to 16 GiB (jobspec_parse_size_range). */
 int
 jobspec_parse_size(const char *text, int64_t *out, char **cause)
 {
+	return jobspec_parse_size_range(
+	    text, JOBSPEC_LOG_MIN, JOBSPEC_LOG_MAX, out, cause);
+}
+
+/* A whole number of MiB as a size ("1M", "16G"). Caller frees. */
+static char *
+size_text(int64_t n)
+{
+	char *s;
+
+	if (n % (1LL << 30) == 0)
+		xasprintf(&s, "%lldG", (long long)(n >> 30));
+	else
+		xasprintf(&s, "%lldM", (long long)(n >> 20));
+	return s;
+}
+
+/*
+ * A SIZE: a number of bytes with an optional K, M or G (KiB, MiB, GiB;
+ * "MiB" and "MB" read the same), from min to max (whole MiB).
+ */
+int
+jobspec_parse_size_range(
+    const char *text, int64_t min, int64_t max, int64_t *out, char **cause)
+{
 	const char *p = text;
 	int64_t n = 0, mult = 1;
+	char *lo, *hi;
 
 	if (!isdigit((unsigned char)*p))
 		goto bad;
 	while (isdigit((unsigned char)*p)) {
 		n = n * 10 + (*p++ - '0');
-		if (n > JOBSPEC_LOG_MAX)
+		if (n > max)
 			goto range;
 	}
 	switch (toupper((unsigned char)*p)) {
@@ -225,10 +248,10 @@ jobspec_parse_size(const char *text, int64_t *out, char **cause)
 		if (*p != '\0')
 			goto bad;
 	}
-	if (n > JOBSPEC_LOG_MAX / mult)
+	if (n > max / mult)
 		goto range;
 	n *= mult;
-	if (n < JOBSPEC_LOG_MIN || n > JOBSPEC_LOG_MAX)
+	if (n < min || n > max)
 		goto range;
 	*out = n;
 	return 0;
@@ -236,7 +259,11 @@ bad:
 	xasprintf(cause, "'%s' is not a size (e.g. 64M, 1G)", text);
 	return -1;
 range:
-	xasprintf(cause, "'%s' is out of range (1M to 16G)", text);
+	lo = size_text(min);
+	hi = size_text(max);
+	xasprintf(cause, "'%s' is out of range (%s to %s)", text, lo, hi);
+	free(lo);
+	free(hi);
 	return -1;
 }
 

@@ -60,6 +60,8 @@ int jobspec_check_name(const char *, char **);
 int jobspec_check_env(const char *, char **);
 int jobspec_utf8(const char *);
 int jobspec_parse_size(const char *, int64_t *, char **);
+int jobspec_parse_size_range(
+    const char *, int64_t, int64_t, int64_t *, char **);
 int jobspec_parse_signal(const char *, char *, size_t, char **);
 int jobspec_signal_number(const char *);
 int jobspec_parse_target(const char *, int, char **, int64_t *, char **);

@@ -476,6 +476,23 @@ static const char *const steps[] = {
 	"  WHERE name = 'schedule';"
 	"DROP TABLE schedule;"
 	"ALTER TABLE schedule_new RENAME TO schedule;",
+
+	/*
+	 * 14 -> 15: gpufleet speed runs (speed.c), the newest SPEED_KEEP
+	 * per instance: bytes per second each way, the round trip in
+	 * milliseconds and the bytes sent each way.
+	 */
+	"CREATE TABLE speed ("
+	"  id INTEGER PRIMARY KEY,"
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  at INTEGER NOT NULL,"
+	"  up_Bps REAL NOT NULL CHECK (up_Bps > 0),"
+	"  down_Bps REAL NOT NULL CHECK (down_Bps > 0),"
+	"  rtt_ms REAL NOT NULL CHECK (rtt_ms >= 0),"
+	"  size INTEGER NOT NULL CHECK (size > 0)"
+	");"
+	"CREATE INDEX speed_instance ON speed(instance_id, at);",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))
