@@ -129,6 +129,8 @@ gpufleet exec @train -- 'mkdir -p out && echo "loss 0.41 on $GPUFLEET_INSTANCE" 
 show "gpufleet pull @train '~/out/' RESULTS   # RESULTS/gpu-1/..., RESULTS/gpu-2/..."
 gpufleet pull @train '~/out/' "$work/results"
 (cd "$work" && find results -type f | sort | while read -r f; do echo "  $f: $(cat "$f")"; done)
+show "gpufleet speed @train --size 8M   # upload, download and round trip over each instance's SSH connection"
+gpufleet speed @train --size 8M
 
 show "gpufleet preset ls; gpufleet set gpu-1 preset=autodl.a100-80g   # a price rule by name (an example to check)"
 gpufleet preset ls
@@ -141,10 +143,12 @@ gpufleet mark gpu-3 stopped --at -50m
 show gpufleet provider add autodl --balance 40 --low-balance 50
 gpufleet set gpu-1 provider=autodl >/dev/null
 gpufleet provider add autodl --balance 40 --low-balance 50
-show gpufleet ledger gpu-3   # what cost is computed from; --delete/--move repair an entry
+show gpufleet ledger gpu-3   # what cost is computed from; ledger rm ID / amend ID --at T repair an entry
 gpufleet ledger gpu-3
 show gpufleet cost --since -4h
 gpufleet cost --since -4h
+show "gpufleet cost gpu-3 --explain --since -4h   # each run with its rounding, to check against the platform's bill"
+gpufleet cost gpu-3 --explain --since -4h
 show gpufleet provider ls
 gpufleet provider ls
 show gpufleet advise
