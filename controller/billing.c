@@ -21,12 +21,15 @@ static int parse_price_as(
     const char *, const char *, money_t *, enum billing_per *, char **);
 static int currency_ok(const char *);
 static int64_t clip(int64_t, int64_t, int64_t);
-static money_t run_charge_at(
-    const struct billing_rule *, const struct billing_interval *, int64_t);
-static int64_t run_billed_at(
-    const struct billing_rule *, const struct billing_interval *, int64_t);
-static money_t stopped_charge_at(
-    const struct billing_rule *, const struct billing_interval *, int64_t);
+static size_t price_index(const struct billing_price *, size_t, int64_t);
+static int64_t first_unit(int64_t, int64_t, int64_t);
+static money_t run_charge_at(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t);
+static int64_t run_billed_at(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t);
+static money_t stopped_charge_at(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t);
+static int check_prices(const struct billing_price *, size_t, char **);
 static int check_amount(const char *, money_t, char **);
 static int over_ceiling(money_t, int64_t);
 static int check_time(const char *, int64_t, char **);
@@ -632,35 +635,110 @@ clip(int64_t v, int64_t lo, int64_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
+/* The index of the entry in force at t: the last from <= t, else 0. */
+static size_t
+price_index(const struct billing_price *p, size_t np, int64_t t)
+{
+	size_t i = 0;
+
+	while (i + 1 < np && p[i + 1].from <= t)
+		i++;
+	return i;
+}
+
+/* The rule in force at t (the first one before any entry's from). */
+const struct billing_rule *
+billing_price_at(const struct billing_price *p, size_t np, int64_t t)
+{
+	return &p[price_index(p, np, t)].rule;
+}
+
+/* The first k >= 0 with s + k * u >= t: the first unit starting at t. */
+static int64_t
+first_unit(int64_t s, int64_t u, int64_t t)
+{
+	if (t <= s)
+		return 0;
+	return (int64_t)ceil_div((i128)t - s, u);
+}
+
+/*
+ * The cost of one run starting at start and lasting secs under the price
+ * history p (see billing.h): billed time and unit from the rule at start,
+ * each billed unit at the price in force when it starts, the exact sum
+ * rounded up once. billed may be NULL.
+ */
+money_t
+billing_run_cost_prices(const struct billing_price *p, size_t np, int64_t start,
+    int64_t secs, int64_t *billed)
+{
+	const struct billing_rule *r0 = billing_price_at(p, np, start);
+	int64_t b = billing_billed_seconds(r0, secs);
+	int64_t u = billing_unit_seconds(r0->unit), units = b / u, k0, k1;
+	const struct billing_rule *ri;
+	i128 num = 0;
+	size_t i;
+
+	if (billed != NULL)
+		*billed = b;
+	for (i = price_index(p, np, start); i < np && units > 0; i++) {
+		ri = &p[i].rule;
+		k0 = i == 0 ? 0 : first_unit(start, u, p[i].from);
+		k1 = i + 1 < np ? first_unit(start, u, p[i + 1].from) : units;
+		if (k1 > units)
+			k1 = units;
+		if (k1 <= k0 || ri->price <= 0)
+			continue;
+		/* A common denominator: every price period divides a day. */
+		num += (i128)(k1 - k0) * u * ri->price *
+		    (86400 / billing_per_seconds(ri->price_per));
+	}
+	return num > 0 ? saturate(ceil_div(num, 86400)) : 0;
+}
+
 /* What a run has been charged by time t: as if it had stopped at t. */
 static money_t
-run_charge_at(const struct billing_rule *rule,
+run_charge_at(const struct billing_price *p, size_t np,
     const struct billing_interval *iv, int64_t t)
 {
 	if (t <= iv->start)
 		return 0;
-	return billing_run_cost(
-	    rule, clip(t, iv->start, iv->end) - iv->start, NULL);
+	return billing_run_cost_prices(
+	    p, np, iv->start, clip(t, iv->start, iv->end) - iv->start, NULL);
 }
 
 /* The billed seconds of a run by time t, as run_charge_at. */
 static int64_t
-run_billed_at(const struct billing_rule *rule,
+run_billed_at(const struct billing_price *p, size_t np,
     const struct billing_interval *iv, int64_t t)
 {
 	if (t <= iv->start)
 		return 0;
-	return billing_billed_seconds(
-	    rule, clip(t, iv->start, iv->end) - iv->start);
+	return billing_billed_seconds(billing_price_at(p, np, iv->start),
+	    clip(t, iv->start, iv->end) - iv->start);
 }
 
-/* What a stopped interval has been charged for storage by time t. */
+/*
+ * What a stopped interval has been charged for storage by time t: each
+ * second at the storage price in force then, the sum rounded up once.
+ */
 static money_t
-stopped_charge_at(const struct billing_rule *rule,
+stopped_charge_at(const struct billing_price *p, size_t np,
     const struct billing_interval *iv, int64_t t)
 {
-	return billing_stopped_cost(
-	    rule, clip(t, iv->start, iv->end) - iv->start);
+	int64_t end = clip(t, iv->start, iv->end), lo, hi;
+	i128 num = 0;
+	size_t i;
+
+	for (i = price_index(p, np, iv->start); i < np; i++) {
+		lo = i == 0 || p[i].from < iv->start ? iv->start : p[i].from;
+		hi = i + 1 < np && p[i + 1].from < end ? p[i + 1].from : end;
+		if (lo >= end)
+			break;
+		if (hi > lo && p[i].rule.stopped_per_day > 0)
+			num += (i128)p[i].rule.stopped_per_day * (hi - lo);
+	}
+	return num > 0 ? saturate(ceil_div(num, 86400)) : 0;
 }
 
 /* Refuse a time outside [0, BILLING_TIME_MAX]. */
@@ -674,11 +752,59 @@ check_time(const char *what, int64_t t, char **cause)
 }
 
 /*
+ * Refuse a price history that is empty, out of order, in more than one
+ * currency or holds an invalid rule.
+ */
+static int
+check_prices(const struct billing_price *p, size_t np, char **cause)
+{
+	size_t i;
+
+	if (np == 0) {
+		xasprintf(cause, "no price");
+		return -1;
+	}
+	for (i = 0; i < np; i++) {
+		if (billing_rule_validate(&p[i].rule, cause) != 0)
+			return -1;
+		if (i > 0 && p[i].from <= p[i - 1].from) {
+			xasprintf(cause,
+			    "price from %lld is not after the one before it "
+			    "(from %lld)",
+			    (long long)p[i].from, (long long)p[i - 1].from);
+			return -1;
+		}
+		if (strcmp(p[i].rule.currency, p[0].rule.currency) != 0) {
+			xasprintf(cause,
+			    "price from %lld is in %s, the one before in %s",
+			    (long long)p[i].from, p[i].rule.currency,
+			    p[0].rule.currency);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
  * Cost of one instance's ledger (sorted, non-overlapping intervals) in the
- * window [from, to), attributed as incurred (see billing.h).
+ * window [from, to) under one rule, attributed as incurred (see billing.h).
  */
 int
 billing_window(const struct billing_rule *rule,
+    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
+    struct billing_total *total, char **cause)
+{
+	struct billing_price p = { 0, *rule };
+
+	return billing_window_prices(&p, 1, iv, n, from, to, total, cause);
+}
+
+/*
+ * The same under a price history (np entries sorted by from, one currency;
+ * the first is in force before its from too).
+ */
+int
+billing_window_prices(const struct billing_price *p, size_t np,
     const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
     struct billing_total *total, char **cause)
 {
@@ -687,9 +813,9 @@ billing_window(const struct billing_rule *rule,
 	size_t i;
 
 	memset(total, 0, sizeof *total);
-	if (billing_rule_validate(rule, cause) != 0)
+	if (check_prices(p, np, cause) != 0)
 		return -1;
-	xstrlcpy(total->currency, rule->currency, sizeof total->currency);
+	xstrlcpy(total->currency, p[0].rule.currency, sizeof total->currency);
 	if (check_time("window start", from, cause) != 0 ||
 	    check_time("window end", to, cause) != 0)
 		return -1;
@@ -727,18 +853,18 @@ billing_window(const struct billing_rule *rule,
 				total->running_secs += hi - lo;
 			if (v->start >= from && v->start < to)
 				total->starts++;
-			total->billed_secs += run_billed_at(rule, v, to) -
-			    run_billed_at(rule, v, from);
+			total->billed_secs += run_billed_at(p, np, v, to) -
+			    run_billed_at(p, np, v, from);
 			total->compute = add_sat(total->compute,
-			    run_charge_at(rule, v, to) -
-				run_charge_at(rule, v, from));
+			    run_charge_at(p, np, v, to) -
+				run_charge_at(p, np, v, from));
 			break;
 		case BILL_STOPPED:
 			if (hi > lo)
 				total->stopped_secs += hi - lo;
 			total->storage = add_sat(total->storage,
-			    stopped_charge_at(rule, v, to) -
-				stopped_charge_at(rule, v, from));
+			    stopped_charge_at(p, np, v, to) -
+				stopped_charge_at(p, np, v, from));
 			break;
 		case BILL_UNKNOWN:
 			if (hi > lo)
