@@ -311,7 +311,7 @@ set_view_clear(struct set_view *v)
 	preset_origin_clear(&v->origin);
 }
 
-/* Do two rules charge the same? */
+/* Do two rules state the same prices (the currency aside)? */
 static int
 set_rule_same(const struct billing_rule *a, const struct billing_rule *b)
 {
@@ -319,8 +319,7 @@ set_rule_same(const struct billing_rule *a, const struct billing_rule *b)
 	    a->unit == b->unit && a->min_billed == b->min_billed &&
 	    a->stopped_per_day == b->stopped_per_day &&
 	    a->monthly_price == b->monthly_price &&
-	    a->egress_per_gb == b->egress_per_gb &&
-	    strcmp(a->currency, b->currency) == 0;
+	    a->egress_per_gb == b->egress_per_gb;
 }
 
 enum { OPT_FROM = 256 };
@@ -475,9 +474,18 @@ cmd_set_exec(
 		free(in->source);
 		in->source = NULL;
 	}
-	repriced = priced && (!now.priced || !set_rule_same(&base, rule));
+	/* A new currency alone corrects the history; anything else is new. */
 	recurrency =
-	    repriced && nhist > 0 && strcmp(base.currency, rule->currency) != 0;
+	    priced && nhist > 0 && strcmp(base.currency, rule->currency) != 0;
+	repriced = priced && (!now.priced || !set_rule_same(&base, rule));
+	if (recurrency &&
+	    ((r = billing_rule_validate(rule, &cause)) != 0 ||
+		(r = ledger_price_currency(
+		     inv, in->id, rule->currency, &cause)) != 0)) {
+		if (r == -1)
+			r = -GF_EUSAGE;
+		goto fail;
+	}
 	if (repriced &&
 	    ((r = billing_rule_validate(rule, &cause)) != 0 ||
 		(r = ledger_price_set(inv, in->id, from, rule, &cause)) != 0)) {
@@ -486,7 +494,8 @@ cmd_set_exec(
 		goto fail;
 	}
 	now.priced |= priced;
-	for (k = 0; repriced && (size_t)k < nhist; k++) {
+	/* The first price, if the change is before it, holds until it. */
+	for (k = 1; repriced && (size_t)k < nhist; k++) {
 		if (hist[k].from > from) {
 			eq = instance_format_time(hist[k].from);
 			warn_msg("%s: the later price from %s stays in force "

@@ -161,11 +161,25 @@ ledger_price_put(struct inventory *inv, int64_t id,
 	    rule->egress_per_gb, rule->currency, id);
 }
 
+/* Put every price of an instance's history in currency (a correction). */
+int
+ledger_price_currency(
+    struct inventory *inv, int64_t id, const char *currency, char **cause)
+{
+	return db_exec(inv,
+	    "UPDATE instance_price SET currency = ? WHERE instance_id = ? AND "
+	    "currency != ?",
+	    "storing a currency", cause, "tIt", currency, id, currency);
+}
+
 /*
  * Store a price of an instance in force from `from` until its next change
  * (set; inside the caller's transaction), replacing one from the same
- * second. The currency is the whole history's: a new one is a correction
- * of every entry, not a change from `from`.
+ * second. The first price is in force before its time too, so a change
+ * from before it moves it back to the earliest time a ledger entry may
+ * have (LEDGER_BACKDATE_MAX before the instance was added): it then holds
+ * until the change. The currency is the whole history's: a new one is a
+ * correction of every entry, not a change from `from`.
  */
 int
 ledger_price_set(struct inventory *inv, int64_t id, int64_t from,
@@ -174,10 +188,14 @@ ledger_price_set(struct inventory *inv, int64_t id, int64_t from,
 	int r;
 
 	if ((r = db_exec(inv,
-		 "UPDATE instance_price SET currency = ? WHERE instance_id = "
-		 "? AND currency != ?",
-		 "storing a price", cause, "tIt", rule->currency, id,
-		 rule->currency)) != 0)
+		 "UPDATE instance_price SET valid_from = (SELECT created_at "
+		 "FROM instance WHERE id = ?) - ? WHERE instance_id = ? AND "
+		 "valid_from > ? AND valid_from = (SELECT min(valid_from) FROM "
+		 "instance_price WHERE instance_id = ?)",
+		 "storing a price", cause, "IIIII", id,
+		 (int64_t)LEDGER_BACKDATE_MAX, id, from, id)) != 0)
+		return r;
+	if ((r = ledger_price_currency(inv, id, rule->currency, cause)) != 0)
 		return r;
 	return db_exec(inv,
 	    "INSERT OR REPLACE INTO instance_price (instance_id, " PRICE_COLUMNS
