@@ -42,6 +42,8 @@ struct set_view {
 
 static int set_expand_preset(int *, char ***, struct set_preset *, char **);
 static char *set_value(const struct set_view *, const char *);
+static int set_check_from(
+    struct inventory *, const struct instance *, int64_t, int64_t, char **);
 static json_t *set_changes(
     const struct set_view *, const struct set_view *, int64_t, int, int);
 static void set_preset_clear(struct set_preset *);
@@ -65,10 +67,12 @@ const struct cmd_entry cmd_set_entry = {
 	    "  stopped_price=5/day  monthly_price=1500  egress_price=0.8/GB\n"
 	    "Prices above 1000000 an hour (or /GB) are refused.\n"
 	    "A price change does not rewrite the past: it is in force from "
-	    "--from TIME\n(default now; as `mark --at` takes it, not in the "
-	    "future) until the next\nchange, and time before it keeps the "
-	    "earlier price (`show` lists the\nhistory). The currency is the "
-	    "whole history's.\n\n"
+	    "--from TIME\n(default now; as `mark --at` takes it: not in the "
+	    "future, nor before the\ninstance's ledger and 7 days before it "
+	    "was added) until the next\nchange, and time before it keeps the "
+	    "earlier price (`show` lists the\nhistory); while the ledger is "
+	    "empty there is no past and a change replaces\nthe price. The "
+	    "currency is the whole history's.\n\n"
 	    "preset=NAME applies a billing preset (gpufleet preset ls): its "
 	    "whole price\nrule, and its provider and stop method where it "
 	    "gives them; `show` then\nsays the price came from it, until a "
@@ -322,6 +326,35 @@ set_rule_same(const struct billing_rule *a, const struct billing_rule *b)
 	    a->egress_per_gb == b->egress_per_gb;
 }
 
+/*
+ * Refuse a --from in the future, or before the instance's ledger begins
+ * and more than LEDGER_BACKDATE_MAX before it was added.
+ */
+static int
+set_check_from(struct inventory *inv, const struct instance *in, int64_t from,
+    int64_t now, char **cause)
+{
+	int64_t earliest;
+	char *a, *b;
+	int r;
+
+	if (ledger_check_time(from, 0, now, cause) != 0)
+		return -GF_EUSAGE;
+	if ((r = ledger_price_earliest(inv, in, &earliest, cause)) != 0)
+		return r;
+	if (from >= earliest)
+		return 0;
+	a = instance_format_time(from);
+	b = instance_format_time(earliest);
+	xasprintf(cause,
+	    "--from %s is before %s's ledger begins and more than 7 days "
+	    "before it was added (earliest %s)",
+	    a, in->name, b);
+	free(a);
+	free(b);
+	return -GF_EUSAGE;
+}
+
 enum { OPT_FROM = 256 };
 
 static const struct option set_options[] = { { "from", required_argument, NULL,
@@ -345,7 +378,8 @@ cmd_set_exec(
 	json_t *changes = NULL;
 	int ch, status, i, k, r, detaches = 0, known, priced = 0, json = 0;
 	int repriced = 0, recurrency = 0;
-	size_t len, nhist = 0;
+	struct ledger_event *ev;
+	size_t len, nhist = 0, nev;
 	int identity_set = 0;
 	int64_t key_id = 0, t_now = (int64_t)time(NULL), from = t_now;
 	int jumped = 0;
@@ -397,10 +431,8 @@ cmd_set_exec(
 	    (r = ledger_prices(inv, in->id, &hist, &nhist, &cause)) != 0)
 		goto fail;
 	if (from_text != NULL &&
-	    ledger_check_time(from, in->created_at, t_now, &cause) != 0) {
-		r = -GF_EUSAGE;
+	    (r = set_check_from(inv, in, from, t_now, &cause)) != 0)
 		goto fail;
-	}
 	/*
 	 * A change from a past time applies to the price in force then; an
 	 * instance's first price is in force since it was added.
@@ -409,6 +441,14 @@ cmd_set_exec(
 		*rule = *billing_price_at(hist, nhist, from);
 	else if (from_text == NULL)
 		from = in->created_at;
+	/* Nothing in the ledger yet: no past to keep, the price is replaced. */
+	if (nhist > 0 && from_text == NULL) {
+		if ((r = ledger_events(inv, in->id, &ev, &nev, &cause)) != 0)
+			goto fail;
+		free(ev);
+		if (nev == 0)
+			from = hist[nhist - 1].from;
+	}
 	base = *rule;
 	old.rule = base;
 	for (i = optind + 1; i < argc; i++) {

@@ -173,13 +173,38 @@ ledger_price_currency(
 }
 
 /*
+ * The earliest time a price of an instance may be in force from: its
+ * first ledger entry, or LEDGER_BACKDATE_MAX before it was added if that
+ * is earlier.
+ */
+int
+ledger_price_earliest(
+    struct inventory *inv, const struct instance *in, int64_t *t, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	*t = in->created_at - LEDGER_BACKDATE_MAX;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT min(t) FROM ledger WHERE instance_id = ?",
+		 "reading the ledger", cause, "I", in->id)) != 0)
+		return r;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+	    sqlite3_column_int64(st, 0) < *t)
+		*t = sqlite3_column_int64(st, 0);
+	r = db_finish(inv, st, rc, "reading the ledger", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
  * Store a price of an instance in force from `from` until its next change
  * (set; inside the caller's transaction), replacing one from the same
  * second. The first price is in force before its time too, so a change
- * from before it moves it back to the earliest time a ledger entry may
- * have (LEDGER_BACKDATE_MAX before the instance was added): it then holds
- * until the change. The currency is the whole history's: a new one is a
- * correction of every entry, not a change from `from`.
+ * from before it moves it back to just before the change (or to
+ * LEDGER_BACKDATE_MAX before the instance was added, if earlier): it then
+ * holds until the change. The currency is the whole history's: a new one
+ * is a correction of every entry, not a change from `from`.
  */
 int
 ledger_price_set(struct inventory *inv, int64_t id, int64_t from,
@@ -188,11 +213,11 @@ ledger_price_set(struct inventory *inv, int64_t id, int64_t from,
 	int r;
 
 	if ((r = db_exec(inv,
-		 "UPDATE instance_price SET valid_from = (SELECT created_at "
-		 "FROM instance WHERE id = ?) - ? WHERE instance_id = ? AND "
-		 "valid_from > ? AND valid_from = (SELECT min(valid_from) FROM "
-		 "instance_price WHERE instance_id = ?)",
-		 "storing a price", cause, "IIIII", id,
+		 "UPDATE instance_price SET valid_from = min(? - 1, (SELECT "
+		 "created_at FROM instance WHERE id = ?) - ?) WHERE "
+		 "instance_id = ? AND valid_from > ? AND valid_from = (SELECT "
+		 "min(valid_from) FROM instance_price WHERE instance_id = ?)",
+		 "storing a price", cause, "IIIIII", from, id,
 		 (int64_t)LEDGER_BACKDATE_MAX, id, from, id)) != 0)
 		return r;
 	if ((r = ledger_price_currency(inv, id, rule->currency, cause)) != 0)

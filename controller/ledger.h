@@ -66,6 +66,8 @@ int ledger_price_set(
     struct inventory *, int64_t, int64_t, const struct billing_rule *, char **);
 char *ledger_price_value(const struct billing_rule *, const char *);
 json_t *ledger_price_json(const struct billing_rule *);
+int ledger_price_earliest(
+    struct inventory *, const struct instance *, int64_t *, char **);
 int ledger_price_currency(struct inventory *, int64_t, const char *, char **);
 int ledger_price_field(
     struct billing_rule *, const char *, const char *, int *, char **);

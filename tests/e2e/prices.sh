@@ -9,14 +9,16 @@ db=$XDG_DATA_HOME/gpufleet/fleet.db
 export TZ=UTC
 dump() { sqlite3 "$db" .dump; }
 iso() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%SZ; }
-# Added an hour ago, so that a change from now is not in the second it was
-# added (which it would replace).
-added_hour_ago() {
-	sqlite3 "$db" "UPDATE instance SET created_at = created_at - 3600
+# age NAME SECS: NAME was added, and its prices set, SECS earlier, so that
+# a change from now is not in the second of an earlier one (which it would
+# replace).
+age() {
+	sqlite3 "$db" "UPDATE instance SET created_at = created_at - $2
 	    WHERE name = '$1'"
-	sqlite3 "$db" "UPDATE instance_price SET valid_from = valid_from - 3600
+	sqlite3 "$db" "UPDATE instance_price SET valid_from = valid_from - $2
 	    WHERE instance_id = (SELECT id FROM instance WHERE name = '$1')"
 }
+added_hour_ago() { age "$1" 3600; }
 history() {
 	sqlite3 "$db" "SELECT p.valid_from, p.price, p.price_per, p.unit,
 	    p.stopped_per_day, p.currency FROM instance_price p
@@ -169,9 +171,13 @@ expect_contains "$out" "price: (no price) -> 4.98/h from $(iso "$(sqlite3 "$db" 
 expect_contains "$out" "price_from: (no price) -> preset autodl.a100-80g" \
     "set: where the price comes from"
 run set u1 price=4.50/h
-expect_eq "$(history u1 | cut -d'|' -f2 | tr '\n' ' ')" "49800 45000 " \
-    "a set after a preset: a second price, from now"
+# u1's ledger is empty: nothing was billed yet, so the price is replaced
+# (still from when u1 was added) rather than added to the history.
+expect_eq "$(history u1 | cut -d'|' -f2 | tr '\n' ' ')" "45000 " \
+    "an empty ledger: no past to keep, the price replaced"
 # A preset on an instance with a price: a change from now.
+age g1 60
+created=$((created - 60))
 run set g1 preset=autodl.a100-80g
 expect_match "$out" '^price: 2\.28/h -> 4\.98/h from [0-9-]+T[0-9:]+Z$' \
     "preset: the price from now"
@@ -186,7 +192,7 @@ expect_eq "$err" "gpufleet: time $(iso $((now + 86400))) is in the future" \
     "--from in the future: the message"
 run set h1 price=1/h --from "$(iso $((h1_created - 8 * 86400)))"
 expect_rc 2 "--from more than 7 days before added"
-expect_contains "$err" "is more than 7 days before the instance was added" \
+expect_eq "$err" "gpufleet: --from $(iso $((h1_created - 8 * 86400))) is before h1's ledger begins and more than 7 days before it was added (earliest $(iso $((h1_created - 7 * 86400))))" \
     "--from too early: the message"
 expect_one_error_line "--from too early"
 run set h1 port=1 --from "$(iso $B)"
