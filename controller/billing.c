@@ -21,17 +21,25 @@ static int parse_price_as(
     const char *, const char *, money_t *, enum billing_per *, char **);
 static int currency_ok(const char *);
 static int64_t clip(int64_t, int64_t, int64_t);
-static money_t run_charge_at(
-    const struct billing_rule *, const struct billing_interval *, int64_t);
-static int64_t run_billed_at(
-    const struct billing_rule *, const struct billing_interval *, int64_t);
-static money_t stopped_charge_at(
-    const struct billing_rule *, const struct billing_interval *, int64_t);
-static void line_for(const struct billing_rule *,
-    const struct billing_interval *, int64_t, int64_t, struct billing_line *);
-static int window_walk(const struct billing_rule *,
+static size_t price_index(const struct billing_price *, size_t, int64_t);
+static int64_t first_unit(int64_t, int64_t, int64_t);
+static i128 run_pieces(const struct billing_price *, size_t, int64_t, int64_t,
+    int64_t *, struct billing_piece *, size_t *);
+static money_t round_day(i128);
+static money_t run_charge_at(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t, struct billing_piece *, size_t *);
+static int64_t run_billed_at(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t);
+static money_t stopped_charge_at(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t, struct billing_piece *, size_t *);
+static int check_prices(const struct billing_price *, size_t, char **);
+static void line_for(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t, int64_t, struct billing_line *,
+    struct billing_piece *, size_t *);
+static int window_walk(const struct billing_price *, size_t,
     const struct billing_interval *, size_t, int64_t, int64_t,
-    struct billing_total *, struct billing_line *, size_t *, char **);
+    struct billing_total *, struct billing_line *, size_t *,
+    struct billing_piece **, size_t *, char **);
 static int check_amount(const char *, money_t, char **);
 static int over_ceiling(money_t, int64_t);
 static int check_time(const char *, int64_t, char **);
@@ -669,35 +677,169 @@ clip(int64_t v, int64_t lo, int64_t hi)
 	return v < lo ? lo : v > hi ? hi : v;
 }
 
-/* What a run has been charged by time t: as if it had stopped at t. */
-static money_t
-run_charge_at(const struct billing_rule *rule,
-    const struct billing_interval *iv, int64_t t)
+/* The index of the entry in force at t: the last from <= t, else 0. */
+static size_t
+price_index(const struct billing_price *p, size_t np, int64_t t)
 {
+	size_t i = 0;
+
+	while (i + 1 < np && p[i + 1].from <= t)
+		i++;
+	return i;
+}
+
+/* The rule in force at t (the first one before any entry's from). */
+const struct billing_rule *
+billing_price_at(const struct billing_price *p, size_t np, int64_t t)
+{
+	return &p[price_index(p, np, t)].rule;
+}
+
+/* The first k >= 0 with s + k * u >= t: the first unit starting at t. */
+static int64_t
+first_unit(int64_t s, int64_t u, int64_t t)
+{
+	if (t <= s)
+		return 0;
+	return (int64_t)ceil_div((i128)t - s, u);
+}
+
+/*
+ * The pieces of one run starting at start and lasting secs under the price
+ * history p (see billing.h): billed time and unit from the rule at start,
+ * each billed unit at the price in force when it starts. Returns the exact
+ * sum times 86400 (a common denominator: every price period divides a
+ * day), not yet rounded. billed may be NULL; with pc (room for np), the
+ * pieces with units are stored there, *npc of them, one per price (units
+ * under the same price in a row are one piece).
+ */
+static i128
+run_pieces(const struct billing_price *p, size_t np, int64_t start,
+    int64_t secs, int64_t *billed, struct billing_piece *pc, size_t *npc)
+{
+	const struct billing_rule *r0 = billing_price_at(p, np, start);
+	int64_t b = billing_billed_seconds(r0, secs);
+	int64_t u = billing_unit_seconds(r0->unit), units = b / u, k0, k1;
+	const struct billing_rule *ri;
+	i128 num = 0;
+	size_t i;
+
+	if (billed != NULL)
+		*billed = b;
+	if (npc != NULL)
+		*npc = 0;
+	for (i = price_index(p, np, start); i < np && units > 0; i++) {
+		ri = &p[i].rule;
+		k0 = i == 0 ? 0 : first_unit(start, u, p[i].from);
+		k1 = i + 1 < np ? first_unit(start, u, p[i + 1].from) : units;
+		if (k1 > units)
+			k1 = units;
+		if (k1 <= k0)
+			continue;
+		if (pc != NULL && *npc > 0 &&
+		    pc[*npc - 1].rule.price == ri->price &&
+		    pc[*npc - 1].rule.price_per == ri->price_per) {
+			/* The same price again (another field changed). */
+			pc[*npc - 1].secs += (k1 - k0) * u;
+			pc[*npc - 1].units += k1 - k0;
+		} else if (pc != NULL) {
+			pc[*npc].start = start + k0 * u;
+			pc[*npc].secs = (k1 - k0) * u;
+			pc[*npc].units = k1 - k0;
+			pc[*npc].rule = *ri;
+			(*npc)++;
+		}
+		if (ri->price > 0)
+			num += (i128)(k1 - k0) * u * ri->price *
+			    (86400 / billing_per_seconds(ri->price_per));
+	}
+	return num;
+}
+
+/* An exact sum times 86400 rounded up once into minor units. */
+static money_t
+round_day(i128 num)
+{
+	return num > 0 ? saturate(ceil_div(num, 86400)) : 0;
+}
+
+/*
+ * The cost of one run starting at start and lasting secs under the price
+ * history p (see billing.h): billed time and unit from the rule at start,
+ * each billed unit at the price in force when it starts, the exact sum
+ * rounded up once. billed may be NULL.
+ */
+money_t
+billing_run_cost_prices(const struct billing_price *p, size_t np, int64_t start,
+    int64_t secs, int64_t *billed)
+{
+	return round_day(run_pieces(p, np, start, secs, billed, NULL, NULL));
+}
+
+/*
+ * What a run has been charged by time t: as if it had stopped at t; with
+ * pc, its pieces as run_pieces.
+ */
+static money_t
+run_charge_at(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, int64_t t, struct billing_piece *pc,
+    size_t *npc)
+{
+	if (npc != NULL)
+		*npc = 0;
 	if (t <= iv->start)
 		return 0;
-	return billing_run_cost(
-	    rule, clip(t, iv->start, iv->end) - iv->start, NULL);
+	return round_day(run_pieces(p, np, iv->start,
+	    clip(t, iv->start, iv->end) - iv->start, NULL, pc, npc));
 }
 
 /* The billed seconds of a run by time t, as run_charge_at. */
 static int64_t
-run_billed_at(const struct billing_rule *rule,
+run_billed_at(const struct billing_price *p, size_t np,
     const struct billing_interval *iv, int64_t t)
 {
 	if (t <= iv->start)
 		return 0;
-	return billing_billed_seconds(
-	    rule, clip(t, iv->start, iv->end) - iv->start);
+	return billing_billed_seconds(billing_price_at(p, np, iv->start),
+	    clip(t, iv->start, iv->end) - iv->start);
 }
 
-/* What a stopped interval has been charged for storage by time t. */
+/*
+ * What a stopped interval has been charged for storage by time t: each
+ * second at the storage price in force then, the sum rounded up once.
+ * With pc (room for np), its pieces: the seconds under each storage price.
+ */
 static money_t
-stopped_charge_at(const struct billing_rule *rule,
-    const struct billing_interval *iv, int64_t t)
+stopped_charge_at(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, int64_t t, struct billing_piece *pc,
+    size_t *npc)
 {
-	return billing_stopped_cost(
-	    rule, clip(t, iv->start, iv->end) - iv->start);
+	int64_t end = clip(t, iv->start, iv->end), lo, hi;
+	i128 num = 0;
+	size_t i;
+
+	if (npc != NULL)
+		*npc = 0;
+	for (i = price_index(p, np, iv->start); i < np; i++) {
+		lo = i == 0 || p[i].from < iv->start ? iv->start : p[i].from;
+		hi = i + 1 < np && p[i + 1].from < end ? p[i + 1].from : end;
+		if (lo >= end)
+			break;
+		if (hi > lo && pc != NULL && *npc > 0 &&
+		    pc[*npc - 1].rule.stopped_per_day ==
+			p[i].rule.stopped_per_day)
+			pc[*npc - 1].secs += hi - lo;
+		else if (hi > lo && pc != NULL) {
+			pc[*npc].start = lo;
+			pc[*npc].secs = hi - lo;
+			pc[*npc].units = 0;
+			pc[*npc].rule = p[i].rule;
+			(*npc)++;
+		}
+		if (hi > lo && p[i].rule.stopped_per_day > 0)
+			num += (i128)p[i].rule.stopped_per_day * (hi - lo);
+	}
+	return round_day(num);
 }
 
 /* Refuse a time outside [0, BILLING_TIME_MAX]. */
@@ -710,16 +852,60 @@ check_time(const char *what, int64_t t, char **cause)
 	return -1;
 }
 
-/* How interval iv is charged in the window [from, to). */
-static void
-line_for(const struct billing_rule *rule, const struct billing_interval *iv,
-    int64_t from, int64_t to, struct billing_line *l)
+/*
+ * Refuse a price history that is empty, out of order, in more than one
+ * currency or holds an invalid rule.
+ */
+static int
+check_prices(const struct billing_price *p, size_t np, char **cause)
 {
+	size_t i;
+
+	if (np == 0) {
+		xasprintf(cause, "no price");
+		return -1;
+	}
+	for (i = 0; i < np; i++) {
+		if (billing_rule_validate(&p[i].rule, cause) != 0)
+			return -1;
+		if (i > 0 && p[i].from <= p[i - 1].from) {
+			xasprintf(cause,
+			    "price from %lld is not after the one before it "
+			    "(from %lld)",
+			    (long long)p[i].from, (long long)p[i - 1].from);
+			return -1;
+		}
+		if (strcmp(p[i].rule.currency, p[0].rule.currency) != 0) {
+			xasprintf(cause,
+			    "price from %lld is in %s, the one before in %s",
+			    (long long)p[i].from, p[i].rule.currency,
+			    p[0].rule.currency);
+			return -1;
+		}
+	}
+	return 0;
+}
+
+/*
+ * How interval iv is charged in the window [from, to) under the price
+ * history p; with pc (room for np), the pieces of its charge, *npc of
+ * them. A running or stopped interval has at least one: if none has time
+ * (a run billed nothing), one of 0 s under the rule at its start, so the
+ * first piece is always that rule.
+ */
+static void
+line_for(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, int64_t from, int64_t to,
+    struct billing_line *l, struct billing_piece *pc, size_t *npc)
+{
+	const struct billing_rule *r0 = billing_price_at(p, np, iv->start);
 	int64_t lo = iv->start > from ? iv->start : from;
 	int64_t hi = iv->end < to ? iv->end : to;
-	int64_t unit = billing_unit_seconds(rule->unit);
+	int64_t unit = billing_unit_seconds(r0->unit);
 
 	memset(l, 0, sizeof *l);
+	if (npc != NULL)
+		*npc = 0;
 	l->state = iv->state;
 	l->start = iv->start;
 	l->end = iv->end;
@@ -728,46 +914,57 @@ line_for(const struct billing_rule *rule, const struct billing_interval *iv,
 	switch (iv->state) {
 	case BILL_RUNNING:
 		l->starts = iv->start >= from && iv->start < to;
-		l->billed_secs = run_billed_at(rule, iv, to);
+		l->billed_secs = run_billed_at(p, np, iv, to);
 		l->units = l->billed_secs / unit;
 		l->min_applied = l->billed_secs > 0 &&
 		    l->billed_secs > (l->secs + unit - 1) / unit * unit;
 		l->window_billed =
-		    l->billed_secs - run_billed_at(rule, iv, from);
-		l->charge = run_charge_at(rule, iv, to);
-		l->before = run_charge_at(rule, iv, from);
+		    l->billed_secs - run_billed_at(p, np, iv, from);
+		l->charge = run_charge_at(p, np, iv, to, pc, npc);
+		l->before = run_charge_at(p, np, iv, from, NULL, NULL);
 		break;
 	case BILL_STOPPED:
-		l->charge = stopped_charge_at(rule, iv, to);
-		l->before = stopped_charge_at(rule, iv, from);
+		l->charge = stopped_charge_at(p, np, iv, to, pc, npc);
+		l->before = stopped_charge_at(p, np, iv, from, NULL, NULL);
 		break;
 	case BILL_UNKNOWN:
 		break;
 	}
 	l->amount = l->charge - l->before;
+	if (pc != NULL && *npc == 0 && iv->state != BILL_UNKNOWN) {
+		memset(pc, 0, sizeof *pc);
+		pc->start = iv->start;
+		pc->rule = *r0;
+		*npc = 1;
+	}
 }
 
 /*
- * The one loop that costs a ledger in a window: checks every interval,
- * adds each one's line to total and, with lines, keeps the lines of those
- * the window sees (time in it, a start or a charge).
+ * The one loop that costs a ledger in a window under a price history:
+ * checks every interval, adds each one's line to total and, with lines,
+ * keeps the lines of those the window sees (time in it, a start or a
+ * charge) and, with pieces, their pieces (each naming its line), in order.
  */
 static int
-window_walk(const struct billing_rule *rule, const struct billing_interval *iv,
-    size_t n, int64_t from, int64_t to, struct billing_total *total,
-    struct billing_line *lines, size_t *nlines, char **cause)
+window_walk(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
+    struct billing_total *total, struct billing_line *lines, size_t *nlines,
+    struct billing_piece **pieces, size_t *npieces, char **cause)
 {
 	const struct billing_interval *v;
+	struct billing_piece *pc = NULL;
 	struct billing_line l;
 	int64_t prev_end = 0;
-	size_t i;
+	size_t i, k, npc;
 
 	memset(total, 0, sizeof *total);
 	if (nlines != NULL)
 		*nlines = 0;
-	if (billing_rule_validate(rule, cause) != 0)
+	if (npieces != NULL)
+		*npieces = 0;
+	if (check_prices(p, np, cause) != 0)
 		return -1;
-	xstrlcpy(total->currency, rule->currency, sizeof total->currency);
+	xstrlcpy(total->currency, p[0].rule.currency, sizeof total->currency);
 	if (check_time("window start", from, cause) != 0 ||
 	    check_time("window end", to, cause) != 0)
 		return -1;
@@ -803,7 +1000,12 @@ window_walk(const struct billing_rule *rule, const struct billing_interval *iv,
 		}
 		prev_end = v->end;
 
-		line_for(rule, v, from, to, &l);
+		if (pieces != NULL) {
+			*pieces = xreallocarray(
+			    *pieces, *npieces + np, sizeof **pieces);
+			pc = *pieces + *npieces;
+		}
+		line_for(p, np, v, from, to, &l, pc, &npc);
 		switch (v->state) {
 		case BILL_RUNNING:
 			total->running_secs += l.window_secs;
@@ -819,23 +1021,45 @@ window_walk(const struct billing_rule *rule, const struct billing_interval *iv,
 			total->unknown_secs += l.window_secs;
 			break;
 		}
-		if (lines != NULL &&
-		    (l.window_secs > 0 || l.starts || l.amount != 0))
-			lines[(*nlines)++] = l;
+		if (lines == NULL ||
+		    (l.window_secs == 0 && !l.starts && l.amount == 0))
+			continue;
+		if (pieces != NULL) {
+			for (k = 0; k < npc; k++)
+				pc[k].line = *nlines;
+			*npieces += npc;
+		}
+		lines[(*nlines)++] = l;
 	}
 	return 0;
 }
 
 /*
  * Cost of one instance's ledger (sorted, non-overlapping intervals) in the
- * window [from, to), attributed as incurred (see billing.h).
+ * window [from, to) under one rule, attributed as incurred (see billing.h).
  */
 int
 billing_window(const struct billing_rule *rule,
     const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
     struct billing_total *total, char **cause)
 {
-	return window_walk(rule, iv, n, from, to, total, NULL, NULL, cause);
+	struct billing_price p = { 0, *rule };
+
+	return window_walk(
+	    &p, 1, iv, n, from, to, total, NULL, NULL, NULL, NULL, cause);
+}
+
+/*
+ * The same under a price history (np entries sorted by from, one currency;
+ * the first is in force before its from too).
+ */
+int
+billing_window_prices(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
+    struct billing_total *total, char **cause)
+{
+	return window_walk(
+	    p, np, iv, n, from, to, total, NULL, NULL, NULL, NULL, cause);
 }
 
 /*
@@ -849,8 +1073,40 @@ billing_explain(const struct billing_rule *rule,
     struct billing_total *total, struct billing_line **lines, size_t *nlines,
     char **cause)
 {
+	struct billing_price p = { 0, *rule };
+	int r;
+
 	*lines = xcalloc(n + 1, sizeof **lines);
-	return window_walk(rule, iv, n, from, to, total, *lines, nlines, cause);
+	r = window_walk(
+	    &p, 1, iv, n, from, to, total, *lines, nlines, NULL, NULL, cause);
+	if (r != 0)
+		*nlines = 0;
+	return r;
+}
+
+/*
+ * billing_explain under a price history, with the pieces of each line's
+ * charge (struct billing_piece): a run over a price change has one per
+ * price its billed units start under. Caller frees *lines and *pieces
+ * (also on failure).
+ */
+int
+billing_explain_prices(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
+    struct billing_total *total, struct billing_line **lines, size_t *nlines,
+    struct billing_piece **pieces, size_t *npieces, char **cause)
+{
+	int r;
+
+	*lines = xcalloc(n + 1, sizeof **lines);
+	*pieces = NULL;
+	r = window_walk(p, np, iv, n, from, to, total, *lines, nlines, pieces,
+	    npieces, cause);
+	if (r != 0) {
+		*nlines = 0;
+		*npieces = 0;
+	}
+	return r;
 }
 
 /* Add src into dst; refuses different currencies (an empty dst adopts). */

@@ -47,6 +47,25 @@
  * cannot account for, and no interval for time the instance did not exist
  * (before it was added, after it was released).
  *
+ * Price history. A price change does not rewrite the past: an instance
+ * has a history of rules, each in force from its time until the next one
+ * (struct billing_price; the first is in force before its time too, so a
+ * price set late still prices the runs before it). A run that spans a
+ * change is charged piecewise:
+ *   - the billing unit and the minimum are those of the rule in force at
+ *     the run's start, so billed is as above under that rule;
+ *   - the billed time is cut into its units from the run's start (unit k
+ *     covers start + k*unit .. start + (k+1)*unit), and each unit is
+ *     charged at the price in force when it starts (also the minimum's
+ *     units past the run's end);
+ *   - the exact sum is rounded up once per run, as above.
+ * Storage is charged per second at the storage price in force that second,
+ * rounded up once per stopped interval. All rules of a history share one
+ * currency (billing_window_prices refuses a mix). billing_explain_prices
+ * gives the lines of a bill from the same loop, with the pieces of each
+ * line's charge (its units or seconds at each price), so a bill over a
+ * change shows the piecewise charge its total is made of.
+ *
  * Monthly plans are compared over a 30-day month, hourly use priced per
  * second with no unit rounding or minimum (so the savings shown are a lower
  * bound). Runway is balance / burn, rounded down to the second.
@@ -173,6 +192,29 @@ struct billing_sums {
 	size_t n;
 };
 
+/* One entry of a price history: rule is in force from from (Unix s). */
+struct billing_price {
+	int64_t from;
+	struct billing_rule rule;
+};
+
+/*
+ * What a line's charge is made of under a price history
+ * (billing_explain_prices): a run's billed units from start, each
+ * starting under rule (its price, per its price_per), or a stopped
+ * interval's seconds from start under rule (its stopped_per_day). A run
+ * over a price change has one piece per price; a running or stopped line
+ * always has one at least, and its first's rule is the one in force at
+ * the line's start (its unit and minimum).
+ */
+struct billing_piece {
+	size_t line; /* the index of its line */
+	int64_t start;
+	int64_t secs;  /* running: its billed units' time */
+	int64_t units; /* running: billed units; stopped: 0 */
+	struct billing_rule rule;
+};
+
 /* Monthly plan against paying by the hour at some usage. */
 struct billing_advice {
 	double used_hours_per_day;
@@ -211,9 +253,20 @@ money_t billing_egress_cost(const struct billing_rule *, int64_t);
 
 int billing_window(const struct billing_rule *, const struct billing_interval *,
     size_t, int64_t, int64_t, struct billing_total *, char **);
+int billing_window_prices(const struct billing_price *, size_t,
+    const struct billing_interval *, size_t, int64_t, int64_t,
+    struct billing_total *, char **);
 int billing_explain(const struct billing_rule *,
     const struct billing_interval *, size_t, int64_t, int64_t,
     struct billing_total *, struct billing_line **, size_t *, char **);
+int billing_explain_prices(const struct billing_price *, size_t,
+    const struct billing_interval *, size_t, int64_t, int64_t,
+    struct billing_total *, struct billing_line **, size_t *,
+    struct billing_piece **, size_t *, char **);
+const struct billing_rule *billing_price_at(
+    const struct billing_price *, size_t, int64_t);
+money_t billing_run_cost_prices(
+    const struct billing_price *, size_t, int64_t, int64_t, int64_t *);
 int billing_total_add(
     struct billing_total *, const struct billing_total *, char **);
 int billing_sums_add(struct billing_sums *, const char *, money_t, char **);

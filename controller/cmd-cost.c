@@ -78,7 +78,9 @@ const struct cmd_entry cmd_cost_entry = {
 	    "                      billed units, minimum applied, price, "
 	    "amount), each\n"
 	    "                      stretch stopped (storage) or unknown, "
-	    "egress, total\n"
+	    "egress, total;\n"
+	    "                      over a price change, the units or time "
+	    "at each price\n"
 	    "      --format csv    RFC 4180 (CRLF) with a header row: exact "
 	    "amounts in\n"
 	    "                      major units, at least the currency's "
@@ -660,15 +662,80 @@ units_text(int64_t n, enum billing_unit unit)
 }
 
 /*
+ * The pieces of line k of a bill: those from *at on naming it; *at moves
+ * past them.
+ */
+static const struct billing_piece *
+pieces_of(
+    const struct billing_piece *pc, size_t npc, size_t k, size_t *at, size_t *n)
+{
+	size_t first = *at;
+
+	while (*at < npc && pc[*at].line == k)
+		(*at)++;
+	*n = *at - first;
+	return *n > 0 ? pc + first : NULL;
+}
+
+/* A piece's price: a run's per its period, storage per day. */
+static char *
+piece_price(const struct billing_line *l, const struct billing_piece *pc)
+{
+	if (l->state == BILL_RUNNING)
+		return billing_format_price(pc->rule.price, pc->rule.price_per);
+	return billing_format_price(pc->rule.stopped_per_day, BILL_PER_DAY);
+}
+
+/*
+ * The price of a line: its one price, or with pieces at several (a price
+ * change), each with how much was charged at it: "60 at 2.69/h + 51 at
+ * 2.28/h" (billed units), "4h00m00s at 1.20/day + ..." (stopped time).
+ * NULL for storage at no price.
+ */
+static char *
+line_price(const struct billing_line *l, const struct billing_piece *pc,
+    size_t npc, const struct billing_rule *rule)
+{
+	char *s = NULL, *t, *p, *q;
+	size_t i;
+
+	if (npc <= 1) {
+		if (l->state == BILL_RUNNING)
+			return billing_format_price(
+			    rule->price, rule->price_per);
+		if (rule->stopped_per_day > 0)
+			return billing_format_price(
+			    rule->stopped_per_day, BILL_PER_DAY);
+		return NULL;
+	}
+	for (i = 0; i < npc; i++) {
+		p = piece_price(l, &pc[i]);
+		if (l->state == BILL_RUNNING)
+			xasprintf(&q, "%lld", (long long)pc[i].units);
+		else
+			q = timeparse_duration_exact(pc[i].secs);
+		t = s;
+		xasprintf(&s, "%s%s%s at %s", t != NULL ? t : "",
+		    t != NULL ? " + " : "", q, p);
+		free(t);
+		free(p);
+		free(q);
+	}
+	return s;
+}
+
+/*
  * The cells of line l of c's bill in a window ending at cut (the window
- * end, or now if sooner).
+ * end, or now if sooner), pc its npc pieces (the first's rule in force at
+ * its start).
  */
 static void
 explain_cells(const struct ledger_cost *c, const struct billing_line *l,
-    int64_t cut, int64_t now, struct explain_cells *x)
+    const struct billing_piece *pc, size_t npc, int64_t cut, int64_t now,
+    struct explain_cells *x)
 {
-	const struct billing_rule *rule = &c->rule;
-	const char *cur = rule->currency;
+	const struct billing_rule *rule = npc > 0 ? &pc[0].rule : &c->rule;
+	const char *cur = c->rule.currency;
 	char *a, *b;
 
 	memset(x, 0, sizeof *x);
@@ -683,13 +750,11 @@ explain_cells(const struct ledger_cost *c, const struct billing_line *l,
 		x->minimum = l->min_applied
 		    ? timeparse_duration_exact(rule->min_billed)
 		    : NULL;
-		x->price = billing_format_price(rule->price, rule->price_per);
+		x->price = line_price(l, pc, npc, rule);
 		break;
 	case BILL_STOPPED:
 		x->state = xstrdup("stopped");
-		if (rule->stopped_per_day > 0)
-			x->price = billing_format_price(
-			    rule->stopped_per_day, BILL_PER_DAY);
+		x->price = line_price(l, pc, npc, rule);
 		break;
 	case BILL_UNKNOWN:
 		x->state = xstrdup("unknown");
@@ -726,14 +791,40 @@ explain_cells_free(struct explain_cells *x)
 }
 
 /*
+ * Whether a piece of the bill was charged under other prices than now: a
+ * run's price, unit or minimum, or a stretch stopped's storage price.
+ */
+static int
+earlier_prices(const struct ledger_cost *c, const struct billing_line *lines,
+    const struct billing_piece *pc, size_t npc)
+{
+	const struct billing_rule *now = &c->rule, *r;
+	size_t i;
+
+	for (i = 0; i < npc; i++) {
+		r = &pc[i].rule;
+		if (lines[pc[i].line].state == BILL_STOPPED) {
+			if (r->stopped_per_day != now->stopped_per_day)
+				return 1;
+		} else if (r->price != now->price ||
+		    r->price_per != now->price_per || r->unit != now->unit ||
+		    r->min_billed != now->min_billed)
+			return 1;
+	}
+	return 0;
+}
+
+/*
  * The rule a bill is made under: "2.69 CNY/h, billed per minute, minimum
- * 10m00s, stopped 1.20 CNY/day". Caller frees.
+ * 10m00s, stopped 1.20 CNY/day", the price now; if lines were charged
+ * under earlier prices, it says so (their PRICE shows them). Caller frees.
  */
 static char *
-explain_rule(const struct ledger_cost *c)
+explain_rule(const struct ledger_cost *c, const struct billing_line *lines,
+    const struct billing_piece *pc, size_t npc)
 {
 	const struct billing_rule *rule = &c->rule;
-	char *p, *m = NULL, *st = NULL, *s;
+	char *p, *m = NULL, *st = NULL, *s, *t;
 
 	if (!c->priced) {
 		xasprintf(
@@ -754,6 +845,14 @@ explain_rule(const struct ledger_cost *c)
 	free(p);
 	free(m);
 	free(st);
+	if (earlier_prices(c, lines, pc, npc)) {
+		t = s;
+		xasprintf(&s,
+		    "%s (now; lines show the prices they were "
+		    "charged at)",
+		    t);
+		free(t);
+	}
 	return s;
 }
 
@@ -771,12 +870,15 @@ egress_price(const struct ledger_cost *c)
 /* One instance's bill for humans. */
 static void
 explain_text(const struct ledger_cost *c, const struct billing_line *lines,
-    size_t n, money_t sum, int64_t cut, int64_t now)
+    size_t n, const struct billing_piece *pc, size_t npc, money_t sum,
+    int64_t cut, int64_t now)
 {
+	const struct billing_piece *lp;
 	struct explain_cells x;
 	struct table *t;
-	char *rule = explain_rule(c), *name = row_name(c), *a, *b, *g;
-	size_t i;
+	char *rule = explain_rule(c, lines, pc, npc), *name = row_name(c), *a,
+	     *b, *g;
+	size_t i, at = 0, nlp;
 
 	printf("%s%s%s: %s\n", name, *c->in->provider != '\0' ? " on " : "",
 	    c->in->provider, rule);
@@ -785,7 +887,8 @@ explain_text(const struct ledger_cost *c, const struct billing_line *lines,
 	t = table_new(8, "START", "STOP", "STATE", "DURATION", "BILLED",
 	    "MINIMUM", "PRICE", "AMOUNT");
 	for (i = 0; i < n; i++) {
-		explain_cells(c, &lines[i], cut, now, &x);
+		lp = pieces_of(pc, npc, i, &at, &nlp);
+		explain_cells(c, &lines[i], lp, nlp, cut, now, &x);
 		table_add(t, x.start, x.ongoing ? "now" : x.stop, x.state,
 		    x.duration, x.billed, x.minimum, x.price, x.amount);
 		explain_cells_free(&x);
@@ -821,13 +924,16 @@ explain_text(const struct ledger_cost *c, const struct billing_line *lines,
 /* One instance's bill as a JSON object. */
 static json_t *
 explain_json(const struct ledger_cost *c, const struct billing_line *lines,
-    size_t n, money_t sum, int64_t cut, int64_t now)
+    size_t n, const struct billing_piece *pc, size_t npc, money_t sum,
+    int64_t cut, int64_t now)
 {
 	const struct billing_rule *rule = &c->rule;
+	const struct billing_piece *lp;
 	json_t *o = json_object(), *r = json_object(), *arr = json_array(),
-	       *e = json_object();
+	       *e = json_object(), *ps, *pj;
 	struct explain_cells x;
-	size_t i;
+	size_t i, k, at = 0, nlp;
+	char *s;
 
 	json_object_set_new(o, "name", json_string(c->in->name));
 	json_object_set_new(o, "provider", json_string(c->in->provider));
@@ -847,7 +953,38 @@ explain_json(const struct ledger_cost *c, const struct billing_line *lines,
 	for (i = 0; i < n; i++) {
 		const struct billing_line *l = &lines[i];
 		json_t *j = json_object();
-		explain_cells(c, l, cut, now, &x);
+		lp = pieces_of(pc, npc, i, &at, &nlp);
+		explain_cells(c, l, lp, nlp, cut, now, &x);
+		/* What it was charged at first (the lines' figures follow). */
+		if (l->state == BILL_RUNNING && nlp > 0)
+			json_object_set_new(j, "unit",
+			    json_string(billing_unit_name(lp[0].rule.unit)));
+		ps = json_array();
+		for (k = 0; k < nlp; k++) {
+			pj = json_object();
+			s = instance_format_time(lp[k].start);
+			json_object_set_new(pj, "start", json_string(s));
+			free(s);
+			json_object_set_new(
+			    pj, "secs", json_integer(lp[k].secs));
+			if (l->state == BILL_RUNNING) {
+				json_object_set_new(
+				    pj, "units", json_integer(lp[k].units));
+				json_object_set_new(pj, "price",
+				    money_json(c, lp[k].rule.price));
+				json_object_set_new(pj, "per",
+				    json_string(billing_per_name(
+					lp[k].rule.price_per)));
+			} else {
+				json_object_set_new(pj, "price",
+				    money_json(c, lp[k].rule.stopped_per_day));
+				json_object_set_new(pj, "per",
+				    json_string(
+					billing_per_name(BILL_PER_DAY)));
+			}
+			json_array_append_new(ps, pj);
+		}
+		json_object_set_new(j, "pieces", ps);
 		json_object_set_new(j, "state", json_string(x.state));
 		json_object_set_new(j, "start", json_string(x.start));
 		json_object_set_new(j, "stop", json_string(x.stop));
@@ -878,16 +1015,19 @@ explain_json(const struct ledger_cost *c, const struct billing_line *lines,
 /* One instance's bill as CSV records (no header). */
 static void
 explain_csv(const struct ledger_cost *c, const struct billing_line *lines,
-    size_t n, int64_t from, int64_t to, int64_t cut, int64_t now)
+    size_t n, const struct billing_piece *pc, size_t npc, int64_t from,
+    int64_t to, int64_t cut, int64_t now)
 {
 	const char *cur = c->rule.currency;
+	const struct billing_piece *lp;
 	struct explain_cells x;
 	char *v[7];
-	size_t i, k;
+	size_t i, k, at = 0, nlp;
 
 	for (i = 0; i < n; i++) {
 		const struct billing_line *l = &lines[i];
-		explain_cells(c, l, cut, now, &x);
+		lp = pieces_of(pc, npc, i, &at, &nlp);
+		explain_cells(c, l, lp, nlp, cut, now, &x);
 		v[0] = csv_int(l->secs);
 		v[1] = csv_int(l->window_secs);
 		v[2] =
@@ -898,8 +1038,10 @@ explain_csv(const struct ledger_cost *c, const struct billing_line *lines,
 		v[6] = c->priced && x.price != NULL ? xstrdup(x.price) : NULL;
 		csv_row(stdout, 14, c->in->name, x.state, x.start, x.stop, v[0],
 		    v[1],
-		    l->state == BILL_RUNNING ? billing_unit_name(c->rule.unit)
-					     : NULL,
+		    l->state == BILL_RUNNING
+			? billing_unit_name(
+			      (nlp > 0 ? &lp[0].rule : &c->rule)->unit)
+			: NULL,
 		    v[2], v[3],
 		    l->state == BILL_RUNNING ? (l->min_applied ? "yes" : "no")
 					     : NULL,
@@ -931,11 +1073,12 @@ explain(struct inventory *inv, const struct config *cf,
     int64_t now, enum cost_format format, char **cause)
 {
 	struct billing_line *lines;
+	struct billing_piece *pc;
 	struct ledger_cost c;
 	json_t *o = NULL, *arr = NULL, *w;
 	money_t sum;
 	int64_t cut = to < now ? to : now;
-	size_t i, k, nl;
+	size_t i, k, nl, npc;
 	char *s1, *s2;
 	int r = 0;
 
@@ -963,23 +1106,25 @@ explain(struct inventory *inv, const struct config *cf,
 		memset(&c, 0, sizeof c);
 		c.in = &list[i];
 		r = ledger_explain(
-		    inv, cf, &c, from, to, now, &lines, &nl, cause);
+		    inv, cf, &c, from, to, now, &lines, &nl, &pc, &npc, cause);
 		sum = c.egress;
 		for (k = 0; r == 0 && k < nl; k++) {
 			if (billing_add(&sum, lines[k].amount, cause) != 0)
 				r = -GF_EUSAGE;
 		}
 		if (r == 0 && format == FMT_JSON)
-			json_array_append_new(
-			    arr, explain_json(&c, lines, nl, sum, cut, now));
+			json_array_append_new(arr,
+			    explain_json(
+				&c, lines, nl, pc, npc, sum, cut, now));
 		else if (r == 0 && format == FMT_CSV)
-			explain_csv(&c, lines, nl, from, to, cut, now);
+			explain_csv(&c, lines, nl, pc, npc, from, to, cut, now);
 		else if (r == 0) {
 			if (i > 0)
 				printf("\n");
-			explain_text(&c, lines, nl, sum, cut, now);
+			explain_text(&c, lines, nl, pc, npc, sum, cut, now);
 		}
 		free(lines);
+		free(pc);
 	}
 	if (o != NULL) {
 		json_object_set_new(o, "instances", arr);

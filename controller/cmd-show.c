@@ -1,4 +1,4 @@
-/* Show every field of one instance. */
+/* Show every field of one instance, its pricing and its price history. */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +21,9 @@ const struct cmd_entry cmd_show_entry = {
 	.usage = "NAME [--json]",
 	.summary = "show one instance",
 	.help = "      --json    print the instance as a JSON object\n\n"
+		"Pricing fields are shown as `gpufleet set` takes them; "
+		"price_history lists\nevery price with the time it is in "
+		"force from (the first also before it).\n\n"
 		"Example: gpufleet show a100-1\n",
 	.exec = cmd_show_exec,
 };
@@ -86,6 +89,48 @@ show_json(const struct instance *in, const struct stopmethod_fields *sf,
 	return o;
 }
 
+/* One history entry as `set` assignments (currency left out). */
+static char *
+history_line(const struct billing_price *p)
+{
+	char *v[LEDGER_NPRICE_FIELDS], *when, *s;
+	int k;
+
+	for (k = 0; k < LEDGER_NPRICE_FIELDS; k++)
+		v[k] = ledger_price_value(&p->rule, ledger_price_fields[k]);
+	when = instance_format_time(p->from);
+	xasprintf(&s, "%s %s=%s %s=%s %s=%s %s=%s %s=%s %s=%s", when,
+	    ledger_price_fields[0], v[0], ledger_price_fields[2], v[2],
+	    ledger_price_fields[3], v[3], ledger_price_fields[4], v[4],
+	    ledger_price_fields[5], v[5], ledger_price_fields[6], v[6]);
+	for (k = 0; k < LEDGER_NPRICE_FIELDS; k++)
+		free(v[k]);
+	free(when);
+	return s;
+}
+
+/* The pricing (null when none) and the price history as JSON, into o. */
+static void
+pricing_json(json_t *o, int priced, const struct billing_rule *rule,
+    const struct billing_price *hist, size_t nhist)
+{
+	json_t *arr = json_array(), *x;
+	char *when;
+	size_t i;
+
+	json_object_set_new(
+	    o, "pricing", priced ? ledger_price_json(rule) : json_null());
+	for (i = 0; i < nhist; i++) {
+		x = ledger_price_json(&hist[i].rule);
+		when = instance_format_time(hist[i].from);
+		json_object_set_new(x, "from", json_string(when));
+		json_object_set_new(x, "from_unix", json_integer(hist[i].from));
+		free(when);
+		json_array_append_new(arr, x);
+	}
+	json_object_set_new(o, "price_history", arr);
+}
+
 static const struct option show_options[] = { { "json", no_argument, NULL,
 						  'j' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
@@ -99,9 +144,11 @@ cmd_show_exec(
 	struct stopmethod_fields sf;
 	struct stopmethod m;
 	struct billing_rule rule;
+	struct billing_price *hist = NULL;
 	struct preset_origin origin;
-	char *cause = NULL, *tags, *created, *method, *from;
-	int ch, status, json = 0, r, priced, has_origin;
+	char *cause = NULL, *tags, *created, *method, *from, *v;
+	int ch, status, json = 0, r, priced, has_origin, k;
+	size_t nhist = 0;
 
 	while ((ch = cmd_getopt(e, argc, argv, "jh", show_options, &status)) !=
 	    -1) {
@@ -122,9 +169,11 @@ cmd_show_exec(
 	}
 	if ((r = inventory_stop_get(inv, in.id, &sf, &cause)) != 0 ||
 	    (r = ledger_price_get(inv, in.id, &rule, &priced, &cause)) != 0 ||
+	    (r = ledger_prices(inv, in.id, &hist, &nhist, &cause)) != 0 ||
 	    (r = preset_origin_get(inv, in.id, &origin, &has_origin, &cause)) !=
 		0) {
 		inventory_close(inv);
+		free(hist);
 		instance_clear(&in);
 		stopmethod_fields_clear(&sf);
 		return cmd_fail(-r, cause);
@@ -137,6 +186,7 @@ cmd_show_exec(
 
 	if (json) {
 		json_t *o = show_json(&in, &sf, &m);
+		pricing_json(o, priced, &rule, hist, nhist);
 		json_object_set_new(
 		    o, "price_from", price_from_json(priced, &origin));
 		json_print(o, stdout);
@@ -177,11 +227,30 @@ cmd_show_exec(
 			    (int)(21 - strlen(fields[i][0])), "", safe);
 			free(safe);
 		}
+		for (k = 0; k < LEDGER_NPRICE_FIELDS; k++) {
+			v = !priced && k == 0
+			    ? xstrdup("(no price)")
+			    : ledger_price_value(&rule, ledger_price_fields[k]);
+			printf("%s:%*s%s\n", ledger_price_fields[k],
+			    (int)(21 - strlen(ledger_price_fields[k])), "", v);
+			free(v);
+		}
+		if (nhist == 0)
+			printf("price_history:%*s(none)\n", 21 - 13, "");
+		else
+			printf("price_history:%*s%zu price%s, oldest first\n",
+			    21 - 13, "", nhist, nhist == 1 ? "" : "s");
+		for (i = 0; i < nhist; i++) {
+			v = history_line(&hist[i]);
+			printf("  %s\n", v);
+			free(v);
+		}
 		free(tags);
 		free(created);
 	}
 	free(method);
 	free(from);
+	free(hist);
 	preset_origin_clear(&origin);
 	stopmethod_clear(&m);
 	stopmethod_fields_clear(&sf);

@@ -10,8 +10,11 @@
 #include "xmalloc.h"
 
 static int per_from_name(const char *, enum billing_per *);
+static void price_row(sqlite3_stmt *, struct billing_price *);
 static int unit_from_name(const char *, enum billing_unit *);
-static int64_t egress_bytes(struct inventory *, int64_t, int64_t, int64_t);
+static money_t add_or_max(money_t, money_t);
+static money_t egress_cost(struct inventory *, int64_t,
+    const struct billing_price *, size_t, int64_t, int64_t, int64_t *);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
 static int ledger_change(struct inventory *, int64_t, int64_t, int64_t,
     const char *, int64_t *, struct ledger_entry *, char **);
@@ -19,7 +22,7 @@ static int count_incidents(
     struct inventory *, int64_t, const char *, int64_t, int64_t);
 static int cost_of(struct inventory *, const struct config *,
     struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
-    size_t *, char **);
+    size_t *, struct billing_piece **, size_t *, char **);
 
 static int
 per_from_name(const char *s, enum billing_per *per)
@@ -49,55 +52,183 @@ unit_from_name(const char *s, enum billing_unit *unit)
 	return -1;
 }
 
+#define PRICE_COLUMNS                                                          \
+	"valid_from, price, price_per, unit, min_billed, stopped_per_day, "    \
+	"monthly_price, egress_per_gb, currency"
+
+/* One instance_price row of PRICE_COLUMNS into p. */
+static void
+price_row(sqlite3_stmt *st, struct billing_price *p)
+{
+	const char *cur = (const char *)sqlite3_column_text(st, 8);
+	struct billing_rule *rule = &p->rule;
+
+	billing_rule_init(rule, "CNY");
+	p->from = sqlite3_column_int64(st, 0);
+	rule->price = sqlite3_column_int64(st, 1);
+	per_from_name(
+	    (const char *)sqlite3_column_text(st, 2), &rule->price_per);
+	unit_from_name((const char *)sqlite3_column_text(st, 3), &rule->unit);
+	rule->min_billed = sqlite3_column_int64(st, 4);
+	rule->stopped_per_day = sqlite3_column_int64(st, 5);
+	rule->monthly_price = sqlite3_column_int64(st, 6);
+	rule->egress_per_gb = sqlite3_column_int64(st, 7);
+	snprintf(rule->currency, sizeof rule->currency, "%s",
+	    cur != NULL ? cur : "CNY");
+}
+
 /*
- * The price of an instance; *has is 0 (and rule holds defaults in CNY)
- * when none was set.
+ * The price of an instance now (the latest of its history); *has is 0
+ * (and rule holds defaults in CNY) when none was set.
  */
 int
 ledger_price_get(struct inventory *inv, int64_t id, struct billing_rule *rule,
     int *has, char **cause)
 {
+	struct billing_price p;
 	sqlite3_stmt *st;
 	int rc, r;
 
 	billing_rule_init(rule, "CNY");
 	*has = 0;
 	if ((r = db_prepare(inv, &st,
-		 "SELECT price, price_per, unit, min_billed, stopped_per_day, "
-		 "monthly_price, egress_per_gb, currency FROM instance_price "
-		 "WHERE instance_id = ?",
+		 "SELECT " PRICE_COLUMNS " FROM instance_price WHERE "
+		 "instance_id = ? ORDER BY valid_from DESC LIMIT 1",
 		 "reading a price", cause, "I", id)) != 0)
 		return r;
 	rc = sqlite3_step(st);
 	if (rc == SQLITE_ROW) {
-		const char *cur = (const char *)sqlite3_column_text(st, 7);
-		rule->price = sqlite3_column_int64(st, 0);
-		per_from_name(
-		    (const char *)sqlite3_column_text(st, 1), &rule->price_per);
-		unit_from_name(
-		    (const char *)sqlite3_column_text(st, 2), &rule->unit);
-		rule->min_billed = sqlite3_column_int64(st, 3);
-		rule->stopped_per_day = sqlite3_column_int64(st, 4);
-		rule->monthly_price = sqlite3_column_int64(st, 5);
-		rule->egress_per_gb = sqlite3_column_int64(st, 6);
-		snprintf(rule->currency, sizeof rule->currency, "%s",
-		    cur != NULL ? cur : "CNY");
+		price_row(st, &p);
+		*rule = p.rule;
 		*has = 1;
 	}
 	r = db_finish(inv, st, rc, "reading a price", cause);
 	return r < 0 ? r : 0;
 }
 
-/* Store the price of an instance (inside the caller's transaction). */
+/*
+ * The price history of an instance, oldest first: *n entries in *out
+ * (caller frees), none when it has no price.
+ */
+int
+ledger_prices(struct inventory *inv, int64_t id, struct billing_price **out,
+    size_t *n, char **cause)
+{
+	struct billing_price *v = NULL;
+	sqlite3_stmt *st;
+	size_t len = 0;
+	int rc, r;
+
+	*out = NULL;
+	*n = 0;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " PRICE_COLUMNS " FROM instance_price WHERE "
+		 "instance_id = ? ORDER BY valid_from",
+		 "reading the price history", cause, "I", id)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		v = xreallocarray(v, len + 1, sizeof *v);
+		price_row(st, &v[len++]);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the price history", cause)) <
+	    0) {
+		free(v);
+		return r;
+	}
+	*out = v;
+	*n = len;
+	return 0;
+}
+
+/*
+ * Store the price of an instance as its only one, in force since it was
+ * added (add; inside the caller's transaction).
+ */
 int
 ledger_price_put(struct inventory *inv, int64_t id,
     const struct billing_rule *rule, char **cause)
 {
+	int r;
+
+	if ((r = db_exec(inv,
+		 "DELETE FROM instance_price WHERE instance_id = ?",
+		 "storing a price", cause, "I", id)) != 0)
+		return r;
 	return db_exec(inv,
-	    "INSERT OR REPLACE INTO instance_price (instance_id, price, "
-	    "price_per, unit, min_billed, stopped_per_day, monthly_price, "
-	    "egress_per_gb, currency) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-	    "storing a price", cause, "IIttIIIIt", id, rule->price,
+	    "INSERT INTO instance_price (instance_id, " PRICE_COLUMNS
+	    ") SELECT ?, created_at, ?, ?, ?, ?, ?, ?, ?, ? FROM instance "
+	    "WHERE id = ?",
+	    "storing a price", cause, "IIttIIIItI", id, rule->price,
+	    billing_per_name(rule->price_per), billing_unit_name(rule->unit),
+	    rule->min_billed, rule->stopped_per_day, rule->monthly_price,
+	    rule->egress_per_gb, rule->currency, id);
+}
+
+/* Put every price of an instance's history in currency (a correction). */
+int
+ledger_price_currency(
+    struct inventory *inv, int64_t id, const char *currency, char **cause)
+{
+	return db_exec(inv,
+	    "UPDATE instance_price SET currency = ? WHERE instance_id = ? AND "
+	    "currency != ?",
+	    "storing a currency", cause, "tIt", currency, id, currency);
+}
+
+/*
+ * The earliest time a price of an instance may be in force from: its
+ * first ledger entry, or LEDGER_BACKDATE_MAX before it was added if that
+ * is earlier.
+ */
+int
+ledger_price_earliest(
+    struct inventory *inv, const struct instance *in, int64_t *t, char **cause)
+{
+	sqlite3_stmt *st;
+	int rc, r;
+
+	*t = in->created_at - LEDGER_BACKDATE_MAX;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT min(t) FROM ledger WHERE instance_id = ?",
+		 "reading the ledger", cause, "I", in->id)) != 0)
+		return r;
+	rc = sqlite3_step(st);
+	if (rc == SQLITE_ROW && sqlite3_column_type(st, 0) != SQLITE_NULL &&
+	    sqlite3_column_int64(st, 0) < *t)
+		*t = sqlite3_column_int64(st, 0);
+	r = db_finish(inv, st, rc, "reading the ledger", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Store a price of an instance in force from `from` until its next change
+ * (set; inside the caller's transaction), replacing one from the same
+ * second. The first price is in force before its time too, so a change
+ * from before it moves it back to just before the change (or to
+ * LEDGER_BACKDATE_MAX before the instance was added, if earlier): it then
+ * holds until the change. The currency is the whole history's: a new one
+ * is a correction of every entry, not a change from `from`.
+ */
+int
+ledger_price_set(struct inventory *inv, int64_t id, int64_t from,
+    const struct billing_rule *rule, char **cause)
+{
+	int r;
+
+	if ((r = db_exec(inv,
+		 "UPDATE instance_price SET valid_from = min(? - 1, (SELECT "
+		 "created_at FROM instance WHERE id = ?) - ?) WHERE "
+		 "instance_id = ? AND valid_from > ? AND valid_from = (SELECT "
+		 "min(valid_from) FROM instance_price WHERE instance_id = ?)",
+		 "storing a price", cause, "IIIIII", from, id,
+		 (int64_t)LEDGER_BACKDATE_MAX, id, from, id)) != 0)
+		return r;
+	if ((r = ledger_price_currency(inv, id, rule->currency, cause)) != 0)
+		return r;
+	return db_exec(inv,
+	    "INSERT OR REPLACE INTO instance_price (instance_id, " PRICE_COLUMNS
+	    ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    "storing a price", cause, "IIIttIIIIt", id, from, rule->price,
 	    billing_per_name(rule->price_per), billing_unit_name(rule->unit),
 	    rule->min_billed, rule->stopped_per_day, rule->monthly_price,
 	    rule->egress_per_gb, rule->currency);
@@ -142,6 +273,87 @@ ledger_price_field(struct billing_rule *rule, const char *field,
 		    value, &rule->egress_per_gb, cause);
 	*known = 0;
 	return 0;
+}
+
+/* The pricing fields, in the order `set` and `show` list them. */
+const char *const ledger_price_fields[LEDGER_NPRICE_FIELDS] = { "price",
+	"currency", "billing", "min_billed", "stopped_price", "monthly_price",
+	"egress_price" };
+
+/*
+ * One pricing field of rule as `set` takes it (2.69/h, CNY, second, 10m,
+ * 0.5/day, 1500, 0.8/GB); "none" for a minimum, storage, plan or egress
+ * price of 0. Caller frees.
+ */
+char *
+ledger_price_value(const struct billing_rule *rule, const char *field)
+{
+	char *s, *a;
+	int64_t m = rule->min_billed;
+
+	if (strcmp(field, "price") == 0)
+		return billing_format_price(rule->price, rule->price_per);
+	if (strcmp(field, "currency") == 0)
+		return xstrdup(rule->currency);
+	if (strcmp(field, "billing") == 0)
+		return xstrdup(billing_unit_name(rule->unit));
+	if (strcmp(field, "min_billed") == 0) {
+		if (m <= 0)
+			return xstrdup("none");
+		if (m % 3600 == 0)
+			xasprintf(&s, "%lldh", (long long)(m / 3600));
+		else if (m % 60 == 0)
+			xasprintf(&s, "%lldm", (long long)(m / 60));
+		else
+			xasprintf(&s, "%llds", (long long)m);
+		return s;
+	}
+	if (strcmp(field, "stopped_price") == 0 && rule->stopped_per_day > 0) {
+		a = billing_format_exact(rule->stopped_per_day);
+		xasprintf(&s, "%s/day", a);
+		free(a);
+		return s;
+	}
+	if (strcmp(field, "monthly_price") == 0 && rule->monthly_price > 0)
+		return billing_format_exact(rule->monthly_price);
+	if (strcmp(field, "egress_price") == 0 && rule->egress_per_gb > 0) {
+		a = billing_format_exact(rule->egress_per_gb);
+		xasprintf(&s, "%s/GB", a);
+		free(a);
+		return s;
+	}
+	return xstrdup("none");
+}
+
+/*
+ * The pricing fields of rule as JSON: each as `set` takes it, and money as
+ * exact minor units (minor_per_unit) beside it.
+ */
+json_t *
+ledger_price_json(const struct billing_rule *rule)
+{
+	json_t *o = json_object();
+	char *v;
+	int k;
+
+	for (k = 0; k < LEDGER_NPRICE_FIELDS; k++) {
+		v = ledger_price_value(rule, ledger_price_fields[k]);
+		json_object_set_new(o, ledger_price_fields[k], json_string(v));
+		free(v);
+	}
+	json_object_set_new(o, "price_minor", json_integer(rule->price));
+	json_object_set_new(
+	    o, "price_per", json_string(billing_per_name(rule->price_per)));
+	json_object_set_new(o, "min_billed_s", json_integer(rule->min_billed));
+	json_object_set_new(
+	    o, "stopped_per_day_minor", json_integer(rule->stopped_per_day));
+	json_object_set_new(
+	    o, "monthly_price_minor", json_integer(rule->monthly_price));
+	json_object_set_new(
+	    o, "egress_per_gb_minor", json_integer(rule->egress_per_gb));
+	json_object_set_new(
+	    o, "minor_per_unit", json_integer(BILLING_MINOR_PER_UNIT));
+	return o;
 }
 
 /* Record a state change of an instance at time t. */
@@ -322,29 +534,6 @@ out:
 	return r;
 }
 
-/* Bytes sent in [from, to) from the agent's counters (resets handled). */
-static int64_t
-egress_bytes(struct inventory *inv, int64_t id, int64_t from, int64_t to)
-{
-	sqlite3_stmt *st;
-	int64_t prev = -1, sum = 0, v;
-
-	if (db_prepare(inv, &st,
-		"SELECT net_tx_bytes FROM sample_host WHERE instance_id = ? "
-		"AND t >= ? AND t < ? AND net_tx_bytes IS NOT NULL ORDER BY t",
-		NULL, NULL, "III", id, from, to) != 0)
-		return 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		v = sqlite3_column_int64(st, 0);
-		if (prev >= 0 && v >= 0 &&
-		    __builtin_add_overflow(sum, v >= prev ? v - prev : v, &sum))
-			sum = INT64_MAX;
-		prev = v;
-	}
-	sqlite3_finalize(st);
-	return sum;
-}
-
 /*
  * The share of sampled time in [from, to) during which every GPU was below
  * the idle threshold; NAN without samples. Raw samples count one each, a
@@ -393,63 +582,140 @@ count_incidents(struct inventory *inv, int64_t id, const char *kind,
 	return n;
 }
 
-/* Cost one instance over [from, to), all figures in c. */
+/* a + b, or BILLING_MONEY_MAX past it. */
+static money_t
+add_or_max(money_t a, money_t b)
+{
+	money_t v;
+
+	return __builtin_add_overflow(a, b, &v) ? BILLING_MONEY_MAX : v;
+}
+
+/*
+ * Egress over [from, to) from the agent's counters (resets handled): the
+ * bytes each sample adds are priced at the egress price in force at its
+ * time, and each price's bytes rounded up on their own; *total gets
+ * the bytes.
+ */
+static money_t
+egress_cost(struct inventory *inv, int64_t id, const struct billing_price *p,
+    size_t np, int64_t from, int64_t to, int64_t *total)
+{
+	sqlite3_stmt *st;
+	int64_t prev = -1, bytes = 0, v, t;
+	money_t sum = 0;
+	size_t i = 0;
+
+	*total = 0;
+	if (db_prepare(inv, &st,
+		"SELECT t, net_tx_bytes FROM sample_host WHERE instance_id = ? "
+		"AND t >= ? AND t < ? AND net_tx_bytes IS NOT NULL ORDER BY t",
+		NULL, NULL, "III", id, from, to) != 0)
+		return 0;
+	while (sqlite3_step(st) == SQLITE_ROW) {
+		t = sqlite3_column_int64(st, 0);
+		v = sqlite3_column_int64(st, 1);
+		if (i + 1 < np && p[i + 1].from <= t) {
+			sum = add_or_max(
+			    sum, billing_egress_cost(&p[i].rule, bytes));
+			if (__builtin_add_overflow(*total, bytes, total))
+				*total = INT64_MAX;
+			bytes = 0;
+			while (i + 1 < np && p[i + 1].from <= t)
+				i++;
+		}
+		if (prev >= 0 && v >= 0 &&
+		    __builtin_add_overflow(
+			bytes, v >= prev ? v - prev : v, &bytes))
+			bytes = INT64_MAX;
+		prev = v;
+	}
+	sqlite3_finalize(st);
+	if (__builtin_add_overflow(*total, bytes, total))
+		*total = INT64_MAX;
+	return add_or_max(sum, billing_egress_cost(&p[i].rule, bytes));
+}
+
+/*
+ * Cost one instance over [from, to), all figures in c; c->rule is the
+ * price now, the window is charged under the price history.
+ */
 int
 ledger_cost(struct inventory *inv, const struct config *cf,
     struct ledger_cost *c, int64_t from, int64_t to, int64_t now, char **cause)
 {
-	return cost_of(inv, cf, c, from, to, now, NULL, NULL, cause);
+	return cost_of(
+	    inv, cf, c, from, to, now, NULL, NULL, NULL, NULL, cause);
 }
 
 /*
- * ledger_cost with the bill's lines (billing_explain): their amounts and
- * c->egress add up to c->amount. Caller frees *lines (also on failure).
+ * ledger_cost with the bill's lines and their pieces under the price
+ * history (billing_explain_prices): the lines' amounts and c->egress add
+ * up to c->amount. Caller frees *lines and *pieces (also on failure).
  */
 int
 ledger_explain(struct inventory *inv, const struct config *cf,
     struct ledger_cost *c, int64_t from, int64_t to, int64_t now,
-    struct billing_line **lines, size_t *nlines, char **cause)
+    struct billing_line **lines, size_t *nlines, struct billing_piece **pieces,
+    size_t *npieces, char **cause)
 {
 	*lines = NULL;
 	*nlines = 0;
-	return cost_of(inv, cf, c, from, to, now, lines, nlines, cause);
+	*pieces = NULL;
+	*npieces = 0;
+	return cost_of(
+	    inv, cf, c, from, to, now, lines, nlines, pieces, npieces, cause);
 }
 
 /* ledger_cost, and with lines, ledger_explain. */
 static int
 cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
     int64_t from, int64_t to, int64_t now, struct billing_line **lines,
-    size_t *nlines, char **cause)
+    size_t *nlines, struct billing_piece **pieces, size_t *npieces,
+    char **cause)
 {
 	struct ledger_event *ev = NULL;
 	struct billing_interval *iv;
-	size_t n = 0, k;
+	struct billing_price *p = NULL, one;
+	size_t n = 0, k, np = 0;
 	char *why = NULL;
 	int r;
 
 	if ((r = ledger_price_get(
 		 inv, c->in->id, &c->rule, &c->priced, cause)) != 0 ||
-	    (r = ledger_events(inv, c->in->id, &ev, &n, cause)) != 0)
+	    (r = ledger_prices(inv, c->in->id, &p, &np, cause)) != 0)
 		return r;
+	if ((r = ledger_events(inv, c->in->id, &ev, &n, cause)) != 0) {
+		free(p);
+		return r;
+	}
+	if (np == 0) {
+		one.from = 0;
+		one.rule = c->rule;
+	}
 	iv = xcalloc(n + 1, sizeof *iv);
 	k = ledger_intervals(ev, n, to < now ? to : now, iv);
 	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
 	c->stopped_now = n > 0 && strcmp(ev[n - 1].state, "stopped") == 0;
 	if (lines != NULL)
-		r = billing_explain(
-		    &c->rule, iv, k, from, to, &c->total, lines, nlines, &why);
+		r = billing_explain_prices(np > 0 ? p : &one, np > 0 ? np : 1,
+		    iv, k, from, to, &c->total, lines, nlines, pieces, npieces,
+		    &why);
 	else
-		r = billing_window(&c->rule, iv, k, from, to, &c->total, &why);
+		r = billing_window_prices(np > 0 ? p : &one, np > 0 ? np : 1,
+		    iv, k, from, to, &c->total, &why);
 	free(iv);
 	free(ev);
 	if (r != 0) {
+		free(p);
 		xasprintf(cause, "%s: %s (see gpufleet ledger %s)", c->in->name,
 		    why, c->in->name);
 		free(why);
 		return -GF_EDB;
 	}
-	c->egress_bytes = egress_bytes(inv, c->in->id, from, to);
-	c->egress = billing_egress_cost(&c->rule, c->egress_bytes);
+	c->egress = egress_cost(inv, c->in->id, np > 0 ? p : &one,
+	    np > 0 ? np : 1, from, to, &c->egress_bytes);
+	free(p);
 	c->amount = c->total.compute;
 	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
 	    billing_add(&c->amount, c->egress, cause) != 0)

@@ -1,6 +1,6 @@
 /*
  * What an instance costs is derived, never stored as a running total: from
- * its price (instance_price) and its ledger of state changes (running,
+ * its price history (instance_price) and its ledger of state changes (running,
  * stopped, released, unknown), each with its source: observed (status saw
  * it), performed (gpufleet did it) or stated (`gpufleet mark`). A
  * corrected entry corrects every report.
@@ -9,6 +9,8 @@
 #define GPUFLEET_LEDGER_H
 
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "billing.h"
 #include "config.h"
@@ -20,6 +22,9 @@
  * rental begun before it was added to gpufleet): 7 days.
  */
 #define LEDGER_BACKDATE_MAX (7 * 86400)
+
+#define LEDGER_NPRICE_FIELDS 7
+extern const char *const ledger_price_fields[LEDGER_NPRICE_FIELDS];
 
 struct ledger_cost {
 	const struct instance *in;
@@ -56,6 +61,15 @@ int ledger_price_get(
     struct inventory *, int64_t, struct billing_rule *, int *, char **);
 int ledger_price_put(
     struct inventory *, int64_t, const struct billing_rule *, char **);
+int ledger_prices(
+    struct inventory *, int64_t, struct billing_price **, size_t *, char **);
+int ledger_price_set(
+    struct inventory *, int64_t, int64_t, const struct billing_rule *, char **);
+char *ledger_price_value(const struct billing_rule *, const char *);
+json_t *ledger_price_json(const struct billing_rule *);
+int ledger_price_earliest(
+    struct inventory *, const struct instance *, int64_t *, char **);
+int ledger_price_currency(struct inventory *, int64_t, const char *, char **);
 int ledger_price_field(
     struct billing_rule *, const char *, const char *, int *, char **);
 int ledger_add(struct inventory *, int64_t, int64_t, const char *, const char *,
@@ -70,7 +84,7 @@ int ledger_cost(struct inventory *, const struct config *, struct ledger_cost *,
     int64_t, int64_t, int64_t, char **);
 int ledger_explain(struct inventory *, const struct config *,
     struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
-    size_t *, char **);
+    size_t *, struct billing_piece **, size_t *, char **);
 int ledger_observe(struct inventory *, int64_t, int64_t, int64_t, int, char **);
 int ledger_entries(
     struct inventory *, int64_t, struct ledger_entry **, size_t *, char **);

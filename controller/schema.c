@@ -493,6 +493,33 @@ static const char *const steps[] = {
 	"  size INTEGER NOT NULL CHECK (size > 0)"
 	");"
 	"CREATE INDEX speed_instance ON speed(instance_id, at);",
+
+	/*
+	 * 15 -> 16: price history (ledger.c). instance_price holds every
+	 * price an instance has had, each in force from valid_from until the
+	 * next one (the first also before it); the price so far is valid
+	 * from when the instance was added.
+	 */
+	"CREATE TABLE instance_price_history ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  valid_from INTEGER NOT NULL,"
+	"  price INTEGER NOT NULL,"
+	"  price_per TEXT NOT NULL,"
+	"  unit TEXT NOT NULL,"
+	"  min_billed INTEGER NOT NULL,"
+	"  stopped_per_day INTEGER NOT NULL,"
+	"  monthly_price INTEGER NOT NULL,"
+	"  egress_per_gb INTEGER NOT NULL,"
+	"  currency TEXT NOT NULL,"
+	"  PRIMARY KEY (instance_id, valid_from)"
+	") WITHOUT ROWID;"
+	"INSERT INTO instance_price_history SELECT p.instance_id, "
+	"  i.created_at, p.price, p.price_per, p.unit, p.min_billed, "
+	"  p.stopped_per_day, p.monthly_price, p.egress_per_gb, p.currency "
+	"  FROM instance_price p JOIN instance i ON i.id = p.instance_id;"
+	"DROP TABLE instance_price;"
+	"ALTER TABLE instance_price_history RENAME TO instance_price;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

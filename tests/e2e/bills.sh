@@ -160,8 +160,9 @@ autodl,CNY,1,0,7430,3370,6.8733,0,0,68.80\r
 
 # --- egress is a line of the bill ------------------------------------------
 # h1 sent 1.5 GB (10^9 bytes each) between two samples at 0.80/GB:
-# 0.80 * 1.5 = 1.20 USD; total 9.00 + 1.20 = 10.20.
-run set h1 egress_price=0.80/GB
+# 0.80 * 1.5 = 1.20 USD; total 9.00 + 1.20 = 10.20. The price is in force
+# from Nov 1 (a price from now would leave Nov 2's bytes at no price).
+run set h1 egress_price=0.80/GB --from 2026-11-01T00:00:00Z
 expect_rc 0 "set h1 egress_price"
 sqlite3 "$db" "INSERT INTO sample_host (instance_id, t, net_tx_bytes)
     SELECT id, strftime('%s', '2026-11-02T10:00:00Z'), 1000 FROM instance
@@ -193,6 +194,48 @@ expect_contains "$out" "total 1.00 CNY" "cost says the same"
 run cost n1 --since -1h --explain --json
 expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"ongoing":true,.*"amount":10000\}\],"egress":\{"bytes":0,"amount":0\},"total":10000\}' \
     "explain --json: ongoing"
+
+# --- --explain over a price change: the lines are the piecewise charge ------
+# p1 per hour at 2.69/h, 1.20/day stored; from 01:30 2.28/h and 2.40/day;
+# from 04:10 1.20/day again. Running 00:00-02:10, then stopped. By hand:
+#   00:00-02:10  7800 s, 3 hours billed: the hours starting 00:00 and
+#                01:00 at 2.69, the one starting 02:00 at 2.28:
+#                2 * 2.69 + 2.28 = 7.66
+#   02:10-24:00  stopped: 2 h at 2.40/day and 19h50m (71400 s) at
+#                1.20/day, rounded once: (24000 * 7200 + 12000 * 71400)
+#                / 86400 = 11916.67 -> 1.1917
+#   total 7.66 + 1.1917 = 8.8517, shown 8.85 (at 2.28/h and 1.20/day
+#   throughout it would be 6.84 + 1.0917)
+run add p1 10.0.0.5 --price 2.69/h --billing hour
+run set p1 stopped_price=1.20/day
+sqlite3 "$db" "UPDATE instance SET created_at = strftime('%s', '2026-11-01')
+    WHERE name = 'p1'"
+at p1 running 2026-11-02T00:00:00Z
+at p1 stopped 2026-11-02T02:10:00Z
+run set p1 price=2.28/h stopped_price=2.40/day --from 2026-11-02T01:30:00Z
+expect_rc 0 "set p1 --from 01:30"
+run set p1 stopped_price=1.20/day --from 2026-11-02T04:10:00Z
+expect_rc 0 "set p1 --from 04:10"
+run cost p1 $W --explain
+expect_rc 0 "explain p1"
+expect_eq "$out" "window 2026-11-02T00:00:00Z to 2026-11-03T00:00:00Z
+p1: 2.28 CNY/h, billed per hour, stopped 1.20 CNY/day (now; lines show the prices they were charged at)
+START                 STOP                  STATE    DURATION   BILLED   MINIMUM  PRICE                                         AMOUNT
+2026-11-02T00:00:00Z  2026-11-02T02:10:00Z  running  2h10m00s   3 hours  -        2 at 2.69/h + 1 at 2.28/h                     7.66
+2026-11-02T02:10:00Z  2026-11-03T00:00:00Z  stopped  21h50m00s  -        -        2h00m00s at 2.40/day + 19h50m00s at 1.20/day  1.1917
+total 8.85 CNY (exactly 8.8517)" "explain p1: piecewise lines over price changes"
+run cost p1 $W
+expect_contains "$out" "total 8.85 CNY" "cost p1 says the explained total"
+run cost p1 $W --json
+expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"compute":76600,"storage":11917,"egress":0,"idle":null,"total":88517' \
+    "cost p1 --json: the exact parts"
+run cost p1 $W --explain --json
+expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"unit":"hour","pieces":\[\{"start":"2026-11-02T00:00:00Z","secs":7200,"units":2,"price":26900,"per":"h"\},\{"start":"2026-11-02T02:00:00Z","secs":3600,"units":1,"price":22800,"per":"h"\}\],"state":"running"' \
+    "explain p1 --json: the run's pieces"
+expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"pieces":\[\{"start":"2026-11-02T02:10:00Z","secs":7200,"price":24000,"per":"day"\},\{"start":"2026-11-02T04:10:00Z","secs":71400,"price":12000,"per":"day"\}\],"state":"stopped"' \
+    "explain p1 --json: the stop's pieces"
+expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"total":88517\}\]\}$' \
+    "explain p1 --json: the total is cost's"
 
 # --- bad input ----------------------------------------------------------------
 before=$(dump)

@@ -29,24 +29,27 @@ run provider add autodl --balance 1000000001 --currency CNY
 expect_rc 2 "a balance above 10^9 refused"
 expect_eq "$(dump)" "$before" "db unchanged after a huge balance"
 
-run set a1 price=1000000/h
-expect_rc 0 "the ceiling itself is accepted"
 backdate a1 2026-11-01T00:00:00Z
+# The price a1 ran under from Nov 1 (a price from now would leave the
+# run at 2.69/h).
 run mark a1 running --at 2026-11-01T00:00:00Z
 expect_rc 0 "mark running"
+run set a1 price=1000000/h --from 2026-11-01T00:00:00Z
+expect_rc 0 "the ceiling itself is accepted"
 run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z
 expect_rc 0 "cost at the ceiling"
 expect_contains "$out" "total 24,000,000.00 CNY" "a day at the ceiling, not wrapped"
 
 # A rule stored before the ceiling existed: refused with a way out.
-sqlite3 "$db" "UPDATE instance_price SET price = 10000000000000, price_per = 's'"
+sqlite3 "$db" "UPDATE instance_price SET price = 10000000000000, price_per = 's'
+    WHERE valid_from = 1793491200"
 run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z
 checks=$((checks + 1))
 [ "$rc" != 0 ] || fail "cost with a stored huge price succeeded: $out"
 expect_contains "$err" "above 1000000 an hour" "stored huge price named"
 checks=$((checks + 1))
 case $out in *-9*) fail "a wrapped (negative) total printed: $out" ;; esac
-run set a1 price=2.69/h
+run set a1 price=2.69/h --from 2026-11-01T00:00:00Z
 expect_rc 0 "set repairs the stored price"
 run cost --since 2026-11-01T00:00:00Z --until 2026-11-02T00:00:00Z
 expect_rc 0 "cost after the repair"

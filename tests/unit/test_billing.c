@@ -914,6 +914,294 @@ START_TEST(test_explain_error)
 }
 END_TEST
 
+/* ---- price history: runs spanning a change, charged piecewise ---- */
+
+/* One history entry as a case row gives it: from, price, per, unit... */
+struct price_row {
+	int64_t from;
+	money_t price;
+	enum billing_per per;
+	enum billing_unit unit;
+	int64_t min_billed;
+	money_t stopped_per_day;
+};
+
+struct history_case {
+	const char *what;
+	struct price_row p[3];
+	size_t np;
+	struct billing_interval iv[3];
+	size_t n;
+	int64_t from, to;
+	struct billing_total want; /* currency filled in by the test */
+};
+
+#define P228 22800 /* 2.28 */
+#define P498 49800 /* 4.98 */
+
+static const struct history_case histories[] = {
+	/* The issue's example: a past run at 4.98/h per second, then `set
+	   price=2.28/h`. 4.98 * 6665 s / 3600 = 9.2199 -> 92200 (9.22) is
+	   kept; before price history it became 2.28 * 6665 / 3600 = 4.2212
+	   -> 42212. The issue says 1h51m, 9.22 -> 4.23: 1h51m exactly
+	   (6660 s) is 9.213 -> 9.21 and 4.218 -> 4.22, so its run was some
+	   seconds over 1h51m (9.22 needs 6662..6668 s), and 4.23 matches
+	   none of those (2.28 * 6668 / 3600 = 4.2231 -> 4.22). */
+	{ "issue 15: a past run keeps its price",
+	    { { NOV1, P498, BILL_PER_HOUR, BILL_SECOND, 0, 0 },
+		{ NOV1 + DAY, P228, BILL_PER_HOUR, BILL_SECOND, 0, 0 } },
+	    2, { RUN(NOV1 + HOUR, NOV1 + HOUR + 6665) }, 1, NOV1, DEC1,
+	    TOTAL(6665, 6665, 1, 0, 0, 92200, 0) },
+	/* A run after the change is at the new price: 42212 as above. */
+	{ "a run after the change",
+	    { { NOV1, P498, BILL_PER_HOUR, BILL_SECOND, 0, 0 },
+		{ NOV1 + DAY, P228, BILL_PER_HOUR, BILL_SECOND, 0, 0 } },
+	    2, { RUN(NOV1 + 2 * DAY, NOV1 + 2 * DAY + 6665) }, 1, NOV1, DEC1,
+	    TOTAL(6665, 6665, 1, 0, 0, 42212, 0) },
+	/* Per second, 100 s each side of a change at 01:00: 2.69 * 100 /
+	   3600 = 747.22 and 2.28 * 100 / 3600 = 633.33, rounded once:
+	   1380.56 -> 1381 (each rounded on its own would be 748 + 634). */
+	{ "per second over a change, rounded once",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_SECOND, 0, 0 },
+		{ NOV1 + HOUR, P228, BILL_PER_HOUR, BILL_SECOND, 0, 0 } },
+	    2, { RUN(NOV1 + HOUR - 100, NOV1 + HOUR + 100) }, 1, NOV1, DEC1,
+	    TOTAL(200, 200, 1, 0, 0, 1381, 0) },
+	/* Per hour, 00:00 to 02:10 with a change at 01:30: three hours
+	   billed, starting 00:00 and 01:00 at 2.69, 02:00 at 2.28:
+	   2 * 26900 + 22800 = 76600. */
+	{ "per hour: each unit at the price when it starts",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0 },
+		{ NOV1 + HOUR + 1800, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0 } },
+	    2, { RUN(NOV1, NOV1 + 2 * HOUR + 600) }, 1, NOV1, DEC1,
+	    TOTAL(7800, 3 * HOUR, 1, 0, 0, 76600, 0) },
+	/* The same cut at 01:30: by then two hours have started, both at
+	   2.69 (53800); the third (02:00, 2.28) falls after: 22800. */
+	{ "per hour: window before the cut",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0 },
+		{ NOV1 + HOUR + 1800, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0 } },
+	    2, { RUN(NOV1, NOV1 + 2 * HOUR + 600) }, 1, NOV1,
+	    NOV1 + HOUR + 1800, TOTAL(5400, 2 * HOUR, 1, 0, 0, 53800, 0) },
+	{ "per hour: window after the cut",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0 },
+		{ NOV1 + HOUR + 1800, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0 } },
+	    2, { RUN(NOV1, NOV1 + 2 * HOUR + 600) }, 1, NOV1 + HOUR + 1800,
+	    DEC1, TOTAL(2400, HOUR, 0, 0, 0, 22800, 0) },
+	/* Unit and minimum from the rule at the start: per minute with a
+	   10 min minimum, then from 00:02 per hour without one. A 3 min
+	   run at 00:00 is billed 10 min in minutes: units at 00:00 and
+	   00:01 at 2.69, the eight from 00:02 at 2.28: (2 * 60 * 26900 +
+	   8 * 60 * 22800) / 3600 = 3936.67 -> 3937. A 5 min run at 00:10
+	   is under the new rule: one hour, 22800. 3937 + 22800 = 26737. */
+	{ "unit and minimum from the rule at the start",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_MINUTE, 600, 0 },
+		{ NOV1 + 120, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0 } },
+	    2, { RUN(NOV1, NOV1 + 180), RUN(NOV1 + 600, NOV1 + 900) }, 2, NOV1,
+	    DEC1, TOTAL(480, 600 + HOUR, 2, 0, 0, 26737, 0) },
+	/* Prices per different periods: 100/day for 1000 s (11574.07),
+	   then 2.69/h for 1000 s (7472.22): 19046.30 -> 19047 (each on its
+	   own: 11575 + 7473 = 19048). */
+	{ "per day, then per hour",
+	    { { NOV1, 1000000, BILL_PER_DAY, BILL_SECOND, 0, 0 },
+		{ NOV1 + 1000, P269, BILL_PER_HOUR, BILL_SECOND, 0, 0 } },
+	    2, { RUN(NOV1, NOV1 + 2000) }, 1, NOV1, DEC1,
+	    TOTAL(2000, 2000, 1, 0, 0, 19047, 0) },
+	/* Before the first entry its rule is in force: an hour on Oct 31
+	   at a price first set on Nov 1, 26900. */
+	{ "the first price holds before it too",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0 },
+		{ NOV1 + DAY, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0 } },
+	    2, { RUN(NOV1 - HOUR, NOV1 - 600) }, 1, OCT31, DEC1,
+	    TOTAL(3000, HOUR, 1, 0, 0, 26900, 0) },
+	/* Three prices in one hourly run: 00:00 at 2.69, 01:00 at 2.28
+	   (from 00:30), 02:00 at 4.98 (from 01:59): 26900 + 22800 + 49800
+	   = 99500. */
+	{ "three prices in one run",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0 },
+		{ NOV1 + 1800, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0 },
+		{ NOV1 + 2 * HOUR - 60, P498, BILL_PER_HOUR, BILL_HOUR, 0,
+		    0 } },
+	    3, { RUN(NOV1, NOV1 + 2 * HOUR + 1) }, 1, NOV1, DEC1,
+	    TOTAL(7201, 3 * HOUR, 1, 0, 0, 99500, 0) },
+	/* Storage per second at the price then: stopped a day, 1.20/day
+	   for 6 h (3000) then 0.50/day for 18 h (3750): 6750. */
+	{ "storage over a change",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_SECOND, 0, 12000 },
+		{ NOV1 + 6 * HOUR, P269, BILL_PER_HOUR, BILL_SECOND, 0,
+		    5000 } },
+	    2, { STOP(NOV1, NOV1 + DAY) }, 1, NOV1, DEC1,
+	    TOTAL(0, 0, 0, DAY, 0, 0, 6750) },
+	/* 50 s at 1.20/day (6.94) and 50 s at 0.50/day (2.89): 9.84 -> 10,
+	   rounded once; the interval outlives the window end. */
+	{ "storage over a change, rounded once",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_SECOND, 0, 12000 },
+		{ NOV1 + 50, P269, BILL_PER_HOUR, BILL_SECOND, 0, 5000 } },
+	    2, { STOP(NOV1, NOV1 + DAY) }, 1, NOV1, NOV1 + 100,
+	    TOTAL(0, 0, 0, 100, 0, 0, 10) },
+};
+
+/* A history from a case's rows, in CNY. */
+static void
+history_make(struct billing_price *p, const struct price_row *row, size_t np)
+{
+	size_t i;
+
+	for (i = 0; i < np; i++) {
+		p[i].from = row[i].from;
+		rule_make(&p[i].rule, row[i].price, row[i].per, row[i].unit,
+		    row[i].min_billed, row[i].stopped_per_day);
+	}
+}
+
+START_TEST(test_history)
+{
+	const struct history_case *c = &histories[_i];
+	struct billing_price p[3];
+	struct billing_total got, want = c->want;
+	char *cause = NULL;
+
+	history_make(p, c->p, c->np);
+	memcpy(want.currency, "CNY", 4);
+	ck_assert_msg(billing_window_prices(p, c->np, c->iv, c->n, c->from,
+			  c->to, &got, &cause) == 0,
+	    "%s: %s", c->what, cause);
+	total_eq(&got, &want, c->what);
+}
+END_TEST
+
+/* A history that is empty, out of order or mixes currencies is refused. */
+START_TEST(test_history_error)
+{
+	struct billing_price p[2];
+	struct billing_interval iv[] = { RUN(NOV1, NOV1 + HOUR) };
+	struct billing_total got;
+	char *cause = NULL;
+
+	rule_make(&p[0].rule, P269, BILL_PER_HOUR, BILL_SECOND, 0, 0);
+	p[1] = p[0];
+	p[0].from = NOV1;
+	p[1].from = NOV1;
+	ck_assert_int_eq(
+	    billing_window_prices(p, 0, iv, 1, NOV1, DEC1, &got, &cause), -1);
+	ck_assert_str_eq(cause, "no price");
+	free(cause);
+	ck_assert_int_eq(
+	    billing_window_prices(p, 2, iv, 1, NOV1, DEC1, &got, &cause), -1);
+	ck_assert_str_eq(cause,
+	    "price from 1793491200 is not after the one before it "
+	    "(from 1793491200)");
+	free(cause);
+	p[1].from = NOV1 + 1;
+	memcpy(p[1].rule.currency, "USD", 4);
+	ck_assert_int_eq(
+	    billing_window_prices(p, 2, iv, 1, NOV1, DEC1, &got, &cause), -1);
+	ck_assert_str_eq(
+	    cause, "price from 1793491201 is in USD, the one before in CNY");
+	free(cause);
+	ck_assert_ptr_eq(billing_price_at(p, 2, NOV1 - 1), &p[0].rule);
+	ck_assert_ptr_eq(billing_price_at(p, 2, NOV1 + 1), &p[1].rule);
+}
+END_TEST
+
+/*
+ * Explain under a price history: the lines come from the loop that
+ * charges the window, with the pieces of each line's charge.
+ * History: 2.69/h per hour, 1.20/day stored; from 01:30 2.28/h and
+ * 2.40/day; from 04:10 1.20/day again (2.28/h still). Ledger: running
+ * 00:00-02:10, stopped 02:10-06:10.
+ * The run, 7800 s, is billed 3 hours: units start 00:00 and 01:00 (before
+ * 01:30, 2.69) and 02:00 (2.28): 2 * 26900 + 22800 = 76600 (7.66), in
+ * two pieces (the 04:10 change is past its last unit).
+ * The stop: 02:10-04:10 at 2.40/day, 24000 * 7200 / 86400 = 2000, and
+ * 04:10-06:10 at 1.20/day, 12000 * 7200 / 86400 = 1000: 3000 (0.30).
+ * Lines 76600 + 3000 = 79600 (7.96), billing_window_prices' total.
+ * From 01:30 on, the run's two first hours (53800) were charged before
+ * the window: it gets 22800, the stop all of its 3000.
+ */
+static const struct billing_interval explain_prices_iv[] = {
+	RUN(NOV1, NOV1 + 2 * HOUR + 600),
+	STOP(NOV1 + 2 * HOUR + 600, NOV1 + 6 * HOUR + 600),
+};
+
+struct explain_prices_case {
+	int64_t from;
+	money_t before0, amount0; /* the run's line */
+};
+
+static const struct explain_prices_case explain_prices_cases[] = {
+	{ NOV1, 0, 76600 },
+	{ NOV1 + HOUR + 1800, 53800, 22800 },
+};
+
+START_TEST(test_explain_prices)
+{
+	const struct explain_prices_case *c = &explain_prices_cases[_i];
+	struct billing_price p[3];
+	struct billing_total got, want;
+	struct billing_line *lines;
+	struct billing_piece *pc;
+	size_t n, npc, i;
+	money_t sum = 0;
+	char *cause = NULL;
+
+	rule_make(&p[0].rule, P269, BILL_PER_HOUR, BILL_HOUR, 0, 12000);
+	p[0].from = NOV1;
+	rule_make(&p[1].rule, P228, BILL_PER_HOUR, BILL_HOUR, 0, 24000);
+	p[1].from = NOV1 + HOUR + 1800;
+	rule_make(&p[2].rule, P228, BILL_PER_HOUR, BILL_HOUR, 0, 12000);
+	p[2].from = NOV1 + 4 * HOUR + 600;
+	ck_assert_msg(
+	    billing_explain_prices(p, 3, explain_prices_iv, 2, c->from, DEC1,
+		&got, &lines, &n, &pc, &npc, &cause) == 0,
+	    "%s", cause);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(lines[0].state, BILL_RUNNING);
+	ck_assert_int_eq(lines[0].billed_secs, 3 * HOUR);
+	ck_assert_int_eq(lines[0].units, 3);
+	ck_assert_int_eq(lines[0].charge, 76600);
+	ck_assert_int_eq(lines[0].before, c->before0);
+	ck_assert_int_eq(lines[0].amount, c->amount0);
+	ck_assert_int_eq(lines[1].state, BILL_STOPPED);
+	ck_assert_int_eq(lines[1].charge, 3000);
+	ck_assert_int_eq(lines[1].before, 0);
+	ck_assert_int_eq(lines[1].amount, 3000);
+
+	/* The pieces: 2 hours at 2.69 from 00:00, 1 at 2.28 from 02:00;
+	   2 h stored at 2.40/day from 02:10, 2 h at 1.20/day from 04:10. */
+	ck_assert_uint_eq(npc, 4);
+	ck_assert_uint_eq(pc[0].line, 0);
+	ck_assert_int_eq(pc[0].start, NOV1);
+	ck_assert_int_eq(pc[0].units, 2);
+	ck_assert_int_eq(pc[0].secs, 2 * HOUR);
+	ck_assert_int_eq(pc[0].rule.price, P269);
+	ck_assert_uint_eq(pc[1].line, 0);
+	ck_assert_int_eq(pc[1].start, NOV1 + 2 * HOUR);
+	ck_assert_int_eq(pc[1].units, 1);
+	ck_assert_int_eq(pc[1].secs, HOUR);
+	ck_assert_int_eq(pc[1].rule.price, P228);
+	ck_assert_uint_eq(pc[2].line, 1);
+	ck_assert_int_eq(pc[2].start, NOV1 + 2 * HOUR + 600);
+	ck_assert_int_eq(pc[2].secs, 2 * HOUR);
+	ck_assert_int_eq(pc[2].units, 0);
+	ck_assert_int_eq(pc[2].rule.stopped_per_day, 24000);
+	ck_assert_uint_eq(pc[3].line, 1);
+	ck_assert_int_eq(pc[3].start, NOV1 + 4 * HOUR + 600);
+	ck_assert_int_eq(pc[3].secs, 2 * HOUR);
+	ck_assert_int_eq(pc[3].rule.stopped_per_day, 12000);
+
+	/* The lines are the window's total, and billing_window_prices'. */
+	for (i = 0; i < n; i++)
+		sum += lines[i].amount;
+	ck_assert_int_eq(sum, c->amount0 + 3000);
+	ck_assert_int_eq(sum, got.compute + got.storage);
+	ck_assert_int_eq(billing_window_prices(p, 3, explain_prices_iv, 2,
+			     c->from, DEC1, &want, &cause),
+	    0);
+	total_eq(&got, &want, "explain under a price history");
+	free(lines);
+	free(pc);
+}
+END_TEST
+
 /* ---- currencies ---- */
 
 START_TEST(test_currencies)
@@ -1217,6 +1505,58 @@ START_TEST(test_partition)
 					want.unknown_secs += t;
 			}
 			total_eq(&whole, &want, "whole ledger");
+		}
+}
+END_TEST
+
+/*
+ * Under a price history: a history of one rule repeated at many times
+ * costs what that rule alone does, whatever the unit and minimum (the cut
+ * into units loses and adds nothing), and days of a history whose price
+ * changes every few days add up to the month.
+ */
+START_TEST(test_history_partition)
+{
+	static struct billing_interval iv[LEDGER_MAX];
+	struct billing_price p[8];
+	struct billing_total whole, part, sum, want;
+	size_t n = ledger_make(iv, LEDGER_MAX), i, m;
+	int64_t t;
+	int u;
+	char *cause = NULL;
+
+	for (u = BILL_SECOND; u <= BILL_HOUR; u++)
+		for (m = 0; m < NMINS; m++) {
+			for (i = 0; i < 8; i++) {
+				p[i].from = NOV1 + (int64_t)i * 4 * DAY + 4321;
+				rule_make(&p[i].rule, P269, BILL_PER_HOUR,
+				    (enum billing_unit)u, property_mins[m],
+				    12000);
+			}
+			window(&p[0].rule, iv, n, LEDGER_T0, LEDGER_T1, &want);
+			if (billing_window_prices(p, 8, iv, n, LEDGER_T0,
+				LEDGER_T1, &whole, &cause) != 0)
+				ck_abort_msg("%s", cause);
+			total_eq(&whole, &want, "one rule repeated");
+
+			for (i = 0; i < 8; i++) {
+				p[i].rule.price = P269 + (money_t)i * 1111;
+				p[i].rule.price_per =
+				    i % 2 ? BILL_PER_MINUTE : BILL_PER_HOUR;
+				p[i].rule.stopped_per_day = 12000 - i * 999;
+			}
+			if (billing_window_prices(
+				p, 8, iv, n, NOV1, DEC1, &whole, &cause) != 0)
+				ck_abort_msg("%s", cause);
+			memset(&sum, 0, sizeof sum);
+			for (t = NOV1; t < DEC1; t += DAY) {
+				if (billing_window_prices(p, 8, iv, n, t,
+					t + DAY, &part, &cause) != 0)
+					ck_abort_msg("%s", cause);
+				add(&sum, &part);
+			}
+			total_eq(&sum, &whole, "days of November, 8 prices");
+			ck_assert_int_gt(whole.compute, want.compute / 2);
 		}
 }
 END_TEST
@@ -1554,6 +1894,9 @@ main(void)
 	LOOP(tc, test_window_error, window_errors);
 	LOOP(tc, test_explain, explains);
 	tcase_add_test(tc, test_explain_error);
+	LOOP(tc, test_history, histories);
+	tcase_add_test(tc, test_history_error);
+	LOOP(tc, test_explain_prices, explain_prices_cases);
 	tcase_add_test(tc, test_currencies);
 	tcase_add_test(tc, test_monthly);
 	LOOP(tc, test_runway, runways);
@@ -1566,6 +1909,7 @@ main(void)
 	tcase_add_test(props, test_monotonic);
 	tcase_add_test(props, test_unit_order);
 	tcase_add_test(props, test_partition);
+	tcase_add_test(props, test_history_partition);
 	tcase_add_test(props, test_window_stable);
 	tcase_add_test(props, test_parse_generated);
 	suite_add_tcase(s, props);
