@@ -145,6 +145,13 @@ gpufleet set gpu-1 provider=autodl >/dev/null
 gpufleet provider add autodl --balance 40 --low-balance 50
 show gpufleet ledger gpu-3   # what cost is computed from; ledger rm ID / amend ID --at T repair an entry
 gpufleet ledger gpu-3
+# The sandbox's own first sight of gpu-3 ("observed", now) contradicts the
+# story told above; ledger rm takes an entry out (recorded in events).
+obs=$(gpufleet ledger gpu-3 --json | jq -r '[.[] | select(.source == "observed")] | last | .id // empty')
+if [ -n "$obs" ]; then
+	show "gpufleet ledger rm $obs   # an entry that is wrong: cost and advise no longer see it"
+	gpufleet ledger rm "$obs"
+fi
 show gpufleet cost --since -4h
 gpufleet cost --since -4h
 show "gpufleet cost gpu-3 --explain --since -4h   # each run with its rounding, to check against the platform's bill"
