@@ -40,6 +40,7 @@ static int parse_add(const struct cmd_entry *, int, char **, struct schedule *,
 static int check_add(
     const struct cmd_entry *, struct schedule *, int, char **, int, int, int);
 static int check_backup(const struct cmd_entry *, int, char **);
+static char *words_json(int, char **);
 static char *derive_name(struct inventory *, const struct schedule *);
 static int schedule_add_cmd(struct cmd_ctx *, int, char **);
 static void names_add(char **, const char *);
@@ -320,6 +321,30 @@ parse_add(const struct cmd_entry *e, int argc, char **argv, struct schedule *s,
  * LOCAL_DIR absolute (the daemon's working directory is not the user's).
  * Returns 0 or the exit status.
  */
+/*
+ * The words as a compact JSON array of strings (caller frees); NULL when
+ * one is not UTF-8 (json_string refuses it: appending its NULL would drop
+ * the word without a word).
+ */
+static char *
+words_json(int n, char **words)
+{
+	json_t *a, *w;
+	char *s = NULL;
+	int i;
+
+	a = json_array();
+	for (i = 0; i < n; i++) {
+		if ((w = json_string(words[i])) == NULL)
+			break;
+		json_array_append_new(a, w);
+	}
+	if (i == n)
+		s = json_dumps(a, JSON_COMPACT);
+	json_decref(a);
+	return s;
+}
+
 static int
 check_backup(const struct cmd_entry *e, int nargs, char **args)
 {
@@ -392,20 +417,10 @@ check_add(const struct cmd_entry *e, struct schedule *s, int nargs, char **args,
 	if (s->action == SCHED_BACKUP) {
 		if ((i = check_backup(e, nargs, args)) != 0)
 			return i;
-		argv = json_array();
-		for (i = 0; i < nargs; i++)
-			json_array_append_new(argv, json_string(args[i]));
-		s->command = json_dumps(argv, JSON_COMPACT);
-		json_decref(argv);
-		if (s->command == NULL)
+		if ((s->command = words_json(nargs, args)) == NULL)
 			return cmd_usage_error(e, "a path is not UTF-8");
 	} else if (s->action == SCHED_EXEC && exact) {
-		argv = json_array();
-		for (i = 0; i < nargs; i++)
-			json_array_append_new(argv, json_string(args[i]));
-		s->command = json_dumps(argv, JSON_COMPACT);
-		json_decref(argv);
-		if (s->command == NULL)
+		if ((s->command = words_json(nargs, args)) == NULL)
 			return cmd_usage_error(e, "COMMAND is not UTF-8");
 	} else if (s->action == SCHED_EXEC) {
 		line = misc_join_argv(nargs, args);

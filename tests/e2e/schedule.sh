@@ -114,6 +114,9 @@ refuse "--do exec needs -- COMMAND..." @t --cron '@daily' --do exec --
 refuse "-- and its words are for --do exec and backup only (--do status takes none)" @t --cron '@daily' --do status -- ls
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do exec --warn 3 -- ls
 refuse "--argv is for --do exec only" @t --cron '@daily' --do status --argv
+# A word that is not UTF-8 is refused, not dropped from the stored array.
+refuse "COMMAND is not UTF-8" @t --cron '@daily' --do exec --argv -- echo "$(printf 'a\377')"
+refuse "a path is not UTF-8" @t --cron '@daily' --do backup -- "$(printf '~/a\377')" /tmp/bk
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do status --unless-busy
 refuse "--warn, --before and --unless-busy are for --do shutdown only" @t --cron '@daily' --do rotate-keys --before true
 refuse "--warn '1441' is not a number of minutes" @t --cron '@daily' --do shutdown --warn 1441
