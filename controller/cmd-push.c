@@ -26,8 +26,6 @@
 
 static int cmd_push_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
-static int parse_int(
-    const struct cmd_entry *, const char *, const char *, int, int, int *);
 static json_t *result_json(const struct xfer_result *);
 
 const struct cmd_entry cmd_push_entry = {
@@ -81,23 +79,6 @@ static const struct option xfer_options[] = { { "fanout", required_argument,
 	{ "timeout", required_argument, NULL, 't' },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
-
-/* An integer option from lo to hi; GF_EUSAGE (said) if it is not one. */
-static int
-parse_int(const struct cmd_entry *e, const char *opt, const char *s, int lo,
-    int hi, int *v)
-{
-	char *end;
-	long l;
-
-	errno = 0;
-	l = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || l < lo || l > hi)
-		return cmd_usage_error(e,
-		    "%s wants a number from %d to %d, not %s", opt, lo, hi, s);
-	*v = (int)l;
-	return 0;
-}
 
 /* One instance's result as a line on stdout (push, pull, shutdown --pull). */
 void
@@ -193,8 +174,8 @@ cmd_xfer_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 		case -2:
 			return status;
 		case 'f':
-			if (parse_int(e, "--fanout", optarg, 1, FANOUT_MAX,
-				&req.fanout) != 0)
+			if (cmd_number(e, "--fanout", optarg, "instances", 1,
+				FANOUT_MAX, &req.fanout) != 0)
 				return GF_EUSAGE;
 			break;
 		case 'n':
@@ -204,8 +185,8 @@ cmd_xfer_exec(const struct cmd_entry *e, struct cmd_ctx *ctx, int argc,
 			req.delete = 1;
 			break;
 		case 't':
-			if (parse_int(e, "--timeout", optarg, 0, 86400,
-				&req.timeout) != 0)
+			if (cmd_number(e, "--timeout", optarg, "seconds", 0,
+				86400, &req.timeout) != 0)
 				return GF_EUSAGE;
 			break;
 		case OPT_JSON:

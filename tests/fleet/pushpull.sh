@@ -169,7 +169,7 @@ expect_eq "$err" "gpufleet: push: wants SELECTOR, LOCAL... and REMOTE_DIR (try '
 bad push inst-1 "$T/nonesuch" '~/x'
 expect_eq "$err" "gpufleet: push: $T/nonesuch: No such file or directory (try 'gpufleet push --help')" "missing LOCAL"
 bad push inst-1 -f 0 "$src/big" '~/x'
-expect_eq "$err" "gpufleet: push: --fanout wants a number from 1 to 256, not 0 (try 'gpufleet push --help')" "-f 0"
+expect_eq "$err" "gpufleet: push: --fanout '0' is not a number of instances (1-256) (try 'gpufleet push --help')" "-f 0"
 bad pull inst-1 $'a\nb' "$T/x"
 expect_eq "$err" "gpufleet: pull: a path with a control character (try 'gpufleet pull --help')" "a newline in a path"
 bad pull inst-1 '~/x' "$src/big"
