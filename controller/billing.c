@@ -15,7 +15,6 @@ __extension__ typedef __int128 i128;
 
 static money_t saturate(i128);
 static i128 ceil_div(i128, i128);
-static money_t add_sat(money_t, money_t);
 static const char *parse_decimal(const char *, size_t, money_t *);
 static int parse_price_as(
     const char *, const char *, money_t *, enum billing_per *, char **);
@@ -65,9 +64,9 @@ ceil_div(i128 num, i128 den)
 	return (num + den - 1) / den;
 }
 
-/* Add two amounts, saturating instead of wrapping. */
-static money_t
-add_sat(money_t a, money_t b)
+/* Add two amounts, saturating at the money_t range instead of wrapping. */
+money_t
+billing_sat_add(money_t a, money_t b)
 {
 	return saturate((i128)a + b);
 }
@@ -1011,11 +1010,13 @@ window_walk(const struct billing_price *p, size_t np,
 			total->running_secs += l.window_secs;
 			total->starts += l.starts;
 			total->billed_secs += l.window_billed;
-			total->compute = add_sat(total->compute, l.amount);
+			total->compute =
+			    billing_sat_add(total->compute, l.amount);
 			break;
 		case BILL_STOPPED:
 			total->stopped_secs += l.window_secs;
-			total->storage = add_sat(total->storage, l.amount);
+			total->storage =
+			    billing_sat_add(total->storage, l.amount);
 			break;
 		case BILL_UNKNOWN:
 			total->unknown_secs += l.window_secs;
@@ -1126,8 +1127,8 @@ billing_total_add(
 	dst->starts += src->starts;
 	dst->stopped_secs += src->stopped_secs;
 	dst->unknown_secs += src->unknown_secs;
-	dst->compute = add_sat(dst->compute, src->compute);
-	dst->storage = add_sat(dst->storage, src->storage);
+	dst->compute = billing_sat_add(dst->compute, src->compute);
+	dst->storage = billing_sat_add(dst->storage, src->storage);
 	return 0;
 }
 
@@ -1362,8 +1363,8 @@ billing_round_parts(
 				}
 			}
 			done[best] = 1;
-			shown[best] =
-			    add_sat(shown[best], cents > 0 ? 100 : -100);
+			shown[best] = billing_sat_add(
+			    shown[best], cents > 0 ? 100 : -100);
 			cents += cents > 0 ? -1 : 1;
 		}
 	}

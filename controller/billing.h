@@ -224,6 +224,9 @@ struct billing_advice {
 	money_t savings; /* hourly_month - monthly_price; < 0: plan costs */
 };
 
+/* a + b, saturating at BILLING_MONEY_MAX (and at INT64_MIN). */
+money_t billing_sat_add(money_t, money_t);
+
 /* Parsing: 0 or -1 with *cause set (naming the value; caller frees). */
 int billing_parse_amount(const char *, money_t *, char **);
 int billing_parse_price(const char *, money_t *, enum billing_per *, char **);

@@ -12,7 +12,6 @@
 static int per_from_name(const char *, enum billing_per *);
 static void price_row(sqlite3_stmt *, struct billing_price *);
 static int unit_from_name(const char *, enum billing_unit *);
-static money_t add_or_max(money_t, money_t);
 static money_t egress_cost(struct inventory *, int64_t,
     const struct billing_price *, size_t, int64_t, int64_t, int64_t *);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
@@ -582,15 +581,6 @@ count_incidents(struct inventory *inv, int64_t id, const char *kind,
 	return n;
 }
 
-/* a + b, or BILLING_MONEY_MAX past it. */
-static money_t
-add_or_max(money_t a, money_t b)
-{
-	money_t v;
-
-	return __builtin_add_overflow(a, b, &v) ? BILLING_MONEY_MAX : v;
-}
-
 /*
  * Egress over [from, to) from the agent's counters (resets handled): the
  * bytes each sample adds are priced at the egress price in force at its
@@ -616,7 +606,7 @@ egress_cost(struct inventory *inv, int64_t id, const struct billing_price *p,
 		t = sqlite3_column_int64(st, 0);
 		v = sqlite3_column_int64(st, 1);
 		if (i + 1 < np && p[i + 1].from <= t) {
-			sum = add_or_max(
+			sum = billing_sat_add(
 			    sum, billing_egress_cost(&p[i].rule, bytes));
 			if (__builtin_add_overflow(*total, bytes, total))
 				*total = INT64_MAX;
@@ -633,7 +623,7 @@ egress_cost(struct inventory *inv, int64_t id, const struct billing_price *p,
 	sqlite3_finalize(st);
 	if (__builtin_add_overflow(*total, bytes, total))
 		*total = INT64_MAX;
-	return add_or_max(sum, billing_egress_cost(&p[i].rule, bytes));
+	return billing_sat_add(sum, billing_egress_cost(&p[i].rule, bytes));
 }
 
 /*
