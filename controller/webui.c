@@ -25,8 +25,8 @@ struct webui_file {
 static int webui_fresh(const char *, const char *);
 
 static const struct webui_file webui_files[] = {
-	{ "/", "text/html; charset=utf-8", web_index_html,
-	    &web_index_html_len, web_index_html_etag },
+	{ "/", "text/html; charset=utf-8", web_index_html, &web_index_html_len,
+	    web_index_html_etag },
 	{ "/assets/app.js", "text/javascript; charset=utf-8", web_app_js,
 	    &web_app_js_len, web_app_js_etag },
 	{ "/assets/app.css", "text/css; charset=utf-8", web_app_css,
