@@ -1,0 +1,336 @@
+/*
+ * gpufleet dashboard. Everything comes from the daemon's JSON API
+ * (/api/v1/...), the same documents the CLI prints with --json. Text from
+ * instances is untrusted: it only ever reaches the page as textContent or
+ * an attribute set through setAttribute, never as HTML.
+ */
+"use strict";
+
+/* `gpufleet status` marks a GPU idle under this utilization (%) and a
+ * progress line stale past this age; the defaults of status_idle_util and
+ * status_stale_minutes (controller/config.c). */
+const IDLE_UTIL = 5;
+const STALE_MINUTES = 30;
+const REFRESH_MS = 10000;
+const SVGNS = "http://www.w3.org/2000/svg";
+
+let timer = null;
+let range = "24h";
+
+/* An element with attributes and children (strings become text nodes). */
+function el(tag, attrs, ...kids) {
+	const e = tag.startsWith("svg:") ?
+	    document.createElementNS(SVGNS, tag.slice(4)) :
+	    document.createElement(tag);
+	for (const [k, v] of Object.entries(attrs || {}))
+		if (v !== null && v !== undefined && v !== false)
+			e.setAttribute(k, String(v));
+	for (const k of kids)
+		if (k !== null && k !== undefined)
+			e.append(k instanceof Node ? k : String(k));
+	return e;
+}
+
+async function api(path) {
+	const r = await fetch("/api/v1/" + path,
+	    { headers: { Accept: "application/json" } });
+	if (!r.ok)
+		throw new Error(path + ": HTTP " + r.status);
+	return r.json();
+}
+
+/* Optional documents: a failure shows as "not available", not an error. */
+async function maybe(path) {
+	try {
+		return await api(path);
+	} catch (e) {
+		return null;
+	}
+}
+
+function ago(secs) {
+	if (secs < 60) return Math.max(0, Math.round(secs)) + "s";
+	if (secs < 3600) return Math.round(secs / 60) + "m";
+	if (secs < 86400) return Math.round(secs / 3600) + "h";
+	return Math.round(secs / 86400) + "d";
+}
+
+/* Minor units (minor_per_unit of them to one) as "12.30 CNY". */
+function money(minor, per, cur) {
+	if (minor === null || minor === undefined) return "?";
+	return (minor / per).toFixed(2) + (cur ? " " + cur : "");
+}
+
+function gpuCell(g) {
+	const u = typeof g.util_gpu === "number" ? g.util_gpu : null;
+	const idle = u !== null && u < IDLE_UTIL;
+	const w = u === null ? 0 : Math.min(100, Math.max(0, u));
+	return el("div", { class: idle ? "gpu idle" : "gpu",
+	    title: g.name || "" },
+	    el("span", {}, "#" + g.index),
+	    el("span", { class: "bar" }, el("span", { style: null,
+		"data-w": w })),
+	    el("span", {}, u === null ? "-" : u + "%"),
+	    idle ? el("span", { class: "flag" }, "idle") : null);
+}
+
+/* The bars' widths: a style attribute set through the CSSOM, which the
+ * Content-Security-Policy allows (no inline style sheet). */
+function sizeBars(root) {
+	for (const s of root.querySelectorAll("[data-w]"))
+		s.style.width = s.getAttribute("data-w") + "%";
+}
+
+function memCell(gpus) {
+	let used = 0, total = 0;
+	for (const g of gpus) {
+		used += g.mem_used_mib || 0;
+		total += g.mem_total_mib || 0;
+	}
+	if (total === 0) return "-";
+	return (used / 1024).toFixed(1) + "/" + (total / 1024).toFixed(0) +
+	    " GiB";
+}
+
+function progressCell(rep) {
+	const p = rep && rep.progress;
+	if (!p || typeof p.text !== "string") return el("span", {}, "-");
+	const age = (rep.time || 0) - (p.mtime || 0);
+	const stale = age > STALE_MINUTES * 60;
+	const line = p.text.split("\n")[0];
+	return el("span", { class: stale ? "stale" : null },
+	    line + " (" + ago(age) + " ago)");
+}
+
+/* The soonest next run of a stopping schedule naming this instance. */
+function nextStop(name, schedules) {
+	let best = null;
+	for (const s of schedules || []) {
+		if (s.paused || !s.next_run_utc) continue;
+		if (!/stop|shutdown/.test(s.action || "")) continue;
+		if (s.selector !== name && s.selector !== "all") continue;
+		if (best === null || s.next_run_utc < best.next_run_utc)
+			best = s;
+	}
+	return best ? best.next_run + " (" + best.name + ")" : "-";
+}
+
+function fleetTable(status, cost, schedules) {
+	const byName = {};
+	const per = cost ? cost.minor_per_unit : 1;
+	for (const c of (cost && cost.instances) || [])
+		byName[c.name] = c;
+	const tb = el("tbody");
+	for (const s of status) {
+		const rep = s.report || {};
+		const gpus = Array.isArray(rep.gpus) ? rep.gpus : [];
+		const c = byName[s.name];
+		const link = el("a", { href: "#/i/" + encodeURIComponent(s.name) },
+		    s.name);
+		tb.append(el("tr", { "data-name": s.name },
+		    el("td", {}, link),
+		    el("td", { class: "state-" + s.state }, s.state,
+			s.error ? el("div", { class: "muted" }, s.error) : null),
+		    el("td", {}, String(gpus.length)),
+		    el("td", {}, ...gpus.map(gpuCell)),
+		    el("td", {}, memCell(gpus)),
+		    el("td", { class: "wrap" }, progressCell(rep)),
+		    el("td", { class: "num" },
+			c ? money(c.total, per, c.currency) : "-"),
+		    el("td", {}, nextStop(s.name, schedules))));
+	}
+	return el("div", { class: "scroll" }, el("table", { id: "fleet" },
+	    el("thead", {}, el("tr", {}, ...["NAME", "STATE", "GPUS", "UTIL",
+		"MEMORY", "PROGRESS", "COST", "NEXT STOP"].map(
+		h => el("th", {}, h)))), tb));
+}
+
+function totalsLine(cost) {
+	if (!cost) return el("p", { class: "muted" }, "cost: not available");
+	const per = cost.minor_per_unit;
+	const parts = (cost.totals || []).map(t =>
+	    money(t.total, per, t.currency) + " month to date; burning " +
+	    money(t.burn_per_hour, per, t.currency) + "/h" +
+	    (t.projected_month_end !== undefined ? ", projected " +
+		money(t.projected_month_end, per, t.currency) +
+		" at month end" : ""));
+	return el("p", { id: "totals" }, parts.join("; ") || "no cost yet");
+}
+
+/*
+ * A bar chart of labelled values, hand-written SVG (no chart library):
+ * one column per value, the largest at full height.
+ */
+function barChart(id, rows, fmt) {
+	const W = 320, H = 140, P = 24;
+	const max = Math.max(1, ...rows.map(r => r.v));
+	const bw = (W - P) / Math.max(1, rows.length);
+	const svg = el("svg:svg", { class: "chart", id: id,
+	    viewBox: "0 0 " + W + " " + H, role: "img" });
+	svg.append(el("svg:line", { class: "axis", x1: P, y1: H - P, x2: W,
+	    y2: H - P }));
+	rows.forEach((r, i) => {
+		const h = (H - 2 * P) * r.v / max;
+		const x = P + i * bw;
+		svg.append(el("svg:rect", { class: "col", x: x + 1,
+		    y: H - P - h, width: Math.max(1, bw - 2), height: h },
+		    el("svg:title", {}, r.label + ": " + fmt(r.v))));
+		if (rows.length <= 12 || i % Math.ceil(rows.length / 8) === 0)
+			svg.append(el("svg:text", { x: x + 1, y: H - P + 12 },
+			    r.label));
+	});
+	svg.append(el("svg:text", { x: 0, y: P }, fmt(max)));
+	return svg;
+}
+
+/* A line chart of [t, v] series over [t0, t1], v from 0 to vmax. */
+function lineChart(id, series, t0, t1, vmax, unit) {
+	const W = 320, H = 140, P = 24;
+	const svg = el("svg:svg", { class: "chart", id: id,
+	    viewBox: "0 0 " + W + " " + H, role: "img" });
+	const x = t => P + (W - P) * (t - t0) / Math.max(1, t1 - t0);
+	const y = v => H - P - (H - 2 * P) * Math.min(v, vmax) / vmax;
+	svg.append(el("svg:line", { class: "axis", x1: P, y1: H - P, x2: W,
+	    y2: H - P }));
+	svg.append(el("svg:text", { x: 0, y: P }, vmax + unit));
+	svg.append(el("svg:text", { x: P, y: H - 6 },
+	    new Date(t0 * 1000).toISOString().slice(5, 16).replace("T", " ")));
+	series.forEach((pts, k) => {
+		if (pts.length === 0) return;
+		const d = pts.map((p, i) => (i ? "L" : "M") +
+		    x(p[0]).toFixed(1) + " " + y(p[1]).toFixed(1)).join(" ");
+		svg.append(el("svg:path", { class: k ? "line2" : "line",
+		    d: d }));
+	});
+	return svg;
+}
+
+function card(title, body) {
+	return el("div", { class: "card" }, el("h3", {}, title), body);
+}
+
+function costCharts(cost, days) {
+	const per = cost ? cost.minor_per_unit : 1;
+	const cur = cost && cost.totals && cost.totals[0] ?
+	    cost.totals[0].currency : "";
+	const fmt = v => money(v, per, cur);
+	const prov = {};
+	for (const c of (cost && cost.instances) || [])
+		if (c.currency === cur && c.total !== null)
+			prov[c.provider || "-"] =
+			    (prov[c.provider || "-"] || 0) + c.total;
+	const byDay = Array.isArray(days) ? days.filter(d =>
+	    d.currency === cur).map(d => ({ label: String(d.day).slice(5),
+	    v: d.amount || 0 })) : [];
+	return el("div", { class: "cards" },
+	    card("Cost by day" + (cur ? " (" + cur + ")" : ""),
+		byDay.length ? barChart("cost-day", byDay, fmt) :
+		el("p", { class: "muted" }, "not available")),
+	    card("Cost by provider" + (cur ? " (" + cur + ")" : ""),
+		Object.keys(prov).length ? barChart("cost-provider",
+		Object.entries(prov).map(([k, v]) => ({ label: k, v: v })),
+		fmt) : el("p", { class: "muted" }, "no priced instance")));
+}
+
+function scheduleTable(schedules) {
+	if (!schedules) return el("p", { class: "muted" }, "not available");
+	return el("div", { class: "scroll" }, el("table", { id: "schedules" },
+	    el("thead", {}, el("tr", {}, ...["NAME", "SELECTOR", "CRON",
+		"ACTION", "NEXT"].map(h => el("th", {}, h)))),
+	    el("tbody", {}, ...schedules.map(s => el("tr", {},
+		el("td", {}, s.name), el("td", {}, s.selector),
+		el("td", {}, s.cron), el("td", {}, s.action),
+		el("td", {}, s.paused ? "paused" : s.next_run || "-"))))));
+}
+
+function autostopList(status) {
+	const rows = status.filter(s => s.watcher &&
+	    s.watcher.autostop && typeof s.watcher.autostop === "object");
+	if (rows.length === 0)
+		return el("p", { class: "muted" }, "no autostop policy");
+	return el("ul", { id: "autostop" }, ...rows.map(s => el("li", {},
+	    s.name + ": " + JSON.stringify(s.watcher.autostop))));
+}
+
+function eventsTable(events) {
+	if (!events) return el("p", { class: "muted" }, "not available");
+	const last = events.slice(-50).reverse();
+	return el("div", { class: "scroll" }, el("table", { id: "events" },
+	    el("thead", {}, el("tr", {}, ...["TIME", "WHERE", "EVENT",
+		"DETAIL"].map(h => el("th", {}, h)))),
+	    el("tbody", {}, ...last.map(e => el("tr", {},
+		el("td", {}, e.time),
+		el("td", {}, e.source === "watcher" ? e.instance :
+		    (e.instances || []).join(" ") || "gpufleet"),
+		el("td", {}, e.event),
+		el("td", { class: "wrap" }, e.why || e.id || ""))))));
+}
+
+async function fleetPage() {
+	const [status, cost, days, schedules, events] = await Promise.all([
+	    api("instances"), maybe("cost"), maybe("cost?by=day"),
+	    maybe("schedules"), maybe("events")]);
+	return [el("h2", {}, "Fleet"), fleetTable(status, cost, schedules),
+	    el("h2", {}, "Cost"), totalsLine(cost), costCharts(cost, days),
+	    el("h2", {}, "Schedules"), scheduleTable(schedules),
+	    el("h2", {}, "Autostop"), autostopList(status),
+	    el("h2", {}, "Events"), eventsTable(events)];
+}
+
+async function instancePage(name) {
+	const secs = range === "7d" ? 7 * 86400 : 86400;
+	const enc = encodeURIComponent(name);
+	const [doc, hist] = await Promise.all([api("instances/" + enc),
+	    api("history/" + enc + "?since=-" + range)]);
+	const now = Date.now() / 1000;
+	const util = {}, mem = {};
+	for (const p of hist.points || []) {
+		const t = Date.parse(p.t) / 1000;
+		(util[p.gpu] = util[p.gpu] || []).push([t, p.util_mean || 0]);
+		if (p.mem_total)
+			(mem[p.gpu] = mem[p.gpu] || []).push([t,
+			    100 * (p.mem_mean || 0) / p.mem_total]);
+	}
+	const tabs = el("div", { class: "tabs" }, ...["24h", "7d"].map(r => {
+		const b = el("button", { type: "button",
+		    "aria-pressed": r === range }, r);
+		b.addEventListener("click", () => { range = r; refresh(); });
+		return b;
+	}));
+	const gpus = Object.keys(util);
+	return [el("h2", {}, name), tabs,
+	    el("div", { class: "cards" },
+		card("GPU utilization (%)", gpus.length ?
+		    lineChart("chart-util", gpus.map(g => util[g]),
+		    now - secs, now, 100, "%") :
+		    el("p", { class: "muted" }, "no history yet")),
+		card("GPU memory (% used)", Object.keys(mem).length ?
+		    lineChart("chart-mem", Object.keys(mem).map(g => mem[g]),
+		    now - secs, now, 100, "%") :
+		    el("p", { class: "muted" }, "no history yet"))),
+	    el("h2", {}, "Details"),
+	    el("pre", { id: "show" }, JSON.stringify(doc, null, 2))];
+}
+
+async function refresh() {
+	clearTimeout(timer);
+	const m = /^#\/i\/(.+)$/.exec(location.hash);
+	const err = document.getElementById("error");
+	try {
+		const kids = m ? await instancePage(decodeURIComponent(m[1])) :
+		    await fleetPage();
+		const main = document.getElementById("main");
+		main.replaceChildren(...kids);
+		sizeBars(main);
+		err.hidden = true;
+		document.getElementById("updated").textContent = "updated " +
+		    new Date().toTimeString().slice(0, 8);
+	} catch (e) {
+		err.textContent = String(e.message || e);
+		err.hidden = false;
+	}
+	timer = setTimeout(refresh, REFRESH_MS);
+}
+
+window.addEventListener("hashchange", refresh);
+document.addEventListener("DOMContentLoaded", refresh);
