@@ -10,9 +10,10 @@
 
 /*
  * What to answer: status 200 with the body, 304 (the client's copy is
- * current: no body), or 404 (no such asset: a short text body). Every
- * answer carries webui_csp and "X-Content-Type-Options: nosniff"; a 200 or
- * 304 also its etag and "Cache-Control: no-cache" (revalidate each time).
+ * current: no body), or 404 (no such asset: a short text body). The HTTP
+ * server sends with every answer a Content-Security-Policy of webui_csp
+ * and "X-Content-Type-Options: nosniff", and with a 200 or 304 the etag
+ * and a Cache-Control of webui_cache_control (revalidate each time).
  * Everything points into static storage.
  */
 struct webui_reply {
