@@ -38,7 +38,7 @@ static int gather_providers(struct inventory *, const struct config *, int64_t,
 /*
  * A label value from untrusted text: at most METRICS_LABEL_MAX bytes,
  * cut before a character that would not fit; bytes that are not UTF-8 or
- * are control characters become '?'. Caller frees.
+ * are control characters but newline become '?'. Caller frees.
  */
 static char *
 label_dup(const char *s)
@@ -62,7 +62,8 @@ label_dup(const char *s)
 			if ((p[i] & 0xc0) != 0x80)
 				len = 0;
 		}
-		if (len == 0 || (len == 1 && (*p < 0x20 || *p == 0x7f))) {
+		if (len == 0 ||
+		    (len == 1 && ((*p < 0x20 && *p != '\n') || *p == 0x7f))) {
 			if (o + 1 > METRICS_LABEL_MAX)
 				break;
 			out[o++] = '?';
@@ -704,4 +705,23 @@ metrics_render(const struct metrics_input *in, const struct metrics_daemon *md)
 	free(iv);
 	free(pv);
 	return buf;
+}
+
+/*
+ * What GET /metrics serves: the stored state of every instance in service
+ * at now, and md's counters (the daemon's). Returns the text (caller
+ * frees; serve it as METRICS_CONTENT_TYPE), or NULL with *cause.
+ */
+char *
+metrics_serve(struct inventory *inv, const struct config *cf,
+    const struct metrics_daemon *md, int64_t now, char **cause)
+{
+	struct metrics_input in;
+	char *text;
+
+	if (metrics_gather(inv, cf, now, &in, cause) != 0)
+		return NULL;
+	text = metrics_render(&in, md);
+	metrics_input_free(&in);
+	return text;
 }

@@ -92,5 +92,7 @@ void metrics_poll_observe(struct metrics_daemon *, double);
 void metrics_event(struct metrics_daemon *, const char *);
 char *metrics_render(
     const struct metrics_input *, const struct metrics_daemon *);
+char *metrics_serve(struct inventory *, const struct config *,
+    const struct metrics_daemon *, int64_t, char **);
 
 #endif
