@@ -6,6 +6,7 @@
  */
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -526,6 +527,28 @@ render_gpus(FILE *f, const struct metrics_instance *const *v, size_t n)
 	free(gv);
 }
 
+/* A family of amounts (the money_t at off) of the priced instances. */
+static void
+render_money(FILE *f, struct family *fam,
+    const struct metrics_instance *const *v, size_t n, size_t off)
+{
+	money_t m;
+	size_t i;
+	int first;
+
+	for (i = 0; i < n; i++) {
+		if (!v[i]->priced)
+			continue;
+		memcpy(&m, (const char *)v[i] + off, sizeof m);
+		sample(f, fam, NULL);
+		first = 1;
+		instance_labels(f, &first, v[i]);
+		label(f, &first, "currency", v[i]->currency);
+		fputc('}', f);
+		money(f, m);
+	}
+}
+
 /* The per-instance families. */
 static void
 render_instances(FILE *f, const struct metrics_instance *const *v, size_t n)
@@ -565,26 +588,10 @@ render_instances(FILE *f, const struct metrics_instance *const *v, size_t n)
 		instance_labels(f, &first, v[i]);
 		fprintf(f, "} %d\n", v[i]->sessions);
 	}
-	for (i = 0; i < n; i++) {
-		if (!v[i]->priced)
-			continue;
-		sample(f, &mtd, NULL);
-		first = 1;
-		instance_labels(f, &first, v[i]);
-		label(f, &first, "currency", v[i]->currency);
-		fputc('}', f);
-		money(f, v[i]->cost_mtd);
-	}
-	for (i = 0; i < n; i++) {
-		if (!v[i]->priced)
-			continue;
-		sample(f, &pph, NULL);
-		first = 1;
-		instance_labels(f, &first, v[i]);
-		label(f, &first, "currency", v[i]->currency);
-		fputc('}', f);
-		money(f, v[i]->price_per_hour);
-	}
+	render_money(
+	    f, &mtd, v, n, offsetof(struct metrics_instance, cost_mtd));
+	render_money(
+	    f, &pph, v, n, offsetof(struct metrics_instance, price_per_hour));
 	for (i = 0; i < n; i++) {
 		if (v[i]->next_stop <= 0)
 			continue;

@@ -17,14 +17,11 @@ fi
 data=$GPUFLEET_SRC/tests/data/agent
 
 fleet_up 3
-gpu() {	# gpu NAME FIXTURE: a fake nvidia-smi fed from a fixture set
-	local dir
-	dir=$(instance_dir "$1")
-	cp "$data/fake-nvidia-smi" "$dir/bin/nvidia-smi"
-	cp -r "$data/gpus/$2/." "$dir/gpu/"
-}
-gpu inst-1 a100
-gpu inst-2 rtx4090
+# Fake nvidia-smi fed from fixture sets: 2xA100 on inst-1, an RTX 4090 on 2.
+for g in inst-1:a100 inst-2:rtx4090; do
+	cp "$data/fake-nvidia-smi" "$(instance_dir "${g%:*}")/bin/nvidia-smi"
+	cp -r "$data/gpus/${g#*:}/." "$(instance_dir "${g%:*}")/gpu/"
+done
 fleet break inst-3 refuse
 # inst-1 billed per second, then marked stopped so its cost stays put;
 # inst-2 billed per started hour (one hour so far: steady for the test).
