@@ -433,12 +433,23 @@ by_provider(const void *a, const void *b)
 	return strcmp((*x)->name, (*y)->name);
 }
 
+static const char *
+or_empty(const char *s)
+{
+	return s != NULL ? s : "";
+}
+
 static int
 by_index(const void *a, const void *b)
 {
 	const struct metrics_gpu *const *x = a, *const *y = b;
 
-	return ((*x)->index > (*y)->index) - ((*x)->index < (*y)->index);
+	int c = ((*x)->index > (*y)->index) - ((*x)->index < (*y)->index);
+
+	if (c == 0)
+		c = strcmp(or_empty((*x)->uuid), or_empty((*y)->uuid));
+	return c != 0 ? c
+		      : strcmp(or_empty((*x)->model), or_empty((*y)->model));
 }
 
 static int
@@ -509,6 +520,9 @@ render_gpus(FILE *f, const struct metrics_instance *const *v, size_t n)
 				const struct metrics_gpu *g = gv[i][j];
 				double x = gpu_value(g, k);
 				if (isnan(x) || !isfinite(x))
+					continue;
+				/* A report may repeat an index: one series. */
+				if (j > 0 && gv[i][j - 1]->index == g->index)
 					continue;
 				sample(f, &fams[k], NULL);
 				first = 1;

@@ -16,7 +16,7 @@
 #include "instance.h"
 #include "inventory.h"
 
-#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+#define METRICS_CONTENT_TYPE "text/plain; version=0.0.4"
 
 /* Label values longer than this (bytes) are cut, at a character. */
 #define METRICS_LABEL_MAX 128

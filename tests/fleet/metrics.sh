@@ -16,13 +16,23 @@ if ! command -v promtool >/dev/null 2>&1; then
 fi
 data=$GPUFLEET_SRC/tests/data/agent
 
-fleet_up 3
+fleet_up 4
 # Fake nvidia-smi fed from fixture sets: 2xA100 on inst-1, an RTX 4090 on 2.
 for g in inst-1:a100 inst-2:rtx4090; do
 	cp "$data/fake-nvidia-smi" "$(instance_dir "${g%:*}")/bin/nvidia-smi"
 	cp -r "$data/gpus/${g#*:}/." "$(instance_dir "${g%:*}")/gpu/"
 done
 fleet break inst-3 refuse
+# inst-4 reports a hostile model name (quotes, a backslash, 200 bytes more)
+# twice under one index, and has no price.
+long=$(printf 'x%.0s' $(seq 200))
+evil="Evil \"GPU\" \\ $long"
+d4=$(instance_dir inst-4)
+cp "$data/fake-nvidia-smi" "$d4/bin/nvidia-smi"
+for n in 1 2; do
+	printf '0, GPU-evil-%d, %s, 50, 1, 100, 1000, 40, 10.00, 100.00, 535.0\n' \
+	    "$n" "$evil" >>"$d4/gpu/query-gpu.csv"
+done
 # inst-1 billed per second, then marked stopped so its cost stays put;
 # inst-2 billed per started hour (one hour so far: steady for the test).
 run set inst-1 price=2.69/h billing=second provider=autodl
@@ -65,7 +75,7 @@ expect_eq "$(value gpufleet_gpu_memory_used_bytes "{$g3}")" $((22114 * 1048576))
 expect_eq "$(value gpufleet_gpu_temperature_celsius "{$g2}")" 63 "temperature"
 expect_eq "$(value gpufleet_gpu_power_watts "{$g1}")" 312.5 "power"
 expect_eq "$(value gpufleet_gpu_power_watts "{$g3}")" 441.37 "4090 power"
-expect_eq "$(printf '%s\n' "$m" | grep -c '^gpufleet_gpu_utilization_ratio{')" 3 \
+expect_eq "$(printf '%s\n' "$m" | grep -c '^gpufleet_gpu_utilization_ratio{instance="inst-[123]"')" 3 \
     "three GPUs, none for the unreachable one"
 i1='{instance="inst-1",provider="autodl"}'
 i2='{instance="inst-2",provider="autodl"}'
@@ -82,6 +92,19 @@ expect_eq "$(value gpufleet_instance_next_stop_timestamp_seconds "$i2")" "$next"
     "next stop as shutdown ls"
 expect_eq "$(value gpufleet_instance_next_stop_timestamp_seconds "$i1")" "" \
     "no next stop without a deadline"
+
+# inst-4: one series for its repeated index, the label escaped and cut
+# to 128 bytes, and nothing of money without a price.
+expect_eq "$(printf '%s\n' "$m" | grep -c '^gpufleet_gpu_utilization_ratio{instance="inst-4"')" 1 \
+    "a repeated GPU index is one series"
+cut=$(printf '%s' "Evil \"GPU\" \\ $long" | head -c 128)
+esc=$(printf '%s' "$cut" | sed 's/\\/\\\\/g; s/"/\\"/g')
+expect_contains "$m" "gpu=\"0\",uuid=\"GPU-evil-1\",model=\"$esc\"} 0.5" \
+    "hostile model escaped and cut to 128 bytes"
+expect_eq "$(printf '%s\n' "$m" | grep -c 'cost_month_to_date{instance="inst-4"')" 0 \
+    "no month to date without a price"
+expect_eq "$(printf '%s\n' "$m" | grep -c 'price_per_hour{instance="inst-4"')" 0 \
+    "no price without a price"
 
 # Month to date, balance, runway: the commands' own numbers (minor units).
 minor() { awk -v v="$1" 'BEGIN { if (v == "") print ""; else printf "%.0f\n", v * 10000 }'; }

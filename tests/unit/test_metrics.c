@@ -1,9 +1,9 @@
 /*
  * The Prometheus renderer (controller/metrics.c) on hand-built inputs:
  * the exact text of a small fleet, hostile label values escaped and cut,
- * unknowns left out, the poll histogram's cumulative buckets, bounded
- * event kinds, and the action log telling its observer in a real SQLite
- * inventory.
+ * unknowns left out, a repeated GPU index as one series, the poll histogram's
+ * cumulative buckets, bounded event kinds, and the action log telling its
+ * observer in a real SQLite inventory.
  */
 #include <check.h>
 #include <math.h>
@@ -194,6 +194,43 @@ START_TEST(render_unknowns)
 }
 END_TEST
 
+/* A report that repeats a GPU index gives one series, not two. */
+START_TEST(render_repeated_index)
+{
+	struct metrics_input in;
+	struct metrics_instance mi;
+	struct metrics_gpu g[3] = {
+		{ 0, "GPU-b", "T4", 0.5, NAN, NAN, NAN, NAN },
+		{ 0, "GPU-a", "T4", 0.25, NAN, NAN, NAN, NAN },
+		{ 1, NULL, NULL, 1, NAN, NAN, NAN, NAN },
+	};
+	char *s;
+
+	memset(&in, 0, sizeof in);
+	memset(&mi, 0, sizeof mi);
+	mi.name = "d-4";
+	mi.provider = "p";
+	mi.gpus = g;
+	mi.ngpus = 3;
+	in.inst = &mi;
+	in.ninst = 1;
+	s = metrics_render(&in, NULL);
+	ck_assert_str_eq(s,
+	    "# HELP gpufleet_gpu_utilization_ratio GPU utilization (0 to 1) "
+	    "in the instance's last report.\n"
+	    "# TYPE gpufleet_gpu_utilization_ratio gauge\n"
+	    "gpufleet_gpu_utilization_ratio{instance=\"d-4\",provider=\"p\","
+	    "gpu=\"0\",uuid=\"GPU-a\",model=\"T4\"} 0.25\n"
+	    "gpufleet_gpu_utilization_ratio{instance=\"d-4\",provider=\"p\","
+	    "gpu=\"1\",uuid=\"\",model=\"\"} 1\n"
+	    "# HELP gpufleet_instance_up 1 if the last status pass found the "
+	    "instance up, else 0.\n"
+	    "# TYPE gpufleet_instance_up gauge\n"
+	    "gpufleet_instance_up{instance=\"d-4\",provider=\"p\"} 0\n");
+	free(s);
+}
+END_TEST
+
 /* One row per hostile label value: what the label reads as. */
 static const struct {
 	const char *in;
@@ -373,6 +410,7 @@ main(void)
 	tcase_add_test(tc, render_fleet);
 	tcase_add_test(tc, render_empty);
 	tcase_add_test(tc, render_unknowns);
+	tcase_add_test(tc, render_repeated_index);
 	tcase_add_loop_test(
 	    tc, escape_labels, 0, sizeof hostile / sizeof hostile[0]);
 	tcase_add_test(tc, cut_labels);
