@@ -205,6 +205,20 @@ def check_prefixed(fl, cmd, out):
     return None
 
 
+def check_blocks(fl, cmd, rc, out, err, blocks, ok_word):
+    """Each host's block of output lines (after its status line) is what
+    cmd prints, and every host has one."""
+    if rc != 0:
+        return f"exit {rc}: {first_line(out) or first_line(err)}"
+    if sorted(blocks) != sorted(fl.names):
+        return f"{len(blocks)}/{fl.n} hosts reported {ok_word}"
+    want = [] if cmd == "true" else [str(i) for i in range(1, 101)]
+    bad = [h for h, lines in blocks.items() if lines != want]
+    if bad:
+        return f"{fl.n - len(bad)}/{fl.n} hosts printed the expected output"
+    return None
+
+
 def first_line(s):
     for line in s.splitlines():
         if line.strip():
@@ -302,15 +316,7 @@ class Ansible(Tool):
                     blocks[cur].append(line)
             else:
                 return f"unparsable line {line[:60]!r}"
-        if rc != 0:
-            return f"exit {rc}: {first_line(out) or first_line(err)}"
-        if sorted(blocks) != sorted(fl.names):
-            return f"{len(blocks)}/{fl.n} hosts reported CHANGED rc=0"
-        want = [] if cmd == "true" else [str(i) for i in range(1, 101)]
-        bad = [h for h, lines in blocks.items() if lines != want]
-        if bad:
-            return f"{fl.n - len(bad)}/{fl.n} hosts printed the expected output"
-        return None
+        return check_blocks(fl, cmd, rc, out, err, blocks, "CHANGED rc=0")
 
 
 PSSH_STATUS = re.compile(r"^\[\d+\] \d\d:\d\d:\d\d \[(SUCCESS|FAILURE)\] (\S+)")
@@ -342,15 +348,7 @@ class Pssh(Tool):
                 blocks[cur].append(line)
             else:
                 return f"unparsable line {line[:60]!r}"
-        if rc != 0:
-            return f"exit {rc}: {first_line(out) or first_line(err)}"
-        if sorted(blocks) != sorted(fl.names):
-            return f"{len(blocks)}/{fl.n} hosts reported SUCCESS"
-        want = [] if cmd == "true" else [str(i) for i in range(1, 101)]
-        bad = [h for h, lines in blocks.items() if lines != want]
-        if bad:
-            return f"{fl.n - len(bad)}/{fl.n} hosts printed the expected output"
-        return None
+        return check_blocks(fl, cmd, rc, out, err, blocks, "SUCCESS")
 
 
 # ---------------------------------------------------------------------- a run
