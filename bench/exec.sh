@@ -3,7 +3,7 @@
 # parallel-ssh (and Ansible at N <= 50), side by side, on a sandbox fleet of
 # real sshd on 127.0.0.1.
 #
-#   bash bench/exec.sh [N...]        (default: 50 200 500, ~12-15 min on 2 cores)
+#   bash bench/exec.sh [N...]        (default: 50 200 500, ~7 min on 2 cores)
 #   bash bench/exec.sh --quick       (N = 50, one repetition, under 2 minutes)
 #
 # For each N: start a fleet of N instances (tests/harness/fleet), import it

@@ -643,8 +643,8 @@ def targets(n, stats, cores):
         k, st = min(logins, key=lambda p: p[1]["sshd"])
         ratio = gf["sshd"] / st["sshd"]
         out.append(("sshd CPU per login <= 1.05x an OpenSSH login, same kex",
-                    f"{ratio:.2f}x ({1000 * gf['sshd'] / n:.0f} ms against "
-                    f"{1000 * st['sshd'] / n:.0f} ms, {k[0]})", ratio <= 1.05))
+                    f"{ratio:.2f}x ({1000 * gf['sshd'] / n:.1f} ms against "
+                    f"{1000 * st['sshd'] / n:.1f} ms, {k[0]})", ratio <= 1.05))
     if gf["cpu"] is not None:
         ms = 1000 * gf["cpu"] / n
         out.append(("gpufleet CPU <= 3 ms per host", f"{ms:.1f} ms", ms <= 3))
@@ -687,7 +687,7 @@ def cmd_report(a):
                 per = st["sshd"] * 1000 / n if st["sshd"] is not None else None
                 md.append(f"| {k[0]} | {k[1]} | {st['ok']} | {md_num(st['wall'], '.2f')} | "
                           f"{md_num(ratio, '.2f')} | {md_num(st['cpu'], '.2f')} | "
-                          f"{md_num(st['sshd'], '.2f')} | {md_num(per, '.0f')} | "
+                          f"{md_num(st['sshd'], '.2f')} | {md_num(per, '.1f')} | "
                           f"{md_num(st['rss'], '.1f', MIB)} |")
                 if cmd == "true" and st["wall"] is not None:
                     plot.setdefault(k, {})[n] = st["wall"]
