@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Benchmark `gpufleet exec` against pdsh, ClusterShell (clush) and
-# parallel-ssh, side by side, on a sandbox fleet of real sshd on 127.0.0.1.
+# parallel-ssh (and Ansible at N <= 50), side by side, on a sandbox fleet of
+# real sshd on 127.0.0.1.
 #
-#   bash bench/exec.sh [N...]        (default: 50 200)
+#   bash bench/exec.sh [N...]        (default: 50 200 500, ~7 min on 2 cores)
+#   bash bench/exec.sh --quick       (N = 50, one repetition, under 2 minutes)
 #
 # For each N: start a fleet of N instances (tests/harness/fleet), import it
 # into a throw-away gpufleet database, warm up, then run `true` and
@@ -14,12 +16,22 @@
 # Every run is verified (all N hosts ran the command, N logins in the sshd
 # logs); a failed run is reported as failed and not timed.
 #
-# Tables go to stdout and to bench/results/exec-DATE.txt (kept out of git by
-# bench/.gitignore).  Progress goes to stderr.
+# Ansible (`ansible all -m command -f N`, pipelining, no ControlMaster, the
+# same ssh_config, key and host key checking, curve25519) runs once per
+# command at N <= 50 only: it is slow.  Above N = 200 the default-kex rows
+# run only `true`.
 #
-# Environment: BENCH_REPS (runs per row, default 3), BENCH_SLOW_REPS (runs
-# per row for the OpenSSH-default-kex rows, default 2: they take ~5x
-# longer), BENCH_TIMEOUT (seconds before one run is killed, default 180).
+# Tables go to stdout and to bench/results/exec-DATE-TIME.txt with every raw
+# run (kept out of git by bench/.gitignore); the summary for the README goes
+# to bench/results/DATE.md (markdown tables and the targets of issue #18)
+# with a plot of wall time against N, bench/results/DATE.png (gnuplot):
+# those two are meant to be committed.  Progress goes to stderr.
+#
+# Environment: BENCH_REPS (runs per row, default 2; --quick: 1),
+# BENCH_SLOW_REPS (runs per row for the OpenSSH-default-kex rows, default 1:
+# they take ~5x longer), BENCH_TIMEOUT (seconds before one run is killed,
+# default 180), BENCH_NOTES (a markdown file appended to DATE.md, e.g. the
+# profile that explains a missed target).
 #
 # Installs what is missing (pdsh clustershell pssh time, via apt-get) and
 # builds gpufleet (scripts/build.sh) if build/gpufleet is missing or broken.
@@ -28,16 +40,33 @@ set -euo pipefail
 
 top=$(cd "$(dirname "$0")/.." && pwd)
 here=$top/bench
-reps=${BENCH_REPS:-3}
-slow_reps=${BENCH_SLOW_REPS:-2}
+usage="usage: bash bench/exec.sh [--quick | N...]  (N a positive integer)"
+quick=0
+if [ "${1:-}" = --quick ]; then
+	[ $# -eq 1 ] || { echo "$usage" >&2; exit 2; }
+	quick=1
+	set -- 50
+fi
+reps=${BENCH_REPS:-$((quick ? 1 : 2))}
+slow_reps=${BENCH_SLOW_REPS:-1}
 run_timeout=${BENCH_TIMEOUT:-180}
+notes=${BENCH_NOTES:-}
 
-if [ $# -eq 0 ]; then set -- 50 200; fi
+if [ $# -eq 0 ]; then set -- 50 200 500; fi
 for n in "$@"; do
 	case $n in
-	'' | *[!0-9]* | 0*) echo "usage: bash bench/exec.sh [N...]  (N a positive integer)" >&2; exit 2 ;;
+	'' | *[!0-9]* | 0*) echo "$usage" >&2; exit 2 ;;
 	esac
 done
+for v in "$reps" "$slow_reps" "$run_timeout"; do
+	case $v in
+	'' | *[!0-9]* | 0*) echo "bench: BENCH_REPS, BENCH_SLOW_REPS and BENCH_TIMEOUT must be positive integers" >&2; exit 2 ;;
+	esac
+done
+if [ -n "$notes" ] && [ ! -r "$notes" ]; then
+	echo "bench: BENCH_NOTES: cannot read $notes" >&2
+	exit 2
+fi
 
 sudo=
 [ "$(id -u)" = 0 ] || sudo=sudo
@@ -47,6 +76,7 @@ need=()
 command -v pdsh >/dev/null || need+=(pdsh)
 command -v clush >/dev/null || need+=(clustershell)
 command -v parallel-ssh >/dev/null || need+=(pssh)
+command -v ansible >/dev/null || need+=(ansible-core)
 [ -x /usr/bin/time ] || need+=(time)
 command -v python3 >/dev/null || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
@@ -110,7 +140,8 @@ results=$here/results/exec-$(date +%Y-%m-%d-%H%M%S).txt
 	    git -C "$top" diff --quiet HEAD -- controller include agent CMakeLists.txt 2>/dev/null || echo ', with uncommitted changes'))," \
 	    "libssh $(dpkg-query -W -f='${Version}' libssh-4 2>/dev/null || echo '?')"
 	echo "peers: $(pdsh -V 2>&1 | head -1 || true); $(clush --version 2>&1 || true);" \
-	    "parallel-ssh $(parallel-ssh --version 2>&1 || true); $(ssh -V 2>&1)"
+	    "parallel-ssh $(parallel-ssh --version 2>&1 || true);" \
+	    "$(ansible --version 2>/dev/null | head -1 || echo 'ansible: not installed'); $(ssh -V 2>&1)"
 	echo "all tools log in as the fleet user with the fleet key, host keys checked"
 	echo "(OpenSSH tools: -F fleet/ssh_config: StrictHostKeyChecking yes against"
 	echo "fleet/known_hosts, BatchMode; gpufleet: keys pinned on first contact in the"
@@ -132,10 +163,14 @@ for n in "$@"; do
 	"$py" "$here/exec_bench.py" run --fleet "$fleet_dir" --n "$n" --gpufleet "$gf" \
 	    --work "$work" --reps "$reps" --slow-reps "$slow_reps" --timeout "$run_timeout" \
 	    --results "$results" --have-pdsh "$(have pdsh)" --have-clush "$(have clush)" \
-	    --have-pssh "$(have parallel-ssh)"
+	    --have-pssh "$(have parallel-ssh)" --have-ansible "$(have ansible)"
 	bash "$top/tests/harness/fleet" -d "$fleet_dir" down >/dev/null
 	fleet_dir=
 	# the next N gets a fresh database (instance names are reused)
 	rm -f "$work"/fleet.db* "$work"/known_hosts
 done
-echo "bench: results in ${results#"$top"/}" >&2
+day=$(date +%Y-%m-%d)
+"$py" "$here/exec_bench.py" report --work "$work" --header "$results" \
+    --out "$here/results/$day.md" --png "$here/results/$day.png" \
+    --date "$day" ${notes:+--notes "$notes"}
+echo "bench: results in ${results#"$top"/}, bench/results/$day.md and $day.png" >&2

@@ -896,6 +896,7 @@ cmd_exec_exec(
 	run.outdir_fd = -1;
 	memset(&set, 0, sizeof set);
 	set.fanout = ctx->fleet->config->fanout;
+	set.handshake_window = ctx->fleet->config->handshake_window;
 	set.connect_timeout = ctx->fleet->config->connect_timeout;
 	set.setup_timeout = ctx->fleet->config->setup_timeout;
 	set.command_timeout = ctx->fleet->config->command_timeout;

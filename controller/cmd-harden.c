@@ -455,6 +455,7 @@ cmd_harden_exec(
 	memset(&set, 0, sizeof set);
 	set.command = "true";
 	set.fanout = ctx->fleet->config->fanout;
+	set.handshake_window = ctx->fleet->config->handshake_window;
 	set.connect_timeout = ctx->fleet->config->connect_timeout;
 	set.setup_timeout = ctx->fleet->config->setup_timeout;
 	set.command_timeout = 120;

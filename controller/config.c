@@ -13,6 +13,7 @@
 #include "config.h"
 #include "billing.h"
 #include "cron.h"
+#include "engine.h"
 #include "instance.h"
 #include "misc.h"
 #include "notify.h"
@@ -48,6 +49,7 @@ config_defaults(struct config *c)
 	c->command_timeout = 0;
 	c->fanout = 256;
 	c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
+	c->handshake_window = ENGINE_WINDOW_AUTO;
 	c->status_raw_hours = 48;
 	c->status_agg_days = 90;
 	c->status_idle_util = 5;
@@ -195,6 +197,22 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 		else {
 			xasprintf(&ps->in.error,
 			    "host_key_policy '%s' must be accept-new or strict",
+			    value);
+			return 0;
+		}
+		return 1;
+	}
+	if (strcmp(section, "ssh") == 0 &&
+	    strcmp(key, "handshake_window") == 0) {
+		if (strcmp(value, "auto") == 0)
+			c->handshake_window = ENGINE_WINDOW_AUTO;
+		else if (strcmp(value, "off") == 0)
+			c->handshake_window = ENGINE_WINDOW_OFF;
+		else if (parse_int(value, 1, 65536, &c->handshake_window) !=
+		    0) {
+			xasprintf(&ps->in.error,
+			    "handshake_window '%s' must be auto, off or a "
+			    "number from 1 to 65536",
 			    value);
 			return 0;
 		}

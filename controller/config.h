@@ -46,9 +46,10 @@ struct config {
 	int command_timeout;		    /* [ssh] seconds, 0 none */
 	int fanout;			    /* [ssh] */
 	enum hostkey_policy hostkey_policy; /* [ssh] */
-	int status_raw_hours;		    /* [status] raw_retention_hours */
-	int status_agg_days;	    /* [status] aggregate_retention_days */
-	int status_idle_util;	    /* [status] idle_util_percent */
+	int handshake_window; /* [ssh] ENGINE_WINDOW_AUTO (0), _OFF (-1), N */
+	int status_raw_hours; /* [status] raw_retention_hours */
+	int status_agg_days;  /* [status] aggregate_retention_days */
+	int status_idle_util; /* [status] idle_util_percent */
 	int status_stale_minutes;   /* [status] stale_progress_minutes */
 	int status_timeout;	    /* [status] timeout */
 	char *progress_file;	    /* [status] progress_file, or NULL */

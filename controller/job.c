@@ -405,6 +405,7 @@ job_pass(struct planwrite *pw, char *const *args, const char *const *input,
 	if (n > 0) {
 		memset(&set, 0, sizeof set);
 		set.fanout = cf->fanout;
+		set.handshake_window = cf->handshake_window;
 		set.connect_timeout = cf->connect_timeout;
 		set.setup_timeout = cf->setup_timeout;
 		set.command_timeout = timeout;

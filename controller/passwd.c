@@ -328,6 +328,7 @@ run(struct pwrun *pr, struct engine_host *hosts, int fresh, int keep)
 	memset(&set, 0, sizeof set);
 	set.command = "false";
 	set.fanout = rm->fleet->config->fanout;
+	set.handshake_window = rm->fleet->config->handshake_window;
 	set.connect_timeout = rm->fleet->config->connect_timeout;
 	set.setup_timeout = rm->fleet->config->setup_timeout;
 	set.command_timeout = 120;

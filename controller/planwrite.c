@@ -523,6 +523,7 @@ planwrite_write(struct planwrite *pw, char **cause)
 		return 0;
 	memset(&set, 0, sizeof set);
 	set.fanout = cf->fanout;
+	set.handshake_window = cf->handshake_window;
 	set.connect_timeout = cf->connect_timeout;
 	set.setup_timeout = cf->setup_timeout;
 	set.command_timeout = cf->status_timeout;

@@ -248,6 +248,7 @@ probe_start(
 	}
 	memset(&p->set, 0, sizeof p->set);
 	p->set.fanout = p->cf->fanout;
+	p->set.handshake_window = p->cf->handshake_window;
 	p->set.connect_timeout = p->cf->connect_timeout;
 	p->set.setup_timeout = p->cf->setup_timeout;
 	p->set.command_timeout = p->cf->status_timeout;

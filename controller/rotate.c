@@ -361,6 +361,7 @@ rotate_phase_run(struct rotate_phase *ph, const int *want, char **cmds)
 	set.fresh = 1;
 	set.command = "true";
 	set.fanout = rm->fleet->config->fanout;
+	set.handshake_window = rm->fleet->config->handshake_window;
 	set.connect_timeout = rm->fleet->config->connect_timeout;
 	set.setup_timeout = rm->fleet->config->setup_timeout;
 	set.command_timeout = 120;

@@ -1,4 +1,4 @@
-/* The engine's pure parts: the retry backoff. */
+/* The engine's pure parts: the retry backoff, the handshake window. */
 #include <check.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -33,6 +33,81 @@ START_TEST(test_backoff)
 }
 END_TEST
 
+/*
+ * One step of the window: a phase's delay for a connection started at
+ * started_ms, acknowledged at now_ms, and the size it leaves.
+ */
+static const struct {
+	const char *what;
+	int phase;
+	int64_t delay, started, now;
+	size_t want;
+} window_steps[] = {
+	{ "first banner: the best so far, grow", 0, 4, 100, 110, 17 },
+	{ "a banner as fast: grow", 0, 4, 100, 111, 18 },
+	{ "within twice the best and the slack: grow", 0, 33, 100, 112, 19 },
+	{ "slower, not far: stay", 0, 60, 100, 113, 19 },
+	{ "far slower: halve", 0, 500, 105, 120, 9 },
+	{ "far slower, started before the cut: stay", 0, 900, 110, 121, 9 },
+	{ "far slower again, started after it: floor", 0, 900, 125, 130, 8 },
+	{ "the key exchange has its own best: grow", 1, 300, 126, 140, 9 },
+	{ "a far slower key exchange: floor", 1, 2000, 131, 150, 8 },
+	{ "a negative delay counts as none: grow", 1, -5, 151, 160, 9 },
+	{ "an unknown phase: ignored", 2, 99999, 161, 170, 9 },
+};
+
+/* The steps above, in order, on one window. */
+START_TEST(test_window_steps)
+{
+	struct engine_window w;
+	size_t i;
+
+	engine_window_init(&w);
+	ck_assert_uint_eq(engine_window_size(&w), ENGINE_WINDOW_INIT);
+	for (i = 0; i < sizeof window_steps / sizeof window_steps[0]; i++) {
+		engine_window_ack(&w, window_steps[i].phase,
+		    window_steps[i].delay, window_steps[i].started,
+		    window_steps[i].now);
+		ck_assert_msg(engine_window_size(&w) == window_steps[i].want,
+		    "%s: window %zu, wanted %zu", window_steps[i].what,
+		    engine_window_size(&w), window_steps[i].want);
+	}
+}
+END_TEST
+
+/*
+ * Far-away hosts: every phase takes the same server-side delay, whatever
+ * the distance (the round trips are taken out before the window sees
+ * it). Acknowledged in rounds, as the loop would (each connection in the
+ * window acks its banner and its key exchange), the window at least
+ * doubles per round: 500 hosts are all in flight by the fourth round.
+ */
+START_TEST(test_window_far_hosts)
+{
+	struct engine_window w;
+	size_t round, k, size, acks;
+	int64_t now = 1000;
+
+	engine_window_init(&w);
+	for (round = 0; round < 4; round++) {
+		size = engine_window_size(&w);
+		for (k = 0; k < size; k++) {
+			now += 1;
+			engine_window_ack(&w, 0, 6, now - 100, now);
+			engine_window_ack(&w, 1, 20, now - 100, now);
+		}
+		ck_assert_uint_ge(engine_window_size(&w), 2 * size);
+	}
+	ck_assert_uint_ge(engine_window_size(&w), 500);
+	/* ...and a crowded server shrinks it to the floor, not below. */
+	for (acks = 0; acks < 64; acks++) {
+		now += 1000;
+		engine_window_ack(&w, 0, 5000, now - 1, now);
+	}
+	ck_assert_uint_eq(engine_window_size(&w), ENGINE_WINDOW_MIN);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -43,6 +118,8 @@ main(void)
 
 	tcase_add_loop_test(tc, test_backoff, 0,
 	    sizeof backoff_cases / sizeof backoff_cases[0]);
+	tcase_add_test(tc, test_window_steps);
+	tcase_add_test(tc, test_window_far_hosts);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
