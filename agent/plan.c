@@ -18,6 +18,8 @@
 
 static int plan_id(const struct jsonr *, const char *, size_t, char *, char **);
 static int plan_stop(const struct jsonr *, struct plan *, char **);
+static int plan_hold(
+    const struct jsonr *, const char *, struct plan_deadline *, char **);
 static int plan_deadline(const struct jsonr *, size_t, struct plan *, char **);
 static int plan_deadlines(const struct jsonr *, struct plan *, char **);
 static int plan_autostop(const struct jsonr *, struct plan *, char **);
@@ -164,13 +166,40 @@ plan_stop(const struct jsonr *root, struct plan *p, char **cause)
 	return plan_bool(o, "allow_release", "stop", &p->allow_release, cause);
 }
 
+/* A deadline's "hold": absent, or {"for":"pull", "wait", "must"}. */
+static int
+plan_hold(const struct jsonr *o, const char *where, struct plan_deadline *d,
+    char **cause)
+{
+	static const char *const keys[] = { "for", "wait", "must", NULL };
+	const struct jsonr *h = jsonr_get(o, "hold");
+	const char *what;
+	char w[48];
+
+	if (h == NULL)
+		return 0;
+	snprintf(w, sizeof w, "%s.hold", where);
+	if (h->type != JSONR_OBJECT)
+		return plan_bad(cause, where, "hold", "must be an object");
+	if (plan_keys(h, keys, w, cause) != 0 ||
+	    plan_int(h, "wait", w, 1, HOLD_WAIT_MAX, HOLD_WAIT_DEFAULT,
+		&d->hold_wait_s, cause) != 0 ||
+	    plan_bool(h, "must", w, &d->hold_must, cause) != 0)
+		return -1;
+	what = jsonr_str(h, "for");
+	if (what == NULL || strcmp(what, "pull") != 0)
+		return plan_bad(cause, w, "for", "must be \"pull\"");
+	d->hold = 1;
+	return 0;
+}
+
 /* Deadline number i of the "deadlines" array. */
 static int
 plan_deadline(const struct jsonr *o, size_t i, struct plan *p, char **cause)
 {
 	static const char *const keys[] = { "id", "at", "action",
 		"warn_minutes", "before_stop", "before_stop_timeout_s",
-		"before_must_succeed", "unless_busy", NULL };
+		"before_must_succeed", "unless_busy", "hold", NULL };
 	struct plan_deadline *d = &p->deadlines[i];
 	const char *action;
 	char where[32];
@@ -190,7 +219,8 @@ plan_deadline(const struct jsonr *o, size_t i, struct plan *p, char **cause)
 		&d->before_stop_timeout_s, cause) != 0 ||
 	    plan_bool(o, "before_must_succeed", where, &d->before_must_succeed,
 		cause) != 0 ||
-	    plan_bool(o, "unless_busy", where, &d->unless_busy, cause) != 0)
+	    plan_bool(o, "unless_busy", where, &d->unless_busy, cause) != 0 ||
+	    plan_hold(o, where, d, cause) != 0)
 		return -1;
 	action = jsonr_str(o, "action");
 	if (action == NULL ||
