@@ -1267,8 +1267,6 @@ shutdown_held(struct cmd_ctx *ctx, int argc, char **argv, int pull)
 			return cmd_fail(GF_EDB, cause);
 		}
 		for (k = found = 0; k < n; k++) {
-			if (pull && strcmp(h[k].state, "pulling") == 0)
-				continue;
 			found++;
 			failed |= held_one(ctx->fleet, &h[k], pull) != GF_OK;
 		}

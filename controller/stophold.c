@@ -36,7 +36,7 @@ stophold_save(struct inventory *inv, int64_t instance, const char *deadline,
 	r = db_exec(inv,
 	    "INSERT OR REPLACE INTO stop_hold (instance_id, deadline, pulls, "
 	    "must, created_at) VALUES (?, ?, ?, ?, ?)",
-	    "storing the pull of a held stop", cause, "ItiiI", instance,
+	    "storing the pull of a held stop", cause, "IttiI", instance,
 	    deadline, text, must, now);
 	free(text);
 	return r < 0 ? r : 0;
@@ -172,6 +172,10 @@ stophold_pull(struct fleet *fleet, const struct stophold *h, uint64_t *bytes,
 	int r;
 
 	*bytes = 0;
+	if (json_array_size(h->pulls) == 0) {
+		*error = xstrdup("the stored pull is not valid");
+		return -1;
+	}
 	if (!xfer_have_rsync()) {
 		*error = xstrdup("rsync is not installed on this machine");
 		return -1;

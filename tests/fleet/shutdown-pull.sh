@@ -33,8 +33,8 @@ bad() { # bad MESSAGE ARGS...: refused with that one line
 	expect_rc 2 "refused: $*"
 	expect_eq "$err" "gpufleet: shutdown: $want (try 'gpufleet shutdown --help')" "refused: $*: message"
 }
-bad "--pull works with --now only (a pull at a deadline is not supported yet)" \
-    inst-1 --in 1h --pull "out:$T/res"
+bad "--pull-wait needs --pull with --in or --at" \
+    inst-1 --now --pull "out:$T/res" --pull-wait 1h
 bad "--pull 'out' is not REMOTE:LOCAL_DIR" inst-1 --now --pull out
 bad "--pull ':$T/res' is not REMOTE:LOCAL_DIR" inst-1 --now --pull ":$T/res"
 bad "--pull-must-succeed needs --pull" inst-1 --now --pull-must-succeed
