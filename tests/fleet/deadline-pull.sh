@@ -2,7 +2,7 @@
 # shutdown --in/--at --pull on the sandbox fleet: the deadline fires on the
 # instance and its stop is held there (agent/WATCH.md "Held stops") until
 # the results came home. Under a daemon the files (a nested tree, names
-# with spaces and non-ASCII, 8 MB) come home before the stop, which
+# with spaces and non-ASCII, 8 MB and 100 MB) come home before the stop, which
 # happens once; a failed pull holds a release method's stop (an event,
 # status shows it) until `shutdown --release`; without a daemon a stop
 # method stops after --pull-wait, a release method waits on, a garbage
@@ -23,6 +23,7 @@ for i in inst-1 inst-2 inst-3 inst-4; do
 	expect_rc 0 "$i: a remote stop method"
 done
 head -c 8M /dev/urandom >"$(home_of inst-1)/out/big.bin"
+head -c 100M /dev/urandom >"$(home_of inst-1)/out/nested/huge.bin"
 run set inst-2 stop_kind=release
 run set inst-4 stop_kind=release
 run status
