@@ -14,6 +14,9 @@
 
 # One sshd per instance: stopping one never disturbs the others' listeners.
 fleet_up 4 --group-size 1
+# A target for stop_held (nothing listens: the queue is what is checked).
+printf '[notify.hook]\nurl = http://127.0.0.1:9/hook\nformat = json\nevents = stop_held\n' \
+    >>"$XDG_CONFIG_HOME/gpufleet/config.ini"
 home_of() { printf '%s/home' "$(instance_dir "$1")"; }
 for i in inst-1 inst-2 inst-3 inst-4; do
 	mkdir -p "$(home_of $i)/out/nested/deep" "$(home_of $i)/out/run 1"
@@ -133,6 +136,9 @@ expect_rc 0 "inst-2: a held deadline, its pull will fail"
 id2=$(deadline_id)
 wait_for 120 "inst-2's pull fails" is_hold inst-2 failed || cat "$LOG" >&2
 expect_eq "$(jcount inst-2 stopping) $(fstate inst-2)" "0 ok" "inst-2 not stopped"
+expect_match "$(sql "SELECT text FROM notify_msg WHERE kind = 'stop_held' AND instance = 'inst-2'")" \
+    '^gpufleet: inst-2 is held: its results did not come home, the stop waits at [0-9:]+ UTC\. Next: gpufleet shutdown --release inst-2$' \
+    "a stop_held notification, once"
 run events inst-2
 expect_match "$out" "held.*$id2" "events: the watcher holds the stop"
 expect_match "$out" "stop_hold.*pull failed" "events: the failed pull"
