@@ -149,6 +149,8 @@ int plan_parse(const char *, size_t, struct plan *, char **);
 /* Validation helpers, shared with job.c's spec. */
 int plan_bad(char **, const char *, const char *, const char *);
 int plan_keys(const struct jsonr *, const char *const *, const char *, char **);
+int plan_doc(
+    const char *, size_t, const char *const *, struct jsonr *, char **);
 int plan_int(const struct jsonr *, const char *, const char *, long long,
     long long, long long, long long *, char **);
 int plan_bool(const struct jsonr *, const char *, const char *, int *, char **);

@@ -58,25 +58,13 @@ hold_release_parse(const char *text, size_t len, const char *id, char *by,
 	static const char *const keys[] = { "version", "id", "by", NULL };
 	struct jsonr root;
 	const char *s;
-	long long version;
-	char *why = NULL;
 	int r = -1;
 
 	if (len > HOLD_RELEASE_MAX) {
 		xasprintf(cause, "more than %d bytes", HOLD_RELEASE_MAX);
 		return -1;
 	}
-	if (jsonr_parse(text, len, &root, &why) != 0) {
-		*cause = why;
-		jsonr_free(&root);
-		return -1;
-	}
-	if (root.type != JSONR_OBJECT) {
-		plan_bad(cause, "", "(top)", "must be an object");
-		goto out;
-	}
-	if (plan_keys(&root, keys, "", cause) != 0 ||
-	    plan_int(&root, "version", "", 1, 1, -1, &version, cause) != 0)
+	if (plan_doc(text, len, keys, &root, cause) != 0)
 		goto out;
 	if ((s = jsonr_str(&root, "id")) == NULL || strcmp(s, id) != 0) {
 		plan_bad(cause, "", "id", "is not this deadline's");

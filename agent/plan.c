@@ -113,6 +113,30 @@ plan_string(const struct jsonr *o, const char *key, const char *where,
 	return 0;
 }
 
+/*
+ * Parse a version-1 document (a job's spec, a release): JSON, an object,
+ * no key outside keys, "version" 1. 0, or -1 with *cause (caller frees);
+ * root is to be freed with jsonr_free either way.
+ */
+int
+plan_doc(const char *text, size_t len, const char *const *keys,
+    struct jsonr *root, char **cause)
+{
+	long long version;
+	char *why = NULL;
+
+	if (jsonr_parse(text, len, root, &why) != 0) {
+		*cause = why;
+		return -1;
+	}
+	if (root->type != JSONR_OBJECT)
+		return plan_bad(cause, "", "(top)", "must be an object");
+	if (plan_keys(root, keys, "", cause) != 0 ||
+	    plan_int(root, "version", "", 1, 1, -1, &version, cause) != 0)
+		return -1;
+	return 0;
+}
+
 /* An "id": 1-max of [A-Za-z0-9._-]. */
 static int
 plan_id(const struct jsonr *o, const char *where, size_t max, char *id,

@@ -2,8 +2,8 @@
 # shutdown --in/--at --pull on the sandbox fleet: the deadline fires on the
 # instance and its stop is held there (agent/WATCH.md "Held stops") until
 # the results came home. Under a daemon the files (a nested tree, names
-# with spaces and non-ASCII, 8 MB and 100 MB) come home before the stop, which
-# happens once; a failed pull holds a release method's stop (an event,
+# with spaces and non-ASCII, 8 MB and 100 MB, what --before wrote) come
+# home before the stop, which happens once; a failed pull holds a release method's stop (an event,
 # status shows it) until `shutdown --release`; without a daemon a stop
 # method stops after --pull-wait, a release method waits on, a garbage
 # release file is ignored and journaled, and `shutdown --pull-held` does
@@ -11,6 +11,7 @@
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
+. "$(dirname "$0")/lib/refused.sh"
 
 # One sshd per instance: stopping one never disturbs the others' listeners.
 fleet_up 4 --group-size 1
@@ -41,13 +42,6 @@ hold_state() { sql "SELECT h.state FROM stop_hold h JOIN instance i ON i.id = h.
 is_hold() { [ "$(hold_state "$1")" = "$2" ]; }
 
 # --- bad input: exit 2, nothing armed --------------------------------------
-bad() { # bad MESSAGE ARGS...: refused with that one line
-	local want=$1
-	shift
-	run shutdown "$@"
-	expect_rc 2 "refused: $*"
-	expect_eq "$err" "gpufleet: shutdown: $want (try 'gpufleet shutdown --help')" "refused: $*: message"
-}
 bad "--pull-wait: duration 'soon' is not like 90s, 10m, 1h30m, 2d or 0 (units w d h m s, largest first)" \
     inst-1 --in 1h --pull "~/out:$T/res" --pull-wait soon
 bad "--pull-wait needs --pull with --in or --at" inst-1 --in 1h --pull-wait 5s
@@ -107,8 +101,12 @@ expect_eq "$(hold_state inst-4)" released "the hold is over"
 
 # --- under a daemon: the files come home, then the stop ----------------------
 start_daemon
-run shutdown inst-1 --in 3s --warn 0 --pull "~/out:$T/res" --json
-expect_rc 0 "inst-1: a held deadline under a daemon"
+# --before runs first: what it writes comes home too. (The instance's
+# user may not be this one: it gets a directory it can write to.)
+chmod 1777 "$(home_of inst-1)/out/nested"
+run shutdown inst-1 --in 3s --warn 0 --before "echo saved >'$(home_of inst-1)/out/nested/before.txt'" \
+    --pull "~/out:$T/res" --json
+expect_rc 0 "inst-1: a held deadline under a daemon, with --before"
 id1=$(deadline_id)
 wait_for 120 "inst-1 stopped after its pull" is_state inst-1 stopped || {
 	show_journal inst-1
@@ -116,6 +114,7 @@ wait_for 120 "inst-1 stopped after its pull" is_state inst-1 stopped || {
 }
 expect_eq "$(sums "$T/res/inst-1/out")" "$(sums "$(home_of inst-1)/out")" \
     "inst-1's results are home, equal checksums"
+expect_eq "$(cat "$T/res/inst-1/out/nested/before.txt" 2>&1)" saved "--before ran before the pull"
 expect_eq "$(jcount inst-1 held) $(jcount inst-1 released) $(jcount inst-1 stopping) $(jcount inst-1 firing)" \
     "1 1 1 1" "held, released, stopped once"
 expect_eq "$(entry inst-1 released by)" pulled "released by the daemon's pull"

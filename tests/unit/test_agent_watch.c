@@ -307,6 +307,19 @@ replay(struct judge_state *js, const char *const *entries)
 	}
 }
 
+/* The step s is the one wanted (wake for a wait, reason when given). */
+static void
+check_step(const char *name, const struct judge_step *s, enum judge_act want,
+    long long wake, const char *reason)
+{
+	ck_assert_msg(s->act == want, "%s: act %d, want %d", name, (int)s->act,
+	    (int)want);
+	if (want == JUDGE_ACT_WAIT)
+		ck_assert_int_eq(s->wake, wake);
+	if (reason != NULL)
+		ck_assert_str_eq(s->reason, reason);
+}
+
 START_TEST(test_replay)
 {
 	const struct replay_case *c = &replay_cases[_i];
@@ -325,12 +338,7 @@ START_TEST(test_replay)
 	replay(&js, c->entries);
 	ck_assert_ptr_nonnull(f = judge_find(&js, "d-1", 0));
 	judge_fired(f, &t, &p, c->now, c->container_start, c->pid_alive, &s);
-	ck_assert_msg(s.act == c->want, "%s: act %d, want %d", c->name,
-	    (int)s.act, (int)c->want);
-	if (c->want == JUDGE_ACT_WAIT)
-		ck_assert_int_eq(s.wake, c->wake);
-	if (c->reason != NULL)
-		ck_assert_str_eq(s.reason, c->reason);
+	check_step(c->name, &s, c->want, c->wake, c->reason);
 	judge_state_free(&js);
 }
 END_TEST
@@ -417,12 +425,7 @@ START_TEST(test_hold)
 	replay(&js, c->entries);
 	ck_assert_ptr_nonnull(f = judge_find(&js, "d-1", 0));
 	judge_fired(f, &t, &p, c->now, 50, 0, &s);
-	ck_assert_msg(s.act == c->want, "%s: act %d, want %d", c->name,
-	    (int)s.act, (int)c->want);
-	if (c->want == JUDGE_ACT_WAIT)
-		ck_assert_int_eq(s.wake, c->wake);
-	if (c->reason != NULL)
-		ck_assert_str_eq(s.reason, c->reason);
+	check_step(c->name, &s, c->want, c->wake, c->reason);
 	ck_assert_int_eq(judge_arms(&p, &js, 50), 1); /* held: still armed */
 	judge_state_free(&js);
 }
