@@ -618,6 +618,12 @@ arm_json(const struct planwrite_host *h, const struct arm *a, const char *id,
 	    "watcher", h->written ? json_string(h->watcher) : json_null(),
 	    "pull", pull_json(a, pl), "error",
 	    h->error != NULL ? json_string(h->error) : json_null());
+	if (o != NULL)
+		json_object_set_new(o, "hold",
+		    a->npull > 0 && !a->now_ ? json_pack("{s:I, s:b}", "wait_s",
+						   (json_int_t)a->pull_wait_s,
+						   "must", hold_must(h, a))
+					     : json_null());
 	free(at);
 	free(ati);
 	free(m);

@@ -65,6 +65,8 @@ expect_rc 0 "inst-4: a held deadline with a release method"
 id4=$(deadline_id)
 expect_eq "$(jq -c --arg id "$id4" '.deadlines[] | select(.id == $id) | .hold.must' "$(rdir inst-4)/plan.json")" \
     true "a release method's hold must have the pull"
+expect_eq "$(printf '%s' "$out" | jq -c '.[0].hold')" '{"wait_s":5,"must":true}' \
+    "--json: the hold"
 
 wait_for 90 "inst-3 stops after its wait" is_state inst-3 stopped || show_journal inst-3
 expect_eq "$(jcount inst-3 held) $(jcount inst-3 hold_expired) $(jcount inst-3 stopping)" \
