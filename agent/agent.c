@@ -55,7 +55,7 @@ usage(FILE *f)
 	    "[--like BLOB]\n"
 	    "                      [--remove BLOB]\n"
 	    "       gpufleet-agent release [--dir DIR] --id ID "
-	    "--by pulled|pull_failed|user\n");
+	    "--by pulled|pull_failed|user|cancelled\n");
 }
 
 /* Make sure fds 0-2 are open, so pipes never take their numbers. */

@@ -270,8 +270,9 @@ struct judge_fire {
 	long long held_at;
 	int released;
 	int hold_expired;
-	int hold_kept;	   /* "keeps waiting" journaled */
-	int warn_withheld; /* not journaled: unless_busy, busy at warn time */
+	int hold_kept;	    /* "keeps waiting" journaled */
+	int hold_cancelled; /* released by "cancelled": no stop */
+	int warn_withheld;  /* not journaled: unless_busy, busy at warn time */
 	/* A job's fire id (j-N-STARTED): its job_started and job_ended. */
 	int job_started;
 	int job_ended;

@@ -17,7 +17,8 @@
 #include "gpufleet/report.h"
 #include "../controller/xmalloc.h"
 
-static const char *const hold_bys[] = { "pulled", "pull_failed", "user", NULL };
+static const char *const hold_bys[] = { "pulled", "pull_failed", "user",
+	"cancelled", NULL };
 
 static int hold_by_ok(const char *);
 static int hold_id_ok(const char *);
@@ -48,8 +49,8 @@ hold_id_ok(const char *id)
 
 /*
  * Check a release document for deadline id: {"version":1,"id":ID,
- * "by":"pulled"|"pull_failed"|"user"}. 0 with by (its "by") filled, or
- * -1 with *cause (caller frees).
+ * "by":"pulled"|"pull_failed"|"user"|"cancelled"}. 0 with by (its "by") filled,
+ * or -1 with *cause (caller frees).
  */
 int
 hold_release_parse(const char *text, size_t len, const char *id, char *by,
@@ -72,7 +73,8 @@ hold_release_parse(const char *text, size_t len, const char *id, char *by,
 	}
 	if ((s = jsonr_str(&root, "by")) == NULL || !hold_by_ok(s)) {
 		plan_bad(cause, "", "by",
-		    "must be \"pulled\", \"pull_failed\" or \"user\"");
+		    "must be \"pulled\", \"pull_failed\", \"user\" or "
+		    "\"cancelled\"");
 		goto out;
 	}
 	snprintf(by, bysize, "%s", s);
@@ -145,7 +147,7 @@ hold_main(int argc, char **argv)
 	    !hold_by_ok(by)) {
 		fprintf(stderr,
 		    "usage: gpufleet-agent release [--dir DIR] --id ID "
-		    "--by pulled|pull_failed|user\n");
+		    "--by pulled|pull_failed|user|cancelled\n");
 		return REPORT_EXIT_USAGE;
 	}
 	full = report_expand_home(dir);

@@ -265,9 +265,11 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 		f->held = 1;
 		f->held_at = jsonr_int(e, "since", &v) == 0 ? v : t;
 		judge_replay_hold(f, e);
-	} else if (strcmp(event, "released") == 0)
+	} else if (strcmp(event, "released") == 0) {
 		f->released = 1;
-	else if (strcmp(event, "hold_expired") == 0)
+		f->hold_cancelled = jsonr_str(e, "by") != NULL &&
+		    strcmp(jsonr_str(e, "by"), "cancelled") == 0;
+	} else if (strcmp(event, "hold_expired") == 0)
 		f->hold_expired = 1;
 	else if (strcmp(event, "hold_kept") == 0)
 		f->hold_kept = 1;
@@ -320,6 +322,7 @@ judge_replay_hold(struct judge_fire *f, const struct jsonr *h)
  * 0: journal "held", then wait for a release (t->release) until the
  * wait is over; then a stop-kind method goes on ("hold_expired"), one
  * that must not (a release method, or must) keeps waiting, said once.
+ * A release by "cancelled" skips the stop.
  */
 static int
 judge_hold(const struct judge_fire *f, const struct judge_task *t,
@@ -328,6 +331,11 @@ judge_hold(const struct judge_fire *f, const struct judge_task *t,
 	long long wait = f->hold ? f->hold_wait_s : t->hold_wait_s;
 	int must = f->hold ? f->hold_must : t->hold_must;
 
+	if (f->released && f->hold_cancelled && f->attempts == 0) {
+		s->act = JUDGE_ACT_SKIP; /* final: it never stops */
+		s->reason = "cancelled while held";
+		return 1;
+	}
 	if ((!f->hold && !t->hold) || f->released || f->hold_expired ||
 	    f->attempts > 0)
 		return 0;

@@ -103,6 +103,8 @@ static void hold_log(
     struct inventory *, const struct stophold *, const char *, const char *);
 static int held_one(struct fleet *, const struct stophold *, int);
 static int shutdown_held(struct cmd_ctx *, int, char **, int);
+static int cancel_held(
+    struct fleet *, struct inventory *, struct planwrite_host *, const char *);
 
 const struct cmd_entry cmd_shutdown_entry = {
 	.name = "shutdown",
@@ -169,7 +171,8 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "watcher's\nstate, clock skew and alerts (stop_failed), after "
 	    "contacting the instances.\nshutdown cancel takes deadlines back: "
 	    "every one of the selected instances,\nor the one with that "
-	    "ID.\nshutdown --pull-held runs the "
+	    "ID; a stop held for its pull is cancelled there (never\n"
+	    "stopped).\nshutdown --pull-held runs the "
 	    "pull of the selected instances' held stops\nnow and, when it "
 	    "came home, lets the stop go on (what the daemon does;\nagain "
 	    "after a failed pull). shutdown --release lets held stops go on "
@@ -982,6 +985,50 @@ cancel_host(struct planwrite *pw, struct planwrite_host *h, const char *id,
 		planwrite_fail(h, "no deadline %s is armed", id);
 }
 
+/*
+ * Cancel host h's held stops (id, or every one when id is NULL): a
+ * release "cancelled", after which the watcher skips the stop. Returns
+ * how many were cancelled; a failure is h's error.
+ */
+static int
+cancel_held(struct fleet *fleet, struct inventory *inv,
+    struct planwrite_host *h, const char *id)
+{
+	struct stophold *hs = NULL;
+	char *cause = NULL;
+	size_t n = 0, k;
+	int done = 0;
+
+	if (stophold_list(inv, h->in->id, &hs, &n, &cause) != 0) {
+		free(cause);
+		return 0;
+	}
+	for (k = 0; k < n; k++) {
+		if (id != NULL && strcmp(hs[k].deadline, id) != 0)
+			continue;
+		if (stophold_release(fleet, h->in->name, hs[k].deadline,
+			"cancelled", &cause) != 0) {
+			free(h->error);
+			xasprintf(&h->error, "cannot cancel held stop %s: %s",
+			    hs[k].deadline, cause);
+			free(cause);
+			cause = NULL;
+			continue;
+		}
+		stophold_finish(
+		    inv, &hs[k], "released", "cancelled by the user", &cause);
+		free(cause);
+		cause = NULL;
+		hold_log(inv, &hs[k], "cancelled by the user", NULL);
+		printf("%s  cancelled held stop %s (not stopped; its results "
+		       "were not pulled)\n",
+		    h->in->name, hs[k].deadline);
+		done++;
+	}
+	stophold_free(hs, n);
+	return done;
+}
+
 /* `shutdown cancel SELECTOR | ID`. */
 static int
 shutdown_cancel(struct cmd_ctx *ctx, int argc, char **argv)
@@ -1033,6 +1080,10 @@ shutdown_cancel(struct cmd_ctx *ctx, int argc, char **argv)
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
 		char *safe;
+		if (h->reached &&
+		    cancel_held(ctx->fleet, pw->rm->inv, h, id) > 0 &&
+		    (id != NULL || removed[i] == 0))
+			continue; /* said: a held stop is cancelled */
 		if (h->error != NULL) {
 			safe = vis_str(h->error);
 			error("%s: %s", h->in->name, safe);

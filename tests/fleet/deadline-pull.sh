@@ -7,19 +7,20 @@
 # status shows it) until `shutdown --release`; without a daemon a stop
 # method stops after --pull-wait, a release method waits on, a garbage
 # release file is ignored and journaled, and `shutdown --pull-held` does
-# the daemon's work by hand; bad --pull-wait input arms nothing.
+# the daemon's work by hand; `shutdown cancel` of a held stop skips it;
+# bad --pull-wait input arms nothing.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
 . "$(dirname "$0")/lib/refused.sh"
 
 # One sshd per instance: stopping one never disturbs the others' listeners.
-fleet_up 4 --group-size 1
+fleet_up 5 --group-size 1
 # A target for stop_held (nothing listens: the queue is what is checked).
 printf '[notify.hook]\nurl = http://127.0.0.1:9/hook\nformat = json\nevents = stop_held\n' \
     >>"$XDG_CONFIG_HOME/gpufleet/config.ini"
 home_of() { printf '%s/home' "$(instance_dir "$1")"; }
-for i in inst-1 inst-2 inst-3 inst-4; do
+for i in inst-1 inst-2 inst-3 inst-4 inst-5; do
 	mkdir -p "$(home_of $i)/out/nested/deep" "$(home_of $i)/out/run 1"
 	printf '%s\n' "$i" >"$(home_of $i)/out/nested/deep/a.txt"
 	printf '{"loss": 0.1}\n' >"$(home_of $i)/out/run 1/métrique é.json"
@@ -30,6 +31,7 @@ head -c 8M /dev/urandom >"$(home_of inst-1)/out/big.bin"
 head -c 100M /dev/urandom >"$(home_of inst-1)/out/nested/huge.bin"
 run set inst-2 stop_kind=release
 run set inst-4 stop_kind=release
+run set inst-5 stop_kind=release
 run status
 expect_rc 0 "status pins the host keys"
 
@@ -159,5 +161,18 @@ expect_eq "$(entry inst-2 released by) $(jcount inst-2 stopping)" "user 1" \
 run shutdown --release inst-2
 expect_rc 1 "nothing held any more"
 expect_contains "$err" "inst-2: no stop is held" "--release with nothing held"
+
+# --- a held stop cancelled: never stopped --------------------------------------
+run shutdown inst-5 --in 2s --warn 0 --yes --pull "~/gone:$T/res" --json
+expect_rc 0 "inst-5: a held deadline, its pull will fail"
+id5=$(deadline_id)
+wait_for 120 "inst-5's pull fails" is_hold inst-5 failed
+run shutdown cancel "$id5"
+expect_rc 0 "cancel a held stop"
+expect_contains "$out" "inst-5  cancelled held stop $id5 (not stopped" "cancel says so"
+wait_for 60 "inst-5 skips the stop" has_event inst-5 skipped ".id == \"$id5\""
+expect_eq "$(entry inst-5 skipped reason) $(entry inst-5 released by)" \
+    "cancelled while held cancelled" "skipped after a cancel"
+expect_eq "$(jcount inst-5 stopping) $(fstate inst-5)" "0 ok" "inst-5 never stopped"
 
 finish

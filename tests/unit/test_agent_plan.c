@@ -260,6 +260,8 @@ static const struct release_case release_cases[] = {
 	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"user\"}\n", "user", NULL },
 	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"pull_failed\"}",
 	    "pull_failed", NULL },
+	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"cancelled\"}", "cancelled",
+	    NULL },
 	{ "{\"version\":1,\"id\":\"d-2\",\"by\":\"pulled\"}", NULL,
 	    "id: is not this deadline's" },
 	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"me\"}", NULL, "by: must be" },
