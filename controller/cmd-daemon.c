@@ -613,7 +613,6 @@ holds_due(struct daemon *d)
 			fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 			if (fd != -1)
 				dup2(fd, STDIN_FILENO);
-			setenv("GPUFLEET_NO_PROGRESS", "1", 1);
 			execv(argv[0], argv);
 			_exit(127);
 		}
