@@ -53,7 +53,9 @@ usage(FILE *f)
 	    "[--signal SIG] [--grace SECONDS]\n"
 	    "       gpufleet-agent authkeys PATH [--add 'TYPE BLOB COMMENT'] "
 	    "[--like BLOB]\n"
-	    "                      [--remove BLOB]\n");
+	    "                      [--remove BLOB]\n"
+	    "       gpufleet-agent release [--dir DIR] --id ID "
+	    "--by pulled|pull_failed|user|cancelled\n");
 }
 
 /* Make sure fds 0-2 are open, so pipes never take their numbers. */
@@ -475,6 +477,8 @@ main(int argc, char **argv)
 		return job_main(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "authkeys") == 0)
 		return cmd_authkeys(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "release") == 0)
+		return hold_main(argc - 1, argv + 1);
 	usage(stderr);
 	return REPORT_EXIT_USAGE;
 }

@@ -114,6 +114,9 @@ struct plan_deadline {
 	long long before_stop_timeout_s;
 	int before_must_succeed;
 	int unless_busy; /* skipped when the machine is busy at "at" */
+	int hold;	 /* "hold": held for the controller's pull */
+	long long hold_wait_s;
+	int hold_must; /* never stops without a release */
 };
 
 struct plan_autostop {
@@ -146,6 +149,8 @@ int plan_parse(const char *, size_t, struct plan *, char **);
 /* Validation helpers, shared with job.c's spec. */
 int plan_bad(char **, const char *, const char *, const char *);
 int plan_keys(const struct jsonr *, const char *const *, const char *, char **);
+int plan_doc(
+    const char *, size_t, const char *const *, struct jsonr *, char **);
 int plan_int(const struct jsonr *, const char *, const char *, long long,
     long long, long long, long long *, char **);
 int plan_bool(const struct jsonr *, const char *, const char *, int *, char **);
@@ -157,6 +162,17 @@ int plan_load(const char *, struct plan *, struct buf *, char **);
 int plan_set(
     const char *, long long, const char *, size_t, long long *, char **);
 int plan_write_named(const char *, const char *, const char *, size_t, char **);
+
+/* hold.c */
+#define HOLD_WAIT_DEFAULT 7200	       /* seconds a hold waits, by default */
+#define HOLD_WAIT_MAX	  (30 * 86400) /* at most */
+#define HOLD_RELEASE_MAX  4096	       /* bytes of a release file */
+
+int hold_release_parse(
+    const char *, size_t, const char *, char *, size_t, char **);
+int hold_release_read(const char *, const char *, char *, size_t, char **);
+void hold_release_remove(const char *, const char *);
+int hold_main(int, char **);
 
 /* journal.c */
 #define JOURNAL_EPOCH_LEN 16
@@ -245,8 +261,18 @@ struct judge_fire {
 	long long stopping_pid_start;
 	int result; /* a "stop_result" after the last "stopping" */
 	int retried;
-	int done;	   /* stopped, stop_failed, skipped or local_due */
-	int warn_withheld; /* not journaled: unless_busy, busy at warn time */
+	int done; /* stopped, stop_failed, skipped or local_due */
+	/* A held stop (agent/WATCH.md "Held stops"). */
+	int hold;	       /* the firing or held entry says it is held */
+	long long hold_wait_s; /* as journaled */
+	int hold_must;
+	int held;
+	long long held_at;
+	int released;
+	int hold_expired;
+	int hold_kept;	    /* "keeps waiting" journaled */
+	int hold_cancelled; /* released by "cancelled": no stop */
+	int warn_withheld;  /* not journaled: unless_busy, busy at warn time */
 	/* A job's fire id (j-N-STARTED): its job_started and job_ended. */
 	int job_started;
 	int job_ended;
@@ -273,6 +299,10 @@ struct judge_task {
 	int before_must_succeed;
 	long long before_timeout_s;
 	int local;
+	int hold; /* the deadline's hold, before it is journaled */
+	long long hold_wait_s;
+	int hold_must;
+	int release; /* a valid D/release-ID is there */
 };
 
 enum judge_act {
@@ -289,6 +319,10 @@ enum judge_act {
 	JUDGE_ACT_RESULT_LOST,
 	JUDGE_ACT_RETRY,
 	JUDGE_ACT_FAILED, /* reason */
+	JUDGE_ACT_HOLD,	  /* journal "held" */
+	JUDGE_ACT_RELEASED,
+	JUDGE_ACT_HOLD_EXPIRED,
+	JUDGE_ACT_HOLD_KEPT, /* reason */
 };
 
 struct judge_step {

@@ -292,22 +292,10 @@ job_spec_parse(const char *text, size_t len, long long now, struct job_spec *s,
 		"env", "log_max_bytes", "created", "then", NULL };
 	struct jsonr root;
 	const struct jsonr *m;
-	char *why = NULL;
-	long long version;
 	int r = -1;
 
 	memset(s, 0, sizeof *s);
-	if (jsonr_parse(text, len, &root, &why) != 0) {
-		*cause = why;
-		jsonr_free(&root);
-		return -1;
-	}
-	if (root.type != JSONR_OBJECT) {
-		plan_bad(cause, "", "(top)", "must be an object");
-		goto out;
-	}
-	if (plan_keys(&root, keys, "", cause) != 0 ||
-	    plan_int(&root, "version", "", 1, 1, -1, &version, cause) != 0 ||
+	if (plan_doc(text, len, keys, &root, cause) != 0 ||
 	    plan_string(&root, "command", "", 0, &s->command, cause) != 0)
 		goto out;
 	if (strlen(s->command) > JOB_COMMAND_MAX) {

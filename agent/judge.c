@@ -16,6 +16,9 @@
 static int judge_gpu_busy(
     const struct plan_autostop *, const struct judge_sample *, const char **);
 static void judge_replay_job(struct judge_state *, const struct jsonr *, int);
+static void judge_replay_hold(struct judge_fire *, const struct jsonr *);
+static int judge_hold(const struct judge_fire *, const struct judge_task *,
+    const struct plan *, long long, struct judge_step *);
 
 /* Forget the idle clock: a plan load, the watcher's start. */
 void
@@ -257,7 +260,20 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 	else if (strcmp(event, "firing") == 0) {
 		f->fired = 1;
 		f->fired_at = t;
-	} else if (strcmp(event, "before_stop") == 0) {
+		judge_replay_hold(f, jsonr_get(e, "hold"));
+	} else if (strcmp(event, "held") == 0) {
+		f->held = 1;
+		f->held_at = jsonr_int(e, "since", &v) == 0 ? v : t;
+		judge_replay_hold(f, e);
+	} else if (strcmp(event, "released") == 0) {
+		f->released = 1;
+		f->hold_cancelled = jsonr_str(e, "by") != NULL &&
+		    strcmp(jsonr_str(e, "by"), "cancelled") == 0;
+	} else if (strcmp(event, "hold_expired") == 0)
+		f->hold_expired = 1;
+	else if (strcmp(event, "hold_kept") == 0)
+		f->hold_kept = 1;
+	else if (strcmp(event, "before_stop") == 0) {
 		f->before_done = 1;
 		m = jsonr_get(e, "timed_out");
 		f->before_ok = jsonr_int(e, "status", &v) == 0 && v == 0 &&
@@ -277,6 +293,71 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 	    strcmp(event, "stop_failed") == 0 ||
 	    strcmp(event, "skipped") == 0 || strcmp(event, "local_due") == 0)
 		f->done = 1;
+}
+
+/*
+ * The hold a firing entry's "hold" object (or a held entry) carries:
+ * "wait" and "must". The journal keeps it, so a plan rewritten without
+ * the fired deadline still holds its stop.
+ */
+static void
+judge_replay_hold(struct judge_fire *f, const struct jsonr *h)
+{
+	const struct jsonr *m;
+	long long v;
+
+	if (h == NULL || h->type != JSONR_OBJECT)
+		return;
+	f->hold = 1;
+	if (jsonr_int(h, "wait", &v) == 0 && v > 0)
+		f->hold_wait_s = v;
+	else if (f->hold_wait_s <= 0)
+		f->hold_wait_s = HOLD_WAIT_DEFAULT;
+	if ((m = jsonr_get(h, "must")) != NULL && m->type == JSONR_BOOL)
+		f->hold_must = (int)m->i;
+}
+
+/*
+ * The hold's step, when f's stop is held and not yet let go (1), else
+ * 0: journal "held", then wait for a release (t->release) until the
+ * wait is over; then a stop-kind method goes on ("hold_expired"), one
+ * that must not (a release method, or must) keeps waiting, said once.
+ * A release by "cancelled" skips the stop.
+ */
+static int
+judge_hold(const struct judge_fire *f, const struct judge_task *t,
+    const struct plan *p, long long now, struct judge_step *s)
+{
+	long long wait = f->hold ? f->hold_wait_s : t->hold_wait_s;
+	int must = f->hold ? f->hold_must : t->hold_must;
+
+	if (f->released && f->hold_cancelled && f->attempts == 0) {
+		s->act = JUDGE_ACT_SKIP; /* final: it never stops */
+		s->reason = "cancelled while held";
+		return 1;
+	}
+	if ((!f->hold && !t->hold) || f->released || f->hold_expired ||
+	    f->attempts > 0)
+		return 0;
+	if (!f->held)
+		s->act = JUDGE_ACT_HOLD;
+	else if (t->release)
+		s->act = JUDGE_ACT_RELEASED;
+	else if (now < f->held_at + wait) {
+		s->act = JUDGE_ACT_WAIT;
+		s->wake = f->held_at + wait;
+	} else if (!must && !p->stop_release)
+		s->act = JUDGE_ACT_HOLD_EXPIRED;
+	else if (!f->hold_kept) {
+		s->act = JUDGE_ACT_HOLD_KEPT;
+		s->reason = p->stop_release
+		    ? "a release method waits for the results"
+		    : "the pull must succeed";
+	} else {
+		s->act = JUDGE_ACT_WAIT;
+		s->wake = now + 3600;
+	}
+	return 1;
 }
 
 /*
@@ -425,7 +506,9 @@ judge_fired(const struct judge_fire *f, const struct judge_task *t,
 	    t->before_must_succeed && !f->before_ok) {
 		s->act = JUDGE_ACT_SKIP;
 		s->reason = "before_stop failed";
-	} else if (t->local)
+	} else if (judge_hold(f, t, p, now, s))
+		; /* held for the controller's pull */
+	else if (t->local)
 		s->act = JUDGE_ACT_LOCAL_DUE;
 	else if (p->stop_command == NULL) {
 		s->act = JUDGE_ACT_SKIP;

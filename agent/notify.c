@@ -27,7 +27,7 @@ static const char *const notif_formats[] = { "json", "slack", "discord",
 static const char *const notif_kinds[] = { "job_finished", "job_failed",
 	"stopped", "stop_failed", "autostopped", "schedule_failed", "guard",
 	"low_balance", "stalled", "host_down", "hostkey_changed",
-	"key_reinjected", "release_deadline", NULL };
+	"key_reinjected", "release_deadline", "stop_held", NULL };
 
 static int notif_name_ok(const char *, size_t);
 static int notif_url_ok(const char *);

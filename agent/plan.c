@@ -18,6 +18,8 @@
 
 static int plan_id(const struct jsonr *, const char *, size_t, char *, char **);
 static int plan_stop(const struct jsonr *, struct plan *, char **);
+static int plan_hold(
+    const struct jsonr *, const char *, struct plan_deadline *, char **);
 static int plan_deadline(const struct jsonr *, size_t, struct plan *, char **);
 static int plan_deadlines(const struct jsonr *, struct plan *, char **);
 static int plan_autostop(const struct jsonr *, struct plan *, char **);
@@ -111,6 +113,30 @@ plan_string(const struct jsonr *o, const char *key, const char *where,
 	return 0;
 }
 
+/*
+ * Parse a version-1 document (a job's spec, a release): JSON, an object,
+ * no key outside keys, "version" 1. 0, or -1 with *cause (caller frees);
+ * root is to be freed with jsonr_free either way.
+ */
+int
+plan_doc(const char *text, size_t len, const char *const *keys,
+    struct jsonr *root, char **cause)
+{
+	long long version;
+	char *why = NULL;
+
+	if (jsonr_parse(text, len, root, &why) != 0) {
+		*cause = why;
+		return -1;
+	}
+	if (root->type != JSONR_OBJECT)
+		return plan_bad(cause, "", "(top)", "must be an object");
+	if (plan_keys(root, keys, "", cause) != 0 ||
+	    plan_int(root, "version", "", 1, 1, -1, &version, cause) != 0)
+		return -1;
+	return 0;
+}
+
 /* An "id": 1-max of [A-Za-z0-9._-]. */
 static int
 plan_id(const struct jsonr *o, const char *where, size_t max, char *id,
@@ -164,13 +190,40 @@ plan_stop(const struct jsonr *root, struct plan *p, char **cause)
 	return plan_bool(o, "allow_release", "stop", &p->allow_release, cause);
 }
 
+/* A deadline's "hold": absent, or {"for":"pull", "wait", "must"}. */
+static int
+plan_hold(const struct jsonr *o, const char *where, struct plan_deadline *d,
+    char **cause)
+{
+	static const char *const keys[] = { "for", "wait", "must", NULL };
+	const struct jsonr *h = jsonr_get(o, "hold");
+	const char *what;
+	char w[48];
+
+	if (h == NULL)
+		return 0;
+	snprintf(w, sizeof w, "%s.hold", where);
+	if (h->type != JSONR_OBJECT)
+		return plan_bad(cause, where, "hold", "must be an object");
+	if (plan_keys(h, keys, w, cause) != 0 ||
+	    plan_int(h, "wait", w, 1, HOLD_WAIT_MAX, HOLD_WAIT_DEFAULT,
+		&d->hold_wait_s, cause) != 0 ||
+	    plan_bool(h, "must", w, &d->hold_must, cause) != 0)
+		return -1;
+	what = jsonr_str(h, "for");
+	if (what == NULL || strcmp(what, "pull") != 0)
+		return plan_bad(cause, w, "for", "must be \"pull\"");
+	d->hold = 1;
+	return 0;
+}
+
 /* Deadline number i of the "deadlines" array. */
 static int
 plan_deadline(const struct jsonr *o, size_t i, struct plan *p, char **cause)
 {
 	static const char *const keys[] = { "id", "at", "action",
 		"warn_minutes", "before_stop", "before_stop_timeout_s",
-		"before_must_succeed", "unless_busy", NULL };
+		"before_must_succeed", "unless_busy", "hold", NULL };
 	struct plan_deadline *d = &p->deadlines[i];
 	const char *action;
 	char where[32];
@@ -190,7 +243,8 @@ plan_deadline(const struct jsonr *o, size_t i, struct plan *p, char **cause)
 		&d->before_stop_timeout_s, cause) != 0 ||
 	    plan_bool(o, "before_must_succeed", where, &d->before_must_succeed,
 		cause) != 0 ||
-	    plan_bool(o, "unless_busy", where, &d->unless_busy, cause) != 0)
+	    plan_bool(o, "unless_busy", where, &d->unless_busy, cause) != 0 ||
+	    plan_hold(o, where, d, cause) != 0)
 		return -1;
 	action = jsonr_str(o, "action");
 	if (action == NULL ||

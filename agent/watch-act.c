@@ -408,6 +408,12 @@ watch_fire_deadline(struct watch *w, const struct plan_deadline *d)
 		jsonw_array_end(&jw);
 	}
 	jsonw_object_end(&jw);
+	if (!busy && d->hold) { /* kept by the journal: see judge_replay */
+		jsonw_object_begin(&jw, "hold");
+		jsonw_int(&jw, "wait", d->hold_wait_s);
+		jsonw_bool(&jw, "must", d->hold_must);
+		jsonw_object_end(&jw);
+	}
 	watch_log(w, &jw);
 	return !busy;
 }

@@ -40,6 +40,7 @@ static int watch_plan_changed(struct watch *);
 static void watch_load_plan(struct watch *, int);
 static void watch_arm(struct watch *);
 static void watch_task(struct watch *, const char *, struct judge_task *);
+static int watch_release(struct watch *, const char *, char *, size_t);
 static long long watch_advance(struct watch *, const char *);
 static void watch_skip_deadline(
     struct watch *, const struct plan_deadline *, const char *, long long);
@@ -228,6 +229,9 @@ watch_task(struct watch *w, const char *id, struct judge_task *t)
 			t->before_must_succeed = d->before_must_succeed;
 			t->before_timeout_s = d->before_stop_timeout_s;
 			t->local = d->local;
+			t->hold = d->hold;
+			t->hold_wait_s = d->hold_wait_s;
+			t->hold_must = d->hold_must;
 			return;
 		}
 	}
@@ -248,6 +252,28 @@ watch_task(struct watch *w, const char *id, struct judge_task *t)
 }
 
 /*
+ * Whether D/release-ID lets held id go on (by: who released it). One that
+ * is not valid is journaled "release_ignored" and removed: the hold goes
+ * on, and the controller may write a good one.
+ */
+static int
+watch_release(struct watch *w, const char *id, char *by, size_t size)
+{
+	struct jsonw jw;
+	char *cause = NULL;
+	int r;
+
+	if ((r = hold_release_read(w->dir, id, by, size, &cause)) >= 0)
+		return r;
+	watch_entry(w, &jw, "release_ignored", id);
+	jsonw_string(&jw, "reason", cause);
+	watch_log(w, &jw);
+	free(cause);
+	hold_release_remove(w->dir, id);
+	return 0;
+}
+
+/*
  * Take the fired id through its stop sequence as far as it goes now;
  * returns when it is next due (0: never again).
  */
@@ -259,6 +285,7 @@ watch_advance(struct watch *w, const char *id)
 	struct judge_fire *f;
 	struct jsonw jw;
 	long long now, cs;
+	char by[16];
 	int alive, n;
 
 	watch_task(w, id, &t);
@@ -271,6 +298,8 @@ watch_advance(struct watch *w, const char *id)
 		    f->stopping_pid_start >= 0 &&
 		    shell_pid_start(w->proc, f->stopping_pid) ==
 			f->stopping_pid_start;
+		t.release = f->held && !f->released &&
+		    watch_release(w, id, by, sizeof by);
 		judge_fired(f, &t, &w->plan, now, cs, alive, &s);
 		switch (s.act) {
 		case JUDGE_ACT_NONE:
@@ -288,6 +317,31 @@ watch_advance(struct watch *w, const char *id)
 		case JUDGE_ACT_STOPPED:
 			watch_entry(w, &jw, "stopped", id);
 			jsonw_int(&jw, "container_start", cs);
+			watch_log(w, &jw);
+			break;
+		case JUDGE_ACT_HOLD:
+			watch_entry(w, &jw, "held", id);
+			jsonw_string(&jw, "for", "pull");
+			jsonw_int(&jw, "since", now);
+			jsonw_int(&jw, "wait",
+			    f->hold ? f->hold_wait_s : t.hold_wait_s);
+			jsonw_bool(
+			    &jw, "must", f->hold ? f->hold_must : t.hold_must);
+			watch_log(w, &jw);
+			break;
+		case JUDGE_ACT_RELEASED:
+			watch_entry(w, &jw, "released", id);
+			jsonw_string(&jw, "by", by);
+			watch_log(w, &jw);
+			hold_release_remove(w->dir, id);
+			break;
+		case JUDGE_ACT_HOLD_EXPIRED:
+			watch_entry(w, &jw, "hold_expired", id);
+			watch_log(w, &jw);
+			break;
+		case JUDGE_ACT_HOLD_KEPT:
+			watch_entry(w, &jw, "hold_kept", id);
+			jsonw_string(&jw, "reason", s.reason);
 			watch_log(w, &jw);
 			break;
 		case JUDGE_ACT_RESULT_LOST:

@@ -2,7 +2,9 @@
  * gpufleet daemon: what needs the laptop, on one event loop. Every
  * [daemon] poll_interval it polls every instance over held SSH sessions
  * (stores samples, reads watcher journals, restarts dead watchers), runs
- * due local stops, tops up the watchers' plans and evaluates the guards;
+ * due local stops, starts the pulls of held stops (a child `gpufleet
+ * shutdown --pull-held NAME` each), tops up the watchers' plans and
+ * evaluates the guards;
  * every second it runs the due exec, rotate-keys, status and backup
  * schedules as
  * child gpufleet processes (controller/SCHEDULE.md, "Running a daemon
@@ -41,6 +43,7 @@
 #include "schedrun.h"
 #include "schedule.h"
 #include "status.h"
+#include "stophold.h"
 #include "timeparse.h"
 #include "xmalloc.h"
 
@@ -50,6 +53,12 @@
 struct down {
 	int64_t id;
 	int64_t since;
+};
+
+/* A child pulling an instance's held stops. */
+struct held_kid {
+	pid_t pid;
+	int64_t id;
 };
 
 struct daemon {
@@ -74,6 +83,8 @@ struct daemon {
 
 	struct schedrun_child *kids;
 	size_t nkids;
+	struct held_kid *held; /* pulls of held stops under way */
+	size_t nheld;
 
 	struct notifysend *ns;
 	struct down *down; /* instances whose held session is down */
@@ -100,10 +111,14 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "fails waits, with jitter, before the\nnext try), stores the "
 	    "samples and watcher journals, restarts dead\nwatchers, runs due "
 	    "local stops, tops up the plans of shutdown schedules\nand "
-	    "evaluates the guards. Every second it runs the due exec, "
-	    "rotate-keys,\nstatus and backup schedules as child gpufleet "
-	    "processes "
-	    "(their output in\n$XDG_STATE_HOME/gpufleet/runs/) and sends the "
+	    "evaluates the guards. Held stops (shutdown --in/--at "
+	    "--pull)\nget their pull from a child `gpufleet shutdown "
+	    "--pull-held "
+	    "NAME` (output\nin the log); their stop goes on once the "
+	    "results came home.\nEvery second it runs the due exec, "
+	    "rotate-keys, status and backup\nschedules as child gpufleet "
+	    "processes (their output in\n$XDG_STATE_HOME/gpufleet/runs/) and "
+	    "sends the "
 	    "queued notifications\n([notify.NAME] targets). One daemon "
 	    "per database; a second exits 2.\nLogs to "
 	    "$XDG_STATE_HOME/gpufleet/daemon.log (and stderr in the "
@@ -569,6 +584,92 @@ on_action(const char *kind, void *arg)
 	metrics_event(&d->metrics, kind);
 }
 
+/*
+ * Start a child `gpufleet shutdown --pull-held NAME` for each instance
+ * with a held stop not pulled yet (one child per instance at a time; the
+ * child claims each hold, so none is pulled twice). Its output goes to
+ * the daemon's log.
+ */
+static void
+holds_due(struct daemon *d)
+{
+	struct stophold *h = NULL;
+	char *cause = NULL, *argv[9];
+	size_t n = 0, i, k;
+	pid_t pid;
+	int fd, a;
+
+	if (stophold_list(d->f->inv, 0, &h, &n, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		for (k = 0; k < d->nheld && d->held[k].id != h[i].instance_id;
+		     k++)
+			;
+		if (strcmp(h[i].state, "armed") != 0 || k < d->nheld)
+			continue;
+		a = 0;
+		argv[a++] = d->self;
+		argv[a++] = (char *)"--db";
+		argv[a++] = d->db;
+		if (d->f->config->path != NULL) {
+			argv[a++] = (char *)"--config";
+			argv[a++] = d->f->config->path;
+		}
+		argv[a++] = (char *)"shutdown";
+		argv[a++] = (char *)"--pull-held";
+		argv[a++] = h[i].name;
+		argv[a] = NULL;
+		if ((pid = fork()) == -1) {
+			error("held stop %s of %s: cannot start its pull: %s",
+			    h[i].deadline, h[i].name, strerror(errno));
+			break;
+		}
+		if (pid == 0) {
+			fd = open(d->log_path,
+			    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+			if (fd != -1) {
+				dup2(fd, STDOUT_FILENO);
+				dup2(fd, STDERR_FILENO);
+			}
+			fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+			if (fd != -1)
+				dup2(fd, STDIN_FILENO);
+			execv(argv[0], argv);
+			_exit(127);
+		}
+		info("held stop %s of %s: pulling (pid %ld)", h[i].deadline,
+		    h[i].name, (long)pid);
+		d->held = xreallocarray(d->held, d->nheld + 1, sizeof *d->held);
+		d->held[d->nheld].pid = pid;
+		d->held[d->nheld++].id = h[i].instance_id;
+	}
+	stophold_free(h, n);
+}
+
+/* Reap the children of holds_due that are over. */
+static void
+holds_reap(struct daemon *d)
+{
+	size_t i = 0;
+	int st;
+
+	while (i < d->nheld) {
+		if (waitpid(d->held[i].pid, &st, WNOHANG) != d->held[i].pid) {
+			i++;
+			continue;
+		}
+		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+			info("a held stop's pull (pid %ld) ended with status "
+			     "%d: gpufleet shutdown ls says why",
+			    (long)d->held[i].pid,
+			    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+		d->held[i] = d->held[--d->nheld];
+	}
+}
+
 /* After a poll's pass (or none, with no instance): store, then act. */
 static void
 poll_after(struct daemon *d, int stored)
@@ -588,6 +689,8 @@ poll_after(struct daemon *d, int stored)
 	}
 	if (stored) {
 		localstop_run_due(d->f->inv, d->f->config, d->p->now);
+		if (!d->stopping)
+			holds_due(d);
 		hosts_down(d);
 		debug_f("poll %ld: %zu of %zu instance(s) up", d->polls,
 		    d->rm->n - probe_failed(d->p), d->rm->n);
@@ -766,6 +869,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(d);
+	holds_reap(d);
 	if (!d->stopping) {
 		run_due(d);
 		notifysend_kick(d->ns);
@@ -859,6 +963,7 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(arg);
+	holds_reap(arg);
 	check_over(arg);
 }
 
@@ -1063,6 +1168,7 @@ cmd_daemon_exec(
 		close(d.lock_fd);
 	free(d.last_error);
 	free(d.kids);
+	free(d.held);
 	free(d.down);
 	free(d.log_path);
 	free(d.cfg_path);

@@ -5,7 +5,10 @@
  * instance with its stop method on the instance's own clock. `shutdown
  * ls` lists what is armed, `shutdown cancel` takes it back. With --now,
  * --pull fetches results home first (xfer.c) and a failed pull can hold
- * the stop back.
+ * the stop back; with --in or --at the deadline's stop is held on the
+ * instance until the pull has run (stophold.c): `--pull-held` runs it
+ * (the daemon does on its poll), `--release` lets the stop go on
+ * without it.
  */
 
 #include <sys/stat.h>
@@ -16,11 +19,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "actionlog.h"
 #include "cmd.h"
 #include "localstop.h"
 #include "log.h"
+#include "notify.h"
 #include "planwrite.h"
 #include "status.h"
+#include "stophold.h"
 #include "timeparse.h"
 #include "vis.h"
 #include "watcher.h"
@@ -43,7 +49,9 @@ struct arm {
 	char *pull_remote[PULL_MAX]; /* --pull REMOTE:LOCAL, split */
 	char *pull_local[PULL_MAX];
 	size_t npull;
-	int pull_must; /* --pull-must-succeed */
+	int pull_must;	     /* --pull-must-succeed */
+	int64_t pull_wait_s; /* --pull-wait: a deadline's hold */
+	int pull_wait_set;
 };
 
 /* What --pull brought home from one instance (all its --pull options). */
@@ -88,6 +96,15 @@ static int is_deadline_id(const char *);
 static void cancel_host(
     struct planwrite *, struct planwrite_host *, const char *, size_t *);
 static int shutdown_cancel(struct cmd_ctx *, int, char **);
+static json_t *hold_pulls(const struct arm *);
+static void hold_save(struct planwrite *, const struct arm *, char (*)[16]);
+static int hold_must(const struct planwrite_host *, const struct arm *);
+static void hold_log(
+    struct inventory *, const struct stophold *, const char *, const char *);
+static int held_one(struct fleet *, const struct stophold *, int);
+static int shutdown_held(struct cmd_ctx *, int, char **, int);
+static int cancel_held(
+    struct fleet *, struct inventory *, struct planwrite_host *, const char *);
 
 const struct cmd_entry cmd_shutdown_entry = {
 	.name = "shutdown",
@@ -97,9 +114,11 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "[--before-must-succeed]\n"
 	    "       [--unless-busy] [--pull REMOTE:LOCAL_DIR] "
 	    "[--pull-must-succeed]\n"
-	    "       [--dry-run] [--yes] [--json]\n"
+	    "       [--pull-wait DURATION] [--dry-run] [--yes] [--json]\n"
 	    "       gpufleet shutdown ls [SELECTOR] [--json]\n"
-	    "       gpufleet shutdown cancel SELECTOR|ID",
+	    "       gpufleet shutdown cancel SELECTOR|ID\n"
+	    "       gpufleet shutdown --pull-held SELECTOR\n"
+	    "       gpufleet shutdown --release SELECTOR",
 	.summary = "stop instances at a time, even with the laptop closed",
 	.help =
 	    "Arms a deadline in the watcher on each selected instance (started "
@@ -122,14 +141,27 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "if a GPU is busy\n"
 	    "                         or the progress file changed in the "
 	    "last 10 minutes\n"
-	    "      --pull REMOTE:LOCAL_DIR   with --now: first pull REMOTE "
-	    "into\n"
-	    "                         LOCAL_DIR/NAME/ as `gpufleet pull` does "
-	    "(up to 8)\n"
+	    "      --pull REMOTE:LOCAL_DIR   pull REMOTE into LOCAL_DIR/NAME/ "
+	    "as\n"
+	    "                         `gpufleet pull` does, before the stop "
+	    "(up to 8);\n"
+	    "                         with --in/--at the stop is held on the "
+	    "instance\n"
+	    "                         (after --before) until the pull ran: "
+	    "`gpufleet daemon`\n"
+	    "                         runs it on its poll (without a daemon: "
+	    "--pull-held)\n"
 	    "      --pull-must-succeed  no stop where a pull failed (always so "
 	    "for a\n"
 	    "                         release method); without it the stop "
 	    "goes on\n"
+	    "      --pull-wait DURATION  with --in/--at: how long the held "
+	    "stop waits for\n"
+	    "                         the pull (default 2h); then a stop "
+	    "method stops\n"
+	    "                         anyway, a release method (or "
+	    "--pull-must-succeed)\n"
+	    "                         waits on until --release\n"
 	    "      --dry-run          print what would be armed; change "
 	    "nothing\n"
 	    "      --yes              allow a release method (deletes the "
@@ -138,11 +170,19 @@ const struct cmd_entry cmd_shutdown_entry = {
 	    "shutdown ls lists the armed deadlines, the autostop policy, the "
 	    "watcher's\nstate, clock skew and alerts (stop_failed), after "
 	    "contacting the instances.\nshutdown cancel takes deadlines back: "
-	    "every one of the selected instances,\nor the one with that ID.\n\n"
+	    "every one of the selected instances,\nor the one with that "
+	    "ID; a stop held for its pull is cancelled there (never\n"
+	    "stopped).\nshutdown --pull-held runs the "
+	    "pull of the selected instances' held stops\nnow and, when it "
+	    "came home, lets the stop go on (what the daemon does;\nagain "
+	    "after a failed pull). shutdown --release lets held stops go on "
+	    "without\nthe pull (their results are not home).\n\n"
 	    "Examples:\n"
 	    "  gpufleet shutdown a100-1 --at 02:00 --before 'python save.py'\n"
 	    "  gpufleet shutdown @train --in 2h --warn 10\n"
 	    "  gpufleet shutdown f-1 --now --yes --pull '~/ckpt/:results'\n"
+	    "  gpufleet shutdown a100-1 --at 02:00 --pull '~/out/:results'\n"
+	    "  gpufleet shutdown --release a100-1\n"
 	    "  gpufleet shutdown ls\n"
 	    "  gpufleet shutdown cancel d-3f2a9c01\n",
 	.exec = cmd_shutdown_exec,
@@ -161,7 +201,8 @@ enum {
 	OPT_YES,
 	OPT_JSON,
 	OPT_PULL,
-	OPT_PULL_MUST
+	OPT_PULL_MUST,
+	OPT_PULL_WAIT
 };
 
 static const struct option arm_options[] = { { "now", no_argument, NULL,
@@ -178,6 +219,7 @@ static const struct option arm_options[] = { { "now", no_argument, NULL,
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "pull", required_argument, NULL, OPT_PULL },
 	{ "pull-must-succeed", no_argument, NULL, OPT_PULL_MUST },
+	{ "pull-wait", required_argument, NULL, OPT_PULL_WAIT },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static int
@@ -191,6 +233,10 @@ cmd_shutdown_exec(
 		return shutdown_ls(ctx, argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "cancel") == 0)
 		return shutdown_cancel(ctx, argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "--pull-held") == 0)
+		return shutdown_held(ctx, argc - 1, argv + 1, 1);
+	if (argc >= 2 && strcmp(argv[1], "--release") == 0)
+		return shutdown_held(ctx, argc - 1, argv + 1, 0);
 	if (parse_arm(e, argc, argv, &a, &status) != 0) {
 		arm_free(&a);
 		return status;
@@ -263,6 +309,7 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 	memset(a, 0, sizeof *a);
 	a->warn = 5;
 	a->before_timeout_s = 600;
+	a->pull_wait_s = 7200;
 	while (
 	    (ch = cmd_getopt(e, argc, argv, "h", arm_options, status)) != -1) {
 		switch (ch) {
@@ -330,6 +377,12 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 		case OPT_PULL_MUST:
 			a->pull_must = 1;
 			break;
+		case OPT_PULL_WAIT:
+			if ((*status = cmd_duration(e, "pull-wait", optarg, 1,
+				 30LL * 86400, &a->pull_wait_s)) != 0)
+				return -1;
+			a->pull_wait_set = 1;
+			break;
 		}
 	}
 	if (argc - optind != 1) {
@@ -352,13 +405,12 @@ parse_arm(const struct cmd_entry *e, int argc, char **argv, struct arm *a,
 		    cmd_usage_error(e, "--pull-must-succeed needs --pull");
 		return -1;
 	}
-	if (a->npull > 0 && !a->now_) {
-		*status = cmd_usage_error(e,
-		    "--pull works with --now only (a pull at a deadline is "
-		    "not supported yet)");
+	if (a->pull_wait_set && (a->npull == 0 || a->now_)) {
+		*status = cmd_usage_error(
+		    e, "--pull-wait needs --pull with --in or --at");
 		return -1;
 	}
-	if (a->npull > 0 && a->before != NULL) {
+	if (a->npull > 0 && a->now_ && a->before != NULL) {
 		*status = cmd_usage_error(e,
 		    "--pull with --before: the pull would come before CMD; "
 		    "run CMD with gpufleet exec first");
@@ -530,6 +582,11 @@ arm_host(struct planwrite *pw, struct planwrite_host *h, const struct arm *a,
 	c.deadline.unless_busy = a->unless_busy;
 	if (strcmp(h->method.kind, "release") == 0 && a->yes)
 		c.allow_release = 1;
+	if (a->npull > 0 && !a->now_) { /* held for the pull */
+		c.deadline.hold = 1;
+		c.deadline.hold_wait_s = a->pull_wait_s;
+		c.deadline.hold_must = hold_must(h, a);
+	}
 	planwrite_build(pw, h, &c, &res);
 }
 
@@ -564,6 +621,12 @@ arm_json(const struct planwrite_host *h, const struct arm *a, const char *id,
 	    "watcher", h->written ? json_string(h->watcher) : json_null(),
 	    "pull", pull_json(a, pl), "error",
 	    h->error != NULL ? json_string(h->error) : json_null());
+	if (o != NULL)
+		json_object_set_new(o, "hold",
+		    a->npull > 0 && !a->now_ ? json_pack("{s:I, s:b}", "wait_s",
+						   (json_int_t)a->pull_wait_s,
+						   "must", hold_must(h, a))
+					     : json_null());
 	free(at);
 	free(ati);
 	free(m);
@@ -582,6 +645,15 @@ arm_print(const struct planwrite_host *h, const struct arm *a, const char *id)
 	    h->in->name, a->dry_run ? "would stop at" : "stop at", when, clock,
 	    a->unless_busy ? " unless busy" : "", a->warn, safe, id,
 	    a->before != NULL ? "  (before-stop set)" : "");
+	if (a->npull > 0 && !a->now_) {
+		char *wait = timeparse_duration(a->pull_wait_s);
+		printf(
+		    "%s  the stop is held for the pull (%zu path%s) until it "
+		    "came home; %s after %s\n",
+		    h->in->name, a->npull, a->npull == 1 ? "" : "s",
+		    hold_must(h, a) ? "it waits on" : "it stops anyway", wait);
+		free(wait);
+	}
 	if (h->method.where == STOP_LOCAL && !a->now_)
 		printf("%s  the stop runs on this machine: it must be awake "
 		       "then (gpufleet status or shutdown ls after %s runs "
@@ -696,7 +768,7 @@ shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 			local[i] =
 			    a->now_ && pw->hosts[i].method.where == STOP_LOCAL;
 	}
-	if (a->npull > 0 &&
+	if (a->npull > 0 && a->now_ &&
 	    (r = pull_first(ctx, selector, pw, a, pl, &cause)) != 0)
 		goto out;
 	for (i = 0; i < pw->n; i++) {
@@ -716,6 +788,8 @@ shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 	}
 	if (!a->dry_run && (r = planwrite_write(pw, &cause)) != 0)
 		goto out;
+	if (!a->dry_run && a->npull > 0 && !a->now_)
+		hold_save(pw, a, ids);
 	r = arm_report(pw, a, ids, local, pl) > 0 ? -GF_EHOSTS : 0;
 out:
 	for (i = 0; i < pw->n; i++)
@@ -792,7 +866,7 @@ ls_host(struct planwrite *pw, const struct planwrite_host *h,
     const struct watcher_view *v)
 {
 	json_t *plan = v->plan != NULL ? json_loads(v->plan, 0, NULL) : NULL,
-	       *d, *as;
+	       *d, *as, *held;
 	struct watcher_alert *al = NULL;
 	size_t i, nal = 0, nd = 0;
 	char *cause = NULL, *s, *safe;
@@ -828,6 +902,16 @@ ls_host(struct planwrite *pw, const struct planwrite_host *h,
 		free(s);
 	} else if (nd == 0)
 		printf("  nothing armed\n");
+	held = stophold_json(pw->rm->inv, h->in->id);
+	json_array_foreach(held, i, d)
+	{
+		s = stophold_line(h->in->name, d);
+		safe = vis_str(s);
+		printf("  %s\n", safe);
+		free(safe);
+		free(s);
+	}
+	json_decref(held);
 	if (watcher_alerts(pw->rm->inv, h->in->id, &al, &nal, &cause) != 0)
 		free(cause);
 	for (i = 0; i < nal; i++) {
@@ -901,6 +985,50 @@ cancel_host(struct planwrite *pw, struct planwrite_host *h, const char *id,
 		planwrite_fail(h, "no deadline %s is armed", id);
 }
 
+/*
+ * Cancel host h's held stops (id, or every one when id is NULL): a
+ * release "cancelled", after which the watcher skips the stop. Returns
+ * how many were cancelled; a failure is h's error.
+ */
+static int
+cancel_held(struct fleet *fleet, struct inventory *inv,
+    struct planwrite_host *h, const char *id)
+{
+	struct stophold *hs = NULL;
+	char *cause = NULL;
+	size_t n = 0, k;
+	int done = 0;
+
+	if (stophold_list(inv, h->in->id, &hs, &n, &cause) != 0) {
+		free(cause);
+		return 0;
+	}
+	for (k = 0; k < n; k++) {
+		if (id != NULL && strcmp(hs[k].deadline, id) != 0)
+			continue;
+		if (stophold_release(fleet, h->in->name, hs[k].deadline,
+			"cancelled", &cause) != 0) {
+			free(h->error);
+			xasprintf(&h->error, "cannot cancel held stop %s: %s",
+			    hs[k].deadline, cause);
+			free(cause);
+			cause = NULL;
+			continue;
+		}
+		stophold_finish(
+		    inv, &hs[k], "released", "cancelled by the user", &cause);
+		free(cause);
+		cause = NULL;
+		hold_log(inv, &hs[k], "cancelled by the user", NULL);
+		printf("%s  cancelled held stop %s (not stopped; its results "
+		       "were not pulled)\n",
+		    h->in->name, hs[k].deadline);
+		done++;
+	}
+	stophold_free(hs, n);
+	return done;
+}
+
 /* `shutdown cancel SELECTOR | ID`. */
 static int
 shutdown_cancel(struct cmd_ctx *ctx, int argc, char **argv)
@@ -952,6 +1080,10 @@ shutdown_cancel(struct cmd_ctx *ctx, int argc, char **argv)
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
 		char *safe;
+		if (h->reached &&
+		    cancel_held(ctx->fleet, pw->rm->inv, h, id) > 0 &&
+		    (id != NULL || removed[i] == 0))
+			continue; /* said: a held stop is cancelled */
 		if (h->error != NULL) {
 			safe = vis_str(h->error);
 			error("%s: %s", h->in->name, safe);
@@ -968,4 +1100,241 @@ shutdown_cancel(struct cmd_ctx *ctx, int argc, char **argv)
 	free(removed);
 	planwrite_free(pw);
 	return failed > 0 ? GF_EHOSTS : GF_OK;
+}
+
+/* Whether h's held stop may not go on without its pull. */
+static int
+hold_must(const struct planwrite_host *h, const struct arm *a)
+{
+	return a->pull_must || strcmp(h->method.kind, "release") == 0;
+}
+
+/*
+ * The --pull options as stop_hold keeps them: [{"remote","local"}...],
+ * local made absolute (the daemon that runs the pull has another working
+ * directory).
+ */
+static json_t *
+hold_pulls(const struct arm *a)
+{
+	json_t *arr = json_array();
+	char cwd[4096], *local;
+	size_t i;
+
+	if (getcwd(cwd, sizeof cwd) == NULL)
+		cwd[0] = '\0';
+	for (i = 0; i < a->npull; i++) {
+		if (a->pull_local[i][0] == '/' || cwd[0] == '\0')
+			local = xstrdup(a->pull_local[i]);
+		else
+			xasprintf(&local, "%s/%s", cwd, a->pull_local[i]);
+		json_array_append_new(arr,
+		    json_pack("{s:s, s:s}", "remote", a->pull_remote[i],
+			"local", local));
+		free(local);
+	}
+	return arr;
+}
+
+/*
+ * Keep the pulls of each deadline written with a hold; a host whose pulls
+ * could not be kept fails (its stop would wait for nothing).
+ */
+static void
+hold_save(struct planwrite *pw, const struct arm *a, char (*ids)[16])
+{
+	json_t *pulls = hold_pulls(a);
+	char *cause = NULL;
+	size_t i;
+
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		if (!h->written || h->error != NULL ||
+		    h->method.where == STOP_NONE)
+			continue;
+		if (stophold_save(pw->rm->inv, h->in->id, ids[i], pulls,
+			hold_must(h, a), pw->now, &cause) != 0) {
+			planwrite_fail(h,
+			    "armed, but its pull could not be kept (%s): "
+			    "gpufleet shutdown cancel %s",
+			    cause, ids[i]);
+			free(cause);
+			cause = NULL;
+		}
+	}
+	json_decref(pulls);
+}
+
+/*
+ * What happened to held stop h, in the action log (gpufleet events) and,
+ * when the stop waits for the user, as a stop_held notification.
+ */
+static void
+hold_log(struct inventory *inv, const struct stophold *h, const char *what,
+    const char *notify)
+{
+	json_t *names = json_pack("[s]", h->name),
+	       *res = json_pack("{s:s}", h->name, what);
+	char *cause = NULL, *why, *key, *next;
+
+	xasprintf(&why, "held stop %s", h->deadline);
+	if (actionlog_add(inv, (int64_t)time(NULL), "stop_hold", h->deadline,
+		names, why, res, NULL, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (notify != NULL) {
+		xasprintf(&key, "stop_held:%lld:%s", (long long)h->instance_id,
+		    h->deadline);
+		xasprintf(&next, "gpufleet shutdown --release %s", h->name);
+		if (notifyqueue_add(inv, NOTIFY_STOP_HELD, h->name,
+			(int64_t)time(NULL), notify, next, key, &cause) != 0) {
+			error("%s", cause);
+			free(cause);
+		}
+		free(key);
+		free(next);
+	}
+	json_decref(names);
+	json_decref(res);
+	free(why);
+}
+
+/*
+ * One held stop: pull (pull set) and release it when its results came
+ * home (or it need not wait for them), else leave it held for the user;
+ * without pull, release it as the user's. Returns 0 or GF_EHOSTS.
+ */
+static int
+held_one(struct fleet *fleet, const struct stophold *h, int pull)
+{
+	struct inventory *inv = NULL;
+	char *error = NULL, *cause = NULL, *what = NULL, *size, *safe;
+	const char *by = "user";
+	uint64_t bytes = 0;
+	int claimed;
+
+	if (fleet_inventory(fleet, &inv, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+		return GF_EHOSTS;
+	}
+	if (pull && (claimed = stophold_claim(inv, h, 1, &cause)) != 1) {
+		if (claimed < 0) {
+			error("%s", cause);
+			free(cause);
+		} else
+			error("%s: the pull of held stop %s is running "
+			      "already",
+			    h->name, h->deadline);
+		return GF_EHOSTS;
+	}
+	if (pull && stophold_pull(fleet, h, &bytes, &error) != 0) {
+		safe = vis_str(error);
+		if (h->must) {
+			xasprintf(
+			    &what, "pull failed: %s; the stop waits", safe);
+			stophold_finish(inv, h, "failed", error, &cause);
+			hold_log(inv, h, what,
+			    "is held: its results did not come home, the stop "
+			    "waits");
+			error("%s: the pull failed (%s): the stop stays held "
+			      "(gpufleet shutdown --release %s stops without "
+			      "it)",
+			    h->name, safe, h->name);
+			free(safe);
+			free(error);
+			free(what);
+			free(cause);
+			return GF_EHOSTS;
+		}
+		error("%s: the pull failed (%s): stopping anyway (no "
+		      "--pull-must-succeed)",
+		    h->name, safe);
+		free(safe);
+		by = "pull_failed";
+	} else if (pull)
+		by = "pulled";
+	if (stophold_release(fleet, h->name, h->deadline, by, &cause) != 0) {
+		safe = vis_str(cause);
+		error("%s: cannot release held stop %s: %s", h->name,
+		    h->deadline, safe);
+		free(safe);
+		free(cause);
+		cause = NULL;
+		if (pull) /* the next --pull-held tries again */
+			stophold_finish(inv, h, "failed",
+			    "the release could not be written", &cause);
+		free(cause);
+		free(error);
+		return GF_EHOSTS;
+	}
+	size = xfer_size(bytes);
+	if (strcmp(by, "pulled") == 0)
+		xasprintf(&what, "pulled %s; released", size);
+	else if (strcmp(by, "pull_failed") == 0)
+		xasprintf(
+		    &what, "pull failed: %s; released all the same", error);
+	else
+		xasprintf(&what, "released by the user, without the pull");
+	stophold_finish(inv, h, "released", what, &cause);
+	free(cause);
+	hold_log(inv, h, what, NULL);
+	safe = vis_str(what);
+	printf("%s  held stop %s: %s (the watcher stops it now)\n", h->name,
+	    h->deadline, safe);
+	free(safe);
+	free(size);
+	free(what);
+	free(error);
+	return GF_OK;
+}
+
+/*
+ * `shutdown --pull-held SELECTOR` (pull set) and `shutdown --release
+ * SELECTOR`: contact the instances (their journals say what is held),
+ * then take each held stop on.
+ */
+static int
+shutdown_held(struct cmd_ctx *ctx, int argc, char **argv, int pull)
+{
+	const struct cmd_entry *e = &cmd_shutdown_entry;
+	struct planwrite *pw = NULL;
+	struct stophold *h = NULL;
+	char *cause = NULL;
+	size_t n = 0, i, k, found;
+	int ch, status, r, failed = 0;
+
+	while ((ch = cmd_getopt(e, argc, argv, "h", ls_options + 1, &status)) !=
+	    -1) {
+		if (ch == -2)
+			return status;
+	}
+	if (argc - optind != 1)
+		return cmd_usage_error(
+		    e, "%s needs SELECTOR", pull ? "--pull-held" : "--release");
+	if ((r = planwrite_contact(ctx->fleet, argv[optind], &pw, &cause)) != 0)
+		return cmd_fail(-r, cause);
+	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *ph = &pw->hosts[i];
+		if (stophold_list(pw->rm->inv, ph->in->id, &h, &n, &cause) !=
+		    0) {
+			planwrite_free(pw);
+			return cmd_fail(GF_EDB, cause);
+		}
+		for (k = found = 0; k < n; k++) {
+			found++;
+			failed |= held_one(ctx->fleet, &h[k], pull) != GF_OK;
+		}
+		if (found == 0) {
+			error("%s: no stop is held%s%s", ph->in->name,
+			    ph->error != NULL ? ": " : "",
+			    ph->error != NULL ? ph->error : "");
+			failed = 1;
+		}
+		stophold_free(h, n);
+	}
+	planwrite_free(pw);
+	return failed ? GF_EHOSTS : GF_OK;
 }

@@ -27,6 +27,7 @@
 #include "probe.h"
 #include "remote.h"
 #include "status.h"
+#include "stophold.h"
 #include "timeparse.h"
 #include "vis.h"
 #include "watcher.h"
@@ -448,6 +449,14 @@ render_watchers(const struct probe *run)
 				? json_string_value(json_object_get(a, "id"))
 				: "-",
 			    when, name);
+		}
+		json_array_foreach(json_object_get(w, "held"), j, a)
+		{
+			char *line = stophold_line(name, a),
+			     *safe = vis_str(line);
+			printf("%s  %s\n", name, safe);
+			free(safe);
+			free(line);
 		}
 		json_decref(w);
 	}

@@ -29,7 +29,7 @@ static void urlencode_b64(const char *, char *, size_t);
 static const char *const kinds[NOTIFY_NKINDS] = { "job_finished", "job_failed",
 	"stopped", "stop_failed", "autostopped", "schedule_failed", "guard",
 	"low_balance", "stalled", "host_down", "hostkey_changed",
-	"key_reinjected", "release_deadline" };
+	"key_reinjected", "release_deadline", "stop_held" };
 
 static const char *const formats[] = { "json", "slack", "discord", "feishu",
 	"dingtalk", "ntfy" };
@@ -97,7 +97,7 @@ notify_events_parse(const char *s, unsigned *out, char **cause)
 			    "job_failed, stopped, stop_failed, autostopped, "
 			    "schedule_failed, guard, low_balance, stalled, "
 			    "host_down, hostkey_changed, key_reinjected, "
-			    "release_deadline)",
+			    "release_deadline, stop_held)",
 			    w);
 			free(copy);
 			return -1;

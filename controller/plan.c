@@ -50,7 +50,7 @@ static json_t *
 deadline_copy(json_t *o)
 {
 	struct plan_deadline d;
-	json_t *id, *action, *before, *must, *busy, *out;
+	json_t *id, *action, *before, *must, *busy, *hold, *out;
 	int64_t warn, timeout;
 
 	memset(&d, 0, sizeof d);
@@ -59,6 +59,7 @@ deadline_copy(json_t *o)
 	before = json_object_get(o, "before_stop");
 	must = json_object_get(o, "before_must_succeed");
 	busy = json_object_get(o, "unless_busy");
+	hold = json_object_get(o, "hold");
 	if (!json_is_object(o) || !json_is_string(id) ||
 	    strlen(json_string_value(id)) >= sizeof d.id ||
 	    !report_check_id(json_string_value(id)) ||
@@ -70,7 +71,11 @@ deadline_copy(json_t *o)
 	    (before != NULL && !json_is_null(before) &&
 		!json_is_string(before)) ||
 	    (must != NULL && !json_is_boolean(must)) ||
-	    (busy != NULL && !json_is_boolean(busy)))
+	    (busy != NULL && !json_is_boolean(busy)) ||
+	    (hold != NULL &&
+		(!json_is_object(hold) ||
+		    int_member(hold, "wait", 1, 30 * 86400, 7200,
+			&d.hold_wait_s) != 0)))
 		return NULL;
 	if (strcmp(json_string_value(action), "stop") != 0 &&
 	    strcmp(json_string_value(action), "local") != 0)
@@ -83,13 +88,16 @@ deadline_copy(json_t *o)
 	d.before_stop_timeout_s = timeout;
 	d.before_must_succeed = json_is_true(must);
 	d.unless_busy = json_is_true(busy);
+	d.hold = hold != NULL;
+	d.hold_must = json_is_true(json_object_get(hold, "must"));
 	out = deadline_json(&d);
 	return out;
 }
 
 /*
- * A deadline as the plan holds it; unless_busy only when set, so that a
- * plan without one reads as an agent without the field expects.
+ * A deadline as the plan holds it; unless_busy and hold only when set,
+ * so that a plan without them reads as an agent without the fields
+ * expects.
  */
 static json_t *
 deadline_json(const struct plan_deadline *d)
@@ -104,6 +112,10 @@ deadline_json(const struct plan_deadline *d)
 	    "before_must_succeed", d->before_must_succeed);
 	if (o != NULL && d->unless_busy)
 		json_object_set_new(o, "unless_busy", json_true());
+	if (o != NULL && d->hold)
+		json_object_set_new(o, "hold",
+		    json_pack("{s:s, s:I, s:b}", "for", "pull", "wait",
+			(json_int_t)d->hold_wait_s, "must", d->hold_must));
 	return o;
 }
 

@@ -34,6 +34,9 @@ struct plan_deadline {
 	int64_t before_stop_timeout_s;
 	int before_must_succeed;
 	int unless_busy; /* the watcher skips it when the machine is busy */
+	int hold;	 /* held for the controller's pull (agent "hold") */
+	int64_t hold_wait_s;
+	int hold_must;
 };
 
 struct plan_autostop {

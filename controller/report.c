@@ -53,7 +53,8 @@ static const char *const journal_events[] = { "journal", "started", "plan",
 	"armed", "cancelled", "warned", "firing", "before_stop", "skipped",
 	"stopping", "stop_result", "stopped", "stop_retry", "stop_failed",
 	"local_due", "idle", "busy", "gpu_unreadable", "failed", "exiting",
-	"job_started", "job_ended", "notify" };
+	"job_started", "job_ended", "notify", "held", "released",
+	"release_ignored", "hold_expired", "hold_kept" };
 
 static void parse_notify(json_t *, struct report_watcher *);
 static int printable(const char *);

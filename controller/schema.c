@@ -520,6 +520,28 @@ static const char *const steps[] = {
 	"  FROM instance_price p JOIN instance i ON i.id = p.instance_id;"
 	"DROP TABLE instance_price;"
 	"ALTER TABLE instance_price_history RENAME TO instance_price;",
+
+	/*
+	 * 16 -> 17: held stops (stophold.c). A deadline armed with --pull
+	 * keeps its pull here, never on the instance: pulls, a JSON array
+	 * of {"remote","local"}; must: no release unless it came home.
+	 * held_at: the watcher journaled "held" (the controller's clock);
+	 * state: armed, pulling (claimed by one gpufleet), released or
+	 * failed; detail: the pull's error, or who released it.
+	 */
+	"CREATE TABLE stop_hold ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  deadline TEXT NOT NULL,"
+	"  pulls TEXT NOT NULL,"
+	"  must INTEGER NOT NULL CHECK (must IN (0, 1)),"
+	"  created_at INTEGER NOT NULL,"
+	"  held_at INTEGER,"
+	"  state TEXT NOT NULL DEFAULT 'armed' CHECK (state IN ('armed',"
+	"    'pulling', 'released', 'failed')),"
+	"  detail TEXT,"
+	"  PRIMARY KEY (instance_id, deadline)"
+	") WITHOUT ROWID;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

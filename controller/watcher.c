@@ -14,6 +14,7 @@
 #include "notify.h"
 #include "status.h"
 #include "timeparse.h"
+#include "stophold.h"
 #include "vis.h"
 #include "watcher.h"
 #include "xmalloc.h"
@@ -160,7 +161,8 @@ ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
  * into the controller's. A stop (stopping, or stopped seen after a
  * restart) is in the ledger once, at the time it began; a stop that
  * failed is an alert, and its stop leaves the ledger (the instance ran
- * on); a due local stop waits in local_stop for the controller to run it
+ * on); a held stop is marked held in stop_hold, for its pull (the
+ * daemon's); a due local stop waits in local_stop for the controller to run it
  * once (a job's --then stop with a local method too: its fire id is no
  * deadline of the plan, and needs none); a job's start and end update
  * the job table.
@@ -204,6 +206,8 @@ ingest(struct inventory *inv, int64_t id, int64_t skew, int64_t now,
 		    "state = 'stopped' AND source = 'performed'",
 		    "writing the ledger", cause, "It", id, note);
 	}
+	if (strcmp(ev, "held") == 0)
+		return stophold_held(inv, id, e->id, t, cause);
 	if (strcmp(ev, "local_due") == 0)
 		return db_exec(inv,
 		    "INSERT OR IGNORE INTO local_stop (instance_id, deadline, "
@@ -794,7 +798,8 @@ watcher_autostop_line(json_t *as)
 /*
  * The watcher of an instance as `status --json` and `shutdown ls --json`
  * show it: {state, pid, generation, skew_s, checked_at, deadlines,
- * autostop, alerts}, from the stored view v.
+ * autostop, alerts, held}, from the stored view v; held: the stops held
+ * for their pull (stophold_json).
  */
 json_t *
 watcher_json(struct inventory *inv, int64_t id, const struct watcher_view *v)
@@ -867,6 +872,7 @@ watcher_json(struct inventory *inv, int64_t id, const struct watcher_view *v)
 	}
 	watcher_alerts_free(a, n);
 	json_object_set_new(o, "alerts", al);
+	json_object_set_new(o, "held", stophold_json(inv, id));
 	json_decref(plan);
 	return o;
 }

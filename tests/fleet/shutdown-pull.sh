@@ -8,6 +8,7 @@
 # The stops are local: methods (they run here at once with --now, so each
 # leaves a file to look for); the pull is the same before a remote one.
 . "$(dirname "$0")/../e2e/lib.sh"
+. "$(dirname "$0")/lib/refused.sh"
 export GPUFLEET_NO_PROGRESS=1
 
 fleet_up 3
@@ -26,15 +27,8 @@ run set inst-2 stop_kind=release
 expect_rc 0 "inst-2's method releases it"
 
 # --- bad input: exit 2, nothing pulled, nothing stopped -----------------------
-bad() { # bad MESSAGE ARGS...: refused with that one line
-	local want=$1
-	shift
-	run shutdown "$@"
-	expect_rc 2 "refused: $*"
-	expect_eq "$err" "gpufleet: shutdown: $want (try 'gpufleet shutdown --help')" "refused: $*: message"
-}
-bad "--pull works with --now only (a pull at a deadline is not supported yet)" \
-    inst-1 --in 1h --pull "out:$T/res"
+bad "--pull-wait needs --pull with --in or --at" \
+    inst-1 --now --pull "out:$T/res" --pull-wait 1h
 bad "--pull 'out' is not REMOTE:LOCAL_DIR" inst-1 --now --pull out
 bad "--pull ':$T/res' is not REMOTE:LOCAL_DIR" inst-1 --now --pull ":$T/res"
 bad "--pull-must-succeed needs --pull" inst-1 --now --pull-must-succeed

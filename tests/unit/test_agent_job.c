@@ -530,7 +530,7 @@ START_TEST(test_then_deadline)
 		"null", "null", 1, "" };
 	struct judge_state js = { NULL, 0, 0 };
 	struct job_then t;
-	struct judge_task task;
+	struct judge_task task = { NULL, 0, 0, 0, 0, 0, 0, 0 };
 	struct plan_deadline d;
 	struct judge_step s;
 	struct judge_fire *f;

@@ -146,6 +146,35 @@ static const struct plan_case plan_cases[] = {
 	  "\"stalled_s\":-1}}",
 	    "autostop.stalled_s" },
 	{ "{\"version\":1} x", "trailing" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"for\":\"pull\"}}]}",
+	    NULL },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"for\":\"pull\",\"wait\":5,\"must\":"
+	  "true}}]}",
+	    NULL },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"for\":\"push\"}}]}",
+	    "deadlines[0].hold.for: must be \"pull\"" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"wait\":5}}]}",
+	    "deadlines[0].hold.for: must be \"pull\"" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"for\":\"pull\",\"wait\":0}}]}",
+	    "deadlines[0].hold.wait: must be an integer 1-2592000" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"for\":\"pull\",\"wait\":2592001}}]}",
+	    "deadlines[0].hold.wait: must be an integer 1-2592000" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"for\":\"pull\",\"must\":1}}]}",
+	    "deadlines[0].hold.must: must be true or false" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":{\"for\":\"pull\",\"local_dir\":\"x\"}}"
+	  "]}",
+	    "deadlines[0].hold.local_dir: unknown key" },
+	{ "{\"version\":1,\"deadlines\":[{\"id\":\"a\",\"at\":1,"
+	  "\"action\":\"stop\",\"hold\":true}]}",
+	    "deadlines[0].hold: must be an object" },
 };
 
 START_TEST(test_plan_parse)
@@ -175,7 +204,8 @@ START_TEST(test_plan_values)
 	static const char minimal[] =
 	    "{\"version\":1,\"deadlines\":[{\"id\":\"x\",\"at\":5,"
 	    "\"action\":\"local\"},{\"id\":\"y\",\"at\":6,\"action\":"
-	    "\"stop\",\"unless_busy\":true}],\"autostop\":{\"id\":\"a\","
+	    "\"stop\",\"unless_busy\":true,\"hold\":{\"for\":\"pull\","
+	    "\"must\":true}}],\"autostop\":{\"id\":\"a\","
 	    "\"idle_s\":9}}";
 	struct plan p;
 	char *cause = NULL;
@@ -190,6 +220,7 @@ START_TEST(test_plan_values)
 	ck_assert_int_eq(p.deadlines[0].warn_minutes, 5);
 	ck_assert_str_eq(p.deadlines[0].before_stop, "python save.py");
 	ck_assert_int_eq(p.deadlines[0].unless_busy, 0);
+	ck_assert_int_eq(p.deadlines[0].hold, 0);
 	ck_assert_int_eq(p.has_autostop, 1);
 	ck_assert_int_eq(p.autostop.idle_s, 1800);
 	ck_assert_ptr_null(p.autostop.nvidia_smi);
@@ -204,12 +235,64 @@ START_TEST(test_plan_values)
 	ck_assert_int_eq(p.deadlines[0].before_stop_timeout_s, 600);
 	ck_assert_int_eq(p.deadlines[0].unless_busy, 0);
 	ck_assert_int_eq(p.deadlines[1].unless_busy, 1);
+	ck_assert_int_eq(p.deadlines[0].hold, 0);
+	ck_assert_int_eq(p.deadlines[1].hold, 1);
+	ck_assert_int_eq(p.deadlines[1].hold_wait_s, 7200);
+	ck_assert_int_eq(p.deadlines[1].hold_must, 1);
 	ck_assert_int_eq(p.autostop.gpu_below, 5);
 	ck_assert_int_eq(p.autostop.gpu_mem_mib, 1024);
 	ck_assert_int_eq(p.autostop.wait_sessions, 1);
 	ck_assert_int_eq(p.autostop.wait_jobs, 1);
 	ck_assert_str_eq(p.autostop.progress, "~/.gpufleet/progress");
 	plan_free(&p);
+}
+END_TEST
+
+struct release_case {
+	const char *text;
+	const char *by;	   /* NULL: refused */
+	const char *cause; /* what the refusal says */
+};
+
+/* D/release-ID's check: the deadline's id and a known "by", nothing else. */
+static const struct release_case release_cases[] = {
+	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"pulled\"}", "pulled", NULL },
+	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"user\"}\n", "user", NULL },
+	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"pull_failed\"}",
+	    "pull_failed", NULL },
+	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"cancelled\"}", "cancelled",
+	    NULL },
+	{ "{\"version\":1,\"id\":\"d-2\",\"by\":\"pulled\"}", NULL,
+	    "id: is not this deadline's" },
+	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"me\"}", NULL, "by: must be" },
+	{ "{\"version\":2,\"id\":\"d-1\",\"by\":\"user\"}", NULL,
+	    "version: must be an integer 1-1" },
+	{ "{\"version\":1,\"id\":\"d-1\",\"by\":\"user\",\"x\":1}", NULL,
+	    "x: unknown key" },
+	{ "release d-1", NULL, "" },
+	{ "", NULL, "" },
+	{ "[]", NULL, "must be an object" },
+};
+
+START_TEST(test_release_parse)
+{
+	const struct release_case *c = &release_cases[_i];
+	char by[16] = "", *cause = NULL;
+	int r;
+
+	r = hold_release_parse(
+	    c->text, strlen(c->text), "d-1", by, sizeof by, &cause);
+	if (c->by != NULL) {
+		ck_assert_msg(r == 0, "row %d: %s", _i, cause);
+		ck_assert_str_eq(by, c->by);
+	} else {
+		ck_assert_msg(r == -1, "row %d accepted", _i);
+		ck_assert_ptr_nonnull(cause);
+		ck_assert_msg(strstr(cause, c->cause) != NULL,
+		    "row %d: [%s] lacks [%s]", _i, cause, c->cause);
+		ck_assert_ptr_null(strchr(cause, '\n'));
+	}
+	free(cause);
 }
 END_TEST
 
@@ -224,6 +307,46 @@ tmpdir(void)
 	snprintf(dir, strlen(tmpl) + 16, "%s/a/b", tmpl);
 	return dir;
 }
+
+/* release writes D/release-ID as the watcher reads it; none, garbage. */
+START_TEST(test_release_file)
+{
+	char *dir = tmpdir(),
+	     *argv[] = { "release", "--dir", dir, "--id", "d-1", "--by", "user",
+		     NULL };
+	char by[16] = "", *cause = NULL, path[256];
+	struct stat sb;
+	FILE *f;
+
+	ck_assert_int_eq(
+	    hold_release_read(dir, "d-1", by, sizeof by, &cause), 0);
+	ck_assert_int_eq(hold_main(7, argv), 0);
+	snprintf(path, sizeof path, "%s/release-d-1", dir);
+	ck_assert_int_eq(stat(path, &sb), 0);
+	ck_assert_int_eq(sb.st_mode & 0777, 0600);
+	ck_assert_int_eq(
+	    hold_release_read(dir, "d-1", by, sizeof by, &cause), 1);
+	ck_assert_str_eq(by, "user");
+	hold_release_remove(dir, "d-1");
+	ck_assert_int_eq(
+	    hold_release_read(dir, "d-1", by, sizeof by, &cause), 0);
+
+	ck_assert_ptr_nonnull(f = fopen(path, "w"));
+	fputs("garbage\n", f);
+	fclose(f);
+	ck_assert_int_eq(
+	    hold_release_read(dir, "d-1", by, sizeof by, &cause), -1);
+	ck_assert_ptr_nonnull(cause);
+	free(cause);
+
+	argv[6] = "nobody"; /* usage */
+	ck_assert_int_eq(hold_main(7, argv), 2);
+	argv[6] = "user";
+	argv[4] = "d 1";
+	ck_assert_int_eq(hold_main(7, argv), 2);
+	free(dir);
+}
+END_TEST
 
 /* Compare-and-swap on the generation; the modes of what it creates. */
 START_TEST(test_plan_set)
@@ -525,6 +648,9 @@ main(void)
 	tcase_add_loop_test(tc, test_plan_parse, 0,
 	    (int)(sizeof plan_cases / sizeof plan_cases[0]));
 	tcase_add_test(tc, test_plan_values);
+	tcase_add_loop_test(tc, test_release_parse, 0,
+	    sizeof release_cases / sizeof release_cases[0]);
+	tcase_add_test(tc, test_release_file);
 	tcase_add_test(tc, test_plan_set);
 	tcase_add_test(tc, test_journal);
 	tcase_add_test(tc, test_shell_env);

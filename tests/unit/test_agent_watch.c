@@ -307,11 +307,25 @@ replay(struct judge_state *js, const char *const *entries)
 	}
 }
 
+/* The step s is the one wanted (wake for a wait, reason when given). */
+static void
+check_step(const char *name, const struct judge_step *s, enum judge_act want,
+    long long wake, const char *reason)
+{
+	ck_assert_msg(s->act == want, "%s: act %d, want %d", name, (int)s->act,
+	    (int)want);
+	if (want == JUDGE_ACT_WAIT)
+		ck_assert_int_eq(s->wake, wake);
+	if (reason != NULL)
+		ck_assert_str_eq(s->reason, reason);
+}
+
 START_TEST(test_replay)
 {
 	const struct replay_case *c = &replay_cases[_i];
 	struct judge_state js = { NULL, 0, 0 };
-	struct judge_task t = { c->before, c->must_succeed, 600, c->local };
+	struct judge_task t = { c->before, c->must_succeed, 600, c->local, 0, 0,
+		0, 0 };
 	struct judge_step s;
 	struct judge_fire *f;
 	struct plan p;
@@ -324,12 +338,101 @@ START_TEST(test_replay)
 	replay(&js, c->entries);
 	ck_assert_ptr_nonnull(f = judge_find(&js, "d-1", 0));
 	judge_fired(f, &t, &p, c->now, c->container_start, c->pid_alive, &s);
-	ck_assert_msg(s.act == c->want, "%s: act %d, want %d", c->name,
-	    (int)s.act, (int)c->want);
-	if (c->want == JUDGE_ACT_WAIT)
-		ck_assert_int_eq(s.wake, c->wake);
-	if (c->reason != NULL)
-		ck_assert_str_eq(s.reason, c->reason);
+	check_step(c->name, &s, c->want, c->wake, c->reason);
+	judge_state_free(&js);
+}
+END_TEST
+
+struct hold_case {
+	const char *name;
+	const char *entries[8];
+	int plan_hold, must, release_kind, local, released_file;
+	const char *before;
+	long long now;
+	enum judge_act want;
+	long long wake;
+	const char *reason;
+};
+
+#define FIRING_HOLD "firing,\"hold\":{\"wait\":60,\"must\":false}"
+#define HELD	    "held,\"since\":110,\"wait\":60,\"must\":false"
+#define HELD_MUST   "held,\"since\":110,\"wait\":60,\"must\":true"
+
+/* A held stop (agent/WATCH.md "Held stops"); entries at 100, 110, ... */
+static const struct hold_case hold_cases[] = {
+	{ "firing with a hold: held", { FIRING_HOLD }, 0, 0, 0, 0, 0, NULL, 100,
+	    JUDGE_ACT_HOLD, 0, NULL },
+	{ "the plan's hold, firing without: held", { "firing" }, 1, 0, 0, 0, 0,
+	    NULL, 100, JUDGE_ACT_HOLD, 0, NULL },
+	{ "no hold: stop", { "firing" }, 0, 0, 0, 0, 0, NULL, 100,
+	    JUDGE_ACT_STOP, 0, NULL },
+	{ "before_stop runs before the hold", { FIRING_HOLD }, 0, 0, 0, 0, 0,
+	    "save", 100, JUDGE_ACT_BEFORE, 0, NULL },
+	{ "before_stop done: held", { FIRING_HOLD, "before_stop,\"status\":0" },
+	    0, 0, 0, 0, 0, "save", 120, JUDGE_ACT_HOLD, 0, NULL },
+	{ "held: waits out the wait", { FIRING_HOLD, HELD }, 0, 0, 0, 0, 0,
+	    NULL, 150, JUDGE_ACT_WAIT, 170, NULL },
+	{ "held, a release file: released", { FIRING_HOLD, HELD }, 0, 0, 0, 0,
+	    1, NULL, 150, JUDGE_ACT_RELEASED, 0, NULL },
+	{ "released: stop", { FIRING_HOLD, HELD, "released" }, 0, 0, 0, 0, 0,
+	    NULL, 150, JUDGE_ACT_STOP, 0, NULL },
+	{ "released, a local method: local_due",
+	    { FIRING_HOLD, HELD, "released" }, 0, 0, 0, 1, 0, NULL, 150,
+	    JUDGE_ACT_LOCAL_DUE, 0, NULL },
+	{ "wait over, a stop method: hold_expired", { FIRING_HOLD, HELD }, 0, 0,
+	    0, 0, 0, NULL, 170, JUDGE_ACT_HOLD_EXPIRED, 0, NULL },
+	{ "hold_expired: stop", { FIRING_HOLD, HELD, "hold_expired" }, 0, 0, 0,
+	    0, 0, NULL, 170, JUDGE_ACT_STOP, 0, NULL },
+	{ "wait over, must: keeps waiting, said once",
+	    { FIRING_HOLD, HELD_MUST }, 0, 0, 0, 0, 0, NULL, 200,
+	    JUDGE_ACT_HOLD_KEPT, 0, "the pull must succeed" },
+	{ "wait over, a release method: keeps waiting", { FIRING_HOLD, HELD },
+	    0, 0, 1, 0, 0, NULL, 200, JUDGE_ACT_HOLD_KEPT, 0,
+	    "a release method waits for the results" },
+	{ "kept: waits on (a release wakes it)",
+	    { FIRING_HOLD, HELD_MUST, "hold_kept" }, 0, 0, 0, 0, 0, NULL, 200,
+	    JUDGE_ACT_WAIT, 3800, NULL },
+	{ "kept, then a release file: released",
+	    { FIRING_HOLD, HELD_MUST, "hold_kept" }, 0, 0, 0, 0, 1, NULL, 9000,
+	    JUDGE_ACT_RELEASED, 0, NULL },
+	{ "released by a cancel: skipped, never stopped",
+	    { FIRING_HOLD, HELD, "released,\"by\":\"cancelled\"" }, 0, 0, 0, 0,
+	    0, NULL, 150, JUDGE_ACT_SKIP, 0, "cancelled while held" },
+	{ "released by the user: stop",
+	    { FIRING_HOLD, HELD, "released,\"by\":\"user\"" }, 0, 0, 0, 0, 0,
+	    NULL, 150, JUDGE_ACT_STOP, 0, NULL },
+	{ "a release file before held is not looked at", { FIRING_HOLD }, 0, 0,
+	    0, 0, 1, NULL, 100, JUDGE_ACT_HOLD, 0, NULL },
+	{ "stopping after the release: the stop sequence as ever",
+	    { FIRING_HOLD, HELD, "released",
+		"stopping,\"pid\":7,"
+		"\"pid_start\":5" },
+	    0, 0, 0, 0, 0, NULL, 150, JUDGE_ACT_RESULT_LOST, 0, NULL },
+	{ "the held entry alone holds (a plan without the deadline)",
+	    { "firing", HELD }, 0, 0, 0, 0, 0, NULL, 150, JUDGE_ACT_WAIT, 170,
+	    NULL },
+};
+
+START_TEST(test_hold)
+{
+	const struct hold_case *c = &hold_cases[_i];
+	struct judge_state js = { NULL, 0, 0 };
+	struct judge_task t = { c->before, 0, 600, c->local, c->plan_hold, 60,
+		c->must, c->released_file };
+	struct judge_step s;
+	struct judge_fire *f;
+	struct plan p;
+
+	memset(&p, 0, sizeof p);
+	p.stop_confirm_s = 600;
+	p.stop_command = "stop";
+	p.stop_release = c->release_kind;
+	p.allow_release = c->release_kind;
+	replay(&js, c->entries);
+	ck_assert_ptr_nonnull(f = judge_find(&js, "d-1", 0));
+	judge_fired(f, &t, &p, c->now, 50, 0, &s);
+	check_step(c->name, &s, c->want, c->wake, c->reason);
+	ck_assert_int_eq(judge_arms(&p, &js, 50), 1); /* held: still armed */
 	judge_state_free(&js);
 }
 END_TEST
@@ -600,6 +703,8 @@ main(void)
 	tcase_add_loop_test(tc, test_deadline, 0,
 	    (int)(sizeof deadline_cases / sizeof deadline_cases[0]));
 	tcase_add_test(tc, test_deadline_withheld);
+	tcase_add_loop_test(
+	    tc, test_hold, 0, sizeof hold_cases / sizeof hold_cases[0]);
 	tcase_add_loop_test(tc, test_unless_busy, 0,
 	    (int)(sizeof busy_cases / sizeof busy_cases[0]));
 	suite_add_tcase(s, tc);

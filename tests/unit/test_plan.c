@@ -253,6 +253,43 @@ START_TEST(test_unless_busy)
 }
 END_TEST
 
+/*
+ * A held deadline (shutdown --in/--at --pull) keeps its hold through the
+ * read-back, one whose hold is not an object is dropped, and a new one
+ * carries it; no local path is ever in it.
+ */
+START_TEST(test_hold)
+{
+	struct plan_change c;
+	struct plan_result res;
+	char *out = NULL, *cause = NULL;
+	const char *readback =
+	    "{\"deadlines\":[{\"id\":\"d-1\",\"at\":100,\"action\":"
+	    "\"stop\",\"hold\":{\"for\":\"pull\",\"wait\":60,\"must\":true}},"
+	    "{\"id\":\"d-2\",\"at\":1,\"action\":\"stop\",\"hold\":true},"
+	    "{\"id\":\"d-3\",\"at\":1,\"action\":\"stop\",\"hold\":{"
+	    "\"for\":\"pull\",\"wait\":0}}]}";
+
+	change_init(&c, PLAN_ADD, NULL);
+	c.deadline.hold = 1;
+	c.deadline.hold_wait_s = 7200;
+	ck_assert_int_eq(
+	    plan_build(readback, 2, NULL, 0, &c, &out, &res, &cause), 0);
+	ck_assert_uint_eq(res.kept, 1);
+	ck_assert_uint_eq(res.dropped, 2);
+	ck_assert_ptr_nonnull(strstr(out,
+	    "\"deadlines\":[{\"id\":\"d-1\",\"at\":100,\"action\":\"stop\","
+	    "\"warn_minutes\":0,\"before_stop\":null,"
+	    "\"before_stop_timeout_s\":600,\"before_must_succeed\":false,"
+	    "\"hold\":{\"for\":\"pull\",\"wait\":60,\"must\":true}},"
+	    "{\"id\":\"d-new\",\"at\":1764640800,\"action\":\"stop\","
+	    "\"warn_minutes\":5,\"before_stop\":null,"
+	    "\"before_stop_timeout_s\":600,\"before_must_succeed\":false,"
+	    "\"hold\":{\"for\":\"pull\",\"wait\":7200,\"must\":false}}]"));
+	free(out);
+}
+END_TEST
+
 /* A read-back plan of n deadlines d-0 .. d-(n-1). Caller frees. */
 static char *
 plan_of(int n)
@@ -601,6 +638,7 @@ main(void)
 	tcase_add_test(tc, test_exact);
 	tcase_add_test(tc, test_full);
 	tcase_add_test(tc, test_unless_busy);
+	tcase_add_test(tc, test_hold);
 	tcase_add_test(tc, test_sync);
 	tcase_add_test(tc, test_sync_full);
 	tcase_add_loop_test(tc, test_sync_tolerance, 0, N(tolerance_cases));
