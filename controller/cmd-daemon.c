@@ -25,9 +25,11 @@
 
 #include "actionlog.h"
 #include "advise.h"
+#include "api.h"
 #include "db.h"
 #include "cmd.h"
 #include "guard.h"
+#include "httpd.h"
 #include "keys.h"
 #include "localstop.h"
 #include "log.h"
@@ -73,7 +75,9 @@ struct daemon {
 	size_t nkids;
 
 	struct notifysend *ns;
-	struct down *down; /* instances whose held session is down */
+	struct api *api;     /* the JSON API, or NULL: --listen none */
+	struct httpd *httpd; /* its HTTP server */
+	struct down *down;   /* instances whose held session is down */
 	size_t ndown;
 	char *last_error; /* the tick's, logged once */
 
@@ -88,7 +92,7 @@ static int cmd_daemon_exec(
 
 const struct cmd_entry cmd_daemon_entry = {
 	.name = "daemon",
-	.usage = "[--detach] [-v]",
+	.usage = "[--detach] [-v] [--listen ADDR:PORT|none]",
 	.summary = "poll the fleet and run schedules and guards",
 	.help =
 	    "Runs in the foreground (for systemd and launchd) until SIGTERM "
@@ -119,6 +123,7 @@ const struct cmd_entry cmd_daemon_entry = {
 static const struct option daemon_options[] = { { "detach", no_argument, NULL,
 						    'd' },
 	{ "verbose", no_argument, NULL, 'v' },
+	{ "listen", required_argument, NULL, 'l' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static void poll_start(struct daemon *);
@@ -562,6 +567,8 @@ poll_after(struct daemon *d, int stored)
 		free(cause);
 		cause = NULL;
 	}
+	if (d->api != NULL && (stored || (d->rm == NULL && d->sig != 0)))
+		api_poll_done(d->api, stored ? d->p : NULL);
 	if (stored) {
 		localstop_run_due(d->f->inv, d->f->config, d->p->now);
 		hosts_down(d);
@@ -833,6 +840,7 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(arg);
+	api_reap(((struct daemon *)arg)->api);
 	check_over(arg);
 }
 
@@ -917,6 +925,27 @@ daemon_open(struct daemon *d)
 	return 0;
 }
 
+/* The HTTP server, unless [daemon] listen is none. 0 or an exit code. */
+static int
+http_open(struct daemon *d, struct event_base *base)
+{
+	const struct config *cf = d->f->config;
+	char *cause = NULL;
+
+	if (cf->daemon_listen.none)
+		return 0;
+	d->api = api_new(base, d->f, d->self);
+	if (httpd_open(base, &cf->daemon_listen, cf->daemon_token_file, d->api,
+		&d->httpd, &cause) != 0) {
+		report(d, GF_EHOSTS, cause);
+		free(cause);
+		api_free(d->api);
+		d->api = NULL;
+		return GF_EHOSTS;
+	}
+	return 0;
+}
+
 /* The daemon itself, once started: returns its exit status. */
 static int
 daemon_main(struct daemon *d)
@@ -932,6 +961,8 @@ daemon_main(struct daemon *d)
 		return GF_EHOSTS;
 	}
 	base = d->f->base;
+	if ((r = http_open(d, base)) != 0)
+		return r;
 	/*
 	 * Signals are caught (and kept for the loop) before the start is
 	 * told: a SIGTERM sent once "daemon started" shows, or --detach has
@@ -970,6 +1001,8 @@ daemon_main(struct daemon *d)
 	events_free(d);
 	notifysend_free(d->ns);
 	d->ns = NULL;
+	httpd_free(d->httpd);
+	api_free(d->api);
 	remote_drop(d);
 	return GF_OK;
 }
@@ -987,9 +1020,16 @@ cmd_daemon_exec(
 	int ch, status, detach_ = 0;
 
 	while ((ch = cmd_getopt(
-		    e, argc, argv, "dvh", daemon_options, &status)) != -1) {
+		    e, argc, argv, "dvl:h", daemon_options, &status)) != -1) {
 		if (ch == -2)
 			return status;
+		if (ch == 'l' &&
+		    config_parse_listen(optarg, &cf->daemon_listen, &cause) !=
+			0) {
+			status = cmd_usage_error(e, "--listen %s", cause);
+			free(cause);
+			return status;
+		}
 		if (ch == 'd')
 			detach_ = 1;
 		else if (ch == 'v')
@@ -1003,6 +1043,12 @@ cmd_daemon_exec(
 		    "on: name a file that holds the passphrase",
 		    ask);
 		return cmd_fail(GF_ECONFIG, cause);
+	}
+	if (httpd_check(&cf->daemon_listen, cf->daemon_token_file, &cause) !=
+	    0) {
+		xasprintf(&dir, "daemon: %s", cause);
+		free(cause);
+		return cmd_fail(GF_ECONFIG, dir);
 	}
 	if (log_get_level() < LOG_INFO)
 		log_set_level(LOG_INFO);
