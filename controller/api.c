@@ -5,7 +5,8 @@
  * 400 with {"error": its message} when it exits 2 (a usage error); 502
  * when it exits 1 (an instance failed: its --json document when it
  * printed one, else the error); 500 otherwise; 504 when it runs past
- * API_CHILD_TIMEOUT_S (it is killed). Query values reach the child as
+ * API_CHILD_TIMEOUT_S (it is killed, with what it started). Query values reach
+ * the child as
  * --since=VALUE, never as words of their own, so none is taken for an
  * option; names are checked against the instance name rules and the
  * inventory (404). The children are reaped on SIGCHLD (api_reap).
@@ -15,7 +16,8 @@
  * is over.
  *
  * A route is one row of api_routes: a method, a path whose "*" is an
- * instance name, and its function.
+ * instance name, and its function; a path outside /api/ (GET /metrics)
+ * is one more row, and every other path is the dashboard's.
  */
 
 #include <errno.h>
@@ -149,7 +151,7 @@ api_free(struct api *a)
 		return;
 	while ((j = a->jobs) != NULL) {
 		if (!j->exited) {
-			kill(j->pid, SIGKILL);
+			kill(-j->pid, SIGKILL);
 			while (waitpid(j->pid, NULL, 0) == -1 && errno == EINTR)
 				;
 		}
@@ -321,7 +323,7 @@ on_output(evutil_socket_t fd, short what, void *arg)
 	if (n > 0) {
 		warn_msg("api: pid %ld printed more than %zu bytes: killed",
 		    (long)j->pid, cap);
-		kill(j->pid, SIGKILL);
+		kill(-j->pid, SIGKILL);
 	}
 	event_free(j->ev[k]);
 	j->ev[k] = NULL;
@@ -332,7 +334,7 @@ on_output(evutil_socket_t fd, short what, void *arg)
 	job_check(j);
 }
 
-/* The child ran too long: kill it; the answer goes once it is reaped. */
+/* The child ran too long: kill it (its process group) and answer 504. */
 static void
 on_timeout(evutil_socket_t fd, short what, void *arg)
 {
@@ -343,7 +345,9 @@ on_timeout(evutil_socket_t fd, short what, void *arg)
 	warn_msg("api: pid %ld ran past %ds: killed", (long)j->pid,
 	    API_CHILD_TIMEOUT_S);
 	j->timed_out = 1;
-	kill(j->pid, SIGKILL);
+	kill(-j->pid, SIGKILL);
+	if (j->req != NULL)
+		job_answer(j); /* now: what it started may hold the pipes */
 }
 
 /* The client went away: the child runs on, its answer goes nowhere. */
@@ -400,6 +404,7 @@ spawn(struct api_call *c, const char *const *args, int text)
 		return;
 	}
 	if (pid == 0) {
+		setpgid(0, 0); /* a timeout kills what it started too */
 		if ((null = open("/dev/null", O_RDONLY)) != -1)
 			dup2(null, STDIN_FILENO);
 		dup2(out[1], STDOUT_FILENO);
@@ -409,6 +414,7 @@ spawn(struct api_call *c, const char *const *args, int text)
 		    strerror(errno));
 		_exit(127);
 	}
+	setpgid(pid, pid); /* before any kill(-pid), whichever runs first */
 	close(out[1]);
 	close(err[1]);
 	j = xcalloc(1, sizeof *j);
@@ -736,8 +742,12 @@ name_known(struct api_call *c)
 	return 1;
 }
 
-/* A request under /api/: its route, 404 or 405. */
-void
+/*
+ * A request to one of api_routes: answered, returns 1. Under /api/ with
+ * no route: 404 or 405, returns 1. Else 0 (not the API's: the caller
+ * serves it).
+ */
+int
 api_handle(struct api *a, struct evhttp_request *req, const char *path,
     const char *query)
 {
@@ -760,6 +770,9 @@ api_handle(struct api *a, struct evhttp_request *req, const char *path,
 		break;
 	}
 	if (i == sizeof api_routes / sizeof api_routes[0]) {
+		if (!wrong && strncmp(path, "/api/", 5) != 0 &&
+		    strcmp(path, "/api") != 0)
+			return 0;
 		if (wrong) {
 			evhttp_add_header(
 			    evhttp_request_get_output_headers(req), "Allow",
@@ -767,12 +780,12 @@ api_handle(struct api *a, struct evhttp_request *req, const char *path,
 			httpd_reply_error(req, 405, "not with this method");
 		} else
 			httpd_reply_error(req, 404, "no such API path");
-		return;
+		return 1;
 	}
 	TAILQ_INIT(&q);
 	if (query != NULL && evhttp_parse_query_str(query, &q) != 0) {
 		httpd_reply_error(req, 400, "bad query string");
-		return;
+		return 1;
 	}
 	c.api = a;
 	c.req = req;
@@ -781,4 +794,5 @@ api_handle(struct api *a, struct evhttp_request *req, const char *path,
 	if (*name == '\0' || name_known(&c))
 		api_routes[i].fn(&c);
 	evhttp_clear_headers(&q);
+	return 1;
 }

@@ -333,10 +333,8 @@ on_request(struct evhttp_request *req, void *arg)
 	}
 	if (cmd == EVHTTP_REQ_POST && !post_allowed(req, in))
 		return;
-	if (strncmp(path, "/api/", 5) == 0 || strcmp(path, "/api") == 0) {
-		api_handle(h->api, req, path, evhttp_uri_get_query(uri));
+	if (api_handle(h->api, req, path, evhttp_uri_get_query(uri)))
 		return;
-	}
 	if (cmd == EVHTTP_REQ_POST) {
 		evhttp_add_header(out, "Allow", "GET, HEAD");
 		httpd_reply_error(req, 405, "only GET and HEAD here");
