@@ -18,6 +18,9 @@ for n in 1 2; do
 	run set "inst-$n" 'stop_command=remote:shutdown -h now'
 	expect_rc 0 "stop_command of inst-$n"
 done
+# Fake GPUs: inst-1 has a busy one and an idle one, inst-2 one busy.
+gpu_util inst-1 80 3
+gpu_util inst-2 50
 run status
 expect_rc 0 "first contact"
 run schedule add inst-2 --cron "0 3 1 1 *" --do shutdown --name newyear
@@ -118,6 +121,8 @@ wait_for 60 "GET /api/v1/instances is status --json's shape" instances_like_stat
     printf 'api: %s\ncli: %s\n' "$api_doc" "$cli_doc" >&2
 expect_eq "$(printf '%s' "$body" | jq -r '[.[].state] | join(" ")')" "up up" \
     "both instances up"
+expect_eq "$(printf '%s' "$body" | jq -c '[.[].report.gpus[].util_gpu]')" "[80,3,50]" \
+    "the GPUs of the last poll"
 
 # Bad requests: one JSON error each, nothing run.
 get "/api/v1/cost?since=--help"
@@ -167,6 +172,54 @@ expect_eq "$code" 200 "cancel (no Origin: same-origin by default)"
 expect_contains "$(printf '%s' "$body" | jq -r '.output[0]')" "inst-1  cancelled 1 deadline" \
     "cancel's lines"
 expect_eq "$(armed)" 0 "cancelled"
+
+# --- the page in a real browser --------------------------------------------
+# Headless Chromium loads the dashboard against this daemon and runs its
+# script; the DOM after it is what a user sees. Screenshots go to
+# build/tests/artifacts/ for people to look at (not committed).
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chrome" ]; then
+	echo "SKIP the browser checks: no chromium (Debian package chromium)" >&2
+else
+	art=${GPUFLEET_ARTIFACTS:-$PWD/artifacts}
+	mkdir -p "$art"
+	browse() {
+		timeout 120 "$chrome" --headless --no-sandbox --disable-gpu \
+		    --user-data-dir="$T/chrome" --virtual-time-budget=20000 \
+		    --window-size=1280,900 "$@" 2>>"$T/chrome.err"
+	}
+	fleet_dom() {
+		dom=$(browse --dump-dom "$U/")
+		case $dom in *'data-name="inst-2"'*) ;; *) return 1 ;; esac
+	}
+	wait_for 120 "the fleet page shows both instances" fleet_dom ||
+	    printf '%s\n' "$dom" | head -50 >&2
+	rows=$(printf '%s' "$dom" | grep -o '<tr data-name="[^"]*"><td><a [^>]*>[^<]*</a></td><td class="state-[a-z]*"' |
+	    sed 's/.*data-name="\([^"]*\)".*class="state-\([a-z]*\)"/\1 \2/' | tr '\n' ' ')
+	expect_eq "$rows" "inst-1 up inst-2 up " "the fleet table's rows and states"
+	expect_eq "$(printf '%s' "$dom" | grep -o 'class="gpu idle"' | wc -l)" 1 \
+	    "the one idle GPU stands out"
+	expect_contains "$dom" 'id="cost-day"' "the cost-by-day chart"
+	expect_contains "$dom" '<td>newyear</td>' "the schedule in its table"
+	expect_contains "$dom" 'id="events"' "the events table"
+	checks=$((checks + 1))
+	case $dom in *"not available"*) fail "a document the page wants is not available" ;; esac
+	expect_match "$dom" '<span id="error" class="error" hidden' "no error shown"
+	browse --screenshot="$art/http-fleet.png" "$U/" >/dev/null
+	instance_dom() {
+		dom=$(browse --dump-dom "$U/#/i/inst-1")
+		case $dom in *'id="chart-util"'*) ;; *) return 1 ;; esac
+	}
+	# The charts need stored samples: the polls store them each second.
+	wait_for 120 "the instance page charts inst-1's utilization" instance_dom ||
+	    printf '%s\n' "$dom" | head -50 >&2
+	expect_contains "$dom" 'id="chart-mem"' "the memory chart"
+	expect_contains "$dom" '"name": "inst-1"' "show's document on the page"
+	browse --screenshot="$art/http-instance.png" "$U/#/i/inst-1" >/dev/null
+	checks=$((checks + 1))
+	[ -s "$art/http-fleet.png" ] && [ -s "$art/http-instance.png" ] ||
+	    fail "no screenshots in $art"
+fi
 
 # --- limits -----------------------------------------------------------------
 big=$(head -c 12000 /dev/zero | tr '\0' a)
