@@ -112,11 +112,26 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "the runs still going\n[daemon] stop_grace seconds (default 20), "
 	    "then stops them (recorded\nabandoned). A [keys] passphrase_file "
 	    "of 'ask' is refused (no terminal).\n\n"
-	    "  -d, --detach   go to the background once the lock is held\n"
-	    "  -v, --verbose  debug lines in the log\n\n"
+	    "It serves the dashboard and the JSON API (/api/v1/: the CLI's "
+	    "--json\ndocuments) over plain HTTP on [daemon] listen (default "
+	    "127.0.0.1:9464).\nAny address but loopback needs [daemon] "
+	    "token_file; with one, every\nrequest carries 'Authorization: "
+	    "Bearer TOKEN'. Without one, only a Host\nof 127.0.0.1, [::1] or "
+	    "localhost is answered. A POST (shutdown, cancel)\nmust be "
+	    "same-origin (an Origin header, if sent, is http://HOST) and\n"
+	    "Content-Type: application/json, so no other site's page can "
+	    "send one.\nBeyond a trusted LAN put a TLS reverse proxy in "
+	    "front. listen and\ntoken_file are read at start only.\n\n"
+	    "  -d, --detach            go to the background once the lock is "
+	    "held\n"
+	    "  -v, --verbose           debug lines in the log\n"
+	    "  -l, --listen ADDR:PORT  serve HTTP there instead ([::1]:9464 "
+	    "too);\n"
+	    "                          none: no HTTP server\n\n"
 	    "Examples:\n"
 	    "  gpufleet daemon\n"
-	    "  gpufleet daemon --detach\n",
+	    "  gpufleet daemon --detach\n"
+	    "  gpufleet daemon --listen 127.0.0.1:8080\n",
 	.exec = cmd_daemon_exec,
 };
 

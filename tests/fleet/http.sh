@@ -297,5 +297,23 @@ get /api/v1/schedules -H "Authorization: Bearer $token"
 expect_eq "$code" 200 "the API with the token"
 get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' -d '{}'
 expect_eq "$code" 401 "a POST without the token"
+kill -TERM "$dpid"
+wait_for 60 "the daemon with the token stops" gone_or_zombie "$dpid"
+
+# --- IPv6 loopback, where this machine has ::1 -------------------------------
+port6=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0)); print(s.getsockname()[1])' 2>/dev/null)
+if [ -z "$port6" ]; then
+	echo "SKIP the IPv6 check: no ::1 on this machine" >&2
+else
+	printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n' \
+	    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+	DAEMON_ARGS="--listen [::1]:$port6" start_daemon
+	U="http://[::1]:$port6"
+	get /
+	expect_eq "$code" 200 "GET / on [::1] without a token"
+	get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' \
+	    -H "Origin: $U" -d '{}'
+	expect_eq "$code" 200 "a same-origin POST on [::1]"
+fi
 
 finish
