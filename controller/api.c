@@ -66,6 +66,7 @@ struct api {
 	const char *self;
 	json_t *status; /* the last poll's, or NULL */
 	struct api_job *jobs;
+	int stopping; /* api_stop: no new child */
 };
 
 /* A request to a route: its instance name ("*") and query. */
@@ -192,6 +193,26 @@ api_poll_done(struct api *a, const struct probe *p)
 	a->status = probe_json(p, asked, billing);
 	free(asked);
 	free(billing);
+}
+
+/* The daemon is stopping: the children going finish, no new one starts. */
+void
+api_stop(struct api *a)
+{
+	if (a != NULL)
+		a->stopping = 1;
+}
+
+/* How many children are still running (the daemon waits for them). */
+int
+api_busy(const struct api *a)
+{
+	const struct api_job *j;
+	int n = 0;
+
+	for (j = a != NULL ? a->jobs : NULL; j != NULL; j = j->next)
+		n += !j->exited;
+	return n;
 }
 
 /* SIGCHLD: collect the children that are over. */
@@ -375,6 +396,10 @@ spawn(struct api_call *c, const char *const *args, int text)
 	int out[2], err[2], null, k, n = 0;
 	pid_t pid;
 
+	if (a->stopping) {
+		httpd_reply_error(c->req, 503, "the daemon is stopping");
+		return;
+	}
 	argv[n++] = a->self;
 	argv[n++] = "--db";
 	argv[n++] = a->f->db_path;

@@ -805,7 +805,7 @@ static void
 check_over(struct daemon *d)
 {
 	if (d->stopping && !d->polling && d->nkids == 0 &&
-	    notifysend_inflight(d->ns) == 0)
+	    notifysend_inflight(d->ns) == 0 && api_busy(d->api) == 0)
 		d->over = 1; /* daemon_main's loop ends after this round */
 }
 
@@ -826,6 +826,7 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 		probe_cancel(d->p);
 	reap(d);
 	notifysend_stop(d->ns);
+	api_stop(d->api); /* what runs for a request finishes (at most 30 s) */
 	if (d->nkids > 0 || notifysend_inflight(d->ns) > 0) {
 		info("%s: waiting up to %ds for %zu run(s) and %d "
 		     "notification(s) still going",
@@ -961,6 +962,26 @@ http_open(struct daemon *d, struct event_base *base)
 	return 0;
 }
 
+/*
+ * Close the HTTP server: first a moment on the loop for the answers
+ * still being written (to the requests whose commands the stop waited
+ * for), then every connection.
+ */
+static void
+http_close(struct daemon *d, struct event_base *base)
+{
+	struct timeval tv = { 0, 200000 };
+
+	if (d->httpd == NULL)
+		return;
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+	httpd_free(d->httpd);
+	api_free(d->api);
+	d->httpd = NULL;
+	d->api = NULL;
+}
+
 /* The daemon itself, once started: returns its exit status. */
 static int
 daemon_main(struct daemon *d)
@@ -1016,8 +1037,7 @@ daemon_main(struct daemon *d)
 	events_free(d);
 	notifysend_free(d->ns);
 	d->ns = NULL;
-	httpd_free(d->httpd);
-	api_free(d->api);
+	http_close(d, base);
 	remote_drop(d);
 	return GF_OK;
 }

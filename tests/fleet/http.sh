@@ -13,7 +13,8 @@
 # Real minutes: a schedule's next run stays put while the test compares.
 unset GPUFLEET_TEST_CRON_MINUTE
 
-fleet_up 2
+# One sshd per instance: breaking inst-2 leaves inst-1 alone.
+fleet_up 2 --group-size 1
 for n in 1 2; do
 	run set "inst-$n" 'stop_command=remote:shutdown -h now'
 	expect_rc 0 "stop_command of inst-$n"
@@ -235,8 +236,29 @@ checks=$((checks + 1))
 case $code in 4??) ;; *) fail "a 100 KB body: got $code, wanted a 4xx" ;; esac
 expect_eq "$(armed)" 0 "the oversized body armed nothing"
 
+# --- SIGTERM while a request's command runs ---------------------------------
+# inst-2 stops answering (TCP connects, no SSH banner): the shutdown that
+# a request starts waits [ssh] setup_timeout. The daemon told to stop
+# meanwhile waits for it and sends its answer before it exits.
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n[ssh]\nsetup_timeout = 10\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+fleet break inst-2 silent
+curl -s -o "$T/slow.body" -w '%{http_code}' --max-time 120 -X POST \
+    -H 'Content-Type: application/json' -d '{"in": "1h"}' \
+    "$U/api/v1/instances/inst-2/shutdown" >"$T/slow.code" &
+slow=$!
+running_shutdown() { pgrep -P "$dpid" -f 'shutdown --json' >/dev/null; }
+wait_for 60 "the request's shutdown runs" running_shutdown
 kill -TERM "$dpid"
+wait "$slow"
+expect_eq "$(cat "$T/slow.code")" 502 "the request in flight at SIGTERM is answered"
+expect_contains "$(jq -r '.[0].error' "$T/slow.body")" "no SSH banner" \
+    "with shutdown --json's document saying why"
 wait_for 60 "the daemon stops" gone_or_zombie "$dpid"
+wait "$dpid"
+rc=$?
+expect_rc 0 "the daemon's exit status"
+fleet heal inst-2
 
 # --- start-up refusals ------------------------------------------------------
 # refused ARGS...: a daemon that must not start (bounded, in case it does).
