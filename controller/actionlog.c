@@ -6,6 +6,18 @@
 #include "db.h"
 #include "xmalloc.h"
 
+/* Told of each entry appended in this process (a daemon counts them). */
+static void (*observer)(const char *, void *);
+static void *observer_arg;
+
+/* Call fn(kind, arg) after each entry appended; NULL stops it. */
+void
+actionlog_observe(void (*fn)(const char *, void *), void *arg)
+{
+	observer = fn;
+	observer_arg = arg;
+}
+
 /*
  * Append an entry at time t: kind (schedule_run, guard_shutdown, ...),
  * name (the schedule's or guard's, or NULL), instances (a JSON array of
@@ -34,6 +46,8 @@ actionlog_add(struct inventory *inv, int64_t t, const char *kind,
 		return r;
 	if (id != NULL)
 		*id = sqlite3_last_insert_rowid(inv->db);
+	if (observer != NULL)
+		observer(kind, observer_arg);
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 
 int actionlog_add(struct inventory *, int64_t, const char *, const char *,
     json_t *, const char *, json_t *, int64_t *, char **);
+void actionlog_observe(void (*)(const char *, void *), void *);
 int actionlog_result(struct inventory *, int64_t, json_t *, char **);
 
 #endif

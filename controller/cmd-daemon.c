@@ -33,6 +33,7 @@
 #include "keys.h"
 #include "localstop.h"
 #include "log.h"
+#include "metrics.h"
 #include "misc.h"
 #include "notify.h"
 #include "notifysend.h"
@@ -70,6 +71,8 @@ struct daemon {
 	int polling;  /* a poll (pass and what follows) is going */
 	int after;    /* the pass is over: 1 stored, -1 nothing to store */
 	long polls;
+	struct timespec poll_t0;
+	struct metrics_daemon metrics; /* GET /metrics: polls, actions */
 
 	struct schedrun_child *kids;
 	size_t nkids;
@@ -565,6 +568,27 @@ hosts_down(struct daemon *d)
 	}
 }
 
+/* A poll is over: how long it took, for the metrics. */
+static void
+poll_observe(struct daemon *d)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	metrics_poll_observe(&d->metrics,
+	    (double)(t.tv_sec - d->poll_t0.tv_sec) +
+		(t.tv_nsec - d->poll_t0.tv_nsec) / 1e9);
+}
+
+/* Each action logged in this process, for gpufleet_events_total. */
+static void
+on_action(const char *kind, void *arg)
+{
+	struct daemon *d = arg;
+
+	metrics_event(&d->metrics, kind);
+}
+
 /* After a poll's pass (or none, with no instance): store, then act. */
 static void
 poll_after(struct daemon *d, int stored)
@@ -594,6 +618,7 @@ poll_after(struct daemon *d, int stored)
 	}
 	if (!d->stopping)
 		guards(d);
+	poll_observe(d);
 	d->polling = 0;
 	poll_arm(d);
 	check_over(d);
@@ -627,6 +652,7 @@ poll_start(struct daemon *d)
 		return;
 	d->polls++;
 	d->polling = 1;
+	clock_gettime(CLOCK_MONOTONIC, &d->poll_t0);
 	if (remote_refresh(d) != 0 || d->rm == NULL) {
 		d->after = -1;
 		return;
@@ -1007,6 +1033,7 @@ daemon_main(struct daemon *d)
 	 */
 	events_add(d, base);
 	report(d, 0, NULL);
+	actionlog_observe(on_action, d);
 	xasprintf(&why, "pid %ld, database %s, poll every %ds", (long)getpid(),
 	    d->db, d->f->config->daemon_poll_interval);
 	info("daemon started: %s", why);
@@ -1032,6 +1059,7 @@ daemon_main(struct daemon *d)
 	}
 	xasprintf(&why, "%s, after %ld poll(s)", d->stop_why, d->polls);
 	log_action(d, "daemon_stop", why);
+	actionlog_observe(NULL, NULL);
 	info("daemon stopped: %s", why);
 	free(why);
 	events_free(d);

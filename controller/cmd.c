@@ -35,6 +35,7 @@ extern const struct cmd_entry cmd_ledger_entry;
 extern const struct cmd_entry cmd_logs_entry;
 extern const struct cmd_entry cmd_ls_entry;
 extern const struct cmd_entry cmd_mark_entry;
+extern const struct cmd_entry cmd_metrics_entry;
 extern const struct cmd_entry cmd_preset_entry;
 extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_pull_entry;
@@ -64,6 +65,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_status_entry,
 	&cmd_history_entry,
 	&cmd_cost_entry,
+	&cmd_metrics_entry,
 	&cmd_mark_entry,
 	&cmd_ledger_entry,
 	&cmd_provider_entry,

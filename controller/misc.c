@@ -92,6 +92,14 @@ misc_mkdirs(const char *dir, char **cause)
 int
 misc_write_atomic(const char *path, const char *text, size_t len, char **cause)
 {
+	return misc_write_atomic_mode(path, text, len, 0600, cause);
+}
+
+/* The same with the file's mode (whatever the umask). */
+int
+misc_write_atomic_mode(
+    const char *path, const char *text, size_t len, mode_t mode, char **cause)
+{
 	char *tmp;
 	size_t off = 0;
 	ssize_t w;
@@ -114,6 +122,8 @@ misc_write_atomic(const char *path, const char *text, size_t len, char **cause)
 		else if (w == -1 && errno != EINTR)
 			err = errno;
 	}
+	if (err == 0 && fchmod(fd, mode) != 0)
+		err = errno;
 	if (err == 0 && fsync(fd) != 0)
 		err = errno;
 	if (close(fd) != 0 && err == 0)

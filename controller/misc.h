@@ -5,6 +5,8 @@
 #ifndef GPUFLEET_MISC_H
 #define GPUFLEET_MISC_H
 
+#include <sys/types.h>
+
 #include <stddef.h>
 
 /* Output kept up to a cap; data is NUL-terminated once anything came. */
@@ -18,6 +20,7 @@ struct misc_buf {
 char *misc_xdg_path(const char *, const char *, const char *);
 int misc_mkdirs(const char *, char **);
 int misc_write_atomic(const char *, const char *, size_t, char **);
+int misc_write_atomic_mode(const char *, const char *, size_t, mode_t, char **);
 char *misc_expand_home(const char *);
 char *misc_shell_quote(const char *);
 char *misc_quote_any_shell(const char *);
