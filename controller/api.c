@@ -16,8 +16,8 @@
  * is over.
  *
  * A route is one row of api_routes: a method, a path whose "*" is an
- * instance name, and its function; a path outside /api/ (GET /metrics)
- * is one more row, and every other path is the dashboard's.
+ * instance name, and its function. GET /metrics is one such row; every
+ * other path outside /api/ is the dashboard's.
  */
 
 #include <errno.h>
@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/queue.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@
 #include "httpd.h"
 #include "instance.h"
 #include "log.h"
+#include "metrics.h"
 #include "status.h"
 #include "vis.h"
 #include "xmalloc.h"
@@ -64,7 +66,8 @@ struct api {
 	struct event_base *base;
 	struct fleet *f;
 	const char *self;
-	json_t *status; /* the last poll's, or NULL */
+	const struct metrics_daemon *md; /* the daemon's counters */
+	json_t *status;			 /* the last poll's, or NULL */
 	struct api_job *jobs;
 	int stopping; /* api_stop: no new child */
 };
@@ -87,6 +90,7 @@ static void route_cost(struct api_call *);
 static void route_schedules(struct api_call *);
 static void route_events(struct api_call *);
 static void route_history(struct api_call *);
+static void route_metrics(struct api_call *);
 
 static const struct api_route {
 	enum evhttp_cmd_type method; /* GET answers HEAD too */
@@ -101,19 +105,25 @@ static const struct api_route {
 	{ EVHTTP_REQ_GET, "/api/v1/schedules", route_schedules },
 	{ EVHTTP_REQ_GET, "/api/v1/events", route_events },
 	{ EVHTTP_REQ_GET, "/api/v1/history/*", route_history },
+	{ EVHTTP_REQ_GET, "/metrics", route_metrics },
 };
 
 static void job_check(struct api_job *);
 
-/* An API for the fleet f on base; self is this binary. Caller frees. */
+/*
+ * An API for the fleet f on base; self is this binary, md the daemon's
+ * counters for /metrics. Caller frees.
+ */
 struct api *
-api_new(struct event_base *base, struct fleet *f, const char *self)
+api_new(struct event_base *base, struct fleet *f, const char *self,
+    const struct metrics_daemon *md)
 {
 	struct api *a = xcalloc(1, sizeof *a);
 
 	a->base = base;
 	a->f = f;
 	a->self = self;
+	a->md = md;
 	return a;
 }
 
@@ -607,6 +617,30 @@ route_history(struct api_call *c)
 	static const char *const keys[] = { "since", "until", NULL };
 
 	spawn_query(c, words, keys, c->name);
+}
+
+/*
+ * GET /metrics: the stored state and the daemon's counters as Prometheus
+ * text (metrics_serve), read here: local SQLite, no child, no SSH.
+ */
+static void
+route_metrics(struct api_call *c)
+{
+	static const char *const none[] = { NULL };
+	struct inventory *inv;
+	char *cause = NULL, *text;
+
+	if (query_check(c, none) != 0)
+		return;
+	if (fleet_inventory(c->api->f, &inv, &cause) != 0 ||
+	    (text = metrics_serve(inv, c->api->f->config, c->api->md,
+		 (int64_t)time(NULL), &cause)) == NULL) {
+		httpd_reply_error(c->req, 500, "%s", cause);
+		free(cause);
+		return;
+	}
+	httpd_reply(c->req, 200, METRICS_CONTENT_TYPE, text, strlen(text));
+	free(text);
 }
 
 /* The request's body as a JSON object, or NULL (answered 400). */

@@ -976,7 +976,7 @@ http_open(struct daemon *d, struct event_base *base)
 
 	if (cf->daemon_listen.none)
 		return 0;
-	d->api = api_new(base, d->f, d->self);
+	d->api = api_new(base, d->f, d->self, &d->metrics);
 	if (httpd_open(base, &cf->daemon_listen, cf->daemon_token_file, d->api,
 		&d->httpd, &cause) != 0) {
 		report(d, GF_EHOSTS, cause);

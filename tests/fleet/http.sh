@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The daemon's HTTP server on the sandbox fleet, driven with curl: the
-# dashboard (CSP, nosniff, ETag and 304), 404s and 405, each API document
+# dashboard (CSP, nosniff, ETag and 304), 404s and 405, GET /metrics
+# through promtool, each API document
 # equal to the CLI's --json for the same database, a shutdown armed and
 # cancelled over the API, a cross-site POST refused with nothing armed,
 # a Host that is not loopback refused (DNS rebinding), an oversized
@@ -84,6 +85,28 @@ expect_eq "$(header Allow)" "GET, HEAD, POST" "405 says what is allowed"
 expect_eq "$(header X-Content-Type-Options)" nosniff "nosniff on a 405"
 get /api/v1/instances/inst-1/shutdown
 expect_eq "$code" 405 "GET of an action"
+
+# --- GET /metrics: the same text as gpufleet metrics, plus the daemon's ----
+get /metrics
+expect_eq "$code" 200 "GET /metrics"
+expect_eq "$(header Content-Type)" "text/plain; version=0.0.4" "the exposition format's type"
+expect_eq "$(header X-Content-Type-Options)" nosniff "nosniff on /metrics"
+expect_eq "$(printf '%s\n' "$body" | grep -c '^gpufleet_gpu_utilization_ratio{instance="inst-[12]"')" 3 \
+    "one utilization series per fake GPU"
+expect_match "$(printf '%s\n' "$body" | grep '^gpufleet_gpu_utilization_ratio{instance="inst-1",.*gpu="1"')" \
+    ' 0\.03$' "inst-1's idle GPU at 3%"
+expect_match "$(printf '%s\n' "$body" | grep '^gpufleet_poll_duration_seconds_count ')" \
+    ' [1-9][0-9]*$' "the daemon's polls are counted"
+if command -v promtool >/dev/null 2>&1; then
+	lint=$(printf '%s\n' "$body" | promtool check metrics 2>&1)
+	rc=$?
+	expect_rc 0 "promtool check metrics on the daemon's /metrics: $lint"
+	expect_eq "$lint" "" "no lint issue"
+else
+	echo "SKIP promtool check: promtool not found (Debian package prometheus)" >&2
+fi
+get /metrics -X POST -H 'Content-Type: application/json' -d '{}'
+expect_eq "$code" 405 "POST /metrics"
 
 # --- the API's documents are the CLI's --------------------------------------
 # same PATH CLI ARGS...: the API's document equals the CLI's (compared
