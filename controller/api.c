@@ -9,7 +9,8 @@
  * the child as
  * --since=VALUE, never as words of their own, so none is taken for an
  * option; names are checked against the instance name rules and the
- * inventory (404). The children are reaped on SIGCHLD (api_reap).
+ * inventory (404). At most API_CHILDREN_MAX run at once (503 beyond).
+ * The children are reaped on SIGCHLD (api_reap).
  *
  * GET /api/v1/instances is the daemon's last poll as `status --json`
  * prints it, with no new SSH work per request; 503 until the first poll
@@ -408,6 +409,12 @@ spawn(struct api_call *c, const char *const *args, int text)
 
 	if (a->stopping) {
 		httpd_reply_error(c->req, 503, "the daemon is stopping");
+		return;
+	}
+	if (api_busy(a) >= API_CHILDREN_MAX) {
+		httpd_reply_error(c->req, 503,
+		    "busy: %d commands already run for requests; try again",
+		    API_CHILDREN_MAX);
 		return;
 	}
 	argv[n++] = a->self;

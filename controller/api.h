@@ -14,6 +14,7 @@
 #include "probe.h"
 
 #define API_CHILD_TIMEOUT_S 30
+#define API_CHILDREN_MAX    8
 #define API_OUTPUT_MAX	    (16 * 1024 * 1024)
 
 struct api;

@@ -10,6 +10,9 @@
  * - Without a token the Host header must name a loopback address or
  *   localhost, so a page whose name was rebound to 127.0.0.1 (DNS
  *   rebinding) gets nothing.
+ * - A request another site's page made (the browser's Sec-Fetch-Site:
+ *   cross-site) is refused, but for the user opening a page: a page
+ *   elsewhere cannot make the daemon run commands for it (403).
  * - A POST (an action) is same-origin: an Origin header, when present,
  *   is http://HOST of the request's Host, and the body is
  *   application/json, which a cross-site form cannot send without the
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 
 #include <event2/buffer.h>
@@ -241,6 +245,25 @@ host_loopback(const char *host)
 }
 
 /*
+ * Whether the browser says another site's page sent the request
+ * (Sec-Fetch-Site: cross-site) and it is not the user opening the page
+ * (a GET or HEAD navigation): such a request could still make the daemon
+ * run commands, though the page never reads the answer.
+ */
+static int
+cross_site(struct evhttp_request *req, struct evkeyvalq *in)
+{
+	const char *site = evhttp_find_header(in, "Sec-Fetch-Site");
+	const char *mode = evhttp_find_header(in, "Sec-Fetch-Mode");
+	enum evhttp_cmd_type cmd = evhttp_request_get_command(req);
+
+	if (site == NULL || strcasecmp(site, "cross-site") != 0)
+		return 0;
+	return !((cmd == EVHTTP_REQ_GET || cmd == EVHTTP_REQ_HEAD) &&
+	    mode != NULL && strcasecmp(mode, "navigate") == 0);
+}
+
+/*
  * Whether a POST may act: same origin (an Origin header, when sent,
  * names the Host it was sent to) and a JSON body. Else answers it.
  */
@@ -325,6 +348,12 @@ on_request(struct evhttp_request *req, void *arg)
 		httpd_reply_error(req, 403,
 		    "Host is not a loopback address: without a token this "
 		    "server answers only to 127.0.0.1, [::1] and localhost");
+		return;
+	}
+	if (cross_site(req, in)) {
+		httpd_reply_error(req, 403,
+		    "a request from another site's page (Sec-Fetch-Site: "
+		    "cross-site) gets only the page itself");
 		return;
 	}
 	if (path == NULL || *path != '/') {

@@ -165,6 +165,12 @@ get "/api/v1/history/a;b"
 expect_eq "$code" 400 "a name against the rules"
 get / -H "Host: evil.example:$port"
 expect_eq "$code" 403 "a Host that is not loopback (DNS rebinding)"
+get /api/v1/schedules -H 'Sec-Fetch-Site: cross-site' -H 'Sec-Fetch-Mode: no-cors'
+expect_eq "$code" 403 "another site's page fetching the API"
+get / -H 'Sec-Fetch-Site: cross-site' -H 'Sec-Fetch-Mode: navigate'
+expect_eq "$code" 200 "a link from another site opens the page"
+get /api/v1/schedules -H 'Sec-Fetch-Site: same-origin' -H 'Sec-Fetch-Mode: cors'
+expect_eq "$code" 200 "the page's own fetch"
 
 # --- actions: same-origin JSON POSTs only -----------------------------------
 armed() { "$GPUFLEET" shutdown ls inst-1 --json | jq '[.. | objects | select(has("id") and (.id | tostring | startswith("d-")))] | length'; }
@@ -266,16 +272,25 @@ expect_eq "$(armed)" 0 "the oversized body armed nothing"
 printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n[ssh]\nsetup_timeout = 10\n' \
     >"$XDG_CONFIG_HOME/gpufleet/config.ini"
 fleet break inst-2 silent
-curl -s -o "$T/slow.body" -w '%{http_code}' --max-time 120 -X POST \
-    -H 'Content-Type: application/json' -d '{"in": "1h"}' \
-    "$U/api/v1/instances/inst-2/shutdown" >"$T/slow.code" &
-slow=$!
-running_shutdown() { pgrep -P "$dpid" -f 'shutdown --json' >/dev/null; }
-wait_for 60 "the request's shutdown runs" running_shutdown
+# Eight at once, the most the daemon runs for requests: a ninth is 503.
+slow=()
+for k in 1 2 3 4 5 6 7 8; do
+	curl -s -o "$T/slow$k.body" -w '%{http_code}' --max-time 120 -X POST \
+	    -H 'Content-Type: application/json' -d '{"in": "1h"}' \
+	    "$U/api/v1/instances/inst-2/shutdown" >"$T/slow$k.code" &
+	slow+=($!)
+done
+running_shutdowns() { [ "$(pgrep -P "$dpid" -f 'shutdown --json' | wc -l)" = 8 ]; }
+wait_for 60 "the requests' eight shutdowns run" running_shutdowns
+get /api/v1/schedules
+expect_eq "$code" 503 "a ninth command while eight run"
+expect_contains "$(printf '%s' "$body" | jq -r .error)" "busy" "503 says why"
 kill -TERM "$dpid"
-wait "$slow"
-expect_eq "$(cat "$T/slow.code")" 502 "the request in flight at SIGTERM is answered"
-expect_contains "$(jq -r '.[0].error' "$T/slow.body")" "no SSH banner" \
+wait "${slow[@]}"
+for k in 1 2 3 4 5 6 7 8; do
+	expect_eq "$(cat "$T/slow$k.code")" 502 "request $k in flight at SIGTERM is answered"
+done
+expect_contains "$(jq -r '.[0].error' "$T/slow1.body")" "no SSH banner" \
     "with shutdown --json's document saying why"
 wait_for 60 "the daemon stops" gone_or_zombie "$dpid"
 wait "$dpid"
