@@ -278,7 +278,8 @@ function eventsTable(events) {
 /*
  * Cost by day: `cost --json` (the API's /cost) has no days of its own, so
  * one window per day of the last DAYS, UTC dates, fetched again at most
- * every DAYS_MS (each is a run of the CLI on the daemon's side).
+ * every DAYS_MS (each is a run of the CLI on the daemon's side, which
+ * runs a few at once).
  */
 const DAYS = 7;
 const DAYS_MS = 300000;
@@ -292,10 +293,14 @@ async function costDays() {
 	for (let i = DAYS - 1; i >= 0; i--)
 		list.push([day(now - i * 86400000),
 		    day(now - (i - 1) * 86400000)]);
-	const docs = await Promise.all(list.map(([a, b]) =>
-	    maybe("cost?since=" + a + "&until=" + b)));
-	if (docs.some(d => d === null))
-		return daysCache;
+	/* One after the other: the daemon runs a few commands at once. */
+	const docs = [];
+	for (const [a, b] of list) {
+		const d = await maybe("cost?since=" + a + "&until=" + b);
+		if (d === null)
+			return daysCache;
+		docs.push(d);
+	}
 	daysCache = list.map(([a], i) => ({ day: a, cost: docs[i] }));
 	daysAt = Date.now();
 	return daysCache;
