@@ -307,7 +307,13 @@ job_answer(struct api_job *j)
 		is_json = 1;
 	}
 	if ((code == GF_OK || code == GF_EHOSTS) && j->text) {
-		httpd_reply_json(req, code == GF_OK ? 200 : 502, job_lines(j));
+		doc = job_lines(j);
+		if (code != GF_OK) {
+			msg = job_message(j);
+			json_object_set_new(doc, "error", json_string(msg));
+			free(msg);
+		}
+		httpd_reply_json(req, code == GF_OK ? 200 : 502, doc);
 		return;
 	}
 	if ((code == GF_OK || code == GF_EHOSTS) && is_json) {
@@ -740,7 +746,10 @@ out:
 		free(opt[i]);
 }
 
-/* POST .../cancel: `shutdown cancel NAME`, its lines as the answer. */
+/*
+ * POST .../cancel: `shutdown cancel NAME`, its lines as the answer
+ * ({"output": [...]}, with "error" when the instance failed).
+ */
 static void
 route_cancel(struct api_call *c)
 {

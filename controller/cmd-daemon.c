@@ -121,7 +121,7 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "token_file; with one, every\nrequest carries 'Authorization: "
 	    "Bearer TOKEN'. Without one, only a Host\nof 127.0.0.1, [::1] or "
 	    "localhost is answered. A POST (shutdown, cancel)\nmust be "
-	    "same-origin (an Origin header, if sent, is http://HOST) and\n"
+	    "same-origin (an Origin header, if sent, names the Host) and\n"
 	    "Content-Type: application/json, so no other site's page can "
 	    "send one.\nBeyond a trusted LAN put a TLS reverse proxy in "
 	    "front. listen and\ntoken_file are read at start only.\n\n"

@@ -14,7 +14,7 @@
  *   cross-site) is refused, but for the user opening a page: a page
  *   elsewhere cannot make the daemon run commands for it (403).
  * - A POST (an action) is same-origin: an Origin header, when present,
- *   is http://HOST of the request's Host, and the body is
+ *   is http:// or https:// and the request's Host, and the body is
  *   application/json, which a cross-site form cannot send without the
  *   browser asking first (403, 415 otherwise).
  *
@@ -275,9 +275,12 @@ post_allowed(struct evhttp_request *req, struct evkeyvalq *in)
 	const char *type = evhttp_find_header(in, "Content-Type");
 	size_t n;
 
-	if (origin != NULL &&
-	    (host == NULL || strncmp(origin, "http://", 7) != 0 ||
-		strcmp(origin + 7, host) != 0)) {
+	/* https:// too: a TLS proxy in front passes the Host on. */
+	if (origin != NULL && strncmp(origin, "https://", 8) == 0)
+		origin += 8;
+	else if (origin != NULL && strncmp(origin, "http://", 7) == 0)
+		origin += 7;
+	if (origin != NULL && (host == NULL || strcmp(origin, host) != 0)) {
 		httpd_reply_error(req, 403,
 		    "cross-origin request refused: Origin is not http://%s",
 		    host != NULL ? host : "(no Host)");

@@ -178,6 +178,12 @@ expect_eq "$(armed)" 0 "nothing armed on inst-1 yet"
 get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
     -H 'Origin: http://evil.example' -d '{"in": "1h", "warn": 0}'
 expect_eq "$code" 403 "a cross-site POST"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -H "Origin: https://evil.example:$port" -d '{"in": "1h", "warn": 0}'
+expect_eq "$code" 403 "a cross-site POST over https"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -H "Origin: null" -d '{"in": "1h", "warn": 0}'
+expect_eq "$code" 403 "a POST from an opaque origin (Origin: null)"
 expect_contains "$(printf '%s' "$body" | jq -r .error)" "cross-origin" "403 says why"
 get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: text/plain' \
     -d '{"in": "1h", "warn": 0}'
@@ -273,14 +279,17 @@ printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n[ssh]\nsetup_timeout = 10\n
     >"$XDG_CONFIG_HOME/gpufleet/config.ini"
 fleet break inst-2 silent
 # Eight at once, the most the daemon runs for requests: a ninth is 503.
+# Seven shutdowns and a cancel.
 slow=()
 for k in 1 2 3 4 5 6 7 8; do
+	what=shutdown
+	[ "$k" = 8 ] && what=cancel
 	curl -s -o "$T/slow$k.body" -w '%{http_code}' --max-time 120 -X POST \
 	    -H 'Content-Type: application/json' -d '{"in": "1h"}' \
-	    "$U/api/v1/instances/inst-2/shutdown" >"$T/slow$k.code" &
+	    "$U/api/v1/instances/inst-2/$what" >"$T/slow$k.code" &
 	slow+=($!)
 done
-running_shutdowns() { [ "$(pgrep -P "$dpid" -f 'shutdown --json' | wc -l)" = 8 ]; }
+running_shutdowns() { [ "$(pgrep -P "$dpid" -f ' shutdown ' | wc -l)" = 8 ]; }
 wait_for 60 "the requests' eight shutdowns run" running_shutdowns
 get /api/v1/schedules
 expect_eq "$code" 503 "a ninth command while eight run"
@@ -292,6 +301,8 @@ for k in 1 2 3 4 5 6 7 8; do
 done
 expect_contains "$(jq -r '.[0].error' "$T/slow1.body")" "no SSH banner" \
     "with shutdown --json's document saying why"
+expect_contains "$(jq -r '.error' "$T/slow8.body")" "no SSH banner" \
+    "the cancel that failed says why"
 wait_for 60 "the daemon stops" gone_or_zombie "$dpid"
 wait "$dpid"
 rc=$?
