@@ -217,7 +217,7 @@ chrome=$(command -v chromium || command -v chromium-browser || true)
 if [ -z "$chrome" ]; then
 	echo "SKIP the browser checks: no chromium (Debian package chromium)" >&2
 else
-	art=${GPUFLEET_ARTIFACTS:-$PWD/artifacts}
+	art=${GPUFLEET_ARTIFACTS:-$(dirname "$GPUFLEET")/tests/artifacts}
 	mkdir -p "$art"
 	browse() {
 		timeout 120 "$chrome" --headless --no-sandbox --disable-gpu \
