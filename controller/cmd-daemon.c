@@ -27,9 +27,11 @@
 
 #include "actionlog.h"
 #include "advise.h"
+#include "api.h"
 #include "db.h"
 #include "cmd.h"
 #include "guard.h"
+#include "httpd.h"
 #include "keys.h"
 #include "localstop.h"
 #include "log.h"
@@ -87,7 +89,9 @@ struct daemon {
 	size_t nheld;
 
 	struct notifysend *ns;
-	struct down *down; /* instances whose held session is down */
+	struct api *api;     /* the JSON API, or NULL: --listen none */
+	struct httpd *httpd; /* its HTTP server */
+	struct down *down;   /* instances whose held session is down */
 	size_t ndown;
 	char *last_error; /* the tick's, logged once */
 
@@ -102,7 +106,7 @@ static int cmd_daemon_exec(
 
 const struct cmd_entry cmd_daemon_entry = {
 	.name = "daemon",
-	.usage = "[--detach] [-v]",
+	.usage = "[--detach] [-v] [--listen ADDR:PORT|none]",
 	.summary = "poll the fleet and run schedules and guards",
 	.help =
 	    "Runs in the foreground (for systemd and launchd) until SIGTERM "
@@ -126,17 +130,33 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "the runs still going\n[daemon] stop_grace seconds (default 20), "
 	    "then stops them (recorded\nabandoned). A [keys] passphrase_file "
 	    "of 'ask' is refused (no terminal).\n\n"
-	    "  -d, --detach   go to the background once the lock is held\n"
-	    "  -v, --verbose  debug lines in the log\n\n"
+	    "It serves the dashboard and the JSON API (/api/v1/: the CLI's "
+	    "--json\ndocuments) over plain HTTP on [daemon] listen (default "
+	    "127.0.0.1:9464).\nAny address but loopback needs [daemon] "
+	    "token_file; with one, every\nrequest carries 'Authorization: "
+	    "Bearer TOKEN'. Without one, only a Host\nof 127.0.0.1, [::1] or "
+	    "localhost is answered. A POST (shutdown, cancel)\nmust be "
+	    "same-origin (an Origin header, if sent, names the Host) and\n"
+	    "Content-Type: application/json, so no other site's page can "
+	    "send one.\nBeyond a trusted LAN put a TLS reverse proxy in "
+	    "front. listen and\ntoken_file are read at start only.\n\n"
+	    "  -d, --detach            go to the background once the lock is "
+	    "held\n"
+	    "  -v, --verbose           debug lines in the log\n"
+	    "  -l, --listen ADDR:PORT  serve HTTP there instead ([::1]:9464 "
+	    "too);\n"
+	    "                          none: no HTTP server\n\n"
 	    "Examples:\n"
 	    "  gpufleet daemon\n"
-	    "  gpufleet daemon --detach\n",
+	    "  gpufleet daemon --detach\n"
+	    "  gpufleet daemon --listen 127.0.0.1:8080\n",
 	.exec = cmd_daemon_exec,
 };
 
 static const struct option daemon_options[] = { { "detach", no_argument, NULL,
 						    'd' },
 	{ "verbose", no_argument, NULL, 'v' },
+	{ "listen", required_argument, NULL, 'l' },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static void poll_start(struct daemon *);
@@ -687,6 +707,8 @@ poll_after(struct daemon *d, int stored)
 		free(cause);
 		cause = NULL;
 	}
+	if (d->api != NULL && (stored || (d->rm == NULL && d->sig != 0)))
+		api_poll_done(d->api, stored ? d->p : NULL);
 	if (stored) {
 		localstop_run_due(d->f->inv, d->f->config, d->p->now);
 		if (!d->stopping)
@@ -913,7 +935,7 @@ static void
 check_over(struct daemon *d)
 {
 	if (d->stopping && !d->polling && d->nkids == 0 &&
-	    notifysend_inflight(d->ns) == 0)
+	    notifysend_inflight(d->ns) == 0 && api_busy(d->api) == 0)
 		d->over = 1; /* daemon_main's loop ends after this round */
 }
 
@@ -934,6 +956,7 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 		probe_cancel(d->p);
 	reap(d);
 	notifysend_stop(d->ns);
+	api_stop(d->api); /* what runs for a request finishes (at most 30 s) */
 	if (d->nkids > 0 || notifysend_inflight(d->ns) > 0) {
 		info("%s: waiting up to %ds for %zu run(s) and %d "
 		     "notification(s) still going",
@@ -964,6 +987,7 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	reap(arg);
 	holds_reap(arg);
+	api_reap(((struct daemon *)arg)->api);
 	check_over(arg);
 }
 
@@ -1048,6 +1072,47 @@ daemon_open(struct daemon *d)
 	return 0;
 }
 
+/* The HTTP server, unless [daemon] listen is none. 0 or an exit code. */
+static int
+http_open(struct daemon *d, struct event_base *base)
+{
+	const struct config *cf = d->f->config;
+	char *cause = NULL;
+
+	if (cf->daemon_listen.none)
+		return 0;
+	d->api = api_new(base, d->f, d->self, &d->metrics);
+	if (httpd_open(base, &cf->daemon_listen, cf->daemon_token_file, d->api,
+		&d->httpd, &cause) != 0) {
+		report(d, GF_EHOSTS, cause);
+		free(cause);
+		api_free(d->api);
+		d->api = NULL;
+		return GF_EHOSTS;
+	}
+	return 0;
+}
+
+/*
+ * Close the HTTP server: first a moment on the loop for the answers
+ * still being written (to the requests whose commands the stop waited
+ * for), then every connection.
+ */
+static void
+http_close(struct daemon *d, struct event_base *base)
+{
+	struct timeval tv = { 0, 200000 };
+
+	if (d->httpd == NULL)
+		return;
+	event_base_loopexit(base, &tv);
+	event_base_dispatch(base);
+	httpd_free(d->httpd);
+	api_free(d->api);
+	d->httpd = NULL;
+	d->api = NULL;
+}
+
 /* The daemon itself, once started: returns its exit status. */
 static int
 daemon_main(struct daemon *d)
@@ -1063,6 +1128,8 @@ daemon_main(struct daemon *d)
 		return GF_EHOSTS;
 	}
 	base = d->f->base;
+	if ((r = http_open(d, base)) != 0)
+		return r;
 	/*
 	 * Signals are caught (and kept for the loop) before the start is
 	 * told: a SIGTERM sent once "daemon started" shows, or --detach has
@@ -1103,6 +1170,7 @@ daemon_main(struct daemon *d)
 	events_free(d);
 	notifysend_free(d->ns);
 	d->ns = NULL;
+	http_close(d, base);
 	remote_drop(d);
 	return GF_OK;
 }
@@ -1120,9 +1188,16 @@ cmd_daemon_exec(
 	int ch, status, detach_ = 0;
 
 	while ((ch = cmd_getopt(
-		    e, argc, argv, "dvh", daemon_options, &status)) != -1) {
+		    e, argc, argv, "dvl:h", daemon_options, &status)) != -1) {
 		if (ch == -2)
 			return status;
+		if (ch == 'l' &&
+		    config_parse_listen(optarg, &cf->daemon_listen, &cause) !=
+			0) {
+			status = cmd_usage_error(e, "--listen %s", cause);
+			free(cause);
+			return status;
+		}
 		if (ch == 'd')
 			detach_ = 1;
 		else if (ch == 'v')
@@ -1136,6 +1211,12 @@ cmd_daemon_exec(
 		    "on: name a file that holds the passphrase",
 		    ask);
 		return cmd_fail(GF_ECONFIG, cause);
+	}
+	if (httpd_check(&cf->daemon_listen, cf->daemon_token_file, &cause) !=
+	    0) {
+		xasprintf(&dir, "daemon: %s", cause);
+		free(cause);
+		return cmd_fail(GF_ECONFIG, dir);
 	}
 	if (log_get_level() < LOG_INFO)
 		log_set_level(LOG_INFO);

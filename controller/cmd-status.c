@@ -60,7 +60,6 @@ static char *stopped_since(const struct instance *);
 static void render_table(const struct status_cmd *);
 static void render_json(const struct status_cmd *);
 static void render(struct status_cmd *);
-static json_t *host_watcher(const struct probe *, size_t);
 static void render_watchers(const struct probe *);
 static char *gpu_model(const struct report_gpu *);
 static char *gpu_summary(const struct report *);
@@ -381,23 +380,6 @@ render_table(const struct status_cmd *sc)
 	render_watchers(run);
 }
 
-/* The stored watcher of instance i, as JSON (watcher_json). */
-static json_t *
-host_watcher(const struct probe *run, size_t i)
-{
-	struct watcher_view v;
-	char *cause = NULL;
-	json_t *o;
-
-	if (watcher_get(run->rm->inv, run->rm->list[i].id, &v, &cause) != 0) {
-		free(cause);
-		return json_null();
-	}
-	o = watcher_json(run->rm->inv, run->rm->list[i].id, &v);
-	watcher_view_free(&v);
-	return o;
-}
-
 /*
  * Below the table, one line per instance whose watcher holds something
  * (running, started, down), its clock skew when over a minute, and its
@@ -413,7 +395,7 @@ render_watchers(const struct probe *run)
 
 	for (i = 0; i < run->rm->n; i++) {
 		const char *name = run->rm->list[i].name;
-		w = host_watcher(run, i);
+		w = probe_watcher_json(run, i);
 		state = json_string_value(json_object_get(w, "state"));
 		skew = json_integer_value(json_object_get(w, "skew_s"));
 		armed = 0;
@@ -462,48 +444,11 @@ render_watchers(const struct probe *run)
 	}
 }
 
-/*
- * The reports and the controller's view, as one JSON array: a stopped
- * instance not contacted has state "stopped", no checked_at and no report.
- */
+/* The reports and the controller's view, as one JSON array (probe_json). */
 static void
 render_json(const struct status_cmd *sc)
 {
-	const struct probe *run = sc->p;
-	json_t *arr = json_array(), *o, *rep;
-	char *seen;
-	size_t i;
-
-	for (i = 0; i < run->rm->n; i++) {
-		const struct probe_host *s = &run->hosts[i];
-		const struct instance *in = &run->rm->list[i];
-		o = json_object();
-		json_object_set_new(o, "name", json_string(in->name));
-		json_object_set_new(o, "state",
-		    json_string(sc->asked[i] ? s->state : "stopped"));
-		json_object_set_new(o, "error",
-		    s->error != NULL ? json_string(s->error) : json_null());
-		seen = instance_format_time(run->now);
-		json_object_set_new(o, "checked_at",
-		    sc->asked[i] ? json_string(seen) : json_null());
-		free(seen);
-		json_object_set_new(
-		    o, "ledger_state", json_string(instance_state(in)));
-		seen = instance_format_time(in->state_since);
-		json_object_set_new(o, "ledger_since",
-		    in->state_since != 0 ? json_string(seen) : json_null());
-		free(seen);
-		json_object_set_new(
-		    o, "still_billing", json_boolean(sc->billing[i]));
-		rep = s->have_report
-		    ? json_loadb(s->out.data, s->out.len, 0, NULL)
-		    : NULL;
-		json_object_set_new(
-		    o, "report", rep != NULL ? rep : json_null());
-		json_object_set_new(o, "watcher", host_watcher(run, i));
-		json_array_append_new(arr, o);
-	}
-	json_print(arr, stdout);
+	json_print(probe_json(sc->p, sc->asked, sc->billing), stdout);
 }
 
 /* One refresh on stdout: the header of --watch, then table or JSON. */

@@ -8,6 +8,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <arpa/inet.h>
+
 #include <ini.h>
 
 #include "config.h"
@@ -58,6 +60,9 @@ config_defaults(struct config *c)
 	c->daemon_poll_interval = 60;
 	c->daemon_stop_grace = 20;
 	c->daemon_runs_keep_days = 14;
+	snprintf(c->daemon_listen.addr, sizeof c->daemon_listen.addr, "%s",
+	    CONFIG_LISTEN_ADDR);
+	c->daemon_listen.port = CONFIG_LISTEN_PORT;
 	c->notify_host_down_after = 600;
 	c->notify_release_warn = 2 * 86400;
 }
@@ -74,6 +79,7 @@ config_clear(struct config *c)
 	free(c->nvidia_smi);
 	free(c->keys_passphrase_file);
 	free(c->schedule_tz);
+	free(c->daemon_token_file);
 	for (i = 0; i < c->nstops; i++) {
 		free(c->stops[i].provider);
 		free(c->stops[i].command);
@@ -244,6 +250,18 @@ set_other(struct parse_state *ps, const char *section, const char *key,
 			return 0;
 		}
 		set_optional(&c->schedule_tz, value);
+		return 1;
+	}
+	if (strcmp(section, "daemon") == 0 && strcmp(key, "listen") == 0) {
+		if (config_parse_listen(value, &c->daemon_listen, &why) != 0) {
+			xasprintf(&ps->in.error, "listen: %s", why);
+			free(why);
+			return 0;
+		}
+		return 1;
+	}
+	if (strcmp(section, "daemon") == 0 && strcmp(key, "token_file") == 0) {
+		set_path(&c->daemon_token_file, value);
 		return 1;
 	}
 	if (strcmp(section, "notify") == 0 &&
@@ -657,4 +675,84 @@ config_load(struct config *c, const char *path, int explicit, char **cause)
 	free(c->path);
 	c->path = xstrdup(path);
 	return 0;
+}
+
+/*
+ * Parse ADDR:PORT (127.0.0.1:9464, [::1]:9464) or "none" into *l. ADDR
+ * is a numeric address: a name would need a resolver.
+ */
+int
+config_parse_listen(const char *s, struct config_listen *l, char **cause)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+	const char *colon, *host = s;
+	char addr[sizeof l->addr], *safe;
+	size_t hlen;
+	int port;
+
+	memset(l, 0, sizeof *l);
+	if (strcmp(s, "none") == 0) {
+		l->none = 1;
+		return 0;
+	}
+	if ((colon = strrchr(s, ':')) == NULL)
+		goto bad;
+	hlen = colon - s;
+	if (*s == '[') {
+		if (hlen < 2 || s[hlen - 1] != ']')
+			goto bad;
+		host++;
+		hlen -= 2;
+	}
+	if (hlen == 0 || hlen >= sizeof addr)
+		goto bad;
+	memcpy(addr, host, hlen);
+	addr[hlen] = '\0';
+	if (*s == '[' ? inet_pton(AF_INET6, addr, &a6) != 1
+		      : inet_pton(AF_INET, addr, &a4) != 1)
+		goto bad;
+	if (parse_int(colon + 1, 1, 65535, &port) != 0)
+		goto bad;
+	memcpy(l->addr, addr, hlen + 1);
+	l->port = port;
+	return 0;
+bad:
+	safe = vis_str(s);
+	xasprintf(cause,
+	    "'%s' must be ADDR:PORT (127.0.0.1:9464, [::1]:9464, "
+	    "0.0.0.0:9464: a numeric address and a port from 1 to 65535) or "
+	    "none",
+	    safe);
+	free(safe);
+	return -1;
+}
+
+/* Whether l is a loopback address: 127.0.0.0/8 or ::1. */
+int
+config_listen_loopback(const struct config_listen *l)
+{
+	struct in6_addr a6;
+	struct in_addr a4;
+
+	if (strchr(l->addr, ':') != NULL)
+		return inet_pton(AF_INET6, l->addr, &a6) == 1 &&
+		    IN6_IS_ADDR_LOOPBACK(&a6);
+	return inet_pton(AF_INET, l->addr, &a4) == 1 &&
+	    (ntohl(a4.s_addr) >> 24) == 127;
+}
+
+/* l as the user writes it: "127.0.0.1:9464", "[::1]:80". Caller frees. */
+char *
+config_listen_string(const struct config_listen *l)
+{
+	char *s;
+
+	if (l->none)
+		return xstrdup("none");
+	if (strchr(l->addr, ':') != NULL)
+		xasprintf(&s, "[%s]:%d", l->addr, l->port);
+	else
+		xasprintf(&s, "%s:%d", l->addr, l->port);
+	return s;
 }

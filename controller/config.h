@@ -37,6 +37,19 @@ struct config_notify {
 	int line; /* of the section's first key, for errors */
 };
 
+/*
+ * [daemon] listen: where the daemon's HTTP server listens, or none. addr
+ * is a numeric IPv4 or IPv6 address (no name: nothing resolves it).
+ */
+#define CONFIG_LISTEN_ADDR "127.0.0.1"
+#define CONFIG_LISTEN_PORT 9464
+
+struct config_listen {
+	int none;
+	char addr[48];
+	int port;
+};
+
 struct config {
 	char *path;			    /* file read, or NULL */
 	char *user;			    /* [defaults] user */
@@ -59,7 +72,9 @@ struct config {
 	int daemon_poll_interval;   /* [daemon] poll_interval, seconds */
 	int daemon_stop_grace;	    /* [daemon] stop_grace, seconds */
 	int daemon_runs_keep_days;  /* [daemon] runs_keep_days */
-	struct config_stop *stops;  /* [provider.NAME] sections */
+	struct config_listen daemon_listen; /* [daemon] listen */
+	char *daemon_token_file;	    /* [daemon] token_file, or NULL */
+	struct config_stop *stops;	    /* [provider.NAME] sections */
 	size_t nstops;
 	int notify_host_down_after;	/* [notify] host_down_after, s */
 	int notify_release_warn;	/* [notify] release_warn, s */
@@ -87,5 +102,8 @@ int config_load(struct config *, const char *, int, char **);
 void config_clear(struct config *);
 const struct config_stop *config_stop(const struct config *, const char *);
 const struct config_notify *config_notify(const struct config *, const char *);
+int config_parse_listen(const char *, struct config_listen *, char **);
+int config_listen_loopback(const struct config_listen *);
+char *config_listen_string(const struct config_listen *);
 
 #endif

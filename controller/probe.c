@@ -576,3 +576,66 @@ out:
 	probe_free(p);
 	free(only);
 }
+
+/* The stored watcher of instance i, as JSON (watcher_json). Caller frees. */
+json_t *
+probe_watcher_json(const struct probe *p, size_t i)
+{
+	struct watcher_view v;
+	char *cause = NULL;
+	json_t *o;
+
+	if (watcher_get(p->rm->inv, p->rm->list[i].id, &v, &cause) != 0) {
+		free(cause);
+		return json_null();
+	}
+	o = watcher_json(p->rm->inv, p->rm->list[i].id, &v);
+	watcher_view_free(&v);
+	return o;
+}
+
+/*
+ * The last pass's reports and the controller's view, as one JSON array:
+ * the document of `status --json`. asked[i] 0: instance i was not
+ * contacted (stopped: state "stopped", no checked_at, no report);
+ * billing[i]: stopped, yet it answered. Caller frees.
+ */
+json_t *
+probe_json(const struct probe *p, const unsigned char *asked,
+    const unsigned char *billing)
+{
+	json_t *arr = json_array(), *o, *rep;
+	char *seen;
+	size_t i;
+
+	for (i = 0; i < p->rm->n; i++) {
+		const struct probe_host *s = &p->hosts[i];
+		const struct instance *in = &p->rm->list[i];
+		o = json_object();
+		json_object_set_new(o, "name", json_string(in->name));
+		json_object_set_new(
+		    o, "state", json_string(asked[i] ? s->state : "stopped"));
+		json_object_set_new(o, "error",
+		    s->error != NULL ? json_string(s->error) : json_null());
+		seen = instance_format_time(p->now);
+		json_object_set_new(o, "checked_at",
+		    asked[i] ? json_string(seen) : json_null());
+		free(seen);
+		json_object_set_new(
+		    o, "ledger_state", json_string(instance_state(in)));
+		seen = instance_format_time(in->state_since);
+		json_object_set_new(o, "ledger_since",
+		    in->state_since != 0 ? json_string(seen) : json_null());
+		free(seen);
+		json_object_set_new(
+		    o, "still_billing", json_boolean(billing[i]));
+		rep = s->have_report
+		    ? json_loadb(s->out.data, s->out.len, 0, NULL)
+		    : NULL;
+		json_object_set_new(
+		    o, "report", rep != NULL ? rep : json_null());
+		json_object_set_new(o, "watcher", probe_watcher_json(p, i));
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}

@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "config.h"
 #include "deploy.h"
 #include "engine.h"
@@ -69,5 +71,8 @@ const struct agent_bin *probe_agent(const struct probe *);
 void probe_free(struct probe *);
 void probe_journals(struct remote *, const struct config *);
 int64_t probe_skew(int64_t, int64_t, int64_t, int64_t);
+json_t *probe_watcher_json(const struct probe *, size_t);
+json_t *probe_json(
+    const struct probe *, const unsigned char *, const unsigned char *);
 
 #endif

@@ -256,9 +256,12 @@ python3 "$top/tests/harness/hookrecv.py" --port-file "$work/hook.port" \
     --log "$work/hook.log" &
 hook=$!
 for _ in $(seq 50); do [ -s "$work/hook.port" ] && break; sleep 0.1; done
+# The dashboard on a free port (9464, the default, may be taken here).
+web=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 cat >"$XDG_CONFIG_HOME/gpufleet/config.ini" <<EOF
 [daemon]
 poll_interval = 5
+listen = 127.0.0.1:$web
 
 [notify.phone]
 url = http://127.0.0.1:$(cat "$work/hook.port")/hook
@@ -274,6 +277,9 @@ show gpufleet daemon --detach
 started=$(gpufleet daemon --detach)
 echo "$started"
 pid=$(printf '%s' "$started" | sed -n 's/.*pid \([0-9]*\).*/\1/p')
+echo "the dashboard: http://127.0.0.1:$web/ (the JSON API under /api/v1/)"
+show "curl -s http://127.0.0.1:$web/api/v1/schedules | jq -r '.[].name'"
+curl -s "http://127.0.0.1:$web/api/v1/schedules" | jq -r '.[].name'
 printf 'waiting for the daemon to run the schedule'
 for _ in $(seq 60); do
 	gpufleet schedule ls --json | grep -Eq '"state": "(ok|failed)"' && break

@@ -31,11 +31,18 @@ function el(tag, attrs, ...kids) {
 	return e;
 }
 
+/* A document of the API; a failure throws with the API's {"error"}. */
 async function api(path) {
 	const r = await fetch("/api/v1/" + path,
 	    { headers: { Accept: "application/json" } });
-	if (!r.ok)
-		throw new Error(path + ": HTTP " + r.status);
+	if (!r.ok) {
+		let msg = "HTTP " + r.status;
+		try {
+			const e = await r.json();
+			if (e && typeof e.error === "string") msg = e.error;
+		} catch (e) { /* not JSON: the status says it */ }
+		throw new Error(path + ": " + msg);
+	}
 	return r.json();
 }
 
@@ -219,9 +226,11 @@ function costCharts(cost, days) {
 		if (c.currency === cur && c.total !== null)
 			prov[c.provider || "-"] =
 			    (prov[c.provider || "-"] || 0) + c.total;
-	const byDay = Array.isArray(days) ? days.filter(d =>
-	    d.currency === cur).map(d => ({ label: String(d.day).slice(5),
-	    v: d.amount || 0 })) : [];
+	const byDay = (days || []).map(d => {
+		const t = (d.cost && d.cost.totals || []).find(x =>
+		    x.currency === cur);
+		return { label: d.day.slice(5), v: t && t.total || 0 };
+	});
 	return el("div", { class: "cards" },
 	    card("Cost by day" + (cur ? " (" + cur + ")" : ""),
 		byDay.length ? barChart("cost-day", byDay, fmt) :
@@ -266,10 +275,41 @@ function eventsTable(events) {
 		el("td", { class: "wrap" }, e.why || e.id || ""))))));
 }
 
+/*
+ * Cost by day: `cost --json` (the API's /cost) has no days of its own, so
+ * one window per day of the last DAYS, UTC dates, fetched again at most
+ * every DAYS_MS (each is a run of the CLI on the daemon's side, which
+ * runs a few at once).
+ */
+const DAYS = 7;
+const DAYS_MS = 300000;
+let daysCache = null, daysAt = 0;
+
+async function costDays() {
+	if (daysCache !== null && Date.now() - daysAt < DAYS_MS)
+		return daysCache;
+	const day = t => new Date(t).toISOString().slice(0, 10);
+	const now = Date.now(), list = [];
+	for (let i = DAYS - 1; i >= 0; i--)
+		list.push([day(now - i * 86400000),
+		    day(now - (i - 1) * 86400000)]);
+	/* One after the other: the daemon runs a few commands at once. */
+	const docs = [];
+	for (const [a, b] of list) {
+		const d = await maybe("cost?since=" + a + "&until=" + b);
+		if (d === null)
+			return daysCache;
+		docs.push(d);
+	}
+	daysCache = list.map(([a], i) => ({ day: a, cost: docs[i] }));
+	daysAt = Date.now();
+	return daysCache;
+}
+
 async function fleetPage() {
 	const [status, cost, days, schedules, events] = await Promise.all([
-	    api("instances"), maybe("cost"), maybe("cost?by=day"),
-	    maybe("schedules"), maybe("events")]);
+	    api("instances"), maybe("cost"), costDays(),
+	    maybe("schedules"), maybe("events?limit=50")]);
 	return [el("h2", {}, "Fleet"), fleetTable(status, cost, schedules),
 	    el("h2", {}, "Cost"), totalsLine(cost), costCharts(cost, days),
 	    el("h2", {}, "Schedules"), scheduleTable(schedules),

@@ -163,7 +163,7 @@ daemons=()
 cleanup_hooks=('for p in "${daemons[@]}"; do kill -9 "$p" 2>/dev/null; done' "${cleanup_hooks[@]}")
 started() { grep -q "daemon started: pid $1," "$XDG_STATE_HOME/gpufleet/daemon.log" 2>/dev/null; }
 start_daemon() {
-	"$GPUFLEET" daemon >>"$T/daemon.out" 2>&1 &
+	"$GPUFLEET" daemon --listen none >>"$T/daemon.out" 2>&1 &
 	dpid=$!
 	daemons+=("$dpid")
 	wait_for 60 "daemon $dpid starts" started "$dpid"

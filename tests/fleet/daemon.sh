@@ -19,7 +19,7 @@ runs_not_skipped() { sql "SELECT count(*) FROM schedule_run r JOIN schedule s ON
 
 # --- a passphrase that would be asked for: refused, nothing started --------
 printf '[keys]\npassphrase_file = ask\n' >"$T/ask.ini"
-"$GPUFLEET" --config "$T/ask.ini" daemon >"$T/out" 2>"$T/err" &
+"$GPUFLEET" --config "$T/ask.ini" daemon --listen none >"$T/out" 2>"$T/err" &
 p=$!
 wait_for 30 "the daemon refuses passphrase_file = ask" gone_or_zombie "$p"
 kill -9 "$p" 2>/dev/null
@@ -30,7 +30,7 @@ expect_rc 4 "passphrase_file = ask"
 expect_one_error_line "passphrase_file = ask"
 expect_contains "$err" "[keys] passphrase_file is 'ask', but a daemon has no terminal" \
     "the refusal says why"
-GPUFLEET_KEYS_PASSPHRASE_FILE=ask timeout 30 "$GPUFLEET" daemon >"$T/out" 2>"$T/err"
+GPUFLEET_KEYS_PASSPHRASE_FILE=ask timeout 30 "$GPUFLEET" daemon --listen none >"$T/out" 2>"$T/err"
 rc=$?
 err=$(cat "$T/err")
 expect_rc 4 "GPUFLEET_KEYS_PASSPHRASE_FILE=ask"
@@ -43,7 +43,7 @@ start_daemon
 a=$dpid
 # (bounded: a second daemon that did not refuse would run on)
 second() {
-	timeout 60 "$GPUFLEET" daemon "$@" >"$T/out" 2>"$T/err"
+	timeout 60 "$GPUFLEET" daemon --listen none "$@" >"$T/out" 2>"$T/err"
 	rc=$?
 	out=$(cat "$T/out")
 	err=$(cat "$T/err")

@@ -96,7 +96,7 @@ run mark old-1 running --at -50h
 run mark old-1 stopped --at -49h
 expect_rc 0 "mark old-1 stopped again"
 
-"$GPUFLEET" daemon >>"$T/daemon.out" 2>&1 &
+"$GPUFLEET" daemon --listen none >>"$T/daemon.out" 2>&1 &
 dpid=$!
 cleanup_hooks=("kill -9 $dpid 2>/dev/null" "${cleanup_hooks[@]}")
 wait_for 90 "the daemon queues the new period" at_least 2 queued release_deadline old-1

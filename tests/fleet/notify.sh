@@ -80,7 +80,7 @@ expect_contains "$(sql "SELECT next FROM notify_msg WHERE kind = 'hostkey_change
     "gpufleet hostkey show inst-2" "the next command"
 
 # --- the daemon delivers each once ------------------------------------------
-"$GPUFLEET" daemon >>"$T/daemon.out" 2>&1 &
+"$GPUFLEET" daemon --listen none >>"$T/daemon.out" 2>&1 &
 dpid=$!
 cleanup_hooks=("kill -9 $dpid 2>/dev/null" "${cleanup_hooks[@]}")
 sent() { [ "$(sql "SELECT count(*) FROM notify_send WHERE state = 'sent'")" = "$1" ]; }
@@ -101,7 +101,7 @@ expect_eq "$?" 0 "the first daemon stops"
 polled_at() { sql "SELECT t FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-1'"; }
 later() { [ "$(polled_at)" -gt "$1" ]; }
 t0=$(polled_at)
-"$GPUFLEET" daemon >>"$T/daemon.out" 2>&1 &
+"$GPUFLEET" daemon --listen none >>"$T/daemon.out" 2>&1 &
 dpid=$!
 cleanup_hooks=("kill -9 $dpid 2>/dev/null" "${cleanup_hooks[@]}")
 wait_for 60 "the second daemon starts" started "$dpid"

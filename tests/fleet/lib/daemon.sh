@@ -26,7 +26,7 @@ cleanup_hooks=(kill_all "${cleanup_hooks[@]}")
 # start_daemon [ENV=VALUE...]: a foreground daemon in the background (with
 # $DAEMON_ARGS); dpid.
 start_daemon() {
-	env "$@" "$GPUFLEET" daemon ${DAEMON_ARGS:-} >>"$T/daemon.out" 2>>"$T/daemon.err" &
+	env "$@" "$GPUFLEET" daemon --listen none ${DAEMON_ARGS:-} >>"$T/daemon.out" 2>>"$T/daemon.err" &
 	dpid=$!
 	daemons+=("$dpid")
 	wait_for 60 "daemon $dpid starts" started "$dpid"

@@ -1,0 +1,390 @@
+#!/usr/bin/env bash
+# The daemon's HTTP server on the sandbox fleet, driven with curl: the
+# dashboard (CSP, nosniff, ETag and 304), 404s and 405, GET /metrics
+# through promtool, each API document
+# equal to the CLI's --json for the same database, a shutdown armed and
+# cancelled over the API, a cross-site POST refused with nothing armed,
+# a Host that is not loopback refused (DNS rebinding), an oversized
+# header, the bearer token (none, wrong, right; a token file others can
+# read), a non-loopback address without a token and a port in use refused
+# at start.
+. "$(dirname "$0")/../e2e/lib.sh"
+. "$(dirname "$0")/lib/watcher.sh"
+. "$(dirname "$0")/lib/daemon.sh"
+# Real minutes: a schedule's next run stays put while the test compares.
+unset GPUFLEET_TEST_CRON_MINUTE
+
+# One sshd per instance: breaking inst-2 leaves inst-1 alone.
+fleet_up 2 --group-size 1
+for n in 1 2; do
+	run set "inst-$n" 'stop_command=remote:shutdown -h now'
+	expect_rc 0 "stop_command of inst-$n"
+done
+# Fake GPUs: inst-1 has a busy one and an idle one, inst-2 one busy.
+gpu_util inst-1 80 3
+gpu_util inst-2 50
+run status
+expect_rc 0 "first contact"
+run schedule add inst-2 --cron "0 3 1 1 *" --do shutdown --name newyear
+expect_rc 0 "schedule add"
+
+free_port() {
+	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+port=$(free_port)
+U=http://127.0.0.1:$port
+DAEMON_ARGS="--listen 127.0.0.1:$port" start_daemon
+expect_contains "$(cat "$LOG")" "listening on http://127.0.0.1:$port/" \
+    "the log says where it listens"
+
+# get PATH [CURL ARGS...]: status in $code, headers in $T/h, body in $body.
+get() {
+	local path=$1
+	shift
+	rm -f "$T/body" # curl writes no file for an empty body
+	code=$(curl -s -o "$T/body" -D "$T/h" -w '%{http_code}' --max-time 60 \
+	    "$@" "$U$path")
+	body=$(cat "$T/body" 2>/dev/null)
+}
+header() { awk -v k="$1" 'BEGIN { IGNORECASE = 1 } tolower($1) == tolower(k ":") { sub(/^[^:]*: */, ""); sub(/\r$/, ""); print }' "$T/h"; }
+polled_once() { get /api/v1/instances; [ "$code" = 200 ]; }
+wait_for 60 "the first poll is served" polled_once
+
+# --- the dashboard ----------------------------------------------------------
+get /
+expect_eq "$code" 200 "GET /"
+expect_contains "$body" '<script src="/assets/app.js"' "the page"
+expect_contains "$(header Content-Type)" "text/html" "the page's type"
+expect_contains "$(header Content-Security-Policy)" "default-src 'self'" "CSP on /"
+expect_eq "$(header X-Content-Type-Options)" nosniff "nosniff on /"
+expect_eq "$(header Cache-Control)" no-cache "Cache-Control on /"
+etag=$(header ETag)
+expect_match "$etag" '^"[0-9a-f]+"$' "an ETag"
+get / -H "If-None-Match: $etag"
+expect_eq "$code" 304 "If-None-Match: the page is current"
+expect_eq "$body" "" "304 has no body"
+expect_eq "$(header ETag)" "$etag" "304 repeats the ETag"
+get / -I
+expect_eq "$code" 200 "HEAD /"
+expect_eq "$(header ETag)" "$etag" "HEAD has the ETag"
+checks=$((checks + 1))
+case $body in *"<html"*) fail "HEAD sent the page: $body" ;; esac
+get /assets/app.js
+expect_eq "$code" 200 "an asset"
+expect_contains "$(header Content-Type)" "text/javascript" "the script's type"
+expect_contains "$body" "/api/v1/" "the script"
+get /nosuch
+expect_eq "$code" 404 "an unknown page"
+expect_contains "$(header Content-Security-Policy)" "default-src 'self'" "CSP on a 404"
+get /api/v1/nosuch
+expect_eq "$code" 404 "an unknown API path"
+expect_eq "$(printf '%s' "$body" | jq -r .error)" "no such API path" "404 as JSON"
+get / -X PUT
+expect_eq "$code" 405 "PUT"
+expect_eq "$(header Allow)" "GET, HEAD, POST" "405 says what is allowed"
+expect_eq "$(header X-Content-Type-Options)" nosniff "nosniff on a 405"
+get /api/v1/instances/inst-1/shutdown
+expect_eq "$code" 405 "GET of an action"
+
+# --- GET /metrics: the same text as gpufleet metrics, plus the daemon's ----
+get /metrics
+expect_eq "$code" 200 "GET /metrics"
+expect_eq "$(header Content-Type)" "text/plain; version=0.0.4" "the exposition format's type"
+expect_eq "$(header X-Content-Type-Options)" nosniff "nosniff on /metrics"
+expect_eq "$(printf '%s\n' "$body" | grep -c '^gpufleet_gpu_utilization_ratio{instance="inst-[12]"')" 3 \
+    "one utilization series per fake GPU"
+expect_match "$(printf '%s\n' "$body" | grep '^gpufleet_gpu_utilization_ratio{instance="inst-1",.*gpu="1"')" \
+    ' 0\.03$' "inst-1's idle GPU at 3%"
+expect_match "$(printf '%s\n' "$body" | grep '^gpufleet_poll_duration_seconds_count ')" \
+    ' [1-9][0-9]*$' "the daemon's polls are counted"
+if command -v promtool >/dev/null 2>&1; then
+	lint=$(printf '%s\n' "$body" | promtool check metrics 2>&1)
+	rc=$?
+	expect_rc 0 "promtool check metrics on the daemon's /metrics: $lint"
+	expect_eq "$lint" "" "no lint issue"
+else
+	echo "SKIP promtool check: promtool not found (Debian package prometheus)" >&2
+fi
+get /metrics -X POST -H 'Content-Type: application/json' -d '{}'
+expect_eq "$code" 405 "POST /metrics"
+
+# --- the API's documents are the CLI's --------------------------------------
+# same PATH CLI ARGS...: the API's document equals the CLI's (compared
+# again while the daemon's polls change them between the two reads).
+same() {
+	local path=$1
+	shift
+	get "$path"
+	[ "$code" = 200 ] || return 1
+	api_doc=$(printf '%s' "$body" | jq -S .) || return 1
+	cli_doc=$("$GPUFLEET" "$@" | jq -S .) || return 1
+	[ "$api_doc" = "$cli_doc" ]
+}
+check_same() {
+	wait_for 60 "GET $1 is $GPUFLEET ${*:2}" same "$@" ||
+	    printf 'api: %s\ncli: %s\n' "$api_doc" "$cli_doc" >&2
+}
+check_same /api/v1/instances/inst-1 show inst-1 --json
+check_same "/api/v1/cost?since=2026-12-01&until=2026-12-02" \
+    cost --json --since 2026-12-01 --until 2026-12-02
+check_same "/api/v1/cost?since=-2h&until=-1h&by=provider" \
+    cost --json --since=-2h --until=-1h --by provider
+check_same /api/v1/schedules schedule ls --json
+expect_eq "$(printf '%s' "$body" | jq -r '.[0].name')" newyear "the schedule listed"
+check_same "/api/v1/events?since=-1d&limit=5" events --json --since=-1d --limit 5
+check_same "/api/v1/history/inst-1?since=-1h" history inst-1 --json --since=-1h
+# The last poll's view, in the shape of status --json (no SSH per request).
+shape() { jq -S '[.[] | {name, state, ledger_state, keys: keys, gpus: (.report.gpus | length)}]'; }
+instances_like_status() {
+	get /api/v1/instances
+	api_doc=$(printf '%s' "$body" | shape) || return 1
+	cli_doc=$("$GPUFLEET" status --json | shape) || return 1
+	[ "$api_doc" = "$cli_doc" ]
+}
+wait_for 60 "GET /api/v1/instances is status --json's shape" instances_like_status ||
+    printf 'api: %s\ncli: %s\n' "$api_doc" "$cli_doc" >&2
+expect_eq "$(printf '%s' "$body" | jq -r '[.[].state] | join(" ")')" "up up" \
+    "both instances up"
+expect_eq "$(printf '%s' "$body" | jq -c '[.[].report.gpus[].util_gpu]')" "[80,3,50]" \
+    "the GPUs of the last poll"
+
+# Bad requests: one JSON error each, nothing run.
+get "/api/v1/cost?since=--help"
+expect_eq "$code" 400 "a since that looks like an option"
+expect_contains "$(printf '%s' "$body" | jq -r .error)" "bad time '--help'" \
+    "it reached the CLI as a value, not an option"
+get "/api/v1/cost?sort=name"
+expect_eq "$code" 400 "an unknown parameter"
+expect_eq "$(printf '%s' "$body" | jq -r .error)" "unknown parameter 'sort'" \
+    "the unknown parameter named"
+get /api/v1/instances/nosuch
+expect_eq "$code" 404 "an unknown instance"
+expect_eq "$(printf '%s' "$body" | jq -r .error)" "no instance 'nosuch'" \
+    "the unknown instance named"
+get "/api/v1/history/a;b"
+expect_eq "$code" 400 "a name against the rules"
+get / -H "Host: evil.example:$port"
+expect_eq "$code" 403 "a Host that is not loopback (DNS rebinding)"
+get /api/v1/schedules -H 'Sec-Fetch-Site: cross-site' -H 'Sec-Fetch-Mode: no-cors'
+expect_eq "$code" 403 "another site's page fetching the API"
+get / -H 'Sec-Fetch-Site: cross-site' -H 'Sec-Fetch-Mode: navigate'
+expect_eq "$code" 200 "a link from another site opens the page"
+get /api/v1/schedules -H 'Sec-Fetch-Site: same-origin' -H 'Sec-Fetch-Mode: cors'
+expect_eq "$code" 200 "the page's own fetch"
+
+# --- actions: same-origin JSON POSTs only -----------------------------------
+armed() { "$GPUFLEET" shutdown ls inst-1 --json | jq '[.. | objects | select(has("id") and (.id | tostring | startswith("d-")))] | length'; }
+expect_eq "$(armed)" 0 "nothing armed on inst-1 yet"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -H 'Origin: http://evil.example' -d '{"in": "1h", "warn": 0}'
+expect_eq "$code" 403 "a cross-site POST"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -H "Origin: https://evil.example:$port" -d '{"in": "1h", "warn": 0}'
+expect_eq "$code" 403 "a cross-site POST over https"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -H "Origin: null" -d '{"in": "1h", "warn": 0}'
+expect_eq "$code" 403 "a POST from an opaque origin (Origin: null)"
+expect_contains "$(printf '%s' "$body" | jq -r .error)" "cross-origin" "403 says why"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: text/plain' \
+    -d '{"in": "1h", "warn": 0}'
+expect_eq "$code" 415 "a POST a form could send (text/plain)"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -d '{"in": "1h", "at": "02:00"}'
+expect_eq "$code" 400 "two deadlines at once"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -d '{"in": "-rf /"}'
+expect_eq "$code" 400 "a duration with odd characters"
+expect_eq "$(armed)" 0 "the refused POSTs armed nothing"
+
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    -H "Origin: $U" -d '{"in": "1h", "warn": 0}'
+expect_eq "$code" 200 "a same-origin shutdown (stderr: $body)"
+id=$(printf '%s' "$body" | jq -r '.[0].id')
+expect_match "$id" '^d-[0-9a-f]{8}$' "the answer is shutdown --json's"
+expect_eq "$(armed)" 1 "the deadline is armed (shutdown ls)"
+expect_contains "$("$GPUFLEET" shutdown ls inst-1 --json)" "$id" "shutdown ls has its id"
+get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' -d '{}'
+expect_eq "$code" 200 "cancel (no Origin: same-origin by default)"
+expect_contains "$(printf '%s' "$body" | jq -r '.output[0]')" "inst-1  cancelled 1 deadline" \
+    "cancel's lines"
+expect_eq "$(armed)" 0 "cancelled"
+
+# --- the page in a real browser --------------------------------------------
+# Headless Chromium loads the dashboard against this daemon and runs its
+# script; the DOM after it is what a user sees. Screenshots go to
+# build/tests/artifacts/ for people to look at (not committed).
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chrome" ]; then
+	echo "SKIP the browser checks: no chromium (Debian package chromium)" >&2
+else
+	art=${GPUFLEET_ARTIFACTS:-$(dirname "$GPUFLEET")/tests/artifacts}
+	mkdir -p "$art"
+	browse() {
+		timeout 120 "$chrome" --headless --no-sandbox --disable-gpu \
+		    --user-data-dir="$T/chrome" --virtual-time-budget=20000 \
+		    --window-size=1280,900 "$@" 2>>"$T/chrome.err"
+	}
+	fleet_dom() {
+		dom=$(browse --dump-dom "$U/")
+		case $dom in *'data-name="inst-2"'*) ;; *) return 1 ;; esac
+	}
+	wait_for 120 "the fleet page shows both instances" fleet_dom ||
+	    printf '%s\n' "$dom" | head -50 >&2
+	rows=$(printf '%s' "$dom" | grep -o '<tr data-name="[^"]*"><td><a [^>]*>[^<]*</a></td><td class="state-[a-z]*"' |
+	    sed 's/.*data-name="\([^"]*\)".*class="state-\([a-z]*\)"/\1 \2/' | tr '\n' ' ')
+	expect_eq "$rows" "inst-1 up inst-2 up " "the fleet table's rows and states"
+	expect_eq "$(printf '%s' "$dom" | grep -o 'class="gpu idle"' | wc -l)" 1 \
+	    "the one idle GPU stands out"
+	expect_contains "$dom" 'id="cost-day"' "the cost-by-day chart"
+	expect_contains "$dom" '<td>newyear</td>' "the schedule in its table"
+	expect_contains "$dom" 'id="events"' "the events table"
+	checks=$((checks + 1))
+	case $dom in *"not available"*) fail "a document the page wants is not available" ;; esac
+	expect_match "$dom" '<span id="error" class="error" hidden' "no error shown"
+	browse --screenshot="$art/http-fleet.png" "$U/" >/dev/null
+	instance_dom() {
+		dom=$(browse --dump-dom "$U/#/i/inst-1")
+		case $dom in *'id="chart-util"'*) ;; *) return 1 ;; esac
+	}
+	# The charts need stored samples: the polls store them each second.
+	wait_for 120 "the instance page charts inst-1's utilization" instance_dom ||
+	    printf '%s\n' "$dom" | head -50 >&2
+	expect_contains "$dom" 'id="chart-mem"' "the memory chart"
+	expect_contains "$dom" '"name": "inst-1"' "show's document on the page"
+	browse --screenshot="$art/http-instance.png" "$U/#/i/inst-1" >/dev/null
+	checks=$((checks + 1))
+	[ -s "$art/http-fleet.png" ] && [ -s "$art/http-instance.png" ] ||
+	    fail "no screenshots in $art"
+fi
+
+# --- limits -----------------------------------------------------------------
+big=$(head -c 12000 /dev/zero | tr '\0' a)
+get / -H "X-Big: $big"
+checks=$((checks + 1))
+case $code in 4??) ;; *) fail "a 12 KB header: got $code, wanted a 4xx" ;; esac
+get /
+expect_eq "$code" 200 "still serving after the oversized header"
+head -c 100000 /dev/zero | tr '\0' ' ' >"$T/bigbody"
+get /api/v1/instances/inst-1/shutdown -X POST -H 'Content-Type: application/json' \
+    --data-binary "@$T/bigbody"
+checks=$((checks + 1))
+case $code in 4??) ;; *) fail "a 100 KB body: got $code, wanted a 4xx" ;; esac
+expect_eq "$(armed)" 0 "the oversized body armed nothing"
+
+# --- SIGTERM while a request's command runs ---------------------------------
+# inst-2 stops answering (TCP connects, no SSH banner): the shutdown that
+# a request starts waits [ssh] setup_timeout. The daemon told to stop
+# meanwhile waits for it and sends its answer before it exits.
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n[ssh]\nsetup_timeout = 10\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+fleet break inst-2 silent
+# Eight at once, the most the daemon runs for requests: a ninth is 503.
+# Seven shutdowns and a cancel.
+slow=()
+for k in 1 2 3 4 5 6 7 8; do
+	what=shutdown
+	[ "$k" = 8 ] && what=cancel
+	curl -s -o "$T/slow$k.body" -w '%{http_code}' --max-time 120 -X POST \
+	    -H 'Content-Type: application/json' -d '{"in": "1h"}' \
+	    "$U/api/v1/instances/inst-2/$what" >"$T/slow$k.code" &
+	slow+=($!)
+done
+running_shutdowns() { [ "$(pgrep -P "$dpid" -f ' shutdown ' | wc -l)" = 8 ]; }
+wait_for 60 "the requests' eight shutdowns run" running_shutdowns
+get /api/v1/schedules
+expect_eq "$code" 503 "a ninth command while eight run"
+expect_contains "$(printf '%s' "$body" | jq -r .error)" "busy" "503 says why"
+kill -TERM "$dpid"
+wait "${slow[@]}"
+for k in 1 2 3 4 5 6 7 8; do
+	expect_eq "$(cat "$T/slow$k.code")" 502 "request $k in flight at SIGTERM is answered"
+done
+expect_contains "$(jq -r '.[0].error' "$T/slow1.body")" "no SSH banner" \
+    "with shutdown --json's document saying why"
+expect_contains "$(jq -r '.error' "$T/slow8.body")" "no SSH banner" \
+    "the cancel that failed says why"
+wait_for 60 "the daemon stops" gone_or_zombie "$dpid"
+wait "$dpid"
+rc=$?
+expect_rc 0 "the daemon's exit status"
+fleet heal inst-2
+
+# --- start-up refusals ------------------------------------------------------
+# refused ARGS...: a daemon that must not start (bounded, in case it does).
+refused() {
+	timeout 60 "$GPUFLEET" daemon "$@" >"$T/out" 2>"$T/err"
+	rc=$?
+	err=$(cat "$T/err")
+}
+refused --listen "0.0.0.0:$port"
+expect_rc 4 "a non-loopback address without a token"
+expect_eq "$err" "gpufleet: daemon: listen 0.0.0.0:$port is not a loopback address: set [daemon] token_file (a bearer token every request must carry)" \
+    "the refusal names the address and the fix"
+refused --listen "localhost:$port"
+expect_rc 2 "a name, not an address"
+expect_contains "$err" "must be ADDR:PORT" "--listen's form"
+# A listener holds a port (it writes which once it listens).
+python3 -c 'import socket, sys, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+f = open(sys.argv[1] + ".tmp", "w"); f.write(str(s.getsockname()[1])); f.close()
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1]); time.sleep(120)' "$T/held" &
+holder=$!
+cleanup_hooks=("kill $holder 2>/dev/null" "${cleanup_hooks[@]}")
+wait_for 60 "a port is held" test -s "$T/held"
+port=$(cat "$T/held")
+refused --listen "127.0.0.1:$port"
+expect_rc 1 "a port in use"
+expect_contains "$err" "cannot listen on 127.0.0.1:$port: Address already in use" \
+    "the bind failure names the address"
+kill "$holder"
+
+# --- the bearer token -------------------------------------------------------
+token=0123456789abcdef0123456789abcdef
+printf '%s\n' "$token" >"$T/token"
+chmod 644 "$T/token"
+port=$(free_port)
+U=http://127.0.0.1:$port
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\nlisten = 127.0.0.1:%s\ntoken_file = %s\n' \
+    "$port" "$T/token" >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+refused
+expect_rc 4 "a token file others can read"
+expect_contains "$err" "token_file $T/token may be read by group or others" \
+    "the refusal names the file"
+chmod 600 "$T/token"
+"$GPUFLEET" daemon >>"$T/daemon.out" 2>>"$T/daemon.err" &
+dpid=$!
+daemons+=("$dpid")
+wait_for 60 "daemon $dpid starts" started "$dpid"
+get /
+expect_eq "$code" 401 "no token"
+expect_eq "$(header WWW-Authenticate)" 'Bearer realm="gpufleet"' "401 asks for the bearer token"
+get / -H "Authorization: Bearer ${token%?}x"
+expect_eq "$code" 401 "a wrong token"
+get /api/v1/schedules -H "Authorization: Bearer $token-and-more"
+expect_eq "$code" 401 "a longer token"
+get / -H "Authorization: Bearer $token"
+expect_eq "$code" 200 "the right token"
+get /api/v1/schedules -H "Authorization: Bearer $token"
+expect_eq "$code" 200 "the API with the token"
+get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' -d '{}'
+expect_eq "$code" 401 "a POST without the token"
+kill -TERM "$dpid"
+wait_for 60 "the daemon with the token stops" gone_or_zombie "$dpid"
+
+# --- IPv6 loopback, where this machine has ::1 -------------------------------
+port6=$(python3 -c 'import socket; s = socket.socket(socket.AF_INET6); s.bind(("::1", 0)); print(s.getsockname()[1])' 2>/dev/null)
+if [ -z "$port6" ]; then
+	echo "SKIP the IPv6 check: no ::1 on this machine" >&2
+else
+	printf '[daemon]\npoll_interval = 1\nstop_grace = 2\n' \
+	    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+	DAEMON_ARGS="--listen [::1]:$port6" start_daemon
+	U="http://[::1]:$port6"
+	get /
+	expect_eq "$code" 200 "GET / on [::1] without a token"
+	get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' \
+	    -H "Origin: $U" -d '{}'
+	expect_eq "$code" 200 "a same-origin POST on [::1]"
+fi
+
+finish
