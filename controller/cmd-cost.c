@@ -266,6 +266,8 @@ row_json(const struct ledger_cost *cr)
 	json_object_set_new(x, "idle",
 	    isnan(cr->idle_frac) ? json_null() : money_json(cr, cr->idle));
 	json_object_set_new(x, "total", money_json(cr, cr->amount));
+	json_object_set_new(x, "burn_per_hour",
+	    money_json(cr, cost_hourly(cost_burn_per_day(cr))));
 	json_object_set_new(x, "restarts", json_integer(cr->restarts));
 	json_object_set_new(x, "outages", json_integer(cr->outages));
 	json_object_set_new(

@@ -109,20 +109,37 @@ function progressCell(rep) {
 	    line + " (" + ago(age) + " ago)");
 }
 
-/* The soonest next run of a stopping schedule naming this instance. */
-function nextStop(name, schedules) {
-	let best = null;
-	for (const s of schedules || []) {
-		if (s.paused || !s.next_run_utc) continue;
-		if (!/stop|shutdown/.test(s.action || "")) continue;
-		if (s.selector !== name && s.selector !== "all") continue;
-		if (best === null || s.next_run_utc < best.next_run_utc)
-			best = s;
+/*
+ * The soonest stop still to come on this instance: its watcher's
+ * deadlines (set by `gpufleet shutdown` and by shutdown schedules alike)
+ * that have not fired and were not skipped.
+ */
+function nextStop(s) {
+	const now = Date.now();
+	let best = null, bt = 0;
+	for (const d of (s.watcher && s.watcher.deadlines) || []) {
+		const t = Date.parse(d.at_local);
+		if (d.fired_at || d.skipped || !(t > now)) continue;
+		if (best === null || t < bt) {
+			best = d;
+			bt = t;
+		}
 	}
-	return best ? best.next_run + " (" + best.name + ")" : "-";
+	if (best === null) return "-";
+	return new Date(bt).toISOString().slice(0, 16).replace("T", " ") +
+	    "Z (in " + ago((bt - now) / 1000) + ")";
 }
 
-function fleetTable(status, cost, schedules) {
+/* Cost so far, and what it burns an hour now. */
+function costCell(c, per) {
+	if (!c) return "-";
+	const b = c.burn_per_hour;
+	return el("span", {}, money(c.total, per, c.currency),
+	    b ? el("div", { class: "muted" }, "+" + money(b, per, "") + "/h") :
+	    null);
+}
+
+function fleetTable(status, cost) {
 	const byName = {};
 	const per = cost ? cost.minor_per_unit : 1;
 	for (const c of (cost && cost.instances) || [])
@@ -142,9 +159,8 @@ function fleetTable(status, cost, schedules) {
 		    el("td", {}, ...gpus.map(gpuCell)),
 		    el("td", {}, memCell(gpus)),
 		    el("td", { class: "wrap" }, progressCell(rep)),
-		    el("td", { class: "num" },
-			c ? money(c.total, per, c.currency) : "-"),
-		    el("td", {}, nextStop(s.name, schedules))));
+		    el("td", { class: "num" }, costCell(c, per)),
+		    el("td", {}, nextStop(s))));
 	}
 	return el("div", { class: "scroll" }, el("table", { id: "fleet" },
 	    el("thead", {}, el("tr", {}, ...["NAME", "STATE", "GPUS", "UTIL",
@@ -310,7 +326,7 @@ async function fleetPage() {
 	const [status, cost, days, schedules, events] = await Promise.all([
 	    api("instances"), maybe("cost"), costDays(),
 	    maybe("schedules"), maybe("events?limit=50")]);
-	return [el("h2", {}, "Fleet"), fleetTable(status, cost, schedules),
+	return [el("h2", {}, "Fleet"), fleetTable(status, cost),
 	    el("h2", {}, "Cost"), totalsLine(cost), costCharts(cost, days),
 	    el("h2", {}, "Schedules"), scheduleTable(schedules),
 	    el("h2", {}, "Autostop"), autostopList(status),

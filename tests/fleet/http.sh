@@ -20,12 +20,18 @@ for n in 1 2; do
 	run set "inst-$n" 'stop_command=remote:shutdown -h now'
 	expect_rc 0 "stop_command of inst-$n"
 done
+run set inst-1 price=2.40/h billing=second currency=CNY provider=autodl
+expect_rc 0 "inst-1 has a price"
 # Fake GPUs: inst-1 has a busy one and an idle one, inst-2 one busy.
 gpu_util inst-1 80 3
 gpu_util inst-2 50
 run status
 expect_rc 0 "first contact"
-run schedule add inst-2 --cron "0 3 1 1 *" --do shutdown --name newyear
+# A shutdown schedule ten days from now (within the 30 days armed on the
+# watcher, never during the test): inst-2's next stop.
+stop_day=$(date -u -d '+10 days' +%F)
+run schedule add inst-2 --cron "0 3 $(date -u -d "$stop_day" '+%-d %-m') *" --tz UTC \
+    --do shutdown --name newyear
 expect_rc 0 "schedule add"
 
 free_port() {
@@ -220,8 +226,14 @@ else
 	art=${GPUFLEET_ARTIFACTS:-$(dirname "$GPUFLEET")/tests/artifacts}
 	mkdir -p "$art"
 	browse() {
+		# Nothing but loopback: every other name resolves to nothing,
+		# and Chromium's own background traffic is off.
 		timeout 120 "$chrome" --headless --no-sandbox --disable-gpu \
 		    --user-data-dir="$T/chrome" --virtual-time-budget=20000 \
+		    --host-resolver-rules='MAP * ~NOTFOUND, EXCLUDE 127.0.0.1' \
+		    --disable-background-networking --disable-component-update \
+		    --disable-sync --disable-extensions --disable-default-apps \
+		    --no-first-run --no-pings --disable-domain-reliability \
 		    --window-size=1280,900 "$@" 2>>"$T/chrome.err"
 	}
 	fleet_dom() {
@@ -237,6 +249,13 @@ else
 	    "the one idle GPU stands out"
 	expect_contains "$dom" 'id="cost-day"' "the cost-by-day chart"
 	expect_contains "$dom" '<td>newyear</td>' "the schedule in its table"
+	row2=$(printf '%s' "$dom" | grep -o '<tr data-name="inst-2">.*' | sed 's,</tr>.*,,')
+	expect_match "$row2" "<td>$stop_day 03:00Z \\(in [0-9]+d\\)</td>" \
+	    "inst-2's next stop: newyear's deadline on its watcher"
+	row1=$(printf '%s' "$dom" | grep -o '<tr data-name="inst-1">.*' | sed 's,</tr>.*,,')
+	expect_match "$row1" '<td>-</td></tr>|<td>-</td>$' "inst-1: no stop to come"
+	expect_match "$row1" 'CNY<div class="muted">\+2\.40/h</div>' \
+	    "inst-1's cost cell: so far, and its burn an hour"
 	expect_contains "$dom" 'id="events"' "the events table"
 	checks=$((checks + 1))
 	case $dom in *"not available"*) fail "a document the page wants is not available" ;; esac
