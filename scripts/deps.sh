@@ -9,7 +9,8 @@ packages=(gcc make cmake pkg-config libssh-dev libevent-dev libsqlite3-dev
 	libjansson-dev libinih-dev libcurl4-openssl-dev openssl check openssh-client openssh-server sqlite3
 	clang-format procps util-linux git time bsdutils musl-tools clang
 	libclang-rt-14-dev jq python3 fish rsync
-	prometheus) # promtool check metrics (tests/fleet/metrics.sh)
+	prometheus # promtool check metrics (tests/fleet/metrics.sh, http.sh)
+	chromium curl) # the dashboard in a headless browser (tests/fleet/http.sh)
 
 missing=()
 for p in "${packages[@]}"; do
