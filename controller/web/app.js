@@ -153,7 +153,7 @@ function fleetTable(status, cost) {
 		    s.name);
 		tb.append(el("tr", { "data-name": s.name },
 		    el("td", {}, link),
-		    el("td", { class: "state-" + s.state }, s.state,
+		    el("td", { class: "state-" + String(s.state).replace(/[^a-z]+/g, "-") }, s.state,
 			s.error ? el("div", { class: "muted" }, s.error) : null),
 		    el("td", {}, String(gpus.length)),
 		    el("td", {}, ...gpus.map(gpuCell)),
