@@ -207,7 +207,8 @@ expect_eq "$(dump)" "$before" "db unchanged after refused --from"
 # --- prices stored before the history: valid from when added -----------------
 run add m1 10.0.0.4 --price 1/h
 m1_created=$(sqlite3 "$db" "SELECT created_at FROM instance WHERE name = 'm1'")
-# The schema as it was at version 15: one price per instance.
+# The schema as it was at version 15: one price per instance (and none of
+# the later steps' tables).
 sqlite3 "$db" "
     CREATE TABLE old_price AS SELECT instance_id, price, price_per, unit,
         min_billed, stopped_per_day, monthly_price, egress_per_gb, currency
@@ -222,10 +223,11 @@ sqlite3 "$db" "
         currency TEXT NOT NULL);
     INSERT INTO instance_price SELECT * FROM old_price;
     DROP TABLE old_price;
+    DROP TABLE stop_hold; -- version 17's
     PRAGMA user_version = 15;"
 run show m1
 expect_rc 0 "show after the migration"
-expect_eq "$(sqlite3 "$db" 'PRAGMA user_version')" 16 "migrated to 16"
+expect_eq "$(sqlite3 "$db" 'PRAGMA user_version')" 17 "migrated to 17"
 expect_eq "$(history m1)" "$m1_created|10000|h|second|0|CNY" \
     "migrated: valid from when m1 was added"
 expect_eq "$(history g1)" "$created|49800|h|second|5000|CNY" \
