@@ -407,8 +407,9 @@ engine_window_init(struct engine_window *w)
  * no crowd explains, mostly the network's: a handshake waiting on it
  * costs the server nothing, so far-away hosts open the window in about
  * one round trip instead of a doubling per round). Halve it if the delay
- * is far longer, once per round (only for a connection started after the
- * last cut: those before it saw the crowd that caused it).
+ * is far longer and so is the whole phase (a wait the network's share
+ * dwarfs is no crowd), once per round (only for a connection started after
+ * the last cut: those before it saw the crowd that caused it).
  */
 void
 engine_window_ack(struct engine_window *w, int phase, int64_t delay_ms,
@@ -435,6 +436,7 @@ engine_window_ack(struct engine_window *w, int phase, int64_t delay_ms,
 		if (w->cwnd > WINDOW_MAX)
 			w->cwnd = WINDOW_MAX;
 	} else if (delay_ms > 4 * best + 4 * WINDOW_SLACK_MS &&
+	    span_ms > 4 * w->floor[phase] + 4 * WINDOW_SLACK_MS &&
 	    started_ms > w->cut_ms) {
 		w->cwnd /= 2;
 		if (w->cwnd < ENGINE_WINDOW_MIN)

@@ -83,6 +83,27 @@ START_TEST(test_window_steps)
 END_TEST
 
 /*
+ * Far-away hosts, one banner each: the least takes 200 ms, 2 of them the
+ * server's. A server-side delay far over the best is a crowd only if the
+ * whole phase is far longer too: one that the network's share dwarfs is
+ * no reason to shrink.
+ */
+START_TEST(test_window_far_cut)
+{
+	struct engine_window w;
+
+	engine_window_init(&w);
+	engine_window_ack(&w, 0, 2, 200, 200, 400);
+	ck_assert_uint_eq(engine_window_size(&w), ENGINE_WINDOW_INIT + 1 + 8);
+	engine_window_ack(&w, 0, 150, 350, 201, 410); /* within 4x the span */
+	ck_assert_uint_eq(engine_window_size(&w), ENGINE_WINDOW_INIT + 1 + 8);
+	engine_window_ack(&w, 0, 150, 1000, 202, 420); /* far over it too */
+	ck_assert_uint_eq(
+	    engine_window_size(&w), (ENGINE_WINDOW_INIT + 1 + 8) / 2);
+}
+END_TEST
+
+/*
  * Acknowledge rounds of handshakes as the loop would (each connection in
  * the window acks its banner and its key exchange, each phase with the
  * same server-side delay and span), checking the window grows at least
@@ -162,6 +183,7 @@ main(void)
 	tcase_add_test(tc, test_window_steps);
 	tcase_add_test(tc, test_window_near_hosts);
 	tcase_add_test(tc, test_window_far_hosts);
+	tcase_add_test(tc, test_window_far_cut);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
