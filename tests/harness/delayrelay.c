@@ -42,6 +42,8 @@
 #include <event2/event.h>
 #include <event2/listener.h>
 
+#include "number.h"
+
 #define MAX_TARGETS 4096
 #define LIFETIME_S  (24 * 3600)
 
@@ -86,22 +88,6 @@ usage(void)
 {
 	fprintf(stderr, "usage: delayrelay RTT_MS PORTFILE TARGET_PORT...\n");
 	exit(2);
-}
-
-/* A decimal number in [lo, hi], or exit 2. */
-static long
-number(const char *s, long lo, long hi)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-		fprintf(stderr, "delayrelay: bad number '%s'\n", s);
-		exit(2);
-	}
-	return v;
 }
 
 static void
@@ -406,7 +392,7 @@ main(int argc, char **argv)
 
 	if (argc < 4)
 		usage();
-	rtt = number(argv[1], 0, 60000);
+	rtt = harness_number("delayrelay", argv[1], 0, 60000);
 	n = argc - 3;
 	if (n > MAX_TARGETS) {
 		fprintf(
@@ -433,7 +419,8 @@ main(int argc, char **argv)
 		exit(1);
 	}
 	for (i = 0; i < n; i++) {
-		targets[i].port = (int)number(argv[3 + i], 1, 65535);
+		targets[i].port =
+		    (int)harness_number("delayrelay", argv[3 + i], 1, 65535);
 		listen_for(&targets[i]);
 	}
 	write_portfile(argv[2], targets, n);
