@@ -5,6 +5,8 @@ gpufleet, starts and stops the fleet; this file only runs and measures.
 
   exec_bench.py run --fleet DIR --n N --gpufleet BIN --work DIR
                     --reps R --slow-reps S --timeout SECS --results FILE
+                    [--ssh-config FILE] [--rtt MS] [--window-off-config INI]
+                    [--ansible-max-n N]
 
 Every run is one command line under /usr/bin/time, started in its own
 session (so a run that hangs can be killed with all its children) with
@@ -13,7 +15,8 @@ stdout and stderr going to files.  A run counts only if it is verified:
   * every host ran the command: exit status 0 (pdsh and clush with -S, so
     that they return the largest remote status; 255 when ssh failed),
     parallel-ssh's "[SUCCESS]" line for each host, gpufleet's summary
-    "N hosts: N ok";
+    "N hosts: N ok"; `gpufleet status` (the agent deployed in the warm-up)
+    exit 0 and a row "NAME  up" for each of the N hosts;
   * for `seq 100`, each of the N hosts printed exactly 1..100, in order;
   * the sshd logs gained exactly N "Accepted publickey" lines (N fresh
     logins, as the fleet user, with the fleet key).
@@ -43,6 +46,7 @@ KEX = "curve25519-sha256"
 SAMPLE_S = 0.1
 ANSIBLE_MAX_N = 50
 SLOW_SEQ_MAX_N = 200  # above: the slow rows run only `true`
+WINDOW_NOISE = 1.1  # run-to-run spread of one row on this 2-core machine
 
 
 # --------------------------------------------------------------- /proc helpers
@@ -97,10 +101,11 @@ def child_cpu_ticks(pid):
 
 
 class Fleet:
-    def __init__(self, d, n):
+    def __init__(self, d, n, ssh_config=None):
         self.dir = d
         self.n = n
-        self.ssh_config = os.path.join(d, "ssh_config")
+        # with --rtt: the relayed ssh_config (tests/harness/delayrelay.sh)
+        self.ssh_config = ssh_config or os.path.join(d, "ssh_config")
         self.names = []
         with open(os.path.join(d, "instances.tsv")) as f:
             for line in f:
@@ -172,6 +177,7 @@ class Tool:
     """One row of the table: a tool with one set of options."""
 
     max_reps = None  # at most this many repetitions (None: no limit)
+    cmds = None  # the commands it runs (None: every one)
 
     def __init__(self, name, variant, slow=False):
         self.name = name
@@ -226,23 +232,59 @@ def first_line(s):
     return ""
 
 
+GF_ENGINE = ("gpufleet", "(its engine)")
+GF_WINDOW_OFF = ("gpufleet", "handshake_window off")
+GF_STATUS = ("gpufleet status", "(agent deployed)")
+
+
 class Gpufleet(Tool):
-    def __init__(self, binary, work):
-        super().__init__("gpufleet", "(its engine)")
+    def __init__(self, binary, work, variant=GF_ENGINE[1], config="gpufleet.ini"):
+        super().__init__("gpufleet", variant)
         self.binary = binary
         self.work = work
+        self.config = config
+
+    def env(self, ctx):
+        return dict(ctx, GPUFLEET_DB=os.path.join(self.work, "fleet.db"),
+                    GPUFLEET_CONFIG=os.path.join(self.work, self.config),
+                    GPUFLEET_NO_PROGRESS="1")
 
     def argv_env(self, fl, cmd, ctx):
-        env = dict(ctx, GPUFLEET_DB=os.path.join(self.work, "fleet.db"),
-                   GPUFLEET_CONFIG=os.path.join(self.work, "gpufleet.ini"),
-                   GPUFLEET_NO_PROGRESS="1")
-        return [self.binary, "exec", "all", "-f", str(fl.n), "--"] + cmd.split(), env
+        return ([self.binary, "exec", "all", "-f", str(fl.n), "--"] + cmd.split(),
+                self.env(ctx))
 
     def verify(self, fl, cmd, rc, out, err):
         n = fl.n
         if rc != 0 or f"{n} hosts: {n} ok" not in err:
             return f"exit {rc}: {first_line(err)}"
         return check_prefixed(fl, cmd, out)
+
+
+class GpufleetStatus(Gpufleet):
+    """`gpufleet status` of every host, compared with `exec all -- true`:
+    one login per host once the warm-up has deployed the agent."""
+
+    cmds = ("true",)  # one row in the `true` table: x gpufleet is the ratio
+
+    def __init__(self, binary, work, agent):
+        super().__init__(binary, work)
+        self.name, self.variant = GF_STATUS
+        self.agent = agent
+
+    def argv_env(self, fl, cmd, ctx):
+        return [self.binary, "status"], dict(self.env(ctx), GPUFLEET_AGENT=self.agent)
+
+    def verify(self, fl, cmd, rc, out, err):
+        if rc != 0:
+            return f"exit {rc}: {first_line(err) or first_line(out)}"
+        up = set()
+        for line in out.splitlines():
+            f = line.split()
+            if len(f) >= 2 and f[1] == "up":
+                up.add(f[0])
+        if up != set(fl.names):
+            return f"{len(up & set(fl.names))}/{fl.n} hosts up"
+        return None
 
 
 class Pdsh(Tool):
@@ -445,14 +487,14 @@ def row_stats(rs):
     }
 
 
-def table(n, rows, runs, reps, slow_reps):
+def table(n, rows, runs, reps, slow_reps, rtt=""):
     cmds = ["true", "seq 100"]
     lines = []
-    head = (f"{'command':<8} {'tool':<13} {'variant':<15} {'ok':>5} {'wall s':>7} "
+    head = (f"{'command':<8} {'tool':<15} {'variant':<20} {'ok':>5} {'wall s':>7} "
             f"{'x gpufleet':>10} {'client CPU s':>12} {'sshd CPU s':>10} "
             f"{'peak RSS MiB':>12} {'tree RSS MiB':>12}")
     lines.append(f"N = {n} (fan-out {n}; medians of {reps} runs, {slow_reps} for "
-                 f"OpenSSH default kex)")
+                 f"OpenSSH default kex{rtt})")
     lines.append(head)
     lines.append("-" * len(head))
     failures = []
@@ -467,22 +509,23 @@ def table(n, rows, runs, reps, slow_reps):
                 if r["error"] is not None:
                     failures.append(f"  {cmd}: {t.name} {t.variant}: {r['error']}")
             st = row_stats(rs)
-            if t.name == "gpufleet":
+            if (t.name, t.variant) == GF_ENGINE:
                 base = st["wall"]
             stats.append((t, st))
         for t, st in stats:
             if st["ok"] == "0/0":
-                lines.append(f"{cmd:<8} {t.name:<13} {t.variant:<15} {'-':>5} "
-                             f"{'not run':>7}")
+                if t.cmds is None or cmd in t.cmds:
+                    lines.append(f"{cmd:<8} {t.name:<15} {t.variant:<20} {'-':>5} "
+                                 f"{'not run':>7}")
                 continue
             if st["wall"] is None:
-                lines.append(f"{cmd:<8} {t.name:<13} {t.variant:<15} {st['ok']:>5} "
+                lines.append(f"{cmd:<8} {t.name:<15} {t.variant:<20} {st['ok']:>5} "
                              f"{'FAILED':>7}")
                 continue
             ratio = st["wall"] / base if base else None
             mib = 1024 * 1024
             lines.append(
-                f"{cmd:<8} {t.name:<13} {t.variant:<15} {st['ok']:>5} "
+                f"{cmd:<8} {t.name:<15} {t.variant:<20} {st['ok']:>5} "
                 f"{st['wall']:>7.2f} {fmt(ratio, '>10.2f'):>10} "
                 f"{fmt(st['cpu'], '>12.2f'):>12} {fmt(st['sshd'], '>10.2f'):>10} "
                 f"{fmt(st['rss'] and st['rss'] / mib, '>12.1f'):>12} "
@@ -494,21 +537,24 @@ def table(n, rows, runs, reps, slow_reps):
 
 
 def cmd_run(a):
-    fl = Fleet(a.fleet, a.n)
+    fl = Fleet(a.fleet, a.n, a.ssh_config)
     hostfile = os.path.join(a.work, f"hosts-{a.n}")
     with open(hostfile, "w") as f:
         f.write("\n".join(fl.names) + "\n")
     ctx = {k: v for k, v in os.environ.items()
            if not k.startswith(("PDSH_", "GPUFLEET_", "SSH_AUTH_SOCK"))}
     rows = [Gpufleet(a.gpufleet, a.work)]
+    if a.window_off_config:
+        rows.append(Gpufleet(a.gpufleet, a.work, GF_WINDOW_OFF[1], a.window_off_config))
+    rows.append(GpufleetStatus(a.gpufleet, a.work, a.agent))
     missing, skipped = [], []
     for name, ok in (("pdsh", a.have_pdsh), ("clush", a.have_clush),
                      ("parallel-ssh", a.have_pssh), ("ansible", a.have_ansible)):
         if name == "ansible":
             if not ok:
                 missing.append(name)
-            elif a.n > ANSIBLE_MAX_N:
-                skipped.append(f"ansible (only at N <= {ANSIBLE_MAX_N}: it is slow)")
+            elif a.n > a.ansible_max_n:
+                skipped.append(f"ansible (only at N <= {a.ansible_max_n}: it is slow)")
             else:
                 rows.append(Ansible(f"kex {KEX.split('-')[0]}", hostfile, a.work))
             continue
@@ -524,16 +570,20 @@ def cmd_run(a):
                 rows.append(Pssh(variant, hostfile, slow))
 
     log = open(os.path.join(a.work, f"runs-{a.n}.jsonl"), "a")
+    rtt = f", {a.rtt} ms round trip through tests/harness/delayrelay" if a.rtt else ""
     runs = []
 
     def progress(msg):
         print(f"bench: N={a.n}: {msg}", file=sys.stderr, flush=True)
 
     # warm-up: one verified `true` per tool (fast variant); also pins the
-    # host keys in gpufleet's throw-away database (accept-new)
+    # host keys in gpufleet's throw-away database (accept-new) and deploys
+    # the agent for `status` (its first run uploads it: not verified)
     for t in rows:
         if t.slow:
             continue
+        if isinstance(t, GpufleetStatus):
+            run_once(t, fl, "true", a.work, a.timeout, ctx)  # deploys
         r = run_once(t, fl, "true", a.work, a.timeout, ctx)
         progress(f"warm-up {t.name} {t.variant}: "
                  + ("ok" if r["error"] is None else f"FAILED: {r['error']}")
@@ -549,6 +599,8 @@ def cmd_run(a):
                     continue
                 if t.max_reps is not None and rep >= t.max_reps:
                     continue
+                if t.cmds is not None and cmd not in t.cmds:
+                    continue
                 if t.slow and cmd != "true" and a.n > SLOW_SEQ_MAX_N:
                     continue  # keeps the full run under 15 minutes
                 r = run_once(t, fl, cmd, a.work, a.timeout, ctx)
@@ -556,11 +608,11 @@ def cmd_run(a):
                 runs.append(r)
                 log.write(json.dumps(r) + "\n")
                 log.flush()
-                progress(f"rep {rep + 1} {cmd!r:10} {t.name:<12} {t.variant:<15} "
+                progress(f"rep {rep + 1} {cmd!r:10} {t.name:<15} {t.variant:<20} "
                          + (f"{r['wall']:6.2f} s" if r["error"] is None
                             else f"FAILED: {r['error']}"))
     elapsed = time.monotonic() - t_start
-    text = table(a.n, rows, runs, a.reps, a.slow_reps)
+    text = table(a.n, rows, runs, a.reps, a.slow_reps, rtt)
     if missing:
         text += "\nnot measured (not installed): " + ", ".join(missing)
     if a.n > SLOW_SEQ_MAX_N:
@@ -575,7 +627,7 @@ def cmd_run(a):
         f.write(text + "\n")
         f.write(f"raw runs, N = {a.n} (wall s, client CPU s, sshd CPU s, peak RSS KiB, tree RSS KiB):\n")
         for r in runs:
-            f.write(f"  rep {r['rep']} {r['cmd']:<8} {r['tool']:<13} {r['variant']:<15} "
+            f.write(f"  rep {r['rep']} {r['cmd']:<8} {r['tool']:<15} {r['variant']:<20} "
                     f"{r['wall']:>7.2f} {fmt(r['cpu'], '.2f'):>6} {fmt(r['sshd_cpu'], '.2f'):>6} "
                     f"{fmt(r['maxrss'] and r['maxrss'] // 1024, 'd'):>7} "
                     f"{fmt(r['tree_rss'] and r['tree_rss'] // 1024, 'd'):>8} "
@@ -607,7 +659,7 @@ def row_keys(runs):
         k = (r["tool"], r["variant"])
         if k not in keys:
             keys.append(k)
-    keys.sort(key=lambda k: k[0] != "gpufleet")
+    keys.sort(key=lambda k: not k[0].startswith("gpufleet"))
     return keys
 
 
@@ -615,9 +667,12 @@ def md_num(x, spec, scale=1.0):
     return "-" if x is None else format(x / scale, spec)
 
 
-def targets(n, stats, cores):
-    """The issue's targets at this N for `true`, as (target, value, met)."""
-    gf = stats.get(("gpufleet", "(its engine)"))
+def targets(n, stats, cores, rtt=0):
+    """The issue's targets at this N for `true`, as (target, value, met);
+    met None: a measure with no target.  With a round trip (rtt ms) the run
+    is bound by latency, not CPU: the CPU bound gives way to the wall time
+    in round trips."""
+    gf = stats.get(GF_ENGINE)
     if gf is None or gf["wall"] is None:
         return [("gpufleet ran", "no verified run", False)]
     kex = f"kex {KEX.split('-')[0]}"
@@ -633,7 +688,10 @@ def targets(n, stats, cores):
         ratio = gf["wall"] / st["wall"]
         out.append((f"wall <= {bound}x fastest peer, {label}",
                     f"{ratio:.2f}x ({k[0]} {st['wall']:.2f} s)", ratio <= bound))
-    if gf["sshd"] is not None and gf["cpu"] is not None:
+    if rtt:
+        out.append((f"wall in round trips of {rtt} ms (latency-bound: no target)",
+                    f"{1000 * gf['wall'] / rtt:.1f}", None))
+    elif gf["sshd"] is not None and gf["cpu"] is not None:
         limit = (gf["sshd"] + gf["cpu"]) / cores
         out.append(("wall <= 1.25x (sshd CPU + gpufleet CPU) / cores",
                     f"{gf['wall'] / limit:.2f}x ({gf['wall']:.2f} s against "
@@ -648,6 +706,19 @@ def targets(n, stats, cores):
     if gf["cpu"] is not None:
         ms = 1000 * gf["cpu"] / n
         out.append(("gpufleet CPU <= 3 ms per host", f"{ms:.1f} ms", ms <= 3))
+    off = stats.get(GF_WINDOW_OFF)
+    if off is not None and off["wall"] is not None:
+        ratio = gf["wall"] / off["wall"]
+        out.append((f"handshake window costs nothing: wall with it <= {WINDOW_NOISE}x "
+                    "wall with handshake_window = off",
+                    f"{ratio:.2f}x ({gf['wall']:.2f} s against {off['wall']:.2f} s)",
+                    ratio <= WINDOW_NOISE))
+    st = stats.get(GF_STATUS)
+    if st is not None and st["wall"] is not None:
+        ratio = st["wall"] / gf["wall"]
+        out.append(("`status` < 2x `exec all -- true`, same hosts",
+                    f"{ratio:.2f}x ({st['wall']:.2f} s against {gf['wall']:.2f} s)",
+                    ratio < 2))
     if gf["rss"] is not None and n >= 500:
         out.append(("gpufleet peak RSS <= 100 MiB at N = 500",
                     f"{gf['rss'] / MIB:.1f} MiB", gf["rss"] <= 100 * MIB))
@@ -660,7 +731,18 @@ def cmd_report(a):
         sys.exit("bench: no runs to report")
     with open(a.header) as f:
         header = f.read().split("\n\n", 1)[0].strip().splitlines()
-    md = [f"# gpufleet exec benchmark, {a.date}", ""]
+    h = "###" if a.rtt else "##"
+    md = []
+    if a.rtt:
+        md += [f"## Latency: {a.rtt} ms round trip", "",
+               f"Every tool through tests/harness/delayrelay ({a.rtt // 2} ms each way, "
+               "one relay port per instance, the relayed ssh_config and known_hosts: host "
+               "keys still checked); `bash bench/exec.sh --rtt "
+               f"{a.rtt} {' '.join(str(n) for n in by_n)}`. gpufleet also with "
+               "`[ssh] handshake_window = off`, and `gpufleet status` against "
+               "`exec all -- true`.", ""]
+    else:
+        md += [f"# gpufleet exec benchmark, {a.date}", ""]
     md += ["```"] + header + ["```", ""]
     md += ["Columns: median wall time; x gpufleet = wall / gpufleet's wall for the",
            "same command and N; client CPU = user+sys of the tool and its children;",
@@ -677,8 +759,8 @@ def cmd_report(a):
             stats = {k: st for k, st in stats.items() if st["ok"] != "0/0"}
             if not stats:
                 continue
-            base = stats.get(("gpufleet", "(its engine)"), {}).get("wall")
-            md += [f"## N = {n}, `{cmd}`", "",
+            base = stats.get(GF_ENGINE, {}).get("wall")
+            md += [f"{h} N = {n}, `{cmd}`" + (f", {a.rtt} ms round trip" if a.rtt else ""), "",
                    "| tool | variant | ok | wall s | x gpufleet | client CPU s | "
                    "sshd CPU s | sshd CPU per login ms | peak RSS MiB |",
                    "|---|---|---|---:|---:|---:|---:|---:|---:|"]
@@ -699,16 +781,43 @@ def cmd_report(a):
             if cmd == "true":
                 md += [f"Targets at N = {n} (`true`):", "",
                        "| target | measured | met |", "|---|---|---|"]
-                for what, val, met in targets(n, stats, a.cores):
-                    md.append(f"| {what} | {val} | {'yes' if met else '**no**'} |")
+                for what, val, met in targets(n, stats, a.cores, a.rtt):
+                    met = "-" if met is None else "yes" if met else "**no**"
+                    md.append(f"| {what} | {val} | {met} |")
                 md.append("")
     if a.notes and os.path.exists(a.notes):
         with open(a.notes) as f:
             md += [f.read().rstrip(), ""]
-    with open(a.out, "w") as f:
-        f.write("\n".join(md))
+    write_report(a.out, md, f"rtt {a.rtt}" if a.rtt else None, a.date)
     if a.png:
         write_plot(plot, a.png, a.work, a.date)
+
+
+SECTION = re.compile(r"<!-- (rtt \d+): begin -->\n.*?<!-- \1: end -->\n", re.S)
+
+
+def write_report(path, md, section, date):
+    """Write the report to path.  The latency runs (section "rtt MS") are
+    sections of the day's file between markers: a latency run replaces its
+    own section and keeps the rest; the main run rewrites the rest and keeps
+    every latency section."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = ""
+    kept = {m.group(1): m.group(0) for m in SECTION.finditer(old)}
+    if section is None:
+        text = "\n".join(md).rstrip() + "\n"
+    else:
+        kept[section] = (f"<!-- {section}: begin -->\n" + "\n".join(md).rstrip()
+                         + f"\n<!-- {section}: end -->\n")
+        text = SECTION.sub("", old).rstrip()
+        text = (text or f"# gpufleet exec benchmark, {date}") + "\n"
+    for k in sorted(kept):
+        text += "\n" + kept[k]
+    with open(path, "w") as f:
+        f.write(text)
 
 
 def write_plot(plot, png, work, date):
@@ -754,6 +863,11 @@ def main():
     r.add_argument("--have-clush", type=int, default=1)
     r.add_argument("--have-pssh", type=int, default=1)
     r.add_argument("--have-ansible", type=int, default=1)
+    r.add_argument("--ssh-config")
+    r.add_argument("--rtt", type=int, default=0)
+    r.add_argument("--window-off-config")
+    r.add_argument("--agent", required=True)
+    r.add_argument("--ansible-max-n", type=int, default=ANSIBLE_MAX_N)
     p = sub.add_parser("report")
     p.add_argument("--work", required=True)
     p.add_argument("--header", required=True)
@@ -762,6 +876,7 @@ def main():
     p.add_argument("--notes")
     p.add_argument("--date", required=True)
     p.add_argument("--cores", type=int, default=os.cpu_count())
+    p.add_argument("--rtt", type=int, default=0)
     a = ap.parse_args()
     try:
         if a.cmd == "report":

@@ -72,6 +72,8 @@
 /* The handshake window: a phase this much slower than the best is noise. */
 #define WINDOW_SLACK_MS 25
 #define WINDOW_MAX	65536
+/* At most this many more places per fast phase, however far the hosts. */
+#define WINDOW_GROWTH_MAX 16
 #define HOSTKEY_ALGORITHMS                                                     \
 	"ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"                 \
 	"ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256"
@@ -264,7 +266,7 @@ static void run_free(struct engine_run *);
 static void conn_start(struct engine_run *, struct engine_host *, int);
 static int window_wants(struct engine_run *, struct engine_host *);
 static int window_full(struct engine_run *, struct engine_host *);
-static void window_ack(struct engine_conn *, int, int64_t);
+static void window_ack(struct engine_conn *, int, int64_t, int64_t);
 static void window_leave(struct engine_conn *);
 static void conn_fail(struct engine_conn *, enum engine_fail, const char *, ...)
     __attribute__((format(printf, 3, 4)));
@@ -393,34 +395,48 @@ engine_window_init(struct engine_window *w)
 
 	w->cwnd = ENGINE_WINDOW_INIT;
 	for (i = 0; i < ENGINE_WINDOW_PHASES; i++)
-		w->best[i] = -1;
+		w->best[i] = w->floor[i] = -1;
 	w->cut_ms = 0;
 }
 
 /*
- * A connection started at started_ms finished a phase at now_ms, the
- * server having taken delay_ms of it beyond the round trips. Grow the
- * window by one if that is close to the least delay seen; halve it if it
- * is far longer, once per round (only for a connection started after the
- * last cut: those before it saw the crowd that caused it).
+ * A connection started at started_ms finished a phase at now_ms after
+ * span_ms, the server having taken delay_ms of it beyond the round trips.
+ * If that delay is close to the least seen, grow the window: by one, and
+ * by one more for every WINDOW_SLACK_MS of the least span seen (the time
+ * no crowd explains, mostly the network's: a handshake waiting on it
+ * costs the server nothing, so far-away hosts open the window in about
+ * one round trip instead of a doubling per round). Halve it if the delay
+ * is far longer and so is the whole phase (a wait the network's share
+ * dwarfs is no crowd), once per round (only for a connection started after
+ * the last cut: those before it saw the crowd that caused it).
  */
 void
 engine_window_ack(struct engine_window *w, int phase, int64_t delay_ms,
-    int64_t started_ms, int64_t now_ms)
+    int64_t span_ms, int64_t started_ms, int64_t now_ms)
 {
-	int64_t best;
+	int64_t best, more;
 
 	if (phase < 0 || phase >= ENGINE_WINDOW_PHASES)
 		return;
 	if (delay_ms < 0)
 		delay_ms = 0;
+	if (span_ms < delay_ms)
+		span_ms = delay_ms;
 	if (w->best[phase] < 0 || delay_ms < w->best[phase])
 		w->best[phase] = delay_ms;
+	if (w->floor[phase] < 0 || span_ms < w->floor[phase])
+		w->floor[phase] = span_ms;
 	best = w->best[phase];
 	if (delay_ms <= 2 * best + WINDOW_SLACK_MS) {
-		if (w->cwnd < WINDOW_MAX)
-			w->cwnd += 1;
+		more = w->floor[phase] / WINDOW_SLACK_MS;
+		if (more > WINDOW_GROWTH_MAX)
+			more = WINDOW_GROWTH_MAX;
+		w->cwnd += 1 + (double)more;
+		if (w->cwnd > WINDOW_MAX)
+			w->cwnd = WINDOW_MAX;
 	} else if (delay_ms > 4 * best + 4 * WINDOW_SLACK_MS &&
+	    span_ms > 4 * w->floor[phase] + 4 * WINDOW_SLACK_MS &&
 	    started_ms > w->cut_ms) {
 		w->cwnd /= 2;
 		if (w->cwnd < ENGINE_WINDOW_MIN)
@@ -529,9 +545,12 @@ window_full(struct engine_run *r, struct engine_host *h)
 	return r->hs_inflight >= size;
 }
 
-/* c finished a phase of its handshake with delay ms of the server's. */
+/*
+ * c finished a phase of its handshake after span ms, delay ms of them the
+ * server's.
+ */
 static void
-window_ack(struct engine_conn *c, int phase, int64_t delay)
+window_ack(struct engine_conn *c, int phase, int64_t delay, int64_t span)
 {
 	struct engine_run *r = c->r;
 	size_t before = engine_window_size(&r->win), after;
@@ -539,7 +558,7 @@ window_ack(struct engine_conn *c, int phase, int64_t delay)
 	if (!c->in_window)
 		return;
 	engine_window_ack(
-	    &r->win, phase, delay, c->h->start_ms, engine_now_ms());
+	    &r->win, phase, delay, span, c->h->start_ms, engine_now_ms());
 	if ((after = engine_window_size(&r->win)) < before)
 		debug_f("%s: handshake window %zu -> %zu (%s took %lld ms "
 			"beyond the round trips)",
@@ -1407,7 +1426,8 @@ conn_step(struct engine_conn *c)
 		if (!c->banner_seen && ssh_get_serverbanner(c->s) != NULL) {
 			c->banner_seen = 1;
 			c->banner_ms = engine_now_ms();
-			window_ack(c, 0, c->banner_ms - c->tcp_ms - c->rtt_ms);
+			window_ack(c, 0, c->banner_ms - c->tcp_ms - c->rtt_ms,
+			    c->banner_ms - c->h->start_ms);
 			conn_setup_phase(c);
 		}
 		if (rc == SSH_AGAIN)
@@ -1419,7 +1439,8 @@ conn_step(struct engine_conn *c)
 		}
 		if (c->in_window) {
 			window_ack(c, 1,
-			    engine_now_ms() - c->banner_ms - 2 * c->rtt_ms);
+			    engine_now_ms() - c->banner_ms - 2 * c->rtt_ms,
+			    engine_now_ms() - c->banner_ms);
 			window_leave(c);
 			start_more(c->r);
 		}

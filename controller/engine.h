@@ -130,11 +130,14 @@ struct engine_settings {
 /*
  * The handshake window: how many new connections may be in their first
  * phases (TCP, the server's banner, key exchange) at once. AUTO adapts it
- * as TCP's congestion window does: it grows by one for each phase that
- * completes with a server-side delay close to the least seen (the round
- * trip, from the kernel's estimate, taken out, so distance alone never
- * shrinks it) and halves, at most once per round of handshakes and never
- * below ENGINE_WINDOW_MIN, when a phase takes far longer.
+ * as TCP's congestion window does: it grows for each phase that completes
+ * with a server-side delay close to the least seen (the round trip, from
+ * the kernel's estimate, taken out, so distance alone never shrinks it),
+ * by one plus one per 25 ms of the phase's least whole time (so that
+ * far-away hosts, whose handshakes wait on the network, not the server,
+ * are all in flight after about a round trip), and halves, at most once
+ * per round of handshakes and never below ENGINE_WINDOW_MIN, when a phase
+ * takes far longer.
  */
 #define ENGINE_WINDOW_AUTO   0
 #define ENGINE_WINDOW_OFF    (-1)
@@ -145,7 +148,9 @@ struct engine_settings {
 struct engine_window {
 	double cwnd;
 	int64_t best[ENGINE_WINDOW_PHASES]; /* least delay seen, ms; -1 none */
-	int64_t cut_ms;			    /* when it last shrank; 0 never */
+	int64_t
+	    floor[ENGINE_WINDOW_PHASES]; /* least whole phase, ms; -1 none */
+	int64_t cut_ms;			 /* when it last shrank; 0 never */
 };
 
 const char *engine_fail_code(enum engine_fail);
@@ -170,7 +175,8 @@ void engine_free(struct engine *);
 void engine_host_clear(struct engine_host *);
 size_t engine_raise_nofile(size_t);
 void engine_window_init(struct engine_window *);
-void engine_window_ack(struct engine_window *, int, int64_t, int64_t, int64_t);
+void engine_window_ack(
+    struct engine_window *, int, int64_t, int64_t, int64_t, int64_t);
 size_t engine_window_size(const struct engine_window *);
 
 #endif

@@ -33,10 +33,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "number.h"
+
 static void serve_prebanner(int, long);
 static void serve_relay(int, int, long, size_t);
 static int write_all(int, const char *, size_t);
-static long number(const char *, long, long);
 
 static void
 usage(void)
@@ -45,22 +46,6 @@ usage(void)
 	    "usage: slowpeer PORTFILE prebanner [INTERVAL_US]\n"
 	    "       slowpeer PORTFILE relay TARGET_PORT DELAY_MS CHUNK\n");
 	exit(2);
-}
-
-/* A decimal number in [lo, hi], or exit 2. */
-static long
-number(const char *s, long lo, long hi)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi) {
-		fprintf(stderr, "slowpeer: bad number '%s'\n", s);
-		exit(2);
-	}
-	return v;
 }
 
 static int
@@ -180,12 +165,13 @@ main(int argc, char **argv)
 	if (relay) {
 		if (argc != 6)
 			usage();
-		target = (int)number(argv[3], 1, 65535);
-		delay = number(argv[4], 0, 60000);
-		chunk = (size_t)number(argv[5], 1, 65536);
+		target = (int)harness_number("slowpeer", argv[3], 1, 65535);
+		delay = harness_number("slowpeer", argv[4], 0, 60000);
+		chunk = (size_t)harness_number("slowpeer", argv[5], 1, 65536);
 	} else if (strcmp(argv[2], "prebanner") == 0 && argc <= 4) {
 		if (argc == 4)
-			interval = number(argv[3], 0, 10000000);
+			interval =
+			    harness_number("slowpeer", argv[3], 0, 10000000);
 	} else
 		usage();
 
