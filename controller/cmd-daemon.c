@@ -995,6 +995,8 @@ daemon_main(struct daemon *d)
 	 * The events run only in the loop, after the recovery below.
 	 */
 	events_add(d, base);
+	/* Its schedule runs log in directly: they may outlive it. */
+	setenv("GPUFLEET_NO_DAEMON", "1", 1);
 	if (held_listen(base, d->db, held_ready, d, &d->held, &cause) != 0) {
 		/* exec then logs in anew: a loss of speed only. */
 		error("held connections: %s", cause);

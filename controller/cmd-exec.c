@@ -135,7 +135,8 @@ const struct cmd_entry cmd_exec_entry = {
 	    "dead one)\n"
 	    "  -f, --fanout N       hosts contacted at once (1-65536, "
 	    "default 256)\n"
-	    "      --no-daemon      log in directly even when a daemon runs\n\n"
+	    "      --no-daemon      log in directly even when a daemon runs\n"
+	    "                       (so does GPUFLEET_NO_DAEMON=1)\n\n"
 	    "When `gpufleet daemon' runs on the same database, the command "
 	    "runs on its\nheld SSH sessions (no new logins; hosts without one "
 	    "are logged in to\nby the daemon), with the same output; --stdin, "
@@ -959,7 +960,7 @@ cmd_exec_exec(
 	 * watcher's journal is to be read.
 	 */
 	if (run.mode != MODE_FILES && !run.no_daemon &&
-	    !has_retired_keys(remote) &&
+	    getenv("GPUFLEET_NO_DAEMON") == NULL && !has_retired_keys(remote) &&
 	    held_exec(ctx->fleet->db_path, remote, &set, &remote->ops) == 0)
 		set.keep_open = 0;
 	else {
