@@ -974,9 +974,8 @@ held_exec(const char *db, struct remote *rm, const struct engine_settings *set,
 	if (r == 1 && t == 'X')
 		debug_f("the daemon refused: %.*s: direct connections",
 		    (int)len, (const char *)p);
-	if (r != 1 || t != 'A')
+	if (r != -2 && (r != 1 || t != 'A'))
 		goto out;
-	frame_drop(&hc);
 	for (i = 0; i < rm->n; i++) {
 		engine_host_clear(&rm->hosts[i]);
 		rm->hosts[i].fail = EF_NONE;
@@ -984,6 +983,12 @@ held_exec(const char *db, struct remote *rm, const struct engine_settings *set,
 		rm->hosts[i].exit_status = -1;
 	}
 	ret = 0;
+	if (r == -2) {
+		/* Ctrl-C while the request waited: nothing runs. */
+		fail_rest(&hc, EF_INTERRUPTED, "interrupted before it started");
+		goto out;
+	}
+	frame_drop(&hc);
 	if (call_read(&hc, &fail, &why) != 0) {
 		if (fail != EF_INTERRUPTED)
 			error("exec: the daemon's run broke off (%s): %zu of "
