@@ -59,6 +59,7 @@ trap 'exit 143' TERM
 
 # A private copy and a private state: nothing of the user's is touched.
 cp "$gf" "$work/gpufleet"
+cp "$top/build/gpufleet-agent" "$work/gpufleet-agent" # the daemon's polls
 gf=$work/gpufleet
 export GPUFLEET_DB=$work/fleet.db GPUFLEET_CONFIG=$work/gpufleet.ini
 export XDG_STATE_HOME=$work/state XDG_RUNTIME_DIR=$work/run
@@ -70,6 +71,19 @@ echo "bench: starting a fleet of $n" >&2
 bash "$top/tests/harness/fleet" -d "$fleet" up "$n" --owner $$ --log-level INFO
 "$gf" import "$fleet/ssh_config" --match "*" >/dev/null
 logins() { cat "$fleet"/groups/*/sshd.log "$fleet"/instances/*/sshd/sshd.log 2>/dev/null | grep -c "Accepted publickey" || true; }
+
+# sshd_ticks: CPU ticks (reaped children included) of the fleet's sshd
+# and every process below them (privilege separation, sessions, shells).
+sshd_ticks() {
+	local pids p all=""
+	pids=$(cat "$fleet"/groups/*/sshd.pid 2>/dev/null)
+	while [ -n "$pids" ]; do
+		all="$all $pids"
+		pids=$(for p in $pids; do ps -o pid= --ppid "$p"; done)
+	done
+	for p in $all; do cat "/proc/$p/stat" 2>/dev/null; done |
+	    awk '{ sub(/.*\) /, ""); t += $12 + $13 + $14 + $15 } END { print t + 0 }'
+}
 
 # time_run NAME CMD...: one verified run; its wall seconds on stdout.
 time_run() {
@@ -86,15 +100,21 @@ time_run() {
 }
 # row NAME CMD...: BENCH_REPS runs; the median wall and the logins made.
 row() {
-	local name=$1 i before
+	local name=$1 i before t0 ticks=0
 	shift
 	before=$(logins)
 	: >"$work/times"
-	for i in $(seq 1 "$reps"); do time_run "$name" "$@" >>"$work/times"; done
+	for i in $(seq 1 "$reps"); do
+		t0=$(sshd_ticks)
+		time_run "$name" "$@" >>"$work/times"
+		ticks=$((ticks + $(sshd_ticks) - t0))
+	done
+	# sshd CPU per run, ms per host (ticks of 1/CLK_TCK s)
+	sshd_ms=$(echo "$ticks * 1000 / $(getconf CLK_TCK) / $reps / $n" | bc -l | awk '{ printf "%.2f", $1 }')
 	median=$(sort -g "$work/times" | awk '{ a[NR] = $1 } END { m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.3f", m }')
-	all=$(sort -g "$work/times" | awk '{ printf "%s%.3f", NR > 1 ? " " : "", $1 }')
+	all=$(sort -g "$work/times" | awk '{ printf "%s%.3f", (NR > 1 ? " " : ""), $1 }')
 	made=$(( $(logins) - before ))
-	echo "bench: $name: median ${median}s ($all), $made login(s)" >&2
+	echo "bench: $name: median ${median}s ($all), $made login(s), sshd ${sshd_ms} ms CPU per host" >&2
 }
 
 pdsh_cm() {
@@ -105,21 +125,29 @@ pdsh_cm() {
 echo "bench: warming up (host keys pinned, agent deployed)" >&2
 "$gf" exec all --no-daemon -f "$n" -- true >/dev/null 2>&1 || true
 row fresh "$gf" exec all --no-daemon -f "$n" -- true
-fresh=$median fresh_all=$all fresh_logins=$made
+fresh=$median fresh_all=$all fresh_logins=$made fresh_sshd=$sshd_ms
 
 "$gf" daemon >"$work/daemon.out" 2>&1 &
 dpid=$!
 polled() { [ "$(sqlite3 -cmd '.timeout 20000' "$GPUFLEET_DB" 'SELECT count(DISTINCT instance_id) FROM sample_host' 2>/dev/null || echo 0)" -ge "$n" ]; }
-for i in $(seq 1 600); do polled && break; sleep 0.5; done
-polled || { echo "bench: the daemon's first poll did not cover $n hosts" >&2; exit 1; }
+for i in $(seq 1 240); do polled && break; sleep 0.5; done
+polled || { echo "bench: the daemon's first poll did not cover $n hosts:" >&2
+	tail -5 "$XDG_STATE_HOME/gpufleet/daemon.log" >&2; exit 1; }
 "$gf" exec all -f "$n" -- true >/dev/null 2>&1 # the first held run
 row held "$gf" exec all -f "$n" -- true
-held=$median held_all=$all held_logins=$made
+held=$median held_all=$all held_logins=$made held_sshd=$sshd_ms
 
+# One master per host, made in the background by ssh -fN (a master that
+# pdsh's first ssh forked would hold pdsh's pipes open for ControlPersist).
 echo "bench: warming the ControlMaster masters" >&2
+for i in $(seq 1 "$n"); do
+	ssh -F "$fleet/ssh_config" -o ControlMaster=yes -o ControlPath="$work/cm/%C" \
+	    -o ControlPersist=600 -f -N "inst-$i" </dev/null >/dev/null 2>&1 &
+done
+wait
 pdsh_cm >/dev/null 2>&1 || true
 row pdsh pdsh_cm
-pdsh=$median pdsh_all=$all pdsh_logins=$made
+pdsh=$median pdsh_all=$all pdsh_logins=$made pdsh_sshd=$sshd_ms
 
 ratio() { echo "$1 / $2" | bc -l | awk '{ printf "%.1f", $1 }'; }
 day=$(date +%Y-%m-%d)
@@ -133,11 +161,11 @@ mkdir -p "$top/bench/results"
 	echo "\`exec all -f $n -- true\`, $reps runs each, median wall seconds (all runs in brackets);"
 	echo "logins: sshd's \"Accepted publickey\" lines during the row's runs (0 when the fleet's sshd logs none)."
 	echo
-	echo "| run | wall s | runs | logins | held is faster by |"
-	echo "|---|---:|---|---:|---:|"
-	echo "| gpufleet exec, fresh (--no-daemon) | $fresh | $fresh_all | $fresh_logins | $(ratio "$fresh" "$held")x |"
-	echo "| gpufleet exec, held (daemon) | $held | $held_all | $held_logins | 1.0x |"
-	echo "| pdsh -R ssh, ControlMaster=auto + ControlPersist (warm) | $pdsh | $pdsh_all | $pdsh_logins | $(ratio "$pdsh" "$held")x |"
+	echo "| run | wall s | runs | logins | sshd CPU ms/host | held is faster by |"
+	echo "|---|---:|---|---:|---:|---:|"
+	echo "| gpufleet exec, fresh (--no-daemon) | $fresh | $fresh_all | $fresh_logins | $fresh_sshd | $(ratio "$fresh" "$held")x |"
+	echo "| gpufleet exec, held (daemon) | $held | $held_all | $held_logins | $held_sshd | 1.0x |"
+	echo "| pdsh -R ssh, ControlMaster=auto + ControlPersist (warm) | $pdsh | $pdsh_all | $pdsh_logins | $pdsh_sshd | $(ratio "$pdsh" "$held")x |"
 	echo
 	echo "Targets (#18): held at least 10x faster than fresh:" \
 	    "$(awk -v a="$fresh" -v b="$held" 'BEGIN { print (a >= 10 * b) ? "met" : "missed" }');" \
