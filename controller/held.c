@@ -783,13 +783,19 @@ frame_drop(struct held_call *hc)
 static char *
 request(struct remote *rm, const struct engine_settings *set)
 {
-	json_t *j = json_object(), *hosts = json_array(), *cmd;
+	json_t *j = json_object(), *hosts = json_array(), *cmd, *name;
 	char *s;
 	size_t i;
 
-	for (i = 0; i < rm->n; i++)
-		json_array_append_new(hosts, json_string(rm->list[i].name));
 	json_object_set_new(j, "hosts", hosts);
+	for (i = 0; i < rm->n; i++) {
+		/* Each name in its place: the daemon answers by index. */
+		if ((name = json_string(rm->list[i].name)) == NULL) {
+			json_decref(j);
+			return NULL;
+		}
+		json_array_append_new(hosts, name);
+	}
 	if ((cmd = json_string(set->command)) == NULL) {
 		json_decref(j);
 		return NULL;
