@@ -45,9 +45,8 @@ cleanup() {
 	if [ -f "$fleet/ssh_config" ]; then
 		for i in $(seq 1 "$n"); do
 			ssh -F "$fleet/ssh_config" -o ControlPath="$work/cm/%C" -O exit \
-			    "inst-$i" >/dev/null 2>&1 &
+			    "inst-$i" >/dev/null 2>&1 || true
 		done
-		wait
 		bash "$top/tests/harness/fleet" -d "$fleet" down >/dev/null 2>&1 || true
 	fi
 	rm -rf "$work"
@@ -140,11 +139,13 @@ held=$median held_all=$all held_logins=$made held_sshd=$sshd_ms
 # One master per host, made in the background by ssh -fN (a master that
 # pdsh's first ssh forked would hold pdsh's pipes open for ControlPersist).
 echo "bench: warming the ControlMaster masters" >&2
+warm=()
 for i in $(seq 1 "$n"); do
 	ssh -F "$fleet/ssh_config" -o ControlMaster=yes -o ControlPath="$work/cm/%C" \
 	    -o ControlPersist=600 -f -N "inst-$i" </dev/null >/dev/null 2>&1 &
+	warm+=($!)
 done
-wait
+wait "${warm[@]}" # not the daemon
 pdsh_cm >/dev/null 2>&1 || true
 row pdsh pdsh_cm
 pdsh=$median pdsh_all=$all pdsh_logins=$made pdsh_sshd=$sshd_ms
@@ -159,7 +160,8 @@ mkdir -p "$top/bench/results"
 	echo "$(nproc) CPUs, load at start $(cut -d' ' -f1-3 /proc/loadavg); gpufleet $("$gf" --version | cut -d' ' -f2)" \
 	    "(git $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')); $(ssh -V 2>&1); $(pdsh -V 2>&1 | head -1)."
 	echo "\`exec all -f $n -- true\`, $reps runs each, median wall seconds (all runs in brackets);"
-	echo "logins: sshd's \"Accepted publickey\" lines during the row's runs (0 when the fleet's sshd logs none)."
+	echo "logins: sshd's \"Accepted publickey\" lines during the row's runs; sshd CPU: the fleet's sshd"
+	echo "and every process below them (sessions, remote shells), reaped children included, per run and host."
 	echo
 	echo "| run | wall s | runs | logins | sshd CPU ms/host | held is faster by |"
 	echo "|---|---:|---|---:|---:|---:|"
