@@ -32,6 +32,7 @@
 #include "cmd.h"
 #include "guard.h"
 #include "httpd.h"
+#include "held.h"
 #include "keys.h"
 #include "localstop.h"
 #include "log.h"
@@ -91,6 +92,7 @@ struct daemon {
 	struct notifysend *ns;
 	struct api *api;     /* the JSON API, or NULL: --listen none */
 	struct httpd *httpd; /* its HTTP server */
+	struct held *execd;  /* gpufleet exec on the held sessions */
 	struct down *down;   /* instances whose held session is down */
 	size_t ndown;
 	char *last_error; /* the tick's, logged once */
@@ -123,7 +125,10 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "rotate-keys, status and backup\nschedules as child gpufleet "
 	    "processes (their output in\n$XDG_STATE_HOME/gpufleet/runs/) and "
 	    "sends the "
-	    "queued notifications\n([notify.NAME] targets). One daemon "
+	    "queued notifications\n([notify.NAME] targets). gpufleet exec "
+	    "runs on its held sessions\nthrough a Unix socket "
+	    "($XDG_RUNTIME_DIR/gpufleet/held-HASH.sock, else\n"
+	    "/tmp/gpufleet-UID/; mode 0600, your uid only). One daemon "
 	    "per database; a second exits 2.\nLogs to "
 	    "$XDG_STATE_HOME/gpufleet/daemon.log (and stderr in the "
 	    "foreground).\nSIGHUP re-reads the configuration; SIGTERM gives "
@@ -443,6 +448,23 @@ remote_refresh(struct daemon *d)
 	return 0;
 }
 
+/*
+ * Whether a held exec may run now (held.h): not during a poll, and on
+ * the sessions of the inventory as it is.
+ */
+static int
+held_ready(void *arg, struct remote **rm, struct probe **p)
+{
+	struct daemon *d = arg;
+
+	if (d->polling || d->stopping)
+		return 1;
+	remote_refresh(d); /* d->rm NULL when it fails */
+	*rm = d->rm;
+	*p = d->p;
+	return 0;
+}
+
 /* Wait the poll interval for the next poll. */
 static void
 poll_arm(struct daemon *d)
@@ -724,6 +746,7 @@ poll_after(struct daemon *d, int stored)
 	poll_observe(d);
 	d->polling = 0;
 	poll_arm(d);
+	held_kick(d->execd);
 	check_over(d);
 }
 
@@ -751,8 +774,14 @@ poll_start(struct daemon *d)
 {
 	char *cause = NULL;
 
+	struct timeval later = { 1, 0 };
+
 	if (d->stopping || d->polling)
 		return;
+	if (held_busy(d->execd)) {
+		evtimer_add(d->poll, &later); /* its hosts are in use */
+		return;
+	}
 	d->polls++;
 	d->polling = 1;
 	clock_gettime(CLOCK_MONOTONIC, &d->poll_t0);
@@ -896,7 +925,7 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 		run_due(d);
 		notifysend_kick(d->ns);
 	}
-	if (d->reload && !d->polling)
+	if (d->reload && !d->polling && !held_busy(d->execd))
 		reload(d);
 	check_over(d);
 }
@@ -934,8 +963,9 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 static void
 check_over(struct daemon *d)
 {
-	if (d->stopping && !d->polling && d->nkids == 0 &&
-	    notifysend_inflight(d->ns) == 0 && api_busy(d->api) == 0)
+	if (d->stopping && !d->polling && !held_busy(d->execd) &&
+	    d->nkids == 0 && notifysend_inflight(d->ns) == 0 &&
+	    api_busy(d->api) == 0)
 		d->over = 1; /* daemon_main's loop ends after this round */
 }
 
@@ -954,6 +984,7 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 	evtimer_del(d->poll);
 	if (d->p != NULL && d->p->run != NULL)
 		probe_cancel(d->p);
+	held_cancel(d->execd);
 	reap(d);
 	notifysend_stop(d->ns);
 	api_stop(d->api); /* what runs for a request finishes (at most 30 s) */
@@ -976,7 +1007,7 @@ on_hup(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	d->reload = 1;
-	if (!d->polling)
+	if (!d->polling && !held_busy(d->execd))
 		reload(d);
 }
 
@@ -1137,6 +1168,14 @@ daemon_main(struct daemon *d)
 	 * The events run only in the loop, after the recovery below.
 	 */
 	events_add(d, base);
+	/* Its schedule runs log in directly: they may outlive it. */
+	setenv("GPUFLEET_NO_DAEMON", "1", 1);
+	if (held_listen(base, d->db, held_ready, d, &d->execd, &cause) != 0) {
+		/* exec then logs in anew: a loss of speed only. */
+		error("held connections: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
 	report(d, 0, NULL);
 	actionlog_observe(on_action, d);
 	xasprintf(&why, "pid %ld, database %s, poll every %ds", (long)getpid(),
@@ -1167,6 +1206,8 @@ daemon_main(struct daemon *d)
 	actionlog_observe(NULL, NULL);
 	info("daemon stopped: %s", why);
 	free(why);
+	held_free(d->execd);
+	d->execd = NULL;
 	events_free(d);
 	notifysend_free(d->ns);
 	d->ns = NULL;

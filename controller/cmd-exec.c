@@ -19,6 +19,7 @@
 #include "cmd.h"
 #include "deploy.h"
 #include "engine.h"
+#include "held.h"
 #include "hostkey.h"
 #include "keyring.h"
 #include "keys.h"
@@ -56,7 +57,8 @@ struct exec_run {
 	size_t nfailed;
 	size_t nwrite; /* hosts whose -o files could not be written */
 	size_t by_reason[EF_NKINDS];
-	int progress; /* stderr is a terminal */
+	int no_daemon; /* --no-daemon */
+	int progress;  /* stderr is a terminal */
 	int progress_shown;
 };
 
@@ -132,7 +134,14 @@ const struct cmd_entry cmd_exec_entry = {
 	    "                       all (default 30; a slow server is not a "
 	    "dead one)\n"
 	    "  -f, --fanout N       hosts contacted at once (1-65536, "
-	    "default 256)\n\n"
+	    "default 256)\n"
+	    "      --no-daemon      log in directly even when a daemon runs\n"
+	    "                       (so does GPUFLEET_NO_DAEMON=1)\n\n"
+	    "When `gpufleet daemon' runs on the same database, the command "
+	    "runs on its\nheld SSH sessions (no new logins; hosts without one "
+	    "are logged in to\nby the daemon), with the same output; --stdin, "
+	    "-o DIR, --no-daemon and\ninstances with retired keys log in "
+	    "directly. -v says which way it went.\n\n"
 	    "A summary goes to stderr at the end. Exit status 0 only if every "
 	    "host\nran the command and it returned 0; 1 otherwise; 130 after "
 	    "Ctrl-C.\n\n"
@@ -149,7 +158,8 @@ enum {
 	OPT_STDIN,
 	OPT_CONNECT_TIMEOUT,
 	OPT_SETUP_TIMEOUT,
-	OPT_ARGV
+	OPT_ARGV,
+	OPT_NO_DAEMON
 };
 
 static const struct option exec_options[] = { { "gather", no_argument, NULL,
@@ -162,6 +172,7 @@ static const struct option exec_options[] = { { "gather", no_argument, NULL,
 	{ "setup-timeout", required_argument, NULL, OPT_SETUP_TIMEOUT },
 	{ "fanout", required_argument, NULL, 'f' },
 	{ "argv", no_argument, NULL, OPT_ARGV },
+	{ "no-daemon", no_argument, NULL, OPT_NO_DAEMON },
 	{ "help", no_argument, NULL, 'h' }, { NULL, 0, NULL, 0 } };
 
 static void
@@ -764,6 +775,9 @@ parse_args(const struct cmd_entry *e, int argc, char **argv,
 		case OPT_ARGV:
 			*exact = 1;
 			break;
+		case OPT_NO_DAEMON:
+			run->no_daemon = 1;
+			break;
 		}
 		if (r != 0)
 			return r;
@@ -940,14 +954,23 @@ cmd_exec_exec(
 	remote->ops.done = on_done;
 	remote->ops.arg = &run;
 	/*
-	 * Hold sessions where a re-injected key must be looked for after,
-	 * and where a watcher's journal is to be read.
+	 * Through a daemon's held sessions where one runs (it reads the
+	 * watchers' journals on its polls); else hold sessions here where
+	 * a re-injected key must be looked for after, and where a
+	 * watcher's journal is to be read.
 	 */
-	set.keep_open = has_retired_keys(remote) || has_watchers(remote);
-	if (remote_run(remote, &set) != 0) {
-		status =
-		    cmd_fail(GF_EHOSTS, xstrdup("cannot start the event loop"));
-		goto out;
+	if (run.mode != MODE_FILES && !run.no_daemon &&
+	    getenv("GPUFLEET_NO_DAEMON") == NULL && !has_retired_keys(remote) &&
+	    held_exec(ctx->fleet->db_path, remote, &set, &remote->ops) == 0)
+		set.keep_open = 0;
+	else {
+		set.keep_open =
+		    has_retired_keys(remote) || has_watchers(remote);
+		if (remote_run(remote, &set) != 0) {
+			status = cmd_fail(
+			    GF_EHOSTS, xstrdup("cannot start the event loop"));
+			goto out;
+		}
 	}
 	progress_clear(&run);
 	if (run.mode == MODE_GATHER)

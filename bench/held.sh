@@ -1,0 +1,178 @@
+#!/usr/bin/env bash
+# Benchmark held connections (#18): a repeated `gpufleet exec all -- true`
+# through a running daemon's held sessions, against a fresh one
+# (--no-daemon: N logins) and against pdsh over OpenSSH ControlMaster
+# masters (ControlMaster=auto, ControlPersist, warmed first), on a sandbox
+# fleet of real sshd on 127.0.0.1.
+#
+#   bash bench/held.sh [N]     (default 200; about a minute on 2 cores)
+#
+# Each row runs BENCH_REPS times (default 5); the medians, the ratios and
+# the logins each kind of run made (sshd's "Accepted publickey" lines) go
+# to stdout and are appended to bench/results/held-DATE.md. Every run is
+# verified (exit 0, "N hosts: N ok" for gpufleet); a failed run fails the
+# benchmark. Only 127.0.0.1 is ever contacted.
+set -euo pipefail
+
+top=$(cd "$(dirname "$0")/.." && pwd)
+n=${1:-200}
+reps=${BENCH_REPS:-5}
+case $n$reps in
+'' | *[!0-9]*) echo "usage: bash bench/held.sh [N]  (BENCH_REPS a positive integer)" >&2; exit 2 ;;
+esac
+[ "$n" -gt 0 ] && [ "$reps" -gt 0 ] || { echo "bench: N and BENCH_REPS must be positive" >&2; exit 2; }
+command -v pdsh >/dev/null || { echo "bench: pdsh is required (apt-get install pdsh)" >&2; exit 1; }
+command -v sqlite3 >/dev/null || { echo "bench: sqlite3 is required" >&2; exit 1; }
+
+gf=$top/build/gpufleet
+"$gf" --version >/dev/null 2>&1 || bash "$top/scripts/build.sh" >/dev/null
+
+# The fleet's login user must be able to traverse the work directory.
+if [ "$(id -u)" = 0 ]; then
+	base=/var/lib/gpufleet-test/bench
+else
+	base=${XDG_STATE_HOME:-$HOME/.local/state}/gpufleet-bench
+fi
+mkdir -p "$base"
+work=$(mktemp -d "$base/held.XXXXXX")
+chmod 755 "$work"
+fleet=$work/fleet
+dpid=
+cleanup() {
+	local rc=$? i
+	trap - EXIT INT TERM
+	[ -z "$dpid" ] || { kill "$dpid" 2>/dev/null; wait "$dpid" 2>/dev/null || true; }
+	if [ -f "$fleet/ssh_config" ]; then
+		for i in $(seq 1 "$n"); do
+			ssh -F "$fleet/ssh_config" -o ControlPath="$work/cm/%C" -O exit \
+			    "inst-$i" >/dev/null 2>&1 || true
+		done
+		bash "$top/tests/harness/fleet" -d "$fleet" down >/dev/null 2>&1 || true
+	fi
+	rm -rf "$work"
+	exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# A private copy and a private state: nothing of the user's is touched.
+cp "$gf" "$work/gpufleet"
+cp "$top/build/gpufleet-agent" "$work/gpufleet-agent" # the daemon's polls
+gf=$work/gpufleet
+export GPUFLEET_DB=$work/fleet.db GPUFLEET_CONFIG=$work/gpufleet.ini
+export XDG_STATE_HOME=$work/state XDG_RUNTIME_DIR=$work/run
+mkdir -m 700 "$XDG_RUNTIME_DIR" "$work/cm"
+printf '[daemon]\npoll_interval = 3600\n' >"$GPUFLEET_CONFIG"
+unset GPUFLEET_DEBUG
+
+echo "bench: starting a fleet of $n" >&2
+bash "$top/tests/harness/fleet" -d "$fleet" up "$n" --owner $$ --log-level INFO
+"$gf" import "$fleet/ssh_config" --match "*" >/dev/null
+logins() { cat "$fleet"/groups/*/sshd.log "$fleet"/instances/*/sshd/sshd.log 2>/dev/null | grep -c "Accepted publickey" || true; }
+
+# sshd_ticks: CPU ticks (reaped children included) of the fleet's sshd
+# and every process below them (privilege separation, sessions, shells).
+sshd_ticks() {
+	local pids p all=""
+	pids=$(cat "$fleet"/groups/*/sshd.pid 2>/dev/null)
+	while [ -n "$pids" ]; do
+		all="$all $pids"
+		pids=$(for p in $pids; do ps -o pid= --ppid "$p"; done)
+	done
+	for p in $all; do cat "/proc/$p/stat" 2>/dev/null; done |
+	    awk '{ sub(/.*\) /, ""); t += $12 + $13 + $14 + $15 } END { print t + 0 }'
+}
+
+# time_run NAME CMD...: one verified run; its wall seconds on stdout.
+time_run() {
+	local name=$1 t0 t1 rc=0
+	shift
+	t0=$(date +%s.%N)
+	"$@" >"$work/out" 2>"$work/err" || rc=$?
+	t1=$(date +%s.%N)
+	if [ "$rc" != 0 ] || { [ "$name" != pdsh ] && ! grep -q "$n hosts: $n ok" "$work/err"; }; then
+		echo "bench: $name failed (exit $rc): $(tail -1 "$work/err")" >&2
+		exit 1
+	fi
+	echo "$t1 - $t0" | bc -l
+}
+# row NAME CMD...: BENCH_REPS runs; the median wall and the logins made.
+row() {
+	local name=$1 i before t0 ticks=0
+	shift
+	before=$(logins)
+	: >"$work/times"
+	for i in $(seq 1 "$reps"); do
+		t0=$(sshd_ticks)
+		time_run "$name" "$@" >>"$work/times"
+		ticks=$((ticks + $(sshd_ticks) - t0))
+	done
+	# sshd CPU per run, ms per host (ticks of 1/CLK_TCK s)
+	sshd_ms=$(echo "$ticks * 1000 / $(getconf CLK_TCK) / $reps / $n" | bc -l | awk '{ printf "%.2f", $1 }')
+	median=$(sort -g "$work/times" | awk '{ a[NR] = $1 } END { m = (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2; printf "%.3f", m }')
+	all=$(sort -g "$work/times" | awk '{ printf "%s%.3f", (NR > 1 ? " " : ""), $1 }')
+	made=$(( $(logins) - before ))
+	echo "bench: $name: median ${median}s ($all), $made login(s), sshd ${sshd_ms} ms CPU per host" >&2
+}
+
+pdsh_cm() {
+	PDSH_SSH_ARGS_APPEND="-F $fleet/ssh_config -o ControlMaster=auto -o ControlPath=$work/cm/%C -o ControlPersist=600" \
+	    pdsh -S -R ssh -f "$n" -w "inst-[1-$n]" true
+}
+
+echo "bench: warming up (host keys pinned, agent deployed)" >&2
+"$gf" exec all --no-daemon -f "$n" -- true >/dev/null 2>&1 || true
+row fresh "$gf" exec all --no-daemon -f "$n" -- true
+fresh=$median fresh_all=$all fresh_logins=$made fresh_sshd=$sshd_ms
+
+"$gf" daemon >"$work/daemon.out" 2>&1 &
+dpid=$!
+polled() { [ "$(sqlite3 -cmd '.timeout 20000' "$GPUFLEET_DB" 'SELECT count(DISTINCT instance_id) FROM sample_host' 2>/dev/null || echo 0)" -ge "$n" ]; }
+for i in $(seq 1 240); do polled && break; sleep 0.5; done
+polled || { echo "bench: the daemon's first poll did not cover $n hosts:" >&2
+	tail -5 "$XDG_STATE_HOME/gpufleet/daemon.log" >&2; exit 1; }
+"$gf" exec all -f "$n" -- true >/dev/null 2>&1 # the first held run
+row held "$gf" exec all -f "$n" -- true
+held=$median held_all=$all held_logins=$made held_sshd=$sshd_ms
+
+# One master per host, made in the background by ssh -fN (a master that
+# pdsh's first ssh forked would hold pdsh's pipes open for ControlPersist).
+echo "bench: warming the ControlMaster masters" >&2
+warm=()
+for i in $(seq 1 "$n"); do
+	ssh -F "$fleet/ssh_config" -o ControlMaster=yes -o ControlPath="$work/cm/%C" \
+	    -o ControlPersist=600 -f -N "inst-$i" </dev/null >/dev/null 2>&1 &
+	warm+=($!)
+done
+wait "${warm[@]}" # not the daemon
+pdsh_cm >/dev/null 2>&1 || true
+row pdsh pdsh_cm
+pdsh=$median pdsh_all=$all pdsh_logins=$made pdsh_sshd=$sshd_ms
+
+ratio() { echo "$1 / $2" | bc -l | awk '{ printf "%.1f", $1 }'; }
+day=$(date +%Y-%m-%d)
+out=$top/bench/results/held-$day.md
+mkdir -p "$top/bench/results"
+{
+	echo "## Held connections, N = $n ($(date -u '+%Y-%m-%d %H:%M UTC'))"
+	echo
+	echo "$(nproc) CPUs, load at start $(cut -d' ' -f1-3 /proc/loadavg); gpufleet $("$gf" --version | cut -d' ' -f2)" \
+	    "(git $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo '?')); $(ssh -V 2>&1); $(pdsh -V 2>&1 | head -1)."
+	echo "\`exec all -f $n -- true\`, $reps runs each, median wall seconds (all runs in brackets);"
+	echo "logins: sshd's \"Accepted publickey\" lines during the row's runs; sshd CPU: the fleet's sshd"
+	echo "and every process below them (sessions, remote shells), reaped children included, per run and host."
+	echo
+	echo "| run | wall s | runs | logins | sshd CPU ms/host | held is faster by |"
+	echo "|---|---:|---|---:|---:|---:|"
+	echo "| gpufleet exec, fresh (--no-daemon) | $fresh | $fresh_all | $fresh_logins | $fresh_sshd | $(ratio "$fresh" "$held")x |"
+	echo "| gpufleet exec, held (daemon) | $held | $held_all | $held_logins | $held_sshd | 1.0x |"
+	echo "| pdsh -R ssh, ControlMaster=auto + ControlPersist (warm) | $pdsh | $pdsh_all | $pdsh_logins | $pdsh_sshd | $(ratio "$pdsh" "$held")x |"
+	echo
+	echo "Targets (#18): held at least 10x faster than fresh:" \
+	    "$(awk -v a="$fresh" -v b="$held" 'BEGIN { print (a >= 10 * b) ? "met" : "missed" }');" \
+	    "at least 5x faster than pdsh with ControlMaster:" \
+	    "$(awk -v a="$pdsh" -v b="$held" 'BEGIN { print (a >= 5 * b) ? "met" : "missed" }')."
+	echo
+} | tee -a "$out"
+echo "bench: appended to ${out#"$top"/}" >&2
