@@ -60,6 +60,8 @@ struct api_job {
 	struct event *ev[2];
 	struct event *timer;
 	int timed_out;
+	char *show;  /* show NAME's job: then status and cost join it */
+	json_t *doc; /* cost NAME's job: the document it joins */
 	struct api_job *next;
 };
 
@@ -110,6 +112,7 @@ static const struct api_route {
 };
 
 static void job_check(struct api_job *);
+static void show_then_cost(struct api_job *, const char *, size_t);
 
 /*
  * An API for the fleet f on base; self is this binary, md the daemon's
@@ -150,6 +153,8 @@ job_free(struct api_job *j)
 	}
 	if (j->timer != NULL)
 		event_free(j->timer);
+	free(j->show);
+	json_decref(j->doc);
 	free(j);
 }
 
@@ -306,6 +311,22 @@ job_answer(struct api_job *j)
 		json_decref(doc);
 		is_json = 1;
 	}
+	if (j->doc != NULL) {
+		doc = j->doc;
+		j->doc = NULL;
+		json_object_set_new(doc, "cost",
+		    code == GF_OK && is_json
+			? json_loadb(out, len, JSON_DECODE_ANY, NULL)
+			: json_null());
+		httpd_reply_json(req, 200, doc);
+		return;
+	}
+	if (j->show != NULL && code == GF_OK && is_json) {
+		j->req = req; /* show_then_cost passes it on */
+		show_then_cost(j, out, len);
+		j->req = NULL;
+		return;
+	}
 	if ((code == GF_OK || code == GF_EHOSTS) && j->text) {
 		doc = job_lines(j);
 		if (code != GF_OK) {
@@ -403,7 +424,7 @@ on_close(struct evhttp_connection *evcon, void *arg)
  * args (NULL-terminated), answering req when it is over. text: its
  * stdout is lines of text, answered as {"output": [...]}.
  */
-static void
+static struct api_job *
 spawn(struct api_call *c, const char *const *args, int text)
 {
 	struct api *a = c->api;
@@ -415,13 +436,13 @@ spawn(struct api_call *c, const char *const *args, int text)
 
 	if (a->stopping) {
 		httpd_reply_error(c->req, 503, "the daemon is stopping");
-		return;
+		return NULL;
 	}
 	if (api_busy(a) >= API_CHILDREN_MAX) {
 		httpd_reply_error(c->req, 503,
 		    "busy: %d commands already run for requests; try again",
 		    API_CHILDREN_MAX);
-		return;
+		return NULL;
 	}
 	argv[n++] = a->self;
 	argv[n++] = "--db";
@@ -435,13 +456,13 @@ spawn(struct api_call *c, const char *const *args, int text)
 	argv[n] = NULL;
 	if (pipe2(out, O_CLOEXEC) != 0) {
 		httpd_reply_error(c->req, 500, "pipe: %s", strerror(errno));
-		return;
+		return NULL;
 	}
 	if (pipe2(err, O_CLOEXEC) != 0) {
 		httpd_reply_error(c->req, 500, "pipe: %s", strerror(errno));
 		close(out[0]);
 		close(out[1]);
-		return;
+		return NULL;
 	}
 	if ((pid = fork()) == -1) {
 		httpd_reply_error(c->req, 500, "fork: %s", strerror(errno));
@@ -449,7 +470,7 @@ spawn(struct api_call *c, const char *const *args, int text)
 			close(out[k]);
 			close(err[k]);
 		}
-		return;
+		return NULL;
 	}
 	if (pid == 0) {
 		setpgid(0, 0); /* a timeout kills what it started too */
@@ -486,6 +507,7 @@ spawn(struct api_call *c, const char *const *args, int text)
 	j->next = a->jobs;
 	a->jobs = j;
 	debug_f("pid %ld: %s", (long)pid, args[0]);
+	return j;
 }
 
 /*
@@ -543,23 +565,24 @@ query_opt(struct api_call *c, const char *key, const char **args, size_t *n,
 }
 
 /* A route with options from the query: cmd words, then the options. */
-static void
+static struct api_job *
 spawn_query(struct api_call *c, const char *const *words,
     const char *const *keys, const char *name)
 {
 	const char *args[ARGV_MAX + 1];
+	struct api_job *j;
 	char *opts[8];
 	size_t n = 0, i, k;
 
 	if (query_check(c, keys) != 0)
-		return;
+		return NULL;
 	for (i = 0; words[i] != NULL; i++)
 		args[n++] = words[i];
 	for (k = 0; keys[k] != NULL && k < 8; k++) {
 		if (query_opt(c, keys[k], args, &n, &opts[k]) != 0) {
 			while (k-- > 0)
 				free(opts[k]);
-			return;
+			return NULL;
 		}
 	}
 	if (name != NULL) {
@@ -567,9 +590,10 @@ spawn_query(struct api_call *c, const char *const *words,
 		args[n++] = name;
 	}
 	args[n] = NULL;
-	spawn(c, args, 0);
+	j = spawn(c, args, 0);
 	for (i = 0; i < k; i++)
 		free(opts[i]);
+	return j;
 }
 
 static void
@@ -587,13 +611,62 @@ route_instances(struct api_call *c)
 	httpd_reply_json(c->req, 200, json_deep_copy(c->api->status));
 }
 
+/*
+ * show NAME --json, then (job_answer) the instance's element of the last
+ * poll's status as "status" (its report and its watcher: the plan) and
+ * cost NAME --json as "cost".
+ */
 static void
 route_show(struct api_call *c)
 {
 	static const char *const words[] = { "show", "--json", NULL };
 	static const char *const none[] = { NULL };
+	struct api_job *j;
 
-	spawn_query(c, words, none, c->name);
+	if ((j = spawn_query(c, words, none, c->name)) != NULL)
+		j->show = xstrdup(c->name);
+}
+
+/* The last poll's status of instance name (a copy), or null. */
+static json_t *
+status_of(const struct api *a, const char *name)
+{
+	json_t *o;
+	size_t i;
+
+	json_array_foreach(a->status, i, o)
+	{
+		if (json_is_string(json_object_get(o, "name")) &&
+		    strcmp(json_string_value(json_object_get(o, "name")),
+			name) == 0)
+			return json_deep_copy(o);
+	}
+	return json_null();
+}
+
+/*
+ * show NAME's document is in: add its status and start cost NAME, which
+ * answers with both (or answers the error itself).
+ */
+static void
+show_then_cost(struct api_job *j, const char *out, size_t len)
+{
+	const char *args[] = { "cost", "--json", "--", j->show, NULL };
+	struct api_call c = { j->api, j->req, j->show, NULL };
+	struct api_job *k;
+	json_t *doc;
+
+	if ((doc = json_loadb(out, len, 0, NULL)) == NULL ||
+	    !json_is_object(doc)) {
+		json_decref(doc);
+		httpd_reply_error(j->req, 500, "show printed no JSON object");
+		return;
+	}
+	json_object_set_new(doc, "status", status_of(j->api, j->show));
+	if ((k = spawn(&c, args, 0)) == NULL)
+		json_decref(doc);
+	else
+		k->doc = doc;
 }
 
 static void

@@ -116,13 +116,14 @@ expect_eq "$code" 405 "POST /metrics"
 
 # --- the API's documents are the CLI's --------------------------------------
 # same PATH CLI ARGS...: the API's document equals the CLI's (compared
-# again while the daemon's polls change them between the two reads).
+# again while the daemon's polls change them between the two reads); with
+# PICK set, the jq filter PICK of the API's document.
 same() {
 	local path=$1
 	shift
 	get "$path"
 	[ "$code" = 200 ] || return 1
-	api_doc=$(printf '%s' "$body" | jq -S .) || return 1
+	api_doc=$(printf '%s' "$body" | jq -S "${PICK:-.}") || return 1
 	cli_doc=$("$GPUFLEET" "$@" | jq -S .) || return 1
 	[ "$api_doc" = "$cli_doc" ]
 }
@@ -130,7 +131,21 @@ check_same() {
 	wait_for 60 "GET $1 is $GPUFLEET ${*:2}" same "$@" ||
 	    printf 'api: %s\ncli: %s\n' "$api_doc" "$cli_doc" >&2
 }
-check_same /api/v1/instances/inst-1 show inst-1 --json
+# An instance: show's document, with the last poll's status of it (report
+# and watcher: the plan) and its cost (a window fixed in the past, so the
+# money cannot move between the two reads: the route runs cost NAME
+# --json with no window, compared on its shape and row).
+PICK='del(.status, .cost)' check_same /api/v1/instances/inst-1 show inst-1 --json
+get /api/v1/instances/inst-1
+expect_eq "$(printf '%s' "$body" | jq -c '[.status.name, .status.state, (.status.report.gpus | length), (.status.watcher | has("deadlines"))]')" \
+    '["inst-1","up",2,true]' "instances/NAME: its status from the last poll"
+expect_eq "$(printf '%s' "$body" | jq -c '[.cost.minor_per_unit, [.cost.instances[].name], .cost.instances[0].currency, .cost.instances[0].priced]')" \
+    '[10000,["inst-1"],"CNY",true]' "instances/NAME: cost NAME --json"
+expect_eq "$(printf '%s' "$body" | jq -c '.cost | keys')" "$("$GPUFLEET" cost inst-1 --json | jq -c keys)" \
+    "instances/NAME: cost's document whole"
+get /api/v1/instances/inst-2
+expect_eq "$(printf '%s' "$body" | jq -c '[.name, .status.name, [.cost.instances[].name]]')" \
+    '["inst-2","inst-2",["inst-2"]]' "instances/NAME: each its own"
 check_same "/api/v1/cost?since=2026-12-01&until=2026-12-02" \
     cost --json --since 2026-12-01 --until 2026-12-02
 check_same "/api/v1/cost?since=-2h&until=-1h&by=provider" \
