@@ -251,6 +251,13 @@ else
 		    --no-first-run --no-pings --disable-domain-reliability \
 		    --window-size=1280,900 "$@" 2>>"$T/chrome.err"
 	}
+	# The page shows the last poll's view: wait until it has seen the
+	# cancel above (inst-1 without a deadline to come).
+	no_stop_left() {
+		get /api/v1/instances
+		[ "$(printf '%s' "$body" | jq '[.[] | select(.name == "inst-1") | .watcher.deadlines[]? | select(.fired_at == null and .skipped == null)] | length')" = 0 ]
+	}
+	wait_for 60 "the daemon's view has inst-1's deadline cancelled" no_stop_left
 	fleet_dom() {
 		dom=$(browse --dump-dom "$U/")
 		case $dom in *'data-name="inst-2"'*) ;; *) return 1 ;; esac
