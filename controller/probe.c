@@ -1,5 +1,6 @@
 /* Polling instances with the agent: two passes, classify, store. */
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -595,6 +596,38 @@ probe_watcher_json(const struct probe *p, size_t i)
 }
 
 /*
+ * What status judges of a report with the configuration's thresholds, so
+ * that a reader of --json (the dashboard) marks the same: the GPUs under
+ * [status] idle_util_percent and whether the progress line is older than
+ * [status] stale_progress_minutes (null without one).
+ */
+static json_t *
+probe_flags_json(const struct probe *p, const struct probe_host *s)
+{
+	const struct report *r = &s->rep;
+	json_t *o = json_object(), *idle = json_array();
+	size_t j;
+
+	for (j = 0; s->have_report && j < r->ngpus; j++) {
+		if (!isnan(r->gpus[j].util_gpu) &&
+		    r->gpus[j].util_gpu < p->cf->status_idle_util)
+			json_array_append_new(
+			    idle, json_integer(r->gpus[j].index));
+	}
+	json_object_set_new(o, "idle_gpus", idle);
+	json_object_set_new(o, "progress_stale",
+	    s->have_report && r->has_progress
+		? json_boolean(r->time - r->progress_mtime >
+		      (int64_t)p->cf->status_stale_minutes * 60)
+		: json_null());
+	json_object_set_new(
+	    o, "idle_util_percent", json_integer(p->cf->status_idle_util));
+	json_object_set_new(o, "stale_progress_minutes",
+	    json_integer(p->cf->status_stale_minutes));
+	return o;
+}
+
+/*
  * The last pass's reports and the controller's view, as one JSON array:
  * the document of `status --json`. asked[i] 0: instance i was not
  * contacted (stopped: state "stopped", no checked_at, no report);
@@ -635,6 +668,7 @@ probe_json(const struct probe *p, const unsigned char *asked,
 		json_object_set_new(
 		    o, "report", rep != NULL ? rep : json_null());
 		json_object_set_new(o, "watcher", probe_watcher_json(p, i));
+		json_object_set_new(o, "flags", probe_flags_json(p, s));
 		json_array_append_new(arr, o);
 	}
 	return arr;

@@ -6,11 +6,9 @@
  */
 "use strict";
 
-/* `gpufleet status` marks a GPU idle under this utilization (%) and a
- * progress line stale past this age; the defaults of status_idle_util and
- * status_stale_minutes (controller/config.c). */
-const IDLE_UTIL = 5;
-const STALE_MINUTES = 30;
+/* Which GPUs are idle and whether progress is stale come with each
+ * instance of /api/v1/instances ("flags"), judged by the daemon with the
+ * user's [status] thresholds, as `gpufleet status` marks them. */
 const REFRESH_MS = 10000;
 const SVGNS = "http://www.w3.org/2000/svg";
 
@@ -68,9 +66,10 @@ function money(minor, per, cur) {
 	return (minor / per).toFixed(2) + (cur ? " " + cur : "");
 }
 
-function gpuCell(g) {
+function gpuCell(g, flags) {
 	const u = typeof g.util_gpu === "number" ? g.util_gpu : null;
-	const idle = u !== null && u < IDLE_UTIL;
+	const idle = !!(flags && Array.isArray(flags.idle_gpus) &&
+	    flags.idle_gpus.includes(g.index));
 	const w = u === null ? 0 : Math.min(100, Math.max(0, u));
 	return el("div", { class: idle ? "gpu idle" : "gpu",
 	    title: g.name || "" },
@@ -99,11 +98,11 @@ function memCell(gpus) {
 	    " GiB";
 }
 
-function progressCell(rep) {
+function progressCell(rep, flags) {
 	const p = rep && rep.progress;
 	if (!p || typeof p.text !== "string") return el("span", {}, "-");
 	const age = (rep.time || 0) - (p.mtime || 0);
-	const stale = age > STALE_MINUTES * 60;
+	const stale = !!(flags && flags.progress_stale);
 	const line = p.text.split("\n")[0];
 	return el("span", { class: stale ? "stale" : null },
 	    line + " (" + ago(age) + " ago)");
@@ -156,9 +155,9 @@ function fleetTable(status, cost) {
 		    el("td", { class: "state-" + String(s.state).replace(/[^a-z]+/g, "-") }, s.state,
 			s.error ? el("div", { class: "muted" }, s.error) : null),
 		    el("td", {}, String(gpus.length)),
-		    el("td", {}, ...gpus.map(gpuCell)),
+		    el("td", {}, ...gpus.map(g => gpuCell(g, s.flags))),
 		    el("td", {}, memCell(gpus)),
-		    el("td", { class: "wrap" }, progressCell(rep)),
+		    el("td", { class: "wrap" }, progressCell(rep, s.flags)),
 		    el("td", { class: "num" }, costCell(c, per)),
 		    el("td", {}, nextStop(s))));
 	}

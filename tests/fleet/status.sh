@@ -58,6 +58,18 @@ expect_eq "$(sql 'SELECT count(*) FROM sample_gpu')" 11 "GPU samples stored (2+8
 expect_eq "$(sql 'SELECT count(*) FROM sample_host')" 5 "host samples stored"
 expect_eq "$(sql "SELECT state FROM last_status s JOIN instance i ON i.id = s.instance_id WHERE i.name = 'inst-6'")" \
     unreachable "controller's view stored"
+# --json's flags: what the table marks, with the user's thresholds.
+run status inst-1,inst-4 --json
+expect_eq "$(printf '%s' "$out" | jq -c '[.[] | [.name, .flags.idle_gpus, .flags.progress_stale, .flags.idle_util_percent, .flags.stale_progress_minutes]]')" \
+    '[["inst-1",[],true,5,30],["inst-4",[],null,5,30]]' \
+    "flags: no idle GPU at 97/93 %, progress 2 h old is stale, defaults 5 % and 30 min"
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[status]\nidle_util_percent = 95\nstale_progress_minutes = 600\n' \
+    >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+run status inst-1 --json
+expect_eq "$(printf '%s' "$out" | jq -c '.[0].flags | [.idle_gpus, .progress_stale]')" \
+    '[[1],false]' "flags follow [status]: GPU 1 (93 %) under 95 %, 2 h under 600 min"
+rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
 
 # --- a second status uploads nothing ---------------------------------------
 mtime=$(stat -c %Y.%N "$agent")
