@@ -11,6 +11,12 @@ export TZ=UTC	# --by day cuts days at local midnight
 sql() { sqlite3 "$db" "$@"; }
 
 fleet_up 3
+# The containers started an hour ago: the 30 days that availability looks
+# at then hold evidence however fast this runs (a start in the same second
+# as advise is no evidence, and no availability line).
+for n in inst-1 inst-2 inst-3; do
+	printf '%s\n' "$((EPOCHSECONDS - 3600))" >"$(instance_dir "$n")/container_start"
+done
 run set inst-1 price=2.69/h billing=second provider=autodl
 expect_rc 0 "set price"
 run set inst-2 price=2.69/h billing=hour min_billed=10m stopped_price=24/day \
