@@ -13,7 +13,10 @@
  * - A request another site's page made (the browser's Sec-Fetch-Site:
  *   cross-site) is refused, but for the user opening a page: a page
  *   elsewhere cannot make the daemon run commands for it (403).
- * - A POST (an action) is same-origin: an Origin header, when present,
+ * - A POST (an action) needs the token, on loopback too: without
+ *   token_file any local process (another user's included) could stop
+ *   the fleet (403).
+ * - A POST is also same-origin: an Origin header, when present,
  *   is http:// or https:// and the request's Host, and the body is
  *   application/json, which a cross-site form cannot send without the
  *   browser asking first (403, 415 otherwise).
@@ -361,6 +364,12 @@ on_request(struct evhttp_request *req, void *arg)
 	}
 	if (path == NULL || *path != '/') {
 		httpd_reply_error(req, 400, "bad request path");
+		return;
+	}
+	if (cmd == EVHTTP_REQ_POST && h->token == NULL) {
+		httpd_reply_error(req, 403,
+		    "actions (POST) need a bearer token: set [daemon] "
+		    "token_file");
 		return;
 	}
 	if (cmd == EVHTTP_REQ_POST && !post_allowed(req, in))
