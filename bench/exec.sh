@@ -46,7 +46,8 @@
 # default 180), BENCH_NOTES (a markdown file appended to DATE.md, e.g. the
 # profile that explains a missed target).
 #
-# Installs what is missing (pdsh clustershell pssh time, via apt-get) and
+# Installs what is missing (pdsh clustershell pssh ansible-core time
+# gnuplot-nox, via apt-get) and
 # builds gpufleet (scripts/build.sh) if build/gpufleet is missing or broken.
 # Only 127.0.0.1 is ever contacted.  Works from any directory.
 set -euo pipefail
@@ -100,6 +101,7 @@ command -v clush >/dev/null || need+=(clustershell)
 command -v parallel-ssh >/dev/null || need+=(pssh)
 command -v ansible >/dev/null || need+=(ansible-core)
 [ -x /usr/bin/time ] || need+=(time)
+command -v gnuplot >/dev/null || need+=(gnuplot-nox) # the plot
 command -v python3 >/dev/null || need+=(python3)
 if [ ${#need[@]} -gt 0 ]; then
 	echo "bench: installing ${need[*]}" >&2
@@ -117,6 +119,7 @@ have() { command -v "$1" >/dev/null && echo 1 || echo 0; }
 # ---- gpufleet ----------------------------------------------------------------
 gf=$top/build/gpufleet
 if ! "$gf" --version >/dev/null 2>&1 || [ ! -x "$top/build/gpufleet-agent" ] ||
+    [ ! -x "$top/build/tests/subreaper" ] ||
     { [ "$rtt" != 0 ] && [ ! -x "$top/build/tests/delayrelay" ]; }; then
 	echo "bench: building gpufleet" >&2
 	bash "$top/scripts/build.sh" >/dev/null ||
@@ -153,6 +156,12 @@ trap 'exit 143' TERM
 cp "$gf" "$work/gpufleet"
 cp "$top/build/gpufleet-agent" "$work/gpufleet-agent"
 gf=$work/gpufleet
+# Every sshd listener a child subreaper: the post-auth session processes
+# its monitors orphan are its to reap, so the sshd CPU read from the
+# listeners is all of a login's, not three quarters of it (the rest went
+# to pid 1: bench/results/2026-12-04.md, "uncounted sshd CPU").
+cp "$top/build/tests/subreaper" "$work/subreaper"
+export FLEET_SUBREAPER=$work/subreaper
 : >"$work/gpufleet.ini" # empty config: every default (accept-new, fan-out 256)
 rtt_args=()
 if [ "$rtt" != 0 ]; then

@@ -27,7 +27,9 @@ children (from /usr/bin/time, i.e. wait4 rusage), the largest RSS of any
 single process of the run (%M), the summed RSS of the tool and all its
 descendants (sampled every 100 ms), and the CPU the fleet's sshd
 processes spent (cutime+cstime of the sshd listeners, read once every
-connection of the run has ended).
+connection of the run has ended; bench/exec.sh runs them as child
+subreapers, so this includes the post-auth session processes sshd's
+monitors orphan, which pid 1 would reap otherwise).
 """
 
 import argparse
@@ -746,7 +748,8 @@ def cmd_report(a):
     md += ["```"] + header + ["```", ""]
     md += ["Columns: median wall time; x gpufleet = wall / gpufleet's wall for the",
            "same command and N; client CPU = user+sys of the tool and its children;",
-           "sshd CPU = CPU reaped by the fleet's sshd listeners during the run, and",
+           "sshd CPU = CPU reaped by the fleet's sshd listeners during the run (child",
+           "subreapers: the session processes their monitors orphan included), and",
            "per login that divided by N; peak RSS = the largest single process.",
            "Only verified runs count (every host ran the command, N logins in the",
            "sshd logs); ok = verified runs / runs.", ""]
@@ -841,8 +844,13 @@ def write_plot(plot, png, work, date):
             f"'{dat}' index {i} using 1:2 with linespoints lw {3 if i == 0 else 1} "
             f"title \"{name}\"" for i, name in enumerate(names)),
     ]
-    r = subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True,
-                       capture_output=True)
+    try:
+        r = subprocess.run(["gnuplot"], input="\n".join(script) + "\n", text=True,
+                           capture_output=True)
+    except FileNotFoundError:
+        print("bench: no plot: gnuplot not found (Debian package gnuplot-nox)",
+              file=sys.stderr)
+        return
     if r.returncode != 0:
         print(f"bench: gnuplot failed: {first_line(r.stderr)}", file=sys.stderr)
 

@@ -25,7 +25,8 @@ command -v pdsh >/dev/null || { echo "bench: pdsh is required (apt-get install p
 command -v sqlite3 >/dev/null || { echo "bench: sqlite3 is required" >&2; exit 1; }
 
 gf=$top/build/gpufleet
-"$gf" --version >/dev/null 2>&1 || bash "$top/scripts/build.sh" >/dev/null
+{ "$gf" --version && [ -x "$top/build/tests/subreaper" ]; } >/dev/null 2>&1 ||
+    bash "$top/scripts/build.sh" >/dev/null
 
 # The fleet's login user must be able to traverse the work directory.
 if [ "$(id -u)" = 0 ]; then
@@ -59,6 +60,9 @@ trap 'exit 143' TERM
 # A private copy and a private state: nothing of the user's is touched.
 cp "$gf" "$work/gpufleet"
 cp "$top/build/gpufleet-agent" "$work/gpufleet-agent" # the daemon's polls
+# sshd listeners as child subreapers: the sessions' CPU is theirs to reap.
+cp "$top/build/tests/subreaper" "$work/subreaper"
+export FLEET_SUBREAPER=$work/subreaper
 gf=$work/gpufleet
 export GPUFLEET_DB=$work/fleet.db GPUFLEET_CONFIG=$work/gpufleet.ini
 export XDG_STATE_HOME=$work/state XDG_RUNTIME_DIR=$work/run
