@@ -51,7 +51,10 @@ static void host_meminfo(struct host *, const char *);
 static void host_disk(struct host_disk *, const char *);
 static void host_netdev(struct host *, const char *);
 static int host_terminal(const struct host_pstat *);
+static int host_proc_cmp(const void *, const void *);
 static struct host_proc *host_find(struct host_proc *, size_t, long long);
+static int host_below_session(
+    struct host_proc *, size_t, const struct host_proc *);
 static void host_sessions(struct host *, const char *);
 static int host_has_env(const char *, long long, const char *);
 static void host_keep_marked(
@@ -446,16 +449,41 @@ host_terminal(const struct host_pstat *ps)
 	return !(cl >= 5 && strcmp(ps->comm + cl - 5, "getty") == 0);
 }
 
-/* The process with this pid, or NULL. */
+/* Order of processes by pid (qsort, bsearch). */
+static int
+host_proc_cmp(const void *a, const void *b)
+{
+	long long x = ((const struct host_proc *)a)->pid;
+	long long y = ((const struct host_proc *)b)->pid;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The process with this pid in procs (sorted by pid), or NULL. */
 static struct host_proc *
 host_find(struct host_proc *procs, size_t n, long long pid)
 {
-	size_t i;
+	struct host_proc key;
 
-	for (i = 0; i < n; i++)
-		if (procs[i].pid == pid)
-			return &procs[i];
-	return NULL;
+	key.pid = pid;
+	return bsearch(&key, procs, n, sizeof *procs, host_proc_cmp);
+}
+
+/* Whether a (strict) ancestor of p is a session that is counted. */
+static int
+host_below_session(struct host_proc *procs, size_t n, const struct host_proc *p)
+{
+	long long pid = p->ppid;
+	size_t depth;
+
+	for (depth = 0; depth < HOST_MAX_DEPTH && pid > 0; depth++) {
+		if ((p = host_find(procs, n, pid)) == NULL)
+			return 0;
+		if (p->kind != PROC_OTHER)
+			return 1;
+		pid = p->ppid;
+	}
+	return 0;
 }
 
 /* Whether process pid's environment holds the entry want ("NAME=VALUE"). */
@@ -498,8 +526,10 @@ host_keep_marked(
 	if (mark == NULL || *mark == '\0')
 		return;
 	xasprintf(&want, "%s=%s", HOST_SESSION_MARK, mark);
+	/* Only a process below a session can mark one: read only theirs. */
 	for (i = 0; i < n; i++)
-		procs[i].marked = host_has_env(proc, procs[i].pid, want);
+		procs[i].marked = host_below_session(procs, n, &procs[i]) &&
+		    host_has_env(proc, procs[i].pid, want);
 	free(want);
 	/* A marked process marks the sessions above it. */
 	for (i = 0; i < n; i++) {
@@ -558,6 +588,9 @@ host_sessions(struct host *h, const char *proc)
 		memcpy(p->comm, ps.comm, sizeof p->comm);
 		p->kind = host_terminal(&ps) ? PROC_TERMINAL : PROC_OTHER;
 		p->marked = 0;
+		/* The titles tested are sshd's (comm sshd or sshd-session). */
+		if (strncmp(ps.comm, "sshd", 4) != 0)
+			continue;
 		snprintf(rel, sizeof rel, "%lld/cmdline", pid);
 		buf_free(&b);
 		xasprintf(&path, "%s/%s", proc, rel);
@@ -575,6 +608,8 @@ host_sessions(struct host *h, const char *proc)
 	}
 	closedir(d);
 	buf_free(&b);
+	if (n > 0)
+		qsort(procs, n, sizeof *procs, host_proc_cmp);
 
 	/* Terminals opened from sshd or a multiplexer are not counted. */
 	for (i = 0; i < n; i++) {
