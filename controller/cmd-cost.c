@@ -28,7 +28,8 @@ enum cost_format { FMT_TABLE, FMT_CSV, FMT_JSON };
 
 static int cmd_cost_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
-static void render_json(const struct cost_report *);
+static int render_json(struct inventory *, const struct instance *, size_t,
+    const struct cost_report *, char **);
 static void render_instances(const struct cost_report *);
 static int render_providers(struct inventory *, const struct instance *, size_t,
     const struct cost_report *, char **);
@@ -275,16 +276,63 @@ row_json(const struct ledger_cost *cr)
 	return x;
 }
 
-/* The window, every instance and the totals as one JSON object. */
-static void
-render_json(const struct cost_report *rep)
+/*
+ * The medians per provider of the stored speed runs of the n instances of
+ * list, as cost --by provider shows them below its table.
+ */
+static int
+speed_json(struct inventory *inv, const struct instance *list, size_t n,
+    json_t **out, char **cause)
 {
-	json_t *o = json_object(), *arr = json_array(), *tot = json_array(),
-	       *w = json_object();
-	char *s1 = instance_format_time(rep->from),
-	     *s2 = instance_format_time(rep->to);
+	struct speed_summary *sv;
+	size_t ns, i;
+	json_t *x;
+	int r;
+
+	if ((r = speed_by_provider(inv, list, n, &sv, &ns, cause)) != 0)
+		return r;
+	*out = json_array();
+	for (i = 0; i < ns; i++) {
+		x = json_object();
+		json_object_set_new(x, "provider",
+		    json_string(strcmp(sv[i].provider, SPEED_NO_PROVIDER) == 0
+			    ? ""
+			    : sv[i].provider));
+		json_object_set_new(x, "download_Bps",
+		    json_integer(llround(sv[i].median.down_Bps)));
+		json_object_set_new(x, "upload_Bps",
+		    json_integer(llround(sv[i].median.up_Bps)));
+		json_object_set_new(
+		    x, "rtt_ms", json_real(sv[i].median.rtt_ms));
+		json_object_set_new(
+		    x, "runs", json_integer((json_int_t)sv[i].runs));
+		json_array_append_new(*out, x);
+	}
+	speed_summary_free(sv, ns);
+	return 0;
+}
+
+/*
+ * The window, every instance, the totals and the speed medians per provider
+ * as one JSON object.
+ */
+static int
+render_json(struct inventory *inv, const struct instance *list, size_t n,
+    const struct cost_report *rep, char **cause)
+{
+	json_t *o, *arr, *tot, *w, *speed;
+	char *s1, *s2;
 	size_t i;
-	int unpriced = 0;
+	int unpriced = 0, r;
+
+	if ((r = speed_json(inv, list, n, &speed, cause)) != 0)
+		return r;
+	o = json_object();
+	arr = json_array();
+	tot = json_array();
+	w = json_object();
+	s1 = instance_format_time(rep->from);
+	s2 = instance_format_time(rep->to);
 
 	json_object_set_new(w, "since", json_string(s1));
 	json_object_set_new(w, "until", json_string(s2));
@@ -313,8 +361,10 @@ render_json(const struct cost_report *rep)
 	}
 	json_object_set_new(o, "instances", arr);
 	json_object_set_new(o, "totals", tot);
+	json_object_set_new(o, "speed_by_provider", speed);
 	json_object_set_new(o, "unpriced_instances", json_integer(unpriced));
 	json_print(o, stdout);
+	return 0;
 }
 
 /*
@@ -1144,10 +1194,8 @@ render(struct inventory *inv, const struct config *cf,
     const struct instance *list, size_t n, const struct cost_report *rep,
     enum cost_by by, enum cost_format format, char **cause)
 {
-	if (format == FMT_JSON) {
-		render_json(rep);
-		return 0;
-	}
+	if (format == FMT_JSON)
+		return render_json(inv, list, n, rep, cause);
 	if (format == FMT_CSV) {
 		if (by == BY_INSTANCE) {
 			csv_instances(rep);

@@ -5,8 +5,9 @@
  * - GET, HEAD and POST only (405 otherwise); headers up to 8 KiB, a
  *   body up to 64 KiB, 10 s of silence at most (evhttp's limits).
  * - With [daemon] token_file set, every request carries
- *   "Authorization: Bearer TOKEN" (401 otherwise). Off loopback the
- *   token is required: the daemon refuses to start without it.
+ *   "Authorization: Bearer TOKEN", or the token as the password of HTTP
+ *   Basic authentication, which a browser asks for (401 otherwise). Off
+ *   loopback the token is required: the daemon refuses to start without it.
  * - Without a token the Host header must name a loopback address or
  *   localhost, so a page whose name was rebound to 127.0.0.1 (DNS
  *   rebinding) gets nothing.
@@ -32,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include <event2/buffer.h>
 #include <event2/keyvalq_struct.h>
@@ -206,19 +208,72 @@ token_equal(const char *a, const char *b)
 	return d == 0;
 }
 
-/* Whether the request carries the bearer token (when one is set). */
+/*
+ * Decode the base64 of s (RFC 4648, padding optional) into out of size
+ * outsz, NUL-terminated. Returns the length decoded, or -1 for anything
+ * but base64 or a result that does not fit.
+ */
+static ssize_t
+base64_decode(const char *s, char *out, size_t outsz)
+{
+	static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+				  "abcdefghijklmnopqrstuvwxyz0123456789+/";
+	const char *p;
+	unsigned int acc = 0;
+	size_t n = 0;
+	int bits = 0;
+
+	for (; *s != '\0' && *s != '='; s++) {
+		if ((p = strchr(abc, *s)) == NULL)
+			return -1;
+		acc = ((acc << 6) | (unsigned int)(p - abc)) & 0xffffff;
+		if ((bits += 6) >= 8) {
+			bits -= 8;
+			if (n + 1 >= outsz)
+				return -1;
+			out[n++] = (char)((acc >> bits) & 0xff);
+		}
+	}
+	if (strspn(s, "=") != strlen(s) || strlen(s) > 2)
+		return -1;
+	out[n] = '\0';
+	return (ssize_t)n;
+}
+
+/*
+ * Whether the request carries the token (when one is set): as a bearer
+ * token, or as the password of HTTP Basic authentication (any user name),
+ * which is what a browser sends for the dashboard once the user typed it
+ * in (or opened http://gpufleet:TOKEN@HOST:PORT/).
+ */
 static int
 authorized(const struct httpd *h, struct evkeyvalq *in)
 {
 	const char *v = evhttp_find_header(in, "Authorization");
+	char buf[2 * TOKEN_MAX], *pass;
+	ssize_t n;
+	int ok;
 
 	if (h->token == NULL)
 		return 1;
-	if (v == NULL || strncasecmp(v, "Bearer ", 7) != 0)
+	if (v == NULL)
 		return 0;
-	v += 7;
+	if (strncasecmp(v, "Bearer ", 7) == 0) {
+		v += 7;
+		v += strspn(v, " ");
+		return token_equal(v, h->token);
+	}
+	if (strncasecmp(v, "Basic ", 6) != 0)
+		return 0;
+	v += 6;
 	v += strspn(v, " ");
-	return token_equal(v, h->token);
+	if ((n = base64_decode(v, buf, sizeof buf)) < 0 ||
+	    strlen(buf) != (size_t)n || (pass = strchr(buf, ':')) == NULL)
+		ok = 0;
+	else
+		ok = token_equal(pass + 1, h->token);
+	explicit_bzero(buf, sizeof buf);
+	return ok;
 }
 
 /* Whether Host header host (HOST, HOST:PORT) names a loopback address. */
@@ -344,6 +399,8 @@ on_request(struct evhttp_request *req, void *arg)
 	if (!authorized(h, in)) {
 		evhttp_add_header(
 		    out, "WWW-Authenticate", "Bearer realm=\"gpufleet\"");
+		evhttp_add_header(out, "WWW-Authenticate",
+		    "Basic realm=\"gpufleet\", charset=\"UTF-8\"");
 		httpd_reply_error(req, 401,
 		    "this server needs Authorization: Bearer TOKEN "
 		    "([daemon] token_file)");

@@ -29,9 +29,14 @@ function el(tag, attrs, ...kids) {
 	return e;
 }
 
-/* A document of the API; a failure throws with the API's {"error"}. */
+/*
+ * A document of the API; a failure throws with the API's {"error"}. The
+ * URL is absolute from location.origin: a page opened as
+ * http://user:TOKEN@host/ has the credentials in its base URL, and fetch
+ * refuses any URL that carries them (the browser sends them itself).
+ */
 async function api(path) {
-	const r = await fetch("/api/v1/" + path,
+	const r = await fetch(location.origin + "/api/v1/" + path,
 	    { headers: { Accept: "application/json" } });
 	if (!r.ok) {
 		let msg = "HTTP " + r.status;

@@ -339,7 +339,9 @@ daemons+=("$dpid")
 wait_for 60 "daemon $dpid starts" started "$dpid"
 get /
 expect_eq "$code" 401 "no token"
-expect_eq "$(header WWW-Authenticate)" 'Bearer realm="gpufleet"' "401 asks for the bearer token"
+expect_eq "$(header WWW-Authenticate | tr '\n' '|')" \
+    'Bearer realm="gpufleet"|Basic realm="gpufleet", charset="UTF-8"|' \
+    "401 asks for the bearer token or Basic (a browser's prompt)"
 get / -H "Authorization: Bearer ${token%?}x"
 expect_eq "$code" 401 "a wrong token"
 get /api/v1/schedules -H "Authorization: Bearer $token-and-more"
@@ -350,6 +352,35 @@ get /api/v1/schedules -H "Authorization: Bearer $token"
 expect_eq "$code" 200 "the API with the token"
 get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' -d '{}'
 expect_eq "$code" 401 "a POST without the token"
+# The token as the password of HTTP Basic (what a browser sends).
+get /api/v1/schedules -u "gpufleet:$token"
+expect_eq "$code" 200 "Basic with the token as the password"
+get /api/v1/schedules -u ":$token"
+expect_eq "$code" 200 "Basic: any user name, an empty one too"
+get /api/v1/schedules -u "gpufleet:${token%?}x"
+expect_eq "$code" 401 "Basic with a wrong password"
+get /api/v1/schedules -u "$token:x"
+expect_eq "$code" 401 "Basic with the token as the user name"
+get /api/v1/schedules -H "Authorization: Basic $(printf '%s' "$token" | base64 -w0)"
+expect_eq "$code" 401 "Basic without a colon"
+get /api/v1/schedules -H "Authorization: Basic $(printf 'u:%s\0x' "$token" | base64 -w0)"
+expect_eq "$code" 401 "Basic with a NUL after the token"
+get /api/v1/schedules -H 'Authorization: Basic !!!notbase64'
+expect_eq "$code" 401 "Basic that is not base64"
+get /api/v1/schedules -H "Authorization: Basic $(printf 'u:%s' "$token" | base64 -w0)==="
+expect_eq "$code" 401 "Basic with too much padding"
+if [ -n "$chrome" ]; then
+	# A browser given the token once in the URL: the page's own fetches
+	# carry it (the credentials the browser keeps for the origin).
+	tokdom() {
+		dom=$(browse --dump-dom "http://gpufleet:$token@127.0.0.1:$port/")
+		case $dom in *'data-name="inst-2"'*) ;; *) return 1 ;; esac
+	}
+	wait_for 120 "the dashboard works with the token as Basic credentials" tokdom ||
+	    printf '%s\n' "$dom" | head -50 >&2
+	expect_match "$dom" '<span id="error" class="error" hidden' \
+	    "with the token: no error shown"
+fi
 AUTH=(-H "Authorization: Bearer $token")
 
 # --- actions: with the token, same-origin JSON POSTs only -----------------

@@ -70,6 +70,13 @@ expect_contains "$out" "speed (median):" "cost: speed heading"
 expect_match "$out" "^  loop: download $rate, upload $rate, rtt [0-9.]+ ms over 3 runs$" \
     "cost: the loop platform's medians over 3 runs"
 expect_eq "$(grep -c 'other:' <<<"$out")" 0 "cost: no line for a platform never measured"
+run cost --json
+expect_rc 0 "cost --json"
+expect_eq "$(jq -c '[.speed_by_provider[] | .provider, .runs]' <<<"$out")" '["loop",3]' \
+    "cost --json: the loop platform's medians over 3 runs, no other platform"
+expect_eq "$(jq '.speed_by_provider[0] | (.download_Bps > 0) and (.upload_Bps > 0) and
+    (.rtt_ms >= 0) and (.download_Bps | floor == .)' <<<"$out")" true \
+    "cost --json: medians in bytes per second and ms"
 run advise
 expect_rc 0 "advise"
 expect_match "$out" "^loop: download $rate, upload $rate, rtt [0-9.]+ ms over 3 runs$" \
