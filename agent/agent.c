@@ -55,7 +55,9 @@ usage(FILE *f)
 	    "[--like BLOB]\n"
 	    "                      [--remove BLOB]\n"
 	    "       gpufleet-agent release [--dir DIR] --id ID "
-	    "--by pulled|pull_failed|user|cancelled\n");
+	    "--by pulled|pull_failed|user|cancelled\n"
+	    "       gpufleet-agent serve    (a held session's command runner: "
+	    "frames on stdin/stdout)\n");
 }
 
 /* Make sure fds 0-2 are open, so pipes never take their numbers. */
@@ -479,6 +481,8 @@ main(int argc, char **argv)
 		return cmd_authkeys(argc - 1, argv + 1);
 	if (argc >= 2 && strcmp(argv[1], "release") == 0)
 		return hold_main(argc - 1, argv + 1);
+	if (argc >= 2 && strcmp(argv[1], "serve") == 0)
+		return serve_main(argc - 1, argv + 1);
 	usage(stderr);
 	return REPORT_EXIT_USAGE;
 }

@@ -35,6 +35,7 @@ void buf_addstr(struct buf *, const char *);
 void buf_free(struct buf *);
 int buf_read_file(struct buf *, const char *, size_t);
 char *buf_first_line(const char *, size_t);
+int buf_write_all(int, const void *, size_t);
 
 /* jsonw.c */
 #define JSONW_MAXDEPTH 16
@@ -162,6 +163,10 @@ int plan_load(const char *, struct plan *, struct buf *, char **);
 int plan_set(
     const char *, long long, const char *, size_t, long long *, char **);
 int plan_write_named(const char *, const char *, const char *, size_t, char **);
+
+/* serve.c */
+const char *serve_signame(int);
+int serve_main(int, char **);
 
 /* hold.c */
 #define HOLD_WAIT_DEFAULT 7200	       /* seconds a hold waits, by default */

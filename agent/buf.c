@@ -111,3 +111,21 @@ buf_first_line(const char *text, size_t len)
 	}
 	return NULL;
 }
+
+/* Write all of p to fd; 0, or -1 when it cannot (a reader gone). */
+int
+buf_write_all(int fd, const void *p, size_t n)
+{
+	const char *q = p;
+	ssize_t k;
+
+	while (n > 0) {
+		if ((k = write(fd, q, n)) == -1 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		q += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}

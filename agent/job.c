@@ -99,7 +99,6 @@ static int job_start(const char *, const char *, size_t);
 static void job_write_ls(struct jsonw *, const char *, struct job *);
 static int job_cmp(const void *, const void *);
 static int job_ls(const char *, long long);
-static int job_write_all(int, const char *, size_t);
 static int job_copy(int, off_t, off_t);
 static off_t job_tail_start(const int *, const off_t *, long long);
 static int job_exit_status(const struct job *);
@@ -1348,23 +1347,6 @@ job_ls(const char *dir, long long only)
 	return 0;
 }
 
-/* Write all of p to fd; -1 when it cannot (a reader gone). */
-static int
-job_write_all(int fd, const char *p, size_t n)
-{
-	ssize_t k;
-
-	while (n > 0) {
-		if ((k = write(fd, p, n)) == -1 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			return -1;
-		p += k;
-		n -= (size_t)k;
-	}
-	return 0;
-}
-
 /* Copy bytes [from, to) of fd to stdout; -1 when stdout is gone. */
 static int
 job_copy(int fd, off_t from, off_t to)
@@ -1380,7 +1362,7 @@ job_copy(int fd, off_t from, off_t to)
 			continue;
 		if (n <= 0)
 			break;
-		if (job_write_all(1, chunk, (size_t)n) != 0)
+		if (buf_write_all(1, chunk, (size_t)n) != 0)
 			return -1;
 		from += n;
 	}

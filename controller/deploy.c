@@ -185,6 +185,21 @@ deploy_agent_command(const struct instance *in, const struct agent_bin *ab,
 	return s;
 }
 
+/*
+ * The command that starts the agent's command runner (gpufleet-agent
+ * serve) where the agent is deployed, else exits DEPLOY_EXIT_MISSING.
+ * Caller frees.
+ */
+char *
+deploy_serve_command(const struct instance *in, const struct agent_bin *ab)
+{
+	char *s = deploy_agent_command(in, ab, "serve", 0), *cmd;
+
+	cmd = deploy_sh_command(s);
+	free(s);
+	return cmd;
+}
+
 /* The agent's report arguments for an instance. Caller frees. */
 static char *
 report_args(const struct instance *in, const char *args)

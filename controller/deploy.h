@@ -32,6 +32,7 @@ char *deploy_agent_command(
     const struct instance *, const struct agent_bin *, const char *, int);
 char *deploy_run_command(
     const struct instance *, const struct agent_bin *, const char *);
+char *deploy_serve_command(const struct instance *, const struct agent_bin *);
 char *deploy_upload_command(
     const struct instance *, const struct agent_bin *, const char *);
 char *deploy_explain(int, const char *, const struct instance *);

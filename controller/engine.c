@@ -20,7 +20,12 @@
  *    its session left to the worker to free ("orphan");
  *  - a host behind a jump host talks SSH over a socketpair whose other end
  *    the loop joins to a direct-tcpip channel of the jump's session (see
- *    "Jump hosts" below).
+ *    "Jump hosts" below);
+ *  - with settings.use_runner, a command on a held session goes to the
+ *    session's command runner (gpufleet-agent serve, started on a channel
+ *    of its own by the first such run) rather than to a new channel: sshd
+ *    then forks no session process and no shell for it (see "The command
+ *    runner" below).
  */
 
 #include <sys/resource.h>
@@ -49,6 +54,7 @@
 #include <libssh/libssh.h>
 
 #include "engine.h"
+#include "gpufleet/serve.h"
 #include "log.h"
 #include "xmalloc.h"
 
@@ -78,6 +84,9 @@
 	"ssh-ed25519,ecdsa-sha2-nistp256,ecdsa-sha2-nistp384,"                 \
 	"ecdsa-sha2-nistp521,rsa-sha2-512,rsa-sha2-256"
 
+/* The longest command sent to a runner (in one write of one frame). */
+#define RUNNER_COMMAND_MAX (STDIN_CHUNK - 5)
+
 /* What conn_auth tries: the keys in order, then the host's password. */
 enum { AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT };
 /* conn_auth's answer. */
@@ -97,6 +106,19 @@ enum conn_state {
 	CS_TUNNEL, /* waiting for a channel through the jump host */
 	CS_JUMP,   /* a jump host's session, carrying tunnels */
 };
+
+/* A held session's command runner. */
+enum runner_state {
+	RS_NONE,    /* not started */
+	RS_OPENING, /* its channel being opened */
+	RS_EXEC,    /* gpufleet-agent serve being asked for */
+	RS_HELLO,   /* waiting for its hello */
+	RS_READY,   /* takes commands */
+	RS_BROKEN,  /* not there or failed: commands get channels */
+};
+
+/* runner_start's answer. */
+enum { RUNNER_WAIT, RUNNER_READY, RUNNER_BROKEN, RUNNER_GONE };
 
 enum tunnel_state {
 	TS_WAIT,    /* the jump is not logged in yet */
@@ -234,6 +256,17 @@ struct engine_conn {
 	struct engine_tunnel *tun; /* this host is behind a jump */
 	int tun_setup;		   /* waiting on the jump's set-up */
 
+	/* The command runner of a held session (its own channel). */
+	ssh_channel rch;
+	struct ssh_channel_callbacks_struct rcb;
+	enum runner_state rstate;
+	unsigned char *rbuf; /* a frame not yet whole */
+	size_t rlen;
+	int rclosed;	/* its channel got EOF, CLOSE or an exit status */
+	int rgarbage;	/* it sent what the protocol does not allow */
+	int rdone;	/* the command's end ('X' or 'S') came */
+	int via_runner; /* this run's command went to it */
+
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
 	struct event *agent_ev;
@@ -324,6 +357,19 @@ static void close_cb(ssh_session, ssh_channel, void *);
 static void exit_status_cb(ssh_session, ssh_channel, int, void *);
 static void exit_signal_cb(ssh_session, ssh_channel, const char *, int,
     const char *, const char *, void *);
+static int conn_running(struct engine_conn *);
+static int runner_wanted(struct engine_conn *);
+static int runner_start(struct engine_conn *);
+static int runner_send(struct engine_conn *);
+static void runner_poll(struct engine_conn *);
+static void runner_frame(
+    struct engine_conn *, int, const unsigned char *, size_t);
+static void runner_broken(struct engine_conn *, const char *);
+static size_t runner_flen(const unsigned char *);
+static int runner_data_cb(
+    ssh_session, ssh_channel, void *, uint32_t, int, void *);
+static void runner_end_cb(ssh_session, ssh_channel, void *);
+static void runner_exit_cb(ssh_session, ssh_channel, int, void *);
 
 /* The stable reason code of a failure, as printed in summaries and JSON. */
 const char *
@@ -1468,6 +1514,19 @@ conn_step(struct engine_conn *c)
 			jump_ready(c->jmp);
 			return;
 		}
+		if (runner_wanted(c)) {
+			rc = runner_start(c);
+			if (rc == RUNNER_GONE)
+				return;
+			if (rc == RUNNER_WAIT)
+				break;
+			if (rc == RUNNER_READY && runner_send(c) == 0) {
+				if (conn_running(c) != 0)
+					return;
+				goto run;
+			}
+			/* Broken: the command gets a channel of its own. */
+		}
 		if (c->ch == NULL) {
 			if ((c->ch = ssh_channel_new(c->s)) == NULL) {
 				conn_fail(c, EF_CHANNEL,
@@ -1506,24 +1565,17 @@ conn_step(struct engine_conn *c)
 			    ssh_get_error(c->s));
 			return;
 		}
-		c->state = CS_RUN;
-		h->exec_ms = engine_now_ms();
-		conn_phase(c,
-		    set->command_timeout > 0
-			? engine_now_ms() + (int64_t)set->command_timeout * 1000
-			: 0,
-		    0);
-		{
-			struct timeval pump = { 0, PUMP_MS * 1000 };
-			event_add(c->pump, &pump);
-		}
-		if ((c->sev = ssh_event_new()) == NULL ||
-		    ssh_event_add_session(c->sev, c->s) != SSH_OK) {
-			conn_fail(c, EF_SSH, "cannot poll the session");
+		if (conn_running(c) != 0)
 			return;
-		}
 		/* FALLTHROUGH */
 	case CS_RUN:
+	run:
+		if (c->via_runner) {
+			runner_poll(c);
+			if (h->done)
+				return;
+			break;
+		}
 		conn_write_stdin(c);
 		if (h->done)
 			return;
@@ -1551,6 +1603,33 @@ conn_step(struct engine_conn *c)
 		break;
 	}
 	conn_arm_ssh(c);
+}
+
+/*
+ * The command was accepted: its deadline, the pump and the session's
+ * poller. Returns 0, or -1 when c failed (and may be gone).
+ */
+static int
+conn_running(struct engine_conn *c)
+{
+	const struct engine_settings *set = c->r->set;
+	struct timeval pump = { 0, PUMP_MS * 1000 };
+
+	c->state = CS_RUN;
+	c->h->exec_ms = engine_now_ms();
+	conn_phase(c,
+	    set->command_timeout > 0
+		? engine_now_ms() + (int64_t)set->command_timeout * 1000
+		: 0,
+	    0);
+	event_add(c->pump, &pump);
+	if (c->sev == NULL &&
+	    ((c->sev = ssh_event_new()) == NULL ||
+		ssh_event_add_session(c->sev, c->s) != SSH_OK)) {
+		conn_fail(c, EF_SSH, "cannot poll the session");
+		return -1;
+	}
+	return 0;
 }
 
 static int
@@ -1617,6 +1696,310 @@ exit_signal_cb(ssh_session s, ssh_channel ch, const char *signal, int core,
 	free(c->h->exit_signal);
 	c->h->exit_signal = xstrdup(signal != NULL ? signal : "?");
 	c->got_exit = 1;
+}
+
+/*
+ * The command runner. A run with settings.use_runner and keep_open (the
+ * daemon's, on sessions it holds) opens one more channel on each session,
+ * once, running
+ * host->runner (gpufleet-agent serve, agent/serve.c for the protocol),
+ * and waits for its hello. Each command of that run and the next then
+ * goes to it as a frame, and comes back as output frames and its end; the
+ * channel stays open between runs. Whatever goes wrong before a command
+ * is handed over (no agent there, an old one, garbage instead of the
+ * hello, a command too long for one frame) breaks the runner for the
+ * session's life, and the command gets a channel of its own as before.
+ * Once a command was handed over, a runner that goes away or sends
+ * garbage fails that host (the command may have run), and the host's
+ * commands get channels from then on, on any session; a deadline or a
+ * cancel drops the session, which hangs up the runner's command, as it
+ * would a channel's.
+ */
+
+/* Whether c's command goes to the session's runner. */
+static int
+runner_wanted(struct engine_conn *c)
+{
+	const struct engine_settings *set = c->r->set;
+	const struct engine_host *h = c->h;
+	const char *cmd = h->command != NULL ? h->command : set->command;
+
+	return set->use_runner && set->keep_open && h->runner != NULL &&
+	    !h->runner_failed && c->rstate != RS_BROKEN && cmd != NULL &&
+	    cmd[0] != '\0' && strlen(cmd) <= RUNNER_COMMAND_MAX &&
+	    set->stdin_data == NULL && h->stdin_data == NULL;
+}
+
+/*
+ * Bring the runner up as far as it goes without waiting: RUNNER_READY,
+ * RUNNER_WAIT, RUNNER_BROKEN (use a channel) or RUNNER_GONE (c failed).
+ */
+static int
+runner_start(struct engine_conn *c)
+{
+	int rc;
+
+	switch (c->rstate) {
+	case RS_BROKEN:
+		return RUNNER_BROKEN;
+	case RS_NONE:
+		if ((c->rch = ssh_channel_new(c->s)) == NULL) {
+			runner_broken(c, "cannot create its channel");
+			return RUNNER_BROKEN;
+		}
+		memset(&c->rcb, 0, sizeof c->rcb);
+		c->rcb.userdata = c;
+		c->rcb.channel_data_function = runner_data_cb;
+		c->rcb.channel_eof_function = runner_end_cb;
+		c->rcb.channel_close_function = runner_end_cb;
+		c->rcb.channel_exit_status_function = runner_exit_cb;
+		ssh_callbacks_init(&c->rcb);
+		ssh_set_channel_callbacks(c->rch, &c->rcb);
+		c->rstate = RS_OPENING;
+		/* FALLTHROUGH */
+	case RS_OPENING:
+		rc = ssh_channel_open_session(c->rch);
+		if (rc == SSH_AGAIN)
+			return RUNNER_WAIT;
+		if (rc != SSH_OK) {
+			runner_broken(c, "its channel was refused");
+			return RUNNER_BROKEN;
+		}
+		c->rstate = RS_EXEC;
+		/* FALLTHROUGH */
+	case RS_EXEC:
+		rc = ssh_channel_request_exec(c->rch, c->h->runner);
+		if (rc == SSH_AGAIN)
+			return RUNNER_WAIT;
+		if (rc != SSH_OK) {
+			runner_broken(c, "its exec request was refused");
+			return RUNNER_BROKEN;
+		}
+		c->rstate = RS_HELLO;
+		/* FALLTHROUGH */
+	case RS_HELLO:
+	case RS_READY:
+		break;
+	}
+	/* Take in what came: the hello, or news of the runner's end. */
+	if (c->sev == NULL &&
+	    ((c->sev = ssh_event_new()) == NULL ||
+		ssh_event_add_session(c->sev, c->s) != SSH_OK)) {
+		conn_fail(c, EF_SSH, "cannot poll the session");
+		return RUNNER_GONE;
+	}
+	if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR &&
+	    !ssh_is_connected(c->s)) {
+		conn_fail(
+		    c, EF_SSH, "connection lost: %s", ssh_get_error(c->s));
+		return RUNNER_GONE;
+	}
+	if (c->rgarbage || c->rclosed) {
+		runner_broken(c, c->rgarbage ? "it sent garbage" : "it ended");
+		return RUNNER_BROKEN;
+	}
+	return c->rstate == RS_READY ? RUNNER_READY : RUNNER_WAIT;
+}
+
+/*
+ * Hand the command to the runner in one frame; 0, or -1 when it could not
+ * be (the runner is then broken and the command has not run).
+ */
+static int
+runner_send(struct engine_conn *c)
+{
+	const char *cmd =
+	    c->h->command != NULL ? c->h->command : c->r->set->command;
+	size_t len = strlen(cmd);
+	unsigned char frame[5 + RUNNER_COMMAND_MAX];
+	int w;
+
+	if (ssh_channel_window_size(c->rch) < len + 5 ||
+	    (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING))
+		return -1; /* a channel this time; the runner stays */
+	frame[0] = 'C';
+	frame[1] = (unsigned char)(len >> 24);
+	frame[2] = (unsigned char)(len >> 16);
+	frame[3] = (unsigned char)(len >> 8);
+	frame[4] = (unsigned char)len;
+	memcpy(frame + 5, cmd, len);
+	if ((w = ssh_channel_write(c->rch, frame, (uint32_t)(len + 5))) < 0 ||
+	    (size_t)w != len + 5) {
+		runner_broken(c, "the command could not be written to it");
+		return -1;
+	}
+	c->via_runner = 1;
+	c->rdone = 0;
+	return 0;
+}
+
+/* While a command runs on the runner: take in its frames and its end. */
+static void
+runner_poll(struct engine_conn *c)
+{
+	if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR &&
+	    !ssh_is_connected(c->s)) {
+		conn_fail(
+		    c, EF_SSH, "connection lost: %s", ssh_get_error(c->s));
+		return;
+	}
+	if (c->rgarbage) {
+		c->h->runner_failed = 1;
+		runner_broken(c, "it sent garbage");
+		conn_fail(c, EF_SSH,
+		    "the command runner on the instance sent garbage");
+		return;
+	}
+	if (c->rdone) {
+		conn_finish(c);
+		return;
+	}
+	if (c->rclosed || !ssh_is_connected(c->s)) {
+		c->h->runner_failed = 1;
+		runner_broken(c, "it ended during a command");
+		conn_fail(c, EF_SSH,
+		    "the command runner on the instance ended before the "
+		    "command finished");
+	}
+}
+
+/* One whole frame from the runner, in the state c is in. */
+static void
+runner_frame(
+    struct engine_conn *c, int type, const unsigned char *p, size_t len)
+{
+	const struct engine_ops *ops;
+
+	if (c->rstate == RS_HELLO) {
+		if (type == 'R' && len == strlen(SERVE_HELLO) &&
+		    memcmp(p, SERVE_HELLO, len) == 0)
+			c->rstate = RS_READY;
+		else
+			c->rgarbage = 1;
+		return;
+	}
+	if (c->r == NULL || !c->via_runner || c->rdone) {
+		c->rgarbage = 1; /* nothing may come between commands */
+		return;
+	}
+	ops = c->r->ops;
+	switch (type) {
+	case 'O':
+	case 'E':
+		if (ops->output != NULL && len > 0)
+			ops->output(
+			    c->h, type == 'E', (const char *)p, len, ops->arg);
+		break;
+	case 'X':
+		if (len != 4 || p[0] != 0 || p[1] != 0 || p[2] != 0) {
+			c->rgarbage = 1;
+			break;
+		}
+		c->h->exit_status = p[3];
+		c->rdone = 1;
+		break;
+	case 'S':
+		if (len == 0 || len > 64 || memchr(p, '\0', len) != NULL) {
+			c->rgarbage = 1;
+			break;
+		}
+		free(c->h->exit_signal);
+		c->h->exit_signal = xstrndup((const char *)p, len);
+		c->rdone = 1;
+		break;
+	default:
+		c->rgarbage = 1;
+		break;
+	}
+}
+
+/* The length a frame's header (5 bytes at p) gives. */
+static size_t
+runner_flen(const unsigned char *p)
+{
+	return (size_t)p[1] << 24 | (size_t)p[2] << 16 | (size_t)p[3] << 8 |
+	    p[4];
+}
+
+/*
+ * Data from the runner's channel: cut into frames (at most
+ * SERVE_FRAME_MAX bytes each), each handled as it is whole.
+ */
+static int
+runner_data_cb(ssh_session s, ssh_channel ch, void *data, uint32_t len,
+    int is_stderr, void *arg)
+{
+	struct engine_conn *c = arg;
+	const unsigned char *p = data, *end = p + len;
+	size_t need, take;
+
+	(void)s;
+	if (ch != c->rch || is_stderr)
+		return (int)len; /* its stderr: nothing it should say */
+	if (c->rbuf == NULL)
+		c->rbuf = xmalloc(5 + SERVE_FRAME_MAX);
+	while (p < end && !c->rgarbage) {
+		need = c->rlen < 5 ? 5 : 5 + runner_flen(c->rbuf);
+		if (need > 5 + SERVE_FRAME_MAX) {
+			c->rgarbage = 1;
+			break;
+		}
+		take = need - c->rlen;
+		if (take > (size_t)(end - p))
+			take = (size_t)(end - p);
+		memcpy(c->rbuf + c->rlen, p, take);
+		c->rlen += take;
+		p += take;
+		if (c->rlen >= 5 && c->rlen == 5 + runner_flen(c->rbuf)) {
+			runner_frame(c, c->rbuf[0], c->rbuf + 5, c->rlen - 5);
+			c->rlen = 0;
+		}
+	}
+	return (int)len;
+}
+
+/* The runner's channel got EOF or CLOSE. */
+static void
+runner_end_cb(ssh_session s, ssh_channel ch, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	if (ch == c->rch)
+		c->rclosed = 1;
+}
+
+/* The runner exited. */
+static void
+runner_exit_cb(ssh_session s, ssh_channel ch, int status, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	(void)status;
+	if (ch == c->rch)
+		c->rclosed = 1;
+}
+
+/*
+ * Give up on the runner for the session's life (why: for the log): close
+ * its channel; later commands get channels of their own.
+ */
+static void
+runner_broken(struct engine_conn *c, const char *why)
+{
+	debug_f("%s: no command runner: %s", c->h->in->name, why);
+	if (c->rch != NULL) {
+		ssh_remove_channel_callbacks(c->rch, &c->rcb);
+		if (ssh_is_connected(c->s))
+			ssh_channel_close(c->rch);
+		ssh_channel_free(c->rch);
+		c->rch = NULL;
+	}
+	free(c->rbuf);
+	c->rbuf = NULL;
+	c->rlen = 0;
+	c->rstate = RS_BROKEN;
 }
 
 static void
@@ -1695,6 +2078,9 @@ conn_release(struct engine_conn *c)
 		ssh_event_remove_session(c->sev, c->s);
 		ssh_event_free(c->sev);
 	}
+	if (c->rch != NULL)
+		ssh_remove_channel_callbacks(c->rch, &c->rcb);
+	free(c->rbuf);
 	/*
 	 * Who closes the socket: ssh_free does once ssh_connect has taken it,
 	 * unless ssh_disconnect ran first (then, as before ssh_connect, we
@@ -1771,6 +2157,9 @@ conn_finish(struct engine_conn *c)
 			ssh_channel_free(c->ch);
 			c->ch = NULL;
 		}
+		/* The runner, if the command went to it, stays for the next. */
+		c->via_runner = 0;
+		c->rdone = 0;
 		if (c->ev != NULL)
 			event_del(c->ev);
 		evtimer_del(c->deadline);

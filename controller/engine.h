@@ -71,6 +71,12 @@ struct engine_host {
 	const char *stdin_data; /* or NULL: the run's stdin */
 	size_t stdin_len;
 	int skip; /* leave this host out of the run */
+	/*
+	 * Borrowed; NULL: none. With settings.use_runner, the command that
+	 * starts a command runner (gpufleet-agent serve) on the host's held
+	 * session, to which the run's command then goes.
+	 */
+	const char *runner;
 	/* The host to reach this one through (borrowed; NULL: direct). It is
 	   not one of the run's hosts and must itself be direct. */
 	struct engine_host *jump;
@@ -90,6 +96,7 @@ struct engine_host {
 	void *user;		  /* the caller's */
 	struct engine_conn *conn; /* private */
 	uint64_t jump_failed;	  /* private: run serial of a jump failure */
+	int runner_failed; /* private: its runner failed during a command */
 };
 
 struct engine_ops {
@@ -125,6 +132,7 @@ struct engine_settings {
 	int backoff; /* a host that failed to connect waits before the next try
 		      */
 	int handshake_window; /* ENGINE_WINDOW_AUTO (0), _OFF or a fixed size */
+	int use_runner;	      /* on held sessions, through host->runner */
 };
 
 /*

@@ -22,6 +22,12 @@
  *                  new, every few seconds) tells the CLI the daemon lives.
  * Host numbers index the request's list. The CLI closing its end cancels
  * the run.
+ *
+ * Each command goes to the command runner of the host's held session
+ * (gpufleet-agent serve, the engine's use_runner), so that sshd forks no
+ * session process and shell for it; where the agent is not deployed yet
+ * it gets a channel of its own. GPUFLEET_NO_RUNNER=1 in the daemon's
+ * environment (a test and benchmark knob) always uses channels.
  */
 
 #include <sys/types.h>
@@ -45,8 +51,10 @@
 #include <event2/event.h>
 #include <jansson.h>
 
+#include "deploy.h"
 #include "held.h"
 #include "log.h"
+#include "probe.h"
 #include "xmalloc.h"
 
 #define HELD_REQUEST_MAX (4 * 1024 * 1024) /* a request's JSON */
@@ -83,11 +91,15 @@ struct held {
 	struct remote *rm;
 	struct engine_run *run;
 	uint32_t *index; /* rm->n: the request's number of each host */
+	char **runners;	 /* nrunners: each host's runner command, or NULL */
+	size_t nrunners;
 	struct engine_settings set;
 	struct engine_ops ops;
 };
 
 static void client_free(struct held_client *);
+static void runners(struct held *, struct remote *, const struct agent_bin *);
+static void runners_free(struct held *);
 
 /* A 64-bit FNV-1a hash of s, for the socket's name. */
 static uint64_t
@@ -276,7 +288,9 @@ on_finished(struct engine_run *run, void *arg)
 	for (i = 0; i < h->rm->n; i++) {
 		h->rm->hosts[i].skip = 0;
 		h->rm->hosts[i].command = NULL;
+		h->rm->hosts[i].runner = NULL;
 	}
+	runners_free(h);
 	remote_run_done(h->rm);
 	h->run = NULL;
 	h->rm = NULL;
@@ -339,6 +353,35 @@ prepare(struct held *h, struct held_client *c, struct remote *rm,
 	return 0;
 }
 
+/* Each host of the request gets the command that starts its runner. */
+static void
+runners(struct held *h, struct remote *rm, const struct agent_bin *ab)
+{
+	size_t i;
+
+	h->runners = xcalloc(rm->n, sizeof *h->runners);
+	h->nrunners = rm->n;
+	for (i = 0; i < rm->n; i++) {
+		if (rm->hosts[i].skip)
+			continue;
+		h->runners[i] = deploy_serve_command(&rm->list[i], ab);
+		rm->hosts[i].runner = h->runners[i];
+	}
+}
+
+/* Free the runner commands of the last request. */
+static void
+runners_free(struct held *h)
+{
+	size_t i;
+
+	for (i = 0; i < h->nrunners; i++)
+		free(h->runners[i]);
+	free(h->runners);
+	h->runners = NULL;
+	h->nrunners = 0;
+}
+
 /* Start the first queued request, unless one runs or a poll is going. */
 void
 held_kick(struct held *h)
@@ -374,6 +417,10 @@ held_kick(struct held *h)
 	h->set.command_timeout = c->timeout;
 	h->set.handshake_window = rm->fleet->config->handshake_window;
 	h->set.keep_open = 1;
+	if (p != NULL && getenv("GPUFLEET_NO_RUNNER") == NULL) {
+		h->set.use_runner = 1;
+		runners(h, rm, probe_agent(p));
+	}
 	h->ops = rm->ops;
 	h->ops.output = on_output;
 	h->ops.done = on_done;
@@ -683,6 +730,7 @@ held_free(struct held *h)
 	unlink(h->path);
 	free(h->path);
 	free(h->index);
+	runners_free(h);
 	free(h);
 }
 

@@ -4,7 +4,12 @@
 # (--no-daemon) and make no new SSH login; exit codes, --json and -b as
 # direct; the socket 0600 in a 0700 directory; a socket left by a dead
 # daemon means a direct run; a daemon killed during a long command gives
-# a clear error, no hang.
+# a clear error, no hang. The commands go to each held session's command
+# runner (gpufleet-agent serve): their parent is the agent, not a new sshd
+# session; signals, large output and timeouts as a direct run; a runner
+# that answers garbage gives a command its own channel (at start) or a
+# clear error (mid-command; that host's commands get channels from then
+# on), never a wrong result.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
@@ -21,6 +26,7 @@ sorted() {
 	rc=$?
 	sout=$(sort "$T/o")
 	serr=$(sort "$T/e")
+	err=$serr
 }
 # no_duration: --json lines without the timing.
 no_duration() { sed 's/"duration_ms":[0-9]*/"duration_ms":X/' "$T/o" | sort; }
@@ -57,6 +63,41 @@ sorted -v exec all --no-daemon -- true
 checks=$((checks + 1))
 ! grep -q "through the daemon" "$T/e" || fail "--no-daemon went through the daemon"
 
+# --- the command runner: no sshd session process per command ---------------
+# $PPID of the user's shell: the runner (comm "gpufleet-agent-" of
+# gpufleet-agent-HASH) through the daemon, sshd's side directly.
+sorted exec all -- 'cat /proc/$PPID/comm'
+expect_rc 0 "exec through the runner"
+expect_eq "$(printf '%s\n' "$sout" | grep -c ': gpufleet-agent-$')" $N \
+    "every held command ran under its session's runner"
+sorted exec all --no-daemon -- 'cat /proc/$PPID/comm'
+expect_rc 0 "the same, direct"
+expect_eq "$(printf '%s\n' "$sout" | grep -c 'gpufleet-agent')" 0 \
+    "a direct command runs under sshd's session"
+before=$(logins)
+sorted exec all -- true
+expect_eq "$(logins)" "$before" "a run on the runners makes no new SSH login"
+# Killed by a signal, large output, stdin: as a direct run.
+sorted exec all -- 'echo before; kill -TERM $$'
+held_out=$sout held_err=$serr held_rc=$rc
+sorted exec all --no-daemon -- 'echo before; kill -TERM $$'
+expect_eq "$held_rc" "$rc" "a command killed by SIGTERM: exit status as direct"
+expect_eq "$held_out" "$sout" "a command killed by SIGTERM: stdout as direct"
+expect_eq "$held_err" "$serr" "a command killed by SIGTERM: stderr as direct"
+expect_contains "$held_err" "TERM" "the signal is named"
+BIG='seq 1 30000; seq 1 3000 >&2; head -c 100000 /dev/zero | tr "\0" x; echo'
+sorted exec all -- "$BIG"
+held_out=$sout held_err=$serr
+expect_rc 0 "large output through the runner"
+sorted exec all --no-daemon -- "$BIG"
+expect_eq "$(printf '%s\n' "$held_out" | md5sum)" "$(printf '%s\n' "$sout" | md5sum)" \
+    "large output: stdout as direct ($(printf '%s\n' "$sout" | wc -l) lines)"
+expect_eq "$(printf '%s\n' "$held_err" | md5sum)" "$(printf '%s\n' "$serr" | md5sum)" \
+    "large output: stderr as direct"
+sorted exec all -- 'read -r x; echo "got [$x]"'
+expect_eq "$(printf '%s\n' "$sout" | grep -c ': got \[\]$')" $N \
+    "a held command's stdin is empty, as a direct one's"
+
 # --- exit codes, --json and -b as a direct run ------------------------------
 sorted exec all -- 'echo x; exit 3'
 held_out=$sout held_err=$serr
@@ -89,10 +130,58 @@ expect_rc 0 "exec with a stale socket"
 expect_eq "$(printf '%s\n' "$sout")" "$direct_out" "stale socket: direct output"
 expect_contains "$serr" "no daemon at $sock" "stale socket: -v says direct"
 
-# --- the daemon killed during a long command: a clear error, no hang -----
+# --- runners that answer garbage: a channel, or a clear error -------------
+# On inst-1 the agent's serve sends garbage instead of its hello; on inst-2
+# a good hello, then garbage for the command. Other uses of the agent (the
+# daemon's polls) run the real one.
+for i in 1 2; do
+	adir=$(instance_dir inst-$i)/home/.cache/gpufleet
+	a=$(ls "$adir"/gpufleet-agent-* | head -1)
+	mv "$a" "$adir/real-agent"
+	if [ $i = 1 ]; then
+		body="printf 'Z\\000\\000\\000\\003bad'; sleep 5; exit 0"
+	else
+		body="printf 'R\\000\\000\\000\\026gpufleet-agent serve 1'; head -c 5 >/dev/null; printf 'Q\\000\\000\\000\\000'; sleep 5; exit 0"
+	fi
+	printf '#!/bin/sh\nif [ "$1" = serve ]; then %s; fi\nexec "%s" "$@"\n' \
+	    "$body" "$adir/real-agent" >"$a"
+	chown --reference="$adir/real-agent" "$a"
+	chmod 700 "$a"
+done
 n0=$(polled)
 start_daemon
 wait_for 60 "the new daemon's first poll" all_polled $((n0 + N))
+sorted exec inst-1 -- 'cat /proc/$PPID/comm; echo ok'
+expect_rc 0 "a runner with a garbage hello: the command still runs"
+expect_contains "$sout" "inst-1: ok" "garbage hello: the command's output"
+checks=$((checks + 1))
+! grep -q 'gpufleet-agent' "$T/o" ||
+    fail "garbage hello: the command went to the runner: $(cat "$T/o" "$T/e")"
+sorted exec inst-2 -- 'echo ran'
+expect_rc 1 "a runner that answers garbage mid-command: the host fails"
+expect_contains "$serr" "the command runner on the instance sent garbage" \
+    "garbage mid-command: the reason"
+sorted exec inst-2 -- 'cat /proc/$PPID/comm; echo ok'
+expect_rc 0 "after a broken runner: the next command runs"
+expect_contains "$sout" "inst-2: ok" "after a broken runner: its output"
+checks=$((checks + 1))
+! grep -q 'gpufleet-agent' "$T/o" ||
+    fail "a broken runner was used again: $(cat "$T/o" "$T/e")"
+for i in 1 2; do
+	adir=$(instance_dir inst-$i)/home/.cache/gpufleet
+	mv "$adir/real-agent" "$(ls "$adir"/gpufleet-agent-* | head -1)"
+done
+
+# --- a timed-out command on the runner is killed on the instance ----------
+sorted exec inst-3 -t 2 -- 'sleep 47.25; echo never'
+expect_rc 1 "a held command past its timeout"
+expect_contains "$serr" "command timed out after 2s" "the timeout is named"
+no_sleeper() { ! pgrep -f 'sleep 47.25' >/dev/null; }
+wait_for 60 "the timed-out command is hung up on" no_sleeper
+
+# --- the daemon killed during a long command: a clear error, no hang -----
+n0=$(polled)
+wait_for 60 "the daemon's next poll" all_polled $((n0 + N))
 for d in "$D"/instances/*/home; do rm -f "$d/started"; done
 timeout 120 "$GPUFLEET" exec all -- 'touch started; sleep 40' \
     >"$T/long.out" 2>"$T/long.err" &
