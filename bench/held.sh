@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark held connections (#18): a repeated `gpufleet exec all -- true`
-# through a running daemon's held sessions, against a fresh one
+# through a running daemon's held sessions (their command runners, and
+# again with GPUFLEET_NO_RUNNER=1: a channel per command), against a fresh one
 # (--no-daemon: N logins) and against pdsh over OpenSSH ControlMaster
 # masters (ControlMaster=auto, ControlPersist, warmed first), on a sandbox
 # fleet of real sshd on 127.0.0.1.
@@ -169,9 +170,26 @@ polled() { [ "$(sqlite3 -cmd '.timeout 20000' "$GPUFLEET_DB" 'SELECT count(DISTI
 for i in $(seq 1 240); do polled && break; sleep 0.5; done
 polled || { echo "bench: the daemon's first poll did not cover $n hosts:" >&2
 	tail -5 "$XDG_STATE_HOME/gpufleet/daemon.log" >&2; exit 1; }
-"$gf" exec all -f "$n" -- true >/dev/null 2>&1 # the first held run
+"$gf" exec all -f "$n" -- true >/dev/null 2>&1 # the first: runners start
 row held "$gf" exec all -f "$n" -- true
 held=$median held_all=$all held_logins=$made held_sshd=$sshd_ms
+
+# The same, a daemon whose held sessions run each command on a channel.
+kill "$dpid"
+wait "$dpid" 2>/dev/null || true
+samples() { sqlite3 -cmd '.timeout 20000' "$GPUFLEET_DB" 'SELECT count(*) FROM sample_host' 2>/dev/null || echo 0; }
+s0=$(samples)
+GPUFLEET_NO_RUNNER=1 "$gf" daemon >>"$work/daemon.out" 2>&1 &
+dpid=$!
+repolled() { [ "$(samples)" -ge $((s0 + n)) ]; }
+for i in $(seq 1 240); do repolled && break; sleep 0.5; done
+repolled || { echo "bench: the second daemon's first poll did not cover $n hosts" >&2; exit 1; }
+"$gf" exec all -f "$n" -- true >/dev/null 2>&1
+row held-channels "$gf" exec all -f "$n" -- true
+chan=$median chan_all=$all chan_logins=$made chan_sshd=$sshd_ms
+kill "$dpid"
+wait "$dpid" 2>/dev/null || true
+dpid=
 
 # One master per host, made in the background by ssh -fN (a master that
 # pdsh's first ssh forked would hold pdsh's pipes open for ControlPersist).
@@ -208,7 +226,8 @@ mkdir -p "$top/bench/results"
 	echo "| run | wall s | runs | logins | sshd CPU ms/host | held is faster by |"
 	echo "|---|---:|---|---:|---:|---:|"
 	echo "| gpufleet exec, fresh (--no-daemon) | $fresh | $fresh_all | $fresh_logins | $fresh_sshd | $(ratio "$fresh" "$held")x |"
-	echo "| gpufleet exec, held (daemon) | $held | $held_all | $held_logins | $held_sshd | 1.0x |"
+	echo "| gpufleet exec, held (daemon, command runners) | $held | $held_all | $held_logins | $held_sshd | 1.0x |"
+	echo "| gpufleet exec, held (daemon, a channel per command: GPUFLEET_NO_RUNNER=1) | $chan | $chan_all | $chan_logins | $chan_sshd | $(ratio "$chan" "$held")x |"
 	echo "| pdsh -R ssh, ControlMaster=auto + ControlPersist (warm) | $pdsh | $pdsh_all | $pdsh_logins | $pdsh_sshd | $(ratio "$pdsh" "$held")x |"
 	echo
 	echo "Targets (#18): held at least 10x faster than fresh:" \
