@@ -38,6 +38,17 @@ expect_eq "$(printf '%s' "$out" | jq -c '[.files, .bytes, .failed]')" \
 expect_eq "$(printf '%s' "$out" | jq -c '[.instances[] | [.name, .result, .method, .files, .bytes]]')" \
     '[["inst-1","ok","rsync",3,8388613],["inst-2","ok","rsync",3,8388613]]' \
     "--json per instance"
+# duration_ms and rate, the run's and each instance's: numbers >= 0, the
+# rate the bytes per second of duration_ms (0 when it took no time).
+expect_eq "$(printf '%s' "$out" | jq -c '[., .instances[]] |
+    map(.duration_ms, .rate | type == "number" and . >= 0) | all')" \
+    true "--json: duration_ms and rate are numbers >= 0"
+expect_eq "$(printf '%s' "$out" | jq -c '[., .instances[]] |
+    map(if .duration_ms > 0
+        then (.rate - .bytes * 1000 / .duration_ms) as $d |
+            (if $d < 0 then -$d else $d end) <= 1 + .rate / 100
+        else .rate == 0 end) | all')" \
+    true "--json: rate is bytes / duration_ms"
 expect_eq "$(sums "$(home_of inst-1)/dst")" "$(sums "$src")" "inst-1 has the tree (checksums, link)"
 expect_eq "$(sums "$(home_of inst-2)/dst")" "$(sums "$src")" "inst-2 has the tree"
 expect_eq "$(readlink "$(home_of inst-1)/dst/a/link")" 'b c/ü/f' "the link is a link"
@@ -69,6 +80,37 @@ expect_rc 0 "push --delete"
 checks=$((checks + 1))
 [ -e "$(home_of inst-1)/dst/extra" ] && fail "--delete left the extra file"
 rm "$src/new"
+
+# --- at most -f N transfers at once ----------------------------------------
+# A local rsync that holds a file in $T/conc while it runs and logs how
+# many are there when it starts and once it has slept a little.
+wrap=$T/wrap
+mkdir "$wrap" "$T/conc"
+cat >"$wrap/rsync" <<WRAP
+#!/bin/sh
+touch "$T/conc/\$\$"
+ls "$T/conc" | wc -l >>"$T/conc.log"
+sleep 0.3
+ls "$T/conc" | wc -l >>"$T/conc.log"
+$(command -v rsync) "\$@"
+rc=\$?
+rm -f "$T/conc/\$\$"
+exit \$rc
+WRAP
+chmod 755 "$wrap/rsync"
+PATH=$wrap:$PATH "$GPUFLEET" push 'inst-1,inst-2,inst-3' -f 1 "$src/a" '~/conc' >"$T/out" 2>"$T/err"
+rc=$? err=$(cat "$T/err")
+expect_rc 0 "push -f 1"
+expect_eq "$(wc -l <"$T/conc.log")" 6 "-f 1: rsync ran once per instance"
+expect_eq "$(sort -n "$T/conc.log" | tail -1)" 1 "-f 1: one rsync at a time"
+rm "$T/conc.log"
+PATH=$wrap:$PATH "$GPUFLEET" push 'inst-1,inst-2,inst-3' "$src/a" '~/conc' >"$T/out" 2>"$T/err"
+rc=$? err=$(cat "$T/err")
+expect_rc 0 "push with the default fanout"
+expect_eq "$(wc -l <"$T/conc.log")" 6 "default fanout: rsync ran once per instance"
+checks=$((checks + 1))
+[ "$(sort -n "$T/conc.log" | tail -1)" -le 4 ] || fail "default fanout: more than 4 at once"
+rm -rf "$wrap" "$T/conc" "$T/conc.log"
 
 # --- a pull killed half way resumes ----------------------------------------
 # inst-3's rsync sends at 1000 KiB/s: the 8 MiB file takes about 8 s.
