@@ -818,8 +818,13 @@ job_ended(struct run *r, struct job *j)
 				    j, "cannot run rsync: %s", strerror(errno));
 		} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
 		    j->out.len > 0 && strncmp(j->out.data, "none\n", 5) == 0) {
-			if (r->req->dry_run) {
-				j->h->tar = 1;
+			j->h->tar = 1;
+			if (r->req->delete) {
+				/* no copy without the deletion asked for */
+				job_fail(j,
+				    "--delete needs rsync on the instance (the "
+				    "tar stream cannot delete)");
+			} else if (r->req->dry_run) {
 				j->h->ok = 1;
 				j->step = STEP_DONE;
 			} else if (start_tar(r, j) < 0)

@@ -179,6 +179,25 @@ run push inst-2 "$T/huge" '~/tarhuge'
 expect_rc 0 "push of 100 MB by tar"
 expect_eq "$(sha256sum <"$(home_of inst-2)/tarhuge/huge")" "$want" "100 MB by tar, whole"
 rm -rf "$(home_of inst-2)/tarhuge" "$T/huge"
+# --delete cannot be honoured by tar: that instance fails, the others go on
+printf 'extra\n' >"$(home_of inst-2)/tarred/extra"
+run push 'inst-1,inst-2' --delete "$src/a" '~/deltar'
+expect_rc 1 "push --delete to an instance without rsync"
+expect_contains "$out" "inst-2: failed: --delete needs rsync on the instance (the tar stream cannot delete)" \
+    "--delete is refused by tar, with why"
+expect_contains "$out" "inst-1: pushed 1 file" "the instance with rsync goes on"
+checks=$((checks + 1))
+[ -e "$(home_of inst-2)/deltar" ] && fail "a copy by tar without the deletion asked for"
+run push inst-2 --delete --dry-run "$src/a" '~/deltar'
+expect_rc 1 "push --delete --dry-run to an instance without rsync"
+expect_eq "$out" "inst-2: failed: --delete needs rsync on the instance (the tar stream cannot delete)" \
+    "a dry run says the same"
+run pull inst-2 --delete '~/tarred/' "$T/deltar"
+expect_rc 1 "pull --delete from an instance without rsync"
+expect_eq "$out" "inst-2: failed: --delete needs rsync on the instance (the tar stream cannot delete)" \
+    "pull --delete is refused by tar"
+expect_eq "$(find "$T/deltar/inst-2" -mindepth 1 | wc -l)" 0 "and nothing arrives"
+rm "$(home_of inst-2)/tarred/extra"
 run pull inst-2 --json '~/tarred/' "$T/tarback"
 expect_rc 0 "pull by tar"
 expect_eq "$(printf '%s' "$out" | jq -c '.instances[0] | [.method, .files, .bytes]')" \
