@@ -82,8 +82,6 @@ static void job_ended(struct run *, struct job *);
 static int pull_install(struct job *, char **);
 static void progress_draw(struct run *);
 static void progress_clear(struct run *);
-static char *tar_push_script(const char *);
-static char *tar_pull_script(const struct xfer_req *);
 
 static int64_t
 now_ms(void)
@@ -490,12 +488,13 @@ start_rsync(struct run *r, struct job *j)
  * The remote side of a push by tar: unpack stdin into a new directory
  * beside the files, then rename each file into place (directories made
  * first), so a broken stream leaves only that directory, which goes.
- * Prints the number of files moved.
+ * dest is read as rsync reads it (xfer_remote_path: "~" is the login
+ * directory, where the command starts). Caller frees.
  */
-static char *
-tar_push_script(const char *dest)
+char *
+xfer_tar_push_script(const char *dest)
 {
-	char *q = misc_quote_path(dest), *s;
+	char *rp = xfer_remote_path(dest), *q = misc_quote_path(rp), *s;
 
 	xasprintf(&s,
 	    "set -e; d=%s; mkdir -p \"$d\"; d=$(cd \"$d\" && pwd); "
@@ -508,25 +507,28 @@ tar_push_script(const char *dest)
 	    "echo ok",
 	    q);
 	free(q);
+	free(rp);
 	return s;
 }
 
 /*
  * The remote side of a pull by tar: each path as tar -C DIR BASE (a
- * trailing / as the directory's content, as rsync reads it).
+ * trailing / or a bare "~" as the directory's content, as rsync reads
+ * them; xfer_remote_path). Caller frees.
  */
-static char *
-tar_pull_script(const struct xfer_req *req)
+char *
+xfer_tar_pull_script(const struct xfer_req *req)
 {
 	struct misc_buf b = { NULL, 0, 0, 0 };
-	char *q, *s;
+	char *q, *s, *rp;
 	size_t i, len;
 
 	misc_buf_add(&b, "set -e; tar -cf -", strlen("set -e; tar -cf -"), 0);
 	for (i = 0; i < req->npaths; i++) {
-		len = strlen(req->paths[i]);
-		q = misc_quote_path(req->paths[i]);
-		if (len > 0 && req->paths[i][len - 1] == '/')
+		rp = xfer_remote_path(req->paths[i]);
+		len = strlen(rp);
+		q = misc_quote_path(rp);
+		if ((len > 0 && rp[len - 1] == '/') || strcmp(rp, ".") == 0)
 			xasprintf(&s, " -C %s .", q);
 		else
 			xasprintf(&s,
@@ -535,6 +537,7 @@ tar_pull_script(const struct xfer_req *req)
 		misc_buf_add(&b, s, strlen(s), 0);
 		free(s);
 		free(q);
+		free(rp);
 	}
 	return b.data;
 }
@@ -609,7 +612,7 @@ start_tar(struct run *r, struct job *j)
 			nftw(req->paths[i], count_entry, 16, FTW_PHYS);
 		j->stats.files = install_files;
 		j->stats.bytes = install_bytes;
-		script = tar_push_script(req->dest);
+		script = xfer_tar_push_script(req->dest);
 		sargv[10] = script;
 		j->pid[0] = spawn(targv, -1, p[1], w[1]);
 		close(p[1]);
@@ -633,7 +636,7 @@ start_tar(struct run *r, struct job *j)
 		targv[n++] = xstrdup("-");
 		targv[n++] = xstrdup("-C");
 		targv[n++] = xstrdup(tmpl);
-		script = tar_pull_script(req);
+		script = xfer_tar_pull_script(req);
 		sargv[10] = script;
 		j->pid[0] = spawn(sargv, -1, p[1], w[1]);
 		close(p[1]);

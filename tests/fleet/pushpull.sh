@@ -198,6 +198,17 @@ expect_eq "$out" "inst-2: failed: --delete needs rsync on the instance (the tar 
     "pull --delete is refused by tar"
 expect_eq "$(find "$T/deltar/inst-2" -mindepth 1 | wc -l)" 0 "and nothing arrives"
 rm "$(home_of inst-2)/tarred/extra"
+# '~' is the login directory, as for rsync
+printf 'home\n' >"$T/athome"
+run push inst-2 "$T/athome" '~'
+expect_rc 0 "push by tar to ~"
+expect_eq "$(cat "$(home_of inst-2)/athome" 2>&1)" home "push by tar to ~ lands in the login directory"
+checks=$((checks + 1))
+[ -e "$(home_of inst-2)/~" ] && fail "push by tar to ~ made a directory named ~"
+run pull inst-2 '~' "$T/tilde"
+expect_rc 0 "pull by tar of ~"
+expect_eq "$(cat "$T/tilde/inst-2/athome" 2>&1)" home "pull by tar of ~ brings the login directory's content"
+rm -rf "$(home_of inst-2)/athome" "$T/tilde"
 run pull inst-2 --json '~/tarred/' "$T/tarback"
 expect_rc 0 "pull by tar"
 expect_eq "$(printf '%s' "$out" | jq -c '.instances[0] | [.method, .files, .bytes]')" \
