@@ -209,6 +209,25 @@ run pull inst-2 '~' "$T/tilde"
 expect_rc 0 "pull by tar of ~"
 expect_eq "$(cat "$T/tilde/inst-2/athome" 2>&1)" home "pull by tar of ~ brings the login directory's content"
 rm -rf "$(home_of inst-2)/athome" "$T/tilde"
+# progress counts the tar stream: the instance's tar ends 2 s after its
+# work, so the lines drawn meanwhile show what passed
+rm "$nr/tar"
+printf '#!/bin/sh\n%s "$@"\nrc=$?\nsleep 2\nexit $rc\n' "$(command -v tar)" >"$nr/tar"
+chmod 755 "$nr/tar"
+tty_run() {
+	script -qec "env -u GPUFLEET_NO_PROGRESS $(printf '%q ' "$GPUFLEET" "$@")" /dev/null </dev/null |
+	    tr '\r' '\n' >"$T/tty.out"
+}
+tty_run push inst-2 "$src/big" '~/prog'
+expect_match "$(cat "$T/tty.out")" 'inst-2: \(tar\) [1-9][0-9.]* [KM]iB +[0-9]+% ' \
+    "push by tar: progress counts the bytes sent"
+expect_match "$(cat "$T/tty.out")" 'inst-2: pushed 1 file, 8.0 MiB' "and the push ends"
+tty_run pull inst-2 '~/prog/' "$T/prog"
+expect_match "$(cat "$T/tty.out")" 'inst-2: \(tar\) [1-9][0-9.]* [KM]iB +[0-9]+% ' \
+    "pull by tar: progress counts the bytes received"
+expect_eq "$(sha256sum <"$T/prog/inst-2/big")" "$(sha256sum <"$src/big")" "and the pull is whole"
+rm -rf "$(home_of inst-2)/prog" "$T/prog" "$nr/tar"
+ln -s "$(command -v tar)" "$nr/tar"
 run pull inst-2 --json '~/tarred/' "$T/tarback"
 expect_rc 0 "pull by tar"
 expect_eq "$(printf '%s' "$out" | jq -c '.instances[0] | [.method, .files, .bytes]')" \
