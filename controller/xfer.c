@@ -27,6 +27,7 @@
 
 #define ERR_MAX	  4096
 #define LINE_MAX_ 1024
+#define RELAY_MAX 65536
 #define SSH_OPTS                                                               \
 	"-o BatchMode=yes -o ControlPath=none -o ConnectTimeout=10 "           \
 	"-o ServerAliveInterval=15"
@@ -41,7 +42,10 @@ struct job {
 	enum step step;
 	pid_t pid[2]; /* the tar fallback is a pipeline of two */
 	int status[2];
-	int fd[2]; /* stdout, stderr of the children; -1 when closed */
+	int fd[2];    /* stdout, stderr of the children; -1 when closed */
+	int relay[2]; /* tar: read from one child, written to the other */
+	char *rbuf;   /* what was read from relay[0], not yet written */
+	size_t rlen, roff;
 	char line[LINE_MAX_];
 	size_t linelen;
 	struct misc_buf out; /* the probe's answer */
@@ -77,13 +81,12 @@ static void job_fail(struct job *, const char *, ...)
     __attribute__((format(printf, 2, 3)));
 static void job_fail_output(struct job *, const char *);
 static void job_read(struct job *, int);
+static void job_relay(const struct run *, struct job *, int);
 static void job_line(struct job *, const char *);
 static void job_ended(struct run *, struct job *);
 static int pull_install(struct job *, char **);
 static void progress_draw(struct run *);
 static void progress_clear(struct run *);
-static char *tar_push_script(const char *);
-static char *tar_pull_script(const struct xfer_req *);
 
 static int64_t
 now_ms(void)
@@ -425,19 +428,28 @@ spawn(char *const argv[], int in, int out, int err)
 	_exit(127);
 }
 
+/* Two close-on-exec pipes, or none. */
+static int
+pipe_pair(int a[2], int b[2])
+{
+	if (pipe2(a, O_CLOEXEC) != 0)
+		return -1;
+	if (pipe2(b, O_CLOEXEC) != 0) {
+		close(a[0]);
+		close(a[1]);
+		return -1;
+	}
+	return 0;
+}
+
 /* Pipes for a job's stdout and stderr; the write ends in w[]. */
 static int
 job_pipes(struct job *j, int w[2])
 {
 	int o[2], e[2];
 
-	if (pipe2(o, O_CLOEXEC) != 0)
+	if (pipe_pair(o, e) != 0)
 		return -1;
-	if (pipe2(e, O_CLOEXEC) != 0) {
-		close(o[0]);
-		close(o[1]);
-		return -1;
-	}
 	j->fd[0] = o[0];
 	j->fd[1] = e[0];
 	w[0] = o[1];
@@ -490,12 +502,13 @@ start_rsync(struct run *r, struct job *j)
  * The remote side of a push by tar: unpack stdin into a new directory
  * beside the files, then rename each file into place (directories made
  * first), so a broken stream leaves only that directory, which goes.
- * Prints the number of files moved.
+ * dest is read as rsync reads it (xfer_remote_path: "~" is the login
+ * directory, where the command starts). Caller frees.
  */
-static char *
-tar_push_script(const char *dest)
+char *
+xfer_tar_push_script(const char *dest)
 {
-	char *q = misc_quote_path(dest), *s;
+	char *rp = xfer_remote_path(dest), *q = misc_quote_path(rp), *s;
 
 	xasprintf(&s,
 	    "set -e; d=%s; mkdir -p \"$d\"; d=$(cd \"$d\" && pwd); "
@@ -508,25 +521,28 @@ tar_push_script(const char *dest)
 	    "echo ok",
 	    q);
 	free(q);
+	free(rp);
 	return s;
 }
 
 /*
  * The remote side of a pull by tar: each path as tar -C DIR BASE (a
- * trailing / as the directory's content, as rsync reads it).
+ * trailing / or a bare "~" as the directory's content, as rsync reads
+ * them; xfer_remote_path). Caller frees.
  */
-static char *
-tar_pull_script(const struct xfer_req *req)
+char *
+xfer_tar_pull_script(const struct xfer_req *req)
 {
 	struct misc_buf b = { NULL, 0, 0, 0 };
-	char *q, *s;
+	char *q, *s, *rp;
 	size_t i, len;
 
 	misc_buf_add(&b, "set -e; tar -cf -", strlen("set -e; tar -cf -"), 0);
 	for (i = 0; i < req->npaths; i++) {
-		len = strlen(req->paths[i]);
-		q = misc_quote_path(req->paths[i]);
-		if (len > 0 && req->paths[i][len - 1] == '/')
+		rp = xfer_remote_path(req->paths[i]);
+		len = strlen(rp);
+		q = misc_quote_path(rp);
+		if ((len > 0 && rp[len - 1] == '/') || strcmp(rp, ".") == 0)
 			xasprintf(&s, " -C %s .", q);
 		else
 			xasprintf(&s,
@@ -535,6 +551,7 @@ tar_pull_script(const struct xfer_req *req)
 		misc_buf_add(&b, s, strlen(s), 0);
 		free(s);
 		free(q);
+		free(rp);
 	}
 	return b.data;
 }
@@ -557,7 +574,31 @@ count_entry(const char *path, const struct stat *st, int type, struct FTW *f)
 	return 0;
 }
 
-/* A tar pipeline in place of rsync, through ssh's exec channel. */
+/*
+ * Pipes a (the first child's stdout, read here) and b (written here, the
+ * second child's stdin) for the tar stream, which passes through this
+ * process so its bytes are counted (job_relay).
+ */
+static int
+relay_pipes(int a[2], int b[2])
+{
+	if (pipe_pair(a, b) != 0)
+		return -1;
+	if (fcntl(a[0], F_SETFL, O_NONBLOCK) == -1 ||
+	    fcntl(b[1], F_SETFL, O_NONBLOCK) == -1) {
+		close(a[0]);
+		close(a[1]);
+		close(b[0]);
+		close(b[1]);
+		return -1;
+	}
+	return 0;
+}
+
+/*
+ * A tar pipeline in place of rsync, through ssh's exec channel: the
+ * stream goes from the first child through job_relay to the second.
+ */
 static int
 start_tar(struct run *r, struct job *j)
 {
@@ -567,11 +608,11 @@ start_tar(struct run *r, struct job *j)
 		"-o", "ControlPath=none", "-o", "ConnectTimeout=10",
 		(char *)j->in->name, NULL, NULL };
 	size_t i, n = 0, len;
-	int w[2], p[2];
+	int w[2], p[2], q[2];
 
 	if (job_pipes(j, w) != 0)
 		return -1;
-	if (pipe2(p, O_CLOEXEC) != 0) {
+	if (relay_pipes(p, q) != 0) {
 		close(w[0]);
 		close(w[1]);
 		return -1;
@@ -609,12 +650,12 @@ start_tar(struct run *r, struct job *j)
 			nftw(req->paths[i], count_entry, 16, FTW_PHYS);
 		j->stats.files = install_files;
 		j->stats.bytes = install_bytes;
-		script = tar_push_script(req->dest);
+		script = xfer_tar_push_script(req->dest);
 		sargv[10] = script;
 		j->pid[0] = spawn(targv, -1, p[1], w[1]);
 		close(p[1]);
-		j->pid[1] = spawn(sargv, p[0], w[0], w[1]);
-		close(p[0]);
+		j->pid[1] = spawn(sargv, q[0], w[0], w[1]);
+		close(q[0]);
 	} else {
 		xasprintf(&tmpl, "%s/" XFER_TMP_PREFIX "XXXXXX", j->local);
 		if (mkdtemp(tmpl) == NULL) {
@@ -623,6 +664,8 @@ start_tar(struct run *r, struct job *j)
 			free(tmpl);
 			close(p[0]);
 			close(p[1]);
+			close(q[0]);
+			close(q[1]);
 			close(w[0]);
 			close(w[1]);
 			xfer_argv_free(targv);
@@ -633,13 +676,18 @@ start_tar(struct run *r, struct job *j)
 		targv[n++] = xstrdup("-");
 		targv[n++] = xstrdup("-C");
 		targv[n++] = xstrdup(tmpl);
-		script = tar_pull_script(req);
+		script = xfer_tar_pull_script(req);
 		sargv[10] = script;
 		j->pid[0] = spawn(sargv, -1, p[1], w[1]);
 		close(p[1]);
-		j->pid[1] = spawn(targv, p[0], w[0], w[1]);
-		close(p[0]);
+		j->pid[1] = spawn(targv, q[0], w[0], w[1]);
+		close(q[0]);
 	}
+	j->relay[0] = p[0];
+	j->relay[1] = q[1];
+	j->rlen = j->roff = 0;
+	if (j->rbuf == NULL)
+		j->rbuf = xmalloc(RELAY_MAX);
 	free(script);
 	xfer_argv_free(targv);
 	close(w[0]);
@@ -750,6 +798,76 @@ job_read(struct job *j, int k)
 	}
 }
 
+/* Stop passing the tar stream on: each child sees its end of it close. */
+static void
+relay_close(struct job *j)
+{
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		if (j->relay[k] != -1)
+			close(j->relay[k]);
+		j->relay[k] = -1;
+	}
+	j->rlen = j->roff = 0;
+}
+
+/*
+ * Pass the tar stream on: read from the first child when the buffer is
+ * empty (k 0), write what it holds to the second (k 1). The bytes
+ * counted for the progress line are those received from the instance
+ * (pull) or sent to it (push), tar's headers included; the result's
+ * bytes are the files' content, as rsync's --stats counts them.
+ */
+static void
+job_relay(const struct run *r, struct job *j, int k)
+{
+	ssize_t n;
+
+	if (k == 0) {
+		n = read(j->relay[0], j->rbuf, RELAY_MAX);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
+			return;
+		if (n < 0) {
+			relay_close(j);
+			return;
+		}
+		if (n == 0) {
+			close(j->relay[0]);
+			j->relay[0] = -1;
+			if (j->rlen == 0)
+				relay_close(j);
+			return;
+		}
+		j->rlen = (size_t)n;
+		j->roff = 0;
+		if (r->req->dir == XFER_PULL)
+			j->prog.bytes += (uint64_t)n;
+		return;
+	}
+	n = write(j->relay[1], j->rbuf + j->roff, j->rlen - j->roff);
+	if (n < 0 && (errno == EINTR || errno == EAGAIN))
+		return;
+	if (n < 0) { /* the second child has gone: so does the first's pipe */
+		relay_close(j);
+		return;
+	}
+	j->roff += (size_t)n;
+	if (r->req->dir == XFER_PUSH) {
+		j->prog.bytes += (uint64_t)n;
+		/* tar's headers make the stream longer than the files */
+		j->prog.percent = j->stats.bytes == 0 ? 0
+		    : j->prog.bytes >= j->stats.bytes
+		    ? 99
+		    : (int)(j->prog.bytes * 100 / j->stats.bytes);
+	}
+	if (j->roff == j->rlen) {
+		j->rlen = j->roff = 0;
+		if (j->relay[0] == -1)
+			relay_close(j);
+	}
+}
+
 /* Move one entry of the unpacked tree to its place under install_to. */
 static int
 install_entry(const char *path, const struct stat *st, int type, struct FTW *f)
@@ -818,8 +936,13 @@ job_ended(struct run *r, struct job *j)
 				    j, "cannot run rsync: %s", strerror(errno));
 		} else if (WIFEXITED(st) && WEXITSTATUS(st) == 0 &&
 		    j->out.len > 0 && strncmp(j->out.data, "none\n", 5) == 0) {
-			if (r->req->dry_run) {
-				j->h->tar = 1;
+			j->h->tar = 1;
+			if (r->req->delete) {
+				/* no copy without the deletion asked for */
+				job_fail(j,
+				    "--delete needs rsync on the instance (the "
+				    "tar stream cannot delete)");
+			} else if (r->req->dry_run) {
 				j->h->ok = 1;
 				j->step = STEP_DONE;
 			} else if (start_tar(r, j) < 0)
@@ -963,6 +1086,7 @@ xfer_run(struct fleet *fleet, struct instance *list, size_t n,
 		j->h = &res->hosts[i];
 		j->h->name = xstrdup(list[i].name);
 		j->fd[0] = j->fd[1] = -1;
+		j->relay[0] = j->relay[1] = -1;
 		j->pid[0] = j->pid[1] = -1;
 		if ((got = hostkey_get(inv, list[i].id, &k, cause)) < 0) {
 			rc = got;
@@ -982,8 +1106,8 @@ xfer_run(struct fleet *fleet, struct instance *list, size_t n,
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, &old_int);
 	sigaction(SIGTERM, &sa, &old_term);
-	pfd = xcalloc(2 * n + 1, sizeof *pfd);
-	owner = xcalloc(2 * n + 1, sizeof *owner);
+	pfd = xcalloc(3 * n + 1, sizeof *pfd);
+	owner = xcalloc(3 * n + 1, sizeof *owner);
 	for (;;) {
 		while (
 		    !interrupted && running < (size_t)req->fanout && next < n) {
@@ -1020,13 +1144,28 @@ xfer_run(struct fleet *fleet, struct instance *list, size_t n,
 				pfd[npfd].events = POLLIN;
 				owner[npfd++] = &r.jobs[i];
 			}
+			if (r.jobs[i].rlen > 0 && r.jobs[i].relay[1] != -1) {
+				pfd[npfd].fd = r.jobs[i].relay[1];
+				pfd[npfd].events = POLLOUT;
+				owner[npfd++] = &r.jobs[i];
+			} else if (r.jobs[i].relay[0] != -1) {
+				pfd[npfd].fd = r.jobs[i].relay[0];
+				pfd[npfd].events = POLLIN;
+				owner[npfd++] = &r.jobs[i];
+			}
 		}
 		if (npfd > 0 && poll(pfd, npfd, 500) > 0) {
 			for (i = 0; i < npfd; i++) {
 				if (pfd[i].revents == 0)
 					continue;
 				struct job *j = owner[i];
-				job_read(j, j->fd[0] == pfd[i].fd ? 0 : 1);
+				if (pfd[i].fd == j->relay[0])
+					job_relay(&r, j, 0);
+				else if (pfd[i].fd == j->relay[1])
+					job_relay(&r, j, 1);
+				else
+					job_read(
+					    j, j->fd[0] == pfd[i].fd ? 0 : 1);
 			}
 		} else if (npfd == 0)
 			poll(NULL, 0, 50);
@@ -1054,7 +1193,8 @@ xfer_run(struct fleet *fleet, struct instance *list, size_t n,
 				}
 			}
 			if (j->pid[0] > 0 || j->pid[1] > 0 || j->fd[0] != -1 ||
-			    j->fd[1] != -1)
+			    j->fd[1] != -1 || j->relay[0] != -1 ||
+			    j->relay[1] != -1)
 				continue;
 			if (interrupted)
 				job_fail(j, "interrupted");
@@ -1092,6 +1232,8 @@ out:
 		free(r.jobs[i].out.data);
 		free(r.jobs[i].err.data);
 		free(r.jobs[i].local);
+		free(r.jobs[i].rbuf);
+		relay_close(&r.jobs[i]);
 		if (r.jobs[i].tmp != NULL) {
 			remove_tree(r.jobs[i].tmp);
 			free(r.jobs[i].tmp);

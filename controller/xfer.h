@@ -73,6 +73,8 @@ char **xfer_rsync_argv(
     const struct xfer_req *, const char *, const char *, const char *);
 void xfer_argv_free(char **);
 char *xfer_remote_path(const char *);
+char *xfer_tar_push_script(const char *);
+char *xfer_tar_pull_script(const struct xfer_req *);
 int xfer_parse_progress(const char *, struct xfer_progress *);
 int xfer_parse_stats(const char *, struct xfer_stats *);
 char *xfer_reason(const char *);

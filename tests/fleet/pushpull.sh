@@ -38,6 +38,17 @@ expect_eq "$(printf '%s' "$out" | jq -c '[.files, .bytes, .failed]')" \
 expect_eq "$(printf '%s' "$out" | jq -c '[.instances[] | [.name, .result, .method, .files, .bytes]]')" \
     '[["inst-1","ok","rsync",3,8388613],["inst-2","ok","rsync",3,8388613]]' \
     "--json per instance"
+# duration_ms and rate, the run's and each instance's: numbers >= 0, the
+# rate the bytes per second of duration_ms (0 when it took no time).
+expect_eq "$(printf '%s' "$out" | jq -c '[., .instances[]] |
+    map(.duration_ms, .rate | type == "number" and . >= 0) | all')" \
+    true "--json: duration_ms and rate are numbers >= 0"
+expect_eq "$(printf '%s' "$out" | jq -c '[., .instances[]] |
+    map(if .duration_ms > 0
+        then (.rate - .bytes * 1000 / .duration_ms) as $d |
+            (if $d < 0 then -$d else $d end) <= 1 + .rate / 100
+        else .rate == 0 end) | all')" \
+    true "--json: rate is bytes / duration_ms"
 expect_eq "$(sums "$(home_of inst-1)/dst")" "$(sums "$src")" "inst-1 has the tree (checksums, link)"
 expect_eq "$(sums "$(home_of inst-2)/dst")" "$(sums "$src")" "inst-2 has the tree"
 expect_eq "$(readlink "$(home_of inst-1)/dst/a/link")" 'b c/ü/f' "the link is a link"
@@ -69,6 +80,37 @@ expect_rc 0 "push --delete"
 checks=$((checks + 1))
 [ -e "$(home_of inst-1)/dst/extra" ] && fail "--delete left the extra file"
 rm "$src/new"
+
+# --- at most -f N transfers at once ----------------------------------------
+# A local rsync that holds a file in $T/conc while it runs and logs how
+# many are there when it starts and once it has slept a little.
+wrap=$T/wrap
+mkdir "$wrap" "$T/conc"
+cat >"$wrap/rsync" <<WRAP
+#!/bin/sh
+touch "$T/conc/\$\$"
+ls "$T/conc" | wc -l >>"$T/conc.log"
+sleep 0.3
+ls "$T/conc" | wc -l >>"$T/conc.log"
+$(command -v rsync) "\$@"
+rc=\$?
+rm -f "$T/conc/\$\$"
+exit \$rc
+WRAP
+chmod 755 "$wrap/rsync"
+PATH=$wrap:$PATH "$GPUFLEET" push 'inst-1,inst-2,inst-3' -f 1 "$src/a" '~/conc' >"$T/out" 2>"$T/err"
+rc=$? err=$(cat "$T/err")
+expect_rc 0 "push -f 1"
+expect_eq "$(wc -l <"$T/conc.log")" 6 "-f 1: rsync ran once per instance"
+expect_eq "$(sort -n "$T/conc.log" | tail -1)" 1 "-f 1: one rsync at a time"
+rm "$T/conc.log"
+PATH=$wrap:$PATH "$GPUFLEET" push 'inst-1,inst-2,inst-3' "$src/a" '~/conc' >"$T/out" 2>"$T/err"
+rc=$? err=$(cat "$T/err")
+expect_rc 0 "push with the default fanout"
+expect_eq "$(wc -l <"$T/conc.log")" 6 "default fanout: rsync ran once per instance"
+checks=$((checks + 1))
+[ "$(sort -n "$T/conc.log" | tail -1)" -le 4 ] || fail "default fanout: more than 4 at once"
+rm -rf "$wrap" "$T/conc" "$T/conc.log"
 
 # --- a pull killed half way resumes ----------------------------------------
 # inst-3's rsync sends at 1000 KiB/s: the 8 MiB file takes about 8 s.
@@ -137,6 +179,55 @@ run push inst-2 "$T/huge" '~/tarhuge'
 expect_rc 0 "push of 100 MB by tar"
 expect_eq "$(sha256sum <"$(home_of inst-2)/tarhuge/huge")" "$want" "100 MB by tar, whole"
 rm -rf "$(home_of inst-2)/tarhuge" "$T/huge"
+# --delete cannot be honoured by tar: that instance fails, the others go on
+printf 'extra\n' >"$(home_of inst-2)/tarred/extra"
+run push 'inst-1,inst-2' --delete "$src/a" '~/deltar'
+expect_rc 1 "push --delete to an instance without rsync"
+expect_contains "$out" "inst-2: failed: --delete needs rsync on the instance (the tar stream cannot delete)" \
+    "--delete is refused by tar, with why"
+expect_contains "$out" "inst-1: pushed 1 file" "the instance with rsync goes on"
+checks=$((checks + 1))
+[ -e "$(home_of inst-2)/deltar" ] && fail "a copy by tar without the deletion asked for"
+run push inst-2 --delete --dry-run "$src/a" '~/deltar'
+expect_rc 1 "push --delete --dry-run to an instance without rsync"
+expect_eq "$out" "inst-2: failed: --delete needs rsync on the instance (the tar stream cannot delete)" \
+    "a dry run says the same"
+run pull inst-2 --delete '~/tarred/' "$T/deltar"
+expect_rc 1 "pull --delete from an instance without rsync"
+expect_eq "$out" "inst-2: failed: --delete needs rsync on the instance (the tar stream cannot delete)" \
+    "pull --delete is refused by tar"
+expect_eq "$(find "$T/deltar/inst-2" -mindepth 1 | wc -l)" 0 "and nothing arrives"
+rm "$(home_of inst-2)/tarred/extra"
+# '~' is the login directory, as for rsync
+printf 'home\n' >"$T/athome"
+run push inst-2 "$T/athome" '~'
+expect_rc 0 "push by tar to ~"
+expect_eq "$(cat "$(home_of inst-2)/athome" 2>&1)" home "push by tar to ~ lands in the login directory"
+checks=$((checks + 1))
+[ -e "$(home_of inst-2)/~" ] && fail "push by tar to ~ made a directory named ~"
+run pull inst-2 '~' "$T/tilde"
+expect_rc 0 "pull by tar of ~"
+expect_eq "$(cat "$T/tilde/inst-2/athome" 2>&1)" home "pull by tar of ~ brings the login directory's content"
+rm -rf "$(home_of inst-2)/athome" "$T/tilde"
+# progress counts the tar stream: the instance's tar ends 2 s after its
+# work, so the lines drawn meanwhile show what passed
+rm "$nr/tar"
+printf '#!/bin/sh\n%s "$@"\nrc=$?\nsleep 2\nexit $rc\n' "$(command -v tar)" >"$nr/tar"
+chmod 755 "$nr/tar"
+tty_run() {
+	script -qec "env -u GPUFLEET_NO_PROGRESS $(printf '%q ' "$GPUFLEET" "$@")" /dev/null </dev/null |
+	    tr '\r' '\n' >"$T/tty.out"
+}
+tty_run push inst-2 "$src/big" '~/prog'
+expect_match "$(cat "$T/tty.out")" 'inst-2: \(tar\) [1-9][0-9.]* [KM]iB +[0-9]+% ' \
+    "push by tar: progress counts the bytes sent"
+expect_match "$(cat "$T/tty.out")" 'inst-2: pushed 1 file, 8.0 MiB' "and the push ends"
+tty_run pull inst-2 '~/prog/' "$T/prog"
+expect_match "$(cat "$T/tty.out")" 'inst-2: \(tar\) [1-9][0-9.]* [KM]iB +[0-9]+% ' \
+    "pull by tar: progress counts the bytes received"
+expect_eq "$(sha256sum <"$T/prog/inst-2/big")" "$(sha256sum <"$src/big")" "and the pull is whole"
+rm -rf "$(home_of inst-2)/prog" "$T/prog" "$nr/tar"
+ln -s "$(command -v tar)" "$nr/tar"
 run pull inst-2 --json '~/tarred/' "$T/tarback"
 expect_rc 0 "pull by tar"
 expect_eq "$(printf '%s' "$out" | jq -c '.instances[0] | [.method, .files, .bytes]')" \

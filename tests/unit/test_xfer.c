@@ -105,6 +105,44 @@ START_TEST(test_remote_path)
 }
 END_TEST
 
+/* The tar fallback reads a remote path as rsync does: "~" is home. */
+START_TEST(test_tar_scripts)
+{
+	static const struct {
+		const char *in, *push, *pull;
+	} rows[] = {
+		{ "~", "set -e; d='.'; ", "set -e; tar -cf - -C '.' ." },
+		{ "~/", "set -e; d='.'; ", "set -e; tar -cf - -C '.' ." },
+		{ "~/ckpt/", "set -e; d='ckpt/'; ",
+		    "set -e; tar -cf - -C 'ckpt/' ." },
+		{ "~/a b", "set -e; d='a b'; ",
+		    "set -e; tar -cf - -C \"$(dirname -- 'a b')\" "
+		    "\"$(basename -- 'a b')\"" },
+		{ "/abs", "set -e; d='/abs'; ",
+		    "set -e; tar -cf - -C \"$(dirname -- '/abs')\" "
+		    "\"$(basename -- '/abs')\"" },
+	};
+	struct xfer_req req;
+	size_t i;
+	char *s;
+
+	memset(&req, 0, sizeof req);
+	req.dir = XFER_PULL;
+	req.npaths = 1;
+	for (i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+		s = xfer_tar_push_script(rows[i].in);
+		ck_assert_msg(
+		    strncmp(s, rows[i].push, strlen(rows[i].push)) == 0,
+		    "row %zu: %s", i, s);
+		free(s);
+		req.paths = &rows[i].in;
+		s = xfer_tar_pull_script(&req);
+		ck_assert_str_eq(s, rows[i].pull);
+		free(s);
+	}
+}
+END_TEST
+
 START_TEST(test_parse_progress)
 {
 	static const struct {
@@ -278,6 +316,7 @@ main(void)
 
 	tcase_add_test(tc, test_rsync_argv);
 	tcase_add_test(tc, test_remote_path);
+	tcase_add_test(tc, test_tar_scripts);
 	tcase_add_test(tc, test_parse_progress);
 	tcase_add_test(tc, test_parse_stats);
 	tcase_add_test(tc, test_size);
