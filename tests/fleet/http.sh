@@ -12,7 +12,7 @@
 # headless Chromium: the fleet table (states, idle GPUs, memory, progress
 # and stale progress, cost, next stop), the cost charts and projection,
 # schedules, autostop policies, events, an instance over 24 h and 7 d, a
-# phone's width.
+# phone's width. The daemon's own metrics: actions logged, sessions.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
@@ -403,6 +403,47 @@ else
 	[ -s "$art/http-fleet.png" ] && [ -s "$art/http-instance.png" ] ||
 	    fail "no screenshots in $art"
 fi
+
+# --- the daemon's own on /metrics: actions logged, sessions -----------------
+# metric NAME{LABELS}: the sample's value on the daemon's /metrics ("" if
+# it has none).
+metric() {
+	get /metrics
+	printf '%s\n' "$body" | awk -v k="$1 " 'index($0, k) == 1 { print substr($0, length(k) + 1) }'
+}
+# The actions this daemon logged, by kind: its start, then a warn
+# guard's firing (inst-2's 1.20 CNY is past the cap of 0.01), which the
+# daemon's guard pass after a poll logs; as many as events lists.
+expect_eq "$(metric 'gpufleet_events_total{kind="daemon_start"}')" 1 \
+    "the daemon counts its own start"
+run guard add inst-2 --max-cost 0.01 --do warn --name http-cap
+expect_rc 0 "a warn guard over inst-2's cost"
+guard_counted() {
+	local n
+	n=$("$GPUFLEET" events --json | jq '[.[] | select(.event == "guard_warn")] | length')
+	[ "$n" -ge 1 ] && [ "$(metric 'gpufleet_events_total{kind="guard_warn"}')" = "$n" ]
+}
+wait_for 60 "the guard's warning counted as events lists it" guard_counted
+run guard rm http-cap
+expect_rc 0 "guard rm"
+# Sessions: the daemon's agent leaves its own held session out; a login
+# on inst-1 (a cat reading until the fifo's writer closes) is one there.
+i1='{instance="inst-1",provider="autodl"}'
+i2='{instance="inst-2",provider="vast"}'
+sessions_are() {
+	[ "$(metric "gpufleet_instance_sessions$i1")" = "$1" ] &&
+	    [ "$(metric "gpufleet_instance_sessions$i2")" = "$2" ]
+}
+wait_for 60 "no login but the daemon's: no session" sessions_are 0 0
+mkfifo "$T/login"
+ssh -F "$D/ssh_config" inst-1 'cat >/dev/null' <"$T/login" >/dev/null 2>&1 &
+login=$!
+exec 7>"$T/login"
+cleanup_hooks=("kill $login 2>/dev/null" "${cleanup_hooks[@]}")
+wait_for 60 "one login on inst-1: one session there" sessions_are 1 0
+exec 7>&-
+wait "$login"
+wait_for 60 "the login over: no session" sessions_are 0 0
 
 # --- limits -----------------------------------------------------------------
 big=$(head -c 12000 /dev/zero | tr '\0' a)
