@@ -8,7 +8,7 @@
 # a Host that is not loopback refused (DNS rebinding), an oversized
 # header, the bearer token (none, wrong, right; a token file others can
 # read), a non-loopback address without a token and a port in use refused
-# at start. The dashboard in
+# at start, and with a token one served (401 without it). The dashboard in
 # headless Chromium: the fleet table (states, idle GPUs, memory, progress
 # and stale progress, cost, next stop), the cost charts and projection,
 # schedules, autostop policies, events, an instance over 24 h and 7 d, a
@@ -648,6 +648,28 @@ else
 	get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' \
 	    -H "Origin: $U" -d '{}'
 	expect_eq "$code" 200 "a same-origin POST on [::1] (Origin's [::1]:PORT is the Host)"
+	kill -TERM "$dpid"
+	wait_for 60 "the daemon on [::1] stops" gone_or_zombie "$dpid"
+	wait "$dpid"
 fi
+
+# --- off loopback: every request needs the token ----------------------------
+# Listening on all addresses (connecting to 127.0.0.1 only): with
+# [daemon] token_file the daemon starts, and nothing is answered without
+# the token, whatever the Host a browser on the LAN sends.
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\ntoken_file = %s\n' \
+    "$T/token" >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+serve_on 0.0.0.0
+AUTH=()
+for path in / /api/v1/schedules /metrics; do
+	get "$path"
+	expect_eq "$code" 401 "off loopback, $path without the token"
+	get "$path" -H "Host: gpu-box.lan:$port"
+	expect_eq "$code" 401 "off loopback, $path by a LAN name without the token"
+	get "$path" -H "Authorization: Bearer $token"
+	expect_eq "$code" 200 "off loopback, $path with the token"
+	get "$path" -H "Host: gpu-box.lan:$port" -u "gpufleet:$token"
+	expect_eq "$code" 200 "off loopback, $path by a LAN name with the token (Basic)"
+done
 
 finish
