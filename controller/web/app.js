@@ -264,8 +264,8 @@ function card(title, ...body) {
 }
 
 /*
- * The month-end projection of the totals in currency cur: a line under
- * the cost-by-day chart, or null when the API has none.
+ * The month-end projection of t (an element of cost's "totals"): a line
+ * under the cost-by-day chart, or null when the API has none.
  */
 function projection(t, per) {
 	if (!t || t.projected_month_end === undefined ||
