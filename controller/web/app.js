@@ -13,7 +13,6 @@ const REFRESH_MS = 10000;
 const SVGNS = "http://www.w3.org/2000/svg";
 
 let timer = null;
-let range = "24h";
 
 /* An element with attributes and children (strings become text nodes). */
 function el(tag, attrs, ...kids) {
@@ -185,28 +184,56 @@ function totalsLine(cost) {
 }
 
 /*
- * A bar chart of labelled values, hand-written SVG (no chart library):
- * one column per value, the largest at full height.
+ * The top of a chart's axis: the smallest 1, 2 or 5 times a power of ten
+ * that is at least v and at least floor (so a near-zero value draws a
+ * near-zero bar, not a full one).
  */
-function barChart(id, rows, fmt) {
+function axisTop(v, floor) {
+	const m = Math.max(v, floor, Number.MIN_VALUE);
+	let p = Math.pow(10, Math.floor(Math.log10(m)));
+	for (const k of [1, 2, 5, 10])
+		if (k * p >= m * (1 - 1e-9))
+			return k * p;
+	return 10 * p;
+}
+
+/*
+ * A bar chart of labelled values, hand-written SVG (no chart library):
+ * one column per value, each as high as its value on an axis from 0 to
+ * axisTop(the largest, floor). With line ({v, label}), a dashed line
+ * across at line.v, labelled.
+ */
+function barChart(id, rows, fmt, floor, line) {
 	const W = 320, H = 140, P = 24;
-	const max = Math.max(1, ...rows.map(r => r.v));
+	const top = axisTop(Math.max(0, ...rows.map(r => r.v),
+	    line ? line.v : 0), floor);
+	const h = v => (H - 2 * P) * Math.max(0, v) / top;
 	const bw = (W - P) / Math.max(1, rows.length);
 	const svg = el("svg:svg", { class: "chart", id: id,
-	    viewBox: "0 0 " + W + " " + H, role: "img" });
+	    viewBox: "0 0 " + W + " " + H, role: "img",
+	    "data-top": top });
 	svg.append(el("svg:line", { class: "axis", x1: P, y1: H - P, x2: W,
 	    y2: H - P }));
 	rows.forEach((r, i) => {
-		const h = (H - 2 * P) * r.v / max;
 		const x = P + i * bw;
 		svg.append(el("svg:rect", { class: "col", x: x + 1,
-		    y: H - P - h, width: Math.max(1, bw - 2), height: h },
+		    y: H - P - h(r.v), width: Math.max(1, bw - 2),
+		    height: h(r.v), "data-v": r.v },
 		    el("svg:title", {}, r.label + ": " + fmt(r.v))));
 		if (rows.length <= 12 || i % Math.ceil(rows.length / 8) === 0)
 			svg.append(el("svg:text", { x: x + 1, y: H - P + 12 },
 			    r.label));
 	});
-	svg.append(el("svg:text", { x: 0, y: P }, fmt(max)));
+	if (line) {
+		const y = H - P - h(line.v);
+		svg.append(el("svg:line", { class: "projected", x1: P,
+		    y1: y, x2: W, y2: y }, el("svg:title", {}, line.label)));
+		svg.append(el("svg:text", { class: "projected", x: W,
+		    y: Math.max(10, y - 3), "text-anchor": "end" },
+		    line.label));
+	}
+	svg.append(el("svg:text", { x: 0, y: P }, fmt(top)));
+	svg.append(el("svg:text", { x: 0, y: H - P }, "0"));
 	return svg;
 }
 
@@ -232,15 +259,33 @@ function lineChart(id, series, t0, t1, vmax, unit) {
 	return svg;
 }
 
-function card(title, body) {
-	return el("div", { class: "card" }, el("h3", {}, title), body);
+function card(title, ...body) {
+	return el("div", { class: "card" }, el("h3", {}, title), ...body);
+}
+
+/*
+ * The month-end projection of t (an element of cost's "totals"): a line
+ * under the cost-by-day chart, or null when the API has none.
+ */
+function projection(t, per) {
+	if (!t || t.projected_month_end === undefined ||
+	    t.projected_month_end === null)
+		return null;
+	return el("p", { id: "projection", class: "muted" },
+	    "projected " + money(t.projected_month_end, per, t.currency) +
+	    " at month end (" + money(t.total, per, t.currency) +
+	    " so far; a day at the current burn: " +
+	    money(24 * (t.burn_per_hour || 0), per, t.currency) + ")");
 }
 
 function costCharts(cost, days) {
 	const per = cost ? cost.minor_per_unit : 1;
-	const cur = cost && cost.totals && cost.totals[0] ?
-	    cost.totals[0].currency : "";
+	const tot = cost && cost.totals && cost.totals[0] ? cost.totals[0] :
+	    null;
+	const cur = tot ? tot.currency : "";
 	const fmt = v => money(v, per, cur);
+	/* The axis reaches at least the smallest amount shown (0.01). */
+	const floor = per / 100;
 	const prov = {};
 	for (const c of (cost && cost.instances) || [])
 		if (c.currency === cur && c.total !== null)
@@ -251,14 +296,19 @@ function costCharts(cost, days) {
 		    x.currency === cur);
 		return { label: d.day.slice(5), v: t && t.total || 0 };
 	});
+	const burnDay = tot && tot.burn_per_hour ?
+	    { v: 24 * tot.burn_per_hour,
+		label: fmt(24 * tot.burn_per_hour) + "/day now" } : null;
 	return el("div", { class: "cards" },
 	    card("Cost by day" + (cur ? " (" + cur + ")" : ""),
-		byDay.length ? barChart("cost-day", byDay, fmt) :
-		el("p", { class: "muted" }, "not available")),
+		byDay.length ? barChart("cost-day", byDay, fmt, floor,
+		burnDay) : el("p", { class: "muted" }, "not available"),
+		projection(tot, per)),
 	    card("Cost by provider" + (cur ? " (" + cur + ")" : ""),
 		Object.keys(prov).length ? barChart("cost-provider",
 		Object.entries(prov).map(([k, v]) => ({ label: k, v: v })),
-		fmt) : el("p", { class: "muted" }, "no priced instance")));
+		fmt, floor, null) :
+		el("p", { class: "muted" }, "no priced instance")));
 }
 
 function scheduleTable(schedules) {
@@ -272,13 +322,38 @@ function scheduleTable(schedules) {
 		el("td", {}, s.paused ? "paused" : s.next_run || "-"))))));
 }
 
+/* A duration as the CLI writes it: 45s, 30m, 2h05m, 3d04h. */
+function duration(secs) {
+	const s = Math.max(0, Math.floor(secs || 0));
+	const two = n => String(n).padStart(2, "0");
+	if (s < 60) return s + "s";
+	if (s < 3600) return Math.floor(s / 60) + "m";
+	if (s < 86400)
+		return Math.floor(s / 3600) + "h" + two(Math.floor(s % 3600 / 60)) +
+		    "m";
+	return Math.floor(s / 86400) + "d" + two(Math.floor(s % 86400 / 3600)) +
+	    "h";
+}
+
+/* An autostop policy in one line, as `gpufleet shutdown ls` shows it. */
+function autostopLine(a) {
+	const wait = Array.isArray(a.wait_for) && a.wait_for.length ?
+	    a.wait_for.join(",") : "none";
+	return "autostop " + (a.id || "?") + ": idle " + duration(a.idle_s) +
+	    " (GPUs below " + (a.gpu_below || 0) + "%, wait for " + wait +
+	    (a.stalled_s > 0 ? ", stalled " + duration(a.stalled_s) : "") +
+	    (a.max_runtime_s > 0 ? ", max runtime " +
+		duration(a.max_runtime_s) : "") + ")";
+}
+
 function autostopList(status) {
 	const rows = status.filter(s => s.watcher &&
 	    s.watcher.autostop && typeof s.watcher.autostop === "object");
 	if (rows.length === 0)
 		return el("p", { class: "muted" }, "no autostop policy");
-	return el("ul", { id: "autostop" }, ...rows.map(s => el("li", {},
-	    s.name + ": " + JSON.stringify(s.watcher.autostop))));
+	return el("ul", { id: "autostop" }, ...rows.map(s => el("li",
+	    { "data-name": s.name }, s.name + ": " +
+	    autostopLine(s.watcher.autostop))));
 }
 
 function eventsTable(events) {
@@ -337,7 +412,11 @@ async function fleetPage() {
 	    el("h2", {}, "Events"), eventsTable(events)];
 }
 
-async function instancePage(name) {
+/*
+ * An instance's page, #/i/NAME (24 h) or #/i/NAME/7d: the range is in
+ * the address, so a link or a reload keeps it.
+ */
+async function instancePage(name, range) {
 	const secs = range === "7d" ? 7 * 86400 : 86400;
 	const enc = encodeURIComponent(name);
 	const [doc, hist] = await Promise.all([api("instances/" + enc),
@@ -354,12 +433,14 @@ async function instancePage(name) {
 	const tabs = el("div", { class: "tabs" }, ...["24h", "7d"].map(r => {
 		const b = el("button", { type: "button",
 		    "aria-pressed": r === range }, r);
-		b.addEventListener("click", () => { range = r; refresh(); });
+		b.addEventListener("click", () => {
+			location.hash = "#/i/" + enc + "/" + r;
+		});
 		return b;
 	}));
 	const gpus = Object.keys(util);
 	return [el("h2", {}, name), tabs,
-	    el("div", { class: "cards" },
+	    el("div", { class: "cards", id: "charts", "data-range": range },
 		card("GPU utilization (%)", gpus.length ?
 		    lineChart("chart-util", gpus.map(g => util[g]),
 		    now - secs, now, 100, "%") :
@@ -374,10 +455,11 @@ async function instancePage(name) {
 
 async function refresh() {
 	clearTimeout(timer);
-	const m = /^#\/i\/(.+)$/.exec(location.hash);
+	const m = /^#\/i\/([^/]+)(?:\/(24h|7d))?$/.exec(location.hash);
 	const err = document.getElementById("error");
 	try {
-		const kids = m ? await instancePage(decodeURIComponent(m[1])) :
+		const kids = m ? await instancePage(decodeURIComponent(m[1]),
+		    m[2] || "24h") :
 		    await fleetPage();
 		const main = document.getElementById("main");
 		main.replaceChildren(...kids);

@@ -8,7 +8,11 @@
 # a Host that is not loopback refused (DNS rebinding), an oversized
 # header, the bearer token (none, wrong, right; a token file others can
 # read), a non-loopback address without a token and a port in use refused
-# at start.
+# at start, and with a token one served (401 without it). The dashboard in
+# headless Chromium: the fleet table (states, idle GPUs, memory, progress
+# and stale progress, cost, next stop), the cost charts and projection,
+# schedules, autostop policies, events, an instance over 24 h and 7 d, a
+# phone's width. The daemon's own metrics: actions logged, sessions.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
@@ -23,6 +27,10 @@ for n in 1 2; do
 done
 run set inst-1 price=2.40/h billing=second currency=CNY provider=autodl
 expect_rc 0 "inst-1 has a price"
+# inst-2 billed per started hour: 1.20 CNY for the hour the test lasts, a
+# cost that stays put while an API document is compared with the CLI's.
+run set inst-2 price=1.20/h billing=hour currency=CNY provider=vast
+expect_rc 0 "inst-2 has a price"
 # Fake GPUs: inst-1 has a busy one and an idle one, inst-2 one busy.
 gpu_util inst-1 80 3
 gpu_util inst-2 50
@@ -34,15 +42,34 @@ stop_day=$(date -u -d '+10 days' +%F)
 run schedule add inst-2 --cron "0 3 $(date -u -d "$stop_day" '+%-d %-m') *" --tz UTC \
     --do shutdown --name newyear
 expect_rc 0 "schedule add"
+# Progress files as a job keeps them (README "status"): inst-1's just
+# written, inst-2's two hours old, stale past [status]
+# stale_progress_minutes (30 by default).
+for n in 1 2; do mkdir -p "$(instance_dir "inst-$n")/home/.gpufleet"; done
+printf 'epoch 3 step 1200 loss 0.412\n' >"$(instance_dir inst-1)/home/.gpufleet/progress"
+printf 'epoch 1 step 40 loss 2.31\n' >"$(instance_dir inst-2)/home/.gpufleet/progress"
+touch -d '-2 hours' "$(instance_dir inst-2)/home/.gpufleet/progress"
+# An autostop policy on inst-2 (busy at 50 %: it never fires here), and
+# its line as shutdown ls prints it.
+run autostop inst-2 --idle 6h
+expect_rc 0 "autostop inst-2"
+run shutdown ls inst-2
+autostop_line=$(printf '%s\n' "$out" | sed -n 's/^ *\(autostop a-[0-9a-f]*: .*\)$/\1/p')
+expect_match "$autostop_line" '^autostop a-[0-9a-f]+: idle 6h00m ' "shutdown ls shows the policy"
 
 free_port() {
 	python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
 }
-port=$(free_port)
-U=http://127.0.0.1:$port
-DAEMON_ARGS="--listen 127.0.0.1:$port" start_daemon
-expect_contains "$(cat "$LOG")" "listening on http://127.0.0.1:$port/" \
-    "the log says where it listens"
+# serve_on ADDR: a daemon listening on ADDR and a free port; U its URL on
+# 127.0.0.1.
+serve_on() {
+	port=$(free_port)
+	U=http://127.0.0.1:$port
+	DAEMON_ARGS="--listen $1:$port" start_daemon
+	expect_contains "$(cat "$LOG")" "listening on http://$1:$port/" \
+	    "the log says where it listens ($1)"
+}
+serve_on 127.0.0.1
 
 # get PATH [CURL ARGS...]: status in $code, headers in $T/h, body in $body;
 # with the curl arguments in AUTH (the bearer token, once one is set).
@@ -155,16 +182,54 @@ check_same /api/v1/schedules schedule ls --json
 expect_eq "$(printf '%s' "$body" | jq -r '.[0].name')" newyear "the schedule listed"
 check_same "/api/v1/events?since=-1d&limit=5" events --json --since=-1d --limit 5
 check_same "/api/v1/history/inst-1?since=-1h" history inst-1 --json --since=-1h
-# The last poll's view, in the shape of status --json (no SSH per request).
-shape() { jq -S '[.[] | {name, state, ledger_state, keys: keys, gpus: (.report.gpus | length)}]'; }
-instances_like_status() {
+
+# The last poll's view is status --json, equal documents. The fake GPUs
+# and progress files stay put, so what may differ between the daemon's
+# poll and the CLI's own run of status is only what moves by itself, left
+# out of both: times and ages, the host's load, memory, disk and network
+# counters, the watcher's journal (each reader takes the entries after
+# the stored cursor) and the sessions (the CLI's login and the daemon's
+# held one count for each other); in cost: the window's end, the running
+# time and the projection to the month's end.
+volatile='walk(if type == "object" then del(.checked_at, .time, .load,
+    .mem_available_kib, .free_kib, .net_rx_bytes, .net_tx_bytes, .sessions,
+    .journal, .journal_more, .skew_s, .until, .running_s,
+    .projected_month_end) else . end)'
+instances_are_status() {
 	get /api/v1/instances
-	api_doc=$(printf '%s' "$body" | shape) || return 1
-	cli_doc=$("$GPUFLEET" status --json | shape) || return 1
+	[ "$code" = 200 ] || return 1
+	api_doc=$(printf '%s' "$body" | jq -S "$volatile") || return 1
+	cli_doc=$("$GPUFLEET" status --json | jq -S "$volatile") || return 1
 	[ "$api_doc" = "$cli_doc" ]
 }
-wait_for 60 "GET /api/v1/instances is status --json's shape" instances_like_status ||
-    printf 'api: %s\ncli: %s\n' "$api_doc" "$cli_doc" >&2
+wait_for 60 "GET /api/v1/instances is status --json (equal documents)" instances_are_status ||
+    diff <(printf '%s\n' "$api_doc") <(printf '%s\n' "$cli_doc") >&2
+expect_eq "$(printf '%s' "$api_doc" | jq -c '[.[] | [.name, .report.progress.text, .flags.progress_stale, .watcher.autostop.idle_s]]')" \
+    '[["inst-1","epoch 3 step 1200 loss 0.412\n",false,null],["inst-2","epoch 1 step 40 loss 2.31\n",true,21600]]' \
+    "what the documents hold: the progress lines, the stale one, the autostop policy"
+# instances/NAME whole: show NAME --json, with "status" NAME's element of
+# status --json and "cost" cost NAME --json. inst-2's cost stays put (its
+# started hour); inst-1's grows each second, so it is read again until
+# the API's and the CLI's reads fall in one second.
+show_is_cli() {
+	local st
+	get "/api/v1/instances/$1"
+	[ "$code" = 200 ] || return 1
+	api_doc=$(printf '%s' "$body" | jq -S "$volatile") || return 1
+	st=$("$GPUFLEET" status "$1" --json | jq '.[0]') || return 1
+	cli_doc=$("$GPUFLEET" show "$1" --json |
+	    jq -S --argjson st "$st" --argjson cost "$("$GPUFLEET" cost "$1" --json)" \
+	    '. + {status: $st, cost: $cost}' | jq -S "$volatile") || return 1
+	[ "$api_doc" = "$cli_doc" ]
+}
+for n in 2 1; do
+	wait_for 60 "GET /api/v1/instances/inst-$n is show, status and cost (equal documents)" \
+	    show_is_cli "inst-$n" ||
+	    diff <(printf '%s\n' "$api_doc") <(printf '%s\n' "$cli_doc") >&2
+done
+expect_eq "$(printf '%s' "$api_doc" | jq -c '[.name, .status.name, .cost.totals[0].total > 0]')" \
+    '["inst-1","inst-1",true]' "inst-1's document: its status and its cost so far"
+get /api/v1/instances
 expect_eq "$(printf '%s' "$body" | jq -r '[.[].state] | join(" ")')" "up up" \
     "both instances up"
 expect_eq "$(printf '%s' "$body" | jq -c '[.[].report.gpus[].util_gpu]')" "[80,3,50]" \
@@ -250,24 +315,135 @@ else
 	expect_match "$row1" 'CNY<div class="muted">\+2\.40/h</div>' \
 	    "inst-1's cost cell: so far, and its burn an hour"
 	expect_contains "$dom" 'id="events"' "the events table"
+	# The progress line and its age; inst-2's, two hours old, stands out
+	# (the class "stale"), as status marks it.
+	expect_match "$row1" '<td class="wrap"><span>epoch 3 step 1200 loss 0\.412 \([0-9]+[sm] ago\)</span></td>' \
+	    "inst-1's progress line and its age"
+	expect_match "$row2" '<td class="wrap"><span class="stale">epoch 1 step 40 loss 2\.31 \(2h ago\)</span></td>' \
+	    "inst-2's stale progress stands out"
+	expect_eq "$(printf '%s' "$dom" | grep -o 'class="stale"' | wc -l)" 1 \
+	    "only the stale progress line stands out"
+	# Memory: the GPUs' used and total (fake GPUs: 500 of 81920 MiB each).
+	expect_contains "$row1" '<td>1.0/160 GiB</td>' "inst-1's GPU memory"
+	expect_contains "$row2" '<td>0.5/80 GiB</td>' "inst-2's GPU memory"
+	# Cost by provider: one bar each, as high as its cost on an axis
+	# from 0 to the next 1, 2 or 5 above the largest (vast: 1.20 CNY,
+	# inst-2's started hour, on 2.00: 92 of the chart's 92 units * 0.6).
+	provider=$(printf '%s' "$dom" | grep -o '<svg[^>]*id="cost-provider".*' | sed 's,</svg>.*,,')
+	expect_contains "$provider" 'data-top="20000"' "the provider chart's axis ends at 2.00 CNY"
+	expect_contains "$provider" '<text x="0" y="24">2.00 CNY</text>' "the axis labelled"
+	expect_match "$provider" 'height="55\.2" data-v="12000"><title>vast: 1\.20 CNY</title>' \
+	    "vast's bar: 1.20 CNY, 0.6 of the axis"
+	expect_match "$provider" '<title>autodl: 0\.[0-9]{2} CNY</title>' "autodl's bar"
+	# Cost by day: the days before the instances were added draw no bar
+	# (no full-height bar for nothing); the month-end projection and the
+	# cost of a day at the current burn (a dashed line) in the same card.
+	byday=$(printf '%s' "$dom" | grep -o '<svg[^>]*id="cost-day".*' | sed 's,</div>.*,,')
+	expect_eq "$(printf '%s' "$byday" | grep -o 'height="0" data-v="0"' | wc -l)" 6 \
+	    "six days with no cost, no bar"
+	expect_contains "$byday" '<line class="projected"' "the current burn's dashed line"
+	expect_contains "$byday" '86.40 CNY/day now</text>' "labelled: (2.40 + 1.20) CNY/h a day"
+	expect_match "$byday" '<p id="projection" class="muted">projected [0-9]+\.[0-9]{2} CNY at month end \([0-9]+\.[0-9]{2} CNY so far; a day at the current burn: 86\.40 CNY\)</p>' \
+	    "the month-end projection next to the chart"
+	# The autostop policy, as shutdown ls words it.
+	expect_contains "$dom" "<li data-name=\"inst-2\">inst-2: $autostop_line</li>" \
+	    "inst-2's autostop policy listed"
 	checks=$((checks + 1))
 	case $dom in *"not available"*) fail "a document the page wants is not available" ;; esac
 	expect_match "$dom" '<span id="error" class="error" hidden' "no error shown"
 	browse --screenshot="$art/http-fleet.png" "$U/" >/dev/null
-	instance_dom() {
-		dom=$(browse --dump-dom "$U/#/i/inst-1")
-		case $dom in *'id="chart-util"'*) ;; *) return 1 ;; esac
+	# page_shows PATH TEXT: the DOM of the page at PATH (in $dom) holds
+	# TEXT.
+	page_shows() {
+		dom=$(browse --dump-dom "$U$1")
+		case $dom in *"$2"*) ;; *) return 1 ;; esac
 	}
 	# The charts need stored samples: the polls store them each second.
-	wait_for 120 "the instance page charts inst-1's utilization" instance_dom ||
+	wait_for 120 "the instance page charts inst-1's utilization" \
+	    page_shows /#/i/inst-1 'id="chart-util"' ||
 	    printf '%s\n' "$dom" | head -50 >&2
 	expect_contains "$dom" 'id="chart-mem"' "the memory chart"
 	expect_contains "$dom" '"name": "inst-1"' "show's document on the page"
+	expect_contains "$dom" 'id="charts" data-range="24h"' "24 h by default"
 	browse --screenshot="$art/http-instance.png" "$U/#/i/inst-1" >/dev/null
+	# The 7 d choice, in the address (a link or a reload keeps it).
+	wait_for 120 "the instance page over 7 days" \
+	    page_shows /#/i/inst-1/7d 'id="chart-util"' ||
+	    printf '%s\n' "$dom" | head -50 >&2
+	expect_contains "$dom" 'id="charts" data-range="7d"' "the charts cover 7 d"
+	expect_contains "$dom" '<button type="button" aria-pressed="true">7d</button>' \
+	    "the 7d button pressed"
+	expect_contains "$dom" 'id="chart-mem"' "the memory chart over 7 d"
+	# A phone: 390x844 CSS pixels. The page is no wider than the screen
+	# (wide tables scroll in their own box); screenshots for people.
+	browse --window-size=390,844 --screenshot="$art/http-phone.png" "$U/" >/dev/null
+	browse --window-size=390,844 --screenshot="$art/http-phone-instance.png" \
+	    "$U/#/i/inst-1/7d" >/dev/null
+	checks=$((checks + 1))
+	[ -s "$art/http-phone.png" ] && [ -s "$art/http-phone-instance.png" ] ||
+	    fail "no phone screenshots in $art"
+	# phone_width PATH READY: the page's width and what it draws in, as
+	# JSON, once the JavaScript READY is true.
+	phone_width() {
+		timeout 150 python3 "$(dirname "$0")/lib/cdp-eval.py" 390 844 "$U$1" "$2" \
+		    '[document.documentElement.scrollWidth, document.documentElement.clientWidth]' \
+		    "$chrome" --headless --no-sandbox --disable-gpu \
+		    --user-data-dir="$T/chrome-cdp" \
+		    --host-resolver-rules='MAP * ~NOTFOUND, EXCLUDE 127.0.0.1' \
+		    --disable-background-networking --disable-component-update \
+		    --disable-sync --disable-extensions --disable-default-apps \
+		    --no-first-run --no-pings --disable-domain-reliability \
+		    2>>"$T/chrome.err"
+	}
+	expect_eq "$(phone_width / '!!document.querySelector("#fleet tr[data-name=inst-2]")')" \
+	    '[390, 390]' "the fleet page on a phone: no wider than the screen"
+	expect_eq "$(phone_width /#/i/inst-1/7d '!!document.getElementById("chart-util")')" \
+	    '[390, 390]' "the instance page on a phone: no wider than the screen"
 	checks=$((checks + 1))
 	[ -s "$art/http-fleet.png" ] && [ -s "$art/http-instance.png" ] ||
 	    fail "no screenshots in $art"
 fi
+
+# --- the daemon's own on /metrics: actions logged, sessions -----------------
+# metric NAME{LABELS}: the sample's value on the daemon's /metrics ("" if
+# it has none).
+metric() {
+	get /metrics
+	printf '%s\n' "$body" | awk -v k="$1 " 'index($0, k) == 1 { print substr($0, length(k) + 1) }'
+}
+# The actions this daemon logged, by kind: its start, then a warn
+# guard's firing (inst-2's 1.20 CNY is past the cap of 0.01), which the
+# daemon's guard pass after a poll logs; as many as events lists.
+expect_eq "$(metric 'gpufleet_events_total{kind="daemon_start"}')" 1 \
+    "the daemon counts its own start"
+run guard add inst-2 --max-cost 0.01 --do warn --name http-cap
+expect_rc 0 "a warn guard over inst-2's cost"
+guard_counted() {
+	local n
+	n=$("$GPUFLEET" events --json | jq '[.[] | select(.event == "guard_warn")] | length')
+	[ "$n" -ge 1 ] && [ "$(metric 'gpufleet_events_total{kind="guard_warn"}')" = "$n" ]
+}
+wait_for 60 "the guard's warning counted as events lists it" guard_counted
+run guard rm http-cap
+expect_rc 0 "guard rm"
+# Sessions: the daemon's agent leaves its own held session out; a login
+# on inst-1 (a cat reading until the fifo's writer closes) is one there.
+i1='{instance="inst-1",provider="autodl"}'
+i2='{instance="inst-2",provider="vast"}'
+sessions_are() {
+	[ "$(metric "gpufleet_instance_sessions$i1")" = "$1" ] &&
+	    [ "$(metric "gpufleet_instance_sessions$i2")" = "$2" ]
+}
+wait_for 60 "no login but the daemon's: no session" sessions_are 0 0
+mkfifo "$T/login"
+ssh -F "$D/ssh_config" inst-1 'cat >/dev/null' <"$T/login" >/dev/null 2>&1 &
+login=$!
+exec 7>"$T/login"
+cleanup_hooks=("kill $login 2>/dev/null" "${cleanup_hooks[@]}")
+wait_for 60 "one login on inst-1: one session there" sessions_are 1 0
+exec 7>&-
+wait "$login"
+wait_for 60 "the login over: no session" sessions_are 0 0
 
 # --- limits -----------------------------------------------------------------
 big=$(head -c 12000 /dev/zero | tr '\0' a)
@@ -472,6 +648,28 @@ else
 	get /api/v1/instances/inst-1/cancel -X POST -H 'Content-Type: application/json' \
 	    -H "Origin: $U" -d '{}'
 	expect_eq "$code" 200 "a same-origin POST on [::1] (Origin's [::1]:PORT is the Host)"
+	kill -TERM "$dpid"
+	wait_for 60 "the daemon on [::1] stops" gone_or_zombie "$dpid"
+	wait "$dpid"
 fi
+
+# --- off loopback: every request needs the token ----------------------------
+# Listening on all addresses (connecting to 127.0.0.1 only): with
+# [daemon] token_file the daemon starts, and nothing is answered without
+# the token, whatever the Host a browser on the LAN sends.
+printf '[daemon]\npoll_interval = 1\nstop_grace = 2\ntoken_file = %s\n' \
+    "$T/token" >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+serve_on 0.0.0.0
+AUTH=()
+for path in / /api/v1/schedules /metrics; do
+	get "$path"
+	expect_eq "$code" 401 "off loopback, $path without the token"
+	get "$path" -H "Host: gpu-box.lan:$port"
+	expect_eq "$code" 401 "off loopback, $path by a LAN name without the token"
+	get "$path" -H "Authorization: Bearer $token"
+	expect_eq "$code" 200 "off loopback, $path with the token"
+	get "$path" -H "Host: gpu-box.lan:$port" -u "gpufleet:$token"
+	expect_eq "$code" 200 "off loopback, $path by a LAN name with the token (Basic)"
+done
 
 finish
