@@ -23,6 +23,20 @@ case $n$reps in
 '' | *[!0-9]*) echo "usage: bash bench/held.sh [N]  (BENCH_REPS a positive integer)" >&2; exit 2 ;;
 esac
 [ "$n" -gt 0 ] && [ "$reps" -gt 0 ] || { echo "bench: N and BENCH_REPS must be positive" >&2; exit 2; }
+# The peer and the tools, from Debian, as bench/exec.sh installs them.
+need=()
+command -v pdsh >/dev/null || need+=(pdsh)
+command -v sqlite3 >/dev/null || need+=(sqlite3)
+command -v bc >/dev/null || need+=(bc)
+if [ ${#need[@]} -gt 0 ]; then
+	sudo=
+	[ "$(id -u)" = 0 ] || sudo=sudo
+	echo "bench: installing ${need[*]}" >&2
+	export DEBIAN_FRONTEND=noninteractive
+	$sudo apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 ||
+	    { $sudo apt-get update -qq >/dev/null 2>&1 || true
+	      $sudo apt-get install -y -qq "${need[@]}" >/dev/null 2>&1 || true; }
+fi
 command -v pdsh >/dev/null || { echo "bench: pdsh is required (apt-get install pdsh)" >&2; exit 1; }
 command -v sqlite3 >/dev/null || { echo "bench: sqlite3 is required" >&2; exit 1; }
 
