@@ -16,9 +16,13 @@
  *   controller -> runner  'C' a command line (no NUL, at most
  *                         SERVE_COMMAND_MAX), one at a time: the next
  *                         only after the last one's 'X' or 'S'
- * Anything else from the controller, or its end closing, ends the runner,
- * and the command running is hung up on (SIGHUP to its process group,
- * SIGKILL after SERVE_KILL_GRACE_MS), as sshd does when a session goes.
+ * Anything else from the controller, or its end closing (a timeout, a
+ * cancel, the session lost), ends the runner, and the command running is
+ * hung up on: SIGHUP to its process group, and SIGKILL to the group if
+ * the command's shell has not exited SERVE_KILL_GRACE_MS later (what it
+ * started with nohup and left running is left alone). A channel's
+ * command would be left running by sshd until it wrote to its closed
+ * output; a deadline of gpufleet's stops the command.
  */
 
 #include <sys/types.h>
@@ -48,6 +52,7 @@ static int serve_next(char **);
 static const char *serve_shell(void);
 static pid_t serve_spawn(const char *, int *, int *);
 static void serve_hangup(pid_t);
+static int serve_reap(pid_t);
 static int serve_run(const char *);
 
 /* Send one frame to the controller; 0, or -1 when it is gone. */
@@ -146,7 +151,7 @@ serve_spawn(const char *cmd, int *out, int *err)
 				signal(sig, SIG_DFL);
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
-		if ((null = open("/dev/null", O_RDONLY)) == -1 ||
+		if ((null = open("/dev/null", O_RDONLY | O_CLOEXEC)) == -1 ||
 		    dup2(null, 0) == -1 || dup2(o[1], 1) == -1 ||
 		    dup2(e[1], 2) == -1)
 			_exit(127);
@@ -180,8 +185,8 @@ fail:
 }
 
 /*
- * The controller is gone: hang up on the command's process group, kill
- * what is left of it after the grace period.
+ * The controller is gone: hang up on the command's process group; kill
+ * the group if the command's shell outlives the grace period.
  */
 static void
 serve_hangup(pid_t pid)
@@ -193,11 +198,38 @@ serve_hangup(pid_t pid)
 	kill(-pid, SIGCONT);
 	for (waited = 0; waited < SERVE_KILL_GRACE_MS; waited += 20) {
 		if (waitpid(pid, NULL, WNOHANG) == pid)
-			break;
+			return;
 		nanosleep(&step, NULL);
 	}
 	kill(-pid, SIGKILL);
-	waitpid(pid, NULL, WNOHANG);
+	waitpid(pid, NULL, WNOHANG); /* stuck in the kernel: not waited for */
+}
+
+/*
+ * Wait for the command to exit once its output is closed, still watching
+ * the controller's end (a command may close its output and go on).
+ * Returns its wait status, or -1 when the controller is gone (the
+ * command hung up on).
+ */
+static int
+serve_reap(pid_t pid)
+{
+	struct pollfd in = { 0, POLLIN, 0 };
+	int status, wait_ms = 1;
+	pid_t r;
+
+	for (;;) {
+		if ((r = waitpid(pid, &status, WNOHANG)) == pid)
+			return status;
+		if (r == -1 && errno != EINTR)
+			return 255 << 8;
+		if (poll(&in, 1, wait_ms) == 1) {
+			serve_hangup(pid);
+			return -1;
+		}
+		if (wait_ms < 100)
+			wait_ms *= 2;
+	}
 }
 
 /*
@@ -264,12 +296,8 @@ serve_run(const char *cmd)
 	for (i = 0; i < 2; i++)
 		if (pfd[i].fd != -1)
 			close(pfd[i].fd);
-	while (waitpid(pid, &status, 0) == -1) {
-		if (errno != EINTR) {
-			status = 255 << 8;
-			break;
-		}
-	}
+	if ((status = serve_reap(pid)) == -1)
+		return -1;
 	if (WIFSIGNALED(status)) {
 		name = serve_signame(WTERMSIG(status));
 		return serve_frame('S', name, strlen(name));

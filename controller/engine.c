@@ -262,6 +262,7 @@ struct engine_conn {
 	enum runner_state rstate;
 	unsigned char *rbuf; /* a frame not yet whole */
 	size_t rlen;
+	int rhello;	/* its hello came */
 	int rclosed;	/* its channel got EOF, CLOSE or an exit status */
 	int rgarbage;	/* it sent what the protocol does not allow */
 	int rdone;	/* the command's end ('X' or 'S') came */
@@ -1130,6 +1131,14 @@ conn_deadline_fail(struct engine_conn *c, int idle)
 	case CS_AUTH:
 	case CS_OPEN:
 	case CS_EXEC:
+		if (c->state == CS_OPEN && c->rstate == RS_HELLO) {
+			/* The session answered, its runner did not: a channel.
+			 */
+			runner_broken(c, "no hello in time");
+			conn_setup_phase(c);
+			conn_step(c);
+			break;
+		}
 		if (c->reused) {
 			/* conn_fail logs in anew, once. */
 			conn_fail(c, EF_SSH, "the held session did not answer");
@@ -1520,7 +1529,10 @@ conn_step(struct engine_conn *c)
 				return;
 			if (rc == RUNNER_WAIT)
 				break;
-			if (rc == RUNNER_READY && runner_send(c) == 0) {
+			if (rc == RUNNER_READY &&
+			    (rc = runner_send(c)) == RUNNER_WAIT)
+				break;
+			if (rc == RUNNER_READY) {
 				if (conn_running(c) != 0)
 					return;
 				goto run;
@@ -1725,9 +1737,10 @@ runner_wanted(struct engine_conn *c)
 	const char *cmd = h->command != NULL ? h->command : set->command;
 
 	return set->use_runner && set->keep_open && h->runner != NULL &&
-	    !h->runner_failed && c->rstate != RS_BROKEN && cmd != NULL &&
-	    cmd[0] != '\0' && strlen(cmd) <= RUNNER_COMMAND_MAX &&
-	    set->stdin_data == NULL && h->stdin_data == NULL;
+	    !h->runner_failed && c->ch == NULL && c->rstate != RS_BROKEN &&
+	    cmd != NULL && cmd[0] != '\0' &&
+	    strlen(cmd) <= RUNNER_COMMAND_MAX && set->stdin_data == NULL &&
+	    h->stdin_data == NULL;
 }
 
 /*
@@ -1798,12 +1811,15 @@ runner_start(struct engine_conn *c)
 		runner_broken(c, c->rgarbage ? "it sent garbage" : "it ended");
 		return RUNNER_BROKEN;
 	}
+	if (c->rstate == RS_HELLO && c->rhello)
+		c->rstate = RS_READY;
 	return c->rstate == RS_READY ? RUNNER_READY : RUNNER_WAIT;
 }
 
 /*
- * Hand the command to the runner in one frame; 0, or -1 when it could not
- * be (the runner is then broken and the command has not run).
+ * Hand the command to the runner in one frame: RUNNER_READY (sent),
+ * RUNNER_WAIT (libssh's output is not drained yet: again when it is) or
+ * RUNNER_BROKEN (not sent: the command gets a channel).
  */
 static int
 runner_send(struct engine_conn *c)
@@ -1814,9 +1830,11 @@ runner_send(struct engine_conn *c)
 	unsigned char frame[5 + RUNNER_COMMAND_MAX];
 	int w;
 
-	if (ssh_channel_window_size(c->rch) < len + 5 ||
-	    (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING))
-		return -1; /* a channel this time; the runner stays */
+	if (ssh_get_poll_flags(c->s) & SSH_WRITE_PENDING)
+		return RUNNER_WAIT; /* libssh writes on a blocking socket */
+	if (ssh_channel_window_size(c->rch) < len + 5)
+		return RUNNER_BROKEN; /* a channel this time; the runner stays
+				       */
 	frame[0] = 'C';
 	frame[1] = (unsigned char)(len >> 24);
 	frame[2] = (unsigned char)(len >> 16);
@@ -1826,11 +1844,11 @@ runner_send(struct engine_conn *c)
 	if ((w = ssh_channel_write(c->rch, frame, (uint32_t)(len + 5))) < 0 ||
 	    (size_t)w != len + 5) {
 		runner_broken(c, "the command could not be written to it");
-		return -1;
+		return RUNNER_BROKEN;
 	}
 	c->via_runner = 1;
 	c->rdone = 0;
-	return 0;
+	return RUNNER_READY;
 }
 
 /* While a command runs on the runner: take in its frames and its end. */
@@ -1845,6 +1863,7 @@ runner_poll(struct engine_conn *c)
 	}
 	if (c->rgarbage) {
 		c->h->runner_failed = 1;
+		c->local_fail = 1; /* the agent's fault: no backoff */
 		runner_broken(c, "it sent garbage");
 		conn_fail(c, EF_SSH,
 		    "the command runner on the instance sent garbage");
@@ -1854,13 +1873,18 @@ runner_poll(struct engine_conn *c)
 		conn_finish(c);
 		return;
 	}
-	if (c->rclosed || !ssh_is_connected(c->s)) {
+	if (c->rclosed) {
 		c->h->runner_failed = 1;
+		c->local_fail = 1;
 		runner_broken(c, "it ended during a command");
 		conn_fail(c, EF_SSH,
 		    "the command runner on the instance ended before the "
 		    "command finished");
+		return;
 	}
+	if (!ssh_is_connected(c->s))
+		conn_fail(
+		    c, EF_SSH, "connection lost: %s", ssh_get_error(c->s));
 }
 
 /* One whole frame from the runner, in the state c is in. */
@@ -1870,10 +1894,11 @@ runner_frame(
 {
 	const struct engine_ops *ops;
 
-	if (c->rstate == RS_HELLO) {
+	if (!c->rhello) {
+		/* Its first frame, which may come with the exec's answer. */
 		if (type == 'R' && len == strlen(SERVE_HELLO) &&
 		    memcmp(p, SERVE_HELLO, len) == 0)
-			c->rstate = RS_READY;
+			c->rhello = 1;
 		else
 			c->rgarbage = 1;
 		return;

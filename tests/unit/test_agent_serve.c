@@ -5,7 +5,8 @@
  * (exit status, signal name as SSH names it, output held open by a
  * background process); commands one after another on one runner; what
  * ends it (a bad frame, an empty command, its input closing), and that a
- * command running when its input closes is hung up on.
+ * command running when its input closes is hung up on (one that closed
+ * its output too), but not what it left running under nohup.
  */
 
 #include <check.h>
@@ -274,6 +275,44 @@ START_TEST(test_hangup)
 }
 END_TEST
 
+/*
+ * A command that closed its output and goes on is still hung up on when
+ * the runner's input closes; what it left running under nohup is not.
+ */
+START_TEST(test_hangup_quiet)
+{
+	const char *cmd = "nohup sleep 301 >/dev/null 2>&1 & echo $! $$; "
+			  "exec sleep 300 >/dev/null 2>&1";
+	struct timespec step = { 0, 50 * 1000 * 1000 };
+	struct runner r;
+	char *data, *end;
+	size_t len;
+	long bg, pid;
+	int waited;
+
+	runner_hello(&r);
+	runner_send(&r, 'C', cmd, strlen(cmd));
+	ck_assert_int_eq(runner_frame(&r, &data, &len), 'O');
+	bg = strtol(data, &end, 10);
+	pid = strtol(end, NULL, 10);
+	free(data);
+	ck_assert_int_gt(bg, 1);
+	ck_assert_int_gt(pid, 1);
+	close(r.in);
+	r.in = -1;
+	ck_assert_int_eq(runner_frame(&r, &data, &len), -1);
+	runner_wait(&r);
+	for (waited = 0; waited < WAIT_MS && kill((pid_t)pid, 0) == 0;
+	     waited += 50)
+		nanosleep(&step, NULL);
+	ck_assert_msg(kill((pid_t)pid, 0) == -1,
+	    "the quiet command (pid %ld) outlived its runner", pid);
+	ck_assert_msg(kill((pid_t)bg, 0) == 0,
+	    "what the command started with nohup (pid %ld) was killed", bg);
+	kill((pid_t)bg, SIGKILL);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -288,6 +327,7 @@ main(void)
 	tcase_add_test(tc, test_large_output);
 	tcase_add_test(tc, test_bad_frames);
 	tcase_add_test(tc, test_hangup);
+	tcase_add_test(tc, test_hangup_quiet);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
