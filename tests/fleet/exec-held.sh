@@ -7,9 +7,9 @@
 # a clear error, no hang. The commands go to each held session's command
 # runner (gpufleet-agent serve): their parent is the agent, not a new sshd
 # session; signals, large output and timeouts as a direct run; a runner
-# that answers garbage gives a command its own channel (at start) or a
-# clear error (mid-command; that host's commands get channels from then
-# on), never a wrong result.
+# that answers garbage or nothing gives a command its own channel (at
+# start) or a clear error (mid-command; that host's commands get channels
+# from then on), never a wrong result.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
@@ -132,14 +132,16 @@ expect_contains "$serr" "no daemon at $sock" "stale socket: -v says direct"
 
 # --- runners that answer garbage: a channel, or a clear error -------------
 # On inst-1 the agent's serve sends garbage instead of its hello; on inst-2
-# a good hello, then garbage for the command. Other uses of the agent (the
-# daemon's polls) run the real one.
-for i in 1 2; do
+# a good hello, then garbage for the command; on inst-4 nothing at all.
+# Other uses of the agent (the daemon's polls) run the real one.
+for i in 1 2 4; do
 	adir=$(instance_dir inst-$i)/home/.cache/gpufleet
 	a=$(ls "$adir"/gpufleet-agent-* | head -1)
 	mv "$a" "$adir/real-agent"
 	if [ $i = 1 ]; then
 		body="printf 'Z\\000\\000\\000\\003bad'; sleep 5; exit 0"
+	elif [ $i = 4 ]; then
+		body="sleep 30; exit 0"
 	else
 		body="printf 'R\\000\\000\\000\\026gpufleet-agent serve 1'; head -c 5 >/dev/null; printf 'Q\\000\\000\\000\\000'; sleep 5; exit 0"
 	fi
@@ -167,7 +169,15 @@ expect_contains "$sout" "inst-2: ok" "after a broken runner: its output"
 checks=$((checks + 1))
 ! grep -q 'gpufleet-agent' "$T/o" ||
     fail "a broken runner was used again: $(cat "$T/o" "$T/e")"
-for i in 1 2; do
+# A silent runner: at the held session's set-up deadline (here
+# --connect-timeout 2), the command gets a channel, the host does not fail.
+sorted exec inst-4 --connect-timeout 2 -- 'cat /proc/$PPID/comm; echo ok'
+expect_rc 0 "a silent runner: the command still runs"
+expect_contains "$sout" "inst-4: ok" "a silent runner: the command's output"
+checks=$((checks + 1))
+! grep -q 'gpufleet-agent' "$T/o" ||
+    fail "a silent runner: the command went to it: $(cat "$T/o" "$T/e")"
+for i in 1 2 4; do
 	adir=$(instance_dir inst-$i)/home/.cache/gpufleet
 	mv "$adir/real-agent" "$(ls "$adir"/gpufleet-agent-* | head -1)"
 done
