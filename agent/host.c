@@ -34,6 +34,7 @@ struct host_proc {
 	char comm[64];
 	int kind;
 	int marked; /* carries the session mark (with the test knob) */
+	int runner; /* a gpufleet-agent serve: gpufleet's held session */
 };
 
 enum { PROC_OTHER, PROC_SSH, PROC_TERMINAL };
@@ -56,6 +57,7 @@ static struct host_proc *host_find(struct host_proc *, size_t, long long);
 static int host_below_session(
     struct host_proc *, size_t, const struct host_proc *);
 static void host_sessions(struct host *, const char *);
+static int host_is_runner(const char *, long long);
 static int host_has_env(const char *, long long, const char *);
 static void host_keep_marked(
     struct host_proc *, size_t, const char *, const char *);
@@ -508,6 +510,26 @@ host_has_env(const char *proc, long long pid, const char *want)
 	return found;
 }
 
+/* Whether process pid is a command runner: gpufleet-agent... serve. */
+static int
+host_is_runner(const char *proc, long long pid)
+{
+	struct buf b = { NULL, 0, 0 };
+	char *path;
+	size_t len;
+	int yes = 0;
+
+	xasprintf(&path, "%s/%lld/cmdline", proc, pid);
+	if (buf_read_file(&b, path, HOST_CMDLINE_MAX) == 0) {
+		len = strnlen(b.data, b.len);
+		/* argv[1]; buf's data ends in a NUL past len bytes. */
+		yes = len < b.len && strcmp(b.data + len + 1, "serve") == 0;
+	}
+	free(path);
+	buf_free(&b);
+	return yes;
+}
+
 /*
  * With the test knob GPUFLEET_AGENT_SESSION_MARK=mark (WATCH.md), keep
  * counting only the sessions whose process or a descendant carries the
@@ -588,6 +610,11 @@ host_sessions(struct host *h, const char *proc)
 		memcpy(p->comm, ps.comm, sizeof p->comm);
 		p->kind = host_terminal(&ps) ? PROC_TERMINAL : PROC_OTHER;
 		p->marked = 0;
+		p->runner = 0;
+		if (strncmp(ps.comm, "gpufleet-agent", 14) == 0) {
+			p->runner = host_is_runner(proc, pid);
+			continue;
+		}
 		/* The titles tested are sshd's (comm sshd or sshd-session). */
 		if (strncmp(ps.comm, "sshd", 4) != 0)
 			continue;
@@ -623,6 +650,26 @@ host_sessions(struct host *h, const char *proc)
 	}
 
 	host_keep_marked(procs, n, proc, getenv(HOST_SESSION_MARK));
+
+	/*
+	 * Nor a session gpufleet's daemon holds: the one with the command
+	 * runner it starts on each (agent/serve.c). Every channel of that
+	 * connection is the daemon's; a person's login is another one.
+	 */
+	for (i = 0; i < n; i++) {
+		if (!procs[i].runner)
+			continue;
+		pid = procs[i].ppid;
+		for (depth = 0; depth < HOST_MAX_DEPTH && pid > 0; depth++) {
+			if ((p = host_find(procs, n, pid)) == NULL)
+				break;
+			if (p->kind == PROC_SSH) {
+				p->kind = PROC_OTHER;
+				break;
+			}
+			pid = p->ppid;
+		}
+	}
 
 	/* Nor the session the agent runs in. */
 	xasprintf(&path, "%s/self", proc);

@@ -86,6 +86,11 @@
 
 /* The longest command sent to a runner (in one write of one frame). */
 #define RUNNER_COMMAND_MAX (STDIN_CHUNK - 5)
+/*
+ * Runners a session starts that end before their hello (the agent not
+ * deployed yet: the poll deploys it) before it gives up on them.
+ */
+#define RUNNER_STARTS_MAX 3
 
 /* What conn_auth tries: the keys in order, then the host's password. */
 enum { AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT };
@@ -262,6 +267,7 @@ struct engine_conn {
 	enum runner_state rstate;
 	unsigned char *rbuf; /* a frame not yet whole */
 	size_t rlen;
+	int rstarts;	/* runners started on the session */
 	int rhello;	/* its hello came */
 	int rclosed;	/* its channel got EOF, CLOSE or an exit status */
 	int rgarbage;	/* it sent what the protocol does not allow */
@@ -365,7 +371,7 @@ static int runner_send(struct engine_conn *);
 static void runner_poll(struct engine_conn *);
 static void runner_frame(
     struct engine_conn *, int, const unsigned char *, size_t);
-static void runner_broken(struct engine_conn *, const char *);
+static void runner_broken(struct engine_conn *, const char *, int);
 static size_t runner_flen(const unsigned char *);
 static int runner_data_cb(
     ssh_session, ssh_channel, void *, uint32_t, int, void *);
@@ -1134,7 +1140,7 @@ conn_deadline_fail(struct engine_conn *c, int idle)
 		if (c->state == CS_OPEN && c->rstate == RS_HELLO) {
 			/* The session answered, its runner did not: a channel.
 			 */
-			runner_broken(c, "no hello in time");
+			runner_broken(c, "no hello in time", 0);
 			conn_setup_phase(c);
 			conn_step(c);
 			break;
@@ -1757,7 +1763,7 @@ runner_start(struct engine_conn *c)
 		return RUNNER_BROKEN;
 	case RS_NONE:
 		if ((c->rch = ssh_channel_new(c->s)) == NULL) {
-			runner_broken(c, "cannot create its channel");
+			runner_broken(c, "cannot create its channel", 0);
 			return RUNNER_BROKEN;
 		}
 		memset(&c->rcb, 0, sizeof c->rcb);
@@ -1769,13 +1775,14 @@ runner_start(struct engine_conn *c)
 		ssh_callbacks_init(&c->rcb);
 		ssh_set_channel_callbacks(c->rch, &c->rcb);
 		c->rstate = RS_OPENING;
+		c->rstarts++;
 		/* FALLTHROUGH */
 	case RS_OPENING:
 		rc = ssh_channel_open_session(c->rch);
 		if (rc == SSH_AGAIN)
 			return RUNNER_WAIT;
 		if (rc != SSH_OK) {
-			runner_broken(c, "its channel was refused");
+			runner_broken(c, "its channel was refused", 0);
 			return RUNNER_BROKEN;
 		}
 		c->rstate = RS_EXEC;
@@ -1785,7 +1792,7 @@ runner_start(struct engine_conn *c)
 		if (rc == SSH_AGAIN)
 			return RUNNER_WAIT;
 		if (rc != SSH_OK) {
-			runner_broken(c, "its exec request was refused");
+			runner_broken(c, "its exec request was refused", 0);
 			return RUNNER_BROKEN;
 		}
 		c->rstate = RS_HELLO;
@@ -1808,7 +1815,10 @@ runner_start(struct engine_conn *c)
 		return RUNNER_GONE;
 	}
 	if (c->rgarbage || c->rclosed) {
-		runner_broken(c, c->rgarbage ? "it sent garbage" : "it ended");
+		/* Ended before its hello: perhaps no agent yet; next run. */
+		runner_broken(c, c->rgarbage ? "it sent garbage" : "it ended",
+		    !c->rgarbage && !c->rhello &&
+			c->rstarts < RUNNER_STARTS_MAX);
 		return RUNNER_BROKEN;
 	}
 	if (c->rstate == RS_HELLO && c->rhello)
@@ -1843,7 +1853,7 @@ runner_send(struct engine_conn *c)
 	memcpy(frame + 5, cmd, len);
 	if ((w = ssh_channel_write(c->rch, frame, (uint32_t)(len + 5))) < 0 ||
 	    (size_t)w != len + 5) {
-		runner_broken(c, "the command could not be written to it");
+		runner_broken(c, "the command could not be written to it", 0);
 		return RUNNER_BROKEN;
 	}
 	c->via_runner = 1;
@@ -1864,7 +1874,7 @@ runner_poll(struct engine_conn *c)
 	if (c->rgarbage) {
 		c->h->runner_failed = 1;
 		c->local_fail = 1; /* the agent's fault: no backoff */
-		runner_broken(c, "it sent garbage");
+		runner_broken(c, "it sent garbage", 0);
 		conn_fail(c, EF_SSH,
 		    "the command runner on the instance sent garbage");
 		return;
@@ -1876,7 +1886,7 @@ runner_poll(struct engine_conn *c)
 	if (c->rclosed) {
 		c->h->runner_failed = 1;
 		c->local_fail = 1;
-		runner_broken(c, "it ended during a command");
+		runner_broken(c, "it ended during a command", 0);
 		conn_fail(c, EF_SSH,
 		    "the command runner on the instance ended before the "
 		    "command finished");
@@ -2007,13 +2017,15 @@ runner_exit_cb(ssh_session s, ssh_channel ch, int status, void *arg)
 }
 
 /*
- * Give up on the runner for the session's life (why: for the log): close
- * its channel; later commands get channels of their own.
+ * Give up on the runner (why: for the log): close its channel; with
+ * again, a later run starts another, else commands get channels of their
+ * own for the session's life.
  */
 static void
-runner_broken(struct engine_conn *c, const char *why)
+runner_broken(struct engine_conn *c, const char *why, int again)
 {
-	debug_f("%s: no command runner: %s", c->h->in->name, why);
+	debug_f("%s: no command runner%s: %s", c->h->in->name,
+	    again ? " this time" : "", why);
 	if (c->rch != NULL) {
 		ssh_remove_channel_callbacks(c->rch, &c->rcb);
 		if (ssh_is_connected(c->s))
@@ -2024,7 +2036,8 @@ runner_broken(struct engine_conn *c, const char *why)
 	free(c->rbuf);
 	c->rbuf = NULL;
 	c->rlen = 0;
-	c->rstate = RS_BROKEN;
+	c->rhello = c->rclosed = c->rgarbage = c->rdone = 0;
+	c->rstate = again ? RS_NONE : RS_BROKEN;
 }
 
 static void

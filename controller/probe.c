@@ -136,6 +136,7 @@ probe_attach(struct probe *p, struct remote *rm)
 	p->rm = rm;
 	p->hosts = xcalloc(rm->n + 1, sizeof *p->hosts);
 	p->cmds = xcalloc(rm->n + 1, sizeof *p->cmds);
+	p->runners = xcalloc(rm->n + 1, sizeof *p->runners);
 	p->ops = rm->ops;
 	p->ops.output = on_output;
 	p->ops.finished = on_finished;
@@ -224,6 +225,15 @@ reset(struct probe *p)
 		s->args = host_args(p, i);
 		p->cmds[i] = deploy_run_command(h->in, &p->ab, s->args);
 		h->command = p->cmds[i];
+		/*
+		 * Held sessions (the daemon's) run the report through their
+		 * command runner, started by the first pass: no session
+		 * process per poll, and the runner marks the session as
+		 * gpufleet's for the agent's count of logins.
+		 */
+		if (p->set.keep_open && p->runners[i] == NULL)
+			p->runners[i] = deploy_serve_command(h->in, &p->ab);
+		h->runner = p->runners[i];
 	}
 }
 
@@ -254,6 +264,7 @@ probe_start(
 	p->set.setup_timeout = p->cf->setup_timeout;
 	p->set.command_timeout = p->cf->status_timeout;
 	p->set.keep_open = keep_open;
+	p->set.use_runner = keep_open;
 	p->set.backoff = p->backoff;
 	p->done = done;
 	p->arg = arg;
@@ -349,6 +360,7 @@ finish(struct probe *p, int r)
 
 	for (i = 0; i < p->rm->n; i++) {
 		p->rm->hosts[i].command = NULL;
+		p->rm->hosts[i].runner = NULL;
 		free(p->cmds[i]);
 		p->cmds[i] = NULL;
 	}
@@ -516,9 +528,11 @@ probe_free(struct probe *p)
 		if (s->have_report)
 			report_free(&s->rep);
 		free(p->cmds[i]);
+		free(p->runners[i]);
 	}
 	free(p->hosts);
 	free(p->cmds);
+	free(p->runners);
 	free(p->only);
 	deploy_free(&p->ab);
 	free(p->args);

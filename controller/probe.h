@@ -51,6 +51,7 @@ struct probe {
 	struct agent_bin ab;
 	char *args;
 	char **cmds;
+	char **runners; /* with keep_open: each host's runner command */
 	struct engine_settings set;
 	struct engine_ops ops;
 	struct engine_run *run; /* in flight, or NULL */

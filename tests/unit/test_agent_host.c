@@ -190,7 +190,7 @@ START_TEST(test_empty_root)
 END_TEST
 
 /* Write proc/PID/{stat,cmdline,environ} of a process for a built tree;
- * env's entries are separated by '|'. */
+ * title's arguments and env's entries are separated by '|'. */
 static void
 put_proc(const char *root, int pid, int ppid, const char *comm,
     const char *title, const char *env)
@@ -209,7 +209,9 @@ put_proc(const char *root, int pid, int ppid, const char *comm,
 	fclose(f);
 	snprintf(path, sizeof path, "%s/%d/cmdline", root, pid);
 	ck_assert_ptr_nonnull(f = fopen(path, "w"));
-	fwrite(title, 1, strlen(title) + 1, f);
+	for (; *title != '\0'; title++) /* '|' separates arguments */
+		fputc(*title == '|' ? '\0' : *title, f);
+	fputc('\0', f);
 	fclose(f);
 	snprintf(path, sizeof path, "%s/%d/environ", root, pid);
 	ck_assert_ptr_nonnull(f = fopen(path, "w"));
@@ -310,6 +312,42 @@ START_TEST(test_pstat)
 }
 END_TEST
 
+/*
+ * The session gpufleet's daemon holds (a command runner, gpufleet-agent
+ * serve, below it, with a command of its own) is nobody's login; other
+ * sessions count, one with another gpufleet-agent below it too.
+ */
+START_TEST(test_daemon_session)
+{
+	char root[] = "/tmp/agent-held-XXXXXX", cmd[300];
+	struct host h;
+
+	ck_assert_ptr_nonnull(mkdtemp(root));
+	put_proc(root, 10, 1, "sshd", "sshd: u@notty", "PATH=/bin");
+	put_proc(root, 11, 10, "sh", "sh|-c|x", "PATH=/bin");
+	put_proc(root, 12, 11, "gpufleet-agent-",
+	    "/h/.cache/gpufleet/gpufleet-agent-0123456789abcdef|serve",
+	    "PATH=/bin");
+	put_proc(root, 13, 12, "python", "python|train.py", "PATH=/bin");
+	put_proc(root, 20, 1, "sshd", "sshd: u@notty", "PATH=/bin");
+	put_proc(root, 21, 20, "gpufleet-agent-",
+	    "/h/.cache/gpufleet/gpufleet-agent-0123456789abcdef|servex",
+	    "PATH=/bin");
+	put_proc(root, 30, 1, "sshd", "sshd: u@pts/0", "PATH=/bin");
+	put_proc(root, 31, 30, "serve", "serve|serve", "PATH=/bin");
+	put_proc(root, 40, 1, "sshd", "sshd: u@notty", "PATH=/bin");
+	put_proc(
+	    root, 41, 40, "gpufleet-agent-", "gpufleet-agent-x", "PATH=/bin");
+
+	unsetenv("GPUFLEET_AGENT_SESSION_MARK");
+	host_collect(&h, root, "/tmp");
+	check_int("sessions but the daemon's", h.sessions, 3);
+	host_free(&h);
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+	ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -323,6 +361,7 @@ main(void)
 	    tc, test_fixture, 0, sizeof proc_cases / sizeof proc_cases[0]);
 	tcase_add_test(tc, test_empty_root);
 	tcase_add_test(tc, test_session_mark);
+	tcase_add_test(tc, test_daemon_session);
 	tcase_add_test(tc, test_live);
 	tcase_add_loop_test(
 	    tc, test_title, 0, sizeof title_cases / sizeof title_cases[0]);
