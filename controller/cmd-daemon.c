@@ -446,6 +446,8 @@ remote_refresh(struct daemon *d)
 	}
 	probe_attach(d->p, d->rm);
 	d->p->backoff = 1;
+	/* Its sessions' command runners, started by the first poll. */
+	d->p->use_runner = getenv("GPUFLEET_NO_RUNNER") == NULL;
 	d->sig = sig;
 	debug_f("%zu instance(s) to poll", d->rm->n);
 	return 0;

@@ -231,7 +231,7 @@ reset(struct probe *p)
 		 * process per poll, and the runner marks the session as
 		 * gpufleet's for the agent's count of logins.
 		 */
-		if (p->set.keep_open && p->runners[i] == NULL)
+		if (p->set.use_runner && p->runners[i] == NULL)
 			p->runners[i] = deploy_serve_command(h->in, &p->ab);
 		h->runner = p->runners[i];
 	}
@@ -264,7 +264,7 @@ probe_start(
 	p->set.setup_timeout = p->cf->setup_timeout;
 	p->set.command_timeout = p->cf->status_timeout;
 	p->set.keep_open = keep_open;
-	p->set.use_runner = keep_open;
+	p->set.use_runner = keep_open && p->use_runner;
 	p->set.backoff = p->backoff;
 	p->done = done;
 	p->arg = arg;

@@ -45,13 +45,14 @@ struct probe {
 	const struct config *cf;
 	struct probe_host *hosts; /* rm->n */
 	int64_t now;		  /* when the last pass was classified */
-	int backoff; /* hosts that failed to connect wait (engine backoff) */
+	int backoff;	/* hosts that failed to connect wait (engine backoff) */
+	int use_runner; /* with keep_open: reports through command runners */
 
 	/* Private. */
 	struct agent_bin ab;
 	char *args;
 	char **cmds;
-	char **runners; /* with keep_open: each host's runner command */
+	char **runners; /* with use_runner: each host's runner command */
 	struct engine_settings set;
 	struct engine_ops ops;
 	struct engine_run *run; /* in flight, or NULL */
