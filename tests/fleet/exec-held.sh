@@ -98,6 +98,24 @@ sorted exec all -- 'read -r x; echo "got [$x]"'
 expect_eq "$(printf '%s\n' "$sout" | grep -c ': got \[\]$')" $N \
     "a held command's stdin is empty, as a direct one's"
 
+# --- the daemon's held sessions are nobody's login -------------------------
+# The agent, run here outside any session as the watcher runs, counts
+# inst-1's logins (those carrying its session mark): the daemon's session,
+# with its runner, is not one; an ssh login is.
+mark=$(ssh -F "$D/ssh_config" inst-1 'echo $GPUFLEET_AGENT_SESSION_MARK')
+mkdir -p "$T/agentdir"
+seen() {
+	GPUFLEET_AGENT_SESSION_MARK=$mark "$(dirname "$GPUFLEET")/gpufleet-agent" \
+	    report --dir "$T/agentdir" 2>/dev/null | jq -r .host.sessions
+}
+expect_eq "$(seen)" 0 "the daemon's held session (with its runner) counts as no login"
+ssh -F "$D/ssh_config" inst-1 'sleep 60' >/dev/null 2>&1 &
+login=$!
+one_login() { [ "$(seen)" = 1 ]; }
+wait_for 60 "an ssh login on inst-1 counts" one_login
+kill "$login" 2>/dev/null
+wait "$login" 2>/dev/null
+
 # --- exit codes, --json and -b as a direct run ------------------------------
 sorted exec all -- 'echo x; exit 3'
 held_out=$sout held_err=$serr
