@@ -247,7 +247,11 @@ expect_rc 0 "schedule resume fg"
 wait_for 60 "the daemon runs fg after the hung-up run" at_least 1 runs fg ok
 pause fg
 wait_for 60 "fg settled" settled fg
-expect_eq "$(runs fg skipped)" 0 "no occurrence skipped for a dead run"
+# The first scheduled occurrence after the dead run ran: only a live run
+# may make one skipped (a later occurrence can meet a slow live run on a
+# loaded machine, which is no fault of the dead one).
+expect_eq "$(sql "SELECT r.state FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'fg' AND r.manual = 0 AND r.state <> 'missed' ORDER BY r.id LIMIT 1")" ok \
+    "no occurrence skipped for a dead run: the first after it ran"
 expect_eq "$(sql "SELECT state || ': ' || reason FROM schedule_run r JOIN schedule s ON s.id = r.schedule_id WHERE s.name = 'fg' AND r.manual = 1")" \
     "abandoned: the runner died before it gave a whole result" \
     "the hung-up run is abandoned"
