@@ -108,7 +108,8 @@ seen() {
 	GPUFLEET_AGENT_SESSION_MARK=$mark "$(dirname "$GPUFLEET")/gpufleet-agent" \
 	    report --dir "$T/agentdir" 2>/dev/null | jq -r .host.sessions
 }
-expect_eq "$(seen)" 0 "the daemon's held session (with its runner) counts as no login"
+no_login() { [ "$(seen)" = 0 ]; }
+wait_for 60 "the daemon's held session (with its runner) counts as no login" no_login
 ssh -F "$D/ssh_config" inst-1 'sleep 60' >/dev/null 2>&1 &
 login=$!
 one_login() { [ "$(seen)" = 1 ]; }
