@@ -50,7 +50,8 @@
 #include "timeparse.h"
 #include "xmalloc.h"
 
-#define STOP_WAIT_S 5 /* for our children, after their SIGTERM at grace end */
+#define STOP_WAIT_S    5 /* for our children, after their SIGTERM at grace end */
+#define DAEMON_BUSY_MS 2000 /* the loop's wait for another's write lock */
 
 /* An instance this daemon found unreachable, and since when. */
 struct down {
@@ -1198,6 +1199,13 @@ daemon_main(struct daemon *d)
 		cause = NULL;
 	}
 	d->ns = notifysend_new(base, d->f->inv, d->f->config, 0);
+	/*
+	 * The loop relays held execs and answers the API: another process
+	 * holding the write lock must not stall it for long (a CLI hears
+	 * nothing for the whole wait). Each write the loop makes is tried
+	 * again on a later tick or poll.
+	 */
+	inventory_set_busy(d->f->inv, DAEMON_BUSY_MS);
 	while (!d->over) {
 		event_base_loop(base, EVLOOP_ONCE);
 		if (d->after != 0) {
@@ -1206,6 +1214,7 @@ daemon_main(struct daemon *d)
 			poll_after(d, r > 0);
 		}
 	}
+	inventory_set_busy(d->f->inv, 0);
 	xasprintf(&why, "%s, after %ld poll(s)", d->stop_why, d->polls);
 	log_action(d, "daemon_stop", why);
 	actionlog_observe(NULL, NULL);

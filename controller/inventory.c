@@ -292,6 +292,16 @@ inventory_close(struct inventory *inv)
 	free(inv);
 }
 
+/*
+ * How long a statement waits for another process's lock before it fails
+ * with "database is locked"; ms <= 0 restores the default.
+ */
+void
+inventory_set_busy(struct inventory *inv, int ms)
+{
+	sqlite3_busy_timeout(inv->db, ms > 0 ? ms : BUSY_TIMEOUT_MS);
+}
+
 /* Start a write transaction; the busy timeout applies to taking the lock. */
 int
 inventory_begin(struct inventory *inv, char **cause)

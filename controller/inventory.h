@@ -38,6 +38,7 @@ void inventory_close(struct inventory *);
 int inventory_migrate(sqlite3 *, const char *const *, int, char **);
 int inventory_schema_version(void);
 int inventory_error(struct inventory *, const char *, char **);
+void inventory_set_busy(struct inventory *, int);
 int inventory_begin(struct inventory *, char **);
 int inventory_commit(struct inventory *, char **);
 void inventory_rollback(struct inventory *);

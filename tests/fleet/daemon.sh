@@ -290,7 +290,13 @@ printf 'COMMIT;\n' >&7
 exec 7>&-
 wait "$locker"
 wait_for 60 "held's run is finished once the database is free" settled held
-expect_eq "$(run_col held state)" ok "held's run, finished late, is ok"
+# (its exec went through this daemon, whose loop waited for the lock a
+# short while per write: the CLI kept hearing from it, DAEMON_BUSY_MS)
+expect_eq "$(sql "SELECT state || ifnull(': ' || reason, '') FROM schedule_run WHERE id = $(run_col held id)")" \
+    ok "held's run, finished late, is ok"
+checks=$((checks + 1))
+! grep -q "no word from the daemon" "$XDG_STATE_HOME/gpufleet/runs/$(run_col held id).err" ||
+	fail "held's exec lost the daemon while the database was locked"
 kill -TERM "$dpid"
 wait "$dpid"
 # (the locked database was logged on purpose: keep it out of the checks below)
