@@ -379,6 +379,7 @@ struct run {
 
 void run_all(struct run *, size_t, long);
 void run_free(struct run *);
+void run_child_defaults(void);
 
 /* gpu.c */
 struct gpu_proc {

@@ -681,17 +681,12 @@ job_child(
     const int *gate, int log, const char *cwd, const char *command, char **env)
 {
 	char *argv[] = { "sh", "-c", (char *)command, NULL };
-	sigset_t none;
 	char go = 0;
-	int sig, fd;
+	int fd;
 
 	close(gate[1]);
 	setsid();
-	for (sig = 1; sig < 32; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	run_child_defaults();
 	if ((fd = open("/dev/null", O_RDONLY | O_CLOEXEC)) == -1 ||
 	    dup2(fd, 0) == -1 || dup2(log, 1) == -1 || dup2(log, 2) == -1)
 		_exit(127);

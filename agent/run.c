@@ -297,3 +297,21 @@ run_free(struct run *r)
 	buf_free(&r->out[0]);
 	buf_free(&r->out[1]);
 }
+
+/*
+ * In a forked child about to exec: every catchable signal back to its
+ * default and none blocked, as a program started fresh expects (the
+ * agent catches some and blocks SIGCHLD). Async-signal-safe.
+ */
+void
+run_child_defaults(void)
+{
+	sigset_t none;
+	int sig;
+
+	for (sig = 1; sig < 32; sig++)
+		if (sig != SIGKILL && sig != SIGSTOP)
+			signal(sig, SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+}

@@ -136,8 +136,7 @@ static pid_t
 serve_spawn(const char *cmd, int *out, int *err)
 {
 	const char *shell = serve_shell(), *base = strrchr(shell, '/') + 1;
-	int o[2] = { -1, -1 }, e[2] = { -1, -1 }, null, sig, saved;
-	sigset_t none;
+	int o[2] = { -1, -1 }, e[2] = { -1, -1 }, null, saved, i;
 	pid_t pid;
 
 	if (pipe2(o, O_CLOEXEC) == -1 || pipe2(e, O_CLOEXEC) == -1)
@@ -146,11 +145,7 @@ serve_spawn(const char *cmd, int *out, int *err)
 		goto fail;
 	if (pid == 0) {
 		setsid();
-		for (sig = 1; sig < 32; sig++)
-			if (sig != SIGKILL && sig != SIGSTOP)
-				signal(sig, SIG_DFL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
+		run_child_defaults();
 		if ((null = open("/dev/null", O_RDONLY | O_CLOEXEC)) == -1 ||
 		    dup2(null, 0) == -1 || dup2(o[1], 1) == -1 ||
 		    dup2(e[1], 2) == -1)
@@ -174,11 +169,11 @@ serve_spawn(const char *cmd, int *out, int *err)
 	return pid;
 fail:
 	saved = errno;
-	for (sig = 0; sig < 2; sig++) {
-		if (o[sig] != -1)
-			close(o[sig]);
-		if (e[sig] != -1)
-			close(e[sig]);
+	for (i = 0; i < 2; i++) {
+		if (o[i] != -1)
+			close(o[i]);
+		if (e[i] != -1)
+			close(e[i]);
 	}
 	errno = saved;
 	return -1;

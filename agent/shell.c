@@ -102,17 +102,11 @@ static void
 shell_child(const int *gate, int in, int out, const char *home,
     char *const *argv, char *const *env)
 {
-	sigset_t none;
 	char go = 0;
-	int sig;
 
 	close(gate[1]);
 	setpgid(0, 0);
-	for (sig = 1; sig < 32; sig++)
-		if (sig != SIGKILL && sig != SIGSTOP)
-			signal(sig, SIG_DFL);
-	sigemptyset(&none);
-	sigprocmask(SIG_SETMASK, &none, NULL);
+	run_child_defaults();
 	if (dup2(in, 0) == -1 || dup2(out, 1) == -1 || dup2(out, 2) == -1)
 		_exit(127);
 	if (home != NULL && chdir(home) != 0 && chdir("/") != 0)
