@@ -207,6 +207,15 @@ inventory_migrate(
 	int version;
 	char *why = NULL, sql[64];
 
+	/*
+	 * Up to date, the common case: a read, which another process's
+	 * write transaction does not block (WAL). Only a step to run takes
+	 * the write lock, and looks again under it.
+	 */
+	if (user_version(db, &version, &why) != 0)
+		goto fail;
+	if (version >= nsteps)
+		return 0;
 	for (;;) {
 		if (exec_sql(db, "BEGIN IMMEDIATE", &why) != 0)
 			goto fail;

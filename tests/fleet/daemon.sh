@@ -290,8 +290,8 @@ printf 'COMMIT;\n' >&7
 exec 7>&-
 wait "$locker"
 wait_for 60 "held's run is finished once the database is free" settled held
-# (its exec went through this daemon, whose loop waited for the lock a
-# short while per write: the CLI kept hearing from it, DAEMON_BUSY_MS)
+# (its child may start only once the lock is held: opening the database
+# takes no write lock, inventory_migrate)
 expect_eq "$(sql "SELECT state || ifnull(': ' || reason, '') FROM schedule_run WHERE id = $(run_col held id)")" \
     ok "held's run, finished late, is ok"
 checks=$((checks + 1))
