@@ -320,7 +320,10 @@ ok_after_kill() {
 	f=$(akfile "$n")
 	for k in "$KEYS"/*; do
 		case $k in *.pub) continue ;; esac
-		[ -f "$k" ] && login "$n" "$k" && { ok=1; break; }
+		# (only a key the file lists can log in: no ssh for the rest)
+		[ -f "$k" ] && [ -f "$k.pub" ] &&
+		    grep -qF -- "$(cut -d' ' -f2 "$k.pub")" "$f" &&
+		    login "$n" "$k" && { ok=1; break; }
 	done
 	checks=$((checks + 1))
 	[ $ok = 1 ] || fail "after kill at step $2: no key gpufleet holds logs in to $n"
