@@ -163,10 +163,11 @@ rm -rf "$(home_of inst-1)/huge" "$T/hugeback"
 # inst-2's PATH holds every tool of /usr/bin but rsync.
 nr=$(instance_dir inst-2)/norsync
 mkdir "$nr"
-for t in /usr/bin/* /bin/*; do
-	case ${t##*/} in rsync) continue ;; esac
-	[ -e "$nr/${t##*/}" ] || ln -s "$t" "$nr/${t##*/}"
-done
+# (one ln for them all; a name in both, the first: /usr/bin's)
+ln -s /usr/bin/* /bin/* "$nr/" 2>/dev/null
+rm -f "$nr/rsync"
+checks=$((checks + 1))
+[ -L "$nr/tar" ] && [ ! -e "$nr/rsync" ] || fail "the PATH without rsync is not as wanted"
 fleet setenv inst-2 "PATH=$nr"
 run push inst-2 "$src/a" "$src/big" '~/tarred'
 expect_rc 0 "push by tar"
