@@ -212,13 +212,17 @@ expect_eq "$(printf '%s' "$api_doc" | jq -c '[.[] | [.name, .report.progress.tex
 # started hour); inst-1's grows each second, so it is read again until
 # the API's and the CLI's reads fall in one second.
 show_is_cli() {
-	local st
+	local st show cost
+	# (status logs in, slow on a loaded machine: first, so that the two
+	# reads of the money that moves come right after each other)
+	st=$("$GPUFLEET" status "$1" --json | jq '.[0]') || return 1
+	show=$("$GPUFLEET" show "$1" --json) || return 1
 	get "/api/v1/instances/$1"
+	cost=$("$GPUFLEET" cost "$1" --json) || return 1
 	[ "$code" = 200 ] || return 1
 	api_doc=$(printf '%s' "$body" | jq -S "$volatile") || return 1
-	st=$("$GPUFLEET" status "$1" --json | jq '.[0]') || return 1
-	cli_doc=$("$GPUFLEET" show "$1" --json |
-	    jq -S --argjson st "$st" --argjson cost "$("$GPUFLEET" cost "$1" --json)" \
+	cli_doc=$(printf '%s' "$show" |
+	    jq -S --argjson st "$st" --argjson cost "$cost" \
 	    '. + {status: $st, cost: $cost}' | jq -S "$volatile") || return 1
 	[ "$api_doc" = "$cli_doc" ]
 }
