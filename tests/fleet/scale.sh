@@ -10,14 +10,16 @@ expect_eq "$(ls -d "$D"/groups/g* | wc -l)" 32 "32 sshd processes (16 ports each
 run ls --json
 expect_eq "$(printf '%s\n' "$out" | grep -c '"name"')" 500 "all imported"
 # A soft limit gpufleet can raise, then a hard one it must live with (it
-# then runs fewer hosts at once instead of failing them).
-for lim in "-Sn 256" "-n 256"; do
-	(ulimit $lim; "$GPUFLEET" exec all --connect-timeout 60 -- echo up \
+# then runs fewer hosts at once instead of failing them): all 500, then
+# the 333 of inst-1*, 2* and 3*, still more than 256 descriptors' worth.
+for run in "-Sn all 500" "-n inst-1*,inst-2*,inst-3* 333"; do
+	read -r flag sel n <<<"$run"
+	(ulimit "$flag" 256; "$GPUFLEET" exec "$sel" --connect-timeout 60 -- echo up \
 	    >"$T/out" 2>"$T/err")
 	rc=$?
-	expect_rc 0 "exec on 500 instances under ulimit $lim"
-	expect_eq "$(grep -c ': up$' "$T/out")" 500 "every instance answered ($lim)"
-	expect_match "$(cat "$T/err")" "500 hosts: 500 ok" "summary ($lim)"
+	expect_rc 0 "exec on $n instances under ulimit $flag 256"
+	expect_eq "$(grep -c ': up$' "$T/out")" "$n" "every instance answered ($flag)"
+	expect_match "$(cat "$T/err")" "$n hosts: $n ok" "summary ($flag)"
 done
 
 finish
