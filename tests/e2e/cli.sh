@@ -374,23 +374,12 @@ expect_contains "$err" "the command is not UTF-8" "run: says the command"
 # A write transaction held elsewhere (a daemon storing a poll, sqlite3) does
 # not block a command that only reads: opening the database takes no write
 # lock once its schema is current.
-mkfifo "$T/lock"
-sqlite3 -bail -cmd '.timeout 20000' "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
-locker=$!
-cleanup_hooks+=("kill $locker 2>/dev/null")
-exec 7>"$T/lock"
-printf "BEGIN IMMEDIATE;\nSELECT 'lock held';\n" >&7
-for _ in $(seq 1 150); do
-	grep -qx "lock held" "$T/lock.out" && break
-	sleep 0.2
-done
-expect_eq "$(cat "$T/lock.out")" "lock held" "the write lock is held"
+checks=$((checks + 1))
+lock_db || fail "the write lock was not taken: $(cat "$T/lock.out")"
 listed=$(sqlite3 "$db" "SELECT count(*) FROM instance")
 run ls --json
 expect_rc 0 "ls while another process holds the write lock"
 expect_eq "$(printf '%s' "$out" | jq length)" "$listed" "ls lists every instance"
-printf 'COMMIT;\n' >&7
-exec 7>&-
-wait "$locker"
+unlock_db
 
 finish

@@ -131,18 +131,11 @@ checks=$((checks + 1))
 
 # SIGTERM as soon as events --follow started, with another process holding
 # the write lock: exit 0 as well.
-mkfifo "$T/lock"
-sqlite3 -bail -cmd '.timeout 20000' "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
-lpid=$!
-exec 7>"$T/lock"
-printf "BEGIN IMMEDIATE;\nSELECT 'lock held';\n" >&7
-for _ in $(seq 1 150); do
-	grep -qx "lock held" "$T/lock.out" && break
-	sleep 0.2
-done
+checks=$((checks + 1))
+lock_db || fail "the write lock was not taken: $(cat "$T/lock.out")"
 "$GPUFLEET" events --follow >"$T/follow0" 2>&1 &
 f0pid=$!
-cleanup_hooks+=("kill $f0pid $lpid 2>/dev/null")
+cleanup_hooks+=("kill $f0pid 2>/dev/null")
 # caught_term PID: PID catches SIGTERM (bit 15 of SigCgt).
 caught_term() {
 	local m
@@ -156,9 +149,7 @@ done
 checks=$((checks + 1))
 caught_term "$f0pid" || fail "events --follow does not catch SIGTERM while it waits"
 kill -TERM "$f0pid"
-printf 'COMMIT;\n' >&7
-exec 7>&-
-wait "$lpid"
+unlock_db
 wait "$f0pid"
 frc=$?
 checks=$((checks + 1))

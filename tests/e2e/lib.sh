@@ -94,6 +94,30 @@ backdate() {
 }
 
 # finish: print the summary line and exit with the result.
+# lock_db: another process (sqlite3) takes the write lock of $db and holds
+# it until unlock_db. It waits for the lock (.timeout); a BEGIN that
+# failed ends it (-bail) rather than print the marker. 1: not taken.
+lock_db() {
+	local i
+	mkfifo "$T/lock"
+	sqlite3 -bail -cmd '.timeout 20000' "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
+	locker=$!
+	cleanup_hooks+=("kill $locker 2>/dev/null")
+	exec 7>"$T/lock"
+	printf "BEGIN IMMEDIATE;\nSELECT 'lock held';\n" >&7
+	for ((i = 0; i < 300; i++)); do
+		grep -qx "lock held" "$T/lock.out" && return 0
+		sleep 0.2
+	done
+	return 1
+}
+unlock_db() {
+	printf 'COMMIT;\n' >&7
+	exec 7>&-
+	wait "$locker"
+	rm -f "$T/lock"
+}
+
 finish() {
 	printf '%d passed, %d failed\n' $((checks - failures)) "$failures"
 	[ "$failures" = 0 ]

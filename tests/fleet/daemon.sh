@@ -274,21 +274,14 @@ start_daemon
 add_schedule held inst-2 exec 'while [ -f hang ]; do sleep 0.2; done'
 wait_for 60 "held's run started" has_pid held
 pause held
-mkfifo "$T/lock"
-# The daemon writes every poll: the lock is waited for (.timeout), and a
-# BEGIN that failed ends the locker (-bail) rather than print the marker.
-sqlite3 -bail -cmd '.timeout 20000' "$db" <"$T/lock" >"$T/lock.out" 2>&1 &
-locker=$!
-exec 7>"$T/lock"
-printf "BEGIN IMMEDIATE;\nSELECT 'lock held';\n" >&7
-wait_for 30 "the database is locked" grep -qx "lock held" "$T/lock.out"
+# (the daemon writes every poll: lock_db waits for its turn)
+checks=$((checks + 1))
+lock_db || fail "the database is not locked: $(cat "$T/lock.out")"
 rm -f "$home2/hang"
 wait_for 90 "the daemon cannot finish held's run" \
     grep -q "finishing run $(run_col held id): .*database is locked" "$LOG"
 expect_eq "$(run_col held state)" running "held's run not finished yet"
-printf 'COMMIT;\n' >&7
-exec 7>&-
-wait "$locker"
+unlock_db
 wait_for 60 "held's run is finished once the database is free" settled held
 # (its child may start only once the lock is held: opening the database
 # takes no write lock, inventory_migrate)
