@@ -44,7 +44,9 @@ PASSWORDS=("$(cat "$(pwfile inst-2)")" "$(cat "$(pwfile inst-3)")" "$(cat "$T/wr
 
 # Watch every process's argv while gpufleet runs (the password must never be there).
 : >"$T/ps"
-( while :; do ps -eo args >>"$T/ps" 2>/dev/null; sleep 0.05; done ) &
+# (stopped by a file, so that no ps is left running to catch the greps
+# below, whose argv holds the passwords)
+( while [ ! -e "$T/ps.stop" ]; do ps -eo args >>"$T/ps" 2>/dev/null; sleep 0.05; done ) &
 watcher=$!
 cleanup_hooks+=("kill $watcher 2>/dev/null")
 
@@ -279,8 +281,8 @@ run keys install inst-5 --password-file "$(pwfile inst-5)"
 expect_rc 0 "keys install after the kills"
 
 # --- the password is nowhere -------------------------------------------------
-kill "$watcher" 2>/dev/null
-wait "$watcher" 2>/dev/null
+: >"$T/ps.stop"
+wait "$watcher"
 for p in "${PASSWORDS[@]}" "$(cat "$(pwfile inst-4)")" "$(cat "$(pwfile inst-5)")"; do
 	checks=$((checks + 1))
 	if grep -rqaF -- "$p" "$XDG_DATA_HOME" "$HOME" "$T/ps" "$D"/groups/*/sshd.log "$D/watchdog.log" 2>/dev/null; then
