@@ -137,6 +137,12 @@ struct plan {
 	long long generation;
 	long long check_interval_s;
 	long long stop_confirm_s;
+	/*
+	 * Not in the file: the waits before the retries of a stop command
+	 * that failed at once (JUDGE_BACKOFF_*_S, or the watcher's test knob
+	 * GPUFLEET_AGENT_STOP_BACKOFF).
+	 */
+	long long stop_backoff_s[2];
 	char *stop_command; /* NULL: no stop method */
 	int stop_release;   /* kind "release" */
 	int allow_release;
@@ -210,6 +216,11 @@ struct job_then;
 #define JUDGE_FIRE_ID_MAX (PLAN_ID_MAX + 24) /* "ID@CONTAINER_START" */
 /* A progress file changed this recently keeps unless_busy from firing. */
 #define JUDGE_PROGRESS_BUSY_S 600
+/* A stop command runs at most this often for one fired id. */
+#define JUDGE_STOP_ATTEMPTS 3
+/* The retries after a stop command that failed at once, by default. */
+#define JUDGE_BACKOFF_FIRST_S  30
+#define JUDGE_BACKOFF_SECOND_S 120
 
 enum { JUDGE_GPU_OK, JUDGE_GPU_NONE, JUDGE_GPU_ERROR };
 
@@ -265,7 +276,13 @@ struct judge_fire {
 	long long stopping_pid;
 	long long stopping_pid_start;
 	int result; /* a "stop_result" after the last "stopping" */
-	int retried;
+	/* The last stop_result's (agent/WATCH.md "Exactly once"). */
+	long long result_time;
+	int result_failed;	 /* the command failed at once: see below */
+	long long result_status; /* its exit status, or -1 */
+	int result_signal;	 /* the signal that killed it, or 0 */
+	int failures;		 /* attempts whose command failed at once */
+	int retries;		 /* "stop_retry" entries */
 	int done; /* stopped, stop_failed, skipped or local_due */
 	/* A held stop (agent/WATCH.md "Held stops"). */
 	int hold;	       /* the firing or held entry says it is held */
@@ -333,7 +350,8 @@ enum judge_act {
 struct judge_step {
 	enum judge_act act;
 	long long wake;
-	const char *reason;
+	const char *reason; /* static, or why */
+	char why[128];
 };
 
 void judge_idle_reset(struct judge_idle *);

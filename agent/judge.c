@@ -17,6 +17,10 @@ static int judge_gpu_busy(
     const struct plan_autostop *, const struct judge_sample *, const char **);
 static void judge_replay_job(struct judge_state *, const struct jsonr *, int);
 static void judge_replay_hold(struct judge_fire *, const struct jsonr *);
+static void judge_replay_result(
+    struct judge_fire *, const struct jsonr *, long long);
+static void judge_retry(const struct judge_fire *, const struct plan *,
+    long long, struct judge_step *);
 static int judge_hold(const struct judge_fire *, const struct judge_task *,
     const struct plan *, long long, struct judge_step *);
 
@@ -285,14 +289,45 @@ judge_replay(struct judge_state *js, const struct jsonr *e)
 		f->stopping_pid_start =
 		    jsonr_int(e, "pid_start", &v) == 0 ? v : -1;
 		f->result = 0;
+		f->result_failed = 0;
 	} else if (strcmp(event, "stop_result") == 0)
-		f->result = 1;
+		judge_replay_result(f, e, t);
 	else if (strcmp(event, "stop_retry") == 0)
-		f->retried = 1;
+		f->retries++;
 	else if (strcmp(event, "stopped") == 0 ||
 	    strcmp(event, "stop_failed") == 0 ||
 	    strcmp(event, "skipped") == 0 || strcmp(event, "local_due") == 0)
 		f->done = 1;
+}
+
+/*
+ * A stop_result at time t: whether the command failed at once (an exit
+ * status other than 0, killed by a signal other than the kill at
+ * stop_confirm_s, or never started: status null after a "stopping"
+ * without a pid) or may still be taking the machine down (exit 0, killed
+ * at stop_confirm_s, or its end not seen by a restarted watcher). Only
+ * the first result of an attempt counts.
+ */
+static void
+judge_replay_result(struct judge_fire *f, const struct jsonr *e, long long t)
+{
+	const struct jsonr *m = jsonr_get(e, "timed_out");
+	int timed_out = m != NULL && m->type == JSONR_BOOL && m->i;
+	long long v;
+
+	if (f->result)
+		return;
+	f->result = 1;
+	f->result_time = t;
+	f->result_status = jsonr_int(e, "status", &v) == 0 && v >= 0 ? v : -1;
+	f->result_signal = 0;
+	if (!timed_out && jsonr_int(e, "signal", &v) == 0 && v > 0 && v < 128)
+		f->result_signal = (int)v;
+	f->result_failed = !timed_out &&
+	    (f->result_status > 0 || f->result_signal > 0 ||
+		(f->result_status < 0 && f->stopping_pid < 0));
+	if (f->result_failed)
+		f->failures++;
 }
 
 /*
@@ -488,8 +523,6 @@ judge_fired(const struct judge_fire *f, const struct judge_task *t,
     const struct plan *p, long long now, long long container_start,
     int pid_alive, struct judge_step *s)
 {
-	long long confirm_at = f->stopping_time + p->stop_confirm_s;
-
 	memset(s, 0, sizeof *s);
 	if (!f->fired || f->done)
 		s->act = JUDGE_ACT_NONE;
@@ -516,18 +549,72 @@ judge_fired(const struct judge_fire *f, const struct judge_task *t,
 	} else if (p->stop_release && !p->allow_release) {
 		s->act = JUDGE_ACT_SKIP;
 		s->reason = "release not allowed";
-	} else if (f->attempts == 0 || (f->retried && f->attempts < 2))
+	} else if (f->attempts == 0 ||
+	    (f->retries >= f->attempts && f->attempts < JUDGE_STOP_ATTEMPTS))
 		s->act = JUDGE_ACT_STOP;
 	else if (!f->result)
 		s->act = pid_alive ? JUDGE_ACT_WAIT_PID : JUDGE_ACT_RESULT_LOST;
-	else if (now < confirm_at) {
+	else
+		judge_retry(f, p, now, s);
+}
+
+/*
+ * The step after the last attempt's stop_result (agent/WATCH.md "Exactly
+ * once"): a command that failed at once is retried after a backoff from
+ * that stop_result (the plan's first after the first failure, its second
+ * after the next) and given up right after the last attempt; one that
+ * exited 0 (or timed out, or whose end is not known) is given
+ * stop_confirm_s from its stopping, and retried only if no earlier attempt
+ * of that kind was. At most JUDGE_STOP_ATTEMPTS attempts.
+ */
+static void
+judge_retry(const struct judge_fire *f, const struct plan *p, long long now,
+    struct judge_step *s)
+{
+	char what[64], sb[16];
+	long long at;
+
+	if (f->result_status >= 0)
+		snprintf(what, sizeof what, "exit %lld", f->result_status);
+	else if (f->result_signal > 0)
+		snprintf(what, sizeof what, "killed by %s",
+		    job_signal_name(f->result_signal, sb, sizeof sb));
+	else
+		snprintf(what, sizeof what, "it could not be started");
+	if (f->result_failed && f->attempts >= JUDGE_STOP_ATTEMPTS) {
+		s->act = JUDGE_ACT_FAILED;
+		if (f->failures == f->attempts)
+			snprintf(s->why, sizeof s->why,
+			    "the stop command failed %d times: %s", f->failures,
+			    what);
+		else
+			snprintf(s->why, sizeof s->why,
+			    "still running after %d attempts, the last "
+			    "failed: %s",
+			    f->attempts, what);
+		s->reason = s->why;
+		return;
+	}
+	if (f->result_failed)
+		at = f->result_time + p->stop_backoff_s[f->failures > 1];
+	else
+		at = f->stopping_time + p->stop_confirm_s;
+	if (now < at) {
 		s->act = JUDGE_ACT_WAIT;
-		s->wake = confirm_at;
-	} else if (!f->retried)
+		s->wake = at;
+	} else if (f->result_failed ||
+	    (f->attempts < JUDGE_STOP_ATTEMPTS &&
+		f->attempts - f->failures < 2))
 		s->act = JUDGE_ACT_RETRY;
 	else {
 		s->act = JUDGE_ACT_FAILED;
-		s->reason = "still running after the retry";
+		if (f->attempts == 2)
+			s->reason = "still running after the retry";
+		else {
+			snprintf(s->why, sizeof s->why,
+			    "still running after %d attempts", f->attempts);
+			s->reason = s->why;
+		}
 	}
 }
 

@@ -352,6 +352,8 @@ plan_from(const struct jsonr *root, struct plan *p, char **cause)
 
 	if (root->type != JSONR_OBJECT)
 		return plan_bad(cause, "", "(top)", "must be an object");
+	p->stop_backoff_s[0] = JUDGE_BACKOFF_FIRST_S;
+	p->stop_backoff_s[1] = JUDGE_BACKOFF_SECOND_S;
 	if (plan_keys(root, keys, "", cause) != 0 ||
 	    plan_int(root, "version", "", 1, 1, -1, &version, cause) != 0 ||
 	    plan_int(root, "generation", "", 0, 1LL << 53, 0, &p->generation,

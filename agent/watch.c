@@ -3,7 +3,7 @@
  * dir/plan.json and journals what it does in dir/journal.jsonl. It sleeps
  * in poll(2) on an inotify descriptor of dir (or 5 s at a time, to stat
  * the plan) until the next thing due: a warning, a deadline, an autostop
- * check, the end of a stop's confirm window.
+ * check, the end of a stop's confirm window or of a failed stop's backoff.
  *
  * Every journal entry it writes is read back into its state with
  * judge_replay, the function that replays the journal at start, so a
@@ -29,6 +29,8 @@
 
 /* How often the plan is stat'ed where inotify is not to be had. */
 #define WATCH_STAT_S 5
+/* The test knob for the backoffs of a failed stop (WATCH.md "Test knobs"). */
+#define WATCH_BACKOFF_ENV "GPUFLEET_AGENT_STOP_BACKOFF"
 
 volatile sig_atomic_t watch_term;
 static int watch_wake_pipe[2] = { -1, -1 };
@@ -37,6 +39,7 @@ static void watch_on_term(int);
 static void watch_on_usr1(int);
 static int watch_replay_fn(const char *, size_t, const struct jsonr *, void *);
 static int watch_plan_changed(struct watch *);
+static void watch_backoff(struct plan *);
 static void watch_load_plan(struct watch *, int);
 static void watch_arm(struct watch *);
 static void watch_task(struct watch *, const char *, struct judge_task *);
@@ -138,6 +141,38 @@ watch_plan_changed(struct watch *w)
 }
 
 /*
+ * Plan p's backoffs from the test knob GPUFLEET_AGENT_STOP_BACKOFF=FIRST,
+ * SECOND (seconds, 0-86400 each) when it is set; one that is not two such
+ * numbers is said in the log and changes nothing.
+ */
+static void
+watch_backoff(struct plan *p)
+{
+	const char *s = getenv(WATCH_BACKOFF_ENV);
+	long long v[2];
+	char *end;
+	int i;
+
+	if (s == NULL || *s == '\0')
+		return;
+	for (i = 0; i < 2; i++) {
+		errno = 0;
+		v[i] = strtoll(s, &end, 10);
+		if (errno != 0 || end == s || v[i] < 0 || v[i] > 86400 ||
+		    *end != (i == 0 ? ',' : '\0')) {
+			fprintf(stderr,
+			    "gpufleet-agent watch: %s=%s ignored: not "
+			    "FIRST,SECOND seconds\n",
+			    WATCH_BACKOFF_ENV, getenv(WATCH_BACKOFF_ENV));
+			return;
+		}
+		s = end + 1;
+	}
+	p->stop_backoff_s[0] = v[0];
+	p->stop_backoff_s[1] = v[1];
+}
+
+/*
  * (Re)load the plan: a valid one replaces the one obeyed and restarts the
  * idle clock; an invalid one is journaled as "failed" once and ignored; a
  * missing one is an empty plan.
@@ -163,6 +198,7 @@ watch_load_plan(struct watch *w, int initial)
 	}
 	plan_free(&w->plan);
 	w->plan = p;
+	watch_backoff(&w->plan);
 	judge_idle_reset(&w->idle);
 	w->next_check = 0;
 	if (!initial) {
@@ -586,6 +622,7 @@ watch_run(const char *dir, const char *proc, int notify, int daemon)
 	w.proc = proc;
 	w.ino = -1;
 	plan_parse("{\"version\":1}", 13, &w.plan, NULL); /* the defaults */
+	watch_backoff(&w.plan);
 	if ((r = watch_start(&w, notify, daemon)) != 0)
 		return r < 0 ? 1 : 0;
 	watch_loop(&w);

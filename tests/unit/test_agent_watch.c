@@ -13,6 +13,7 @@
 #include "agent.h"
 
 #define MAXS 8
+#define MAXE 12 /* journal entries of a replay case */
 
 /* A sample: time, gpu state, util and memory of one GPU, the rest. */
 struct s {
@@ -192,8 +193,8 @@ END_TEST
 
 struct replay_case {
 	const char *name;
-	const char *entries[8]; /* "event[ extra JSON members]" */
-	const char *before;	/* task's before_stop */
+	const char *entries[MAXE]; /* "event[ extra JSON members]" */
+	const char *before;	   /* task's before_stop */
 	int must_succeed, local;
 	const char *stop_command;
 	int release, allow_release;
@@ -205,8 +206,20 @@ struct replay_case {
 };
 
 /*
+ * A stop command's start, and the members of its ends (agent/WATCH.md,
+ * the events): exit 0, and exit 127 as sh says a command is not there.
+ */
+#define STOPPING "stopping,\"pid\":77,\"pid_start\":5"
+#define END0	 ",\"status\":0,\"signal\":null,\"timed_out\":false"
+#define END127                                                                 \
+	",\"status\":127,\"signal\":null,\"timed_out\":false,\"output\":"      \
+	"\"sh: 1: /nonexistent/shutdown: not found\\n\""
+#define EXIT0	"stop_result" END0
+#define EXIT127 "stop_result" END127
+
+/*
  * The entries of id "d-1", at times 100, 110, 120, ... in order;
- * stop_confirm_s is 600.
+ * stop_confirm_s is 600, the backoffs of a failed stop 30 and 120.
  */
 static const struct replay_case replay_cases[] = {
 	{ "firing without stopping resumes with the stop", { "firing" }, NULL,
@@ -255,21 +268,92 @@ static const struct replay_case replay_cases[] = {
 	    { "firing", "stopping", "stop_result,\"status\":0" }, NULL, 0, 0,
 	    "stop", 0, 0, 710, 50, 0, JUDGE_ACT_RETRY, 0, NULL },
 	{ "stop_retry: the one more run",
-	    { "firing", "stopping", "stop_result", "stop_retry" }, NULL, 0, 0,
-	    "stop", 0, 0, 800, 50, 0, JUDGE_ACT_STOP, 0, NULL },
+	    { "firing", STOPPING, EXIT0, "stop_retry" }, NULL, 0, 0, "stop", 0,
+	    0, 800, 50, 0, JUDGE_ACT_STOP, 0, NULL },
 	{ "after the retry: a new window from the second stopping",
-	    { "firing", "stopping", "stop_result", "stop_retry", "stopping",
-		"stop_result" },
-	    NULL, 0, 0, "stop", 0, 0, 700, 50, 0, JUDGE_ACT_WAIT, 740, NULL },
+	    { "firing", STOPPING, EXIT0, "stop_retry", STOPPING, EXIT0 }, NULL,
+	    0, 0, "stop", 0, 0, 700, 50, 0, JUDGE_ACT_WAIT, 740, NULL },
 	{ "still running after the retry: stop_failed",
-	    { "firing", "stopping", "stop_result", "stop_retry", "stopping",
-		"stop_result" },
-	    NULL, 0, 0, "stop", 0, 0, 740, 50, 0, JUDGE_ACT_FAILED, 0,
+	    { "firing", STOPPING, EXIT0, "stop_retry", STOPPING, EXIT0 }, NULL,
+	    0, 0, "stop", 0, 0, 740, 50, 0, JUDGE_ACT_FAILED, 0,
 	    "still running after the retry" },
 	{ "stop_failed is the end",
-	    { "firing", "stopping", "stop_result", "stop_retry", "stopping",
-		"stop_result", "stop_failed" },
+	    { "firing", STOPPING, EXIT0, "stop_retry", STOPPING, EXIT0,
+		"stop_failed" },
 	    NULL, 0, 0, "stop", 0, 0, 9000, 8000, 0, JUDGE_ACT_NONE, 0, NULL },
+	/* A stop command that fails at once: 30 s, 2 min, stop_failed. */
+	{ "exit 127: the retry waits 30 s from the stop_result",
+	    { "firing", STOPPING, EXIT127 }, NULL, 0, 0, "stop", 0, 0, 130, 50,
+	    0, JUDGE_ACT_WAIT, 150, NULL },
+	{ "exit 127, 30 s later: retry", { "firing", STOPPING, EXIT127 }, NULL,
+	    0, 0, "stop", 0, 0, 150, 50, 0, JUDGE_ACT_RETRY, 0, NULL },
+	{ "exit 127, retried: the second run",
+	    { "firing", STOPPING, EXIT127, "stop_retry" }, NULL, 0, 0, "stop",
+	    0, 0, 130, 50, 0, JUDGE_ACT_STOP, 0, NULL },
+	{ "exit 127 twice: the retry waits 2 min",
+	    { "firing", STOPPING, EXIT127, "stop_retry", STOPPING, EXIT127 },
+	    NULL, 0, 0, "stop", 0, 0, 160, 50, 0, JUDGE_ACT_WAIT, 270, NULL },
+	{ "exit 127 twice, 2 min later: retry",
+	    { "firing", STOPPING, EXIT127, "stop_retry", STOPPING, EXIT127 },
+	    NULL, 0, 0, "stop", 0, 0, 270, 50, 0, JUDGE_ACT_RETRY, 0, NULL },
+	{ "exit 127 three times: stop_failed at once",
+	    { "firing", STOPPING, EXIT127, "stop_retry", STOPPING, EXIT127,
+		"stop_retry", STOPPING, EXIT127 },
+	    NULL, 0, 0, "stop", 0, 0, 180, 50, 0, JUDGE_ACT_FAILED, 0,
+	    "the stop command failed 3 times: exit 127" },
+	{ "never a fourth run, whatever the journal says",
+	    { "firing", STOPPING, EXIT127, "stop_retry", STOPPING, EXIT127,
+		"stop_retry", STOPPING, EXIT127, "stop_retry" },
+	    NULL, 0, 0, "stop", 0, 0, 9000, 50, 0, JUDGE_ACT_FAILED, 0,
+	    "the stop command failed 3 times: exit 127" },
+	{ "exit 1 is a failure too",
+	    { "firing", STOPPING,
+		"stop_result,\"status\":1,\"signal\":null,\"timed_out\":"
+		"false" },
+	    NULL, 0, 0, "stop", 0, 0, 130, 50, 0, JUDGE_ACT_WAIT, 150, NULL },
+	{ "killed by a signal: a failure",
+	    { "firing", STOPPING,
+		"stop_result,\"status\":null,\"signal\":15,\"timed_out\":"
+		"false" },
+	    NULL, 0, 0, "stop", 0, 0, 130, 50, 0, JUDGE_ACT_WAIT, 150, NULL },
+	{ "not started (no pid): a failure",
+	    { "firing", "stopping,\"pid\":null,\"pid_start\":null",
+		"stop_result,\"status\":null,\"signal\":null,\"timed_out\":"
+		"false,\"output\":\"fork: no memory\"" },
+	    NULL, 0, 0, "stop", 0, 0, 130, 50, 0, JUDGE_ACT_WAIT, 150, NULL },
+	{ "killed at stop_confirm_s: the confirm window",
+	    { "firing", STOPPING,
+		"stop_result,\"status\":null,\"signal\":9,\"timed_out\":"
+		"true" },
+	    NULL, 0, 0, "stop", 0, 0, 130, 50, 0, JUDGE_ACT_WAIT, 710, NULL },
+	{ "result lost by a restarted watcher: the confirm window",
+	    { "firing", STOPPING,
+		"stop_result,\"status\":null,\"signal\":null,\"timed_out\":"
+		"false,\"output\":\"the watcher restarted: the result is not "
+		"known\"" },
+	    NULL, 0, 0, "stop", 0, 0, 130, 50, 0, JUDGE_ACT_WAIT, 710, NULL },
+	{ "exit 0: the confirm window, not a backoff",
+	    { "firing", STOPPING, EXIT0 }, NULL, 0, 0, "stop", 0, 0, 150, 50, 0,
+	    JUDGE_ACT_WAIT, 710, NULL },
+	{ "exit 0, then exit 127: the first failure's 30 s",
+	    { "firing", STOPPING, EXIT0, "stop_retry", STOPPING, EXIT127 },
+	    NULL, 0, 0, "stop", 0, 0, 160, 50, 0, JUDGE_ACT_WAIT, 180, NULL },
+	{ "exit 0, exit 127, exit 127: stop_failed",
+	    { "firing", STOPPING, EXIT0, "stop_retry", STOPPING, EXIT127,
+		"stop_retry", STOPPING, EXIT127 },
+	    NULL, 0, 0, "stop", 0, 0, 180, 50, 0, JUDGE_ACT_FAILED, 0,
+	    "still running after 3 attempts, the last failed: exit 127" },
+	{ "exit 127, then exit 0: its confirm window",
+	    { "firing", STOPPING, EXIT127, "stop_retry", STOPPING, EXIT0 },
+	    NULL, 0, 0, "stop", 0, 0, 200, 50, 0, JUDGE_ACT_WAIT, 740, NULL },
+	{ "exit 127, then exit 0 still running: its one retry",
+	    { "firing", STOPPING, EXIT127, "stop_retry", STOPPING, EXIT0 },
+	    NULL, 0, 0, "stop", 0, 0, 740, 50, 0, JUDGE_ACT_RETRY, 0, NULL },
+	{ "exit 127, exit 0, exit 0 still running: stop_failed",
+	    { "firing", STOPPING, EXIT127, "stop_retry", STOPPING, EXIT0,
+		"stop_retry", STOPPING, EXIT0 },
+	    NULL, 0, 0, "stop", 0, 0, 770, 50, 0, JUDGE_ACT_FAILED, 0,
+	    "still running after 3 attempts" },
 	{ "stopped is the end", { "firing", "stopping", "stopped" }, NULL, 0, 0,
 	    "stop", 0, 0, 9000, 8000, 0, JUDGE_ACT_NONE, 0, NULL },
 	{ "skipped is the end", { "firing", "skipped" }, NULL, 0, 0, NULL, 0, 0,
@@ -290,7 +374,7 @@ replay(struct judge_state *js, const char *const *entries)
 	const char *comma;
 	size_t k, el;
 
-	for (k = 0; k < 8 && entries[k] != NULL; k++) {
+	for (k = 0; k < MAXE && entries[k] != NULL; k++) {
 		comma = strchr(entries[k], ',');
 		el = comma != NULL ? (size_t)(comma - entries[k])
 				   : strlen(entries[k]);
@@ -332,6 +416,8 @@ START_TEST(test_replay)
 
 	memset(&p, 0, sizeof p);
 	p.stop_confirm_s = 600;
+	p.stop_backoff_s[0] = 30;
+	p.stop_backoff_s[1] = 120;
 	p.stop_command = (char *)c->stop_command;
 	p.stop_release = c->release;
 	p.allow_release = c->allow_release;
@@ -343,9 +429,203 @@ START_TEST(test_replay)
 }
 END_TEST
 
+/*
+ * A stop taken to its end by the judge on a test clock, from "firing" at
+ * 1000: each run of the stop command ends 1 s after it starts, as the
+ * case's results say, one a run: 'f' exit 127 (not found), 'k' killed by
+ * TERM, 'n' not started, '0' exit 0 with the machine still up.
+ */
+struct stop_case {
+	const char *name;
+	const char *results;
+	long long backoff[2]; /* the plan's stop_backoff_s */
+	const char *want;     /* the journal: "EVENT@TIME ..." */
+	const char *reason;   /* stop_failed's */
+};
+
+static const struct stop_case stop_cases[] = {
+	{ "exit 127 three times: 30 s, 2 min, stop_failed", "fff", { 30, 120 },
+	    "firing@1000 stopping@1000 stop_result@1001 stop_retry@1031 "
+	    "stopping@1031 stop_result@1032 stop_retry@1152 stopping@1152 "
+	    "stop_result@1153 stop_failed@1153",
+	    "the stop command failed 3 times: exit 127" },
+	{ "killed by a signal three times", "kkk", { 30, 120 },
+	    "firing@1000 stopping@1000 stop_result@1001 stop_retry@1031 "
+	    "stopping@1031 stop_result@1032 stop_retry@1152 stopping@1152 "
+	    "stop_result@1153 stop_failed@1153",
+	    "the stop command failed 3 times: killed by TERM" },
+	{ "not started three times", "nnn", { 30, 120 },
+	    "firing@1000 stopping@1000 stop_result@1001 stop_retry@1031 "
+	    "stopping@1031 stop_result@1032 stop_retry@1152 stopping@1152 "
+	    "stop_result@1153 stop_failed@1153",
+	    "the stop command failed 3 times: it could not be started" },
+	{ "the backoffs are the plan's (the test knob)", "fff", { 2, 5 },
+	    "firing@1000 stopping@1000 stop_result@1001 stop_retry@1003 "
+	    "stopping@1003 stop_result@1004 stop_retry@1009 stopping@1009 "
+	    "stop_result@1010 stop_failed@1010",
+	    "the stop command failed 3 times: exit 127" },
+	{ "exit 0, still up: the confirm window and one retry", "00",
+	    { 30, 120 },
+	    "firing@1000 stopping@1000 stop_result@1001 stop_retry@1600 "
+	    "stopping@1600 stop_result@1601 stop_failed@2200",
+	    "still running after the retry" },
+	{ "exit 0, then exit 127 twice", "0ff", { 30, 120 },
+	    "firing@1000 stopping@1000 stop_result@1001 stop_retry@1600 "
+	    "stopping@1600 stop_result@1601 stop_retry@1631 stopping@1631 "
+	    "stop_result@1632 stop_failed@1632",
+	    "still running after 3 attempts, the last failed: exit 127" },
+	{ "exit 127, then exit 0 twice", "f00", { 30, 120 },
+	    "firing@1000 stopping@1000 stop_result@1001 stop_retry@1031 "
+	    "stopping@1031 stop_result@1032 stop_retry@1631 stopping@1631 "
+	    "stop_result@1632 stop_failed@2231",
+	    "still running after 3 attempts" },
+};
+
+/* The journal of d-1 written so far, and its "EVENT@TIME" list. */
+struct sim {
+	char lines[16][320];
+	size_t n;
+	char got[512];
+};
+
+/* Journal event (with extra JSON members) of d-1 at t; js takes it in. */
+static void
+sim_log(struct sim *sm, struct judge_state *js, long long t, const char *event,
+    const char *extra)
+{
+	struct jsonr e;
+	char *line;
+	size_t l = strlen(sm->got);
+
+	ck_assert_uint_lt(sm->n, 16);
+	line = sm->lines[sm->n++];
+	snprintf(line, sizeof sm->lines[0],
+	    "{\"epoch\":\"0123456789abcdef\",\"seq\":%zu,\"time\":%lld,"
+	    "\"event\":\"%s\",\"id\":\"d-1\"%s}",
+	    sm->n + 1, t, event, extra);
+	ck_assert_int_eq(jsonr_parse(line, strlen(line), &e, NULL), 0);
+	judge_replay(js, &e);
+	jsonr_free(&e);
+	snprintf(sm->got + l, sizeof sm->got - l, "%s%s@%lld", l > 0 ? " " : "",
+	    event, t);
+}
+
+/* The members of a stop_result that ends a run as result r says. */
+static const char *
+sim_result(char r)
+{
+	switch (r) {
+	case 'f':
+		return END127;
+	case 'k':
+		return ",\"status\":null,\"signal\":15,\"timed_out\":false";
+	case 'n':
+		return ",\"status\":null,\"signal\":null,\"timed_out\":false,"
+		       "\"output\":\"fork: no memory\"";
+	}
+	return END0;
+}
+
+/*
+ * The step at now of the watcher that wrote sm (its state js), which a
+ * watcher started now, replaying sm's journal from nothing, must take too.
+ */
+static void
+sim_step(const struct sim *sm, struct judge_state *js,
+    const struct judge_task *t, const struct plan *p, long long now,
+    struct judge_step *s)
+{
+	struct judge_state fresh = { NULL, 0, 0 };
+	struct judge_step s2;
+	struct jsonr e;
+	size_t k;
+
+	judge_fired(judge_find(js, "d-1", 0), t, p, now, 50, 0, s);
+	for (k = 0; k < sm->n; k++) {
+		ck_assert_int_eq(
+		    jsonr_parse(sm->lines[k], strlen(sm->lines[k]), &e, NULL),
+		    0);
+		judge_replay(&fresh, &e);
+		jsonr_free(&e);
+	}
+	judge_fired(judge_find(&fresh, "d-1", 0), t, p, now, 50, 0, &s2);
+	ck_assert_msg(s2.act == s->act && s2.wake == s->wake,
+	    "at %lld the replayed watcher does %d (wake %lld), the running "
+	    "one %d (wake %lld)",
+	    now, (int)s2.act, s2.wake, (int)s->act, s->wake);
+	if (s->reason != NULL)
+		ck_assert_str_eq(s2.reason, s->reason);
+	judge_state_free(&fresh);
+}
+
+START_TEST(test_stop_clock)
+{
+	const struct stop_case *c = &stop_cases[_i];
+	struct judge_state js = { NULL, 0, 0 };
+	struct judge_task t = { NULL, 0, 600, 0, 0, 0, 0, 0 };
+	struct judge_step s;
+	struct plan p;
+	struct sim sm;
+	char extra[160];
+	long long now = 1000;
+	size_t attempt = 0, n;
+	char r;
+
+	memset(&p, 0, sizeof p);
+	memset(&sm, 0, sizeof sm);
+	p.stop_confirm_s = 600;
+	p.stop_backoff_s[0] = c->backoff[0];
+	p.stop_backoff_s[1] = c->backoff[1];
+	p.stop_command = "/nonexistent/shutdown";
+	sim_log(&sm, &js, now, "firing", ",\"reason\":\"deadline\"");
+	for (n = 0; n < 32; n++) {
+		sim_step(&sm, &js, &t, &p, now, &s);
+		if (s.act == JUDGE_ACT_WAIT) {
+			ck_assert_int_gt(s.wake, now);
+			now = s.wake;
+		} else if (s.act == JUDGE_ACT_RETRY)
+			sim_log(&sm, &js, now, "stop_retry", "");
+		else if (s.act == JUDGE_ACT_FAILED) {
+			ck_assert_str_eq(s.reason, c->reason);
+			snprintf(extra, sizeof extra, ",\"reason\":\"%s\"",
+			    s.reason);
+			sim_log(&sm, &js, now, "stop_failed", extra);
+			break;
+		} else {
+			ck_assert_msg(s.act == JUDGE_ACT_STOP, "%s: act %d",
+			    c->name, (int)s.act);
+			ck_assert_uint_lt(attempt, strlen(c->results));
+			r = c->results[attempt++];
+			sim_log(&sm, &js, now, "stopping",
+			    r == 'n' ? ",\"pid\":null,\"pid_start\":null"
+				     : ",\"pid\":77,\"pid_start\":5");
+			now++;
+			sim_log(&sm, &js, now, "stop_result", sim_result(r));
+		}
+	}
+	ck_assert_str_eq(sm.got, c->want);
+	sim_step(&sm, &js, &t, &p, now + 86400, &s);
+	ck_assert_int_eq(s.act, JUDGE_ACT_NONE);
+	judge_state_free(&js);
+}
+END_TEST
+
+/* A plan's backoffs, where the file says nothing of them: 30 s, 2 min. */
+START_TEST(test_backoff_default)
+{
+	static const char doc[] = "{\"version\":1}";
+	struct plan p;
+
+	ck_assert_int_eq(plan_parse(doc, sizeof doc - 1, &p, NULL), 0);
+	ck_assert_int_eq(p.stop_backoff_s[0], 30);
+	ck_assert_int_eq(p.stop_backoff_s[1], 120);
+	plan_free(&p);
+}
+END_TEST
+
 struct hold_case {
 	const char *name;
-	const char *entries[8];
+	const char *entries[MAXE];
 	int plan_hold, must, release_kind, local, released_file;
 	const char *before;
 	long long now;
@@ -698,6 +978,9 @@ main(void)
 	tcase_add_test(tc, test_idle_evidence);
 	tcase_add_loop_test(tc, test_replay, 0,
 	    (int)(sizeof replay_cases / sizeof replay_cases[0]));
+	tcase_add_loop_test(tc, test_stop_clock, 0,
+	    (int)(sizeof stop_cases / sizeof stop_cases[0]));
+	tcase_add_test(tc, test_backoff_default);
 	tcase_add_loop_test(
 	    tc, test_arms, 0, (int)(sizeof arms_cases / sizeof arms_cases[0]));
 	tcase_add_loop_test(tc, test_deadline, 0,
