@@ -87,7 +87,8 @@ const struct cmd_entry cmd_add_entry = {
 	    "[--jump NAME]\n"
 	    "       [--provider P] [--region R] [--tag T]... [--note TEXT] "
 	    "[--json]\n"
-	    "       [--price P] [--billing U] [--currency C] [--preset NAME]\n"
+	    "       [--since TIME] [--price P] [--billing U] [--currency C]\n"
+	    "       [--preset NAME]\n"
 	    "       [--password | --password-file FILE]",
 	.summary = "add an instance to the inventory",
 	.help =
@@ -133,6 +134,12 @@ const struct cmd_entry cmd_add_entry = {
 	    "      --region R        region or zone\n"
 	    "  -t, --tag T           a tag; repeat for more\n"
 	    "      --note TEXT       free text\n"
+	    "      --since TIME      the rental began at TIME, before you "
+	    "added it: the\n"
+	    "                        books (first sighting, mark --at) may "
+	    "go back to it\n"
+	    "                        (else a container start before now is "
+	    "clamped to now)\n"
 	    "      --remote-dir DIR  where the agent lives (default "
 	    "~/.cache/gpufleet)\n"
 	    "      --authorized-keys-file PATH  (default "
@@ -166,6 +173,7 @@ enum {
 	OPT_PROVIDER = 256,
 	OPT_REGION,
 	OPT_NOTE,
+	OPT_SINCE,
 	OPT_REMOTE_DIR,
 	OPT_AUTHKEYS,
 	OPT_JSON,
@@ -187,6 +195,7 @@ static const struct option add_options[] = { { "port", required_argument, NULL,
 	{ "region", required_argument, NULL, OPT_REGION },
 	{ "tag", required_argument, NULL, 't' },
 	{ "note", required_argument, NULL, OPT_NOTE },
+	{ "since", required_argument, NULL, OPT_SINCE },
 	{ "remote-dir", required_argument, NULL, OPT_REMOTE_DIR },
 	{ "authorized-keys-file", required_argument, NULL, OPT_AUTHKEYS },
 	{ "json", no_argument, NULL, OPT_JSON },
@@ -691,6 +700,9 @@ cmd_add_exec(
 			break;
 		case OPT_NOTE:
 			field = "notes";
+			break;
+		case OPT_SINCE:
+			field = "since";
 			break;
 		case OPT_REMOTE_DIR:
 			field = "remote_dir";

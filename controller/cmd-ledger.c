@@ -149,7 +149,7 @@ correct(struct cmd_ctx *ctx, const char *name, int64_t entry, const char *at)
 	    (r = inventory_get_id(inv, owner_id, &owner, &cause)) != 0)
 		goto fail;
 	if (at != NULL &&
-	    (r = ledger_check_time(t, owner.created_at, now, &cause)) != 0)
+	    (r = ledger_check_time(t, ledger_begin(&owner), now, &cause)) != 0)
 		goto fail;
 	old = instance_format_time(was.t);
 	if (at != NULL) {

@@ -79,7 +79,7 @@ cmd_mark_exec(
 		return status;
 	if ((r = inventory_begin(inv, &cause)) != 0 ||
 	    (r = inventory_get(inv, argv[optind], &in, &cause)) != 0 ||
-	    (r = ledger_check_time(t, in.created_at, now, &cause)) != 0 ||
+	    (r = ledger_check_time(t, ledger_begin(&in), now, &cause)) != 0 ||
 	    (r = ledger_add(inv, in.id, t, state, "stated", note, &cause)) !=
 		0 ||
 	    (strcmp(state, "released") == 0 &&

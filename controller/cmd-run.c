@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "armed.h"
 #include "cmd.h"
 #include "job.h"
 #include "jobspec.h"
@@ -389,8 +390,12 @@ read_started(struct planwrite *pw, size_t i, const struct job_answer *a,
 	row.pid = rh->pid > 0 && rh->pid <= 4194304 ? rh->pid : 0;
 	snprintf(row.end.state, sizeof row.end.state, "running");
 	row.started = rh->started - h->skew;
+	/* Its fire id may stop the instance (LEDGER.md). */
 	if ((rc = job_record(pw->rm->inv, h->in->id, &row, (int64_t)time(NULL),
-		 &cause)) != 0) {
+		 &cause)) != 0 ||
+	    (row.then != NULL &&
+		(rc = armed_job(pw->rm->inv, h->in->id, rh->fire_id,
+		     row.started, rh->local, &cause)) != 0)) {
 		warn_msg("%s: job %lld started but not recorded: %s",
 		    h->in->name, (long long)rh->job, cause);
 		free(cause);

@@ -19,6 +19,7 @@
 
 #include "advise.h"
 #include "cmd.h"
+#include "knock.h"
 #include "ledger.h"
 #include "localstop.h"
 #include "log.h"
@@ -56,6 +57,7 @@ struct status_cmd {
 static int cmd_status_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int stopped(const struct instance *);
+static void knock_stopped(struct status_cmd *, struct remote *);
 static char *stopped_since(const struct instance *);
 static void render_table(const struct status_cmd *);
 static void render_json(const struct status_cmd *);
@@ -305,6 +307,36 @@ stopped_since(const struct instance *in)
 	return s;
 }
 
+/*
+ * The instances the books say are stopped are knocked on (knock.c); one
+ * whose SSH server answers is contacted like the others, so the books see
+ * it running again (started outside gpufleet).
+ */
+static void
+knock_stopped(struct status_cmd *sc, struct remote *rm)
+{
+	unsigned char *want = xcalloc(rm->n + 1, 1);
+	unsigned char *answered = xcalloc(rm->n + 1, 1);
+	size_t i, n = 0;
+
+	for (i = 0; i < rm->n; i++)
+		n += want[i] = !sc->asked[i];
+	if (n > 0 &&
+	    knock_banners(rm->list, rm->n, want,
+		sc->p->cf->connect_timeout * 1000, answered) > 0) {
+		for (i = 0; i < rm->n; i++) {
+			if (!answered[i])
+				continue;
+			sc->asked[i] = 1;
+			warn_msg("%s is booked stopped but its SSH server "
+				 "answers: contacting it",
+			    rm->list[i].name);
+		}
+	}
+	free(want);
+	free(answered);
+}
+
 /* The table, every remote string made safe to print. */
 static void
 render_table(const struct status_cmd *sc)
@@ -423,14 +455,38 @@ render_watchers(const struct probe *run)
 			    name, (long long)skew);
 		json_array_foreach(json_object_get(w, "alerts"), j, a)
 		{
+			const char *kind =
+			    json_string_value(json_object_get(a, "kind"));
 			when = json_string_value(json_object_get(a, "time"));
-			printf("%s  ALERT %s %s at %s: the stop did not stop "
-			       "it; it still runs (gpufleet events %s)\n",
-			    name, json_string_value(json_object_get(a, "kind")),
+			printf("%s  ALERT %s %s at %s: %s (gpufleet events "
+			       "%s)\n",
+			    name, kind,
 			    json_is_string(json_object_get(a, "id"))
 				? json_string_value(json_object_get(a, "id"))
 				: "-",
-			    when, name);
+			    when,
+			    strcmp(kind, "claim_rejected") == 0
+				? "it claimed a stop gpufleet never armed; "
+				  "the books are unchanged"
+				: "the stop did not stop it; it still runs and "
+				  "bills",
+			    name);
+		}
+		json_array_foreach(json_object_get(w, "stopping"), j, a)
+		{
+			const char *detail =
+			    json_string_value(json_object_get(a, "detail"));
+			char *safe = detail != NULL ? vis_str(detail) : NULL;
+			printf("%s  stopping (unconfirmed, since %s): stop %s "
+			       "(%s), billed as running until it is seen "
+			       "down%s%s\n",
+			    name,
+			    json_string_value(json_object_get(a, "since")),
+			    json_string_value(json_object_get(a, "id")),
+			    json_string_value(json_object_get(a, "cause")),
+			    safe != NULL ? "; the stop command failed: " : "",
+			    safe != NULL ? safe : "");
+			free(safe);
 		}
 		json_array_foreach(json_object_get(w, "held"), j, a)
 		{
@@ -710,6 +766,7 @@ cmd_status_exec(
 	sc.billing = xcalloc(rm->n + 1, 1);
 	for (i = 0; i < rm->n; i++)
 		sc.asked[i] = all || !stopped(&rm->list[i]);
+	knock_stopped(&sc, rm);
 	probe_only(sc.p, sc.asked);
 	sc.sync = schedsync_needed(rm->inv);
 	status = status_loop(&sc, rm);

@@ -56,6 +56,7 @@ config_defaults(struct config *c)
 	c->status_agg_days = 90;
 	c->status_idle_util = 5;
 	c->status_stale_minutes = 30;
+	c->status_stop_confirm = 180;
 	c->status_timeout = 20;
 	c->daemon_poll_interval = 60;
 	c->daemon_stop_grace = 20;
@@ -143,6 +144,8 @@ static const struct config_int {
 	    offsetof(struct config, status_idle_util) },
 	{ "status", "stale_progress_minutes", 1, 100000,
 	    offsetof(struct config, status_stale_minutes) },
+	{ "status", "stop_confirm_seconds", 1, 86400,
+	    offsetof(struct config, status_stop_confirm) },
 	{ "status", "timeout", 5, 3600,
 	    offsetof(struct config, status_timeout) },
 	{ "daemon", "poll_interval", 1, 86400,

@@ -64,6 +64,7 @@ struct config {
 	int status_agg_days;  /* [status] aggregate_retention_days */
 	int status_idle_util; /* [status] idle_util_percent */
 	int status_stale_minutes;   /* [status] stale_progress_minutes */
+	int status_stop_confirm;    /* [status] stop_confirm_seconds */
 	int status_timeout;	    /* [status] timeout */
 	char *progress_file;	    /* [status] progress_file, or NULL */
 	char *nvidia_smi;	    /* [status] nvidia_smi, or NULL */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "instance.h"
+#include "timeparse.h"
 #include "xmalloc.h"
 
 #define NAME_MAX_LEN  63
@@ -21,6 +22,7 @@ static int check_ident(const char *, const char *, char **);
 static int check_text(const char *, const char *, size_t, char **);
 static int check_remote_path(const char *, const char *, char **);
 static int set_string(char **, const char *);
+static int set_since(struct instance *, const char *, char **);
 static int tag_cmp(const void *, const void *);
 static json_t *json_time(int64_t);
 
@@ -385,7 +387,8 @@ const char *
 instance_field_names(void)
 {
 	return "name, host, port, user, provider, region, identity, "
-	       "remote_dir, authorized_keys_file, notes, platform_id, jump";
+	       "remote_dir, authorized_keys_file, notes, platform_id, jump, "
+	       "since";
 }
 
 /*
@@ -401,6 +404,33 @@ instance_check_jump(const struct instance *in, const char *name, char **cause)
 		xasprintf(cause, "%s cannot be its own jump host", name);
 		return -1;
 	}
+	return 0;
+}
+
+/*
+ * since=TIME: the rental began then, before the instance was added (the
+ * books may go back to it: LEDGER.md); at most INSTANCE_SINCE_MAX before
+ * now, not after it; empty clears it.
+ */
+static int
+set_since(struct instance *in, const char *value, char **cause)
+{
+	int64_t now = (int64_t)time(NULL), t;
+
+	if (*value == '\0') {
+		in->since = 0;
+		return 0;
+	}
+	if (timeparse(value, now, &t, cause) != 0)
+		return -1;
+	if (t > now || t < now - INSTANCE_SINCE_MAX) {
+		xasprintf(cause,
+		    "since '%s' must be in the last %d days, not in the "
+		    "future",
+		    value, INSTANCE_SINCE_MAX / 86400);
+		return -1;
+	}
+	in->since = t;
 	return 0;
 }
 
@@ -466,6 +496,8 @@ instance_set_field(
 			return -1;
 		return set_string(&in->jump, value);
 	}
+	if (strcmp(field, "since") == 0)
+		return set_since(in, value, cause);
 	if (strcmp(field, "notes") == 0 || strcmp(field, "note") == 0) {
 		if (check_text("notes", value, NOTES_MAX_LEN, cause) != 0)
 			return -1;
@@ -607,6 +639,7 @@ instance_to_json(const struct instance *in)
 	    o, "jump", in->jump != NULL ? json_string(in->jump) : json_null());
 	json_object_set_new(o, "created_at", json_time(in->created_at));
 	json_object_set_new(o, "released_at", json_time(in->released_at));
+	json_object_set_new(o, "since", json_time(in->since));
 	return o;
 }
 

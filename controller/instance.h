@@ -14,6 +14,7 @@
 #define INSTANCE_DEFAULT_USER	    "root"
 #define INSTANCE_DEFAULT_REMOTE_DIR "~/.cache/gpufleet"
 #define INSTANCE_DEFAULT_AUTHKEYS   "~/.ssh/authorized_keys"
+#define INSTANCE_SINCE_MAX	    (366 * 86400) /* since= back this far */
 
 struct instance {
 	int64_t id; /* 0 until stored */
@@ -34,6 +35,7 @@ struct instance {
 	char *jump;	     /* the instance reached through, or NULL */
 	int64_t created_at;  /* Unix seconds */
 	int64_t released_at; /* 0 while in service */
+	int64_t since;	     /* the rental began (add --since), else 0 */
 
 	/* Read with it, never written from it: */
 	char state[12];	     /* the ledger's last word, "" when it is empty */

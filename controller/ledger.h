@@ -23,6 +23,9 @@
  */
 #define LEDGER_BACKDATE_MAX (7 * 86400)
 
+/* How far the laptop's clock may step back unsaid (NTP's slews). */
+#define LEDGER_CLOCK_SLACK 60
+
 #define LEDGER_NPRICE_FIELDS 7
 extern const char *const ledger_price_fields[LEDGER_NPRICE_FIELDS];
 
@@ -32,6 +35,7 @@ struct ledger_cost {
 	int priced;
 	int running_now;
 	int stopped_now; /* the ledger's last word is stopped */
+	int unknown_now; /* or unknown: billed as running */
 	struct billing_total total;
 	int64_t egress_bytes;
 	money_t egress;
@@ -85,7 +89,10 @@ int ledger_cost(struct inventory *, const struct config *, struct ledger_cost *,
 int ledger_explain(struct inventory *, const struct config *,
     struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
     size_t *, struct billing_piece **, size_t *, char **);
-int ledger_observe(struct inventory *, int64_t, int64_t, int64_t, int, char **);
+int ledger_observe(struct inventory *, const struct instance *, int64_t,
+    int64_t, int, char **);
+int64_t ledger_begin(const struct instance *);
+int ledger_clock(struct inventory *, int64_t, char **);
 int ledger_entries(
     struct inventory *, int64_t, struct ledger_entry **, size_t *, char **);
 void ledger_entries_free(struct ledger_entry *, size_t);

@@ -18,6 +18,7 @@
 #include "notify.h"
 #include "status.h"
 #include "stopmethod.h"
+#include "stoprequest.h"
 #include "xmalloc.h"
 
 struct due {
@@ -81,7 +82,8 @@ localstop_exec(const char *command, int timeout, char **cause)
 
 /*
  * Run an instance's local stop method now for deadline (NULL: --now) and
- * record it in the ledger as a stop gpufleet performed. Returns 0, or -1
+ * record the stop gpufleet requested (its command exited 0): the ledger
+ * has it once evidence confirms it (stoprequest.c). Returns 0, or -1
  * with *cause (the method is not local, the command failed).
  */
 int
@@ -90,7 +92,7 @@ localstop_run(struct inventory *inv, const struct config *cf,
 {
 	struct stopmethod_fields f;
 	struct stopmethod m;
-	char *cmd, note[96];
+	char *cmd, id[96];
 	int r, st;
 
 	if ((r = inventory_stop_get(inv, in->id, &f, cause)) != 0)
@@ -114,12 +116,17 @@ localstop_run(struct inventory *inv, const struct config *cf,
 			    cause, "the local stop command exited %d", st);
 		return -1;
 	}
+	/* Requested: the books take it once evidence confirms it. */
 	if (deadline != NULL)
-		snprintf(note, sizeof note, "watcher: deadline %s", deadline);
+		snprintf(id, sizeof id, "%s", deadline);
 	else
-		snprintf(note, sizeof note, "local stop (shutdown --now)");
-	return ledger_add(
-	    inv, in->id, now, "stopped", "performed", note, cause);
+		snprintf(id, sizeof id, "local-%lld", (long long)now);
+	if ((r = stoprequest_open(inv, in, id, "local", now, 1, cause)) !=
+		0 ||
+	    (r = stoprequest_result(inv, in->id, id, 1, NULL, now, cause)) !=
+		0)
+		return r;
+	return 0;
 }
 
 /* Claim a due local stop for this process; 1 if it is ours to run. */
@@ -147,7 +154,9 @@ notify(struct inventory *inv, const struct instance *in, const char *deadline,
 	char *what, *key, *next, *cause = NULL;
 
 	if (why == NULL)
-		xasprintf(&what, "was stopped (%s, local stop)", deadline);
+		xasprintf(&what,
+		    "is being stopped (%s, local stop: the command exited 0)",
+		    deadline);
 	else
 		xasprintf(
 		    &what, "did not stop (%s, local stop): %s", deadline, why);

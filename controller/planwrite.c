@@ -15,6 +15,7 @@
 #include "localstop.h"
 #include "log.h"
 #include "notify.h"
+#include "armed.h"
 #include "planwrite.h"
 #include "status.h"
 #include "vis.h"
@@ -495,6 +496,9 @@ store_written(struct planwrite *pw, char **cause)
 		    h->watcher, h->pid, h->in->id);
 		free(plan);
 		if (r < 0 ||
+		    (!h->notify_only &&
+			(r = armed_plan(inv, h->in->id, h->plan, h->skew,
+			     pw->now, 0, cause)) != 0) ||
 		    (r = watcher_alerts_clear(
 			 inv, h->in->id, pw->now, cause)) != 0) {
 			inventory_rollback(inv);
@@ -516,8 +520,19 @@ planwrite_write(struct planwrite *pw, char **cause)
 	size_t i, n = 0;
 
 	for (i = 0; i < pw->n; i++) {
+		struct planwrite_host *h = &pw->hosts[i];
+		char *why = NULL;
 		prepare(pw, i);
 		n += !pw->rm->hosts[i].skip;
+		/* Its ids are gpufleet's before the instance can use them. */
+		if (!pw->rm->hosts[i].skip && h->plan != NULL &&
+		    armed_plan(pw->rm->inv, h->in->id, h->plan, h->skew,
+			pw->now, 1, &why) != 0) {
+			planwrite_fail(h, "%s", why);
+			pw->rm->hosts[i].skip = 1;
+			n--;
+		}
+		free(why);
 	}
 	if (n == 0)
 		return 0;

@@ -448,6 +448,8 @@ probe_store(struct probe *p, char **cause)
 
 	if ((r = inventory_begin(inv, cause)) != 0)
 		return r;
+	if ((r = ledger_clock(inv, p->now, cause)) != 0)
+		goto fail;
 	for (i = 0; i < p->rm->n; i++) {
 		struct probe_host *s = &p->hosts[i];
 		int64_t id = p->rm->list[i].id;
@@ -474,7 +476,7 @@ probe_store(struct probe *p, char **cause)
 			goto fail;
 		/* The ledger: first sighting, restarts, outages. */
 		if ((s->have_report || strcmp(s->state, "unreachable") == 0) &&
-		    (r = ledger_observe(inv, id, p->now,
+		    (r = ledger_observe(inv, &p->rm->list[i], p->now,
 			 s->have_report ? s->rep.container_start : 0,
 			 s->have_report, cause)) != 0)
 			goto fail;

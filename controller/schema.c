@@ -542,6 +542,72 @@ static const char *const steps[] = {
 	"  detail TEXT,"
 	"  PRIMARY KEY (instance_id, deadline)"
 	") WITHOUT ROWID;",
+
+	/*
+	 * 17 -> 18: what the books may believe (ledger.c, "Who may assert
+	 * what" in controller/LEDGER.md). armed: every id gpufleet wrote
+	 * into an instance's plan (a deadline, an autostop policy) or gave
+	 * a job it started (its fire id), from when (written_at, the
+	 * controller's clock); at: a deadline's time on the controller's
+	 * clock; removed_at: a plan written without it. Only these ids
+	 * may change the ledger. stop_request: a stop gpufleet caused,
+	 * requested -> confirmed (evidence: unreachable after it, or a
+	 * later container start) or failed; ok_at: its command exited 0
+	 * (read then); seen_at: the same container answered after it (the
+	 * stop took effect after that, if at all); confirmed_by: unreachable or restart. since: the
+	 * rental began before the instance was added (add --since).
+	 * The plans stored so far seed armed.
+	 */
+	"CREATE TABLE armed ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  id TEXT NOT NULL,"
+	"  kind TEXT NOT NULL CHECK (kind IN ('deadline', 'autostop',"
+	"    'job')),"
+	"  written_at INTEGER NOT NULL,"
+	"  at INTEGER,"
+	"  local INTEGER NOT NULL DEFAULT 0,"
+	"  removed_at INTEGER,"
+	"  PRIMARY KEY (instance_id, id)"
+	") WITHOUT ROWID;"
+	"CREATE TABLE stop_request ("
+	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"
+	"    ON DELETE CASCADE,"
+	"  fire_id TEXT NOT NULL,"
+	"  cause TEXT NOT NULL,"
+	"  kind TEXT NOT NULL DEFAULT 'stop' CHECK (kind IN ('stop',"
+	"    'release')),"
+	"  requested_at INTEGER NOT NULL,"
+	"  state TEXT NOT NULL CHECK (state IN ('requested', 'confirmed',"
+	"    'failed')),"
+	"  ok_at INTEGER,"
+	"  seen_at INTEGER,"
+	"  decided_at INTEGER,"
+	"  confirmed_by TEXT,"
+	"  detail TEXT,"
+	"  PRIMARY KEY (instance_id, fire_id)"
+	") WITHOUT ROWID;"
+	"ALTER TABLE instance ADD COLUMN since INTEGER;"
+	"CREATE TABLE clock ("
+	"  name TEXT PRIMARY KEY,"
+	"  t INTEGER NOT NULL"
+	") WITHOUT ROWID;"
+	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at, at, "
+	"  local) "
+	"  SELECT w.instance_id, json_extract(d.value, '$.id'), 'deadline', "
+	"  i.created_at, json_extract(d.value, '$.at') - w.skew, "
+	"  json_extract(d.value, '$.action') = 'local' "
+	"  FROM watcher_state w JOIN instance i ON i.id = w.instance_id, "
+	"  json_each(w.plan, '$.deadlines') d WHERE json_valid(w.plan) AND "
+	"  json_type(d.value, '$.id') = 'text';"
+	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at) "
+	"  SELECT w.instance_id, json_extract(w.plan, '$.autostop.id'), "
+	"  'autostop', i.created_at FROM watcher_state w JOIN instance i ON "
+	"  i.id = w.instance_id WHERE json_valid(w.plan) AND "
+	"  json_type(w.plan, '$.autostop.id') = 'text';"
+	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at) "
+	"  SELECT j.instance_id, j.fire_id, 'job', j.started - 1 FROM job j "
+	"  WHERE j.then_stop IS NOT NULL;",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

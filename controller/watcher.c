@@ -8,6 +8,7 @@
 
 #include "db.h"
 #include "actionlog.h"
+#include "armed.h"
 #include "job.h"
 #include "ledger.h"
 #include "log.h"
@@ -15,6 +16,7 @@
 #include "status.h"
 #include "timeparse.h"
 #include "stophold.h"
+#include "stoprequest.h"
 #include "vis.h"
 #include "watcher.h"
 #include "xmalloc.h"
@@ -22,8 +24,10 @@
 static int knob(const char *, long, long, long, long *, char **);
 static int store_state(struct inventory *, int64_t, int64_t, int64_t,
     const struct report *, char **);
-static int ingest(struct inventory *, int64_t, int64_t, int64_t,
+static int reject(struct inventory *, const struct instance *, int64_t,
     const struct report_entry *, char **);
+static int ingest(struct inventory *, const struct instance *, int64_t,
+    int64_t, const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
     int64_t, int64_t, const struct report *, const struct report_entry *,
     char **);
@@ -37,8 +41,7 @@ static int notify_ingest(struct inventory *, const struct instance *, int64_t,
 static int notify_settle(struct inventory *, const struct instance *, int64_t,
     const char *, const char *, json_t *, char **);
 static char *entry_str(json_t *, const char *, size_t);
-static int ledger_once(struct inventory *, int64_t, int64_t, const char *,
-    const char *, const char *, char **);
+static json_t *stopping_json(struct inventory *, int64_t);
 
 /* One knob from the environment, in [lo, hi], def when unset. */
 static int
@@ -138,81 +141,122 @@ store_state(struct inventory *inv, int64_t id, int64_t now, int64_t skew,
 	    skew, w->epoch[0] != '\0' ? w->epoch : NULL);
 }
 
-/* A ledger entry with this note, unless the instance has one already. */
+/*
+ * An entry about a stop of an id gpufleet never armed on in: kept in the
+ * journal, an alert, and nothing else. Returns 1 (rejected) or a
+ * negative status.
+ */
 static int
-ledger_once(struct inventory *inv, int64_t id, int64_t t, const char *state,
-    const char *source, const char *note, char **cause)
+reject(struct inventory *inv, const struct instance *in, int64_t now,
+    const struct report_entry *e, char **cause)
 {
-	sqlite3_stmt *st;
+	char *id = vis_buf(e->id, strnlen(e->id, 64)), *detail;
 	int r;
 
-	if ((r = db_prepare(inv, &st,
-		 "SELECT 1 FROM ledger WHERE instance_id = ? AND note = ?",
-		 "reading the ledger", cause, "It", id, note)) != 0)
-		return r;
-	r = db_finish(inv, st, sqlite3_step(st), "reading the ledger", cause);
-	if (r != 0)
-		return r < 0 ? r : 0;
-	return ledger_add(inv, id, t, state, source, note, cause);
+	xasprintf(&detail, "%s claimed a stop gpufleet never armed (%s %s)",
+	    in->name, e->event, id);
+	warn_msg("%s", detail);
+	r = stoprequest_alert(
+	    inv, in->id, now, "claim_rejected", id, detail, cause);
+	if (r == 0) {
+		json_t *names = json_pack("[s]", in->name);
+		r = actionlog_add(inv, now, "claim_rejected", id, names, detail,
+		    NULL, NULL, cause);
+		json_decref(names);
+	}
+	free(detail);
+	free(id);
+	return r < 0 ? r : 1;
 }
 
 /*
- * What a new journal entry means here; skew turns the instance's clock
- * into the controller's. A stop (stopping, or stopped seen after a
- * restart) is in the ledger once, at the time it began; a stop that
- * failed is an alert, and its stop leaves the ledger (the instance ran
- * on); a held stop is marked held in stop_hold, for its pull (the
- * daemon's); a due local stop waits in local_stop for the controller to run it
- * once (a job's --then stop with a local method too: its fire id is no
- * deadline of the plan, and needs none); a job's start and end update
- * the job table.
+ * What a new journal entry means here (controller/LEDGER.md); skew turns
+ * the instance's clock into the controller's. Only an entry about an id
+ * gpufleet armed on this instance counts, at a time clamped to [when it
+ * was armed, now]; any other is rejected. `stopping` (or `stopped`, seen
+ * after a restart) requests the stop: the books take it once evidence
+ * confirms it (stoprequest.c); `stop_result` says how its command went;
+ * `stop_failed` fails it (an alert); a held stop is marked held in
+ * stop_hold, for its pull (the daemon's); a due local stop waits in
+ * local_stop for the controller to run it once; a job's start and end
+ * update the job table. Returns 0, 1 when the entry was rejected, or a
+ * negative status.
  */
 static int
-ingest(struct inventory *inv, int64_t id, int64_t skew, int64_t now,
-    const struct report_entry *e, char **cause)
+ingest(struct inventory *inv, const struct instance *in, int64_t skew,
+    int64_t now, const struct report_entry *e, char **cause)
 {
-	char note[96];
+	static const char *const stops[] = { "stopping", "stopped",
+		"stop_result", "stop_retry", "stop_failed", "local_due", "held",
+		NULL };
 	const char *ev = e->event;
-	int64_t t = e->time - skew;
+	int64_t t = e->time - skew, id = in->id;
+	struct armed a;
+	char *detail;
+	size_t i;
 	int r;
 
 	if (strncmp(ev, "job_", 4) == 0)
 		return job_ingest(inv, id, skew, now, e, cause);
 	if (e->id == NULL)
 		return 0;
-	if (strcmp(ev, "stopping") == 0 || strcmp(ev, "stopped") == 0) {
-		snprintf(note, sizeof note, "watcher: deadline %s", e->id);
-		if ((r = ledger_once(
-			 inv, id, t, "stopped", "performed", note, cause)) != 0)
-			return r;
-		/* Unreachable after it stopped: stopped, not unknown. */
-		return db_exec(inv,
-		    "DELETE FROM ledger WHERE instance_id = ? AND state = "
-		    "'unknown' AND source = 'observed' AND t > ?",
-		    "writing the ledger", cause, "II", id, t);
+	for (i = 0; stops[i] != NULL && strcmp(stops[i], ev) != 0; i++)
+		;
+	if (stops[i] == NULL)
+		return 0;
+	if ((r = armed_find(inv, id, e->id, &a, cause)) < 0)
+		return r;
+	if (r == 0)
+		return reject(inv, in, now, e, cause);
+	if (t < a.written_at)
+		t = a.written_at;
+	if (t > now)
+		t = now;
+	if (strcmp(ev, "stopping") == 0 || strcmp(ev, "stopped") == 0)
+		return stoprequest_open(inv, in, e->id, armed_cause(e->id, &a),
+		    t, strcmp(ev, "stopping") == 0, cause);
+	if (strcmp(ev, "stop_result") == 0) {
+		json_t *o = json_loads(e->entry, 0, NULL), *st;
+		st = json_object_get(o, "status");
+		detail = entry_str(o, "output", 200);
+		if (json_is_integer(st) && json_integer_value(st) != 0) {
+			char *s;
+			xasprintf(&s, "exit %lld%s%s",
+			    (long long)json_integer_value(st),
+			    detail != NULL ? ": " : "",
+			    detail != NULL ? detail : "");
+			free(detail);
+			detail = s;
+		}
+		r = stoprequest_result(inv, id, e->id,
+		    json_is_integer(st) && json_integer_value(st) == 0, detail,
+		    now, cause);
+		free(detail);
+		json_decref(o);
+		return r;
 	}
 	if (strcmp(ev, "stop_failed") == 0) {
-		r = db_exec(inv,
-		    "INSERT INTO alert (instance_id, t, kind, deadline, "
-		    "detail) VALUES (?, ?, 'stop_failed', ?, ?)",
-		    "recording an alert", cause, "IItt", id, t, e->id,
-		    e->entry);
-		if (r != 0)
-			return r;
-		/* It never stopped: the run goes on through the attempt. */
-		snprintf(note, sizeof note, "watcher: deadline %s", e->id);
-		return db_exec(inv,
-		    "DELETE FROM ledger WHERE instance_id = ? AND note = ? AND "
-		    "state = 'stopped' AND source = 'performed'",
-		    "writing the ledger", cause, "It", id, note);
+		json_t *o = json_loads(e->entry, 0, NULL);
+		detail = entry_str(o, "reason", 200);
+		json_decref(o);
+		r = stoprequest_fail(inv, in, e->id,
+		    detail != NULL ? detail : "the watcher gave up", now,
+		    cause);
+		if (r == 1)
+			r = stoprequest_alert(inv, id, t, "stop_failed", e->id,
+			    detail != NULL ? detail : "stop_failed", cause);
+		free(detail);
+		return r;
 	}
 	if (strcmp(ev, "held") == 0)
 		return stophold_held(inv, id, e->id, t, cause);
-	if (strcmp(ev, "local_due") == 0)
+	if (strcmp(ev, "local_due") == 0 && a.local)
 		return db_exec(inv,
 		    "INSERT OR IGNORE INTO local_stop (instance_id, deadline, "
 		    "t) VALUES (?, ?, ?)",
 		    "recording a local stop", cause, "ItI", id, e->id, t);
+	if (strcmp(ev, "local_due") == 0)
+		return reject(inv, in, now, e, cause);
 	return 0;
 }
 
@@ -581,12 +625,16 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 		if ((r = db_finish(inv, st, sqlite3_step(st),
 			 "storing the journal", cause)) < 0)
 			return r;
-		if (sqlite3_changes(inv->db) == 1 &&
-		    ((r = ingest(inv, in->id, skew, now, e, cause)) != 0 ||
-			(r = notify_entry(
-			     inv, in, now, first, skew, rep, e, cause)) != 0 ||
-			(strcmp(e->event, "notify") == 0 &&
-			    (r = notify_ingest(inv, in, now, e, cause)) != 0)))
+		if (sqlite3_changes(inv->db) != 1)
+			continue;
+		if ((r = ingest(inv, in, skew, now, e, cause)) < 0)
+			return r;
+		if (r > 0) /* a claim rejected: no news either */
+			continue;
+		if ((r = notify_entry(
+			 inv, in, now, first, skew, rep, e, cause)) != 0 ||
+		    (strcmp(e->event, "notify") == 0 &&
+			(r = notify_ingest(inv, in, now, e, cause)) != 0))
 			return r;
 	}
 	return 0;
@@ -859,22 +907,61 @@ watcher_json(struct inventory *inv, int64_t id, const struct watcher_view *v)
 	if (watcher_alerts(inv, id, &a, &n, &cause) != 0)
 		free(cause);
 	for (i = 0; i < n; i++) {
+		/* The journal entry it came from, or gpufleet's words. */
+		json_t *entry = a[i].detail != NULL
+		    ? json_loads(a[i].detail, 0, NULL)
+		    : NULL;
+		if (entry == NULL)
+			entry = a[i].detail != NULL ? json_string(a[i].detail)
+						    : json_null();
 		s = instance_format_time(a[i].t);
 		json_array_append_new(al,
 		    json_pack("{s:s, s:s, s:o, s:o}", "kind", a[i].kind, "time",
 			s, "id",
 			a[i].deadline != NULL ? json_string(a[i].deadline)
 					      : json_null(),
-			"entry",
-			a[i].detail != NULL ? json_loads(a[i].detail, 0, NULL)
-					    : json_null()));
+			"entry", entry));
 		free(s);
 	}
 	watcher_alerts_free(a, n);
 	json_object_set_new(o, "alerts", al);
+	json_object_set_new(o, "stopping", stopping_json(inv, id));
 	json_object_set_new(o, "held", stophold_json(inv, id));
 	json_decref(plan);
 	return o;
+}
+
+/*
+ * The stops gpufleet requested of instance id that no evidence confirmed
+ * yet ("stopping (unconfirmed)": billed as running): [{id, cause, kind,
+ * since, detail}].
+ */
+static json_t *
+stopping_json(struct inventory *inv, int64_t id)
+{
+	struct stoprequest *v;
+	json_t *arr = json_array();
+	char *cause = NULL, *s;
+	size_t n, i;
+
+	if (stoprequest_list(inv, id, 0, &v, &n, &cause) != 0) {
+		free(cause);
+		return arr;
+	}
+	for (i = 0; i < n; i++) {
+		if (strcmp(v[i].state, "requested") != 0)
+			continue;
+		s = instance_format_time(v[i].requested_at);
+		json_array_append_new(arr,
+		    json_pack("{s:s, s:s, s:s, s:s, s:o}", "id", v[i].fire_id,
+			"cause", v[i].cause, "kind", v[i].kind, "since", s,
+			"detail",
+			v[i].detail != NULL ? json_string(v[i].detail)
+					    : json_null()));
+		free(s);
+	}
+	stoprequest_list_free(v, n);
+	return arr;
 }
 
 /*

@@ -224,10 +224,12 @@ sqlite3 "$db" "
     INSERT INTO instance_price SELECT * FROM old_price;
     DROP TABLE old_price;
     DROP TABLE stop_hold; -- version 17's
+    DROP TABLE armed; DROP TABLE stop_request; DROP TABLE clock;
+    ALTER TABLE instance DROP COLUMN since; -- version 18's
     PRAGMA user_version = 15;"
 run show m1
 expect_rc 0 "show after the migration"
-expect_eq "$(sqlite3 "$db" 'PRAGMA user_version')" 17 "migrated to 17"
+expect_eq "$(sqlite3 "$db" 'PRAGMA user_version')" 18 "migrated to 18"
 expect_eq "$(history m1)" "$m1_created|10000|h|second|0|CNY" \
     "migrated: valid from when m1 was added"
 expect_eq "$(history g1)" "$created|49800|h|second|5000|CNY" \

@@ -247,21 +247,29 @@ run status inst-1
 expect_eq "$(sql "SELECT count(*) FROM sample_gpu_5m WHERE t < $(( $(date +%s) - 90 * 86400 ))")" 0 \
     "aggregates past 90 days are dropped"
 
-# --- stopped: not contacted unless --all; answering, it is flagged ---------
+# --- stopped: knocked on, not logged in to; one that answers bills ---------
+# inst-2 is booked stopped but runs (started again from the platform's
+# console): plain status knocks (a connect and the SSH banner), contacts
+# it and books it running. down-1 is booked stopped and is down (nothing
+# listens): knocked on, never logged in to, stays stopped.
 run mark inst-2 stopped --note "stopped on the console"
-since=$(sql "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(t), 'unixepoch') FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'inst-2'")
+run add down-1 127.0.0.1 --port 1
+run mark down-1 stopped
+since=$(sql "SELECT strftime('%Y-%m-%dT%H:%M:%SZ', max(t), 'unixepoch') FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'down-1'")
 n=$(logins)
-run status 'inst-1,inst-2'
-expect_rc 0 "inst-1 up, inst-2 knowingly stopped"
-expect_match "$out" $'\n''inst-2 +stopped \(since '"$since"'\) ' "stopped (since T)"
-expect_eq "$(logins)" $((n + 1)) "only inst-1 was contacted"
-run status inst-2 --all
-expect_rc 0 "status --all"
-expect_match "$out" $'\n''inst-2 +up +1xH100' "inst-2 answers"
-expect_contains "$out" "inst-2  marked stopped but reachable: still billing? (the ledger says stopped since $since)" \
-    "answering while stopped is flagged"
-run cost inst-2
-expect_contains "$out" "inst-2: marked stopped but reachable: still billing? (costed as stopped)" \
-    "cost says the same"
+run status 'inst-1,inst-2,down-1'
+expect_rc 0 "inst-1 up, inst-2 answers, down-1 knowingly stopped"
+expect_match "$out" $'\n''down-1 +stopped \(since '"$since"'\) ' "stopped (since T)"
+expect_match "$out" $'\n''inst-2 +up +1xH100' "inst-2 answered the knock and was contacted"
+expect_contains "$err" "inst-2 is booked stopped but its SSH server answers: contacting it" \
+    "the knock is said"
+expect_eq "$(logins)" $((n + 2)) "inst-1 and inst-2 were logged in to, down-1 only knocked on"
+run ledger inst-2
+expect_match "$out" "running +observed +answers while booked stopped: running" \
+    "answering while booked stopped: running from now"
+expect_eq "$(sql "SELECT l.state FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'inst-2' ORDER BY l.t DESC, l.id DESC LIMIT 1")" \
+    running "the books say running: cost bills it"
+run status inst-2
+expect_match "$out" $'\n''inst-2 +up +1xH100' "a plain status contacts it from then on"
 
 finish

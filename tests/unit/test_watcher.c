@@ -1,9 +1,10 @@
 /*
  * Storing what the watcher reported (controller/watcher.c) in a real
- * SQLite inventory: each journal entry once, with its effects once (the
- * ledger's stop at the journaled time on the controller's clock, an
- * alert, a due local stop), the cursor, the fired ids, an older agent;
- * the notifications new entries queue.
+ * SQLite inventory: each journal entry once, with its effects once (a
+ * stop requested at the journaled time on the controller's clock, booked
+ * once evidence confirms it, an alert, a due local stop), only for ids
+ * gpufleet armed (any other is a rejected claim), the cursor, the fired
+ * ids, an older agent; the notifications new entries queue.
  */
 #include <check.h>
 #include <stdio.h>
@@ -12,6 +13,7 @@
 
 #include <jansson.h>
 
+#include "armed.h"
 #include "config.h"
 #include "job.h"
 #include "ledger.h"
@@ -43,6 +45,17 @@ setup(void)
 	in.host = strdup("10.0.0.1");
 	in.created_at = 1;
 	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
+	/* What gpufleet armed there (at 1, so no time is clamped). */
+	ck_assert_int_eq(armed_plan(inv, in.id,
+			     "{\"deadlines\":[{\"id\":\"d-1\",\"at\":5},"
+			     "{\"id\":\"d-2\",\"at\":5},{\"id\":\"d-3\","
+			     "\"at\":5},{\"id\":\"d-4\",\"at\":5,"
+			     "\"action\":\"local\"}],\"autostop\":{\"id\":"
+			     "\"a-1\"}}",
+			     0, 1, 0, &cause),
+	    0);
+	ck_assert_int_eq(
+	    armed_job(inv, in.id, "j-7-1795827310", 1, 0, &cause), 0);
 }
 
 static void
@@ -113,19 +126,32 @@ START_TEST(test_once)
 
 	store(s);
 	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 4);
-	/* One stop, at the stopping entry's time on the controller's clock. */
-	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
-			   "'stopped' AND source = 'performed' AND note = "
-			   "'watcher: deadline d-1'"),
-	    1);
-	ck_assert_int_eq(q("SELECT t FROM ledger WHERE state = 'stopped'"),
+	/* One stop requested, at the stopping entry's time on the
+	   controller's clock; the books wait for evidence. */
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 0);
+	ck_assert_int_eq(q("SELECT requested_at FROM stop_request WHERE "
+			   "fire_id = 'd-1' AND state = 'requested' AND "
+			   "cause = 'shutdown'"),
 	    1796000070 - SKEW);
 	ck_assert_int_eq(
 	    q("SELECT t FROM journal WHERE seq = 3"), 1796000070 - SKEW);
 	/* The same entries again (a cursor lost): nothing twice. */
 	store(s);
 	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 4);
-	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 1);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request"), 1);
+	/* Evidence: a container that started after the request. */
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, NOW, 1796000075 - SKEW, 1, &cause), 0);
+	ck_assert_int_eq(q("SELECT t FROM ledger WHERE state = 'stopped' AND "
+			   "source = 'performed' AND note = 'stop d-1 "
+			   "(shutdown)'"),
+	    1796000070 - SKEW);
+	ck_assert_int_eq(q("SELECT t FROM ledger WHERE state = 'running' AND "
+			   "note = 'running again'"),
+	    1796000075 - SKEW);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
+			   "'confirmed' AND confirmed_by = 'restart'"),
+	    1);
 	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
 	ck_assert_str_eq(cursor, "00000000000000aa:4");
 	free(cursor);
@@ -320,18 +346,40 @@ START_TEST(test_lost_since)
 }
 END_TEST
 
-/* Unreachable after the stop was seen: stopped, not unknown, from then. */
+/*
+ * Unreachable after the stop was requested: confirmed, stopped from the
+ * request, not unknown, not an outage.
+ */
 START_TEST(test_outage_after_stop)
 {
 	char *cause = NULL;
 
+	ck_assert_int_eq(ledger_add(inv, in.id, NOW - 500, "running",
+			     "observed", "first seen running", &cause),
+	    0);
 	ck_assert_int_eq(ledger_add(inv, in.id, NOW - 50, "unknown", "observed",
 			     "unreachable", &cause),
 	    0);
+	ck_assert_int_eq(ledger_incident(inv, in.id, NOW - 50, "outage_start",
+			     NULL, &cause),
+	    0);
 	store(SECTION(E(5, 1796000000, "\"stopping\",\"id\":\"d-2\"")));
+	ck_assert_int_eq(ledger_observe(inv, &in, NOW + 60, 0, 0, &cause), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
 			   "'unknown'"),
 	    0);
+	ck_assert_int_eq(q("SELECT count(*) FROM incident"), 0);
+	ck_assert_int_eq(q("SELECT t FROM ledger WHERE state = 'stopped'"),
+	    NOW - SKEW);
+	/* It answers again with the container it had: not stopped. */
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, NOW + 120, NOW - 600, 1, &cause), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
+			   "'stopped'"),
+	    0);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
+			   "'requested'"),
+	    1);
 }
 END_TEST
 
@@ -342,7 +390,8 @@ START_TEST(test_alert_and_local)
 	char *cause = NULL;
 
 	store(SECTION(E(1, 1796000040, "\"stopping\",\"id\":\"d-3\"")));
-	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 1);
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request"), 1);
 	store(SECTION(E(2, 1796000050,
 	    "\"stop_failed\",\"id\":\"d-3\","
 	    "\"reason\":\"still running\"") "," E(3, 1796000060,
@@ -352,8 +401,11 @@ START_TEST(test_alert_and_local)
 	ck_assert_str_eq(a[0].kind, "stop_failed");
 	ck_assert_str_eq(a[0].deadline, "d-3");
 	watcher_alerts_free(a, n);
-	/* It never stopped: the stop left the ledger, the run goes on. */
+	/* It never stopped: never in the ledger, the run goes on. */
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
+			   "'failed' AND detail = 'still running'"),
+	    1);
 	ck_assert_int_eq(q("SELECT count(*) FROM local_stop WHERE deadline = "
 			   "'d-4' AND started_at IS NULL"),
 	    1);
@@ -367,6 +419,61 @@ START_TEST(test_alert_and_local)
 	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
 	ck_assert_uint_eq(n, 0);
 	watcher_alerts_free(a, n);
+}
+END_TEST
+
+/*
+ * An instance may change the books only for what gpufleet armed there
+ * (LEDGER.md): forged ids are rejected claims (an alert each, nothing
+ * else); an armed id's time is clamped to [when it was armed, now]; a
+ * stop_failed does not undo a stop confirmed by evidence.
+ */
+START_TEST(test_claims)
+{
+	struct watcher_alert *a;
+	size_t n;
+	char *cause = NULL;
+
+	ck_assert_int_eq(armed_plan(inv, in.id,
+			     "{\"deadlines\":[{\"id\":\"d-9\",\"at\":5}]}", 0,
+			     NOW - 100, 0, &cause),
+	    0);
+	store(SECTION(E(1, 1796000040,
+	    "\"stopping\",\"id\":\"forged-1\"") "," E(2, 1796000041,
+	    "\"stopped\",\"id\":\"forged-2\"") "," E(3, 1796000042,
+	    "\"local_due\",\"id\":\"forged-3\"") "," E(4, 1796000043,
+	    "\"stop_failed\",\"id\":\"forged-4\"") "," E(5, 1796000044,
+	    "\"local_due\",\"id\":\"d-1\"") "," E(6, 946684800,
+	    "\"stopping\",\"id\":\"d-9\"")));
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 6);
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM local_stop"), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request"), 1);
+	/* Dated 2000: clamped to when d-9 was armed. */
+	ck_assert_int_eq(q("SELECT requested_at FROM stop_request WHERE "
+			   "fire_id = 'd-9'"),
+	    NOW - 100);
+	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
+	ck_assert_uint_eq(n, 5);
+	ck_assert_str_eq(a[0].kind, "claim_rejected");
+	ck_assert_str_eq(a[0].detail,
+	    "a1 claimed a stop gpufleet never armed (stopping forged-1)");
+	ck_assert_str_eq(a[4].deadline, "d-1"); /* armed, but not local */
+	watcher_alerts_free(a, n);
+	/* Confirmed by evidence (a later container), then claimed failed:
+	   the evidence stands. */
+	ck_assert_int_eq(ledger_observe(inv, &in, NOW, NOW - 10, 1, &cause), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE note = 'stop d-9 "
+			   "(shutdown)'"),
+	    1);
+	store(SECTION(E(7, 1796000050,
+	    "\"stop_failed\",\"id\":\"d-9\",\"reason\":\"forged\"")));
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE note = 'stop d-9 "
+			   "(shutdown)'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
+			   "'confirmed'"),
+	    1);
 }
 END_TEST
 
@@ -642,6 +749,7 @@ main(void)
 	tcase_add_test(tc, test_lost_since);
 	tcase_add_test(tc, test_outage_after_stop);
 	tcase_add_test(tc, test_alert_and_local);
+	tcase_add_test(tc, test_claims);
 	tcase_add_test(tc, test_old_agent);
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_notify);

@@ -1,0 +1,466 @@
+/* Stops gpufleet caused: requested, confirmed by evidence, or failed. */
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "actionlog.h"
+#include "armed.h"
+#include "db.h"
+#include "ledger.h"
+#include "log.h"
+#include "notify.h"
+#include "stopmethod.h"
+#include "stoprequest.h"
+#include "timeparse.h"
+#include "xmalloc.h"
+
+static const char *method_kind(struct inventory *, const struct instance *);
+static int confirm(struct inventory *, const struct instance *,
+    const struct stoprequest *, const char *, int64_t, char **);
+static int unconfirm(struct inventory *, const struct instance *,
+    const struct stoprequest *, int64_t, char **);
+static void note_of(const struct stoprequest *, char *, size_t);
+static int64_t effect_at(const struct stoprequest *);
+static int record(struct inventory *, const struct instance *, int64_t,
+    const char *, const char *, const char *, char **);
+
+/* What happened to a stop, for `gpufleet events` (action_log). */
+static int
+record(struct inventory *inv, const struct instance *in, int64_t now,
+    const char *kind, const char *fire_id, const char *why, char **cause)
+{
+	json_t *names = json_pack("[s]", in->name);
+	int r = actionlog_add(
+	    inv, now, kind, fire_id, names, why, NULL, NULL, cause);
+
+	json_decref(names);
+	return r;
+}
+
+/* An alert of instance at t: kind, the fire id it is about, the detail. */
+int
+stoprequest_alert(struct inventory *inv, int64_t instance, int64_t t,
+    const char *kind, const char *fire_id, const char *detail, char **cause)
+{
+	int r = db_exec(inv,
+	    "INSERT INTO alert (instance_id, t, kind, deadline, detail) "
+	    "VALUES (?, ?, ?, ?, ?)",
+	    "recording an alert", cause, "IIttt", instance, t, kind, fire_id,
+	    detail);
+
+	return r < 0 ? r : 0;
+}
+
+/* The kind of the instance's stop method now: "stop" or "release". */
+static const char *
+method_kind(struct inventory *inv, const struct instance *in)
+{
+	struct stopmethod_fields f;
+	struct stopmethod m;
+	const char *kind = "stop";
+	char *cause = NULL;
+
+	if (inventory_stop_get(inv, in->id, &f, &cause) != 0) {
+		free(cause);
+		return kind;
+	}
+	stopmethod_resolve(in, &f, inv->config, &m);
+	if (m.kind != NULL && strcmp(m.kind, "release") == 0)
+		kind = "release";
+	stopmethod_clear(&m);
+	stopmethod_fields_clear(&f);
+	return kind;
+}
+
+/*
+ * A stop of fire_id (cause: shutdown, schedule, autostop, job, local)
+ * requested at t, read at now. Once per fire id; a new attempt (the
+ * watcher's retry, another `stopping`) of one not confirmed moves it to
+ * its own time, since only the last attempt can have stopped it; one
+ * confirmed before its `stopping` entries were read (unreachable) moves
+ * to the time the last of them before the confirmation gives. Not an
+ * attempt (`stopped`, read after the fact): only a stop not known yet.
+ */
+int
+stoprequest_open(struct inventory *inv, const struct instance *in,
+    const char *fire_id, const char *why, int64_t t, int attempt,
+    char **cause)
+{
+	struct stoprequest *v;
+	char note[96];
+	size_t n, i;
+	int r;
+
+	if ((r = stoprequest_list(inv, in->id, 1, &v, &n, cause)) != 0)
+		return r;
+	for (i = 0; i < n && strcmp(v[i].fire_id, fire_id) != 0; i++)
+		;
+	if (i < n && !attempt)
+		; /* known: its time is its attempts' */
+	else if (i == n)
+		r = db_exec(inv,
+		    "INSERT INTO stop_request (instance_id, fire_id, cause, "
+		    "kind, requested_at, state) VALUES (?, ?, ?, ?, ?, "
+		    "'requested')",
+		    "recording a stop", cause, "ItttI", in->id, fire_id, why,
+		    method_kind(inv, in), t);
+	else if (strcmp(v[i].state, "confirmed") != 0 &&
+	    t > v[i].requested_at)
+		r = db_exec(inv,
+		    "UPDATE stop_request SET requested_at = ?, state = "
+		    "'requested', ok_at = NULL, seen_at = NULL, decided_at = "
+		    "NULL, detail = NULL WHERE instance_id = ? AND fire_id = ?",
+		    "recording a stop", cause, "IIt", t, in->id, fire_id);
+	else if (strcmp(v[i].state, "confirmed") == 0 &&
+	    t != v[i].requested_at && t <= v[i].decided_at) {
+		note_of(&v[i], note, sizeof note);
+		v[i].requested_at = t;
+		t = effect_at(&v[i]);
+		if ((r = db_exec(inv,
+			 "UPDATE stop_request SET requested_at = ? WHERE "
+			 "instance_id = ? AND fire_id = ?",
+			 "recording a stop", cause, "IIt", t, in->id,
+			 fire_id)) >= 0)
+			r = db_exec(inv,
+			    "UPDATE ledger SET t = ? WHERE instance_id = ? AND "
+			    "note = ? AND source = 'performed'",
+			    "writing the ledger", cause, "IIt", t, in->id,
+			    note);
+	}
+	stoprequest_list_free(v, n);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * The stop command of fire_id ended: ok (exit 0; the machine should go
+ * down now) or not, with what it said (detail).
+ */
+int
+stoprequest_result(struct inventory *inv, int64_t instance,
+    const char *fire_id, int ok, const char *detail, int64_t now,
+    char **cause)
+{
+	int r;
+
+	if (ok)
+		r = db_exec(inv,
+		    "UPDATE stop_request SET ok_at = coalesce(ok_at, ?) WHERE "
+		    "instance_id = ? AND fire_id = ? AND state = 'requested'",
+		    "recording a stop", cause, "IIt", now, instance, fire_id);
+	else
+		r = db_exec(inv,
+		    "UPDATE stop_request SET detail = ? WHERE instance_id = ? "
+		    "AND fire_id = ? AND state = 'requested'",
+		    "recording a stop", cause, "tIt", detail, instance,
+		    fire_id);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * When confirmed stop q took effect, as the evidence allows: when it was
+ * requested, or when the same container last answered after that.
+ */
+static int64_t
+effect_at(const struct stoprequest *q)
+{
+	return q->seen_at > q->requested_at ? q->seen_at : q->requested_at;
+}
+
+/* The ledger note of a confirmed stop: "stop FIRE_ID (CAUSE)". */
+static void
+note_of(const struct stoprequest *q, char *note, size_t size)
+{
+	snprintf(note, size, "stop %s (%s)", q->fire_id, q->cause);
+}
+
+/*
+ * Stop fire_id, requested and not confirmed, failed (why): it never
+ * enters the books. One confirmed by evidence stays: a claim does not
+ * undo it. Returns 1 when it failed now, 0 when nothing changed.
+ */
+int
+stoprequest_fail(struct inventory *inv, const struct instance *in,
+    const char *fire_id, const char *why, int64_t now, char **cause)
+{
+	struct stoprequest *v;
+	char note[96];
+	size_t n, i;
+	int r = 0;
+
+	if ((r = stoprequest_list(inv, in->id, 1, &v, &n, cause)) != 0)
+		return r;
+	for (i = 0; i < n && strcmp(v[i].fire_id, fire_id) != 0; i++)
+		;
+	if (i == n || strcmp(v[i].state, "requested") != 0)
+		goto out;
+	note_of(&v[i], note, sizeof note);
+	if ((r = db_exec(inv,
+		 "UPDATE stop_request SET state = 'failed', decided_at = ?, "
+		 "confirmed_by = NULL, detail = ? WHERE instance_id = ? AND "
+		 "fire_id = ?",
+		 "recording a stop", cause, "ItIt", now, why, in->id,
+		 fire_id)) < 0 ||
+	    (r = db_exec(inv,
+		 "DELETE FROM ledger WHERE instance_id = ? AND note = ? AND "
+		 "source = 'performed'",
+		 "writing the ledger", cause, "It", in->id, note)) < 0 ||
+	    (r = record(inv, in, now, "stop_failed", fire_id, why, cause)) !=
+		0)
+		goto out;
+	r = 1;
+out:
+	stoprequest_list_free(v, n);
+	return r;
+}
+
+/* Queue the notification that stop fire_id of in failed (why). */
+int
+stoprequest_notify_failed(struct inventory *inv, const struct instance *in,
+    const char *fire_id, const char *why, int64_t now, char **cause)
+{
+	char *what, *key, *next;
+	int r;
+
+	xasprintf(&what, "did not stop (%s): %s", fire_id, why);
+	xasprintf(&key, "stop_failed:%lld:%s", (long long)in->id, fire_id);
+	xasprintf(&next, "gpufleet status %s", in->name);
+	r = notifyqueue_add(
+	    inv, NOTIFY_STOP_FAILED, in->name, now, what, next, key, cause);
+	free(what);
+	free(key);
+	free(next);
+	return r;
+}
+
+/* Book confirmed stop q of in (by: unreachable, restart) at its time. */
+static int
+confirm(struct inventory *inv, const struct instance *in,
+    const struct stoprequest *q, const char *by, int64_t now, char **cause)
+{
+	int release = strcmp(q->kind, "release") == 0;
+	char note[96], *when, *why;
+	int r;
+
+	int64_t t = effect_at(q);
+
+	note_of(q, note, sizeof note);
+	if ((r = ledger_add(inv, in->id, t,
+		 release ? "released" : "stopped", "performed", note,
+		 cause)) != 0 ||
+	    (r = db_exec(inv,
+		 "DELETE FROM ledger WHERE instance_id = ? AND state = "
+		 "'unknown' AND source = 'observed' AND t >= ?",
+		 "writing the ledger", cause, "II", in->id, t)) < 0 ||
+	    (r = db_exec(inv,
+		 "DELETE FROM incident WHERE instance_id = ? AND kind IN "
+		 "('outage_start', 'outage_end') AND t >= ?",
+		 "writing the ledger", cause, "II", in->id, t)) < 0 ||
+	    (r = db_exec(inv,
+		 "UPDATE alert SET cleared_at = ? WHERE instance_id = ? AND "
+		 "deadline = ? AND kind = 'stop_failed' AND cleared_at IS "
+		 "NULL",
+		 "clearing an alert", cause, "IIt", now, in->id,
+		 q->fire_id)) < 0 ||
+	    (r = db_exec(inv,
+		 "UPDATE stop_request SET state = 'confirmed', decided_at = "
+		 "?, confirmed_by = ? WHERE instance_id = ? AND fire_id = ?",
+		 "recording a stop", cause, "ItIt", now, by, in->id,
+		 q->fire_id)) < 0)
+		return r;
+	if (release && (r = inventory_release(inv, in->id, t, cause)) != 0)
+		return r;
+	when = instance_format_time(t);
+	xasprintf(&why, "%s at %s: %s", release ? "released" : "stopped", when,
+	    strcmp(by, "unreachable") == 0
+		? "unreachable after it"
+		: "a container started after it");
+	r = record(inv, in, now, "stop_confirmed", q->fire_id, why, cause);
+	free(when);
+	free(why);
+	return r;
+}
+
+/*
+ * A stop confirmed because the instance was unreachable, contradicted:
+ * it answers with the container it had before the request. The stop
+ * leaves the books and waits for evidence again.
+ */
+static int
+unconfirm(struct inventory *inv, const struct instance *in,
+    const struct stoprequest *q, int64_t now, char **cause)
+{
+	char note[96];
+	int r;
+
+	note_of(q, note, sizeof note);
+	if ((r = db_exec(inv,
+		 "DELETE FROM ledger WHERE instance_id = ? AND note = ? AND "
+		 "source = 'performed'",
+		 "writing the ledger", cause, "It", in->id, note)) < 0 ||
+	    (r = db_exec(inv,
+		 "UPDATE stop_request SET state = 'requested', decided_at = "
+		 "NULL, confirmed_by = NULL WHERE instance_id = ? AND "
+		 "fire_id = ?",
+		 "recording a stop", cause, "It", in->id, q->fire_id)) < 0)
+		return r;
+	warn_msg("%s answers with the container it had before stop %s: not "
+		 "stopped after all",
+	    in->name, q->fire_id);
+	return record(inv, in, now, "stop_unconfirmed", q->fire_id,
+	    "it answers with the container it had before the stop", cause);
+}
+
+/*
+ * What a contact at now says of the stops of in: reachable with the
+ * container started at container_start (0: unknown), or not; since: when
+ * its current running stretch began (the deadlines that could stop it).
+ * Unreachable: each pending stop is confirmed, and a deadline due by now
+ * of which nothing was read is taken as requested now (the latest it can
+ * have been). Reachable with a later container: confirmed (it went down
+ * and came back). Reachable with the same container stop_confirm seconds
+ * after the stop command exited 0: failed. A stop confirmed by
+ * unreachability that the same container contradicts is taken back.
+ */
+int
+stoprequest_settle(struct inventory *inv, const struct instance *in,
+    int64_t now, int64_t container_start, int reachable, int64_t since,
+    char **cause)
+{
+	const struct config *cf = inv->config;
+	int64_t confirm_s = cf != NULL ? cf->status_stop_confirm : 180;
+	struct stoprequest *v = NULL;
+	struct armed a;
+	char **due = NULL, *why, *dur;
+	size_t n = 0, ndue = 0, i;
+	int r;
+
+	if (!reachable) {
+		if ((r = armed_due(inv, in->id, since, now, &due, &ndue,
+			 cause)) != 0)
+			return r;
+		for (i = 0; i < ndue && r == 0; i++) {
+			if ((r = armed_find(inv, in->id, due[i], &a, cause)) ==
+			    1)
+				r = stoprequest_open(inv, in, due[i],
+				    armed_cause(due[i], &a), now, 1, cause);
+			free(due[i]);
+		}
+		for (; i < ndue; i++)
+			free(due[i]);
+		free(due);
+		if (r < 0)
+			return r;
+	}
+	if ((r = stoprequest_list(inv, in->id, 0, &v, &n, cause)) != 0)
+		return r;
+	for (i = 0; i < n && r == 0; i++) {
+		const struct stoprequest *q = &v[i];
+		int same = container_start != 0 &&
+		    container_start <= q->requested_at;
+		if (q->requested_at > now)
+			continue;
+		if (strcmp(q->state, "requested") == 0 && !reachable)
+			r = confirm(inv, in, q, "unreachable", now, cause);
+		else if (strcmp(q->state, "requested") == 0 &&
+		    container_start > q->requested_at)
+			r = confirm(inv, in, q, "restart", now, cause);
+		else if (strcmp(q->state, "requested") == 0 && same &&
+		    q->ok_at != 0 && now - q->ok_at >= confirm_s) {
+			dur = timeparse_duration(now - q->ok_at);
+			xasprintf(&why,
+			    "still up %s after the stop command exited 0",
+			    dur);
+			free(dur);
+			if ((r = stoprequest_fail(inv, in, q->fire_id, why,
+				 now, cause)) == 1 &&
+			    (r = stoprequest_alert(inv, in->id, now,
+				 "stop_failed", q->fire_id, why, cause)) == 0)
+				r = stoprequest_notify_failed(
+				    inv, in, q->fire_id, why, now, cause);
+			free(why);
+		} else if (strcmp(q->state, "confirmed") == 0 && reachable &&
+		    same && strcmp(q->by, "unreachable") == 0)
+			r = unconfirm(inv, in, q, now, cause);
+		/* Up after it, in the same container: not stopped yet. */
+		if (r == 0 && reachable && container_start <= q->requested_at &&
+		    strcmp(q->state, "failed") != 0)
+			r = db_exec(inv,
+			    "UPDATE stop_request SET seen_at = ? WHERE "
+			    "instance_id = ? AND fire_id = ?",
+			    "recording a stop", cause, "IIt", now, in->id,
+			    q->fire_id);
+		r = r < 0 ? r : 0;
+	}
+	stoprequest_list_free(v, n);
+	return r;
+}
+
+/*
+ * The stop requests of instance, oldest first: all of them, or (all 0)
+ * those a contact may still decide: requested, or confirmed by
+ * unreachability since the instance last ran. Free with
+ * stoprequest_list_free.
+ */
+int
+stoprequest_list(struct inventory *inv, int64_t instance, int all,
+    struct stoprequest **out, size_t *n, char **cause)
+{
+	struct stoprequest *q;
+	sqlite3_stmt *st;
+	int r, rc;
+
+	*out = NULL;
+	*n = 0;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT fire_id, cause, kind, requested_at, state, "
+		 "coalesce(ok_at, 0), coalesce(decided_at, 0), "
+		 "coalesce(confirmed_by, ''), detail, coalesce(seen_at, 0) "
+		 "FROM stop_request WHERE "
+		 "instance_id = ?1 AND (?2 OR state = 'requested' OR (state = "
+		 "'confirmed' AND confirmed_by = 'unreachable' AND "
+		 "requested_at >= (SELECT max(t) FROM ledger WHERE "
+		 "instance_id = ?1 AND state = 'running'))) ORDER BY "
+		 "requested_at, fire_id",
+		 "reading the stops", cause, "Ii", instance, all)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		*out = xreallocarray(*out, *n + 1, sizeof **out);
+		q = &(*out)[(*n)++];
+		memset(q, 0, sizeof *q);
+		q->fire_id = db_text(st, 0);
+		snprintf(q->cause, sizeof q->cause, "%s",
+		    (const char *)sqlite3_column_text(st, 1));
+		snprintf(q->kind, sizeof q->kind, "%s",
+		    (const char *)sqlite3_column_text(st, 2));
+		q->requested_at = sqlite3_column_int64(st, 3);
+		snprintf(q->state, sizeof q->state, "%s",
+		    (const char *)sqlite3_column_text(st, 4));
+		q->ok_at = sqlite3_column_int64(st, 5);
+		q->decided_at = sqlite3_column_int64(st, 6);
+		snprintf(q->by, sizeof q->by, "%s",
+		    (const char *)sqlite3_column_text(st, 7));
+		q->detail = db_text(st, 8);
+		q->seen_at = sqlite3_column_int64(st, 9);
+	}
+	r = db_finish(inv, st, rc, "reading the stops", cause);
+	if (r < 0) {
+		stoprequest_list_free(*out, *n);
+		*out = NULL;
+		*n = 0;
+		return r;
+	}
+	return 0;
+}
+
+void
+stoprequest_list_free(struct stoprequest *v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		free(v[i].fire_id);
+		free(v[i].detail);
+	}
+	free(v);
+}
