@@ -217,8 +217,15 @@ ingest(struct inventory *inv, const struct instance *in, int64_t skew,
 		    t, strcmp(ev, "stopping") == 0, cause);
 	if (strcmp(ev, "stop_result") == 0) {
 		json_t *o = json_loads(e->entry, 0, NULL), *st;
+		const char *out = json_string_value(json_object_get(o, "output"));
+		size_t len = out != NULL ? strnlen(out, 1024) : 0;
 		st = json_object_get(o, "status");
-		detail = entry_str(o, "output", 200);
+		/* Its last line or so, without the newline that ends it. */
+		while (len > 0 && (out[len - 1] == '\n' || out[len - 1] == ' '))
+			len--;
+		detail = len > 0 ? vis_buf(out + (len > 200 ? len - 200 : 0),
+				       len > 200 ? 200 : len)
+				 : NULL;
 		if (json_is_integer(st) && json_integer_value(st) != 0) {
 			char *s;
 			xasprintf(&s, "exit %lld%s%s",
