@@ -100,7 +100,9 @@ advise_monthly(struct advise_run *ar, const struct instance *in,
 	if ((r = ledger_cost(
 		 ar->inv, ar->cf, &w, from, ar->now, ar->now, cause)) != 0)
 		return r;
-	h = w.total.running_secs / 3600.0 / days;
+	/* Unknown stretches are billed as running (billing.h): use. */
+	h = (double)(w.total.running_secs + w.total.unknown_secs) / 3600.0 /
+	    days;
 	if (!w.priced || billing_advise_monthly(&w.rule, h, &adv) != 0)
 		return 0;
 	a = billing_format(

@@ -23,18 +23,22 @@ static int64_t clip(int64_t, int64_t, int64_t);
 static size_t price_index(const struct billing_price *, size_t, int64_t);
 static int64_t first_unit(int64_t, int64_t, int64_t);
 static i128 run_pieces(const struct billing_price *, size_t, int64_t, int64_t,
-    int64_t *, struct billing_piece *, size_t *);
+    int64_t, int64_t *, struct billing_piece *, size_t *);
 static money_t round_day(i128);
 static money_t run_charge_at(const struct billing_price *, size_t,
-    const struct billing_interval *, int64_t, struct billing_piece *, size_t *);
+    const struct billing_interval *, int64_t, int, int64_t,
+    struct billing_piece *, size_t *);
 static int64_t run_billed_at(const struct billing_price *, size_t,
-    const struct billing_interval *, int64_t);
+    const struct billing_interval *, int64_t, int, int64_t);
 static money_t stopped_charge_at(const struct billing_price *, size_t,
     const struct billing_interval *, int64_t, struct billing_piece *, size_t *);
 static int check_prices(const struct billing_price *, size_t, char **);
+static void run_line(const struct billing_price *, size_t,
+    const struct billing_interval *, int64_t, int, int64_t, int64_t,
+    struct billing_line *, struct billing_piece *, size_t *);
 static void line_for(const struct billing_price *, size_t,
-    const struct billing_interval *, int64_t, int64_t, struct billing_line *,
-    struct billing_piece *, size_t *);
+    const struct billing_interval *, int64_t, int, int64_t, int64_t,
+    struct billing_line *, struct billing_piece *, size_t *);
 static int window_walk(const struct billing_price *, size_t,
     const struct billing_interval *, size_t, int64_t, int64_t,
     struct billing_total *, struct billing_line *, size_t *,
@@ -708,13 +712,15 @@ first_unit(int64_t s, int64_t u, int64_t t)
  * history p (see billing.h): billed time and unit from the rule at start,
  * each billed unit at the price in force when it starts. Returns the exact
  * sum times 86400 (a common denominator: every price period divides a
- * day), not yet rounded. billed may be NULL; with pc (room for np), the
- * pieces with units are stored there, *npc of them, one per price (units
- * under the same price in a row are one piece).
+ * day) of the billed units from unit kfrom on (0: all of them), not yet
+ * rounded. billed may be NULL; with pc (room for np), the pieces with
+ * those units are stored there, *npc of them, one per price (units under
+ * the same price in a row are one piece).
  */
 static i128
 run_pieces(const struct billing_price *p, size_t np, int64_t start,
-    int64_t secs, int64_t *billed, struct billing_piece *pc, size_t *npc)
+    int64_t secs, int64_t kfrom, int64_t *billed, struct billing_piece *pc,
+    size_t *npc)
 {
 	const struct billing_rule *r0 = billing_price_at(p, np, start);
 	int64_t b = billing_billed_seconds(r0, secs);
@@ -731,6 +737,8 @@ run_pieces(const struct billing_price *p, size_t np, int64_t start,
 		ri = &p[i].rule;
 		k0 = i == 0 ? 0 : first_unit(start, u, p[i].from);
 		k1 = i + 1 < np ? first_unit(start, u, p[i + 1].from) : units;
+		if (k0 < kfrom)
+			k0 = kfrom;
 		if (k1 > units)
 			k1 = units;
 		if (k1 <= k0)
@@ -772,35 +780,48 @@ money_t
 billing_run_cost_prices(const struct billing_price *p, size_t np, int64_t start,
     int64_t secs, int64_t *billed)
 {
-	return round_day(run_pieces(p, np, start, secs, billed, NULL, NULL));
+	return round_day(run_pieces(p, np, start, secs, 0, billed, NULL, NULL));
 }
 
 /*
- * What a run has been charged by time t: as if it had stopped at t; with
- * pc, its pieces as run_pieces.
+ * What interval iv, billed as running in the run that starts at s0, has
+ * been charged by time t: the run's charge had it stopped at t, less, if
+ * iv continues the run (cont), what the run was charged through iv's
+ * start; with pc, the pieces of its own units, as run_pieces.
  */
 static money_t
 run_charge_at(const struct billing_price *p, size_t np,
-    const struct billing_interval *iv, int64_t t, struct billing_piece *pc,
-    size_t *npc)
+    const struct billing_interval *iv, int64_t s0, int cont, int64_t t,
+    struct billing_piece *pc, size_t *npc)
 {
+	int64_t x = clip(t, iv->start, iv->end) - s0, u, b;
+	money_t prior;
+
 	if (npc != NULL)
 		*npc = 0;
 	if (t <= iv->start)
 		return 0;
-	return round_day(run_pieces(p, np, iv->start,
-	    clip(t, iv->start, iv->end) - iv->start, NULL, pc, npc));
+	if (!cont)
+		return round_day(run_pieces(p, np, s0, x, 0, NULL, pc, npc));
+	prior =
+	    round_day(run_pieces(p, np, s0, iv->start - s0, 0, &b, NULL, NULL));
+	u = billing_unit_seconds(billing_price_at(p, np, s0)->unit);
+	if (pc != NULL)
+		(void)run_pieces(p, np, s0, x, b / u, NULL, pc, npc);
+	return round_day(run_pieces(p, np, s0, x, 0, NULL, NULL, NULL)) - prior;
 }
 
-/* The billed seconds of a run by time t, as run_charge_at. */
+/* The billed seconds of iv by time t, as run_charge_at. */
 static int64_t
 run_billed_at(const struct billing_price *p, size_t np,
-    const struct billing_interval *iv, int64_t t)
+    const struct billing_interval *iv, int64_t s0, int cont, int64_t t)
 {
+	const struct billing_rule *r0 = billing_price_at(p, np, s0);
+
 	if (t <= iv->start)
 		return 0;
-	return billing_billed_seconds(billing_price_at(p, np, iv->start),
-	    clip(t, iv->start, iv->end) - iv->start);
+	return billing_billed_seconds(r0, clip(t, iv->start, iv->end) - s0) -
+	    (cont ? billing_billed_seconds(r0, iv->start - s0) : 0);
 }
 
 /*
@@ -886,21 +907,52 @@ check_prices(const struct billing_price *p, size_t np, char **cause)
 }
 
 /*
+ * How iv, billed as running (a running or unknown interval) in the run
+ * that starts at s0, is charged in the window [from, to): as that run's
+ * first line, or as a line that continues it (cont), which starts nothing
+ * and gets the run's billed units that start in it. With pc, as line_for.
+ */
+static void
+run_line(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, int64_t s0, int cont, int64_t from,
+    int64_t to, struct billing_line *l, struct billing_piece *pc, size_t *npc)
+{
+	const struct billing_rule *r0 = billing_price_at(p, np, s0);
+	int64_t unit = billing_unit_seconds(r0->unit);
+
+	l->continues = cont;
+	l->starts = !cont && iv->start >= from && iv->start < to;
+	l->billed_secs = run_billed_at(p, np, iv, s0, cont, to);
+	l->units = l->billed_secs / unit;
+	l->min_applied = !cont && l->billed_secs > 0 &&
+	    l->billed_secs > (l->secs + unit - 1) / unit * unit;
+	l->window_billed =
+	    l->billed_secs - run_billed_at(p, np, iv, s0, cont, from);
+	l->charge = run_charge_at(p, np, iv, s0, cont, to, pc, npc);
+	l->before = run_charge_at(p, np, iv, s0, cont, from, NULL, NULL);
+	if (pc != NULL && *npc > 0) {
+		/* Billed under the unit and minimum of the run's start. */
+		pc[0].rule.unit = r0->unit;
+		pc[0].rule.min_billed = r0->min_billed;
+	}
+}
+
+/*
  * How interval iv is charged in the window [from, to) under the price
- * history p; with pc (room for np), the pieces of its charge, *npc of
- * them. A running or stopped interval has at least one: if none has time
- * (a run billed nothing), one of 0 s under the rule at its start, so the
- * first piece is always that rule.
+ * history p; a running or unknown one as part of the run that starts at
+ * s0, continuing it if cont (see billing.h). With pc (room for np), the
+ * pieces of its charge, *npc of them: at least one (if none has time, one
+ * of 0 s), the first with the unit and minimum it is billed under.
  */
 static void
 line_for(const struct billing_price *p, size_t np,
-    const struct billing_interval *iv, int64_t from, int64_t to,
-    struct billing_line *l, struct billing_piece *pc, size_t *npc)
+    const struct billing_interval *iv, int64_t s0, int cont, int64_t from,
+    int64_t to, struct billing_line *l, struct billing_piece *pc, size_t *npc)
 {
-	const struct billing_rule *r0 = billing_price_at(p, np, iv->start);
+	const struct billing_rule *r0 =
+	    billing_price_at(p, np, iv->state == BILL_STOPPED ? iv->start : s0);
 	int64_t lo = iv->start > from ? iv->start : from;
 	int64_t hi = iv->end < to ? iv->end : to;
-	int64_t unit = billing_unit_seconds(r0->unit);
 
 	memset(l, 0, sizeof *l);
 	if (npc != NULL)
@@ -910,27 +962,13 @@ line_for(const struct billing_price *p, size_t np,
 	l->end = iv->end;
 	l->secs = clip(to, iv->start, iv->end) - iv->start;
 	l->window_secs = hi > lo ? hi - lo : 0;
-	switch (iv->state) {
-	case BILL_RUNNING:
-		l->starts = iv->start >= from && iv->start < to;
-		l->billed_secs = run_billed_at(p, np, iv, to);
-		l->units = l->billed_secs / unit;
-		l->min_applied = l->billed_secs > 0 &&
-		    l->billed_secs > (l->secs + unit - 1) / unit * unit;
-		l->window_billed =
-		    l->billed_secs - run_billed_at(p, np, iv, from);
-		l->charge = run_charge_at(p, np, iv, to, pc, npc);
-		l->before = run_charge_at(p, np, iv, from, NULL, NULL);
-		break;
-	case BILL_STOPPED:
+	if (iv->state == BILL_STOPPED) {
 		l->charge = stopped_charge_at(p, np, iv, to, pc, npc);
 		l->before = stopped_charge_at(p, np, iv, from, NULL, NULL);
-		break;
-	case BILL_UNKNOWN:
-		break;
-	}
+	} else
+		run_line(p, np, iv, s0, cont, from, to, l, pc, npc);
 	l->amount = l->charge - l->before;
-	if (pc != NULL && *npc == 0 && iv->state != BILL_UNKNOWN) {
+	if (pc != NULL && *npc == 0) {
 		memset(pc, 0, sizeof *pc);
 		pc->start = iv->start;
 		pc->rule = *r0;
@@ -953,8 +991,9 @@ window_walk(const struct billing_price *p, size_t np,
 	const struct billing_interval *v;
 	struct billing_piece *pc = NULL;
 	struct billing_line l;
-	int64_t prev_end = 0;
+	int64_t prev_end = 0, s0 = 0;
 	size_t i, k, npc;
+	int cont;
 
 	memset(total, 0, sizeof *total);
 	if (nlines != NULL)
@@ -997,6 +1036,13 @@ window_walk(const struct billing_price *p, size_t np,
 			    (int)v->state);
 			return -1;
 		}
+		/* The run it is part of (see billing.h). */
+		cont = i > 0 && v->start == prev_end &&
+		    iv[i - 1].state != BILL_STOPPED &&
+		    (v->state == BILL_UNKNOWN ||
+			(v->state == BILL_RUNNING && v->resumes));
+		if (v->state != BILL_STOPPED && !cont)
+			s0 = v->start;
 		prev_end = v->end;
 
 		if (pieces != NULL) {
@@ -1004,7 +1050,7 @@ window_walk(const struct billing_price *p, size_t np,
 			    *pieces, *npieces + np, sizeof **pieces);
 			pc = *pieces + *npieces;
 		}
-		line_for(p, np, v, from, to, &l, pc, &npc);
+		line_for(p, np, v, s0, cont, from, to, &l, pc, &npc);
 		switch (v->state) {
 		case BILL_RUNNING:
 			total->running_secs += l.window_secs;
@@ -1020,6 +1066,12 @@ window_walk(const struct billing_price *p, size_t np,
 			break;
 		case BILL_UNKNOWN:
 			total->unknown_secs += l.window_secs;
+			total->starts += l.starts;
+			total->billed_secs += l.window_billed;
+			total->compute =
+			    billing_sat_add(total->compute, l.amount);
+			total->unknown =
+			    billing_sat_add(total->unknown, l.amount);
 			break;
 		}
 		if (lines == NULL ||
@@ -1129,6 +1181,7 @@ billing_total_add(
 	dst->unknown_secs += src->unknown_secs;
 	dst->compute = billing_sat_add(dst->compute, src->compute);
 	dst->storage = billing_sat_add(dst->storage, src->storage);
+	dst->unknown = billing_sat_add(dst->unknown, src->unknown);
 	return 0;
 }
 
@@ -1297,13 +1350,13 @@ billing_runway_daily(money_t balance, money_t burn_per_day, int64_t *secs)
 
 /*
  * What an instance in state spends per day, exactly (every price period
- * divides a day): its price while running, its storage while stopped,
- * nothing while unknown. Observed egress is not included.
+ * divides a day): its price while running or unknown (billed as running),
+ * its storage while stopped. Observed egress is not included.
  */
 money_t
 billing_daily_burn(const struct billing_rule *rule, enum billing_state state)
 {
-	if (state == BILL_RUNNING)
+	if (state == BILL_RUNNING || state == BILL_UNKNOWN)
 		return billing_price_for(rule->price, rule->price_per, 86400);
 	if (state == BILL_STOPPED)
 		return rule->stopped_per_day > 0 ? rule->stopped_per_day : 0;

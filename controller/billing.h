@@ -47,6 +47,36 @@
  * cannot account for, and no interval for time the instance did not exist
  * (before it was added, after it was released).
  *
+ * Unknown is billed as running. A BILL_UNKNOWN interval is a stretch
+ * gpufleet cannot account for (the instance unreachable): it does not know
+ * the instance stopped, and a platform bills until it stops, so the stretch
+ * is charged exactly as running would be under the prices in force, and
+ * kept apart in what is shown (unknown_secs, the unknown part of compute,
+ * the line's state). It is charged as part of a run, never as a second
+ * start of the same billing session:
+ *   - an unknown interval that begins where a run ends (a running
+ *     interval, or an unknown one billed as part of a run) continues that
+ *     run: the run is billed from its start through the unknown stretch,
+ *     the minimum and the rounding to whole units applied once, as for one
+ *     run; so a run billed per hour that is unreachable for 5 minutes pays
+ *     neither a second minimum nor a second started hour;
+ *   - a running interval with resumes set (the ledger saw the instance
+ *     come back, not start again) that begins where such an unknown
+ *     stretch ends continues the run too; any other running interval is a
+ *     new start with its own minimum (a start stated after an outage, or a
+ *     container start that moved during it, may be a restart);
+ *   - an unknown interval after a stop, after a gap or first in the ledger
+ *     is billed as a run of its own, minimum included: gpufleet does not
+ *     know the instance did not start.
+ * So an instance that ran through the stretch is billed what the platform
+ * bills, never less, and one that stopped during it is billed as running
+ * until evidence of the stop is booked (a corrected ledger corrects every
+ * report). A line that continues a run gets the growth of the run's charge
+ * over it (the run's billed units that start in it, at the prices in force
+ * when each starts, under the unit and minimum of the run's start), so the
+ * lines of a run add up to its one charge rounded once, and windows cut
+ * anywhere still see each unit once.
+ *
  * Price history. A price change does not rewrite the past: an instance
  * has a history of rules, each in force from its time until the next one
  * (struct billing_price; the first is in force before its time too, so a
@@ -70,9 +100,10 @@
  * second with no unit rounding or minimum (so the savings shown are a lower
  * bound). Runway is balance / burn, rounded down to the second.
  *
- * Burn is what is spent per day now: the price of each running instance
- * plus the storage of each stopped one (billing_daily_burn), exact in minor
- * units per day; the projection and runway use it. Egress is not in it.
+ * Burn is what is spent per day now: the price of each instance running or
+ * unknown plus the storage of each stopped one (billing_daily_burn), exact
+ * in minor units per day; the projection and runway use it. Egress is not
+ * in it.
  *
  * Display. billing_format() shows 2 decimals, rounded half away from zero
  * from the minor units. A table whose parts stand next to their total
@@ -142,11 +173,17 @@ struct billing_rule {
 	char currency[8];	 /* ISO 4217: three uppercase letters */
 };
 
-/* One ledger interval [start, end) in Unix seconds. */
+/*
+ * One ledger interval [start, end) in Unix seconds. resumes: a running
+ * interval that continues the run of the unknown stretch it follows (the
+ * instance was seen again, not started again); see "Unknown is billed as
+ * running" above.
+ */
 struct billing_interval {
 	int64_t start;
 	int64_t end;
 	enum billing_state state;
+	int resumes;
 };
 
 /* What one instance's ledger costs in a window, in one currency. */
@@ -157,8 +194,9 @@ struct billing_total {
 	int64_t starts;	      /* runs that started inside the window */
 	int64_t stopped_secs;
 	int64_t unknown_secs;
-	money_t compute;
+	money_t compute; /* running and unknown stretches */
 	money_t storage;
+	money_t unknown; /* of compute, what the unknown stretches cost */
 };
 
 /*
@@ -172,14 +210,15 @@ struct billing_line {
 	int64_t start, end;    /* the interval */
 	int64_t secs;	       /* its time up to the window end */
 	int64_t window_secs;   /* its time inside the window */
-	int64_t billed_secs;   /* running: secs billed (minimum, whole units) */
-	int64_t units;	       /* billed_secs in billing units */
+	int64_t billed_secs;   /* running, unknown: secs billed (minimum, */
+	int64_t units;	       /* whole units); billed_secs in units */
 	int min_applied;       /* the minimum charge raised billed_secs */
 	int starts;	       /* a run that starts inside the window */
 	int64_t window_billed; /* billed seconds attributed to the window */
 	money_t charge;	       /* what it is charged by the window end */
 	money_t before;	       /* of which before the window starts */
 	money_t amount;	       /* charge - before: the window's part */
+	int continues;	       /* billed as part of the run before it */
 };
 
 /* Per-currency sums, in order of first appearance. */
@@ -203,15 +242,16 @@ struct billing_price {
  * (billing_explain_prices): a run's billed units from start, each
  * starting under rule (its price, per its price_per), or a stopped
  * interval's seconds from start under rule (its stopped_per_day). A run
- * over a price change has one piece per price; a running or stopped line
- * always has one at least, and its first's rule is the one in force at
- * the line's start (its unit and minimum).
+ * over a price change has one piece per price; every line has one at
+ * least, and its first's rule has the unit and minimum the line is billed
+ * under: those in force at the start of its run (of the line itself for
+ * a stopped one). A line billed as running (running or unknown) has units.
  */
 struct billing_piece {
 	size_t line; /* the index of its line */
 	int64_t start;
-	int64_t secs;  /* running: its billed units' time */
-	int64_t units; /* running: billed units; stopped: 0 */
+	int64_t secs;  /* billed as running: its billed units' time */
+	int64_t units; /* billed as running: billed units; stopped: 0 */
 	struct billing_rule rule;
 };
 

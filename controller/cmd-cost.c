@@ -2,10 +2,10 @@
  * What the fleet really cost, to the minor unit, under each platform's
  * billing rules: derived from every instance's price and ledger (never a
  * stored running total), with idle cost from the GPU samples, egress from
- * the network counters, unknown stretches shown as unknown, totals per
- * currency, month to date and a projection to the end of the month. As
- * CSV for spreadsheets, and with --explain as a bill: each run with its
- * rounding, to check line by line against the platform's.
+ * the network counters, unknown stretches billed as running and said so,
+ * totals per currency, month to date and a projection to the end of the
+ * month. As CSV for spreadsheets, and with --explain as a bill: each run
+ * with its rounding, to check line by line against the platform's.
  */
 
 #include <math.h>
@@ -30,12 +30,15 @@ static int cmd_cost_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int render_json(struct inventory *, const struct instance *, size_t,
     const struct cost_report *, char **);
+static int unknown_json(struct inventory *, const struct cost_report *,
+    const struct ledger_cost *, json_t **, char **);
 static void render_instances(const struct cost_report *);
 static int render_providers(struct inventory *, const struct instance *, size_t,
     const struct cost_report *, char **);
 static int render_days(struct inventory *, const struct config *,
     const struct cost_report *, char **);
-static void render_totals(const struct cost_report *, int);
+static int render_totals(
+    struct inventory *, const struct cost_report *, int, char **);
 static void csv_instances(const struct cost_report *);
 static int csv_providers(const struct cost_report *, char **);
 static int csv_days(struct inventory *, const struct config *,
@@ -64,8 +67,10 @@ const struct cmd_entry cmd_cost_entry = {
 	    "up to shown totals (largest remainder rounding). An instance "
 	    "with\nno price shows '?' and a total with one '12.30 CNY + ?'. "
 	    "An instance\nthe ledger says is stopped that answered status "
-	    "since is flagged\n'" INSTANCE_STILL_BILLING "'. Default "
-	    "window: this month.\nTIME: "
+	    "since is flagged\n'" INSTANCE_STILL_BILLING "'. A stretch "
+	    "gpufleet cannot account for\n(unreachable) is billed as "
+	    "running, in the cost, the burn and the\nguards, and said so "
+	    "below the table. Default window: this month.\nTIME: "
 	    "2026-11-01T02:00:00Z, '2026-11-01 02:00', 2026-11-01,\n-2h, "
 	    "yesterday, now.\n\n"
 	    "      --since TIME, --until TIME   the window\n"
@@ -236,9 +241,52 @@ row_name(const struct ledger_cost *cr)
 	return s;
 }
 
-/* One instance's row of --json. */
+/*
+ * The unknown stretches of cr's row in rep's window, billed as running, as
+ * a JSON array: start, stop, ongoing, window_s and why.
+ */
+static int
+unknown_json(struct inventory *inv, const struct cost_report *rep,
+    const struct ledger_cost *cr, json_t **out, char **cause)
+{
+	struct cost_unknown *u;
+	size_t n, i;
+	json_t *x;
+	char *s;
+	int r;
+
+	*out = json_array();
+	if (cr->total.unknown_secs == 0)
+		return 0;
+	if ((r = cost_unknown_stretches(inv, cr->in, rep->from, rep->to,
+		 rep->now, &u, &n, cause)) != 0) {
+		json_decref(*out);
+		return r;
+	}
+	for (i = 0; i < n; i++) {
+		x = json_object();
+		s = instance_format_time(u[i].start);
+		json_object_set_new(x, "start", json_string(s));
+		free(s);
+		s = instance_format_time(u[i].end);
+		json_object_set_new(x, "stop", json_string(s));
+		free(s);
+		json_object_set_new(x, "ongoing", json_boolean(u[i].ongoing));
+		json_object_set_new(x, "window_s", json_integer(u[i].secs));
+		json_object_set_new(x, "why", json_string(u[i].why));
+		json_object_set_new(x, "billed_as", json_string("running"));
+		json_array_append_new(*out, x);
+	}
+	free(u);
+	return 0;
+}
+
+/*
+ * One instance's row of --json; unknown (its unknown stretches, see
+ * unknown_json) is taken.
+ */
 static json_t *
-row_json(const struct ledger_cost *cr)
+row_json(const struct ledger_cost *cr, json_t *unknown)
 {
 	json_t *x = json_object();
 
@@ -273,6 +321,10 @@ row_json(const struct ledger_cost *cr)
 	json_object_set_new(x, "outages", json_integer(cr->outages));
 	json_object_set_new(
 	    x, "still_billing", json_boolean(instance_still_billing(cr->in)));
+	/* Billed as running, in compute: what it cost and why. */
+	json_object_set_new(
+	    x, "unknown_compute", money_json(cr, cr->total.unknown));
+	json_object_set_new(x, "unknown_stretches", unknown);
 	return x;
 }
 
@@ -320,15 +372,24 @@ static int
 render_json(struct inventory *inv, const struct instance *list, size_t n,
     const struct cost_report *rep, char **cause)
 {
-	json_t *o, *arr, *tot, *w, *speed;
+	json_t *o, *arr, *tot, *w, *speed, *unknown;
 	char *s1, *s2;
 	size_t i;
 	int unpriced = 0, r;
 
 	if ((r = speed_json(inv, list, n, &speed, cause)) != 0)
 		return r;
-	o = json_object();
 	arr = json_array();
+	for (i = 0; i < rep->n; i++) {
+		if ((r = unknown_json(
+			 inv, rep, &rep->rows[i], &unknown, cause)) != 0) {
+			json_decref(arr);
+			json_decref(speed);
+			return r;
+		}
+		json_array_append_new(arr, row_json(&rep->rows[i], unknown));
+	}
+	o = json_object();
 	tot = json_array();
 	w = json_object();
 	s1 = instance_format_time(rep->from);
@@ -341,8 +402,6 @@ render_json(struct inventory *inv, const struct instance *list, size_t n,
 	json_object_set_new(o, "window", w);
 	json_object_set_new(
 	    o, "minor_per_unit", json_integer(BILLING_MINOR_PER_UNIT));
-	for (i = 0; i < rep->n; i++)
-		json_array_append_new(arr, row_json(&rep->rows[i]));
 	for (i = 0; i < rep->ntotals; i++) {
 		const struct cost_total *ct = &rep->totals[i];
 		json_t *x = json_object();
@@ -524,14 +583,66 @@ render_days(struct inventory *inv, const struct config *cf,
 }
 
 /*
- * "total ... month to date; burning .../h, projected ..." per currency,
- * then how many instances have no price.
+ * The note under the table for cr's unknown stretches in rep's window:
+ * "a100-2: 25m unknown (unreachable since T) billed as running, 2.24 CNY:
+ * gpufleet does not know it stopped".
  */
-static void
-render_totals(const struct cost_report *rep, int month)
+static int
+render_unknown(struct inventory *inv, const struct cost_report *rep,
+    const struct ledger_cost *cr, char **cause)
+{
+	struct cost_unknown *u, *last;
+	char *d, *a, *b, *when, *what, *m, *name;
+	size_t n;
+	int r;
+
+	if ((r = cost_unknown_stretches(inv, cr->in, rep->from, rep->to,
+		 rep->now, &u, &n, cause)) != 0)
+		return r;
+	if (n == 0) {
+		free(u);
+		return 0;
+	}
+	last = &u[n - 1];
+	a = instance_format_time(last->start);
+	b = instance_format_time(last->end);
+	if (last->ongoing)
+		xasprintf(&when, "%s since %s", last->why, a);
+	else
+		xasprintf(&when, "%s from %s to %s", last->why, a, b);
+	if (n > 1)
+		xasprintf(&what, "in %zu stretches (the last %s)", n, when);
+	else
+		xasprintf(&what, "(%s)", when);
+	m = cr->priced ? billing_format(cr->total.unknown, cr->rule.currency)
+		       : NULL;
+	d = timeparse_duration(cr->total.unknown_secs);
+	name = row_name(cr);
+	printf("%s: %s unknown %s billed as running%s%s: gpufleet does not "
+	       "know it stopped\n",
+	    name, d, what, m != NULL ? ", " : "", m != NULL ? m : "");
+	free(name);
+	free(d);
+	free(m);
+	free(what);
+	free(when);
+	free(b);
+	free(a);
+	free(u);
+	return 0;
+}
+
+/*
+ * "total ... month to date; burning .../h, projected ..." per currency,
+ * then how many instances have no price, those still billing and what
+ * was billed as running for not knowing.
+ */
+static int
+render_totals(struct inventory *inv, const struct cost_report *rep, int month,
+    char **cause)
 {
 	size_t i;
-	int unpriced = 0;
+	int unpriced = 0, r;
 
 	for (i = 0; i < rep->ntotals; i++) {
 		const struct cost_total *ct = &rep->totals[i];
@@ -564,6 +675,12 @@ render_totals(const struct cost_report *rep, int month)
 			       " (costed as stopped)\n",
 			    rep->rows[i].in->name);
 	}
+	for (i = 0; i < rep->n; i++) {
+		if (rep->rows[i].total.unknown_secs > 0 &&
+		    (r = render_unknown(inv, rep, &rep->rows[i], cause)) != 0)
+			return r;
+	}
+	return 0;
 }
 
 /* An exact amount for CSV (major units), empty when unknown. Caller frees. */
@@ -733,7 +850,7 @@ pieces_of(
 static char *
 piece_price(const struct billing_line *l, const struct billing_piece *pc)
 {
-	if (l->state == BILL_RUNNING)
+	if (l->state != BILL_STOPPED)
 		return billing_format_price(pc->rule.price, pc->rule.price_per);
 	return billing_format_price(pc->rule.stopped_per_day, BILL_PER_DAY);
 }
@@ -752,7 +869,7 @@ line_price(const struct billing_line *l, const struct billing_piece *pc,
 	size_t i;
 
 	if (npc <= 1) {
-		if (l->state == BILL_RUNNING)
+		if (l->state != BILL_STOPPED)
 			return billing_format_price(
 			    rule->price, rule->price_per);
 		if (rule->stopped_per_day > 0)
@@ -762,7 +879,7 @@ line_price(const struct billing_line *l, const struct billing_piece *pc,
 	}
 	for (i = 0; i < npc; i++) {
 		p = piece_price(l, &pc[i]);
-		if (l->state == BILL_RUNNING)
+		if (l->state != BILL_STOPPED)
 			xasprintf(&q, "%lld", (long long)pc[i].units);
 		else
 			q = timeparse_duration_exact(pc[i].secs);
@@ -797,7 +914,9 @@ explain_cells(const struct ledger_cost *c, const struct billing_line *l,
 	x->duration = timeparse_duration_exact(l->secs);
 	switch (l->state) {
 	case BILL_RUNNING:
-		x->state = xstrdup("running");
+	case BILL_UNKNOWN: /* billed as running */
+		x->state =
+		    xstrdup(l->state == BILL_RUNNING ? "running" : "unknown");
 		x->billed = units_text(l->units, rule->unit);
 		x->minimum = l->min_applied
 		    ? timeparse_duration_exact(rule->min_billed)
@@ -808,10 +927,6 @@ explain_cells(const struct ledger_cost *c, const struct billing_line *l,
 		x->state = xstrdup("stopped");
 		x->price = line_price(l, pc, npc, rule);
 		break;
-	case BILL_UNKNOWN:
-		x->state = xstrdup("unknown");
-		x->amount = xstrdup("not billed");
-		return;
 	}
 	if (!c->priced) {
 		free(x->price);
@@ -919,11 +1034,27 @@ egress_price(const struct ledger_cost *c)
 	return s;
 }
 
-/* One instance's bill for humans. */
+/*
+ * Why gpufleet does not know what unknown line l was: its stretch's why
+ * among the n of u ("unreachable").
+ */
+static const char *
+line_why(const struct billing_line *l, const struct cost_unknown *u, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (u[i].start == l->start)
+			return u[i].why;
+	}
+	return "unknown";
+}
+
+/* One instance's bill for humans; u its n unknown stretches. */
 static void
 explain_text(const struct ledger_cost *c, const struct billing_line *lines,
     size_t n, const struct billing_piece *pc, size_t npc, money_t sum,
-    int64_t cut, int64_t now)
+    int64_t cut, int64_t now, const struct cost_unknown *u, size_t nu)
 {
 	const struct billing_piece *lp;
 	struct explain_cells x;
@@ -949,6 +1080,22 @@ explain_text(const struct ledger_cost *c, const struct billing_line *lines,
 	table_free(t);
 	if (n == 0)
 		printf("(nothing in the window)\n");
+	for (i = 0; i < n; i++) {
+		if (lines[i].state != BILL_UNKNOWN)
+			continue;
+		a = instance_format_time(lines[i].start);
+		b = instance_format_time(lines[i].end);
+		if (lines[i].end >= cut && cut == now)
+			printf("unknown since %s: %s, billed as running: "
+			       "gpufleet does not know it stopped\n",
+			    a, line_why(&lines[i], u, nu));
+		else
+			printf("unknown from %s to %s: %s, billed as running: "
+			       "gpufleet does not know it stopped\n",
+			    a, b, line_why(&lines[i], u, nu));
+		free(a);
+		free(b);
+	}
 	if (c->egress_bytes > 0 || c->egress != 0) {
 		g = c->priced ? egress_price(c) : xstrdup("?");
 		a = c->priced
@@ -973,11 +1120,11 @@ explain_text(const struct ledger_cost *c, const struct billing_line *lines,
 	free(b);
 }
 
-/* One instance's bill as a JSON object. */
+/* One instance's bill as a JSON object; u its nu unknown stretches. */
 static json_t *
 explain_json(const struct ledger_cost *c, const struct billing_line *lines,
     size_t n, const struct billing_piece *pc, size_t npc, money_t sum,
-    int64_t cut, int64_t now)
+    int64_t cut, int64_t now, const struct cost_unknown *u, size_t nu)
 {
 	const struct billing_rule *rule = &c->rule;
 	const struct billing_piece *lp;
@@ -1007,8 +1154,17 @@ explain_json(const struct ledger_cost *c, const struct billing_line *lines,
 		json_t *j = json_object();
 		lp = pieces_of(pc, npc, i, &at, &nlp);
 		explain_cells(c, l, lp, nlp, cut, now, &x);
+		/* A line billed as part of the run before it, and why. */
+		json_object_set_new(
+		    j, "continues_run", json_boolean(l->continues));
+		if (l->state == BILL_UNKNOWN) {
+			json_object_set_new(
+			    j, "why", json_string(line_why(l, u, nu)));
+			json_object_set_new(
+			    j, "billed_as", json_string("running"));
+		}
 		/* What it was charged at first (the lines' figures follow). */
-		if (l->state == BILL_RUNNING && nlp > 0)
+		if (l->state != BILL_STOPPED && nlp > 0)
 			json_object_set_new(j, "unit",
 			    json_string(billing_unit_name(lp[0].rule.unit)));
 		ps = json_array();
@@ -1019,7 +1175,7 @@ explain_json(const struct ledger_cost *c, const struct billing_line *lines,
 			free(s);
 			json_object_set_new(
 			    pj, "secs", json_integer(lp[k].secs));
-			if (l->state == BILL_RUNNING) {
+			if (l->state != BILL_STOPPED) {
 				json_object_set_new(
 				    pj, "units", json_integer(lp[k].units));
 				json_object_set_new(pj, "price",
@@ -1083,19 +1239,19 @@ explain_csv(const struct ledger_cost *c, const struct billing_line *lines,
 		v[0] = csv_int(l->secs);
 		v[1] = csv_int(l->window_secs);
 		v[2] =
-		    l->state == BILL_RUNNING ? csv_int(l->billed_secs) : NULL;
-		v[3] = l->state == BILL_RUNNING ? csv_int(l->units) : NULL;
+		    l->state != BILL_STOPPED ? csv_int(l->billed_secs) : NULL;
+		v[3] = l->state != BILL_STOPPED ? csv_int(l->units) : NULL;
 		v[4] = csv_money(l->amount, cur, c->priced);
 		v[5] = csv_money(l->before, cur, c->priced);
 		v[6] = c->priced && x.price != NULL ? xstrdup(x.price) : NULL;
 		csv_row(stdout, 14, c->in->name, x.state, x.start, x.stop, v[0],
 		    v[1],
-		    l->state == BILL_RUNNING
+		    l->state != BILL_STOPPED
 			? billing_unit_name(
 			      (nlp > 0 ? &lp[0].rule : &c->rule)->unit)
 			: NULL,
 		    v[2], v[3],
-		    l->state == BILL_RUNNING ? (l->min_applied ? "yes" : "no")
+		    l->state != BILL_STOPPED ? (l->min_applied ? "yes" : "no")
 					     : NULL,
 		    v[6], cur, v[4], v[5]);
 		explain_cells_free(&x);
@@ -1126,11 +1282,12 @@ explain(struct inventory *inv, const struct config *cf,
 {
 	struct billing_line *lines;
 	struct billing_piece *pc;
+	struct cost_unknown *u;
 	struct ledger_cost c;
 	json_t *o = NULL, *arr = NULL, *w;
 	money_t sum;
 	int64_t cut = to < now ? to : now;
-	size_t i, k, nl, npc;
+	size_t i, k, nl, npc, nu;
 	char *s1, *s2;
 	int r = 0;
 
@@ -1159,6 +1316,11 @@ explain(struct inventory *inv, const struct config *cf,
 		c.in = &list[i];
 		r = ledger_explain(
 		    inv, cf, &c, from, to, now, &lines, &nl, &pc, &npc, cause);
+		u = NULL;
+		nu = 0;
+		if (r == 0 && c.total.unknown_secs > 0)
+			r = cost_unknown_stretches(
+			    inv, c.in, from, to, now, &u, &nu, cause);
 		sum = c.egress;
 		for (k = 0; r == 0 && k < nl; k++) {
 			if (billing_add(&sum, lines[k].amount, cause) != 0)
@@ -1167,14 +1329,16 @@ explain(struct inventory *inv, const struct config *cf,
 		if (r == 0 && format == FMT_JSON)
 			json_array_append_new(arr,
 			    explain_json(
-				&c, lines, nl, pc, npc, sum, cut, now));
+				&c, lines, nl, pc, npc, sum, cut, now, u, nu));
 		else if (r == 0 && format == FMT_CSV)
 			explain_csv(&c, lines, nl, pc, npc, from, to, cut, now);
 		else if (r == 0) {
 			if (i > 0)
 				printf("\n");
-			explain_text(&c, lines, nl, pc, npc, sum, cut, now);
+			explain_text(
+			    &c, lines, nl, pc, npc, sum, cut, now, u, nu);
 		}
+		free(u);
 		free(lines);
 		free(pc);
 	}
@@ -1305,7 +1469,7 @@ cmd_cost_exec(
 		r = render(
 		    inv, ctx->fleet->config, list, n, &rep, by, format, &cause);
 	if (r == 0 && !explaining && format == FMT_TABLE)
-		render_totals(&rep, since_s == NULL);
+		r = render_totals(inv, &rep, since_s == NULL, &cause);
 	status = r == 0 ? GF_OK : cmd_fail(-r, cause);
 	cost_report_free(&rep);
 	instance_free_array(list, n);

@@ -42,14 +42,15 @@ cost_projection(money_t total, money_t burn_per_day, int64_t secs, money_t *out,
 
 /*
  * What a costed instance spends per day now: its price if the ledger says
- * it runs, its storage if stopped; 0 unpriced, released or unknown.
+ * it runs or does not know (billed as running), its storage if stopped; 0
+ * unpriced or released.
  */
 money_t
 cost_burn_per_day(const struct ledger_cost *c)
 {
 	if (!c->priced || c->in->released_at != 0)
 		return 0;
-	if (c->running_now)
+	if (c->running_now || c->unknown_now)
 		return billing_daily_burn(&c->rule, BILL_RUNNING);
 	if (c->stopped_now)
 		return billing_daily_burn(&c->rule, BILL_STOPPED);
@@ -320,7 +321,7 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
 			&p->burn_per_day, cost_burn_per_day(&c), cause) != 0)
 			return -GF_EUSAGE;
 		if (cost_burn_per_day(&c) > 0) {
-			p->running += c.running_now;
+			p->running += c.running_now || c.unknown_now;
 			p->stopped += c.stopped_now;
 		}
 	}
@@ -331,5 +332,68 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
 	if (p->has_balance &&
 	    billing_runway_daily(p->left, p->burn_per_day, &p->runway) == 1)
 		p->runway = -1;
+	return 0;
+}
+
+/*
+ * The unknown stretches of in's ledger that [from, to) sees (cut at now),
+ * each with why gpufleet does not know: the note of the entry that began
+ * it ("unreachable"), else its source ("unreachable" if observed). Caller
+ * frees *out.
+ */
+int
+cost_unknown_stretches(struct inventory *inv, const struct instance *in,
+    int64_t from, int64_t to, int64_t now, struct cost_unknown **out,
+    size_t *nout, char **cause)
+{
+	struct ledger_entry *e = NULL;
+	struct ledger_event *ev = NULL;
+	struct billing_interval *iv;
+	struct cost_unknown *u;
+	int64_t cut = to < now ? to : now, lo, hi;
+	size_t n = 0, ne = 0, k, i, j, m = 0;
+	int r;
+
+	*out = NULL;
+	*nout = 0;
+	if ((r = ledger_events(inv, in->id, &ev, &n, cause)) != 0)
+		return r;
+	/* For the notes, which the events leave out. */
+	if ((r = ledger_entries(inv, in->id, &e, &ne, cause)) != 0) {
+		free(ev);
+		return r;
+	}
+	iv = xcalloc(n + 1, sizeof *iv);
+	k = ledger_intervals(ev, n, cut, iv);
+	u = xcalloc(k + 1, sizeof *u);
+	for (i = 0; i < k; i++) {
+		lo = iv[i].start > from ? iv[i].start : from;
+		hi = iv[i].end < cut ? iv[i].end : cut;
+		if (iv[i].state != BILL_UNKNOWN || hi <= lo)
+			continue;
+		u[m].start = iv[i].start;
+		u[m].end = iv[i].end;
+		u[m].secs = hi - lo;
+		u[m].ongoing = i + 1 == k && iv[i].end == now &&
+		    strcmp(ev[n - 1].state, "unknown") == 0;
+		/* The last entry then: the one ledger_intervals took. */
+		for (j = ne; j-- > 0;) {
+			if (e[j].t == iv[i].start &&
+			    strcmp(e[j].state, "unknown") == 0)
+				break;
+		}
+		if (j < ne && e[j].note != NULL && *e[j].note != '\0')
+			snprintf(u[m].why, sizeof u[m].why, "%s", e[j].note);
+		else if (j < ne && strcmp(e[j].source, "observed") != 0)
+			snprintf(u[m].why, sizeof u[m].why, "%s", e[j].source);
+		else /* What status books when it cannot reach it. */
+			snprintf(u[m].why, sizeof u[m].why, "unreachable");
+		m++;
+	}
+	free(iv);
+	free(ev);
+	ledger_entries_free(e, ne);
+	*out = u;
+	*nout = m;
 	return 0;
 }

@@ -57,6 +57,17 @@ struct cost_day {
 	int unpriced;
 };
 
+/*
+ * A stretch of an instance's ledger that gpufleet cannot account for,
+ * billed as running (see billing.h): what cost shows about it.
+ */
+struct cost_unknown {
+	int64_t start, end; /* the stretch, end cut at the window end or now */
+	int64_t secs;	    /* its time in the window */
+	int ongoing;	    /* unknown until now */
+	char why[64];	    /* "unreachable" (the entry's note) */
+};
+
 int64_t cost_month_start(int64_t, int);
 int cost_projection(money_t, money_t, int64_t, money_t *, char **);
 money_t cost_burn_per_day(const struct ledger_cost *);
@@ -71,6 +82,8 @@ int cost_by_provider(
     const struct cost_report *, struct cost_group **, size_t *, char **);
 int cost_by_day(struct inventory *, const struct config *,
     const struct cost_report *, struct cost_day **, size_t *, char **);
+int cost_unknown_stretches(struct inventory *, const struct instance *, int64_t,
+    int64_t, int64_t, struct cost_unknown **, size_t *, char **);
 int cost_provider_runway(struct inventory *, const struct config *,
     const struct instance *, size_t, struct provider_info *, int64_t, int,
     char **);

@@ -395,8 +395,10 @@ ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
 /*
  * Turn state changes into billing intervals up to time end: each state
  * holds until the next change; released ends everything (no interval);
- * several changes at the same second keep the last. iv needs room for n
- * intervals; returns how many were written.
+ * several changes at the same second keep the last. An observed running
+ * right after an unknown stretch (the instance seen again) resumes the
+ * run, not a new start (see billing.h). iv needs room for n intervals;
+ * returns how many were written.
  */
 size_t
 ledger_intervals(const struct ledger_event *ev, size_t n, int64_t end,
@@ -419,6 +421,10 @@ ledger_intervals(const struct ledger_event *ev, size_t n, int64_t end,
 			iv[k].state = BILL_STOPPED;
 		else
 			iv[k].state = BILL_UNKNOWN;
+		iv[k].resumes = iv[k].state == BILL_RUNNING && k > 0 &&
+		    iv[k - 1].state == BILL_UNKNOWN &&
+		    iv[k - 1].end == iv[k].start &&
+		    strcmp(ev[i].source, "observed") == 0;
 		if (k > 0 && iv[k - 1].state == iv[k].state &&
 		    iv[k - 1].end == iv[k].start && iv[k].state != BILL_RUNNING)
 			iv[k - 1].end = iv[k].end;
@@ -667,7 +673,7 @@ cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
 	struct ledger_event *ev = NULL;
 	struct billing_interval *iv;
 	struct billing_price *p = NULL, one;
-	size_t n = 0, k, np = 0;
+	size_t n = 0, k, np = 0, i;
 	char *why = NULL;
 	int r;
 
@@ -685,8 +691,16 @@ cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
 	}
 	iv = xcalloc(n + 1, sizeof *iv);
 	k = ledger_intervals(ev, n, to < now ? to : now, iv);
+	/* Seen again with a moved container start: a restart, a new start. */
+	for (i = 1; i < k; i++) {
+		if (iv[i].resumes &&
+		    count_incidents(inv, c->in->id, "restart", iv[i - 1].start,
+			iv[i].start + 1) > 0)
+			iv[i].resumes = 0;
+	}
 	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
 	c->stopped_now = n > 0 && strcmp(ev[n - 1].state, "stopped") == 0;
+	c->unknown_now = n > 0 && strcmp(ev[n - 1].state, "unknown") == 0;
 	if (lines != NULL)
 		r = billing_explain_prices(np > 0 ? p : &one, np > 0 ? np : 1,
 		    iv, k, from, to, &c->total, lines, nlines, pieces, npieces,
@@ -712,9 +726,11 @@ cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
 		return -GF_EDB;
 	c->idle_frac =
 	    idle_fraction(inv, c->in->id, from, to, cf->status_idle_util);
+	/* Of the compute of sampled time: unknown stretches have no samples. */
 	c->idle = isnan(c->idle_frac)
 	    ? 0
-	    : (money_t)ceil((double)c->total.compute * c->idle_frac);
+	    : (money_t)ceil(
+		  (double)(c->total.compute - c->total.unknown) * c->idle_frac);
 	c->restarts = count_incidents(inv, c->in->id, "restart", from, to);
 	c->outages = count_incidents(inv, c->in->id, "outage_start", from, to);
 	return 0;

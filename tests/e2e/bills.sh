@@ -50,9 +50,12 @@ W="--since 2026-11-02T00:00:00Z --until 2026-11-03T00:00:00Z"
 #   01:03:20-05:03:20  stopped 4 h at 1.20/day: 12000 * 4 / 24 = 0.20
 #   05:03:20-07:03:50  7230 s -> 121 whole minutes (7260 s):
 #                      26900 * 7260 / 3600 = 54248.33 -> 5.4249
-#   07:03:50-08:00:00  unknown, not billed
+#   07:03:50-08:00:00  unknown, billed as that run going on: 10600 s
+#                      from 05:03:20 are 177 minutes (10620 s),
+#                      26900 * 10620 / 3600 = 7.9355, less the 5.4249
+#                      before it: 2.5106 for its 56 minutes
 #   08:00:00-24:00:00  stopped 16 h: 12000 * 16 / 24 = 0.80
-#   total 0.4484 + 0.20 + 5.4249 + 0.80 = 6.8733, shown 6.87
+#   total 0.4484 + 0.20 + 5.4249 + 2.5106 + 0.80 = 9.3839, shown 9.38
 run cost m1 $W --explain
 expect_rc 0 "explain m1"
 expect_eq "$out" "window 2026-11-02T00:00:00Z to 2026-11-03T00:00:00Z
@@ -61,20 +64,21 @@ START                 STOP                  STATE    DURATION   BILLED       MIN
 2026-11-02T01:00:00Z  2026-11-02T01:03:20Z  running  3m20s      10 minutes   10m00s   2.69/h    0.4484
 2026-11-02T01:03:20Z  2026-11-02T05:03:20Z  stopped  4h00m00s   -            -        1.20/day  0.20
 2026-11-02T05:03:20Z  2026-11-02T07:03:50Z  running  2h00m30s   121 minutes  -        2.69/h    5.4249
-2026-11-02T07:03:50Z  2026-11-02T08:00:00Z  unknown  56m10s     -            -        -         not billed
+2026-11-02T07:03:50Z  2026-11-02T08:00:00Z  unknown  56m10s     56 minutes   -        2.69/h    2.5106
 2026-11-02T08:00:00Z  2026-11-03T00:00:00Z  stopped  16h00m00s  -            -        1.20/day  0.80
-total 6.87 CNY (exactly 6.8733)" "explain m1: per minute, the minimum, storage, unknown"
+unknown from 2026-11-02T07:03:50Z to 2026-11-02T08:00:00Z: unreachable, billed as running: gpufleet does not know it stopped
+total 9.38 CNY (exactly 9.3839)" "explain m1: per minute, the minimum, storage, unknown billed as running"
 run cost m1 $W
-expect_contains "$out" "total 6.87 CNY" "cost m1 says the explained total"
+expect_contains "$out" "total 9.38 CNY" "cost m1 says the explained total"
 run cost m1 $W --json
-expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"compute":58733,"storage":10000,"egress":0,"idle":null,"total":68733' \
-    "cost m1 --json: 4484 + 54249 compute, 2000 + 8000 storage"
+expect_match "$(printf '%s' "$out" | tr -d ' \n')" '"compute":83839,"storage":10000,"egress":0,"idle":null,"total":93839' \
+    "cost m1 --json: 4484 + 54249 + 25106 (unknown) compute, 2000 + 8000 storage"
 run cost m1 $W --explain --json
 expect_rc 0 "explain --json"
 j=$(printf '%s' "$out" | tr -d ' \n')
 expect_match "$j" '"state":"running","start":"2026-11-02T01:00:00Z","stop":"2026-11-02T01:03:20Z","ongoing":false,"duration_s":200,"window_s":200,"billed_s":600,"units":10,"minimum_applied":true,"charge":4484,"before_window":0,"amount":4484\}' \
     "explain --json: the minimum applied"
-expect_match "$j" '"egress":\{"bytes":0,"amount":0\},"total":68733\}\]\}$' \
+expect_match "$j" '"egress":\{"bytes":0,"amount":0\},"total":93839\}\]\}$' \
     "explain --json total == cost --json total"
 
 # h1 per hour: 10:00-11:10 is 70 min, 2 hours, 6.00; 12:00-12:05 is
@@ -110,14 +114,14 @@ expect_match "$out" '^2026-11-02T02:00:00Z +2026-11-02T03:00:00Z +running +1h00m
 expect_match "$out" '^total \? \(no price\)$' "unpriced: total ?"
 
 # --explain --format csv: the same lines, amounts adding up to the total
-# (0.4484 + 0.20 + 5.4249 + 0 + 0.80 = 6.8733).
+# (0.4484 + 0.20 + 5.4249 + 2.5106 + 0.80 = 9.3839).
 run cost m1 $W --explain --format csv
 expect_rc 0 "explain csv"
 bytes_eq $'name,state,start,stop,duration_s,window_s,unit,billed_s,billed_units,minimum_applied,price,currency,amount,before_window\r
 m1,running,2026-11-02T01:00:00Z,2026-11-02T01:03:20Z,200,200,minute,600,10,yes,2.69/h,CNY,0.4484,0.00\r
 m1,stopped,2026-11-02T01:03:20Z,2026-11-02T05:03:20Z,14400,14400,,,,,1.20/day,CNY,0.20,0.00\r
 m1,running,2026-11-02T05:03:20Z,2026-11-02T07:03:50Z,7230,7230,minute,7260,121,no,2.69/h,CNY,5.4249,0.00\r
-m1,unknown,2026-11-02T07:03:50Z,2026-11-02T08:00:00Z,3370,3370,,,,,,CNY,0.00,0.00\r
+m1,unknown,2026-11-02T07:03:50Z,2026-11-02T08:00:00Z,3370,3370,minute,3360,56,no,2.69/h,CNY,2.5106,0.00\r
 m1,stopped,2026-11-02T08:00:00Z,2026-11-03T00:00:00Z,57600,57600,,,,,1.20/day,CNY,0.80,0.00\r
 ' "explain csv bytes"
 
@@ -128,25 +132,26 @@ sqlite3 "$db" "UPDATE instance SET name = '=cmd', provider = '-2+3'
     WHERE name = 'u1'"
 run cost $W --format csv # in name order
 expect_rc 0 "cost --format csv"
-# m1 ran 200 + 7230 = 7430 s, billed 600 + 7260 = 7860 s, stopped
-# 14400 + 57600 = 72000 s; h1 ran 4200 + 300 = 4500 s, billed 10800 s,
+# m1 ran 200 + 7230 = 7430 s, billed 600 + 7260 + 3360 (unknown, as
+# running) = 11220 s, stopped 14400 + 57600 = 72000 s; h1 ran 4200 + 300
+# = 4500 s, billed 10800 s,
 # stopped 11:10-12:00 and 12:05-24:00, 3000 + 42900 = 45900 s.
 bytes_eq $'name,released_at,provider,currency,priced,running_s,billed_s,stopped_s,unknown_s,starts,compute,storage,egress,idle,total,restarts,outages\r
 \'=cmd,,\'-2+3,CNY,no,3600,3600,75600,0,1,,,,,,0,0\r
 h1,,vast,USD,yes,4500,10800,45900,0,2,9.00,0.00,0.00,,9.00,0,0\r
-m1,,autodl,CNY,yes,7430,7860,72000,3370,2,5.8733,1.00,0.00,,6.8733,0,0\r
+m1,,autodl,CNY,yes,7430,11220,72000,3370,2,8.3839,1.00,0.00,,9.3839,0,0\r
 ' "csv: exact amounts, formulas as text, empty when unpriced"
 run cost $W --by day --format csv
 expect_rc 0 "--by day --format csv"
 bytes_eq $'day,currency,total,unpriced\r
-2026-11-02,CNY,6.8733,1\r
+2026-11-02,CNY,9.3839,1\r
 2026-11-02,USD,9.00,0\r
 ' "csv by day"
 run cost --since 2026-11-01T00:00:00Z --until 2026-11-03T00:00:00Z --by day --format csv
 bytes_eq $'day,currency,total,unpriced\r
 2026-11-01,CNY,0.00,1\r
 2026-11-01,USD,0.00,0\r
-2026-11-02,CNY,6.8733,1\r
+2026-11-02,CNY,9.3839,1\r
 2026-11-02,USD,9.00,0\r
 ' "csv by day over two days"
 run cost $W --by provider --format csv
@@ -155,7 +160,7 @@ expect_rc 0 "--by provider --format csv"
 bytes_eq $'provider,currency,instances,unpriced,running_s,unknown_s,total,restarts,outages,availability_percent\r
 \'-2+3,CNY,1,1,3600,0,,0,0,100.00\r
 vast,USD,1,0,4500,0,9.00,0,0,100.00\r
-autodl,CNY,1,0,7430,3370,6.8733,0,0,68.80\r
+autodl,CNY,1,0,7430,3370,9.3839,0,0,68.80\r
 ' "csv by provider"
 
 # --- egress is a line of the bill ------------------------------------------

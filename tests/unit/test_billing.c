@@ -58,19 +58,22 @@ total_eq(const struct billing_total *got, const struct billing_total *want,
 	    got->starts == want->starts &&
 	    got->stopped_secs == want->stopped_secs &&
 	    got->unknown_secs == want->unknown_secs &&
-	    got->compute == want->compute && got->storage == want->storage)
+	    got->compute == want->compute && got->storage == want->storage &&
+	    got->unknown == want->unknown)
 		return;
 	ck_abort_msg("%s: got %s running %lld billed %lld starts %lld "
-		     "stopped %lld unknown %lld compute %lld storage %lld; "
-		     "want %s %lld %lld %lld %lld %lld %lld %lld",
+		     "stopped %lld unknown %lld compute %lld storage %lld "
+		     "unknown %lld; want %s %lld %lld %lld %lld %lld %lld %lld "
+		     "%lld",
 	    what, got->currency, (long long)got->running_secs,
 	    (long long)got->billed_secs, (long long)got->starts,
 	    (long long)got->stopped_secs, (long long)got->unknown_secs,
-	    (long long)got->compute, (long long)got->storage, want->currency,
+	    (long long)got->compute, (long long)got->storage,
+	    (long long)got->unknown, want->currency,
 	    (long long)want->running_secs, (long long)want->billed_secs,
 	    (long long)want->starts, (long long)want->stopped_secs,
 	    (long long)want->unknown_secs, (long long)want->compute,
-	    (long long)want->storage);
+	    (long long)want->storage, (long long)want->unknown);
 }
 
 /* billing_window, aborting the test with its cause on failure. */
@@ -595,22 +598,33 @@ struct window_case {
 
 #define RUN(a, b)                                                              \
 	{                                                                      \
-		(a), (b), BILL_RUNNING                                         \
+		(a), (b), BILL_RUNNING, 0                                      \
+	}
+/* Running again after an unknown stretch, seen again: the run goes on. */
+#define RESUME(a, b)                                                           \
+	{                                                                      \
+		(a), (b), BILL_RUNNING, 1                                      \
 	}
 #define STOP(a, b)                                                             \
 	{                                                                      \
-		(a), (b), BILL_STOPPED                                         \
+		(a), (b), BILL_STOPPED, 0                                      \
 	}
 #define UNK(a, b)                                                              \
 	{                                                                      \
-		(a), (b), BILL_UNKNOWN                                         \
+		(a), (b), BILL_UNKNOWN, 0                                      \
 	}
 /* running, billed, starts, stopped, unknown, compute, storage */
 #define TOTAL(ru, bi, st, so, un, co, sto)                                     \
 	{                                                                      \
-		"", (ru), (bi), (st), (so), (un), (co), (sto)                  \
+		"", (ru), (bi), (st), (so), (un), (co), (sto), 0               \
+	}
+/* The same with what the unknown stretches cost, of compute. */
+#define TOTALU(ru, bi, st, so, un, co, sto, uco)                               \
+	{                                                                      \
+		"", (ru), (bi), (st), (so), (un), (co), (sto), (uco)           \
 	}
 
+#define H1 (NOV1 + HOUR)
 static const struct window_case windows[] = {
 	/* 22:00 Oct 31 to 02:00 Nov 1 per second: two hours each side,
 	   2 * 26900 = 53800 each. */
@@ -683,9 +697,85 @@ static const struct window_case windows[] = {
 	{ "stopped over month end", BILL_SECOND, 0, 12000,
 	    { STOP(DEC1 - 12 * HOUR, DEC1 + 12 * HOUR) }, 1, NOV1, DEC1,
 	    TOTAL(0, 0, 0, 43200, 0, 0, 6000) },
-	{ "unknown costs nothing", BILL_SECOND, 0, 12000,
+	/* Unknown is billed as running: 2 h with nothing before it is a
+	   start of its own, 2 * 26900 = 53800, all of it unknown. */
+	{ "unknown is billed as running", BILL_SECOND, 0, 12000,
 	    { UNK(NOV1 + HOUR, NOV1 + 3 * HOUR) }, 1, NOV1, NOV1 + DAY,
-	    TOTAL(0, 0, 0, 0, 7200, 0, 0) },
+	    TOTALU(0, 7200, 1, 0, 7200, 53800, 0, 53800) },
+	/* Per second, 10 min minimum: running 20 min, unknown 5, running
+	   again (seen again, resumes) 25: one run of 3000 s, 26900 * 3000 /
+	   3600 = 22416.67 -> 22417. The unknown part is the run's growth
+	   over it: by 25 min 11208.33 -> 11209, by 20 min 8966.67 -> 8967,
+	   2242. (Each stretch a run of its own, as before: 8967 + 11209 =
+	   20176, the unknown 5 min free.) */
+	{ "unknown between runs, per second", BILL_SECOND, 600, 0,
+	    { RUN(H1, H1 + 1200), UNK(H1 + 1200, H1 + 1500),
+		RESUME(H1 + 1500, H1 + 3000) },
+	    3, NOV1, NOV1 + DAY,
+	    TOTALU(2700, 3000, 1, 0, 300, 22417, 0, 2242) },
+	/* Per minute, 10 min minimum: running 200 s, unknown 700 s, running
+	   again 100 s: one run of 1000 s, 17 minutes (1020 s), 26900 * 1020
+	   / 3600 = 7621.67 -> 7622; no second minimum (the old way: 4484 +
+	   4484 = 8968 and the unknown free). Unknown: by 900 s 15 min, 6725,
+	   less the minimum charged at the start, 4484: 2241. */
+	{ "unknown between runs, per minute", BILL_MINUTE, 600, 0,
+	    { RUN(H1, H1 + 200), UNK(H1 + 200, H1 + 900),
+		RESUME(H1 + 900, H1 + 1000) },
+	    3, NOV1, NOV1 + DAY, TOTALU(300, 1020, 1, 0, 700, 7622, 0, 2241) },
+	/* Per hour, 1 h minimum: running 30 min, unknown 2200 s, running
+	   again 3500 s: one run of 7500 s, 3 hours, 80700. The second hour
+	   starts in the unknown stretch: 26900 of it. (The old way: 26900
+	   + 26900, a second minimum for the same session.) */
+	{ "unknown between runs, per hour", BILL_HOUR, HOUR, 0,
+	    { RUN(H1, H1 + 1800), UNK(H1 + 1800, H1 + 4000),
+		RESUME(H1 + 4000, H1 + 7500) },
+	    3, NOV1, NOV1 + DAY,
+	    TOTALU(5300, 3 * HOUR, 1, 0, 2200, 80700, 0, 26900) },
+	/* The same, but running again is not known to resume (a start
+	   stated after the outage): the run through the unknown stretch is
+	   4000 s, 2 hours (53800); the new start 1000 s, its minimum hour
+	   (26900). */
+	{ "unknown, then a new start", BILL_HOUR, HOUR, 0,
+	    { RUN(H1, H1 + 1800), UNK(H1 + 1800, H1 + 4000),
+		RUN(H1 + 4000, H1 + 5000) },
+	    3, NOV1, NOV1 + DAY,
+	    TOTALU(2800, 3 * HOUR, 2, 0, 2200, 80700, 0, 26900) },
+	/* Unknown until now (the ledger's last word): per minute, 30 min
+	   running and 10 min unknown are 40 minutes, 17933.33 -> 17934;
+	   30 min alone 13450, so the unknown 10 min cost 4484. */
+	{ "unknown until now", BILL_MINUTE, 0, 0,
+	    { RUN(H1, H1 + 1800), UNK(H1 + 1800, H1 + 2400) }, 2, NOV1,
+	    NOV1 + DAY, TOTALU(1800, 2400, 1, 0, 600, 17934, 0, 4484) },
+	/* A window that ends 5 min into it: 35 minutes, 15691.67 -> 15692,
+	   of which unknown 15692 - 13450 = 2242. */
+	{ "unknown until now, window cut", BILL_MINUTE, 0, 0,
+	    { RUN(H1, H1 + 1800), UNK(H1 + 1800, H1 + 2400) }, 2, NOV1,
+	    H1 + 2100, TOTALU(1800, 2100, 1, 0, 300, 15692, 0, 2242) },
+	/* Unknown, then stopped, per second at 1.20/day stored: 1800 s
+	   running and 200 s unknown are 2000 s, 14944.44 -> 14945 (13450
+	   for the running part: 1495 unknown); stopped an hour, 500. */
+	{ "unknown, then stopped", BILL_SECOND, 0, 12000,
+	    { RUN(H1, H1 + 1800), UNK(H1 + 1800, H1 + 2000),
+		STOP(H1 + 2000, H1 + 5600) },
+	    3, NOV1, NOV1 + DAY,
+	    TOTALU(1800, 2000, 1, 3600, 200, 14945, 500, 1495) },
+	/* Unknown after a stop is a start of its own: 100 s under the 10
+	   min minimum, 4484; the run before it 1200 s, 8967; stopped an
+	   hour, 500. */
+	{ "unknown after a stop", BILL_SECOND, 600, 12000,
+	    { RUN(H1, H1 + 1200), STOP(H1 + 1200, H1 + 4800),
+		UNK(H1 + 4800, H1 + 4900) },
+	    3, NOV1, NOV1 + DAY,
+	    TOTALU(1200, 1800, 2, 3600, 100, 13451, 500, 4484) },
+	/* Per hour, running 23:30-23:50 then unknown to 00:40: one run of
+	   70 min, 2 hours. The first was charged at 23:30 (Oct 31); the
+	   second starts at 00:30, in the unknown stretch, on Nov 1. */
+	{ "per hour, unknown over midnight, Oct 31", BILL_HOUR, 0, 0,
+	    { RUN(NOV1 - 1800, NOV1 - 600), UNK(NOV1 - 600, NOV1 + 2400) }, 2,
+	    OCT31, NOV1, TOTALU(1200, HOUR, 1, 0, 600, 26900, 0, 0) },
+	{ "per hour, unknown over midnight, Nov 1", BILL_HOUR, 0, 0,
+	    { RUN(NOV1 - 1800, NOV1 - 600), UNK(NOV1 - 600, NOV1 + 2400) }, 2,
+	    NOV1, NOV1 + DAY, TOTALU(0, HOUR, 0, 0, 2400, 26900, 0, 26900) },
 	/* A zero-length run with a 10 min minimum: 4484, where it starts. */
 	{ "0s run, minimum 10m", BILL_SECOND, 600, 0,
 	    { RUN(NOV1 + 5 * HOUR, NOV1 + 5 * HOUR) }, 1, NOV1, NOV1 + DAY,
@@ -739,7 +829,7 @@ static const struct window_error_case window_errors[] = {
 	    "overlaps" },
 	{ { RUN(NOV1 + 10, NOV1 + 20), STOP(NOV1, NOV1 + 5) }, 2, NOV1, DEC1,
 	    "overlaps" },
-	{ { { NOV1, NOV1 + 10, (enum billing_state)9 } }, 1, NOV1, DEC1,
+	{ { { NOV1, NOV1 + 10, (enum billing_state)9, 0 } }, 1, NOV1, DEC1,
 	    "state 9" },
 	{ { RUN(-5, 10) }, 1, NOV1, DEC1, "interval start -5" },
 	{ { RUN(0, 10) }, 1, -1, DEC1, "window start -1" },
@@ -772,7 +862,13 @@ END_TEST
 #define LINE(st, a, b, se, ws, bi, un, mi, sts, wb, ch, be, am)                \
 	{                                                                      \
 		(st), (a), (b), (se), (ws), (bi), (un), (mi), (sts), (wb),     \
-		    (ch), (be), (am)                                           \
+		    (ch), (be), (am), 0                                        \
+	}
+/* The same for a line billed as part of the run before it. */
+#define CONT(st, a, b, se, ws, bi, un, mi, sts, wb, ch, be, am)                \
+	{                                                                      \
+		(st), (a), (b), (se), (ws), (bi), (un), (mi), (sts), (wb),     \
+		    (ch), (be), (am), 1                                        \
 	}
 
 struct explain_case {
@@ -787,14 +883,17 @@ struct explain_case {
 	size_t nwant;
 };
 
-#define H1 (NOV1 + HOUR)
 static const struct explain_case explains[] = {
 	/* Per minute, 10 min minimum, at 2.69/h and 1.20/day stored:
 	   a 3m20s run is billed the minimum, 600 s = 10 units, 26900 * 600 /
 	   3600 = 4483.33 -> 4484; 4 h stopped, 12000 * 4 / 24 = 2000; a run
 	   of 2h00m30s (7230 s) is billed 121 whole minutes (7260 s),
 	   26900 * 7260 / 3600 = 54248.33 -> 54249, no minimum; then 3370 s
-	   unknown, not billed. Lines 4484 + 2000 + 54249 = 60733. */
+	   unknown, billed as that run going on: 10600 s from its start,
+	   177 minutes (10620 s), 26900 * 10620 / 3600 = 79355, of which the
+	   unknown line gets 79355 - 54249 = 25106 for its 56 minutes (it was
+	   not billed before, and its 56 minutes free). Lines 4484 + 2000 +
+	   54249 + 25106 = 85839. */
 	{ "per minute with a minimum", BILL_MINUTE, 600, 12000,
 	    { RUN(H1, H1 + 200), STOP(H1 + 200, H1 + 4 * HOUR + 200),
 		RUN(H1 + 4 * HOUR + 200, H1 + 6 * HOUR + 230),
@@ -806,9 +905,36 @@ static const struct explain_case explains[] = {
 		    4 * HOUR, 0, 0, 0, 0, 0, 2000, 0, 2000),
 		LINE(BILL_RUNNING, H1 + 4 * HOUR + 200, H1 + 6 * HOUR + 230,
 		    7230, 7230, 7260, 121, 0, 1, 7260, 54249, 0, 54249),
-		LINE(BILL_UNKNOWN, H1 + 6 * HOUR + 230, NOV1 + 8 * HOUR, 3370,
-		    3370, 0, 0, 0, 0, 0, 0, 0, 0) },
+		CONT(BILL_UNKNOWN, H1 + 6 * HOUR + 230, NOV1 + 8 * HOUR, 3370,
+		    3370, 3360, 56, 0, 0, 3360, 25106, 0, 25106) },
 	    4 },
+	/* Hourly: running 30 min, unknown 2200 s, running again (resumes)
+	   1000 s: one run of 5000 s, 2 hours. The first hour is the
+	   running line's, the second starts in the unknown stretch (26900),
+	   running again starts none: 0. */
+	{ "hourly, unknown between runs", BILL_HOUR, 0, 0,
+	    { RUN(H1, H1 + 1800), UNK(H1 + 1800, H1 + 4000),
+		RESUME(H1 + 4000, H1 + 5000) },
+	    3, NOV1, NOV1 + DAY,
+	    { LINE(BILL_RUNNING, H1, H1 + 1800, 1800, 1800, HOUR, 1, 0, 1, HOUR,
+		  26900, 0, 26900),
+		CONT(BILL_UNKNOWN, H1 + 1800, H1 + 4000, 2200, 2200, HOUR, 1, 0,
+		    0, HOUR, 26900, 0, 26900),
+		CONT(BILL_RUNNING, H1 + 4000, H1 + 5000, 1000, 1000, 0, 0, 0, 0,
+		    0, 0, 0, 0) },
+	    3 },
+	/* The same from 01:50, in the unknown stretch: the running line is
+	   past (not a line); the unknown one's second hour starts at 02:00,
+	   inside the window: all of its 26900. */
+	{ "hourly, a window from inside the unknown stretch", BILL_HOUR, 0, 0,
+	    { RUN(H1, H1 + 1800), UNK(H1 + 1800, H1 + 4000),
+		RESUME(H1 + 4000, H1 + 5000) },
+	    3, H1 + 3000, NOV1 + DAY,
+	    { CONT(BILL_UNKNOWN, H1 + 1800, H1 + 4000, 2200, 1000, HOUR, 1, 0,
+		  0, HOUR, 26900, 0, 26900),
+		CONT(BILL_RUNNING, H1 + 4000, H1 + 5000, 1000, 1000, 0, 0, 0, 0,
+		    0, 0, 0, 0) },
+	    2 },
 	/* Hourly, 23:30 to 00:40 seen from Nov 1: the run's 70 min are
 	   billed 2 hours (53800); the first (26900) was charged on Oct 31
 	   when it started, so Nov 1 gets the second hour, 26900. */
@@ -875,13 +1001,13 @@ START_TEST(test_explain)
 			l->starts == w->starts &&
 			l->window_billed == w->window_billed &&
 			l->charge == w->charge && l->before == w->before &&
-			l->amount == w->amount,
+			l->amount == w->amount && l->continues == w->continues,
 		    "%s: line %zu: secs %lld/%lld billed %lld units %lld min "
-		    "%d charge %lld before %lld amount %lld",
+		    "%d charge %lld before %lld amount %lld continues %d",
 		    c->what, i, (long long)l->secs, (long long)l->window_secs,
 		    (long long)l->billed_secs, (long long)l->units,
 		    l->min_applied, (long long)l->charge, (long long)l->before,
-		    (long long)l->amount);
+		    (long long)l->amount, l->continues);
 		sum += l->amount;
 	}
 	/* The lines are the window's total, and billing_window's. */
@@ -1030,6 +1156,17 @@ static const struct history_case histories[] = {
 		    5000 } },
 	    2, { STOP(NOV1, NOV1 + DAY) }, 1, NOV1, DEC1,
 	    TOTAL(0, 0, 0, DAY, 0, 0, 6750) },
+	/* Per hour, running 00:00-00:30, then unknown to 02:10, with a
+	   change to 2.28 at 01:30: one run of 3 hours, units from 00:00 and
+	   01:00 at 2.69 and 02:00 at 2.28, 76600; all but the first hour
+	   (26900) start in the unknown stretch: 49700. */
+	{ "unknown over a change, per hour",
+	    { { NOV1, P269, BILL_PER_HOUR, BILL_HOUR, 0, 0 },
+		{ NOV1 + HOUR + 1800, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0 } },
+	    2,
+	    { RUN(NOV1, NOV1 + 1800), UNK(NOV1 + 1800, NOV1 + 2 * HOUR + 600) },
+	    2, NOV1, DEC1,
+	    TOTALU(1800, 3 * HOUR, 1, 0, 6000, 76600, 0, 49700) },
 	/* 50 s at 1.20/day (6.94) and 50 s at 0.50/day (2.89): 9.84 -> 10,
 	   rounded once; the interval outlives the window end. */
 	{ "storage over a change, rounded once",
@@ -1197,6 +1334,60 @@ START_TEST(test_explain_prices)
 			     c->from, DEC1, &want, &cause),
 	    0);
 	total_eq(&got, &want, "explain under a price history");
+	free(lines);
+	free(pc);
+}
+END_TEST
+
+/*
+ * The pieces of an unknown line that goes on with a run, over a change of
+ * price and unit: per minute at 2.69/h, from 00:05 per hour at 2.28/h.
+ * Running 00:00-00:10, unknown 00:10-00:20: one run under the rule of its
+ * start (per minute), 20 minutes: 5 at 2.69 and 15 at 2.28, (5 * 60 *
+ * 26900 + 15 * 60 * 22800) / 3600 = 7941.67 -> 7942. By 00:10, 5 and 5:
+ * 4141.67 -> 4142. The unknown line: 3800, one piece of its own 10
+ * minutes at 2.28, billed per minute (the run's unit, not the hour of
+ * the rule in force then).
+ */
+START_TEST(test_explain_unknown_prices)
+{
+	static const struct billing_interval iv[] = {
+		RUN(NOV1, NOV1 + 600),
+		UNK(NOV1 + 600, NOV1 + 1200),
+	};
+	struct billing_price p[2];
+	struct billing_total got;
+	struct billing_line *lines;
+	struct billing_piece *pc;
+	size_t n, npc;
+	char *cause = NULL;
+
+	rule_make(&p[0].rule, P269, BILL_PER_HOUR, BILL_MINUTE, 0, 0);
+	p[0].from = NOV1;
+	rule_make(&p[1].rule, P228, BILL_PER_HOUR, BILL_HOUR, 0, 0);
+	p[1].from = NOV1 + 300;
+	ck_assert_msg(billing_explain_prices(p, 2, iv, 2, NOV1, DEC1, &got,
+			  &lines, &n, &pc, &npc, &cause) == 0,
+	    "%s", cause);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_int_eq(lines[0].charge, 4142);
+	ck_assert_int_eq(lines[0].units, 10);
+	ck_assert_int_eq(lines[1].state, BILL_UNKNOWN);
+	ck_assert_int_eq(lines[1].continues, 1);
+	ck_assert_int_eq(lines[1].units, 10);
+	ck_assert_int_eq(lines[1].billed_secs, 600);
+	ck_assert_int_eq(lines[1].charge, 3800);
+	ck_assert_int_eq(got.compute, 7942);
+	ck_assert_int_eq(got.unknown, 3800);
+	ck_assert_int_eq(got.starts, 1);
+	/* Line 0: 5 minutes at 2.69, 5 at 2.28; line 1: 10 at 2.28. */
+	ck_assert_uint_eq(npc, 3);
+	ck_assert_uint_eq(pc[2].line, 1);
+	ck_assert_int_eq(pc[2].start, NOV1 + 600);
+	ck_assert_int_eq(pc[2].units, 10);
+	ck_assert_int_eq(pc[2].secs, 600);
+	ck_assert_int_eq(pc[2].rule.price, P228);
+	ck_assert_int_eq(pc[2].rule.unit, BILL_MINUTE);
 	free(lines);
 	free(pc);
 }
@@ -1382,7 +1573,8 @@ END_TEST
 
 /*
  * A deterministic ledger from Oct 25 to Dec 6: runs, stops and unknown
- * stretches of 0 s to a few days, with gaps, over every midnight.
+ * stretches of 0 s to a few days, with gaps, over every midnight; a third
+ * of the runs resume the run before (after an unknown stretch).
  */
 static size_t
 ledger_make(struct billing_interval *iv, size_t max)
@@ -1414,6 +1606,8 @@ ledger_make(struct billing_interval *iv, size_t max)
 		iv[n].state = (x >> 40) % 5 == 0 ? BILL_STOPPED
 		    : (x >> 40) % 5 == 1	 ? BILL_UNKNOWN
 						 : BILL_RUNNING;
+		iv[n].resumes =
+		    iv[n].state == BILL_RUNNING && (x >> 30) % 3 == 0;
 		t += len + ((x >> 50) % 3 == 0 ? (int64_t)(x >> 52) % 7200 : 0);
 		n++;
 	}
@@ -1423,15 +1617,18 @@ ledger_make(struct billing_interval *iv, size_t max)
 /*
  * Windows partition exactly: the days of November add up to November, the
  * hours of a day to that day, arbitrary cuts to the whole, and the whole
- * ledger to the sum of its runs' and stops' own costs, to the minor unit.
+ * ledger to the sum of its runs' and stops' own costs, to the minor unit;
+ * a run being a running interval, or an unknown one after no run, with
+ * the unknown and resuming intervals that go on from it, touching.
  */
 START_TEST(test_partition)
 {
 	static struct billing_interval iv[LEDGER_MAX];
 	struct billing_total whole, part, sum, want;
 	struct billing_rule r;
-	size_t n = ledger_make(iv, LEDGER_MAX), i, m, crossings, months;
-	int64_t t, cut, b, end = LEDGER_T1 + 7 * DAY;
+	size_t n = ledger_make(iv, LEDGER_MAX), i, j, k, m, crossings, months;
+	size_t lens[3] = { 0, 0, 0 };
+	int64_t t, cut, b, s0, end = LEDGER_T1 + 7 * DAY;
 	uint64_t x = 2463534242ULL;
 	int u;
 
@@ -1489,22 +1686,47 @@ START_TEST(test_partition)
 
 			memset(&want, 0, sizeof want);
 			memcpy(want.currency, "CNY", 4);
-			for (i = 0; i < n; i++) {
+			for (i = 0; i < n; i = j) {
+				j = i + 1;
 				t = iv[i].end - iv[i].start;
-				if (iv[i].state == BILL_RUNNING) {
-					want.compute +=
-					    billing_run_cost(&r, t, &b);
-					want.billed_secs += b;
-					want.running_secs += t;
-					want.starts++;
-				} else if (iv[i].state == BILL_STOPPED) {
+				if (iv[i].state == BILL_STOPPED) {
 					want.storage +=
 					    billing_stopped_cost(&r, t);
 					want.stopped_secs += t;
-				} else
+					continue;
+				}
+				while (j < n && iv[j].start == iv[j - 1].end &&
+				    (iv[j].state == BILL_UNKNOWN ||
+					(iv[j].state == BILL_RUNNING &&
+					    iv[j].resumes)))
+					j++;
+				s0 = iv[i].start;
+				for (k = i; k < j; k++) {
+					t = iv[k].end - iv[k].start;
+					if (iv[k].state == BILL_RUNNING) {
+						want.running_secs += t;
+						continue;
+					}
 					want.unknown_secs += t;
+					want.unknown += billing_run_cost(
+					    &r, iv[k].end - s0, NULL);
+					if (k > i)
+						want.unknown -=
+						    billing_run_cost(&r,
+							iv[k].start - s0, NULL);
+				}
+				want.compute += billing_run_cost(
+				    &r, iv[j - 1].end - s0, &b);
+				want.billed_secs += b;
+				want.starts++;
+				lens[j - i > 2 ? 2 : j - i - 1]++;
 			}
 			total_eq(&whole, &want, "whole ledger");
+			/* Runs of one stretch, two, and more. */
+			ck_assert_uint_gt(lens[0], 10);
+			ck_assert_uint_gt(lens[1], 10);
+			ck_assert_uint_gt(lens[2], 2);
+			ck_assert_int_gt(want.unknown, 0);
 		}
 }
 END_TEST
@@ -1897,6 +2119,7 @@ main(void)
 	LOOP(tc, test_history, histories);
 	tcase_add_test(tc, test_history_error);
 	LOOP(tc, test_explain_prices, explain_prices_cases);
+	tcase_add_test(tc, test_explain_unknown_prices);
 	tcase_add_test(tc, test_currencies);
 	tcase_add_test(tc, test_monthly);
 	LOOP(tc, test_runway, runways);

@@ -30,8 +30,8 @@ static const struct burn_case burns[] = {
 	/* 0.01/h of storage is 0.24 a day. */
 	{ "4.98/h", "0.01/h", BILL_STOPPED, 2400 },
 	{ "4.98/h", NULL, BILL_STOPPED, 0 },
-	/* Unknown: nothing is known to burn. */
-	{ "4.98/h", "0.5/day", BILL_UNKNOWN, 0 },
+	/* Unknown: billed as running, so its price, not its storage. */
+	{ "4.98/h", "0.5/day", BILL_UNKNOWN, 1195200 },
 };
 
 START_TEST(test_daily_burn)

@@ -376,6 +376,129 @@ START_TEST(test_stopped_burn)
 }
 END_TEST
 
+/* A ledger row as status observes it: state at t with note. */
+static void
+observe(struct inventory *inv, int64_t id, int64_t t, const char *state,
+    const char *note)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(
+	    ledger_add(inv, id, t, state, "observed", note, &cause), 0);
+}
+
+/*
+ * When gpufleet does not know, the money counts as billing. u1 (3.60 CNY/h
+ * per started hour) was seen running from 11-02 00:00, unreachable from
+ * 00:30, reachable again at 01:06:40 (4000 s), stopped (stated) at
+ * 01:23:20 (5000 s): one run of 5000 s, 2 hours, 72000, of which the
+ * second hour, starting at 01:00 in the unknown stretch, 36000. (Before:
+ * 36000 + a new start's hour 36000, the unknown stretch free.)
+ */
+START_TEST(test_unknown)
+{
+	static const char *const price[] = { "price", "3.60/h", "billing",
+		"hour", NULL };
+	struct fixture f;
+	struct inventory *inv;
+	struct instance *list = calloc(2, sizeof *list);
+	struct cost_report rep;
+	struct cost_unknown *u;
+	struct provider_info *pv;
+	struct provider_change chg;
+	char *cause = NULL;
+	size_t n, np;
+
+	fixture_open(&f);
+	inv = f.inv;
+	add_instance(inv, &list[0], "u1", "p1", price);
+	observe(inv, list[0].id, T_NOV02, "running", "first seen running");
+	observe(inv, list[0].id, T_NOV02 + 1800, "unknown", "unreachable");
+	observe(inv, list[0].id, T_NOV02 + 4000, "running", "reachable again");
+	ck_assert_int_eq(ledger_add(inv, list[0].id, T_NOV02 + 5000, "stopped",
+			     "stated", NULL, &cause),
+	    0);
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list, 1, T_NOV02, T_NOV04,
+			     T_NOV10, &rep, &cause),
+	    0);
+	ck_assert_int_eq(rep.rows[0].amount, 72000);
+	ck_assert_int_eq(rep.rows[0].total.unknown, 36000);
+	ck_assert_int_eq(rep.rows[0].total.unknown_secs, 2200);
+	ck_assert_int_eq(rep.rows[0].total.running_secs, 2800);
+	ck_assert_int_eq(rep.rows[0].total.starts, 1);
+	cost_report_free(&rep);
+	ck_assert_int_eq(cost_unknown_stretches(inv, &list[0], T_NOV02, T_NOV04,
+			     T_NOV10, &u, &n, &cause),
+	    0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(u[0].start, T_NOV02 + 1800);
+	ck_assert_int_eq(u[0].end, T_NOV02 + 4000);
+	ck_assert_int_eq(u[0].secs, 2200);
+	ck_assert_int_eq(u[0].ongoing, 0);
+	ck_assert_str_eq(u[0].why, "unreachable");
+	free(u);
+
+	/* Back with a moved container start (a restart): a new start, its
+	   own hour. 4000 s through the unknown stretch, 2 hours; 1000 s
+	   after, 1 hour: 108000. */
+	ck_assert_int_eq(ledger_incident(inv, list[0].id, T_NOV02 + 3000,
+			     "restart", "container start moved", &cause),
+	    0);
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list, 1, T_NOV02, T_NOV04,
+			     T_NOV10, &rep, &cause),
+	    0);
+	ck_assert_int_eq(rep.rows[0].amount, 108000);
+	ck_assert_int_eq(rep.rows[0].total.unknown, 36000);
+	ck_assert_int_eq(rep.rows[0].total.starts, 2);
+	cost_report_free(&rep);
+
+	/*
+	 * u2 on p2, seen running an hour ago and unreachable for the last
+	 * 30 min: its hour (36000) so far, and it burns its price, 3.60/h
+	 * (864000 a day), in the projection and the provider's runway: 10.00
+	 * stated an hour ago, 6.40 left, 1h46m40s (6400 s) at 3.60/h.
+	 */
+	add_instance(inv, &list[1], "u2", "p2", price);
+	observe(inv, list[1].id, T_NOV10 - 3600, "running", "first seen");
+	observe(inv, list[1].id, T_NOV10 - 1800, "unknown", "unreachable");
+	ck_assert_int_eq(cost_by_instance(inv, &f.cf, list + 1, 1, T_NOV01,
+			     T_NOV10, T_NOV10, &rep, &cause),
+	    0);
+	ck_assert_int_eq(rep.rows[0].unknown_now, 1);
+	ck_assert_int_eq(rep.rows[0].amount, 36000);
+	ck_assert_int_eq(rep.rows[0].total.unknown, 0);
+	ck_assert_int_eq(cost_burn_per_day(&rep.rows[0]), 864000);
+	ck_assert_int_eq(rep.totals[0].burn_per_hour, 36000);
+	ck_assert_int_eq(rep.totals[0].projected,
+	    36000 + 36000 * ((T_DEC01 - T_NOV10) / 3600));
+	cost_report_free(&rep);
+	ck_assert_int_eq(cost_unknown_stretches(inv, &list[1], T_NOV01, T_NOV10,
+			     T_NOV10, &u, &n, &cause),
+	    0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(u[0].ongoing, 1);
+	ck_assert_int_eq(u[0].secs, 1800);
+	free(u);
+
+	memset(&chg, 0, sizeof chg);
+	chg.set_balance = 1;
+	chg.balance = 100000;
+	chg.balance_at = T_NOV10 - 3600;
+	ck_assert_int_eq(provider_write(inv, "p2", 1, &chg, &cause), 0);
+	ck_assert_int_eq(provider_list(inv, &pv, &np, &cause), 0);
+	ck_assert_uint_eq(np, 1);
+	ck_assert_int_eq(cost_provider_runway(inv, &f.cf, list + 1, 1, &pv[0],
+			     T_NOV10, 0, &cause),
+	    0);
+	ck_assert_int_eq(pv[0].left, 64000);
+	ck_assert_int_eq(pv[0].burn_per_day, 864000);
+	ck_assert_int_eq(pv[0].running, 1);
+	ck_assert_int_eq(pv[0].runway, 6400);
+	provider_free(pv, np);
+	fixture_close(&f, list, 2);
+}
+END_TEST
+
 /* The monthly advice of the only instance in v. */
 static const struct advice *
 monthly_of(const struct advice *v, size_t n, const char *name)
@@ -469,6 +592,7 @@ main(void)
 	tcase_add_test(tc, test_by_day_and_provider);
 	tcase_add_test(tc, test_advice);
 	tcase_add_test(tc, test_stopped_burn);
+	tcase_add_test(tc, test_unknown);
 	tcase_add_test(tc, test_advise_young);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);

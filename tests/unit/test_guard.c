@@ -346,6 +346,42 @@ START_TEST(runway)
 }
 END_TEST
 
+/*
+ * When gpufleet does not know, the money counts as billing. a1 (36 CNY/h
+ * per second) ran from 00:00 and is unreachable (unknown) from 00:10: by
+ * 00:20 billed 12.00, past a 10.00 daily cap (6.00 with the stretch
+ * free). a2 (vast, 1 USD/h) likewise, on 2.00 stated at 00:00: 1200 s
+ * cost 0.3334, 1.6666 left at the 1/h it still burns is 5999 s, under 3
+ * hours (burning nothing, it never ran out).
+ */
+START_TEST(unknown)
+{
+	struct guard_action *a;
+	char *cause = NULL;
+	int64_t id1, id2;
+
+	id1 = add("a1", "autodl", "36/h", "CNY", T_DEC01, 0);
+	id2 = add("a2", "vast", "1/h", "USD", T_DEC01, 0);
+	ck_assert_int_eq(ledger_add(inv, id1, T_DEC01 + 600, "unknown",
+			     "observed", "unreachable", &cause),
+	    0);
+	ck_assert_int_eq(ledger_add(inv, id2, T_DEC01 + 600, "unknown",
+			     "observed", "unreachable", &cause),
+	    0);
+	balance(20000, T_DEC01, 1);
+	add_guard("daily", "10", "day", 0, 0);
+	add_guard("low", NULL, NULL, 3 * 3600, 0);
+
+	a = evaluate(T_DEC01 + 1200, 2);
+	ck_assert_str_eq(a[0].guard, "daily");
+	ck_assert_str_eq(a[0].why, "a1: cost 12.00 CNY today passed 10.00");
+	ck_assert_str_eq(a[1].guard, "low");
+	ck_assert_str_eq(
+	    a[1].why, "a2: vast balance runway 1h39m is below 3h00m");
+	guard_actions_free(a, 2);
+}
+END_TEST
+
 /* Write an executable script at dir/name. */
 static void
 script(const char *name, const char *body, char *out, size_t len)
@@ -524,6 +560,7 @@ main(void)
 	tcase_add_test(tc, per_day);
 	tcase_add_test(tc, per_month_and_lifetime);
 	tcase_add_test(tc, runway);
+	tcase_add_test(tc, unknown);
 	tcase_add_test(tc, stop);
 	tcase_add_test(tc, resume);
 	suite_add_tcase(s, tc);

@@ -9,9 +9,9 @@
 #include "ledger.h"
 
 struct iv_case {
-	const char *events; /* "t:state ..." */
+	const char *events; /* "t:state[/source] ...", stated by default */
 	int64_t end;
-	const char *want; /* "start-end:R|S|U ..." */
+	const char *want; /* "start-end:R|S|U ...", R+ resumes the run */
 };
 
 static const struct iv_case iv_cases[] = {
@@ -21,6 +21,12 @@ static const struct iv_case iv_cases[] = {
 	{ "10:running 40:stopped 60:running", 50, "10-40:R 40-50:S" },
 	{ "10:running 40:released", 100, "10-40:R" },
 	{ "10:running 40:unknown 70:running", 100, "10-40:R 40-70:U 70-100:R" },
+	/* Seen again after an outage: the run goes on (billing.h). */
+	{ "10:running/observed 40:unknown/observed 70:running/observed", 100,
+	    "10-40:R 40-70:U 70-100:R+" },
+	{ "10:running/observed 40:unknown/observed 70:running/observed "
+	  "80:stopped/stated 90:running/observed",
+	    100, "10-40:R 40-70:U 70-80:R+ 80-90:S 90-100:R" },
 	/* Two changes at the same second: the later one holds. */
 	{ "10:running 10:stopped", 100, "10-100:S" },
 	/* Runs stay separate (each start is billed); stops merge. */
@@ -40,20 +46,24 @@ START_TEST(test_intervals)
 	for (tok = strtok_r(copy, " ", &save); tok != NULL;
 	     tok = strtok_r(NULL, " ", &save)) {
 		ev[n].t = strtoll(tok, NULL, 10);
+		snprintf(ev[n].source, sizeof ev[n].source, "%s",
+		    strchr(tok, '/') != NULL ? strchr(tok, '/') + 1 : "stated");
+		if (strchr(tok, '/') != NULL)
+			*strchr(tok, '/') = '\0';
 		snprintf(ev[n].state, sizeof ev[n].state, "%s",
 		    strchr(tok, ':') + 1);
-		snprintf(ev[n].source, sizeof ev[n].source, "stated");
 		n++;
 	}
 	free(copy);
 	k = ledger_intervals(ev, n, c->end, iv);
 	for (i = 0; i < k; i++) {
 		size_t len = strlen(got);
-		snprintf(got + len, sizeof got - len, "%s%lld-%lld:%c",
+		snprintf(got + len, sizeof got - len, "%s%lld-%lld:%c%s",
 		    i ? " " : "", (long long)iv[i].start, (long long)iv[i].end,
 		    iv[i].state == BILL_RUNNING	      ? 'R'
 			: iv[i].state == BILL_STOPPED ? 'S'
-						      : 'U');
+						      : 'U',
+		    iv[i].resumes ? "+" : "");
 	}
 	ck_assert_str_eq(got, c->want);
 }
