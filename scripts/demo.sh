@@ -337,6 +337,20 @@ for _ in $(seq 30); do kill -0 "$pid" 2>/dev/null || break; sleep 1; done
 tail -3 "$XDG_STATE_HOME/gpufleet/daemon.log"
 unset GPUFLEET_TEST_CRON_MINUTE
 
+# Giving a machine back: rm takes it out of gpufleet only, so it refuses
+# while the ledger says the machine may still bill; stopped on the
+# platform (here the sandbox) and marked so, it goes, its history kept;
+# restore brings it back as it was.
+show "gpufleet rm gpu-5   # refused: the platform would bill on with nothing watching"
+gpufleet rm gpu-5 || true
+fleet stop gpu-5
+sleep 1 # the daemon's last answer from gpu-5 came before the stop is stated
+show "tests/harness/fleet stop gpu-5; gpufleet mark gpu-5 stopped; gpufleet rm gpu-5"
+gpufleet mark gpu-5 stopped
+gpufleet rm gpu-5
+show "gpufleet restore gpu-5   # back with its tags, prices, stop method and history"
+gpufleet restore gpu-5
+
 show "tests/harness/fleet down"
 fleet down
 D=""

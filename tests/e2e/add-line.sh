@@ -71,7 +71,7 @@ run add b7 '/usr/bin/ssh -p 2207 root@10.0.1.7'
 expect_rc 0 "a quoted login line starting with a path to ssh (as the words form takes)"
 expect_eq "$(row b7)" "10.0.1.7 2207 root -" "path-to-ssh line stored"
 for n in b1 b2 b3 b4 b5 b6 b7; do
-	run rm "$n"
+	run rm "$n" --force
 	expect_rc 0 "rm $n"
 done
 

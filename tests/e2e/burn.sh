@@ -93,7 +93,7 @@ j=$(printf '%s' "$out" | tr -d ' \n')
 expect_match "$j" '"name":"u1".*"priced":false,.*"compute":null,"storage":null,"egress":null,"idle":null,"total":null' \
     "JSON: null for unknown amounts"
 expect_match "$j" '"unpriced":1\},?.*"unpriced_instances":1\}$' "JSON: the counts"
-run rm u1 p1 q1 q2 --purge --yes
+run rm u1 p1 q1 q2 --purge --yes --force
 expect_rc 0 "rm the rounding instances"
 
 # --- storage while stopped burns ----------------------------------------------
@@ -124,7 +124,7 @@ run mark r1 running --at -1h
 run provider ls
 expect_match "$out" "^autodl: [0-9.]+ CNY left, burning 5\.00/h \(1 running, storage of 1 stopped\), runs out in " \
     "provider ls: running and stored"
-run rm r1 s1 --purge --yes
+run rm r1 s1 --purge --yes --force
 
 # --- advise on a young instance -----------------------------------------------
 # Rented 2 days ago and always on: 24 h/day over 2.0 days; by hand

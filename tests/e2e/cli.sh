@@ -187,16 +187,18 @@ expect_match "$out" '"user": "bob"' "agreeing user taken"
 run rm --purge n2 </dev/null
 
 # --- rm: release keeps history, purge deletes ---------------------------
+run mark cpu-1 stopped
 run rm cpu-1
 expect_rc 0 "rm"
-expect_eq "$out" "released cpu-1" "rm output"
+expect_eq "$out" "cpu-1: removed from gpufleet (the platform's machine is not touched: release it on the platform); its history stays for cost (gpufleet restore cpu-1 brings it back)" \
+    "rm output"
 run ls cpu-1
 expect_rc 2 "released instance no longer selectable"
 run ls --all
 expect_match "$out" "cpu-1 .*20[0-9][0-9]-" "ls --all shows the release time"
 run add cpu-1 cpu2.example.com
 expect_rc 0 "name reusable after release"
-run rm --purge --yes cpu-1 box
+run rm --purge --yes --force cpu-1 box
 expect_rc 0 "rm --purge --yes"
 run ls --all --json
 expect_eq "$(printf '%s' "$out" | grep -c '"name": "box"')" 0 "box purged"
@@ -204,11 +206,11 @@ expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 1 \
     "released cpu-1 kept, new one purged"
 run rm cpu-1
 expect_rc 2 "rm of a released name"
-expect_eq "$err" "gpufleet: cpu-1 is released already (rm --purge deletes it and its history)" \
-    "rm says it is released, and how to delete it"
+expect_eq "$err" "gpufleet: cpu-1 was removed already (gpufleet restore cpu-1 brings it back; rm --purge deletes it and its history)" \
+    "rm says it is released, how to bring it back and how to delete it"
 run rm --purge --yes cpu-1
 expect_rc 0 "rm --purge of a released instance"
-expect_eq "$out" "deleted cpu-1" "purge output"
+expect_eq "$out" "cpu-1: deleted the removed instances of that name with their history" "purge output"
 run ls --all --json
 expect_eq "$(printf '%s' "$out" | grep -c '"name": "cpu-1"')" 0 "released cpu-1 purged"
 run rm --purge --yes cpu-1
@@ -250,11 +252,11 @@ expect_eq "$("$GPUFLEET" ls --all --json | jq '[.[] | select(.name == "r1")] | l
 
 # On a terminal, --purge asks; only "y" deletes.
 run add ask-1 10.7.7.7
-(sleep 1; printf 'n\n') | script -qec "'$GPUFLEET' rm --purge ask-1" "$T/rm1" >/dev/null 2>&1
+(sleep 1; printf 'n\n') | script -qec "'$GPUFLEET' rm --purge --force ask-1" "$T/rm1" >/dev/null 2>&1
 expect_contains "$(cat "$T/rm1")" "Delete ask-1 and all their history? [y/N]" "purge asks"
 run show ask-1
 expect_rc 0 "answer n keeps the instance"
-(sleep 1; printf 'y\n') | script -qec "'$GPUFLEET' rm --purge ask-1" "$T/rm2" >/dev/null 2>&1
+(sleep 1; printf 'y\n') | script -qec "'$GPUFLEET' rm --purge --force ask-1" "$T/rm2" >/dev/null 2>&1
 run ls --all --json
 expect_eq "$(printf '%s' "$out" | grep -c '"ask-1"')" 0 "answer y deletes it"
 
@@ -337,7 +339,7 @@ run --version
 expect_match "$out" "^gpufleet [0-9]+\.[0-9]+\.[0-9]+$" "--version"
 run help
 expect_rc 0 "help"
-for c in add import ls show set tag rm help version; do
+for c in add import ls show set tag rm restore help version; do
 	expect_match "$out" "^  $c |
   $c " "help lists $c"
 	run "$c" --help

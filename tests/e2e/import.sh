@@ -114,7 +114,7 @@ expect_match "$out" '"port": 2201' "show --json follows the edited Port"
 run ls a100-1 --json
 expect_match "$out" '"port": 32455' "an unedited alias keeps its Port"
 
-run rm --purge --yes vast-1
+run rm --purge --yes --force vast-1
 run import --match 'vast-*' --tag rented --provider vast
 expect_match "$out" "added vast-1" "--match"
 run show vast-1 --json

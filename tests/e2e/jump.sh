@@ -41,7 +41,7 @@ run rm gw-2
 expect_rc 2 "rm of a jump host in use"
 expect_contains "$err" "gw-2 is the jump host of lab-1; change their jump first" "rm says why"
 expect_one_error_line "rm refusal"
-run rm gw-2 lab-1
+run rm gw-2 lab-1 --force
 expect_rc 0 "rm of the jump host with the hosts behind it"
 
 # --- refused at use time --------------------------------------------------

@@ -92,7 +92,7 @@ run tag a1 +big
 expect_contains "$(cat "$CONF")" "# provider=vast tags=big,train" "the tags followed"
 run add c1 10.0.0.3
 expect_contains "$(cat "$CONF")" "Host c1" "an added instance is there"
-run rm c1
+run rm c1 --force
 expect_rc 0 "rm c1"
 checks=$((checks + 1))
 grep -q '^Host c1$' "$CONF" && fail "c1 is still in $CONF"
@@ -118,7 +118,7 @@ expect_contains "$(sed -n '/^Host u1$/,/^$/p' "$CONF")" "HostName 10.2.0.2" "and
 run import
 expect_rc 0 "import again"
 expect_contains "$out" "unchanged" "nothing new from the export"
-run rm u1
+run rm u1 --force
 expect_rc 0 "rm u1"
 rm "$HOME/.ssh/config"
 cp "$CONF" "$T/before"

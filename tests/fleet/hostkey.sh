@@ -81,7 +81,7 @@ cp "$D/ssh_config" "$T/cfg"
 run import "$T/cfg" --match inst-4 --tag moved
 # (already imported from the fleet's file: nothing changes)
 expect_match "$out" "nothing to import" "re-import of the same alias"
-run rm --purge --yes inst-4
+run rm --purge --yes --force inst-4
 run import "$T/cfg" --match inst-4
 expect_rc 0 "import from a copy"
 port4=$(awk '$1 == "inst-4" { print $2 }' "$D/instances.tsv")
@@ -113,7 +113,7 @@ run exec 'byname,nxhost,inst-2' --connect-timeout 5 -- echo up
 expect_match "$out" "byname: up" "a name that resolves"
 expect_match "$out" "inst-2: up" "others unaffected"
 expect_match "$err" "nxhost: cannot resolve nosuchhost.invalid" "a name that does not"
-run rm --purge --yes byname nxhost
+run rm --purge --yes --force byname nxhost
 
 # --- an encrypted identity: the passphrase is read once per run ----------
 cp "$D/client/id_ed25519" "$T/enc_key"

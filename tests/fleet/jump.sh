@@ -160,7 +160,7 @@ expect_rc 1 "add --check --jump, refused login behind the jump"
 expect_contains "$err" "box-k not added" "box-k: not added"
 run show box-k
 expect_rc 2 "box-k is not in the inventory"
-run rm box-j
+run rm box-j --force
 expect_rc 0 "rm box-j"
 
 # --- gpufleet ssh through the jump, the jump's key pinned ------------------
