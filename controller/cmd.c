@@ -40,6 +40,7 @@ extern const struct cmd_entry cmd_preset_entry;
 extern const struct cmd_entry cmd_provider_entry;
 extern const struct cmd_entry cmd_pull_entry;
 extern const struct cmd_entry cmd_push_entry;
+extern const struct cmd_entry cmd_restore_entry;
 extern const struct cmd_entry cmd_rm_entry;
 extern const struct cmd_entry cmd_run_entry;
 extern const struct cmd_entry cmd_schedule_entry;
@@ -62,6 +63,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_set_entry,
 	&cmd_tag_entry,
 	&cmd_rm_entry,
+	&cmd_restore_entry,
 	&cmd_status_entry,
 	&cmd_history_entry,
 	&cmd_cost_entry,

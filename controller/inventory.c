@@ -662,6 +662,26 @@ inventory_release(struct inventory *inv, int64_t id, int64_t now, char **cause)
 	    now, id, cause);
 }
 
+/*
+ * Put a released instance back in service: all it had (tags, prices, stop
+ * method, ledger, jobs, watcher plan) was kept with its row, so clearing
+ * released_at is the whole undo of inventory_release. -GF_EUSAGE when
+ * another instance of that name is in service.
+ */
+int
+inventory_restore(
+    struct inventory *inv, const struct instance *in, char **cause)
+{
+	int r;
+
+	if ((r = name_taken(inv, in->name, in->id, cause)) != 0)
+		return r;
+	return exec_id(inv,
+	    "UPDATE instance SET released_at = NULL WHERE id = ?2 AND "
+	    "released_at IS NOT NULL",
+	    0, in->id, cause);
+}
+
 /* Delete an instance and everything recorded about it. */
 int
 inventory_purge(struct inventory *inv, int64_t id, char **cause)

@@ -51,6 +51,7 @@ int inventory_update(struct inventory *, const struct instance *, char **);
 int inventory_check_jump(struct inventory *, const struct instance *, char **);
 int inventory_jump_users(struct inventory *, const char *, char **, char **);
 int inventory_release(struct inventory *, int64_t, int64_t, char **);
+int inventory_restore(struct inventory *, const struct instance *, char **);
 int inventory_purge(struct inventory *, int64_t, char **);
 struct stopmethod_fields;
 int inventory_stop_get(

@@ -318,7 +318,7 @@ END_TEST
 START_TEST(test_round_trip)
 {
 	struct inventory *inv;
-	struct instance in, got, *list;
+	struct instance in, got, back, *list;
 	size_t n;
 	char *cause = NULL;
 
@@ -369,9 +369,31 @@ START_TEST(test_round_trip)
 	ck_assert_uint_eq(n, 1);
 	ck_assert_int_eq(list[0].released_at, 1764470000);
 	instance_free_array(list, n);
+
+	/* Restored: the same row in service again, its tags with it. */
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_restore(inv, &got, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	ck_assert_int_eq(inventory_get(inv, "a100-1", &back, &cause), 0);
+	ck_assert_int_eq(back.id, got.id);
+	ck_assert_int_eq(back.released_at, 0);
+	ck_assert_uint_eq(back.ntags, 1);
+	ck_assert_str_eq(back.tags[0], "train");
+	instance_clear(&back);
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_release(inv, got.id, 1764470000, &cause), 0);
+	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+
 	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
 	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
 	ck_assert_int_eq(inventory_commit(inv, &cause), 0);
+	/* Not while another of that name is in service. */
+	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
+	ck_assert_int_eq(inventory_restore(inv, &got, &cause), -GF_EUSAGE);
+	ck_assert_ptr_nonnull(strstr(cause, "already exists"));
+	free(cause);
+	cause = NULL;
+	inventory_rollback(inv);
 
 	/* Purge deletes the row and, by cascade, its tags. */
 	ck_assert_int_eq(inventory_begin(inv, &cause), 0);
