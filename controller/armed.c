@@ -9,8 +9,8 @@
 #include "db.h"
 #include "xmalloc.h"
 
-static int put(struct inventory *, int64_t, const char *, const char *,
-    int64_t, int64_t, int, int, char **);
+static int put(struct inventory *, int64_t, const char *, const char *, int64_t,
+    int64_t, int, int, char **);
 
 /*
  * Arm id (again: a new time, back in the plan) on instance; intent: the
@@ -64,8 +64,8 @@ armed_plan(struct inventory *inv, int64_t instance, const char *plan,
 		json_array_append_new(ids, json_string(id));
 		if ((r = put(inv, instance, id, "deadline", now,
 			 json_integer_value(json_object_get(d, "at")) - skew,
-			 action != NULL && strcmp(action, "local") == 0,
-			 intent, cause)) != 0)
+			 action != NULL && strcmp(action, "local") == 0, intent,
+			 cause)) != 0)
 			goto out;
 	}
 	id = json_string_value(

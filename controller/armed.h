@@ -21,10 +21,9 @@ struct armed {
 	int64_t removed_at; /* a plan was written without it, else 0 */
 };
 
-int armed_plan(struct inventory *, int64_t, const char *, int64_t, int64_t,
-    int, char **);
-int armed_job(
-    struct inventory *, int64_t, const char *, int64_t, int, char **);
+int armed_plan(
+    struct inventory *, int64_t, const char *, int64_t, int64_t, int, char **);
+int armed_job(struct inventory *, int64_t, const char *, int64_t, int, char **);
 int armed_find(
     struct inventory *, int64_t, const char *, struct armed *, char **);
 int armed_due(

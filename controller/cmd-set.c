@@ -11,14 +11,17 @@
 #include <time.h>
 
 #include "cmd.h"
+#include "job.h"
 #include "keys.h"
 #include "ledger.h"
 #include "log.h"
+#include "plan.h"
 #include "preset.h"
 #include "status.h"
 #include "stopmethod.h"
 #include "timeparse.h"
 #include "vis.h"
+#include "watcher.h"
 #include "xmalloc.h"
 
 /* A preset=NAME of the command line and what it stands for. */
@@ -41,6 +44,7 @@ struct set_view {
 };
 
 static int set_expand_preset(int *, char ***, struct set_preset *, char **);
+static void set_method_note(struct inventory *, const struct instance *);
 static char *set_value(const struct set_view *, const char *);
 static int set_check_from(
     struct inventory *, const struct instance *, int64_t, int64_t, char **);
@@ -250,6 +254,34 @@ set_changes(const struct set_view *old, const struct set_view *now,
 	    o, "currency_whole_history", json_boolean(recurrency));
 	free(when);
 	return o;
+}
+
+/*
+ * A stop method changed: what on the instance still has the old one (its
+ * plan's deadlines and autostop, running jobs' --then) takes the new one
+ * at the next contact (schedsync.c); say so, on stderr.
+ */
+static void
+set_method_note(struct inventory *inv, const struct instance *in)
+{
+	struct watcher_view v;
+	char *cause = NULL;
+	size_t nd = 0, jobs = job_then_running(inv, in->id);
+	int as = 0;
+
+	if (watcher_get(inv, in->id, &v, &cause) != 0) {
+		free(cause);
+		return;
+	}
+	plan_armed(v.plan, &nd, &as);
+	watcher_view_free(&v);
+	if (nd == 0 && !as && jobs == 0)
+		return;
+	warn_msg("%s: its plan arms %zu deadline%s, autostop %s and %zu "
+		 "%s --then with the old stop method; the next contact "
+		 "(gpufleet status %s, the daemon's poll) gives it the new one",
+	    in->name, nd, nd == 1 ? "" : "s", as ? "on" : "off", jobs,
+	    jobs == 1 ? "job's" : "jobs'", in->name);
 }
 
 /* The changes for people: one line a field, or that nothing changed. */
@@ -566,6 +598,8 @@ cmd_set_exec(
 		(r = inventory_stop_put(inv, in->id, sf, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0)
 		goto fail;
+	if (sf->changed)
+		set_method_note(inv, in);
 	inventory_close(inv);
 	/* Now the rule is the price from `from` on; old was the one then. */
 	changes = set_changes(&old, &now, from, repriced, recurrency);

@@ -476,3 +476,24 @@ job_agent_error(const struct job_answer *a, const struct instance *in)
 		return xstrndup(e, strcspn(e, "\n"));
 	return deploy_explain(a->status, a->err.data, in);
 }
+
+/*
+ * How many jobs of instance id run with a --then stop (the plan's stop
+ * method serves them); 0 when that cannot be read.
+ */
+size_t
+job_then_running(struct inventory *inv, int64_t id)
+{
+	sqlite3_stmt *st;
+	size_t n = 0;
+
+	if (db_prepare(inv, &st,
+		"SELECT count(*) FROM job WHERE instance_id = ? AND state = "
+		"'running' AND then_stop IS NOT NULL",
+		NULL, NULL, "I", id) != 0)
+		return 0;
+	if (sqlite3_step(st) == SQLITE_ROW)
+		n = (size_t)sqlite3_column_int64(st, 0);
+	sqlite3_finalize(st);
+	return n;
+}

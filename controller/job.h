@@ -53,6 +53,7 @@ int job_ingest(struct inventory *, int64_t, int64_t, int64_t,
 int job_list(struct inventory *, int64_t, struct job_row **, size_t *, char **);
 int64_t job_as_of(struct inventory *, int64_t);
 void job_rows_free(struct job_row *, size_t);
+size_t job_then_running(struct inventory *, int64_t);
 int job_pass(struct planwrite *, char *const *, const char *const *, int, int,
     job_output_fn, void *, struct job_answer *);
 void job_answers_free(struct job_answer *, size_t);

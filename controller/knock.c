@@ -16,7 +16,7 @@
 #include "xmalloc.h"
 
 struct door {
-	int fd;		/* -1: done */
+	int fd; /* -1: done */
 	int connected;
 	char buf[8];
 	size_t len;
@@ -39,8 +39,8 @@ dial(const struct instance *in)
 	snprintf(port, sizeof port, "%d", in->port);
 	if (getaddrinfo(in->host, port, &hints, &res) != 0 || res == NULL)
 		return -1;
-	fd = socket(res->ai_family, res->ai_socktype | SOCK_NONBLOCK |
-		SOCK_CLOEXEC, res->ai_protocol);
+	fd = socket(res->ai_family,
+	    res->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, res->ai_protocol);
 	if (fd != -1 && connect(fd, res->ai_addr, res->ai_addrlen) == -1 &&
 	    errno != EINPROGRESS) {
 		close(fd);
@@ -102,13 +102,14 @@ knock_banners(const struct instance *list, size_t n, const unsigned char *want,
 			if (!d[i].connected) {
 				len = sizeof err;
 				if (getsockopt(d[i].fd, SOL_SOCKET, SO_ERROR,
-					&err, &len) == 0 && err == 0) {
+					&err, &len) == 0 &&
+				    err == 0) {
 					d[i].connected = 1;
 					continue;
 				}
 			} else {
-				got = read(d[i].fd, d[i].buf + d[i].len,
-				    4 - d[i].len);
+				got = read(
+				    d[i].fd, d[i].buf + d[i].len, 4 - d[i].len);
 				if (got > 0) {
 					d[i].len += (size_t)got;
 					if (d[i].len < 4)

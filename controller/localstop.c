@@ -121,10 +121,8 @@ localstop_run(struct inventory *inv, const struct config *cf,
 		snprintf(id, sizeof id, "%s", deadline);
 	else
 		snprintf(id, sizeof id, "local-%lld", (long long)now);
-	if ((r = stoprequest_open(inv, in, id, "local", now, 1, cause)) !=
-		0 ||
-	    (r = stoprequest_result(inv, in->id, id, 1, NULL, now, cause)) !=
-		0)
+	if ((r = stoprequest_open(inv, in, id, "local", now, 1, cause)) != 0 ||
+	    (r = stoprequest_result(inv, in->id, id, 1, NULL, now, cause)) != 0)
 		return r;
 	return 0;
 }

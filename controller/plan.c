@@ -355,6 +355,41 @@ plan_sync_equal(const char *a, const char *b)
 }
 
 /*
+ * Whether plans a and b (compact JSON, or NULL) give the same stop method
+ * (their "stop" members).
+ */
+int
+plan_stop_equal(const char *a, const char *b)
+{
+	json_t *ja = a != NULL ? json_loads(a, 0, NULL) : NULL;
+	json_t *jb = b != NULL ? json_loads(b, 0, NULL) : NULL;
+	json_t *sa = json_object_get(ja, "stop"),
+	       *sb = json_object_get(jb, "stop");
+	int eq = (sa == NULL || json_is_null(sa))
+	    ? (sb == NULL || json_is_null(sb))
+	    : json_equal(sa, sb);
+
+	json_decref(ja);
+	json_decref(jb);
+	return eq;
+}
+
+/*
+ * What plan p (compact JSON, or NULL) arms that a stop method serves:
+ * *deadlines (not fired: those are dropped when it is next written) and
+ * *autostop (0 or 1).
+ */
+void
+plan_armed(const char *p, size_t *deadlines, int *autostop)
+{
+	json_t *j = p != NULL ? json_loads(p, 0, NULL) : NULL;
+
+	*deadlines = json_array_size(json_object_get(j, "deadlines"));
+	*autostop = json_is_object(json_object_get(j, "autostop"));
+	json_decref(j);
+}
+
+/*
  * The plan to write over readback (the plan as read from the instance,
  * compact JSON, or NULL: none) at generation, with the deadlines in fired
  * left out and change applied. *out is compact JSON (caller frees).

@@ -4,7 +4,10 @@
  * occurrences as deadlines s-TAG-UNIXTIME in its plan. Every plan written
  * carries them (planwrite_change fills the sync), and schedsync_run tops
  * them up over sessions already open, writing only where the read-back
- * plan's s- deadlines differ from the wanted ones.
+ * plan's s- deadlines differ from the wanted ones, or its stop method
+ * from the one set now while it arms something (deadlines, autostop, a
+ * running job's --then): a changed method reaches them at the next
+ * contact.
  */
 
 #include <stdio.h>
@@ -12,6 +15,7 @@
 #include <string.h>
 
 #include "db.h"
+#include "job.h"
 #include "log.h"
 #include "planwrite.h"
 #include "schedule.h"
@@ -179,20 +183,38 @@ schedsync_run(struct planwrite *pw, char **cause)
 
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
+		const char *rb;
+		size_t nd, jobs;
+		int as, same_sync, same_stop;
 		if (!h->reached || h->error != NULL || h->plan != NULL)
 			continue;
+		rb = h->probe->rep.watcher.plan;
+		plan_armed(rb, &nd, &as);
+		jobs = job_then_running(pw->rm->inv, h->in->id);
 		planwrite_change(pw, h, &c);
-		if (!c.sync.on)
+		if (!c.sync.on && nd == 0 && !as && jobs == 0)
 			continue;
 		c.kind = PLAN_SYNC;
 		if (planwrite_build(pw, h, &c, &res) != 0)
 			continue;
 		h->sync_cut = res.sync_cut;
-		if (plan_sync_equal(h->probe->rep.watcher.plan, h->plan)) {
+		same_sync = !c.sync.on || plan_sync_equal(rb, h->plan);
+		/* The stop method is the one set now (LEDGER.md). */
+		same_stop = (nd == 0 && !as && jobs == 0) ||
+		    plan_stop_equal(rb, h->plan);
+		if (same_sync && same_stop) {
 			free(h->plan);
 			h->plan = NULL;
 			continue;
 		}
+		if (!same_stop)
+			warn_msg(
+			    "%s: the stop method set now replaces the one in "
+			    "its plan (%zu deadline%s, autostop %s, %zu "
+			    "%s --then)",
+			    h->in->name, nd, nd == 1 ? "" : "s",
+			    as ? "on" : "off", jobs,
+			    jobs == 1 ? "job's" : "jobs'");
 		debug_f("%s: schedules: %zu deadlines (%zu left out: the plan "
 			"is full)",
 		    h->in->name, res.synced, res.sync_cut);
@@ -249,7 +271,11 @@ schedsync_needed(struct inventory *inv)
 	if (db_prepare(inv, &st,
 		"SELECT 1 WHERE EXISTS (SELECT 1 FROM schedule WHERE action = "
 		"'shutdown' AND paused = 0) OR EXISTS (SELECT 1 FROM "
-		"watcher_state WHERE plan LIKE '%\"id\":\"s-%')",
+		"watcher_state WHERE plan LIKE '%\"id\":\"s-%' OR (json_valid("
+		"plan) AND (json_array_length(plan, '$.deadlines') > 0 OR "
+		"json_type(plan, '$.autostop') = 'object'))) OR EXISTS (SELECT "
+		"1 FROM job WHERE state = 'running' AND then_stop IS NOT "
+		"NULL)",
 		"reading the schedules", NULL, "") != 0)
 		return 0;
 	r = sqlite3_step(st) == SQLITE_ROW;

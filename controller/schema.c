@@ -554,9 +554,9 @@ static const char *const steps[] = {
 	 * requested -> confirmed (evidence: unreachable after it, or a
 	 * later container start) or failed; ok_at: its command exited 0
 	 * (read then); seen_at: the same container answered after it (the
-	 * stop took effect after that, if at all); confirmed_by: unreachable or restart. since: the
-	 * rental began before the instance was added (add --since).
-	 * The plans stored so far seed armed.
+	 * stop took effect after that, if at all); confirmed_by: unreachable or
+	 * restart. since: the rental began before the instance was added (add
+	 * --since). The plans stored so far seed armed.
 	 */
 	"CREATE TABLE armed ("
 	"  instance_id INTEGER NOT NULL REFERENCES instance(id)"

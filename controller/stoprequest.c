@@ -84,8 +84,7 @@ method_kind(struct inventory *inv, const struct instance *in)
  */
 int
 stoprequest_open(struct inventory *inv, const struct instance *in,
-    const char *fire_id, const char *why, int64_t t, int attempt,
-    char **cause)
+    const char *fire_id, const char *why, int64_t t, int attempt, char **cause)
 {
 	struct stoprequest *v;
 	char note[96];
@@ -105,8 +104,7 @@ stoprequest_open(struct inventory *inv, const struct instance *in,
 		    "'requested')",
 		    "recording a stop", cause, "ItttI", in->id, fire_id, why,
 		    method_kind(inv, in), t);
-	else if (strcmp(v[i].state, "confirmed") != 0 &&
-	    t > v[i].requested_at)
+	else if (strcmp(v[i].state, "confirmed") != 0 && t > v[i].requested_at)
 		r = db_exec(inv,
 		    "UPDATE stop_request SET requested_at = ?, state = "
 		    "'requested', ok_at = NULL, seen_at = NULL, decided_at = "
@@ -137,9 +135,8 @@ stoprequest_open(struct inventory *inv, const struct instance *in,
  * down now) or not, with what it said (detail).
  */
 int
-stoprequest_result(struct inventory *inv, int64_t instance,
-    const char *fire_id, int ok, const char *detail, int64_t now,
-    char **cause)
+stoprequest_result(struct inventory *inv, int64_t instance, const char *fire_id,
+    int ok, const char *detail, int64_t now, char **cause)
 {
 	int r;
 
@@ -205,8 +202,7 @@ stoprequest_fail(struct inventory *inv, const struct instance *in,
 		 "DELETE FROM ledger WHERE instance_id = ? AND note = ? AND "
 		 "source = 'performed'",
 		 "writing the ledger", cause, "It", in->id, note)) < 0 ||
-	    (r = record(inv, in, now, "stop_failed", fire_id, why, cause)) !=
-		0)
+	    (r = record(inv, in, now, "stop_failed", fire_id, why, cause)) != 0)
 		goto out;
 	r = 1;
 out:
@@ -245,9 +241,8 @@ confirm(struct inventory *inv, const struct instance *in,
 	int64_t t = effect_at(q);
 
 	note_of(q, note, sizeof note);
-	if ((r = ledger_add(inv, in->id, t,
-		 release ? "released" : "stopped", "performed", note,
-		 cause)) != 0 ||
+	if ((r = ledger_add(inv, in->id, t, release ? "released" : "stopped",
+		 "performed", note, cause)) != 0 ||
 	    (r = db_exec(inv,
 		 "DELETE FROM ledger WHERE instance_id = ? AND state = "
 		 "'unknown' AND source = 'observed' AND t >= ?",
@@ -260,8 +255,8 @@ confirm(struct inventory *inv, const struct instance *in,
 		 "UPDATE alert SET cleared_at = ? WHERE instance_id = ? AND "
 		 "deadline = ? AND kind = 'stop_failed' AND cleared_at IS "
 		 "NULL",
-		 "clearing an alert", cause, "IIt", now, in->id,
-		 q->fire_id)) < 0 ||
+		 "clearing an alert", cause, "IIt", now, in->id, q->fire_id)) <
+		0 ||
 	    (r = db_exec(inv,
 		 "UPDATE stop_request SET state = 'confirmed', decided_at = "
 		 "?, confirmed_by = ? WHERE instance_id = ? AND fire_id = ?",
@@ -272,9 +267,8 @@ confirm(struct inventory *inv, const struct instance *in,
 		return r;
 	when = instance_format_time(t);
 	xasprintf(&why, "%s at %s: %s", release ? "released" : "stopped", when,
-	    strcmp(by, "unreachable") == 0
-		? "unreachable after it"
-		: "a container started after it");
+	    strcmp(by, "unreachable") == 0 ? "unreachable after it"
+					   : "a container started after it");
 	r = record(inv, in, now, "stop_confirmed", q->fire_id, why, cause);
 	free(when);
 	free(why);
@@ -336,8 +330,8 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 	int r;
 
 	if (!reachable) {
-		if ((r = armed_due(inv, in->id, since, now, &due, &ndue,
-			 cause)) != 0)
+		if ((r = armed_due(
+			 inv, in->id, since, now, &due, &ndue, cause)) != 0)
 			return r;
 		for (i = 0; i < ndue && r == 0; i++) {
 			if ((r = armed_find(inv, in->id, due[i], &a, cause)) ==
@@ -356,8 +350,8 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 		return r;
 	for (i = 0; i < n && r == 0; i++) {
 		const struct stoprequest *q = &v[i];
-		int same = container_start != 0 &&
-		    container_start <= q->requested_at;
+		int same =
+		    container_start != 0 && container_start <= q->requested_at;
 		if (q->requested_at > now)
 			continue;
 		if (strcmp(q->state, "requested") == 0 && !reachable)
@@ -369,11 +363,10 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 		    q->ok_at != 0 && now - q->ok_at >= confirm_s) {
 			dur = timeparse_duration(now - q->ok_at);
 			xasprintf(&why,
-			    "still up %s after the stop command exited 0",
-			    dur);
+			    "still up %s after the stop command exited 0", dur);
 			free(dur);
-			if ((r = stoprequest_fail(inv, in, q->fire_id, why,
-				 now, cause)) == 1 &&
+			if ((r = stoprequest_fail(
+				 inv, in, q->fire_id, why, now, cause)) == 1 &&
 			    (r = stoprequest_alert(inv, in->id, now,
 				 "stop_failed", q->fire_id, why, cause)) == 0)
 				r = stoprequest_notify_failed(

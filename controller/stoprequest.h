@@ -21,8 +21,8 @@ struct stoprequest {
 	char cause[12]; /* shutdown schedule autostop job local */
 	char kind[8];	/* stop release */
 	int64_t requested_at;
-	char state[12]; /* requested confirmed failed */
-	int64_t ok_at;	/* its command exited 0 (read then), else 0 */
+	char state[12];	 /* requested confirmed failed */
+	int64_t ok_at;	 /* its command exited 0 (read then), else 0 */
 	int64_t seen_at; /* the same container answered after it, else 0 */
 	int64_t decided_at;
 	char by[12];  /* confirmed by: unreachable restart, else "" */
@@ -37,8 +37,8 @@ int stoprequest_fail(struct inventory *, const struct instance *, const char *,
     const char *, int64_t, char **);
 int stoprequest_settle(struct inventory *, const struct instance *, int64_t,
     int64_t, int, int64_t, char **);
-int stoprequest_list(struct inventory *, int64_t, int, struct stoprequest **,
-    size_t *, char **);
+int stoprequest_list(
+    struct inventory *, int64_t, int, struct stoprequest **, size_t *, char **);
 void stoprequest_list_free(struct stoprequest *, size_t);
 int stoprequest_notify_failed(struct inventory *, const struct instance *,
     const char *, const char *, int64_t, char **);

@@ -26,8 +26,8 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
     const struct report *, char **);
 static int reject(struct inventory *, const struct instance *, int64_t,
     const struct report_entry *, char **);
-static int ingest(struct inventory *, const struct instance *, int64_t,
-    int64_t, const struct report_entry *, char **);
+static int ingest(struct inventory *, const struct instance *, int64_t, int64_t,
+    const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
     int64_t, int64_t, const struct report *, const struct report_entry *,
     char **);
@@ -217,7 +217,8 @@ ingest(struct inventory *inv, const struct instance *in, int64_t skew,
 		    t, strcmp(ev, "stopping") == 0, cause);
 	if (strcmp(ev, "stop_result") == 0) {
 		json_t *o = json_loads(e->entry, 0, NULL), *st;
-		const char *out = json_string_value(json_object_get(o, "output"));
+		const char *out =
+		    json_string_value(json_object_get(o, "output"));
 		size_t len = out != NULL ? strnlen(out, 1024) : 0;
 		st = json_object_get(o, "status");
 		/* Its last line or so, without the newline that ends it. */

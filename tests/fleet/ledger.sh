@@ -10,11 +10,14 @@
 #   inst-4  a stop that worked while nobody read its journal: stopped from
 #           the request, not an outage; started again: running again
 #   inst-5  a release that worked: out of service, history kept
+#   inst-6  a stop method changed after a deadline and a job's --then
+#           were armed with the old one: the next contact gives them the
+#           new one, and the job's stop works
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 
-fleet_up 5 --group-size 1
-for n in 1 2 3 4 5; do
+fleet_up 6 --group-size 1
+for n in 1 2 3 4 5 6; do
 	run status "inst-$n"
 	expect_rc 0 "first contact with inst-$n"
 done
@@ -143,5 +146,29 @@ checks=$((checks + 1))
 case $out in *inst-5*) fail "a released instance is still listed: $out" ;; esac
 run ls --all
 expect_contains "$out" inst-5 "its history is kept (ls --all)"
+
+# --- inst-6: the stop method changed after arming ---------------------------
+run set inst-6 'stop_command=remote:/nonexistent/shutdown'
+run shutdown inst-6 --in 1h
+expect_rc 0 "a deadline armed with the broken method"
+run run inst-6 --then stop -- sleep 20
+expect_rc 0 "a job with --then stop, the broken method"
+p6=$(rdir inst-6)/plan.json
+expect_eq "$(jq -r '.stop.command' "$p6")" /nonexistent/shutdown "the plan has the old method"
+run set inst-6 'stop_command=remote:shutdown'
+expect_rc 0 "set the method that works"
+expect_contains "$err" "inst-6: its plan arms 1 deadline, autostop off and 1 job's --then with the old stop method" \
+    "set says what still has the old method"
+run status inst-6
+expect_rc 0 "the next contact"
+expect_contains "$err" "inst-6: the stop method set now replaces the one in its plan (1 deadline, autostop off, 1 job's --then)" \
+    "the contact says what it changed"
+expect_eq "$(jq -r '.stop.command' "$p6")" shutdown "the plan has the new method"
+run status inst-6
+checks=$((checks + 1))
+case $err in *"replaces the one in its plan"*) fail "rewritten again: $err" ;; esac
+wait_for 120 "the job's --then stop worked with the new method" is_state inst-6 stopped ||
+    show_journal inst-6
+expect_eq "$(calls inst-6 shutdown)" 1 "the new method ran once"
 
 finish

@@ -360,8 +360,8 @@ START_TEST(test_outage_after_stop)
 	ck_assert_int_eq(ledger_add(inv, in.id, NOW - 50, "unknown", "observed",
 			     "unreachable", &cause),
 	    0);
-	ck_assert_int_eq(ledger_incident(inv, in.id, NOW - 50, "outage_start",
-			     NULL, &cause),
+	ck_assert_int_eq(
+	    ledger_incident(inv, in.id, NOW - 50, "outage_start", NULL, &cause),
 	    0);
 	store(SECTION(E(5, 1796000000, "\"stopping\",\"id\":\"d-2\"")));
 	ck_assert_int_eq(ledger_observe(inv, &in, NOW + 60, 0, 0, &cause), 0);
@@ -369,8 +369,8 @@ START_TEST(test_outage_after_stop)
 			   "'unknown'"),
 	    0);
 	ck_assert_int_eq(q("SELECT count(*) FROM incident"), 0);
-	ck_assert_int_eq(q("SELECT t FROM ledger WHERE state = 'stopped'"),
-	    NOW - SKEW);
+	ck_assert_int_eq(
+	    q("SELECT t FROM ledger WHERE state = 'stopped'"), NOW - SKEW);
 	/* It answers again with the container it had: not stopped. */
 	ck_assert_int_eq(
 	    ledger_observe(inv, &in, NOW + 120, NOW - 600, 1, &cause), 0);
@@ -438,13 +438,13 @@ START_TEST(test_claims)
 			     "{\"deadlines\":[{\"id\":\"d-9\",\"at\":5}]}", 0,
 			     NOW - 100, 0, &cause),
 	    0);
-	store(SECTION(E(1, 1796000040,
-	    "\"stopping\",\"id\":\"forged-1\"") "," E(2, 1796000041,
-	    "\"stopped\",\"id\":\"forged-2\"") "," E(3, 1796000042,
-	    "\"local_due\",\"id\":\"forged-3\"") "," E(4, 1796000043,
-	    "\"stop_failed\",\"id\":\"forged-4\"") "," E(5, 1796000044,
-	    "\"local_due\",\"id\":\"d-1\"") "," E(6, 946684800,
-	    "\"stopping\",\"id\":\"d-9\"")));
+	store(
+	    SECTION(E(1, 1796000040, "\"stopping\",\"id\":\"forged-1\"") "," E(
+		2, 1796000041, "\"stopped\",\"id\":\"forged-2\"") "," E(3,
+		1796000042, "\"local_due\",\"id\":\"forged-3\"") "," E(4,
+		1796000043, "\"stop_failed\",\"id\":\"forged-4\"") "," E(5,
+		1796000044, "\"local_due\",\"id\":\"d-1\"") "," E(6, 946684800,
+		"\"stopping\",\"id\":\"d-9\"")));
 	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 6);
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger"), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM local_stop"), 0);
