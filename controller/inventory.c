@@ -40,22 +40,25 @@ static int exec_id(struct inventory *, const char *, int64_t, int64_t, char **);
 	    "t") ","                                                           \
 		 " (SELECT s.t FROM last_status s WHERE s.instance_id = "      \
 		 "instance.id"                                                 \
-		 " AND s.state = 'up')"
+		 " AND s.state = 'up'), since"
 /* A column of the instance's last ledger entry. */
 #define LAST_ENTRY(col)                                                        \
 	"(SELECT l." col " FROM ledger l WHERE l.instance_id = instance.id"    \
+	" AND l.t <= CAST(strftime('%s', 'now') AS INTEGER)"                   \
 	" ORDER BY l.t DESC, l.id DESC LIMIT 1)"
 
 /* The user-settable fields, their db_exec format and arguments. */
 #define INSTANCE_FIELDS                                                        \
 	"name, host, port, user, provider, region, identity, remote_dir,"      \
-	" authorized_keys_file, notes, source, created_at, platform_id, jump"
-#define INSTANCE_FORMAT "ttittttttttItt"
+	" authorized_keys_file, notes, source, created_at, platform_id, jump," \
+	" since"
+#define INSTANCE_FORMAT "ttittttttttIttN"
 #define INSTANCE_ARGS(in)                                                      \
 	(in)->name, (in)->host, (in)->port, (in)->user, (in)->provider,        \
 	    (in)->region, (in)->identity, (in)->remote_dir,                    \
 	    (in)->authorized_keys_file, (in)->notes, (in)->source,             \
-	    (int64_t)(in)->created_at, (in)->platform_id, (in)->jump
+	    (int64_t)(in)->created_at, (in)->platform_id, (in)->jump,          \
+	    (int64_t)(in)->since
 
 /* The schema version this build writes. */
 int
@@ -369,6 +372,7 @@ read_row(
 		in->state_since = sqlite3_column_int64(st, 17);
 	}
 	in->up_at = sqlite3_column_int64(st, 18);
+	in->since = sqlite3_column_int64(st, 19);
 	return load_tags(inv, in, cause);
 }
 
@@ -525,7 +529,7 @@ inventory_add(struct inventory *inv, struct instance *in, char **cause)
 		return r;
 	if ((r = db_exec(inv,
 		 "INSERT INTO instance (" INSTANCE_FIELDS ") VALUES "
-		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
 		 "cannot add instance", cause, INSTANCE_FORMAT,
 		 INSTANCE_ARGS(in))) != 0)
 		return r;
@@ -550,7 +554,7 @@ inventory_update(struct inventory *inv, const struct instance *in, char **cause)
 		return r;
 	if ((r = db_exec(inv,
 		 "UPDATE instance SET (" INSTANCE_FIELDS ") = "
-		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
+		 "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) WHERE id = ?",
 		 "cannot update instance", cause, INSTANCE_FORMAT "I",
 		 INSTANCE_ARGS(in), in->id)) != 0)
 		return r;

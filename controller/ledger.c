@@ -4,9 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "actionlog.h"
 #include "db.h"
 #include "ledger.h"
+#include "log.h"
 #include "status.h"
+#include "stoprequest.h"
 #include "xmalloc.h"
 
 static int per_from_name(const char *, enum billing_per *);
@@ -446,25 +449,45 @@ ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
 }
 
 /*
- * What a status run saw of an instance at time now: reachable with a
- * container that started at container_start (0: unknown), or not. Records
- * only changes: the first sighting (running since the container started),
- * a container start that moved while gpufleet did not stop the instance
- * (an unexpected restart), an instance going unreachable (unknown from
- * then: an outage) and coming back.
+ * What a contact saw of instance in at time now: reachable with a
+ * container that started at container_start (0: unknown), or not. First
+ * the stops gpufleet caused are settled (stoprequest.c: an unreachable
+ * instance with a stop pending is stopped, not out); then only changes
+ * are recorded: the first sighting (running since the container started,
+ * clamped to when the rental began: LEDGER.md), a container start that
+ * moved while nothing stopped the instance (an unexpected restart), an
+ * instance going unreachable (unknown from then: an outage) and coming
+ * back, a stopped one answering (running again: from its container's
+ * start when that came after the stop, else from now). Rows dated after
+ * now (the laptop's clock moved back) decide nothing.
  */
 int
-ledger_observe(struct inventory *inv, int64_t id, int64_t now,
+ledger_observe(struct inventory *inv, const struct instance *in, int64_t now,
     int64_t container_start, int reachable, char **cause)
 {
 	struct ledger_event *ev = NULL, *last;
+	int64_t id = in->id, prev_start = 0, begin = ledger_begin(in);
+	int64_t since = 0, t;
 	size_t n = 0, i;
-	int64_t prev_start = 0;
 	int r;
-	char detail[96];
+	char detail[160];
 
 	if ((r = ledger_events(inv, id, &ev, &n, cause)) != 0)
 		return r;
+	while (n > 0 && ev[n - 1].t > now)
+		n--;
+	for (i = n; i > 0 && since == 0; i--) {
+		if (strcmp(ev[i - 1].state, "running") == 0)
+			since = ev[i - 1].t;
+	}
+	free(ev);
+	ev = NULL;
+	if ((r = stoprequest_settle(inv, in, now, container_start, reachable,
+		 since, cause)) != 0 ||
+	    (r = ledger_events(inv, id, &ev, &n, cause)) != 0)
+		return r;
+	while (n > 0 && ev[n - 1].t > now)
+		n--;
 	last = n > 0 ? &ev[n - 1] : NULL;
 	if (!reachable) {
 		if (last != NULL && strcmp(last->state, "running") == 0 &&
@@ -491,11 +514,21 @@ ledger_observe(struct inventory *inv, int64_t id, int64_t now,
 		}
 	}
 	if (last == NULL) {
-		r = ledger_add(inv, id,
-		    container_start != 0 && container_start <= now
-			? container_start
-			: now,
-		    "running", "observed", "first seen running", cause);
+		t = container_start != 0 && container_start <= now
+		    ? container_start
+		    : now;
+		if (t < begin) {
+			char *when = instance_format_time(t);
+			snprintf(detail, sizeof detail,
+			    "first seen running (its container start %s is "
+			    "before the rental began: clamped)",
+			    when);
+			free(when);
+			t = begin;
+		} else
+			snprintf(detail, sizeof detail, "first seen running");
+		r = ledger_add(
+		    inv, id, t, "running", "observed", detail, cause);
 		goto out;
 	}
 	if (strcmp(last->state, "unknown") == 0 &&
@@ -505,15 +538,20 @@ ledger_observe(struct inventory *inv, int64_t id, int64_t now,
 		if (r == 0)
 			r = ledger_incident(
 			    inv, id, now, "outage_end", NULL, cause);
-		if (r != 0)
-			goto out;
+		goto out;
 	}
-	/* Stopped by gpufleet (its watcher) and started again since. */
-	if (strcmp(last->state, "stopped") == 0 &&
-	    strcmp(last->source, "performed") == 0 && container_start != 0 &&
-	    container_start > last->t && container_start <= now) {
-		r = ledger_add(inv, id, container_start, "running", "observed",
-		    "running again", cause);
+	/* Stopped, and it answers: running again. */
+	if (strcmp(last->state, "stopped") == 0) {
+		int ours = strcmp(last->source, "performed") == 0;
+		if (container_start > last->t && container_start <= now)
+			r = ledger_add(inv, id, container_start, "running",
+			    "observed",
+			    ours ? "running again"
+				 : "running again (started outside gpufleet)",
+			    cause);
+		else
+			r = ledger_add(inv, id, now, "running", "observed",
+			    "answers while booked stopped: running", cause);
 		goto out;
 	}
 	if (container_start != 0 && prev_start != 0 &&
@@ -537,6 +575,69 @@ ledger_observe(struct inventory *inv, int64_t id, int64_t now,
 out:
 	free(ev);
 	return r;
+}
+
+/*
+ * The laptop's clock against the latest time a contact was stored at: one
+ * that moved back more than LEDGER_CLOCK_SLACK is said once per step (a
+ * warning and an `events` entry), not booked per contact; rows dated
+ * after now decide nothing meanwhile (ledger_observe).
+ */
+int
+ledger_clock(struct inventory *inv, int64_t now, char **cause)
+{
+	sqlite3_stmt *st;
+	int64_t high = 0, said = 0;
+	char *why;
+	int r, rc;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT name, t FROM clock WHERE name IN ('high', 'said')",
+		 "reading the clock", cause, "")) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if (strcmp((const char *)sqlite3_column_text(st, 0), "high") ==
+		    0)
+			high = sqlite3_column_int64(st, 1);
+		else
+			said = sqlite3_column_int64(st, 1);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the clock", cause)) < 0)
+		return r;
+	if (high - now > LEDGER_CLOCK_SLACK && said != high) {
+		xasprintf(&why,
+		    "the laptop's clock moved back %llds (from %lld to %lld); "
+		    "what was booked after now decides nothing until the "
+		    "clock passes it",
+		    (long long)(high - now), (long long)high, (long long)now);
+		warn_msg("%s", why);
+		r = actionlog_add(
+		    inv, now, "clock_back", NULL, NULL, why, NULL, NULL, cause);
+		free(why);
+		if (r != 0 ||
+		    (r = db_exec(inv,
+			 "INSERT OR REPLACE INTO clock (name, t) VALUES "
+			 "('said', ?)",
+			 "writing the clock", cause, "I", high)) < 0)
+			return r;
+	}
+	if (now > high &&
+	    (r = db_exec(inv,
+		 "INSERT OR REPLACE INTO clock (name, t) VALUES ('high', ?)",
+		 "writing the clock", cause, "I", now)) < 0)
+		return r;
+	return 0;
+}
+
+/*
+ * When the rental of in began as far as the books allow: when it was
+ * added, or earlier with `add --since`.
+ */
+int64_t
+ledger_begin(const struct instance *in)
+{
+	return in->since != 0 && in->since < in->created_at ? in->since
+							    : in->created_at;
 }
 
 /*

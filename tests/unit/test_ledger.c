@@ -83,6 +83,57 @@ count(struct inventory *inv, const char *sql)
 	return v;
 }
 
+/*
+ * A container start before the rental began (when the instance was added,
+ * or its since) bills from then, and the note says it was clamped.
+ */
+START_TEST(test_first_sighting_clamped)
+{
+	char dir[] = "/tmp/gpufleet-ledger.XXXXXX", path[64], *cause = NULL;
+	struct inventory *inv;
+	struct instance in, b;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	snprintf(path, sizeof path, "%s/fleet.db", dir);
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	instance_init(&in);
+	in.name = strdup("a1");
+	in.host = strdup("10.0.0.1");
+	in.created_at = 1796000000;
+	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
+	/* 2000-01-02 on first contact. */
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, 1796000100, 946771200, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM ledger WHERE note LIKE 'first "
+			     "seen running (its container start "
+			     "2000-01-02T00:00:00Z is before the rental "
+			     "began: clamped)'"),
+	    1796000000);
+	/* Added with --since: the books go back to it, not further. */
+	instance_init(&b);
+	b.name = strdup("b1");
+	b.host = strdup("10.0.0.2");
+	b.created_at = 1796000000;
+	b.since = 1795900000;
+	ck_assert_int_eq(inventory_add(inv, &b, &cause), 0);
+	ck_assert_int_eq(
+	    ledger_observe(inv, &b, 1796000100, 1795950000, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM ledger WHERE instance_id = 2 AND "
+			     "note = 'first seen running'"),
+	    1795950000);
+	ck_assert_int_eq(ledger_check_time(1795900000 - 86400, ledger_begin(&b),
+			     1796000100, &cause),
+	    0);
+	instance_clear(&in);
+	instance_clear(&b);
+	inventory_close(inv);
+	snprintf(path, sizeof path, "rm -rf %s", dir);
+	ck_assert_int_eq(system(path), 0);
+}
+END_TEST
+
 /* Sightings, a restart nobody asked for, an outage and the way back. */
 START_TEST(test_observe)
 {
@@ -100,7 +151,7 @@ START_TEST(test_observe)
 	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
 
 	/* First sighting: running since the container started. */
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1000, 900, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1000, 900, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE state = "
 			     "'running' AND source = 'observed'"),
@@ -112,45 +163,70 @@ START_TEST(test_observe)
 		NULL, NULL, NULL),
 	    SQLITE_OK);
 	/* Same container: nothing new. */
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1060, 900, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1060, 900, 1, &cause), 0);
 	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 1);
 	/* The container start moved and nobody stopped it: a restart. */
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1200, 1150, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1200, 1150, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM incident WHERE kind = "
 			     "'restart'"),
 	    1150);
 	/* Unreachable: unknown from then on, an outage. */
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1300, 0, 0, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1300, 0, 0, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE state = "
 			     "'unknown'"),
 	    1300);
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1360, 0, 0, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1360, 0, 0, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT count(*) FROM ledger WHERE state "
 			     "= 'unknown'"),
 	    1);
 	/* Back: running again, the outage ends. */
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1400, 1150, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1400, 1150, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT count(*) FROM incident WHERE "
 			     "kind = 'outage_end'"),
 	    1);
 	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 3);
-	/* Stopped by the watcher, still the same container: stays stopped. */
+	/* Stopped by gpufleet, started again: running from the new
+	   container's start. */
 	ck_assert_int_eq(ledger_add(inv, in.id, 1500, "stopped", "performed",
-			     "watcher: deadline d-1", &cause),
+			     "stop d-1 (shutdown)", &cause),
 	    0);
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1510, 1150, 1, &cause), 0);
-	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 4);
-	/* Started again: running from the new container's start. */
-	ck_assert_int_eq(ledger_observe(inv, in.id, 1700, 1650, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1700, 1650, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE note = 'running "
 			     "again' AND state = 'running'"),
 	    1650);
 	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 5);
+	/* Marked stopped, started from the platform's console. */
+	ck_assert_int_eq(
+	    ledger_add(inv, in.id, 1800, "stopped", "stated", NULL, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1900, 1850, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM ledger WHERE note = 'running "
+			     "again (started outside gpufleet)'"),
+	    1850);
+	/* Booked stopped, yet the same container answers: it bills. */
+	ck_assert_int_eq(
+	    ledger_add(inv, in.id, 2000, "stopped", "stated", NULL, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 2100, 1850, 1, &cause), 0);
+	ck_assert_int_eq(count(inv,
+			     "SELECT t FROM ledger WHERE note = 'answers "
+			     "while booked stopped: running'"),
+	    2100);
+	/* The laptop's clock moved back: a row dated after now decides
+	   nothing, and nothing is booked per poll because of it. */
+	ck_assert_int_eq(ledger_observe(inv, &in, 2200, 0, 0, &cause), 0);
+	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 10);
+	ck_assert_int_eq(ledger_observe(inv, &in, 2150, 1850, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 2160, 1850, 1, &cause), 0);
+	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 10);
+	ck_assert_int_eq(count(inv,
+			     "SELECT count(*) FROM incident WHERE "
+			     "kind = 'outage_end'"),
+	    1);
 	instance_clear(&in);
 	inventory_close(inv);
 	snprintf(path, sizeof path, "rm -rf %s", dir);
@@ -169,6 +245,7 @@ main(void)
 	tcase_add_loop_test(
 	    tc, test_intervals, 0, sizeof iv_cases / sizeof iv_cases[0]);
 	tcase_add_test(tc, test_observe);
+	tcase_add_test(tc, test_first_sighting_clamped);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
