@@ -538,10 +538,11 @@ ledger_observe(struct inventory *inv, const struct instance *in, int64_t now,
 		if (r == 0)
 			r = ledger_incident(
 			    inv, id, now, "outage_end", NULL, cause);
-		goto out;
-	}
-	/* Stopped, and it answers: running again. */
-	if (strcmp(last->state, "stopped") == 0) {
+		if (r != 0)
+			goto out;
+		/* On: it may have restarted while out of reach. */
+	} else if (strcmp(last->state, "stopped") == 0) {
+		/* Stopped, and it answers: running again. */
 		int ours = strcmp(last->source, "performed") == 0;
 		if (container_start > last->t && container_start <= now)
 			r = ledger_add(inv, id, container_start, "running",
