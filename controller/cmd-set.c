@@ -64,7 +64,9 @@ const struct cmd_entry cmd_set_entry = {
 	    "config default),\nremote_dir, "
 	    "authorized_keys_file, notes, platform_id (the platform's id of "
 	    "the\ninstance), jump (the instance to reach it through, "
-	    "ProxyJump; empty:\ndirect). Tags: see `gpufleet tag`.\n\n"
+	    "ProxyJump; empty:\ndirect), since (the rental began then, before "
+	    "it was added: the books\nmay go back to it; empty: when added). "
+	    "Tags: see `gpufleet tag`.\n\n"
 	    "Pricing (see README, \"Billing\"):\n"
 	    "  price=2.69/h (also /min, /s, /day)   currency=CNY\n"
 	    "  billing=second|minute|hour           min_billed=10m\n"
@@ -160,9 +162,10 @@ set_preset_clear(struct set_preset *sp)
 /* Every field `set` reports, in the order it lists changes. */
 static const char *const set_fields[] = { "name", "host", "port", "user",
 	"provider", "region", "identity", "remote_dir", "authorized_keys_file",
-	"notes", "platform_id", "jump", "source", "stop_command", "stop_kind",
-	"allow_release", "price", "currency", "billing", "min_billed",
-	"stopped_price", "monthly_price", "egress_price", "price_from" };
+	"notes", "platform_id", "jump", "source", "since", "stop_command",
+	"stop_kind", "allow_release", "price", "currency", "billing",
+	"min_billed", "stopped_price", "monthly_price", "egress_price",
+	"price_from" };
 
 /* One field of v for people, as `show` puts it. Caller frees. */
 static char *
@@ -205,6 +208,9 @@ set_value(const struct set_view *v, const char *field)
 	if (strcmp(field, "source") == 0)
 		return xstrdup(
 		    in->source != NULL ? in->source : "(added by hand)");
+	if (strcmp(field, "since") == 0)
+		return in->since != 0 ? instance_format_time(in->since)
+				      : xstrdup("(when added)");
 	s = strcmp(field, "name") == 0	       ? in->name
 	    : strcmp(field, "host") == 0       ? in->host
 	    : strcmp(field, "user") == 0       ? in->user

@@ -146,7 +146,7 @@ cmd_show_exec(
 	struct billing_rule rule;
 	struct billing_price *hist = NULL;
 	struct preset_origin origin;
-	char *cause = NULL, *tags, *created, *method, *from, *v;
+	char *cause = NULL, *tags, *created, *since, *method, *from, *v;
 	int ch, status, json = 0, r, priced, has_origin, k;
 	size_t nhist = 0;
 
@@ -195,6 +195,7 @@ cmd_show_exec(
 		size_t i;
 		tags = tags_join(&in, ",");
 		created = instance_format_time(in.created_at);
+		since = in.since != 0 ? instance_format_time(in.since) : NULL;
 		snprintf(port, sizeof port, "%d", in.port);
 		const char *fields[][2] = { { "name", in.name },
 			{ "host", in.host }, { "port", port },
@@ -211,6 +212,7 @@ cmd_show_exec(
 			    in.source != NULL ? in.source : "(added by hand)" },
 			{ "jump", in.jump != NULL ? in.jump : "(direct)" },
 			{ "created_at", created },
+			{ "since", since != NULL ? since : "(when added)" },
 			{ "stop_command",
 			    sf.command != NULL ? sf.command : "(default)" },
 			{ "stop_kind",
@@ -247,6 +249,7 @@ cmd_show_exec(
 		}
 		free(tags);
 		free(created);
+		free(since);
 	}
 	free(method);
 	free(from);

@@ -4,7 +4,8 @@
  * since when the instance has been running (and so billing). One round trip
  * per instance runs the agent (deploying it first where it is missing);
  * each report is stored for cost, idle detection and history. An instance
- * the ledger says is stopped is not contacted unless asked for (--all).
+ * the ledger says is stopped is only knocked on (knock.c) unless asked for
+ * (--all); one that answers is contacted.
  */
 
 #include <math.h>
@@ -87,11 +88,15 @@ const struct cmd_entry cmd_status_entry = {
 	    "(when billing\nstarted). On a terminal idle GPUs and stale "
 	    "progress stand out in\ncolour (NO_COLOR turns it off). Every "
 	    "report is stored (see history).\nAn instance the ledger says is "
-	    "stopped (gpufleet ledger NAME) shows\n'stopped (since TIME)' and "
-	    "is not contacted; with --all it is, and one\nthat answers is "
-	    "flagged '" INSTANCE_STILL_BILLING "'.\nExit 0 when every "
-	    "instance is up or stopped, 1 when one is not.\n\n"
-	    "      --all         contact stopped instances too\n"
+	    "stopped (gpufleet ledger NAME) shows\n'stopped (since TIME)': it "
+	    "is only knocked on (a connect and the SSH\nbanner, 3 s at most, "
+	    "no login); one that answers was started outside\ngpufleet: it is "
+	    "contacted and booked running. A stop gpufleet requested\nshows "
+	    "'stopping (unconfirmed, since TIME)' and bills until the "
+	    "instance\nis seen down; alerts (a stop that failed, a claim "
+	    "gpufleet rejected) are\nlisted below the table.\nExit 0 when "
+	    "every instance is up or stopped, 1 when one is not.\n\n"
+	    "      --all         log in to stopped instances too\n"
 	    "      --json        the full reports plus the controller's view "
 	    "(state,\n                    error, ledger state), as one JSON "
 	    "array\n"

@@ -98,4 +98,26 @@ expect_rc 2 "amend before the margin"
 expect_eq "$err" "gpufleet: time 2026-11-12T23:59:59Z is more than 7 days before the instance was added (earliest 2026-11-13T00:00:00Z)" \
     "amend before the margin refused"
 expect_eq "$(dump)" "$before" "a refused amend changes nothing"
+
+# --- add --since: a rental that began before gpufleet knew it ---------------
+run add s1 10.0.0.10 --since '-30d'
+expect_rc 0 "add --since 30 days ago"
+run mark s1 running --at '-35d'
+expect_rc 0 "mark --at may go back to since (and 7 days before it)"
+run mark s1 running --at '-40d'
+expect_rc 2 "not further"
+expect_match "$err" "is more than 7 days before the instance was added \(earliest " \
+    "the refusal names the earliest time"
+run set s1 since=
+expect_rc 0 "since= clears it"
+expect_match "$out" "^since: .* -> \(when added\)" "set says what changed"
+run mark s1 running --at '-20d'
+expect_rc 2 "without since, 7 days before it was added"
+run set s1 since=-500d
+expect_rc 2 "since more than a year back is refused"
+expect_eq "$err" "gpufleet: since '-500d' must be in the last 366 days, not in the future" \
+    "since out of range: one line"
+run set s1 since=-2d
+run show s1 --json
+expect_match "$out" '"since": "[0-9T:-]+Z"' "show --json has since"
 finish
