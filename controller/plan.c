@@ -375,6 +375,24 @@ plan_stop_equal(const char *a, const char *b)
 }
 
 /*
+ * Whether plan p (compact JSON, or NULL) allows its stop, command, to
+ * release the instance (`shutdown --yes` set it for a release method):
+ * a write that keeps that method keeps the permission.
+ */
+int
+plan_release_allowed(const char *p, const char *command)
+{
+	json_t *j = p != NULL ? json_loads(p, 0, NULL) : NULL;
+	json_t *stop = json_object_get(j, "stop");
+	const char *c = json_string_value(json_object_get(stop, "command"));
+	int yes = command != NULL && c != NULL && strcmp(c, command) == 0 &&
+	    json_is_true(json_object_get(stop, "allow_release"));
+
+	json_decref(j);
+	return yes;
+}
+
+/*
  * What plan p (compact JSON, or NULL) arms that a stop method serves:
  * *deadlines (not fired: those are dropped when it is next written) and
  * *autostop (0 or 1).

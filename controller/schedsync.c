@@ -194,6 +194,10 @@ schedsync_run(struct planwrite *pw, char **cause)
 		planwrite_change(pw, h, &c);
 		if (!c.sync.on && nd == 0 && !as && jobs == 0)
 			continue;
+		/* A release --yes allowed stays allowed for that method. */
+		if (!c.allow_release &&
+		    plan_release_allowed(rb, c.stop_command))
+			c.allow_release = 1;
 		c.kind = PLAN_SYNC;
 		if (planwrite_build(pw, h, &c, &res) != 0)
 			continue;

@@ -14,8 +14,13 @@ fleet_up 3
 # The containers started an hour ago: the 30 days that availability looks
 # at then hold evidence however fast this runs (a start in the same second
 # as advise is no evidence, and no availability line).
+# Rented an hour before they were added: since= lets the books go back
+# to the container start (without it, the first sighting is clamped to
+# when the instance was added: unit_ledger).
 for n in inst-1 inst-2 inst-3; do
 	printf '%s\n' "$((EPOCHSECONDS - 3600))" >"$(instance_dir "$n")/container_start"
+	run set "$n" since=-2h
+	expect_rc 0 "set $n since=-2h"
 done
 run set inst-1 price=2.69/h billing=second provider=autodl
 expect_rc 0 "set price"
