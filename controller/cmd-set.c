@@ -271,15 +271,21 @@ static void
 set_method_note(struct inventory *inv, const struct instance *in)
 {
 	struct watcher_view v;
-	char *cause = NULL;
-	size_t nd = 0, jobs = job_then_running(inv, in->id);
+	char *cause = NULL, **fired = NULL;
+	size_t nd = 0, nfired = 0, jobs = job_then_running(inv, in->id);
 	int as = 0;
 
 	if (watcher_get(inv, in->id, &v, &cause) != 0) {
 		free(cause);
 		return;
 	}
-	plan_armed(v.plan, &nd, &as);
+	if (watcher_fired_ids(inv, in->id, &fired, &nfired, &cause) != 0) {
+		free(cause);
+		fired = NULL;
+		nfired = 0;
+	}
+	plan_armed(v.plan, (const char *const *)fired, nfired, &nd, &as);
+	watcher_ids_free(fired, nfired);
 	watcher_view_free(&v);
 	if (nd == 0 && !as && jobs == 0)
 		return;

@@ -59,6 +59,7 @@ static int cmd_status_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
 static int stopped(const struct instance *);
 static void knock_stopped(struct status_cmd *, struct remote *);
+static void reload_states(struct status_cmd *);
 static char *stopped_since(const struct instance *);
 static void render_table(const struct status_cmd *);
 static void render_json(const struct status_cmd *);
@@ -565,6 +566,7 @@ on_pass(struct probe *p, int r, void *arg)
 		sc->over = 1;
 		return;
 	}
+	reload_states(sc);
 	localstop_run_due(p->rm->inv, p->cf, p->now);
 	if (advise_notify_release(p->rm->inv, p->cf, p->now, &cause) != 0) {
 		warn_msg("release deadlines: %s", cause);
@@ -585,6 +587,34 @@ on_pass(struct probe *p, int r, void *arg)
 	tv.tv_sec = sc->watch;
 	tv.tv_usec = 0;
 	evtimer_add(sc->timer, &tv);
+}
+
+/*
+ * After a pass is stored: the books' word on the instances that gave no
+ * report, as the pass left it (a stop it confirmed: stopped, not a
+ * failure to reach).
+ */
+static void
+reload_states(struct status_cmd *sc)
+{
+	struct remote *rm = sc->p->rm;
+	struct instance in;
+	char *cause = NULL;
+	size_t i;
+
+	for (i = 0; i < rm->n; i++) {
+		if (!sc->asked[i] || sc->p->hosts[i].have_report)
+			continue;
+		if (inventory_get_id(rm->inv, rm->list[i].id, &in, &cause) !=
+		    0) {
+			free(cause);
+			cause = NULL;
+			continue;
+		}
+		memcpy(rm->list[i].state, in.state, sizeof in.state);
+		rm->list[i].state_since = in.state_since;
+		instance_clear(&in);
+	}
 }
 
 /*

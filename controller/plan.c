@@ -394,15 +394,27 @@ plan_release_allowed(const char *p, const char *command)
 
 /*
  * What plan p (compact JSON, or NULL) arms that a stop method serves:
- * *deadlines (not fired: those are dropped when it is next written) and
- * *autostop (0 or 1).
+ * *deadlines, less the nfired ids in fired (dropped when it is next
+ * written), and *autostop (0 or 1).
  */
 void
-plan_armed(const char *p, size_t *deadlines, int *autostop)
+plan_armed(const char *p, const char *const *fired, size_t nfired,
+    size_t *deadlines, int *autostop)
 {
-	json_t *j = p != NULL ? json_loads(p, 0, NULL) : NULL;
+	json_t *j = p != NULL ? json_loads(p, 0, NULL) : NULL, *d;
+	const char *id;
+	size_t i, k;
 
-	*deadlines = json_array_size(json_object_get(j, "deadlines"));
+	*deadlines = 0;
+	json_array_foreach(json_object_get(j, "deadlines"), i, d)
+	{
+		id = json_string_value(json_object_get(d, "id"));
+		for (k = 0; id != NULL && k < nfired; k++) {
+			if (strcmp(fired[k], id) == 0)
+				break;
+		}
+		*deadlines += id != NULL && k == nfired;
+	}
 	*autostop = json_is_object(json_object_get(j, "autostop"));
 	json_decref(j);
 }

@@ -109,7 +109,7 @@ int plan_is_sync_id(const char *);
 int plan_sync_equal(const char *, const char *);
 int plan_stop_equal(const char *, const char *);
 int plan_release_allowed(const char *, const char *);
-void plan_armed(const char *, size_t *, int *);
+void plan_armed(const char *, const char *const *, size_t, size_t *, int *);
 int plan_build(const char *, int64_t, const char *const *, size_t,
     const struct plan_change *, char **, struct plan_result *, char **);
 

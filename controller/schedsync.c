@@ -184,12 +184,21 @@ schedsync_run(struct planwrite *pw, char **cause)
 	for (i = 0; i < pw->n; i++) {
 		struct planwrite_host *h = &pw->hosts[i];
 		const char *rb;
-		size_t nd, jobs;
+		char **fired, *why = NULL;
+		size_t nd, jobs, nfired;
 		int as, same_sync, same_stop;
 		if (!h->reached || h->error != NULL || h->plan != NULL)
 			continue;
 		rb = h->probe->rep.watcher.plan;
-		plan_armed(rb, &nd, &as);
+		if (watcher_fired_ids(
+			pw->rm->inv, h->in->id, &fired, &nfired, &why) != 0) {
+			free(why);
+			why = NULL;
+			fired = NULL;
+			nfired = 0;
+		}
+		plan_armed(rb, (const char *const *)fired, nfired, &nd, &as);
+		watcher_ids_free(fired, nfired);
 		jobs = job_then_running(pw->rm->inv, h->in->id);
 		planwrite_change(pw, h, &c);
 		if (!c.sync.on && nd == 0 && !as && jobs == 0)

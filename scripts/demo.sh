@@ -208,6 +208,43 @@ gpufleet events gpu-1,gpu-3
 show gpufleet ledger gpu-1
 gpufleet ledger gpu-1
 
+# A stop method with a typo: the stop is requested, its command fails, the
+# watcher retries (here after 1 s and 2 s instead of 30 s and 2 min) and
+# gives up; the books never say stopped, and status says why. Fixed, the
+# next stop works and is booked once gpu-1 is seen down.
+fleet setenv gpu-1 GPUFLEET_AGENT_STOP_BACKOFF=1,2
+show "gpufleet set gpu-1 stop_command='remote:shutdwn -h now'   # a typo"
+gpufleet set gpu-1 'stop_command=remote:shutdwn -h now'
+show gpufleet shutdown gpu-1 --now --warn 0
+gpufleet shutdown gpu-1 --now --warn 0
+printf 'waiting for the watcher on gpu-1 to give up'
+for _ in $(seq 60); do
+	grep -q '"event":"stop_failed"' "$(idir gpu-1)/home/.cache/gpufleet/journal.jsonl" 2>/dev/null && break
+	printf .
+	sleep 1
+done
+echo
+show "gpufleet status gpu-1   # still up and billing: the alert says the stop failed"
+gpufleet status gpu-1 || true
+show "gpufleet set gpu-1 stop_command='remote:shutdown -h now'   # fixed"
+gpufleet set gpu-1 'stop_command=remote:shutdown -h now'
+show gpufleet shutdown gpu-1 --now --warn 0
+gpufleet shutdown gpu-1 --now --warn 0
+printf 'waiting for gpu-1 to stop'
+for _ in $(seq 60); do
+	[ "$(fleet status | awk '$1 == "gpu-1" { print $3 }')" = stopped ] && break
+	printf .
+	sleep 1
+done
+echo
+show "gpufleet status gpu-1   # seen down after the request: stopped, by gpufleet, from the request"
+gpufleet status gpu-1 || true
+show "gpufleet ledger gpu-1"
+gpufleet ledger gpu-1
+fleet setenv gpu-1
+fleet start gpu-1
+gpufleet status gpu-1 >/dev/null || true
+
 # Schedules: every night at 02:00 Shanghai time stop the training boxes
 # unless they are busy. The occurrences are armed on each watcher, so they
 # fire with the laptop closed. The test clock makes a cron minute last one

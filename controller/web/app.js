@@ -154,10 +154,17 @@ function fleetTable(status, cost) {
 		const c = byName[s.name];
 		const link = el("a", { href: "#/i/" + encodeURIComponent(s.name) },
 		    s.name);
-		tb.append(el("tr", { "data-name": s.name },
+		const w = s.watcher || {};
+		const failed = (w.alerts || []).some(a => a.kind === "stop_failed");
+		const row = { "data-name": s.name };
+		if (failed) row.class = "alert";
+		tb.append(el("tr", row,
 		    el("td", {}, link),
 		    el("td", { class: "state-" + String(s.state).replace(/[^a-z]+/g, "-") }, s.state,
-			s.error ? el("div", { class: "muted" }, s.error) : null),
+			s.error ? el("div", { class: "muted" }, s.error) : null,
+			...(w.stopping || []).map(q => el("div", { class: "stale" },
+			    "stopping (unconfirmed, since " + q.since +
+			    "): billed as running"))),
 		    el("td", {}, String(gpus.length)),
 		    el("td", {}, ...gpus.map(g => gpuCell(g, s.flags))),
 		    el("td", {}, memCell(gpus)),
@@ -169,6 +176,26 @@ function fleetTable(status, cost) {
 	    el("thead", {}, el("tr", {}, ...["NAME", "STATE", "GPUS", "UTIL",
 		"MEMORY", "PROGRESS", "COST", "NEXT STOP"].map(
 		h => el("th", {}, h)))), tb));
+}
+
+/*
+ * The books' alarms, above everything: a stop that failed (the machine
+ * still runs and bills) and a claim gpufleet rejected (an instance
+ * journaled a stop it was never asked for).
+ */
+function alertBanner(status) {
+	const lines = [];
+	for (const s of status)
+		for (const a of (s.watcher && s.watcher.alerts) || [])
+			if (a.kind === "stop_failed" || a.kind === "claim_rejected")
+				lines.push(el("div", {}, s.name + ": " +
+				    (a.kind === "stop_failed" ?
+					"the stop " + (a.id || "") + " failed at " +
+					a.time + ": it still runs and bills" :
+					"claimed a stop gpufleet never armed (" +
+					(a.id || "") + "): the books are unchanged")));
+	return lines.length ? el("div", { id: "alerts", class: "banner" },
+	    ...lines) : null;
 }
 
 function totalsLine(cost) {
@@ -405,7 +432,8 @@ async function fleetPage() {
 	const [status, cost, days, schedules, events] = await Promise.all([
 	    api("instances"), maybe("cost"), costDays(),
 	    maybe("schedules"), maybe("events?limit=50")]);
-	return [el("h2", {}, "Fleet"), fleetTable(status, cost),
+	return [alertBanner(status), el("h2", {}, "Fleet"),
+	    fleetTable(status, cost),
 	    el("h2", {}, "Cost"), totalsLine(cost), costCharts(cost, days),
 	    el("h2", {}, "Schedules"), scheduleTable(schedules),
 	    el("h2", {}, "Autostop"), autostopList(status),
@@ -462,7 +490,7 @@ async function refresh() {
 		    m[2] || "24h") :
 		    await fleetPage();
 		const main = document.getElementById("main");
-		main.replaceChildren(...kids);
+		main.replaceChildren(...kids.filter(k => k !== null));
 		sizeBars(main);
 		err.hidden = true;
 		document.getElementById("updated").textContent = "updated " +

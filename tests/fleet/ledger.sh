@@ -66,6 +66,35 @@ expect_eq "$(sql "SELECT count(*) FROM ledger l JOIN instance i ON i.id = l.inst
 expect_eq "$(stops inst-2 failed)" 1 "the stop request failed"
 run events inst-2
 expect_match "$out" "stop_failed" "events: stop_failed"
+# The dashboard: inst-2's row in red and a banner, inst-1 stopping
+# (unconfirmed); headless Chromium against a daemon, as fleet_http does.
+chrome=$(command -v chromium || command -v chromium-browser || true)
+if [ -z "$chrome" ]; then
+	echo "SKIP the dashboard checks: no chromium (Debian package chromium)" >&2
+else
+	. "$(dirname "$0")/lib/daemon.sh"
+	port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+	DAEMON_ARGS="--listen 127.0.0.1:$port" start_daemon
+	api_alert() {
+		curl -s "http://127.0.0.1:$port/api/v1/instances" |
+		    jq -e '.[] | select(.name == "inst-2") | .watcher.alerts[] | select(.kind == "stop_failed")' >/dev/null
+	}
+	wait_for 60 "the API has inst-2's alert" api_alert
+	dom=$(timeout 120 "$chrome" --headless --no-sandbox --disable-gpu \
+	    --user-data-dir="$T/chrome" --virtual-time-budget=20000 \
+	    --host-resolver-rules='MAP * ~NOTFOUND, EXCLUDE 127.0.0.1' \
+	    --disable-background-networking --disable-component-update \
+	    --disable-sync --disable-extensions --disable-default-apps \
+	    --no-first-run --no-pings --disable-domain-reliability \
+	    --dump-dom "http://127.0.0.1:$port/" 2>>"$T/chrome.err")
+	expect_contains "$dom" '<tr data-name="inst-2" class="alert">' "the dashboard: inst-2's row in red"
+	expect_match "$dom" '<div id="alerts" class="banner"><div>inst-2: the stop d-[0-9a-f]+ failed at [^<]*: it still runs and bills</div>' \
+	    "the dashboard: the banner"
+	expect_contains "$dom" "stopping (unconfirmed, since " "the dashboard: inst-1 is stopping, unconfirmed"
+	kill "$dpid"
+	wait "$dpid" 2>/dev/null || true
+fi
+
 # The method fixed: the next stop works, and is booked once seen down.
 run set inst-2 'stop_command=remote:shutdown'
 expect_rc 0 "fix the stop method"
