@@ -20,7 +20,9 @@
 #include "ledger.h"
 #include "speed.h"
 #include "status.h"
+#include "stoprequest.h"
 #include "timeparse.h"
+#include "watcher.h"
 #include "xmalloc.h"
 
 enum cost_by { BY_INSTANCE, BY_PROVIDER, BY_DAY };
@@ -33,6 +35,7 @@ static int render_json(struct inventory *, const struct instance *, size_t,
 static int unknown_json(struct inventory *, const struct cost_report *,
     const struct ledger_cost *, json_t **, char **);
 static void render_instances(const struct cost_report *);
+static void render_stops(struct inventory *, const struct instance *);
 static int render_providers(struct inventory *, const struct instance *, size_t,
     const struct cost_report *, char **);
 static int render_days(struct inventory *, const struct config *,
@@ -70,7 +73,9 @@ const struct cmd_entry cmd_cost_entry = {
 	    "since is flagged\n'" INSTANCE_STILL_BILLING "'. A stretch "
 	    "gpufleet cannot account for\n(unreachable) is billed as "
 	    "running, in the cost, the burn and the\nguards, and said so "
-	    "below the table. Default window: this month.\nTIME: "
+	    "below the table, as is a stop that failed or is\nnot "
+	    "confirmed yet (billed as running until the instance is seen "
+	    "down).\nDefault window: this month.\nTIME: "
 	    "2026-11-01T02:00:00Z, '2026-11-01 02:00', 2026-11-01,\n-2h, "
 	    "yesterday, now.\n\n"
 	    "      --since TIME, --until TIME   the window\n"
@@ -680,7 +685,56 @@ render_totals(struct inventory *inv, const struct cost_report *rep, int month,
 		    (r = render_unknown(inv, rep, &rep->rows[i], cause)) != 0)
 			return r;
 	}
+	for (i = 0; i < rep->n; i++)
+		render_stops(inv, rep->rows[i].in);
 	return 0;
+}
+
+/*
+ * The stops of in that the books do not take (LEDGER.md): one that
+ * failed (an alert: it still runs and bills) and one not confirmed yet
+ * (billed as running until it is seen down).
+ */
+static void
+render_stops(struct inventory *inv, const struct instance *in)
+{
+	struct watcher_alert *a;
+	struct stoprequest *q;
+	char *cause = NULL, *when;
+	size_t n, i;
+
+	if (watcher_alerts(inv, in->id, &a, &n, &cause) == 0) {
+		for (i = 0; i < n; i++) {
+			if (strcmp(a[i].kind, "stop_failed") != 0)
+				continue;
+			when = instance_format_time(a[i].t);
+			printf(
+			    "%s: the stop %s failed at %s: it still runs and "
+			    "is billed as running (gpufleet status %s)\n",
+			    in->name,
+			    a[i].deadline != NULL ? a[i].deadline : "-", when,
+			    in->name);
+			free(when);
+		}
+		watcher_alerts_free(a, n);
+	} else {
+		free(cause);
+		cause = NULL;
+	}
+	if (stoprequest_list(inv, in->id, 0, &q, &n, &cause) != 0) {
+		free(cause);
+		return;
+	}
+	for (i = 0; i < n; i++) {
+		if (strcmp(q[i].state, "requested") != 0)
+			continue;
+		when = instance_format_time(q[i].requested_at);
+		printf("%s: stopping (unconfirmed, since %s): stop %s (%s) is "
+		       "billed as running until it is seen down\n",
+		    in->name, when, q[i].fire_id, q[i].cause);
+		free(when);
+	}
+	stoprequest_list_free(q, n);
 }
 
 /* An exact amount for CSV (major units), empty when unknown. Caller frees. */

@@ -53,6 +53,9 @@ expect_match "$(ledger_state inst-1)" "^running " "inst-1 is running in the book
 run status inst-1 --json
 expect_eq "$(printf '%s' "$out" | jq -r '.[0].watcher.stopping[0].id')" "$id1" \
     "status --json: the unconfirmed stop"
+run cost inst-1
+expect_match "$out" "inst-1: stopping \(unconfirmed, since [^)]*\): stop $id1 \(shutdown\) is billed as running until it is seen down" \
+    "cost: the unconfirmed stop bills"
 
 wait_for 90 "inst-2's watcher gave up" has_event inst-2 stop_failed || show_journal inst-2
 expect_eq "$(jcount inst-2 stop_result '.status == 127')" 3 "three attempts, each exit 127"
@@ -64,6 +67,9 @@ expect_match "$(ledger_state inst-2)" "^running " "a failed stop never books sto
 expect_eq "$(sql "SELECT count(*) FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'inst-2' AND l.state = 'stopped'")" \
     0 "no stopped row at all"
 expect_eq "$(stops inst-2 failed)" 1 "the stop request failed"
+run cost inst-2
+expect_match "$out" "inst-2: the stop d-[0-9a-f]+ failed at [^ ]+: it still runs and is billed as running" \
+    "cost: the failed stop"
 run events inst-2
 expect_match "$out" "stop_failed" "events: stop_failed"
 # The dashboard: inst-2's row in red and a banner, inst-1 stopping
