@@ -477,6 +477,47 @@ START_TEST(test_claims)
 }
 END_TEST
 
+/*
+ * A stop command that exited 0 while the same container still answers
+ * [status] stop_confirm_seconds later: failed (an alert), never stopped.
+ */
+START_TEST(test_confirm_window)
+{
+	struct config c;
+	char *cause = NULL;
+
+	config_defaults(&c);
+	c.status_stop_confirm = 180;
+	inv->config = &c;
+	ck_assert_int_eq(ledger_add(inv, in.id, NOW - 500, "running",
+			     "observed", "first seen running", &cause),
+	    0);
+	store(SECTION(E(1, 1796000000, "\"stopping\",\"id\":\"d-1\"") "," E(
+	    2, 1796000001, "\"stop_result\",\"id\":\"d-1\",\"status\":0")));
+	/* Up, same container, within the window: still requested. */
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, NOW + 60, NOW - 500, 1, &cause), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
+			   "'requested'"),
+	    1);
+	/* Past it: failed, an alert, never in the books. */
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, NOW + 181, NOW - 500, 1, &cause), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
+			   "'failed'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM alert WHERE kind = "
+			   "'stop_failed' AND deadline = 'd-1' AND detail LIKE "
+			   "'still up % after the stop command exited 0'"),
+	    1);
+	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
+			   "'stopped'"),
+	    0);
+	inv->config = NULL;
+	config_clear(&c);
+}
+END_TEST
+
 /* An older agent (no section) keeps the stored plan, state unknown. */
 START_TEST(test_old_agent)
 {
@@ -750,6 +791,7 @@ main(void)
 	tcase_add_test(tc, test_outage_after_stop);
 	tcase_add_test(tc, test_alert_and_local);
 	tcase_add_test(tc, test_claims);
+	tcase_add_test(tc, test_confirm_window);
 	tcase_add_test(tc, test_old_agent);
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_notify);
