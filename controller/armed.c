@@ -10,7 +10,7 @@
 #include "xmalloc.h"
 
 static int put(struct inventory *, int64_t, const char *, const char *, int64_t,
-    int64_t, int, int, char **);
+    int64_t, int, int, int, char **);
 
 /*
  * Arm id (again: a new time, back in the plan) on instance; intent: the
@@ -19,22 +19,22 @@ static int put(struct inventory *, int64_t, const char *, const char *, int64_t,
  */
 static int
 put(struct inventory *inv, int64_t instance, const char *id, const char *kind,
-    int64_t now, int64_t at, int local, int intent, char **cause)
+    int64_t now, int64_t at, int local, int release, int intent, char **cause)
 {
 	if (intent)
 		return db_exec(inv,
 		    "INSERT OR IGNORE INTO armed (instance_id, id, kind, "
-		    "written_at, at, local, removed_at) VALUES (?, ?, ?, ?, "
-		    "?, ?, ?)",
-		    "recording what was armed", cause, "IttINiI", instance, id,
-		    kind, now, at, local, now);
+		    "written_at, at, local, release, removed_at) VALUES (?, ?, "
+		    "?, ?, ?, ?, ?, ?)",
+		    "recording what was armed", cause, "IttINiiI", instance, id,
+		    kind, now, at, local, release, now);
 	return db_exec(inv,
-	    "INSERT INTO armed (instance_id, id, kind, written_at, at, local) "
-	    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (instance_id, id) DO "
-	    "UPDATE SET at = excluded.at, local = excluded.local, "
-	    "removed_at = NULL",
-	    "recording what was armed", cause, "IttINi", instance, id, kind,
-	    now, at, local);
+	    "INSERT INTO armed (instance_id, id, kind, written_at, at, local, "
+	    "release) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (instance_id, "
+	    "id) DO UPDATE SET at = excluded.at, local = excluded.local, "
+	    "release = excluded.release, removed_at = NULL",
+	    "recording what was armed", cause, "IttINii", instance, id, kind,
+	    now, at, local, release);
 }
 
 /*
@@ -50,10 +50,14 @@ armed_plan(struct inventory *inv, int64_t instance, const char *plan,
     int64_t skew, int64_t now, int intent, char **cause)
 {
 	json_t *o = json_loads(plan, 0, NULL), *d, *ids = json_array();
-	const char *id, *action;
+	const char *id, *action, *kind;
 	char *list = NULL;
 	size_t i;
-	int r = 0;
+	int r = 0, release;
+
+	kind = json_string_value(
+	    json_object_get(json_object_get(o, "stop"), "kind"));
+	release = kind != NULL && strcmp(kind, "release") == 0;
 
 	json_array_foreach(json_object_get(o, "deadlines"), i, d)
 	{
@@ -64,16 +68,16 @@ armed_plan(struct inventory *inv, int64_t instance, const char *plan,
 		json_array_append_new(ids, json_string(id));
 		if ((r = put(inv, instance, id, "deadline", now,
 			 json_integer_value(json_object_get(d, "at")) - skew,
-			 action != NULL && strcmp(action, "local") == 0, intent,
-			 cause)) != 0)
+			 action != NULL && strcmp(action, "local") == 0,
+			 release, intent, cause)) != 0)
 			goto out;
 	}
 	id = json_string_value(
 	    json_object_get(json_object_get(o, "autostop"), "id"));
 	if (id != NULL) {
 		json_array_append_new(ids, json_string(id));
-		if ((r = put(inv, instance, id, "autostop", now, 0, 0, intent,
-			 cause)) != 0)
+		if ((r = put(inv, instance, id, "autostop", now, 0, 0, release,
+			 intent, cause)) != 0)
 			goto out;
 	}
 	if (intent)
@@ -94,13 +98,14 @@ out:
 
 /*
  * A job gpufleet started on instance at started with --then, by its fire
- * id; local: its stop runs on the laptop.
+ * id; local: its stop runs on the laptop; release: its method releases.
  */
 int
 armed_job(struct inventory *inv, int64_t instance, const char *fire_id,
-    int64_t started, int local, char **cause)
+    int64_t started, int local, int release, char **cause)
 {
-	return put(inv, instance, fire_id, "job", started, 0, local, 0, cause);
+	return put(inv, instance, fire_id, "job", started, 0, local, release, 0,
+	    cause);
 }
 
 /*
@@ -120,7 +125,8 @@ armed_find(struct inventory *inv, int64_t instance, const char *fire_id,
 	memset(a, 0, sizeof *a);
 	id = at != NULL ? xstrndup(fire_id, at - fire_id) : xstrdup(fire_id);
 	r = db_prepare(inv, &st,
-	    "SELECT kind, written_at, at, local, removed_at FROM armed WHERE "
+	    "SELECT kind, written_at, at, local, removed_at, release FROM "
+	    "armed WHERE "
 	    "instance_id = ? AND id = ? AND (kind = 'autostop') = ?",
 	    "reading what was armed", cause, "Iti", instance, id, at != NULL);
 	if (r != 0) {
@@ -134,6 +140,7 @@ armed_find(struct inventory *inv, int64_t instance, const char *fire_id,
 		a->at = sqlite3_column_int64(st, 2);
 		a->local = sqlite3_column_int(st, 3);
 		a->removed_at = sqlite3_column_int64(st, 4);
+		a->release = sqlite3_column_int(st, 5);
 	}
 	r = db_finish(inv, st, r, "reading what was armed", cause);
 	free(id);
@@ -163,7 +170,8 @@ armed_due(struct inventory *inv, int64_t instance, int64_t since, int64_t now,
 		 "a.at) AND NOT EXISTS (SELECT 1 FROM stop_request s WHERE "
 		 "s.instance_id = ?1 AND s.fire_id = a.id) AND NOT EXISTS "
 		 "(SELECT 1 FROM journal j WHERE j.instance_id = ?1 AND "
-		 "j.id = a.id AND j.event IN ('stopping', 'stopped', "
+		 "j.id = a.id AND NOT j.rejected AND j.event IN ('stopping', "
+		 "'stopped', "
 		 "'skipped', 'stop_failed', 'local_due', 'cancelled')) "
 		 "ORDER BY a.at",
 		 "reading what was armed", cause, "III", instance, now,
@@ -174,7 +182,14 @@ armed_due(struct inventory *inv, int64_t instance, int64_t since, int64_t now,
 		(*ids)[(*n)++] = db_text(st, 0);
 	}
 	r = db_finish(inv, st, rc, "reading what was armed", cause);
-	return r < 0 ? r : 0;
+	if (r < 0) {
+		while (*n > 0)
+			free((*ids)[--*n]);
+		free(*ids);
+		*ids = NULL;
+		return r;
+	}
+	return 0;
 }
 
 /*

@@ -17,13 +17,15 @@ struct armed {
 	char kind[12];	    /* deadline autostop job */
 	int64_t written_at; /* the controller's clock */
 	int64_t at;	    /* a deadline's time (controller), else 0 */
-	int local;	    /* a deadline whose stop runs on the laptop */
+	int local;	    /* its stop runs on the laptop */
+	int release;	    /* the method it was armed with releases */
 	int64_t removed_at; /* a plan was written without it, else 0 */
 };
 
 int armed_plan(
     struct inventory *, int64_t, const char *, int64_t, int64_t, int, char **);
-int armed_job(struct inventory *, int64_t, const char *, int64_t, int, char **);
+int armed_job(
+    struct inventory *, int64_t, const char *, int64_t, int, int, char **);
 int armed_find(
     struct inventory *, int64_t, const char *, struct armed *, char **);
 int armed_due(

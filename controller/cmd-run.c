@@ -395,7 +395,10 @@ read_started(struct planwrite *pw, size_t i, const struct job_answer *a,
 		 &cause)) != 0 ||
 	    (row.then != NULL &&
 		(rc = armed_job(pw->rm->inv, h->in->id, rh->fire_id,
-		     row.started, rh->local, &cause)) != 0)) {
+		     row.started, rh->local,
+		     h->method.kind != NULL &&
+			 strcmp(h->method.kind, "release") == 0,
+		     &cause)) != 0)) {
 		warn_msg("%s: job %lld started but not recorded: %s",
 		    h->in->name, (long long)rh->job, cause);
 		free(cause);

@@ -62,7 +62,9 @@ now_ms(void)
 /*
  * Knock on list[i] for each i with want[i] (not behind a jump host: that
  * needs a login), waiting at most timeout_ms (capped at KNOCK_MAX_MS) in
- * all; answered[i] is 1 for each that sent "SSH-". Returns how many did.
+ * all once the names are resolved (the system's resolver, one after the
+ * other: a name that hangs takes its own time), at the first address of
+ * each; answered[i] is 1 for each that sent "SSH-". Returns how many did.
  */
 size_t
 knock_banners(const struct instance *list, size_t n, const unsigned char *want,
@@ -70,7 +72,7 @@ knock_banners(const struct instance *list, size_t n, const unsigned char *want,
 {
 	struct door *d = xcalloc(n + 1, sizeof *d);
 	struct pollfd *pf = xcalloc(n + 1, sizeof *pf);
-	long long end;
+	long long end, left;
 	size_t i, k, open = 0, yes = 0;
 	ssize_t got;
 	int err;
@@ -84,7 +86,7 @@ knock_banners(const struct instance *list, size_t n, const unsigned char *want,
 		d[i].fd = want[i] && list[i].jump == NULL ? dial(&list[i]) : -1;
 		open += d[i].fd != -1;
 	}
-	while (open > 0 && now_ms() < end) {
+	while (open > 0 && (left = end - now_ms()) > 0) {
 		for (i = 0, k = 0; i < n; i++) {
 			if (d[i].fd == -1)
 				continue;
@@ -92,7 +94,7 @@ knock_banners(const struct instance *list, size_t n, const unsigned char *want,
 			pf[k].events = d[i].connected ? POLLIN : POLLOUT;
 			pf[k++].revents = 0;
 		}
-		if (poll(pf, k, (int)(end - now_ms())) <= 0)
+		if (poll(pf, k, (int)left) <= 0)
 			continue;
 		for (i = 0, k = 0; i < n; i++) {
 			if (d[i].fd == -1)

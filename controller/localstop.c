@@ -93,6 +93,7 @@ localstop_run(struct inventory *inv, const struct config *cf,
 	struct stopmethod_fields f;
 	struct stopmethod m;
 	char *cmd, id[96];
+	int64_t started;
 	int r, st;
 
 	if ((r = inventory_stop_get(inv, in->id, &f, cause)) != 0)
@@ -108,6 +109,10 @@ localstop_run(struct inventory *inv, const struct config *cf,
 	stopmethod_clear(&m);
 	if (cmd == NULL)
 		return -1;
+	/* Requested when the command starts, not when it came due. */
+	started = (int64_t)time(NULL);
+	if (started < now)
+		started = now;
 	st = localstop_exec(cmd, LOCALSTOP_TIMEOUT, cause);
 	free(cmd);
 	if (st != 0) {
@@ -121,8 +126,10 @@ localstop_run(struct inventory *inv, const struct config *cf,
 		snprintf(id, sizeof id, "%s", deadline);
 	else
 		snprintf(id, sizeof id, "local-%lld", (long long)now);
-	if ((r = stoprequest_open(inv, in, id, "local", now, 1, cause)) != 0 ||
-	    (r = stoprequest_result(inv, in->id, id, 1, NULL, now, cause)) != 0)
+	if ((r = stoprequest_open(inv, in, id, "local", started, 1, cause)) !=
+		0 ||
+	    (r = stoprequest_result(
+		 inv, in->id, id, 1, NULL, (int64_t)time(NULL), cause)) != 0)
 		return r;
 	return 0;
 }

@@ -212,8 +212,14 @@ schedsync_run(struct planwrite *pw, char **cause)
 			continue;
 		h->sync_cut = res.sync_cut;
 		same_sync = !c.sync.on || plan_sync_equal(rb, h->plan);
-		/* The stop method is the one set now (LEDGER.md). */
+		/*
+		 * The stop method is the one set now (LEDGER.md), when it
+		 * is one the watcher can run: one that cannot be expanded,
+		 * or a move to a local method (or none), would disarm what
+		 * is armed; those are re-armed by hand.
+		 */
 		same_stop = (nd == 0 && !as && jobs == 0) ||
+		    h->method_error != NULL || c.stop_command == NULL ||
 		    plan_stop_equal(rb, h->plan);
 		if (same_sync && same_stop) {
 			free(h->plan);
@@ -286,9 +292,10 @@ schedsync_needed(struct inventory *inv)
 		"'shutdown' AND paused = 0) OR EXISTS (SELECT 1 FROM "
 		"watcher_state WHERE plan LIKE '%\"id\":\"s-%' OR (json_valid("
 		"plan) AND (json_array_length(plan, '$.deadlines') > 0 OR "
-		"json_type(plan, '$.autostop') = 'object'))) OR EXISTS (SELECT "
-		"1 FROM job WHERE state = 'running' AND then_stop IS NOT "
-		"NULL)",
+		"json_type(plan, '$.autostop') = 'object') AND instance_id IN "
+		"(SELECT id FROM instance WHERE released_at IS NULL))) OR "
+		"EXISTS (SELECT 1 FROM job WHERE state = 'running' AND "
+		"then_stop IS NOT NULL)",
 		"reading the schedules", NULL, "") != 0)
 		return 0;
 	r = sqlite3_step(st) == SQLITE_ROW;

@@ -549,13 +549,16 @@ static const char *const steps[] = {
 	 * into an instance's plan (a deadline, an autostop policy) or gave
 	 * a job it started (its fire id), from when (written_at, the
 	 * controller's clock); at: a deadline's time on the controller's
-	 * clock; removed_at: a plan written without it. Only these ids
-	 * may change the ledger. stop_request: a stop gpufleet caused,
-	 * requested -> confirmed (evidence: unreachable after it, or a
-	 * later container start) or failed; ok_at: its command exited 0
-	 * (read then); seen_at: the same container answered after it (the
-	 * stop took effect after that, if at all); confirmed_by: unreachable or
-	 * restart. since: the rental began before the instance was added (add
+	 * clock; local: its stop runs on the laptop; release: the method
+	 * it was armed with releases; removed_at: a plan written without
+	 * it. Only these ids may change the ledger; journal.rejected marks
+	 * an entry that claimed anything else (it decides nothing).
+	 * stop_request: a stop gpufleet caused, requested -> confirmed
+	 * (evidence: unreachable after it, or a later container start) or
+	 * failed; ok_at: its command exited 0 (read then); seen_at: the same
+	 * container answered after it (the stop took effect after that, if at
+	 * all); confirmed_by: unreachable or restart. since: the rental began
+	 * before the instance was added (add
 	 * --since). The plans stored so far seed armed.
 	 */
 	"CREATE TABLE armed ("
@@ -567,6 +570,7 @@ static const char *const steps[] = {
 	"  written_at INTEGER NOT NULL,"
 	"  at INTEGER,"
 	"  local INTEGER NOT NULL DEFAULT 0,"
+	"  release INTEGER NOT NULL DEFAULT 0,"
 	"  removed_at INTEGER,"
 	"  PRIMARY KEY (instance_id, id)"
 	") WITHOUT ROWID;"
@@ -588,25 +592,32 @@ static const char *const steps[] = {
 	"  PRIMARY KEY (instance_id, fire_id)"
 	") WITHOUT ROWID;"
 	"ALTER TABLE instance ADD COLUMN since INTEGER;"
+	"ALTER TABLE journal ADD COLUMN rejected INTEGER NOT NULL DEFAULT 0;"
 	"CREATE TABLE clock ("
 	"  name TEXT PRIMARY KEY,"
 	"  t INTEGER NOT NULL"
 	") WITHOUT ROWID;"
 	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at, at, "
-	"  local) "
-	"  SELECT w.instance_id, json_extract(d.value, '$.id'), 'deadline', "
-	"  i.created_at, json_extract(d.value, '$.at') - w.skew, "
-	"  json_extract(d.value, '$.action') = 'local' "
+	"  local, release) SELECT w.instance_id, json_extract(d.value, "
+	"  '$.id'), 'deadline', max(i.created_at, coalesce(json_extract("
+	"  w.plan, '$.written_at'), 0)), json_extract(d.value, '$.at') - "
+	"  w.skew, coalesce(json_extract(d.value, '$.action') = 'local', 0), "
+	"  coalesce(json_extract(w.plan, '$.stop.kind') = 'release', 0) "
 	"  FROM watcher_state w JOIN instance i ON i.id = w.instance_id, "
 	"  json_each(w.plan, '$.deadlines') d WHERE json_valid(w.plan) AND "
-	"  json_type(d.value, '$.id') = 'text';"
-	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at) "
-	"  SELECT w.instance_id, json_extract(w.plan, '$.autostop.id'), "
-	"  'autostop', i.created_at FROM watcher_state w JOIN instance i ON "
-	"  i.id = w.instance_id WHERE json_valid(w.plan) AND "
+	"  json_type(d.value, '$.id') = 'text' AND json_type(d.value, "
+	"  '$.at') = 'integer';"
+	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at, "
+	"  release) SELECT w.instance_id, json_extract(w.plan, "
+	"  '$.autostop.id'), 'autostop', max(i.created_at, coalesce("
+	"  json_extract(w.plan, '$.written_at'), 0)), coalesce(json_extract("
+	"  w.plan, '$.stop.kind') = 'release', 0) FROM watcher_state w JOIN "
+	"  instance i ON i.id = w.instance_id WHERE json_valid(w.plan) AND "
 	"  json_type(w.plan, '$.autostop.id') = 'text';"
-	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at) "
-	"  SELECT j.instance_id, j.fire_id, 'job', j.started - 1 FROM job j "
+	"INSERT OR IGNORE INTO armed (instance_id, id, kind, written_at, "
+	"  local) SELECT j.instance_id, j.fire_id, 'job', j.started - 1, "
+	"  coalesce(i.stop_command LIKE 'local:%', 0) FROM job j JOIN "
+	"  instance i ON i.id = j.instance_id"
 	"  WHERE j.then_stop IS NOT NULL;",
 };
 

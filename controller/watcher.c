@@ -26,6 +26,8 @@ static int store_state(struct inventory *, int64_t, int64_t, int64_t,
     const struct report *, char **);
 static int reject(struct inventory *, const struct instance *, int64_t,
     const struct report_entry *, char **);
+static int local_due_ok(
+    struct inventory *, int64_t, const char *, const struct armed *, int64_t);
 static int ingest(struct inventory *, const struct instance *, int64_t, int64_t,
     const struct report_entry *, char **);
 static int notify_entry(struct inventory *, const struct instance *, int64_t,
@@ -156,8 +158,14 @@ reject(struct inventory *inv, const struct instance *in, int64_t now,
 	xasprintf(&detail, "%s claimed a stop gpufleet never armed (%s %s)",
 	    in->name, e->event, id);
 	warn_msg("%s", detail);
-	r = stoprequest_alert(
-	    inv, in->id, now, "claim_rejected", id, detail, cause);
+	/* Kept, marked: it decides nothing (fired ids, what is due). */
+	r = db_exec(inv,
+	    "UPDATE journal SET rejected = 1 WHERE instance_id = ? AND "
+	    "epoch = ? AND seq = ?",
+	    "storing the journal", cause, "ItI", in->id, e->epoch, e->seq);
+	if (r >= 0)
+		r = stoprequest_alert(
+		    inv, in->id, now, "claim_rejected", id, detail, cause);
 	if (r == 0) {
 		json_t *names = json_pack("[s]", in->name);
 		r = actionlog_add(inv, now, "claim_rejected", id, names, detail,
@@ -167,6 +175,30 @@ reject(struct inventory *inv, const struct instance *in, int64_t now,
 	free(detail);
 	free(id);
 	return r < 0 ? r : 1;
+}
+
+/*
+ * Whether a local stop of fire_id (armed as a) may be due at t: its stop
+ * runs on the laptop, it was still armed then (not removed before t),
+ * its time came (a deadline: not a minute before its at) and, for a
+ * job's, the job ended. Anything else would run the laptop's command for
+ * the instance's word alone.
+ */
+static int
+local_due_ok(struct inventory *inv, int64_t id, const char *fire_id,
+    const struct armed *a, int64_t t)
+{
+	if (!a->local || (a->removed_at != 0 && t > a->removed_at))
+		return 0;
+	if (strcmp(a->kind, "deadline") == 0)
+		return t >= a->at - WATCHER_LOCAL_EARLY;
+	if (strcmp(a->kind, "job") == 0)
+		return db_exec(inv,
+			   "SELECT 1 FROM job WHERE instance_id = ? AND "
+			   "fire_id "
+			   "= ? AND state <> 'running'",
+			   "reading the jobs", NULL, "It", id, fire_id) == 1;
+	return 0;
 }
 
 /*
@@ -258,7 +290,7 @@ ingest(struct inventory *inv, const struct instance *in, int64_t skew,
 	}
 	if (strcmp(ev, "held") == 0)
 		return stophold_held(inv, id, e->id, t, cause);
-	if (strcmp(ev, "local_due") == 0 && a.local)
+	if (strcmp(ev, "local_due") == 0 && local_due_ok(inv, id, e->id, &a, t))
 		return db_exec(inv,
 		    "INSERT OR IGNORE INTO local_stop (instance_id, deadline, "
 		    "t) VALUES (?, ?, ?)",
@@ -701,7 +733,8 @@ watcher_fired_ids(
 	*n = 0;
 	if ((r = db_prepare(inv, &st,
 		 "SELECT DISTINCT id FROM journal WHERE instance_id = ? AND "
-		 "id IS NOT NULL AND event IN ('firing', 'before_stop', "
+		 "id IS NOT NULL AND NOT rejected AND event IN ('firing', "
+		 "'before_stop', "
 		 "'skipped', 'stopping', 'stop_result', 'stopped', "
 		 "'stop_retry', 'stop_failed', 'local_due') ORDER BY id",
 		 "cannot read the journal", cause, "I", id)) != 0)
@@ -1011,7 +1044,8 @@ watcher_fired_at(struct inventory *inv, int64_t instance, const char *id)
 
 	if (db_prepare(inv, &st,
 		"SELECT min(t) FROM journal WHERE instance_id = ? AND id = ? "
-		"AND event IN ('firing', 'local_due', 'stopping')",
+		"AND NOT rejected AND event IN ('firing', 'local_due', "
+		"'stopping')",
 		NULL, NULL, "It", instance, id) != 0)
 		return 0;
 	if (sqlite3_step(st) == SQLITE_ROW)
@@ -1034,7 +1068,7 @@ watcher_skipped(struct inventory *inv, int64_t instance, const char *id)
 
 	if (db_prepare(inv, &st,
 		"SELECT entry FROM journal WHERE instance_id = ? AND id = ? "
-		"AND event = 'skipped' ORDER BY t LIMIT 1",
+		"AND NOT rejected AND event = 'skipped' ORDER BY t LIMIT 1",
 		NULL, NULL, "It", instance, id) != 0)
 		return NULL;
 	if (sqlite3_step(st) == SQLITE_ROW)

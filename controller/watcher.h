@@ -17,7 +17,8 @@
 #include "inventory.h"
 #include "report.h"
 
-#define WATCHER_SKEW_SHOWN 60 /* seconds of skew worth telling */
+#define WATCHER_SKEW_SHOWN  60 /* seconds of skew worth telling */
+#define WATCHER_LOCAL_EARLY 60 /* a local stop due this early is believed */
 
 /* The stored view of one instance's watcher. */
 struct watcher_view {

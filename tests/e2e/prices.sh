@@ -225,7 +225,8 @@ sqlite3 "$db" "
     DROP TABLE old_price;
     DROP TABLE stop_hold; -- version 17's
     DROP TABLE armed; DROP TABLE stop_request; DROP TABLE clock;
-    ALTER TABLE instance DROP COLUMN since; -- version 18's
+    ALTER TABLE instance DROP COLUMN since;
+    ALTER TABLE journal DROP COLUMN rejected; -- version 18's
     PRAGMA user_version = 15;"
 run show m1
 expect_rc 0 "show after the migration"

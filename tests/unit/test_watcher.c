@@ -55,7 +55,7 @@ setup(void)
 			     0, 1, 0, &cause),
 	    0);
 	ck_assert_int_eq(
-	    armed_job(inv, in.id, "j-7-1795827310", 1, 0, &cause), 0);
+	    armed_job(inv, in.id, "j-7-1795827310", 1, 0, 0, &cause), 0);
 }
 
 static void
@@ -431,12 +431,14 @@ END_TEST
 START_TEST(test_claims)
 {
 	struct watcher_alert *a;
-	size_t n;
-	char *cause = NULL;
+	size_t n, nids;
+	char *cause = NULL, **ids;
 
 	ck_assert_int_eq(armed_plan(inv, in.id,
-			     "{\"deadlines\":[{\"id\":\"d-9\",\"at\":5}]}", 0,
-			     NOW - 100, 0, &cause),
+			     "{\"deadlines\":[{\"id\":\"d-9\",\"at\":5},"
+			     "{\"id\":\"d-8\",\"at\":1796010000,\"action\":"
+			     "\"local\"}]}",
+			     0, NOW - 100, 0, &cause),
 	    0);
 	store(
 	    SECTION(E(1, 1796000040, "\"stopping\",\"id\":\"forged-1\"") "," E(
@@ -453,8 +455,17 @@ START_TEST(test_claims)
 	ck_assert_int_eq(q("SELECT requested_at FROM stop_request WHERE "
 			   "fire_id = 'd-9'"),
 	    NOW - 100);
+	/* A local stop its time has not come for: nothing to run. */
+	store(SECTION(E(8, 1796000045, "\"local_due\",\"id\":\"d-8\"")));
+	ck_assert_int_eq(q("SELECT count(*) FROM local_stop"), 0);
+	/* Rejected entries decide nothing: not fired, not due. */
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE rejected"), 6);
+	ck_assert_int_eq(watcher_fired_ids(inv, in.id, &ids, &nids, &cause), 0);
+	ck_assert_uint_eq(nids, 1); /* d-9 */
+	ck_assert_str_eq(ids[0], "d-9");
+	watcher_ids_free(ids, nids);
 	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
-	ck_assert_uint_eq(n, 5);
+	ck_assert_uint_eq(n, 6);
 	ck_assert_str_eq(a[0].kind, "claim_rejected");
 	ck_assert_str_eq(a[0].detail,
 	    "a1 claimed a stop gpufleet never armed (stopping forged-1)");
