@@ -476,8 +476,11 @@ ledger_observe(struct inventory *inv, const struct instance *in, int64_t now,
 		return r;
 	while (n > 0 && ev[n - 1].t > now)
 		n--;
+	/* Since when it runs: seen again after an outage is no new start. */
 	for (i = n; i > 0 && since == 0; i--) {
-		if (strcmp(ev[i - 1].state, "running") == 0)
+		if (strcmp(ev[i - 1].state, "running") == 0 &&
+		    (i < 2 || strcmp(ev[i - 2].state, "unknown") != 0 ||
+			strcmp(ev[i - 2].source, "observed") != 0))
 			since = ev[i - 1].t;
 	}
 	free(ev);

@@ -17,11 +17,18 @@
 
 static const char *method_kind(struct inventory *, const struct instance *);
 static int confirm(struct inventory *, const struct instance *,
-    const struct stoprequest *, const char *, int64_t, char **);
+    const struct stoprequest *, const char *, int64_t, int64_t, char **);
+static int restart_at(struct inventory *, const struct instance *,
+    const struct stoprequest *, size_t, int64_t, int64_t, int64_t *, char **);
 static int unconfirm(struct inventory *, const struct instance *,
     const struct stoprequest *, int64_t, char **);
+static int move(struct inventory *, const struct instance *,
+    const struct stoprequest *, int64_t, char **);
+static int booked_at(struct inventory *, const struct instance *,
+    const struct stoprequest *, int64_t *, char **);
+static int undo_attempt(struct inventory *, int64_t, const char *, char **);
 static void note_of(const struct stoprequest *, char *, size_t);
-static int64_t effect_at(const struct stoprequest *);
+static int64_t effect_at(const struct stoprequest *, int64_t);
 static int record(struct inventory *, const struct instance *, int64_t,
     const char *, const char *, const char *, char **);
 
@@ -78,16 +85,17 @@ method_kind(struct inventory *inv, const struct instance *in)
  * requested at t, read at now. Once per fire id; a new attempt (the
  * watcher's retry, another `stopping`) of one not confirmed moves it to
  * its own time, since only the last attempt can have stopped it; one
- * confirmed before its `stopping` entries were read (unreachable) moves
- * to the time the last of them before the confirmation gives. Not an
- * attempt (`stopped`, read after the fact): only a stop not known yet.
+ * confirmed before its `stopping` entries were read moves to the last
+ * of them (move). Not an attempt (`stopped`, read after the fact): only
+ * a stop not known yet. A new one is never before the latest the
+ * ledger knows it ran or stopped: a stop claimed before what the books
+ * already know did not stop the instance then.
  */
 int
 stoprequest_open(struct inventory *inv, const struct instance *in,
     const char *fire_id, const char *why, int64_t t, int attempt, char **cause)
 {
 	struct stoprequest *v;
-	char note[96];
 	size_t n, i;
 	int r;
 
@@ -100,7 +108,9 @@ stoprequest_open(struct inventory *inv, const struct instance *in,
 	else if (i == n)
 		r = db_exec(inv,
 		    "INSERT INTO stop_request (instance_id, fire_id, cause, "
-		    "kind, requested_at, state) VALUES (?, ?, ?, ?, ?, "
+		    "kind, requested_at, state) VALUES (?1, ?2, ?3, ?4, "
+		    "max(?5, coalesce((SELECT max(t) FROM ledger WHERE "
+		    "instance_id = ?1 AND state <> 'unknown'), ?5)), "
 		    "'requested')",
 		    "recording a stop", cause, "ItttI", in->id, fire_id, why,
 		    method_kind(inv, in), t);
@@ -110,36 +120,142 @@ stoprequest_open(struct inventory *inv, const struct instance *in,
 		    "'requested', ok_at = NULL, seen_at = NULL, decided_at = "
 		    "NULL, detail = NULL WHERE instance_id = ? AND fire_id = ?",
 		    "recording a stop", cause, "IIt", t, in->id, fire_id);
-	else if (strcmp(v[i].state, "confirmed") == 0 &&
-	    t != v[i].requested_at && t <= v[i].decided_at) {
-		note_of(&v[i], note, sizeof note);
-		v[i].requested_at = t;
-		t = effect_at(&v[i]);
-		if ((r = db_exec(inv,
-			 "UPDATE stop_request SET requested_at = ? WHERE "
-			 "instance_id = ? AND fire_id = ?",
-			 "recording a stop", cause, "IIt", t, in->id,
-			 fire_id)) >= 0)
-			r = db_exec(inv,
-			    "UPDATE ledger SET t = ? WHERE instance_id = ? AND "
-			    "note = ? AND source = 'performed'",
-			    "writing the ledger", cause, "IIt", t, in->id,
-			    note);
-	}
+	else if (strcmp(v[i].state, "confirmed") == 0)
+		r = move(inv, in, &v[i], t, cause);
 	stoprequest_list_free(v, n);
 	return r < 0 ? r : 0;
 }
 
 /*
+ * When confirmed stop q of in is booked: *t. Returns 1, 0 when it is not
+ * in the ledger, or a negative status.
+ */
+static int
+booked_at(struct inventory *inv, const struct instance *in,
+    const struct stoprequest *q, int64_t *t, char **cause)
+{
+	sqlite3_stmt *st;
+	char note[96];
+	int r, rc;
+
+	note_of(q, note, sizeof note);
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t FROM ledger WHERE instance_id = ? AND note = ? AND "
+		 "source = 'performed' ORDER BY t LIMIT 1",
+		 "reading the ledger", cause, "It", in->id, note)) != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*t = sqlite3_column_int64(st, 0);
+	if ((r = db_finish(inv, st, rc, "reading the ledger", cause)) < 0)
+		return r;
+	return rc == SQLITE_ROW;
+}
+
+/*
+ * Confirmed stop q of in, and an attempt of it at t read after the
+ * confirmation: the books move to t when t is the attempt that can have
+ * stopped it. It is not when the same container answered after t
+ * (seen_at), nor when the instance ran again or answered between the
+ * booking and t (an attempt after the machine came back is no attempt
+ * of this stop). A later attempt moves it forward (the watcher ran the
+ * command again, so the machine was up); an earlier one only a booking
+ * that was no attempt's time (the unreachable sighting a due deadline
+ * was taken as requested at: requested_at is decided_at). Returns 0 or
+ * a negative status.
+ */
+static int
+move(struct inventory *inv, const struct instance *in,
+    const struct stoprequest *q, int64_t t, char **cause)
+{
+	sqlite3_stmt *st;
+	char note[96];
+	int64_t booked = 0, ran = 1;
+	int r, rc;
+
+	if (t <= q->seen_at || t == q->requested_at ||
+	    (t < q->requested_at && q->requested_at != q->decided_at))
+		return 0;
+	note_of(q, note, sizeof note);
+	if ((r = booked_at(inv, in, q, &booked, cause)) != 1)
+		return r;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT (SELECT count(*) FROM ledger WHERE instance_id = ?1 "
+		 "AND state = 'running' AND t > min(?2, ?3) AND t <= max(?2, "
+		 "?3)) + (SELECT count(*) FROM sample_host WHERE instance_id "
+		 "= ?1 AND t >= min(?2, ?3) AND t <= max(?2, ?3) AND t <> ?2)",
+		 "reading the ledger", cause, "III", in->id, booked, t)) != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		ran = sqlite3_column_int64(st, 0);
+	if ((r = db_finish(inv, st, rc, "reading the ledger", cause)) < 0)
+		return r;
+	if (ran > 0)
+		return 0;
+	/* Unreachable sightings in between were of a stopped instance. */
+	if ((r = db_exec(inv,
+		 "UPDATE stop_request SET requested_at = ? WHERE instance_id = "
+		 "? AND fire_id = ?",
+		 "recording a stop", cause, "IIt", t, in->id, q->fire_id)) <
+		0 ||
+	    (r = db_exec(inv,
+		 "DELETE FROM ledger WHERE instance_id = ? AND state = "
+		 "'unknown' AND source = 'observed' AND t >= ? AND t <= ?",
+		 "writing the ledger", cause, "III", in->id, t,
+		 booked > t ? booked : t)) < 0)
+		return r;
+	return db_exec(inv,
+	    "UPDATE ledger SET t = ? WHERE instance_id = ? AND note = ? AND "
+	    "source = 'performed'",
+	    "writing the ledger", cause, "IIt", t, in->id, note);
+}
+
+/*
+ * A confirmed stop of fire_id booked at an attempt read after the
+ * confirmation (move), and that attempt did not stop the instance (its
+ * command failed, the watcher gave the stop up): the booking goes back
+ * to the latest the truth can be, when the stop was decided or the
+ * instance ran again if sooner. Returns 0 or a negative status.
+ */
+static int
+undo_attempt(
+    struct inventory *inv, int64_t instance, const char *fire_id, char **cause)
+{
+	int r;
+
+	if ((r = db_exec(inv,
+		 "UPDATE stop_request SET requested_at = min(decided_at, "
+		 "coalesce((SELECT min(t) FROM ledger WHERE instance_id = ?1 "
+		 "AND state = 'running' AND t > requested_at), decided_at)) "
+		 "WHERE instance_id = ?1 AND fire_id = ?2 AND state = "
+		 "'confirmed' AND EXISTS (SELECT 1 FROM ledger WHERE "
+		 "instance_id = ?1 AND source = 'performed' AND note = 'stop ' "
+		 "|| fire_id || ' (' || cause || ')' AND t = requested_at)",
+		 "recording a stop", cause, "It", instance, fire_id)) < 0 ||
+	    sqlite3_changes(inv->db) == 0)
+		return r < 0 ? r : 0;
+	r = db_exec(inv,
+	    "UPDATE ledger SET t = (SELECT requested_at FROM stop_request "
+	    "WHERE instance_id = ?1 AND fire_id = ?2) WHERE instance_id = ?1 "
+	    "AND source = 'performed' AND note = (SELECT 'stop ' || fire_id "
+	    "|| ' (' || cause || ')' FROM stop_request WHERE instance_id = ?1 "
+	    "AND fire_id = ?2)",
+	    "writing the ledger", cause, "It", instance, fire_id);
+	return r < 0 ? r : 0;
+}
+
+/*
  * The stop command of fire_id ended: ok (exit 0; the machine should go
- * down now) or not, with what it said (detail).
+ * down now) or not, with what it said (detail); one that failed was no
+ * stop of a confirmed booking made at its attempt (undo_attempt).
  */
 int
 stoprequest_result(struct inventory *inv, int64_t instance, const char *fire_id,
     int ok, const char *detail, int64_t now, char **cause)
 {
-	int r;
+	int r = 0;
 
+	if (!ok && (r = undo_attempt(inv, instance, fire_id, cause)) < 0)
+		return r;
 	if (ok)
 		r = db_exec(inv,
 		    "UPDATE stop_request SET ok_at = coalesce(ok_at, ?) WHERE "
@@ -155,13 +271,19 @@ stoprequest_result(struct inventory *inv, int64_t instance, const char *fire_id,
 }
 
 /*
- * When confirmed stop q took effect, as the evidence allows: when it was
- * requested, or when the same container last answered after that.
+ * When confirmed stop q took effect, as far as gpufleet knows: when it
+ * was requested. Once the same container answered after that (seen_at),
+ * that request had not stopped it, and what did and when is not known
+ * (a retry not read yet, another stop): then the latest the truth can
+ * be, latest (the unreachable sighting that confirms it, the start of
+ * the container after it), so that the time in between bills.
  */
 static int64_t
-effect_at(const struct stoprequest *q)
+effect_at(const struct stoprequest *q, int64_t latest)
 {
-	return q->seen_at > q->requested_at ? q->seen_at : q->requested_at;
+	if (q->seen_at == 0 || q->seen_at < q->requested_at)
+		return q->requested_at;
+	return latest > q->seen_at ? latest : q->seen_at;
 }
 
 /* The ledger note of a confirmed stop: "stop FIRE_ID (CAUSE)". */
@@ -174,7 +296,9 @@ note_of(const struct stoprequest *q, char *note, size_t size)
 /*
  * Stop fire_id, requested and not confirmed, failed (why): it never
  * enters the books. One confirmed by evidence stays: a claim does not
- * undo it. Returns 1 when it failed now, 0 when nothing changed.
+ * undo it, only a booking at an attempt the stop's end says did not
+ * work moves to the latest the truth can be (undo_attempt). Returns 1
+ * when it failed now, 0 when it did not.
  */
 int
 stoprequest_fail(struct inventory *inv, const struct instance *in,
@@ -189,6 +313,8 @@ stoprequest_fail(struct inventory *inv, const struct instance *in,
 		return r;
 	for (i = 0; i < n && strcmp(v[i].fire_id, fire_id) != 0; i++)
 		;
+	if (i < n && strcmp(v[i].state, "confirmed") == 0)
+		r = undo_attempt(inv, in->id, fire_id, cause);
 	if (i == n || strcmp(v[i].state, "requested") != 0)
 		goto out;
 	note_of(&v[i], note, sizeof note);
@@ -229,16 +355,54 @@ stoprequest_notify_failed(struct inventory *inv, const struct instance *in,
 	return r;
 }
 
-/* Book confirmed stop q of in (by: unreachable, restart) at its time. */
+/*
+ * When a container that started at container_start, seen at now, says
+ * the stops pending before it (of v, n of them) took effect: *at. One
+ * restart ended them all and those confirmed since the instance last
+ * ran, and which of them stopped it is not known, so all are booked at
+ * the latest (effect_at, a confirmed one's booking), before that
+ * container. Returns 0 or a negative status.
+ */
+static int
+restart_at(struct inventory *inv, const struct instance *in,
+    const struct stoprequest *v, size_t n, int64_t container_start, int64_t now,
+    int64_t *at, char **cause)
+{
+	int64_t t;
+	size_t i;
+	int r;
+
+	*at = 0;
+	for (i = 0; i < n; i++) {
+		if (v[i].requested_at > now ||
+		    container_start <= v[i].requested_at)
+			continue;
+		if (strcmp(v[i].state, "requested") == 0)
+			t = effect_at(&v[i], container_start - 1);
+		else if ((r = booked_at(inv, in, &v[i], &t, cause)) < 0)
+			return r;
+		else if (r == 0)
+			continue;
+		if (t > *at)
+			*at = t;
+	}
+	if (*at > container_start - 1)
+		*at = container_start - 1;
+	return 0;
+}
+
+/*
+ * Book confirmed stop q of in (by: unreachable, restart) at t, decided
+ * at now.
+ */
 static int
 confirm(struct inventory *inv, const struct instance *in,
-    const struct stoprequest *q, const char *by, int64_t now, char **cause)
+    const struct stoprequest *q, const char *by, int64_t now, int64_t t,
+    char **cause)
 {
 	int release = strcmp(q->kind, "release") == 0;
 	char note[96], *when, *why;
 	int r;
-
-	int64_t t = effect_at(q);
 
 	note_of(q, note, sizeof note);
 	if ((r = ledger_add(inv, in->id, t, release ? "released" : "stopped",
@@ -325,7 +489,8 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 	int64_t confirm_s = cf != NULL ? cf->status_stop_confirm : 180;
 	struct stoprequest *v = NULL;
 	struct armed a;
-	char **due = NULL, *why, *dur;
+	char **due = NULL, *why, *dur, note[96];
+	int64_t at;
 	size_t n = 0, ndue = 0, i;
 	int r;
 
@@ -345,6 +510,26 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 		free(due);
 		if (r < 0)
 			return r;
+		/*
+		 * A stop gpufleet's own timer failed (still up after the
+		 * command exited 0) in this running stretch is not over
+		 * while the watcher has not given it up: it runs the
+		 * command again stop_confirm_s after the last run
+		 * (agent/WATCH.md), and that run, not read yet, may be
+		 * what took the instance away. Requested again, now.
+		 */
+		if ((r = db_exec(inv,
+			 "UPDATE stop_request SET state = 'requested', "
+			 "requested_at = ?1, ok_at = NULL, seen_at = NULL, "
+			 "decided_at = NULL, confirmed_by = NULL WHERE "
+			 "instance_id = ?2 AND state = 'failed' AND "
+			 "ok_at IS NOT NULL AND requested_at >= ?3 AND "
+			 "requested_at <= ?1 AND NOT EXISTS (SELECT 1 FROM "
+			 "journal j WHERE j.instance_id = ?2 AND j.id = "
+			 "stop_request.fire_id AND j.event = 'stop_failed')",
+			 "recording a stop", cause, "III", now, in->id,
+			 since)) < 0)
+			return r;
 	}
 	if ((r = stoprequest_list(inv, in->id, 0, &v, &n, cause)) != 0)
 		return r;
@@ -355,11 +540,15 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 		if (q->requested_at > now)
 			continue;
 		if (strcmp(q->state, "requested") == 0 && !reachable)
-			r = confirm(inv, in, q, "unreachable", now, cause);
+			r = confirm(inv, in, q, "unreachable", now,
+			    effect_at(q, now), cause);
 		else if (strcmp(q->state, "requested") == 0 &&
-		    container_start > q->requested_at)
-			r = confirm(inv, in, q, "restart", now, cause);
-		else if (strcmp(q->state, "requested") == 0 && same &&
+		    container_start > q->requested_at) {
+			if ((r = restart_at(inv, in, v, n, container_start, now,
+				 &at, cause)) == 0)
+				r = confirm(
+				    inv, in, q, "restart", now, at, cause);
+		} else if (strcmp(q->state, "requested") == 0 && same &&
 		    q->ok_at != 0 && now - q->ok_at >= confirm_s) {
 			dur = timeparse_duration(now - q->ok_at);
 			xasprintf(&why,
@@ -375,6 +564,19 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 		} else if (strcmp(q->state, "confirmed") == 0 && reachable &&
 		    same && strcmp(q->by, "unreachable") == 0)
 			r = unconfirm(inv, in, q, now, cause);
+		else if (strcmp(q->state, "confirmed") == 0 && reachable &&
+		    !same && container_start != 0) {
+			/*
+			 * It answers from a container that started after
+			 * the stop: the stop was before that container.
+			 */
+			note_of(q, note, sizeof note);
+			r = db_exec(inv,
+			    "UPDATE ledger SET t = ? WHERE instance_id = ? "
+			    "AND note = ? AND source = 'performed' AND t >= ?",
+			    "writing the ledger", cause, "IItI",
+			    container_start - 1, in->id, note, container_start);
+		}
 		/* Up after it, in the same container: not stopped yet. */
 		if (r == 0 && reachable && container_start <= q->requested_at &&
 		    strcmp(q->state, "failed") != 0)
@@ -392,7 +594,7 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 /*
  * The stop requests of instance, oldest first: all of them, or (all 0)
  * those a contact may still decide: requested, or confirmed by
- * unreachability since the instance last ran. Free with
+ * unreachability (decided) since the instance last ran. Free with
  * stoprequest_list_free.
  */
 int
@@ -412,7 +614,7 @@ stoprequest_list(struct inventory *inv, int64_t instance, int all,
 		 "FROM stop_request WHERE "
 		 "instance_id = ?1 AND (?2 OR state = 'requested' OR (state = "
 		 "'confirmed' AND confirmed_by = 'unreachable' AND "
-		 "requested_at >= (SELECT max(t) FROM ledger WHERE "
+		 "decided_at >= (SELECT max(t) FROM ledger WHERE "
 		 "instance_id = ?1 AND state = 'running'))) ORDER BY "
 		 "requested_at, fire_id",
 		 "reading the stops", cause, "Ii", instance, all)) != 0)
