@@ -450,7 +450,8 @@ ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
 
 /*
  * What a contact saw of instance in at time now: reachable with a
- * container that started at container_start (0: unknown), or not. First
+ * container that started at raw_start on the instance's clock (0:
+ * unknown; skew is instance - controller), or not. First
  * the stops gpufleet caused are settled (stoprequest.c: an unreachable
  * instance with a stop pending is stopped, not out); then only changes
  * are recorded: the first sighting (running since the container started,
@@ -463,8 +464,10 @@ ledger_incident(struct inventory *inv, int64_t id, int64_t t, const char *kind,
  */
 int
 ledger_observe(struct inventory *inv, const struct instance *in, int64_t now,
-    int64_t container_start, int reachable, char **cause)
+    int64_t raw_start, int64_t skew, int reachable, char **cause)
 {
+	/* On this machine's clock; raw_start is the instance's. */
+	int64_t container_start = raw_start != 0 ? raw_start - skew : 0;
 	struct ledger_event *ev = NULL, *last;
 	int64_t id = in->id, prev_start = 0, begin = ledger_begin(in);
 	int64_t since = 0, t;
@@ -558,8 +561,7 @@ ledger_observe(struct inventory *inv, const struct instance *in, int64_t now,
 			    "answers while booked stopped: running", cause);
 		goto out;
 	}
-	if (container_start != 0 && prev_start != 0 &&
-	    container_start != prev_start) {
+	if (raw_start != 0 && prev_start != 0 && raw_start != prev_start) {
 		/* Did gpufleet (or the user) stop it since the last start? */
 		int stopped = 0;
 		for (i = 0; i < n; i++) {
@@ -571,7 +573,7 @@ ledger_observe(struct inventory *inv, const struct instance *in, int64_t now,
 			snprintf(detail, sizeof detail,
 			    "container start moved "
 			    "from %lld to %lld",
-			    (long long)prev_start, (long long)container_start);
+			    (long long)prev_start, (long long)raw_start);
 			r = ledger_incident(
 			    inv, id, container_start, "restart", detail, cause);
 		}

@@ -90,7 +90,7 @@ int ledger_explain(struct inventory *, const struct config *,
     struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
     size_t *, struct billing_piece **, size_t *, char **);
 int ledger_observe(struct inventory *, const struct instance *, int64_t,
-    int64_t, int, char **);
+    int64_t, int64_t, int, char **);
 int64_t ledger_begin(const struct instance *);
 int ledger_clock(struct inventory *, int64_t, char **);
 int ledger_entries(

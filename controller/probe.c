@@ -477,7 +477,7 @@ probe_store(struct probe *p, char **cause)
 		/* The ledger: first sighting, restarts, outages. */
 		if ((s->have_report || strcmp(s->state, "unreachable") == 0) &&
 		    (r = ledger_observe(inv, &p->rm->list[i], p->now,
-			 s->have_report ? s->rep.container_start : 0,
+			 s->have_report ? s->rep.container_start : 0, s->skew,
 			 s->have_report, cause)) != 0)
 			goto fail;
 		if ((r = samples_last_status(inv, id, p->now, s->state,

@@ -146,6 +146,7 @@ struct model {
 	struct fire f[MAXF];
 	int nf, cur, run, nfail, ok_retried, has_result, autostop;
 	int ndeadline, njob, lost, lost_result;
+	int asleep; /* a new container whose watcher no contact started */
 	enum end end;
 	enum next next;
 	int64_t next_at, stopping_at;
@@ -452,13 +453,14 @@ go_down(struct model *m, int64_t t)
 	}
 }
 
-/* Started again from the platform's console at t; the watcher replays. */
+/*
+ * Started again from the platform's console at t. Nothing starts the
+ * watcher in a new container but gpufleet's next contact that reaches it
+ * (agent/WATCH.md): until then it sleeps (wake).
+ */
 static void
 boot(struct model *m, int64_t t)
 {
-	char extra[64];
-	int i;
-
 	m->up = 1;
 	m->boot_at = 0;
 	m->cs = t;
@@ -466,11 +468,22 @@ boot(struct model *m, int64_t t)
 	m->st[m->nst - 1].boot = t;
 	ck_assert_int_lt(m->nboot, MAXS);
 	m->boots[m->nboot++] = t;
+	m->asleep = 1;
 	note(m, t, "console-start");
+}
+
+/* A contact reached the new container at t: its watcher starts, replays. */
+static void
+wake(struct model *m, int64_t t)
+{
+	char extra[64];
+	int i;
+
+	m->asleep = 0;
 	journal(m, t, "started", NULL, ",\"pid\":77,\"generation\":1");
 	if (m->lost >= 0 && !m->lost_result) {
 		snprintf(extra, sizeof extra, ",\"container_start\":%lld",
-		    (long long)(t + m->iskew));
+		    (long long)(m->cs + m->iskew));
 		journal(m, t, "stopped", m->f[m->lost].id, extra);
 	}
 	m->lost = -1;
@@ -478,7 +491,7 @@ boot(struct model *m, int64_t t)
 		struct fire *f = &m->f[i];
 		if (f->state != F_ARMED)
 			continue;
-		if (f->kind == K_DEADLINE && f->due < t) {
+		if (f->kind == K_DEADLINE && f->due < m->cs) {
 			journal(m, t, "skipped", f->id,
 			    ",\"reason\":\"the container started after its "
 			    "time\"");
@@ -491,10 +504,10 @@ boot(struct model *m, int64_t t)
 	}
 	if (m->autostop && m->nf < MAXF) {
 		struct fire *f = &m->f[m->nf++];
-		snprintf(
-		    f->id, sizeof f->id, "a-1@%lld", (long long)(t + m->iskew));
+		snprintf(f->id, sizeof f->id, "a-1@%lld",
+		    (long long)(m->cs + m->iskew));
 		f->kind = K_AUTOSTOP;
-		f->cs = t;
+		f->cs = m->cs;
 		f->due = t + 600 + rnd(m, 2400);
 		f->state = F_ARMED;
 	}
@@ -647,12 +660,15 @@ contact(struct model *m, int64_t t)
 	struct report rep;
 	json_t *o;
 
+	if (reachable && m->asleep)
+		wake(m, t);
+
 	ck_assert_int_eq(inventory_begin(m->inv, &cause), 0);
 	ck_assert_int_eq(ledger_clock(m->inv, now, &cause), 0);
 	m->reached[t == END ? MINUTES : (t - S0) / 60] = reachable;
 	if (!reachable) {
 		ck_assert_int_eq(
-		    ledger_observe(m->inv, &m->in, now, 0, 0, &cause), 0);
+		    ledger_observe(m->inv, &m->in, now, 0, 0, 0, &cause), 0);
 		ck_assert_int_eq(inventory_commit(m->inv, &cause), 0);
 		note(m, t, "C%s%s", m->up ? "-blip" : "-down",
 		    lag != 0 ? "(lag)" : "");
@@ -689,7 +705,7 @@ contact(struct model *m, int64_t t)
 	ck_assert_int_eq(
 	    watcher_store(m->inv, &m->in, now, skew, &rep, &cause), 0);
 	ck_assert_int_eq(ledger_observe(m->inv, &m->in, now,
-			     rep.container_start - skew, 1, &cause),
+			     rep.container_start, skew, 1, &cause),
 	    0);
 	ck_assert_int_eq(inventory_commit(m->inv, &cause), 0);
 	report_watcher_free(&rep.watcher);
@@ -923,7 +939,7 @@ sequence(struct inventory *inv, unsigned seed, struct worst *w, int verbose,
 			go_down(m, t);
 		if (!m->up && m->boot_at == t)
 			boot(m, t);
-		if (m->up)
+		if (m->up && !m->asleep)
 			watcher(m, t);
 		if (t < END && (t - S0) % 60 == 0 && m->up && t >= m->blip_to &&
 		    chance(m, 0.03)) {

@@ -103,7 +103,7 @@ START_TEST(test_first_sighting_clamped)
 	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
 	/* 2000-01-02 on first contact. */
 	ck_assert_int_eq(
-	    ledger_observe(inv, &in, 1796000100, 946771200, 1, &cause), 0);
+	    ledger_observe(inv, &in, 1796000100, 946771200, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE note LIKE 'first "
 			     "seen running (its container start "
@@ -118,7 +118,7 @@ START_TEST(test_first_sighting_clamped)
 	b.since = 1795900000;
 	ck_assert_int_eq(inventory_add(inv, &b, &cause), 0);
 	ck_assert_int_eq(
-	    ledger_observe(inv, &b, 1796000100, 1795950000, 1, &cause), 0);
+	    ledger_observe(inv, &b, 1796000100, 1795950000, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE instance_id = 2 AND "
 			     "note = 'first seen running'"),
@@ -151,7 +151,7 @@ START_TEST(test_observe)
 	ck_assert_int_eq(inventory_add(inv, &in, &cause), 0);
 
 	/* First sighting: running since the container started. */
-	ck_assert_int_eq(ledger_observe(inv, &in, 1000, 900, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1000, 900, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE state = "
 			     "'running' AND source = 'observed'"),
@@ -163,27 +163,27 @@ START_TEST(test_observe)
 		NULL, NULL, NULL),
 	    SQLITE_OK);
 	/* Same container: nothing new. */
-	ck_assert_int_eq(ledger_observe(inv, &in, 1060, 900, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1060, 900, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 1);
 	/* The container start moved and nobody stopped it: a restart. */
-	ck_assert_int_eq(ledger_observe(inv, &in, 1200, 1150, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1200, 1150, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM incident WHERE kind = "
 			     "'restart'"),
 	    1150);
 	/* Unreachable: unknown from then on, an outage. */
-	ck_assert_int_eq(ledger_observe(inv, &in, 1300, 0, 0, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1300, 0, 0, 0, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE state = "
 			     "'unknown'"),
 	    1300);
-	ck_assert_int_eq(ledger_observe(inv, &in, 1360, 0, 0, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1360, 0, 0, 0, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT count(*) FROM ledger WHERE state "
 			     "= 'unknown'"),
 	    1);
 	/* Back: running again, the outage ends. */
-	ck_assert_int_eq(ledger_observe(inv, &in, 1400, 1150, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1400, 1150, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT count(*) FROM incident WHERE "
 			     "kind = 'outage_end'"),
@@ -194,7 +194,7 @@ START_TEST(test_observe)
 	ck_assert_int_eq(ledger_add(inv, in.id, 1500, "stopped", "performed",
 			     "stop d-1 (shutdown)", &cause),
 	    0);
-	ck_assert_int_eq(ledger_observe(inv, &in, 1700, 1650, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1700, 1650, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE note = 'running "
 			     "again' AND state = 'running'"),
@@ -203,7 +203,7 @@ START_TEST(test_observe)
 	/* Marked stopped, started from the platform's console. */
 	ck_assert_int_eq(
 	    ledger_add(inv, in.id, 1800, "stopped", "stated", NULL, &cause), 0);
-	ck_assert_int_eq(ledger_observe(inv, &in, 1900, 1850, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 1900, 1850, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE note = 'running "
 			     "again (started outside gpufleet)'"),
@@ -211,17 +211,17 @@ START_TEST(test_observe)
 	/* Booked stopped, yet the same container answers: it bills. */
 	ck_assert_int_eq(
 	    ledger_add(inv, in.id, 2000, "stopped", "stated", NULL, &cause), 0);
-	ck_assert_int_eq(ledger_observe(inv, &in, 2100, 1850, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 2100, 1850, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv,
 			     "SELECT t FROM ledger WHERE note = 'answers "
 			     "while booked stopped: running'"),
 	    2100);
 	/* The laptop's clock moved back: a row dated after now decides
 	   nothing, and nothing is booked per poll because of it. */
-	ck_assert_int_eq(ledger_observe(inv, &in, 2200, 0, 0, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 2200, 0, 0, 0, &cause), 0);
 	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 10);
-	ck_assert_int_eq(ledger_observe(inv, &in, 2150, 1850, 1, &cause), 0);
-	ck_assert_int_eq(ledger_observe(inv, &in, 2160, 1850, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 2150, 1850, 0, 1, &cause), 0);
+	ck_assert_int_eq(ledger_observe(inv, &in, 2160, 1850, 0, 1, &cause), 0);
 	ck_assert_int_eq(count(inv, "SELECT count(*) FROM ledger"), 10);
 	ck_assert_int_eq(count(inv,
 			     "SELECT count(*) FROM incident WHERE "

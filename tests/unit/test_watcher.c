@@ -141,7 +141,7 @@ START_TEST(test_once)
 	ck_assert_int_eq(q("SELECT count(*) FROM stop_request"), 1);
 	/* Evidence: a container that started after the request. */
 	ck_assert_int_eq(
-	    ledger_observe(inv, &in, NOW, 1796000075 - SKEW, 1, &cause), 0);
+	    ledger_observe(inv, &in, NOW, 1796000075 - SKEW, 0, 1, &cause), 0);
 	ck_assert_int_eq(q("SELECT t FROM ledger WHERE state = 'stopped' AND "
 			   "source = 'performed' AND note = 'stop d-1 "
 			   "(shutdown)'"),
@@ -364,7 +364,8 @@ START_TEST(test_outage_after_stop)
 	    ledger_incident(inv, in.id, NOW - 50, "outage_start", NULL, &cause),
 	    0);
 	store(SECTION(E(5, 1796000000, "\"stopping\",\"id\":\"d-2\"")));
-	ck_assert_int_eq(ledger_observe(inv, &in, NOW + 60, 0, 0, &cause), 0);
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, NOW + 60, 0, 0, 0, &cause), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
 			   "'unknown'"),
 	    0);
@@ -373,7 +374,7 @@ START_TEST(test_outage_after_stop)
 	    q("SELECT t FROM ledger WHERE state = 'stopped'"), NOW - SKEW);
 	/* It answers again with the container it had: not stopped. */
 	ck_assert_int_eq(
-	    ledger_observe(inv, &in, NOW + 120, NOW - 600, 1, &cause), 0);
+	    ledger_observe(inv, &in, NOW + 120, NOW - 600, 0, 1, &cause), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE state = "
 			   "'stopped'"),
 	    0);
@@ -473,7 +474,8 @@ START_TEST(test_claims)
 	watcher_alerts_free(a, n);
 	/* Confirmed by evidence (a later container), then claimed failed:
 	   the evidence stands. */
-	ck_assert_int_eq(ledger_observe(inv, &in, NOW, NOW - 10, 1, &cause), 0);
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, NOW, NOW - 10, 0, 1, &cause), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM ledger WHERE note = 'stop d-9 "
 			   "(shutdown)'"),
 	    1);
@@ -507,13 +509,13 @@ START_TEST(test_confirm_window)
 	    2, 1796000001, "\"stop_result\",\"id\":\"d-1\",\"status\":0")));
 	/* Up, same container, within the window: still requested. */
 	ck_assert_int_eq(
-	    ledger_observe(inv, &in, NOW + 60, NOW - 500, 1, &cause), 0);
+	    ledger_observe(inv, &in, NOW + 60, NOW - 500, 0, 1, &cause), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
 			   "'requested'"),
 	    1);
 	/* Past it: failed, an alert, never in the books. */
 	ck_assert_int_eq(
-	    ledger_observe(inv, &in, NOW + 181, NOW - 500, 1, &cause), 0);
+	    ledger_observe(inv, &in, NOW + 181, NOW - 500, 0, 1, &cause), 0);
 	ck_assert_int_eq(q("SELECT count(*) FROM stop_request WHERE state = "
 			   "'failed'"),
 	    1);
