@@ -94,7 +94,7 @@ localstop_run(struct inventory *inv, const struct config *cf,
 	struct stopmethod m;
 	char *cmd, id[96];
 	int64_t started;
-	int r, st;
+	int r, st, release;
 
 	if ((r = inventory_stop_get(inv, in->id, &f, cause)) != 0)
 		return r;
@@ -105,6 +105,7 @@ localstop_run(struct inventory *inv, const struct config *cf,
 		stopmethod_clear(&m);
 		return -1;
 	}
+	release = m.kind != NULL && strcmp(m.kind, "release") == 0;
 	cmd = stopmethod_expand(m.command, in, cause);
 	stopmethod_clear(&m);
 	if (cmd == NULL)
@@ -126,8 +127,8 @@ localstop_run(struct inventory *inv, const struct config *cf,
 		snprintf(id, sizeof id, "%s", deadline);
 	else
 		snprintf(id, sizeof id, "local-%lld", (long long)now);
-	if ((r = stoprequest_open(inv, in, id, "local", started, 1, cause)) !=
-		0 ||
+	if ((r = stoprequest_open(inv, in, id, "local",
+		 release ? "release" : "stop", started, 1, cause)) != 0 ||
 	    (r = stoprequest_result(
 		 inv, in->id, id, 1, NULL, (int64_t)time(NULL), cause)) != 0)
 		return r;

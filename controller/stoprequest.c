@@ -15,7 +15,6 @@
 #include "timeparse.h"
 #include "xmalloc.h"
 
-static const char *method_kind(struct inventory *, const struct instance *);
 static int confirm(struct inventory *, const struct instance *,
     const struct stoprequest *, const char *, int64_t, int64_t, char **);
 static int restart_at(struct inventory *, const struct instance *,
@@ -59,29 +58,9 @@ stoprequest_alert(struct inventory *inv, int64_t instance, int64_t t,
 	return r < 0 ? r : 0;
 }
 
-/* The kind of the instance's stop method now: "stop" or "release". */
-static const char *
-method_kind(struct inventory *inv, const struct instance *in)
-{
-	struct stopmethod_fields f;
-	struct stopmethod m;
-	const char *kind = "stop";
-	char *cause = NULL;
-
-	if (inventory_stop_get(inv, in->id, &f, &cause) != 0) {
-		free(cause);
-		return kind;
-	}
-	stopmethod_resolve(in, &f, inv->config, &m);
-	if (m.kind != NULL && strcmp(m.kind, "release") == 0)
-		kind = "release";
-	stopmethod_clear(&m);
-	stopmethod_fields_clear(&f);
-	return kind;
-}
-
 /*
- * A stop of fire_id (cause: shutdown, schedule, autostop, job, local)
+ * A stop of fire_id (cause: shutdown, schedule, autostop, job, local; kind:
+ * stop or release, as it was armed)
  * requested at t, read at now. Once per fire id; a new attempt (the
  * watcher's retry, another `stopping`) of one not confirmed moves it to
  * its own time, since only the last attempt can have stopped it; one
@@ -93,7 +72,8 @@ method_kind(struct inventory *inv, const struct instance *in)
  */
 int
 stoprequest_open(struct inventory *inv, const struct instance *in,
-    const char *fire_id, const char *why, int64_t t, int attempt, char **cause)
+    const char *fire_id, const char *why, const char *kind, int64_t t,
+    int attempt, char **cause)
 {
 	struct stoprequest *v;
 	size_t n, i;
@@ -113,7 +93,7 @@ stoprequest_open(struct inventory *inv, const struct instance *in,
 		    "instance_id = ?1 AND state <> 'unknown'), ?5)), "
 		    "'requested')",
 		    "recording a stop", cause, "ItttI", in->id, fire_id, why,
-		    method_kind(inv, in), t);
+		    kind, t);
 	else if (strcmp(v[i].state, "confirmed") != 0 && t > v[i].requested_at)
 		r = db_exec(inv,
 		    "UPDATE stop_request SET requested_at = ?, state = "
@@ -427,7 +407,13 @@ confirm(struct inventory *inv, const struct instance *in,
 		 "recording a stop", cause, "ItIt", now, by, in->id,
 		 q->fire_id)) < 0)
 		return r;
-	if (release && (r = inventory_release(inv, in->id, t, cause)) != 0)
+	/*
+	 * Out of service only on firm evidence (its command exited 0):
+	 * a release is never contacted again, so one unreachable sighting
+	 * (a blip) must not end it; settle does once it stays unreachable.
+	 */
+	if (release && q->ok_at != 0 &&
+	    (r = inventory_release(inv, in->id, t, cause)) != 0)
 		return r;
 	when = instance_format_time(t);
 	xasprintf(&why, "%s at %s: %s", release ? "released" : "stopped", when,
@@ -502,7 +488,9 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 			if ((r = armed_find(inv, in->id, due[i], &a, cause)) ==
 			    1)
 				r = stoprequest_open(inv, in, due[i],
-				    armed_cause(due[i], &a), now, 1, cause);
+				    armed_cause(due[i], &a),
+				    a.release ? "release" : "stop", now, 1,
+				    cause);
 			free(due[i]);
 		}
 		for (; i < ndue; i++)
@@ -564,6 +552,11 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 		} else if (strcmp(q->state, "confirmed") == 0 && reachable &&
 		    same && strcmp(q->by, "unreachable") == 0)
 			r = unconfirm(inv, in, q, now, cause);
+		else if (strcmp(q->state, "confirmed") == 0 && !reachable &&
+		    strcmp(q->kind, "release") == 0 && in->released_at == 0 &&
+		    now - q->decided_at >= confirm_s)
+			/* Released, and still gone: out of service. */
+			r = inventory_release(inv, in->id, now, cause);
 		else if (strcmp(q->state, "confirmed") == 0 && reachable &&
 		    !same && container_start != 0) {
 			/*

@@ -30,7 +30,7 @@ struct stoprequest {
 };
 
 int stoprequest_open(struct inventory *, const struct instance *, const char *,
-    const char *, int64_t, int, char **);
+    const char *, const char *, int64_t, int, char **);
 int stoprequest_result(struct inventory *, int64_t, const char *, int,
     const char *, int64_t, char **);
 int stoprequest_fail(struct inventory *, const struct instance *, const char *,

@@ -246,7 +246,8 @@ ingest(struct inventory *inv, const struct instance *in, int64_t skew,
 		t = now;
 	if (strcmp(ev, "stopping") == 0 || strcmp(ev, "stopped") == 0)
 		return stoprequest_open(inv, in, e->id, armed_cause(e->id, &a),
-		    t, strcmp(ev, "stopping") == 0, cause);
+		    a.release ? "release" : "stop", t,
+		    strcmp(ev, "stopping") == 0, cause);
 	if (strcmp(ev, "stop_result") == 0) {
 		json_t *o = json_loads(e->entry, 0, NULL), *st;
 		const char *out =

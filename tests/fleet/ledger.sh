@@ -171,9 +171,19 @@ fleet setenv inst-5 UUID=feat-5
 run shutdown inst-5 --now --warn 0 --yes
 expect_rc 0 "release inst-5"
 wait_for 90 "inst-5 released by its watcher" is_state inst-5 stopped
+# Seen down once (a blip looks the same): released in the books, still
+# contacted; still gone stop_confirm_seconds later: out of service.
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[status]\nstop_confirm_seconds = 2\n' >>"$XDG_CONFIG_HOME/gpufleet/config.ini"
+run status inst-5
+expect_match "$(sql "SELECT l.state || ' ' || l.source FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'inst-5' ORDER BY l.t DESC, l.id DESC LIMIT 1")" \
+    "^released performed" "unreachable after the release: released in the books"
+expect_eq "$(sql "SELECT released_at IS NULL FROM instance WHERE name = 'inst-5'")" 1 \
+    "one unreachable sighting does not take it out of service"
+sleep 3
 run status inst-5
 expect_eq "$(sql "SELECT released_at IS NOT NULL FROM instance WHERE name = 'inst-5'")" 1 \
-    "a performed release takes it out of service"
+    "a performed release, still gone: out of service"
 expect_match "$(sql "SELECT l.state || ' ' || l.source FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'inst-5' ORDER BY l.t DESC, l.id DESC LIMIT 1")" \
     "^released performed" "the books say released, by gpufleet"
 run ls
