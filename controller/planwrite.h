@@ -110,6 +110,7 @@ void schedsync_fill(
     struct planwrite *, struct planwrite_host *, struct plan_change *);
 int schedsync_run(struct planwrite *, char **);
 void schedsync_topup(struct remote *, struct probe *, int);
+int schedsync_scheduled(struct inventory *);
 int schedsync_needed(struct inventory *);
 void schedsync_free(struct planwrite *);
 

@@ -557,7 +557,8 @@ journals_done(struct probe *p, int r, void *arg)
  * stored), so their journals are read on every contact; store it and run
  * local stops that came due. While shutdown schedules exist every reached
  * instance is polled and the schedules topped up (a selector is evaluated
- * again on every contact). Prints nothing; a failure is only logged.
+ * again on every contact); plans armed with a stop method changed since
+ * get the new one. Prints nothing; a failure is only logged.
  */
 void
 probe_journals(struct remote *rm, const struct config *cf)
@@ -567,10 +568,11 @@ probe_journals(struct remote *rm, const struct config *cf)
 	char *cause = NULL;
 	size_t i, n = 0;
 	int done = 0, topup = schedsync_needed(rm->inv);
+	int all = topup && schedsync_scheduled(rm->inv);
 
 	watcher_planned(rm->inv, rm->list, rm->n, only);
 	for (i = 0; i < rm->n; i++) {
-		only[i] = rm->hosts[i].fail == EF_NONE && (only[i] || topup);
+		only[i] = rm->hosts[i].fail == EF_NONE && (only[i] || all);
 		n += only[i];
 	}
 	if (n == 0 || probe_new(cf, &p, &cause) != 0)

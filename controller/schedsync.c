@@ -278,29 +278,37 @@ schedsync_topup(struct remote *rm, struct probe *p, int keep_open)
 }
 
 /*
- * Whether a top-up may have anything to do: a shutdown schedule runs, or
- * a stored plan still holds a schedule's deadline (to disarm).
+ * Whether shutdown schedules are in play: a shutdown schedule runs, or
+ * a stored plan still holds a schedule's deadline (to disarm). Then
+ * every reached instance is topped up (a selector may pick any).
+ */
+int
+schedsync_scheduled(struct inventory *inv)
+{
+	return db_exec(inv,
+		   "SELECT 1 WHERE EXISTS (SELECT 1 FROM schedule WHERE action "
+		   "= 'shutdown' AND paused = 0) OR EXISTS (SELECT 1 FROM "
+		   "watcher_state WHERE plan LIKE '%\"id\":\"s-%')",
+		   "reading the schedules", NULL, "") == 1;
+}
+
+/*
+ * Whether a top-up may have anything to do: schedules are in play, or
+ * an instance in service has something armed that a changed stop method
+ * must reach (its plan's deadlines or autostop, a running job's --then).
  */
 int
 schedsync_needed(struct inventory *inv)
 {
-	sqlite3_stmt *st;
-	int r;
-
-	if (db_prepare(inv, &st,
-		"SELECT 1 WHERE EXISTS (SELECT 1 FROM schedule WHERE action = "
-		"'shutdown' AND paused = 0) OR EXISTS (SELECT 1 FROM "
-		"watcher_state WHERE plan LIKE '%\"id\":\"s-%' OR (json_valid("
-		"plan) AND (json_array_length(plan, '$.deadlines') > 0 OR "
-		"json_type(plan, '$.autostop') = 'object') AND instance_id IN "
-		"(SELECT id FROM instance WHERE released_at IS NULL))) OR "
-		"EXISTS (SELECT 1 FROM job WHERE state = 'running' AND "
-		"then_stop IS NOT NULL)",
-		"reading the schedules", NULL, "") != 0)
-		return 0;
-	r = sqlite3_step(st) == SQLITE_ROW;
-	sqlite3_finalize(st);
-	return r;
+	return schedsync_scheduled(inv) ||
+	    db_exec(inv,
+		"SELECT 1 WHERE EXISTS (SELECT 1 FROM watcher_state w JOIN "
+		"instance i ON i.id = w.instance_id WHERE i.released_at IS "
+		"NULL AND json_valid(w.plan) AND (json_array_length(w.plan, "
+		"'$.deadlines') > 0 OR json_type(w.plan, '$.autostop') = "
+		"'object')) OR EXISTS (SELECT 1 FROM job WHERE state = "
+		"'running' AND then_stop IS NOT NULL)",
+		"reading the plans", NULL, "") == 1;
 }
 
 /* Free what load kept in pw. */
