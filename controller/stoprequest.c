@@ -16,7 +16,8 @@
 #include "xmalloc.h"
 
 static int confirm(struct inventory *, const struct instance *,
-    const struct stoprequest *, const char *, int64_t, int64_t, char **);
+    const struct stoprequest *, const char *, int64_t, int64_t, int64_t,
+    char **);
 static int restart_at(struct inventory *, const struct instance *,
     const struct stoprequest *, size_t, int64_t, int64_t, int64_t *, char **);
 static int unconfirm(struct inventory *, const struct instance *,
@@ -378,12 +379,28 @@ restart_at(struct inventory *inv, const struct instance *in,
 static int
 confirm(struct inventory *inv, const struct instance *in,
     const struct stoprequest *q, const char *by, int64_t now, int64_t t,
-    char **cause)
+    int64_t before, char **cause)
 {
 	int release = strcmp(q->kind, "release") == 0;
 	char note[96], *when, *why;
-	int r;
+	sqlite3_stmt *st;
+	int r, rc;
 
+	/*
+	 * Never before a contact that found it up (before the container
+	 * that followed, or before now): it ran then, whatever a journal
+	 * line on a wrong clock says.
+	 */
+	if ((r = db_prepare(inv, &st,
+		 "SELECT max(t) FROM sample_host WHERE instance_id = ? AND t < "
+		 "?",
+		 "reading the samples", cause, "II", in->id, before)) != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW &&
+	    sqlite3_column_int64(st, 0) > t)
+		t = sqlite3_column_int64(st, 0);
+	if ((r = db_finish(inv, st, rc, "reading the samples", cause)) < 0)
+		return r;
 	note_of(q, note, sizeof note);
 	if ((r = ledger_add(inv, in->id, t, release ? "released" : "stopped",
 		 "performed", note, cause)) != 0 ||
@@ -529,13 +546,13 @@ stoprequest_settle(struct inventory *inv, const struct instance *in,
 			continue;
 		if (strcmp(q->state, "requested") == 0 && !reachable)
 			r = confirm(inv, in, q, "unreachable", now,
-			    effect_at(q, now), cause);
+			    effect_at(q, now), now, cause);
 		else if (strcmp(q->state, "requested") == 0 &&
 		    container_start > q->requested_at) {
 			if ((r = restart_at(inv, in, v, n, container_start, now,
 				 &at, cause)) == 0)
-				r = confirm(
-				    inv, in, q, "restart", now, at, cause);
+				r = confirm(inv, in, q, "restart", now, at,
+				    container_start, cause);
 		} else if (strcmp(q->state, "requested") == 0 && same &&
 		    q->ok_at != 0 && now - q->ok_at >= confirm_s) {
 			dur = timeparse_duration(now - q->ok_at);

@@ -531,6 +531,32 @@ START_TEST(test_confirm_window)
 }
 END_TEST
 
+/*
+ * A stop dated before a contact that found the same machine up (a wrong
+ * clock, a forged time) is booked no earlier than that contact.
+ */
+START_TEST(test_seen_up_after)
+{
+	char *cause = NULL;
+
+	ck_assert_int_eq(ledger_add(inv, in.id, NOW - 500, "running",
+			     "observed", "first seen running", &cause),
+	    0);
+	ck_assert_int_eq(
+	    sqlite3_exec(inv->db,
+		"INSERT INTO sample_host (instance_id, t, container_start) "
+		"VALUES (1, 1795999980, 1795999000)",
+		NULL, NULL, NULL),
+	    SQLITE_OK);
+	/* Says it stopped at NOW - 100 (+ SKEW on its clock). */
+	store(SECTION(E(1, 1796000000, "\"stopping\",\"id\":\"d-2\"")));
+	ck_assert_int_eq(
+	    ledger_observe(inv, &in, NOW + 60, NOW + 30, 0, 1, &cause), 0);
+	ck_assert_int_eq(
+	    q("SELECT t FROM ledger WHERE state = 'stopped'"), NOW - 20);
+}
+END_TEST
+
 /* An older agent (no section) keeps the stored plan, state unknown. */
 START_TEST(test_old_agent)
 {
@@ -805,6 +831,7 @@ main(void)
 	tcase_add_test(tc, test_alert_and_local);
 	tcase_add_test(tc, test_claims);
 	tcase_add_test(tc, test_confirm_window);
+	tcase_add_test(tc, test_seen_up_after);
 	tcase_add_test(tc, test_old_agent);
 	tcase_add_test(tc, test_exec);
 	tcase_add_test(tc, test_notify);
