@@ -194,7 +194,7 @@ armed_due(struct inventory *inv, int64_t instance, int64_t since, int64_t now,
 
 /*
  * The cause of a stop of fire_id armed as a: job, autostop, local,
- * schedule (an s- deadline) or shutdown (any other deadline).
+ * schedule (an s- deadline), guard (g-) or shutdown (any other).
  */
 const char *
 armed_cause(const char *fire_id, const struct armed *a)
@@ -203,5 +203,7 @@ armed_cause(const char *fire_id, const struct armed *a)
 		return a->kind;
 	if (a->local)
 		return "local";
-	return strncmp(fire_id, "s-", 2) == 0 ? "schedule" : "shutdown";
+	if (strncmp(fire_id, "s-", 2) == 0)
+		return "schedule";
+	return strncmp(fire_id, "g-", 2) == 0 ? "guard" : "shutdown";
 }

@@ -755,15 +755,18 @@ shutdown_arm(struct cmd_ctx *ctx, const char *selector, struct arm *a)
 	struct pulled *pl;
 	char *cause = NULL, (*ids)[16];
 	size_t i;
-	int r, *local;
+	int r, *local, guard;
 
 	if ((r = planwrite_open(ctx->fleet, selector, &pw, &cause)) != 0)
 		return cmd_fail(-r, cause);
+	/* A guard's stop (guard.c runs this command for it): g- ids. */
+	guard = getenv("GPUFLEET_STOP_BY") != NULL &&
+	    strcmp(getenv("GPUFLEET_STOP_BY"), "guard") == 0;
 	ids = xcalloc(pw->n + 1, sizeof *ids);
 	local = xcalloc(pw->n + 1, sizeof *local);
 	pl = xcalloc(pw->n + 1, sizeof *pl);
 	for (i = 0; i < pw->n; i++) {
-		watcher_new_id(ids[i], sizeof ids[i], 'd');
+		watcher_new_id(ids[i], sizeof ids[i], guard ? 'g' : 'd');
 		if (check_method(&pw->hosts[i], a) == 0)
 			local[i] =
 			    a->now_ && pw->hosts[i].method.where == STOP_LOCAL;

@@ -52,6 +52,10 @@ expect_match "$out" "inst-1 +guard_shutdown +cap +inst-1: cost [0-9.]+ CNY since
 run events inst-2
 checks=$((checks + 1))
 case $out in *guard_shutdown*) fail "inst-2's events show the guard: $out" ;; esac
+# Seen down after the guard's stop: booked stopped, its cause the guard.
+run status inst-1
+expect_match "$(sqlite3 "$XDG_DATA_HOME/gpufleet/fleet.db" "SELECT l.state || ' ' || l.note FROM ledger l JOIN instance i ON i.id = l.instance_id WHERE i.name = 'inst-1' ORDER BY l.t DESC, l.id DESC LIMIT 1")" \
+    '^stopped stop g-[0-9a-f]{8} \(guard\)$' "the ledger books the guard's stop as the guard's"
 
 run guard check
 expect_rc 0 "second check"
