@@ -83,6 +83,20 @@ gpufleet ls @train --format ansible
 # Simulated GPUs: a fake nvidia-smi on each instance's PATH, fed from
 # fixtures in the real nvidia-smi CSV format.
 idir() { awk -v n="$1" '$1 == n { print $4 }' "$D/instances.tsv"; }
+# until WHAT SECS CMD...: dots while CMD fails, at most SECS seconds.
+until_ok() {
+	local what=$1 n=$2
+	shift 2
+	printf 'waiting for %s' "$what"
+	while [ "$n" -gt 0 ] && ! "$@"; do
+		printf .
+		sleep 1
+		n=$((n - 1))
+	done
+	echo
+}
+fstate() { fleet status | awk -v n="$1" '$1 == n { print $3 }'; }
+stopped() { for n in "$@"; do [ "$(fstate "$n")" = stopped ] || return 1; done; }
 for n in gpu-1:a100 gpu-2:h100x8; do
 	cp "$top/tests/data/agent/fake-nvidia-smi" "$(idir "${n%%:*}")/bin/nvidia-smi"
 	cp -r "$top/tests/data/agent/gpus/${n#*:}/." "$(idir "${n%%:*}")/gpu/"
@@ -187,13 +201,7 @@ gpufleet shutdown ls || true
 show "tests/harness/fleet break gpu-1 refuse; ... break gpu-3 refuse   # the laptop closes: nothing reaches them"
 fleet break gpu-1 refuse
 fleet break gpu-3 refuse
-printf 'waiting for the watchers on gpu-1 and gpu-3'
-for _ in $(seq 120); do
-	[ "$(fleet status | awk '$1 == "gpu-1" || $1 == "gpu-3" { print $3 }' | sort -u)" = stopped ] && break
-	printf .
-	sleep 1
-done
-echo
+until_ok "the watchers on gpu-1 and gpu-3" 120 stopped gpu-1 gpu-3
 show "tests/harness/fleet status   # both stopped by their watchers"
 fleet status
 show "cat FLEET/instances/gpu-{1,3}/calls.log   # what the fake platform tools were asked"
@@ -217,26 +225,15 @@ show "gpufleet set gpu-1 stop_command='remote:shutdwn -h now'   # a typo"
 gpufleet set gpu-1 'stop_command=remote:shutdwn -h now'
 show gpufleet shutdown gpu-1 --now --warn 0
 gpufleet shutdown gpu-1 --now --warn 0
-printf 'waiting for the watcher on gpu-1 to give up'
-for _ in $(seq 60); do
-	grep -q '"event":"stop_failed"' "$(idir gpu-1)/home/.cache/gpufleet/journal.jsonl" 2>/dev/null && break
-	printf .
-	sleep 1
-done
-echo
+until_ok "the watcher on gpu-1 to give up" 60 grep -q '"event":"stop_failed"' \
+    "$(idir gpu-1)/home/.cache/gpufleet/journal.jsonl"
 show "gpufleet status gpu-1   # still up and billing: the alert says the stop failed"
 gpufleet status gpu-1 || true
 show "gpufleet set gpu-1 stop_command='remote:shutdown -h now'   # fixed"
 gpufleet set gpu-1 'stop_command=remote:shutdown -h now'
 show gpufleet shutdown gpu-1 --now --warn 0
 gpufleet shutdown gpu-1 --now --warn 0
-printf 'waiting for gpu-1 to stop'
-for _ in $(seq 60); do
-	[ "$(fleet status | awk '$1 == "gpu-1" { print $3 }')" = stopped ] && break
-	printf .
-	sleep 1
-done
-echo
+until_ok "gpu-1 to stop" 60 stopped gpu-1
 show "gpufleet status gpu-1   # seen down after the request: stopped, by gpufleet, from the request"
 gpufleet status gpu-1 || true
 show "gpufleet ledger gpu-1"
@@ -261,13 +258,7 @@ awk -F', ' 'BEGIN { OFS = ", " } { $4 = 0; $6 = 0; print }' \
     "$(idir gpu-2)/gpu/query-gpu.csv" >"$(idir gpu-2)/gpu/idle.csv"
 mv "$(idir gpu-2)/gpu/idle.csv" "$(idir gpu-2)/gpu/query-gpu.csv"
 rm -f "$(idir gpu-2)/gpu/query-apps.csv"
-printf 'waiting for 02:00 in Shanghai (test clock)'
-for _ in $(seq 90); do
-	[ "$(fleet status | awk '$1 == "gpu-2" { print $3 }')" = stopped ] && break
-	printf .
-	sleep 1
-done
-echo
+until_ok "02:00 in Shanghai (test clock)" 90 stopped gpu-2
 show "tests/harness/fleet status   # gpu-2 stopped by its watcher; gpu-1 was busy"
 fleet status
 fleet start gpu-2
