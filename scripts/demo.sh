@@ -85,18 +85,18 @@ gpufleet ls @train --format ansible
 idir() { awk -v n="$1" '$1 == n { print $4 }' "$D/instances.tsv"; }
 # until WHAT SECS CMD...: dots while CMD fails, at most SECS seconds.
 until_ok() {
-	local what=$1 n=$2
+	local what=$1 left=$2
 	shift 2
 	printf 'waiting for %s' "$what"
-	while [ "$n" -gt 0 ] && ! "$@"; do
+	while [ "$left" -gt 0 ] && ! "$@"; do
 		printf .
 		sleep 1
-		n=$((n - 1))
+		left=$((left - 1))
 	done
 	echo
 }
 fstate() { fleet status | awk -v n="$1" '$1 == n { print $3 }'; }
-stopped() { for n in "$@"; do [ "$(fstate "$n")" = stopped ] || return 1; done; }
+stopped() { local i; for i in "$@"; do [ "$(fstate "$i")" = stopped ] || return 1; done; }
 for n in gpu-1:a100 gpu-2:h100x8; do
 	cp "$top/tests/data/agent/fake-nvidia-smi" "$(idir "${n%%:*}")/bin/nvidia-smi"
 	cp -r "$top/tests/data/agent/gpus/${n#*:}/." "$(idir "${n%%:*}")/gpu/"
