@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <termios.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "misc.h"
@@ -490,4 +491,34 @@ misc_names_add(char ***names, size_t *n, char *name)
 	*names = xreallocarray(*names, *n + 1, sizeof **names);
 	(*names)[*n] = name;
 	return (*n)++;
+}
+
+/*
+ * A test hook at a named point of an operation ("3": a key rotation's
+ * step 3, "passwd:1"). GPUFLEET_TEST_CRASH_AT=POINT kills us there;
+ * GPUFLEET_TEST_PAUSE_AT=POINT waits there. With either, and
+ * GPUFLEET_TEST_CRASH_GATE=PATH, PATH is created first and we wait (up to
+ * 60 s) until it is removed, so a test can act (stop our parent, cut the
+ * network) while we are known to be at that point.
+ */
+void
+misc_test_point(const char *point)
+{
+	struct timespec tick = { 0, 100 * 1000 * 1000 };
+	const char *crash = getenv("GPUFLEET_TEST_CRASH_AT");
+	const char *pause = getenv("GPUFLEET_TEST_PAUSE_AT");
+	const char *gate = getenv("GPUFLEET_TEST_CRASH_GATE");
+	int fd, t, die;
+
+	die = crash != NULL && strcmp(crash, point) == 0;
+	if (!die && (pause == NULL || strcmp(pause, point) != 0))
+		return;
+	if (gate != NULL && *gate != '\0' &&
+	    (fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != -1) {
+		close(fd);
+		for (t = 0; t < 600 && access(gate, F_OK) == 0; t++)
+			nanosleep(&tick, NULL);
+	}
+	if (die)
+		raise(SIGKILL);
 }

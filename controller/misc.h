@@ -32,6 +32,7 @@ void misc_secret_release(void);
 char *misc_read_secret(const char *, const char *, char **);
 void misc_signals_defer(void);
 void misc_signals_resume(void);
+void misc_test_point(const char *);
 void misc_buf_add(struct misc_buf *, const char *, size_t, size_t);
 size_t misc_names_add(char ***, size_t *, char *);
 

@@ -703,8 +703,10 @@ passwd_lock(struct remote *rm, const char *oldpw, struct passwd_host *res)
 			debug_f("%s: after the lock the state reads %s",
 			    rm->hosts[i].in->name, st);
 	}
+	misc_test_point("passwd:1");
 	out_reset(pr.out, rm->n);
 	verify_lock(&pr, res, old);
+	misc_test_point("passwd:2");
 	for (i = 0; i < rm->n; i++) {
 		wipe(old[i]);
 		if (res[i].ok)
@@ -730,6 +732,7 @@ passwd_lock(struct remote *rm, const char *oldpw, struct passwd_host *res)
 				    "password login could not be tried");
 		}
 	}
+	misc_test_point("passwd:3");
 	for (i = 0; i < rm->n; i++) {
 		engine_forget(&rm->hosts[i]);
 		rm->hosts[i].skip = skip[i];

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -114,29 +115,16 @@ rotate_step_from(int step)
 }
 
 /*
- * The test hook: GPUFLEET_TEST_CRASH_AT=N kills us right after step N; 0
- * right after a new key's files are written, before its row commits. With
- * GPUFLEET_TEST_CRASH_GATE=PATH too, PATH is created first and the crash
- * waits (up to 60 s) until it is removed, so a test can act (stop the
- * daemon that is our parent) while we are known to be at that point.
+ * The test hook at the end of step N (0: right after a new key's files
+ * are written, before its row commits); see misc_test_point.
  */
 void
 rotate_test_crash(int step)
 {
-	struct timespec tick = { 0, 100 * 1000 * 1000 };
-	const char *s = getenv("GPUFLEET_TEST_CRASH_AT");
-	const char *gate = getenv("GPUFLEET_TEST_CRASH_GATE");
-	int fd, t;
+	char point[16];
 
-	if (s == NULL || *s == '\0' || strtol(s, NULL, 10) != step)
-		return;
-	if (gate != NULL && *gate != '\0' &&
-	    (fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != -1) {
-		close(fd);
-		for (t = 0; t < 600 && access(gate, F_OK) == 0; t++)
-			nanosleep(&tick, NULL);
-	}
-	raise(SIGKILL);
+	snprintf(point, sizeof point, "%d", step);
+	misc_test_point(point);
 }
 
 /* A run over rm's hosts, each with an empty result in res. */
