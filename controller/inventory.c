@@ -78,12 +78,41 @@ inventory_default_path(void)
 	    "XDG_DATA_HOME", ".local/share", "gpufleet/fleet.db");
 }
 
-/* Set *cause to "database PATH: WHAT: sqlite's message"; -GF_EDB. */
+/*
+ * Why db's last call failed, in words a user can act on: the disk full
+ * and another process's lock are named as such (busy_ms: how long we
+ * waited for the lock). Caller frees.
+ */
+static char *
+why_failed(sqlite3 *db, int busy_ms)
+{
+	int code = sqlite3_extended_errcode(db), e = sqlite3_system_errno(db);
+	char *s;
+
+	if ((code & 0xff) == SQLITE_FULL || e == ENOSPC || e == EDQUOT)
+		xasprintf(&s,
+		    "the disk is full (%s); nothing more was written: free "
+		    "some space and run it again",
+		    strerror(e == EDQUOT ? EDQUOT : ENOSPC));
+	else if ((code & 0xff) == SQLITE_BUSY)
+		xasprintf(&s,
+		    "database is locked: another process held its write lock "
+		    "longer than gpufleet waits (%d s); run it again once that "
+		    "process is done",
+		    busy_ms / 1000);
+	else
+		s = xstrdup(sqlite3_errmsg(db));
+	return s;
+}
+
+/* Set *cause to "database PATH: WHAT: why"; -GF_EDB. */
 int
 inventory_error(struct inventory *inv, const char *what, char **cause)
 {
-	xasprintf(cause, "database %s: %s: %s", inv->path, what,
-	    sqlite3_errmsg(inv->db));
+	char *why = why_failed(inv->db, inv->busy_ms);
+
+	xasprintf(cause, "database %s: %s: %s", inv->path, what, why);
+	free(why);
 	return -GF_EDB;
 }
 
@@ -175,7 +204,15 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
 	    pragma_int(db, "PRAGMA application_id", &appid, &why) != 0 ||
 	    pragma_int(db, "SELECT count(*) FROM sqlite_schema", &ntables,
 		&why) != 0) {
-		xasprintf(cause, "%s is not a usable database: %s", path, why);
+		if (sqlite3_system_errno(db) == ENOSPC ||
+		    (sqlite3_extended_errcode(db) & 0xff) == SQLITE_FULL) {
+			free(why);
+			why = why_failed(db, BUSY_TIMEOUT_MS);
+			xasprintf(cause, "database %s: cannot read it: %s",
+			    path, why);
+		} else
+			xasprintf(cause, "%s is not a usable database: %s",
+			    path, why);
 		free(why);
 		return -GF_EDB;
 	}
@@ -268,6 +305,7 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	}
 	sqlite3_extended_result_codes(inv->db, 1);
 	sqlite3_busy_timeout(inv->db, BUSY_TIMEOUT_MS);
+	inv->busy_ms = BUSY_TIMEOUT_MS;
 	if ((r = check_identity(inv->db, path, nsteps, cause)) != 0)
 		goto fail;
 	/*
@@ -311,7 +349,8 @@ inventory_close(struct inventory *inv)
 void
 inventory_set_busy(struct inventory *inv, int ms)
 {
-	sqlite3_busy_timeout(inv->db, ms > 0 ? ms : BUSY_TIMEOUT_MS);
+	inv->busy_ms = ms > 0 ? ms : BUSY_TIMEOUT_MS;
+	sqlite3_busy_timeout(inv->db, inv->busy_ms);
 }
 
 /* Start a write transaction; the busy timeout applies to taking the lock. */

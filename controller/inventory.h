@@ -27,6 +27,7 @@ struct inventory {
 	sqlite3 *db;
 	char *path;
 	int in_txn;
+	int busy_ms; /* how long a statement waits for another's lock */
 	/* The process's configuration (borrowed, may be NULL): the targets
 	   that what is stored here queues notifications for (notify.c). */
 	const struct config *config;

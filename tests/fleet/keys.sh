@@ -5,26 +5,7 @@
 # two rotations at once, re-injected keys, --revoke, --shared and harden.
 . "$(dirname "$0")/../e2e/lib.sh"
 export GPUFLEET_NO_PROGRESS=1
-KEYS=$XDG_DATA_HOME/gpufleet/keys
-
-# port NAME, akfile NAME (with D set to the instance's fleet)
-port() { awk -v n="$1" '$1 == n { print $2 }' "$D/instances.tsv"; }
-akfile() { printf '%s/home/.ssh/authorized_keys' "$(instance_dir "$1")"; }
-
-# login NAME KEYFILE: does a fresh ssh login with only that key work?
-login() {
-	ssh -F /dev/null -i "$2" -o IdentitiesOnly=yes -o BatchMode=yes \
-	    -o UserKnownHostsFile="$D/known_hosts" -o StrictHostKeyChecking=yes \
-	    -o ControlPath=none -o ConnectTimeout=5 -p "$(port "$1")" \
-	    "$(awk -v n="$1" '$1 == n { print $3 }' "$D/instances.tsv")@127.0.0.1" \
-	    true </dev/null >/dev/null 2>&1
-}
-
-# current_key NAME: the private key file gpufleet uses for NAME now.
-current_key() {
-	"$GPUFLEET" keys ls --json | jq -r --arg n "$1" \
-	    '.[] | select((.instances | split(",")) | index($n)) | .path'
-}
+. "$(dirname "$0")/lib/keys.sh"
 
 # expected ORIG OLDBLOB NEWLINE [OPTIONS]: ORIG minus lines with that blob,
 # plus NEWLINE (after OPTIONS, the old line's, if given).
