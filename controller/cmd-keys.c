@@ -488,8 +488,8 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 	struct keys_key k;
 	struct table *t;
 	size_t n = 0, i;
-	int64_t kid;
-	char *cause = NULL, *step, *pw;
+	int64_t kid, holder;
+	char *cause = NULL, *step, *pw, *stopped = NULL, *tmp;
 	int ch, status, r;
 
 	while ((ch = cmd_getopt(e, argc, argv, "h", keys_options, &status)) !=
@@ -507,6 +507,12 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 		inventory_close(inv);
 		return cmd_fail(-r, cause);
 	}
+	/* A "running" row with no live rotation was killed mid-way. */
+	if (keys_lock_holder(inv, &holder, &cause) != 0) {
+		instance_free_array(list, n);
+		inventory_close(inv);
+		return cmd_fail(GF_EDB, cause);
+	}
 	t = table_new(5, "NAME", "KEY", "ROTATION", "PASSWORD", "ERROR");
 	for (i = 0; i < n; i++) {
 		memset(&k, 0, sizeof k);
@@ -517,7 +523,14 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 		r = keys_rotation_get(inv, list[i].id, &rot, &cause);
 		free(cause);
 		cause = NULL;
-		if (r == 0)
+		if (r == 0 && holder == 0 &&
+		    strcmp(rot.state, "running") == 0) {
+			xasprintf(&step, "interrupted, step %d/7", rot.step);
+			tmp = stopped;
+			xasprintf(&stopped, "%s%s%s", tmp != NULL ? tmp : "",
+			    tmp != NULL ? "," : "", list[i].name);
+			free(tmp);
+		} else if (r == 0)
 			xasprintf(&step, "%s, step %d/7", rot.state, rot.step);
 		else
 			step = xstrdup("-");
@@ -538,6 +551,11 @@ keys_status(struct cmd_ctx *ctx, int argc, char **argv)
 	}
 	table_print(t, stdout);
 	table_free(t);
+	if (stopped != NULL)
+		printf("interrupted: the rotation that ran it is gone; "
+		       "`gpufleet keys rotate %s` finishes it\n",
+		    stopped);
+	free(stopped);
 	instance_free_array(list, n);
 	inventory_close(inv);
 	return GF_OK;

@@ -802,6 +802,30 @@ keys_sync_full(struct inventory *inv, char **cause)
 }
 
 /*
+ * The pid of the live process that holds the rotation lock in *pid, or 0
+ * when none does (no lock, or its holder is gone: a killed rotation).
+ */
+int
+keys_lock_holder(struct inventory *inv, int64_t *pid, char **cause)
+{
+	const char *what = "reading the rotation lock";
+	sqlite3_stmt *st;
+	int r, rc;
+
+	*pid = 0;
+	if ((r = db_prepare(inv, &st, "SELECT pid FROM key_lock WHERE id = 1",
+		 what, cause, "")) != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW)
+		*pid = sqlite3_column_int64(st, 0);
+	if ((r = db_finish(inv, st, rc, what, cause)) < 0)
+		return r;
+	if (*pid != 0 && kill((pid_t)*pid, 0) != 0 && errno != EPERM)
+		*pid = 0;
+	return 0;
+}
+
+/*
  * Take the rotation lock of this database for this process: refused while
  * another live process holds it; a lock of a dead process is taken over.
  */

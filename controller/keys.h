@@ -116,6 +116,7 @@ int keys_reinjected(
     struct inventory *, int64_t, const char *, char **, char **);
 int keys_apply_current(struct inventory *, struct instance *, char **);
 int keys_lock(struct inventory *, char **);
+int keys_lock_holder(struct inventory *, int64_t *, char **);
 void keys_unlock(struct inventory *);
 int keys_sync_full(struct inventory *, char **);
 int keys_orphans(
