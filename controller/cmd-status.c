@@ -562,6 +562,9 @@ on_pass(struct probe *p, int r, void *arg)
 		return;
 	}
 	if ((r = probe_store(p, &sc->cause)) != 0) {
+		/* What was seen is shown all the same; the error says why
+		   it was not kept (the disk full, the database locked). */
+		render(sc);
 		sc->status = -r;
 		sc->over = 1;
 		return;
