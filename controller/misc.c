@@ -496,7 +496,7 @@ misc_names_add(char ***names, size_t *n, char *name)
 /*
  * A test hook at a named point of an operation ("3": a key rotation's
  * step 3, "passwd:1"). GPUFLEET_TEST_CRASH_AT=POINT kills us there;
- * GPUFLEET_TEST_PAUSE_AT=POINT waits there. With either, and
+ * GPUFLEET_TEST_PAUSE_AT=POINT waits there, the first time. With either, and
  * GPUFLEET_TEST_CRASH_GATE=PATH, PATH is created first and we wait (up to
  * 60 s) until it is removed, so a test can act (stop our parent, cut the
  * network) while we are known to be at that point.
@@ -508,11 +508,13 @@ misc_test_point(const char *point)
 	const char *crash = getenv("GPUFLEET_TEST_CRASH_AT");
 	const char *pause = getenv("GPUFLEET_TEST_PAUSE_AT");
 	const char *gate = getenv("GPUFLEET_TEST_CRASH_GATE");
+	static int paused; /* once: a step's point is passed once per host */
 	int fd, t, die;
 
 	die = crash != NULL && strcmp(crash, point) == 0;
-	if (!die && (pause == NULL || strcmp(pause, point) != 0))
+	if (!die && (pause == NULL || strcmp(pause, point) != 0 || paused))
 		return;
+	paused = !die;
 	if (gate != NULL && *gate != '\0' &&
 	    (fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)) != -1) {
 		close(fd);
