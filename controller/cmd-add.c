@@ -74,6 +74,8 @@ static void contact_clear(struct contact *);
 static int contact_failed(const struct contact *);
 static int forget(struct cmd_ctx *, const char *, char **);
 static void print_contact(const struct contact *, const char *);
+static int same(const char *, const char *);
+static void half_added(struct inventory *, const struct instance *, char **);
 static json_t *contact_json(const struct contact *);
 static int cmd_add_exec(
     const struct cmd_entry *, struct cmd_ctx *, int, char **);
@@ -814,6 +816,8 @@ cmd_add_exec(
 		(r = preset_origin_put(
 		     inv, in.id, ap.p, in.created_at, &cause)) != 0) ||
 	    (r = inventory_commit(inv, &cause)) != 0) {
+		if (pw && r == -GF_EUSAGE)
+			half_added(inv, &in, &cause);
 		status = cmd_fail(-r, cause);
 		goto out;
 	}
@@ -900,4 +904,41 @@ out:
 	preset_free(ap.v, ap.n);
 	free(args);
 	return status;
+}
+
+/* Do two optional strings say the same? */
+static int
+same(const char *a, const char *b)
+{
+	return a == NULL ? b == NULL : b != NULL && strcmp(a, b) == 0;
+}
+
+/*
+ * The name in is taken: when by an instance at the same address with no
+ * key of gpufleet's, an `add --password` killed before its key was
+ * installed (its row is committed first); *cause (replaced) says how to
+ * finish that one.
+ */
+static void
+half_added(struct inventory *inv, const struct instance *in, char **cause)
+{
+	struct instance old;
+	int64_t kid;
+	char *c = NULL, *t;
+
+	memset(&old, 0, sizeof old);
+	if (inventory_get(inv, in->name, &old, &c) == 0 &&
+	    same(old.host, in->host) && old.port == in->port &&
+	    same(old.user, in->user) && old.identity == NULL &&
+	    keys_instance_key(inv, old.id, &kid, &c) == 1) {
+		xasprintf(&t,
+		    "%s, at that address and with no key of gpufleet's (an "
+		    "`add --password` that did not finish?): `gpufleet keys "
+		    "install %s --password-file FILE` gives it its key",
+		    *cause, in->name);
+		free(*cause);
+		*cause = t;
+	}
+	free(c);
+	instance_clear(&old);
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# SIGKILL in the middle of `keys rotate` and `passwd --lock`, at each of
+# SIGKILL in the middle of `keys rotate`, `passwd --lock` and `add
+# --password`, at each of
 # their steps (the GPUFLEET_TEST_CRASH_AT points): after each kill the
 # instance still takes a login with a key gpufleet has, its
 # authorized_keys and shadow entry are whole, the database passes
@@ -90,6 +91,43 @@ if [ $as_root = 1 ]; then
 		expect_eq "$(shadow)" "*" "inst-2 locked after the rerun ($point)"
 		not_locked_out inst-2 "after the rerun ($point)"
 	done
+fi
+
+# --- add --password: a kill after each step of the key's install ----------
+# (its own fleet, not imported: `add` is its first contact). The instance's
+# row is committed before its key is installed: a rerun of `add` says how
+# to finish it (`keys install`), which works, the database is whole, and gc
+# takes the key files the kills left. Between the cases it is purged.
+if [ $as_root = 1 ]; then
+	FLEET_NO_IMPORT=1 fleet_up 1 --group-size 1 --root-login 1 --prefix new
+	where="root@127.0.0.1:$(port new-1)"
+	pw=$(instance_dir new-1)/password
+	for step in 1 2 3; do
+		(GPUFLEET_TEST_CRASH_AT=$step "$GPUFLEET" add new-1 "$where" \
+		    --password-file "$pw" >"$T/out" 2>"$T/err") 2>/dev/null
+		rc=$?
+		expect_rc 137 "add --password: SIGKILL after step $step"
+		db_ok "add killed after step $step"
+		f=$(akfile new-1)
+		checks=$((checks + 1))
+		[ ! -e "$f" ] || { [ -z "$(tail -c 1 "$f")" ] &&
+		    ! grep -Ev '^(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp256) [A-Za-z0-9+/=]+( .*)?$' "$f" | grep -q .; } ||
+		    fail "add killed after step $step: new-1's authorized_keys is partial: $(cat -A "$f")"
+		run add new-1 "$where" --password-file "$pw"
+		expect_rc 2 "add again after a kill at step $step"
+		expect_one_error_line "add again after a kill at step $step"
+		expect_contains "$err" "(an \`add --password\` that did not finish?): \`gpufleet keys install new-1 --password-file FILE\` gives it its key" \
+		    "add again says how to finish (step $step)"
+		run keys install new-1 --password-file "$pw"
+		expect_rc 0 "keys install finishes the add killed at step $step"
+		not_locked_out new-1 "the add killed at step $step, finished"
+		run rm --purge --yes --force new-1
+		expect_rc 0 "purge new-1 (step $step)"
+	done
+	run keys gc
+	expect_rc 0 "keys gc after the killed adds"
+	expect_eq "$(printf '%s\n' "$out" | grep -c '^removed new-1-.*(no database row')" 3 \
+	    "gc removes the three keys the kills left"
 fi
 
 finish

@@ -18,7 +18,7 @@ login() {
 # current_key NAME: the private key file gpufleet logs in to NAME with.
 current_key() {
 	"$GPUFLEET" keys ls --json | jq -r --arg n "$1" \
-	    '.[] | select((.instances | split(",")) | index($n)) | .path'
+	    '.[] | select((.instances // "" | split(",")) | index($n)) | .path'
 }
 
 # key_of NAME: the key gpufleet logs in to NAME with, its own or the
