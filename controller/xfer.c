@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -31,7 +32,8 @@
 #define SSH_OPTS                                                               \
 	"-o BatchMode=yes -o ControlPath=none -o ConnectTimeout=10 "           \
 	"-o ServerAliveInterval=15"
-#define PROBE_CMD "command -v rsync >/dev/null 2>&1 && echo rsync || echo none"
+#define SWEEP_PREFIX "gpufleet-xfer."
+#define PROBE_CMD    "command -v rsync >/dev/null 2>&1 && echo rsync || echo none"
 
 enum step { STEP_WAIT, STEP_PROBE, STEP_XFER, STEP_DONE };
 
@@ -73,6 +75,7 @@ static void on_signal(int);
 static char *write_config(
     struct fleet *, struct instance *, size_t, char **, char **);
 static void remove_tree(const char *);
+static void sweep(const char *);
 static pid_t spawn(char *const[], int, int, int);
 static int start_probe(struct run *, struct job *);
 static int start_rsync(struct run *, struct job *);
@@ -355,7 +358,9 @@ write_config(struct fleet *fleet, struct instance *list, size_t n, char **dir,
 	}
 	if (tmpdir == NULL || *tmpdir != '/')
 		tmpdir = "/tmp";
-	xasprintf(&tmpl, "%s/gpufleet-xfer.XXXXXX", tmpdir);
+	sweep(tmpdir);
+	xasprintf(
+	    &tmpl, "%s/" SWEEP_PREFIX "%ld.XXXXXX", tmpdir, (long)getpid());
 	if (mkdtemp(tmpl) == NULL) { /* mode 0700 */
 		xasprintf(cause, "cannot create a directory in %s: %s", tmpdir,
 		    strerror(errno));
@@ -401,6 +406,39 @@ static void
 remove_tree(const char *path)
 {
 	nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
+/*
+ * Remove what a transfer killed before it could (its directory of
+ * ssh_config, named with its pid: gpufleet-xfer.PID.XXXXXX) left in
+ * tmpdir: ours, and only where that process is gone.
+ */
+static void
+sweep(const char *tmpdir)
+{
+	DIR *d;
+	struct dirent *e;
+	struct stat st;
+	char *path, *end;
+	long pid;
+
+	if ((d = opendir(tmpdir)) == NULL)
+		return;
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, SWEEP_PREFIX, strlen(SWEEP_PREFIX)) != 0)
+			continue;
+		errno = 0;
+		pid = strtol(e->d_name + strlen(SWEEP_PREFIX), &end, 10);
+		if (errno != 0 || pid <= 0 || *end != '.' ||
+		    (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+			continue;
+		xasprintf(&path, "%s/%s", tmpdir, e->d_name);
+		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&
+		    st.st_uid == getuid())
+			remove_tree(path);
+		free(path);
+	}
+	closedir(d);
 }
 
 /*
@@ -495,6 +533,7 @@ start_rsync(struct run *r, struct job *j)
 	close(w[0]);
 	close(w[1]);
 	j->step = STEP_XFER;
+	misc_test_point("xfer:2");
 	return j->pid[0] == -1 ? -1 : 0;
 }
 
@@ -694,6 +733,7 @@ start_tar(struct run *r, struct job *j)
 	close(w[1]);
 	j->step = STEP_XFER;
 	j->h->tar = 1;
+	misc_test_point("xfer:2");
 	return j->pid[0] == -1 || j->pid[1] == -1 ? -1 : 0;
 }
 
@@ -1073,6 +1113,7 @@ xfer_run(struct fleet *fleet, struct instance *list, size_t n,
 		rc = -GF_EUSAGE;
 		goto out;
 	}
+	misc_test_point("xfer:1");
 	qcfg = misc_shell_quote(r.cfg);
 	xasprintf(&r.ssh_e, "ssh -F %s " SSH_OPTS, qcfg);
 	free(qcfg);
