@@ -212,7 +212,7 @@ expect_eq "$(count "SELECT count(*) FROM instance WHERE name = 'c3w'")" 0 "c3w: 
 # a rotation left unfinished (killed after step 2) is not fought over
 (GPUFLEET_TEST_CRASH_AT=2 "$GPUFLEET" keys rotate inst-1 >/dev/null 2>&1) 2>/dev/null
 run keys status inst-1
-expect_contains "$out" "running" "the rotation of inst-1 is unfinished"
+expect_contains "$out" "interrupted, step 2/7" "the rotation of inst-1 is unfinished (its process is gone)"
 run keys install inst-1 --password-file "$T/wrong"
 expect_rc 1 "keys install refuses an instance mid-rotation"
 expect_contains "$out" "inst-1: failed: a key rotation of inst-1 is unfinished (step 2, running): run \`gpufleet keys rotate inst-1\` first" \
