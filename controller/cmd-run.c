@@ -379,6 +379,7 @@ read_started(struct planwrite *pw, size_t i, const struct job_answer *a,
 	rh->log = s != NULL ? xstrdup(s) : NULL;
 	json_decref(o);
 
+	misc_test_point("run:1");
 	memset(&row, 0, sizeof row);
 	row.job = rh->job;
 	row.name = (char *)r->spec.name;
@@ -403,6 +404,7 @@ read_started(struct planwrite *pw, size_t i, const struct job_answer *a,
 		    h->in->name, (long long)rh->job, cause);
 		free(cause);
 	}
+	misc_test_point("run:2");
 }
 
 /* Print each host's outcome; returns how many failed. */
