@@ -88,6 +88,7 @@ before=$(dump)
 fill
 run status
 disk_full "status with the database open elsewhere"
+expect_match "$out" "^inst-1 +up " "status shows what it saw all the same"
 run cost
 expect_rc 0 "cost only reads: it works on a full disk"
 expect_match "$out" "^inst-1 " "cost lists inst-1"
