@@ -28,6 +28,7 @@
 #include "actionlog.h"
 #include "advise.h"
 #include "api.h"
+#include "child.h"
 #include "db.h"
 #include "cmd.h"
 #include "guard.h"
@@ -960,6 +961,9 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 	   give our children a few seconds to exit on their SIGTERM first. */
 	schedrun_wait(d->kids, d->nkids, STOP_WAIT_S);
 	d->nkids = 0;
+	/* Ours on the loop: SIGTERM, SIGKILL after CHILD_GRACE_S, booked
+	   as they are reaped (check_over waits for them). */
+	child_kill_all();
 	notifysend_abort(d->ns, why);
 	free(why);
 	check_over(d);
@@ -970,8 +974,8 @@ static void
 check_over(struct daemon *d)
 {
 	if (d->stopping && !d->polling && !held_busy(d->execd) &&
-	    d->nkids == 0 && notifysend_inflight(d->ns) == 0 &&
-	    api_busy(d->api) == 0)
+	    d->nkids == 0 && child_count() == 0 &&
+	    notifysend_inflight(d->ns) == 0 && api_busy(d->api) == 0)
 		d->over = 1; /* daemon_main's loop ends after this round */
 }
 
@@ -994,11 +998,12 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 	reap(d);
 	notifysend_stop(d->ns);
 	api_stop(d->api); /* what runs for a request finishes (at most 30 s) */
-	if (d->nkids > 0 || notifysend_inflight(d->ns) > 0) {
-		info("%s: waiting up to %ds for %zu run(s) and %d "
-		     "notification(s) still going",
+	if (d->nkids > 0 || child_count() > 0 ||
+	    notifysend_inflight(d->ns) > 0) {
+		info("%s: waiting up to %ds for %zu run(s), %zu local "
+		     "stop(s) and %d notification(s) still going",
 		    d->stop_why, d->f->config->daemon_stop_grace, d->nkids,
-		    notifysend_inflight(d->ns));
+		    child_count(), notifysend_inflight(d->ns));
 		evtimer_add(d->grace, &tv);
 	} else
 		info("%s: stopping", d->stop_why);
@@ -1058,6 +1063,8 @@ events_add(struct daemon *d, struct event_base *base)
 	evsignal_add(d->ev_int, NULL);
 	evsignal_add(d->ev_hup, NULL);
 	evsignal_add(d->ev_chld, NULL);
+	if (child_loop_start(base) != 0)
+		fatal("cannot reap children on the loop");
 	evtimer_add(d->tick, &sec);
 	event_active(d->poll, EV_TIMEOUT, 0);
 }
@@ -1069,6 +1076,7 @@ events_free(struct daemon *d)
 		d->ev_int, d->ev_hup, d->ev_chld };
 	size_t i;
 
+	child_loop_end();
 	for (i = 0; i < sizeof ev / sizeof ev[0]; i++) {
 		if (ev[i] != NULL)
 			event_free(ev[i]);
