@@ -13,6 +13,11 @@
 #include "child.h"
 #include "xmalloc.h"
 
+#ifdef NSIG
+#define CHILD_NSIG NSIG
+#else
+#define CHILD_NSIG 65
+#endif
 #define CHILD_POLL_MS 20 /* child_run's look for its child (no SIGCHLD) */
 
 /* A tracked child. */
@@ -92,6 +97,22 @@ redirect(const struct child_spec *spec)
 	}
 }
 
+/* In the child: every signal we handle or ignore back to its default. */
+static void
+defaults(void)
+{
+	struct sigaction sa;
+	int sig;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = SIG_DFL;
+	sigemptyset(&sa.sa_mask);
+	for (sig = 1; sig < CHILD_NSIG; sig++) {
+		if (sig != SIGKILL && sig != SIGSTOP)
+			sigaction(sig, &sa, NULL);
+	}
+}
+
 /* Fork and exec spec in its own process group; the child never returns. */
 static pid_t
 spawn(const struct child_spec *spec, char **cause)
@@ -100,17 +121,29 @@ spawn(const struct child_spec *spec, char **cause)
 	pid_t pid;
 	size_t i;
 
+	sigset_t all, old;
+
 	fflush(NULL);
+	/*
+	 * Until it has reset our handlers, a signal to the child would run
+	 * them there (libevent's would tell the loop of a SIGTERM it never
+	 * got): signals wait, blocked, until the child has its defaults.
+	 */
+	sigfillset(&all);
+	sigprocmask(SIG_SETMASK, &all, &old);
 	if ((pid = fork()) == -1) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		xasprintf(cause, "cannot fork: %s", strerror(errno));
 		return -1;
 	}
 	if (pid > 0) {
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		setpgid(pid, pid); /* as the child does: no race with a kill */
 		return pid;
 	}
 	setpgid(0, 0);
-	signal(SIGPIPE, SIG_DFL);
+	defaults();
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	for (i = 0; spec->env != NULL && spec->env[i] != NULL; i++) {
 		name = strdup(spec->env[i]);
 		if (name == NULL || (eq = strchr(name, '=')) == NULL)
