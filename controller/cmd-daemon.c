@@ -504,7 +504,7 @@ guards(struct daemon *d)
 		info("guard %s: %s: %s", acts[i].guard,
 		    acts[i].shutdown ? "stopping" : "warning", acts[i].why);
 		if (acts[i].shutdown &&
-		    guard_stop(d->f, d->self, &acts[i], &cause) != 0) {
+		    guard_stop_start(d->f, d->self, &acts[i], &cause) != 0) {
 			warn_msg("guard %s: %s", acts[i].guard, cause);
 			free(cause);
 			cause = NULL;

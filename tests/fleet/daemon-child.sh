@@ -1,27 +1,31 @@
 #!/usr/bin/env bash
-# The daemon's local stops run beside its loop: while one blocks (until the
-# test releases it) the API answers, another instance's guard stops it and
-# a schedule runs; a second due stop of the same instance waits for the
-# first; a released stop is booked when it ends; SIGTERM ends the daemon
-# within its grace and leaves nothing of the stop's process group.
+# The daemon's local stops and guard stops run beside its loop: while one
+# local stop blocks (until the test releases it) the API answers, another
+# instance's guard stop (its shutdown child blocked in that instance's own
+# local stop) runs and the API still answers, a schedule runs; a second
+# due stop of the same instance waits for the first; a released stop is
+# booked when it ends, nothing of its process group left; SIGTERM ends
+# the daemon within its grace and leaves nothing of the stop's group.
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
 
 fleet_up 3 --group-size 1
-# inst-1's stop: records its process group, leaves a grandchild behind
-# it, and waits for $T/release (which it takes) before it exits 0.
+# The stops of inst-1 and inst-2: each records its process group, leaves
+# a grandchild behind it, and waits for $T/release.NAME (which it takes)
+# before it exits 0.
 cat >"$T/stop.sh" <<EOF
 ps -o pgid= -p \$\$ | tr -d ' ' >"$T/pgid.\$1"
 sleep 1000 &
-while ! rm "$T/release" 2>/dev/null; do sleep 0.2; done
+while ! rm "$T/release.\$1" 2>/dev/null; do sleep 0.2; done
 EOF
-run set inst-1 "stop_command=local:sh $T/stop.sh {name}" stop_kind=stop
-expect_rc 0 "inst-1's local stop"
+for i in 1 2; do
+	run set inst-$i "stop_command=local:sh $T/stop.sh {name}" stop_kind=stop
+	expect_rc 0 "inst-$i's local stop"
+done
 # inst-2 costs far past the guard's cap; inst-1 and inst-3 nothing near it.
 run set inst-2 provider=vast price=360000/h billing=second
 expect_rc 0 "inst-2 on vast, priced"
-fleet setenv inst-2 CONTAINER_ID=c-2 CONTAINER_API_KEY=vk-2
 for i in 1 3; do
 	run set inst-$i price=0.0001/h billing=second
 	expect_rc 0 "price inst-$i"
@@ -44,14 +48,24 @@ expect_eq "$(sql "SELECT started_at IS NOT NULL FROM local_stop WHERE deadline =
     "d-1 is claimed"
 
 # --- while it blocks, the loop goes on -----------------------------------------
-for i in 1 2 3 4 5; do
-	code=$(curl -sS -m 20 -o "$T/body" -w '%{http_code}' "http://127.0.0.1:$port/api/v1/instances")
-	expect_eq "$code" 200 "GET /api/v1/instances $i answers while the stop blocks"
-done
-expect_eq "$(jq -r '[.[].name] | sort | join(",")' "$T/body")" "inst-1,inst-2,inst-3" \
-    "the API names the three"
+# api WHY: five requests, each answered (a generous bound on each).
+api() {
+	local i code
+	for i in 1 2 3 4 5; do
+		code=$(curl -sS -m 20 -o "$T/body" -w '%{http_code}' "http://127.0.0.1:$port/api/v1/instances")
+		expect_eq "$code" 200 "GET /api/v1/instances $i answers while $1"
+	done
+	expect_eq "$(jq -r '[.[].name] | sort | join(",")' "$T/body")" "inst-1,inst-2,inst-3" \
+	    "the API names the three while $1"
+}
+api "inst-1's stop blocks"
 run guard add all --max-cost 0.001 --do shutdown --name cap
 expect_rc 0 "guard add"
+wait_for 120 "the guard's stop of inst-2 runs" test -s "$T/pgid.inst-2"
+api "the guard's stop of inst-2 blocks too"
+expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND result IS NULL")" 1 \
+    "the guard's stop is pending while it runs"
+touch "$T/release.inst-2"
 guarded() { [ "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND result IS NOT NULL")" -ge 1 ]; }
 wait_for 120 "the guard stops inst-2" guarded
 expect_eq "$(sql "SELECT result FROM action_log WHERE kind = 'guard_shutdown'")" '{"inst-2":"ok"}' \
@@ -66,7 +80,7 @@ expect_eq "$(sql "SELECT status IS NULL FROM local_stop WHERE deadline = 'd-1'")
 
 # --- released: booked, then the next one runs ----------------------------------
 rm -f "$T/pgid.inst-1"
-touch "$T/release"
+touch "$T/release.inst-1"
 booked() { [ "$(sql "SELECT status FROM local_stop WHERE deadline = 'd-1'")" = 0 ]; }
 wait_for 60 "d-1 is booked done" booked
 group_gone() { ! pgrep -g "$pgid" >/dev/null; }
