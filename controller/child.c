@@ -31,7 +31,8 @@ struct child {
 	struct child *next;
 };
 
-static struct event_base *loop_base; /* child_loop_start's */
+static volatile sig_atomic_t run_signal; /* child_run was told to stop */
+static struct event_base *loop_base;	 /* child_loop_start's */
 static struct event *loop_sigchld;
 static struct child *children;
 
@@ -158,8 +159,8 @@ spawn(const struct child_spec *spec, char **cause)
 	_exit(127);
 }
 
-/* Start spec on base and track it; its end goes to cb. */
-static int
+/* Start spec on base and track it; its end goes to cb. NULL with *cause. */
+static struct child *
 start(struct event_base *base, const struct child_spec *spec, child_cb cb,
     void *arg, pid_t *pidp, char **cause)
 {
@@ -168,7 +169,7 @@ start(struct event_base *base, const struct child_spec *spec, child_cb cb,
 	pid_t pid;
 
 	if ((pid = spawn(spec, cause)) == -1)
-		return -1;
+		return NULL;
 	c = xcalloc(1, sizeof *c);
 	c->pid = pid;
 	c->cb = cb;
@@ -180,7 +181,7 @@ start(struct event_base *base, const struct child_spec *spec, child_cb cb,
 	children = c;
 	if (pidp != NULL)
 		*pidp = pid;
-	return 0;
+	return c;
 }
 
 /*
@@ -196,7 +197,7 @@ child_start(const struct child_spec *spec, child_cb cb, void *arg, pid_t *pidp,
 		*cause = xstrdup("no loop to run the child beside");
 		return -1;
 	}
-	return start(loop_base, spec, cb, arg, pidp, cause);
+	return start(loop_base, spec, cb, arg, pidp, cause) != NULL ? 0 : -1;
 }
 
 /* SIGTERM c's group now, SIGKILL once the grace is over. */
@@ -284,36 +285,62 @@ on_done(const struct child_result *res, void *arg)
 	out->pid = -res->pid; /* negative: done */
 }
 
+/* child_run's SIGINT, SIGTERM, SIGHUP: its child goes first. */
+static void
+on_run_signal(int sig)
+{
+	run_signal = sig;
+}
+
 /*
  * Run spec to its end on a private event_base (the same runner, for
  * commands: it looks for its end every CHILD_POLL_MS rather than on
- * SIGCHLD, which the caller's own loop may hold). Returns 0 with *res,
- * or -1 with *cause.
+ * SIGCHLD, which the caller's own loop may hold). SIGINT, SIGTERM or
+ * SIGHUP meanwhile stops the child's group (killed 3), then is passed
+ * on to the caller's own handling once it is reaped. Returns 0 with
+ * *res, or -1 with *cause.
  */
 int
 child_run(const struct child_spec *spec, struct child_result *res, char **cause)
 {
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
 	struct timeval tv = { 0, CHILD_POLL_MS * 1000 };
+	struct sigaction sa, old[3];
 	struct event_base *base;
 	struct event *poll;
 	struct child_result got = { 0, 0, 0 };
+	struct child *c;
+	size_t i;
 	int r = -1;
 
 	if ((base = event_base_new()) == NULL) {
 		*cause = xstrdup("cannot make an event loop");
 		return -1;
 	}
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_run_signal;
+	sigemptyset(&sa.sa_mask);
+	run_signal = 0;
+	for (i = 0; i < 3; i++)
+		sigaction(sigs[i], &sa, &old[i]);
 	poll = event_new(base, -1, EV_PERSIST, on_poll, NULL);
-	if (start(base, spec, on_done, &got, NULL, cause) == 0) {
+	if ((c = start(base, spec, on_done, &got, NULL, cause)) != NULL) {
 		evtimer_add(poll, &tv);
-		while (got.pid >= 0)
+		while (got.pid >= 0) {
 			event_base_loop(base, EVLOOP_ONCE);
+			if (run_signal != 0 && got.pid >= 0)
+				term(c, 3); /* c lives until it is reaped */
+		}
 		got.pid = -got.pid;
 		*res = got;
 		r = 0;
 	}
 	event_free(poll);
 	event_base_free(base);
+	for (i = 0; i < 3; i++)
+		sigaction(sigs[i], &old[i], NULL);
+	if (run_signal != 0)
+		raise(run_signal);
 	return r;
 }
 
@@ -355,6 +382,8 @@ child_why(const struct child_result *res, int timeout)
 		xasprintf(&s, "it ran past %ds and was killed", timeout);
 	else if (res->killed == 2)
 		s = xstrdup("it was stopped with the daemon");
+	else if (res->killed == 3)
+		s = xstrdup("it was stopped: gpufleet was interrupted");
 	else if (res->status == -1)
 		s = xstrdup("how it ended is not known");
 	else if (WIFSIGNALED(res->status))

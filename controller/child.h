@@ -34,7 +34,8 @@ struct child_spec {
 struct child_result {
 	pid_t pid;
 	int status; /* from waitpid */
-	int killed; /* 1: killed at its deadline, 2: by child_kill_all */
+	int killed; /* 1: at its deadline, 2: by child_kill_all, 3: child_run
+		       was interrupted (SIGINT, SIGTERM, SIGHUP) */
 };
 
 typedef void (*child_cb)(const struct child_result *, void *);

@@ -149,6 +149,46 @@ START_TEST(test_files)
 }
 END_TEST
 
+static volatile sig_atomic_t termed;
+
+static void
+on_term(int sig)
+{
+	termed = sig;
+}
+
+/*
+ * SIGTERM to a command in child_run: its child's group goes first (killed
+ * 3, a grandchild too), then the command's own handler gets the signal.
+ */
+START_TEST(test_interrupted)
+{
+	char path[96], cmd[256], buf[64], *cause = NULL;
+	char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+	struct child_spec spec = { .argv = argv };
+	struct child_result res;
+	struct sigaction sa;
+	long grandchild;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_term;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	snprintf(path, sizeof path, "%s/pid", dir);
+	snprintf(cmd, sizeof cmd,
+	    "sleep 1000 & echo $! > %s; kill -TERM $PPID; wait", path);
+	ck_assert_int_eq(child_run(&spec, &res, &cause), 0);
+	ck_assert_int_eq(res.killed, 3);
+	ck_assert_int_eq(termed, SIGTERM);
+	slurp(path, buf, sizeof buf);
+	ck_assert_int_eq(sscanf(buf, "%ld", &grandchild), 1);
+	ck_assert(wait_gone(grandchild));
+	cause = child_why(&res, 0);
+	ck_assert_str_eq(cause, "it was stopped: gpufleet was interrupted");
+	free(cause);
+}
+END_TEST
+
 struct seen {
 	int done;
 	struct child_result res;
@@ -211,6 +251,7 @@ main(void)
 	tcase_add_test(tc, test_deadline_group);
 	tcase_add_test(tc, test_deadline_kill);
 	tcase_add_test(tc, test_files);
+	tcase_add_test(tc, test_interrupted);
 	tcase_add_test(tc, test_loop);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
