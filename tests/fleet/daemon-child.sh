@@ -4,8 +4,10 @@
 # instance's guard stop (its shutdown child blocked in that instance's own
 # local stop) runs and the API still answers, a schedule runs; a second
 # due stop of the same instance waits for the first; a released stop is
-# booked when it ends, nothing of its process group left; SIGTERM ends
-# the daemon within its grace and leaves nothing of the stop's group.
+# booked when it ends, nothing of its process group left. SIGTERM ends
+# the daemon within its grace and leaves nothing of either stop's group:
+# the local stop is booked failed, the guard's stays pending, and the
+# next daemon runs the guard's again (not the claimed local one).
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/lib/watcher.sh"
 . "$(dirname "$0")/lib/daemon.sh"
@@ -63,13 +65,9 @@ run guard add all --max-cost 0.001 --do shutdown --name cap
 expect_rc 0 "guard add"
 wait_for 120 "the guard's stop of inst-2 runs" test -s "$T/pgid.inst-2"
 api "the guard's stop of inst-2 blocks too"
-expect_eq "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND result IS NULL")" 1 \
-    "the guard's stop is pending while it runs"
-touch "$T/release.inst-2"
-guarded() { [ "$(sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND result IS NOT NULL")" -ge 1 ]; }
-wait_for 120 "the guard stops inst-2" guarded
-expect_eq "$(sql "SELECT result FROM action_log WHERE kind = 'guard_shutdown'")" '{"inst-2":"ok"}' \
-    "the guard's stop of inst-2 went through"
+pending() { sql "SELECT count(*) FROM action_log WHERE kind = 'guard_shutdown' AND result IS NULL"; }
+expect_eq "$(pending)" 1 "the guard's stop is pending while it runs"
+pgid2=$(cat "$T/pgid.inst-2")
 add_schedule tick inst-3 exec 'echo run >> ticks.txt'
 wait_for 120 "a schedule runs" at_least 1 runs tick ok
 pause tick
@@ -90,15 +88,29 @@ expect_eq "$(sql "SELECT count(*) FROM stop_request r JOIN instance i ON i.id = 
 wait_for 60 "inst-1's second stop runs" test -s "$T/pgid.inst-1"
 pgid=$(cat "$T/pgid.inst-1")
 
-# --- SIGTERM: the daemon ends, the stop's group with it -------------------------
+# --- SIGTERM: the daemon ends, the stops' groups with it ------------------------
 kill -TERM "$dpid"
 wait_for 120 "the daemon ends on SIGTERM" gone_or_zombie "$dpid"
 wait "$dpid"
 rc=$?
 expect_rc 0 "the daemon's exit on SIGTERM"
-wait_for 30 "nothing of the stop's process group is left" group_gone
+wait_for 30 "nothing of d-2's process group is left" group_gone
+pgid=$pgid2
+wait_for 30 "nothing of the guard's stop of inst-2 is left" group_gone
 expect_eq "$(sql "SELECT status FROM local_stop WHERE deadline = 'd-2'")" 1 \
     "d-2, stopped with the daemon, is booked failed"
 expect_contains "$(cat "$LOG")" "the local stop of deadline d-2 failed: it was stopped with the daemon" \
     "the log says why"
+expect_eq "$(pending)" 1 "the guard's stop stopped with the daemon is still pending"
+
+# --- the next daemon: the guard's stop again, not the claimed local one ---------
+rm -f "$T/pgid.inst-1" "$T/pgid.inst-2"
+DAEMON_ARGS="--listen 127.0.0.1:$port" start_daemon
+wait_for 120 "the guard's stop of inst-2 runs again" test -s "$T/pgid.inst-2"
+touch "$T/release.inst-2"
+wait_for 120 "the guard stops inst-2" not at_least 1 pending
+expect_eq "$(sql "SELECT result FROM action_log WHERE kind = 'guard_shutdown'")" '{"inst-2":"ok"}' \
+    "the guard's stop of inst-2 went through"
+checks=$((checks + 1))
+[ ! -e "$T/pgid.inst-1" ] || fail "a claimed local stop ran again"
 finish
