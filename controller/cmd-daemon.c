@@ -88,6 +88,8 @@ struct daemon {
 
 	struct schedrun_child *kids;
 	size_t nkids;
+	struct schedrun_child *ending; /* stopped runs' children, exiting */
+	size_t nending;
 	struct held_kid *held; /* pulls of held stops under way */
 	size_t nheld;
 
@@ -101,7 +103,7 @@ struct daemon {
 
 	int stopping, over, reload;
 	const char *stop_why;
-	struct event *poll, *tick, *grace;
+	struct event *poll, *tick, *grace, *ended;
 	struct event *ev_term, *ev_int, *ev_hup, *ev_chld;
 };
 
@@ -941,11 +943,42 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	check_over(d);
 }
 
+/* Reap the children of stopped runs that have exited since. */
+static void
+ending_reap(struct daemon *d)
+{
+	size_t i = 0;
+
+	while (i < d->nending) {
+		if (waitpid(d->ending[i].pid, NULL, WNOHANG) == 0) {
+			i++;
+			continue;
+		}
+		info("run %lld: its child exited",
+		    (long long)d->ending[i].run_id);
+		d->ending[i] = d->ending[--d->nending];
+	}
+}
+
+/* The children of stopped runs had their STOP_WAIT_S: wait no more. */
+static void
+on_ended(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	ending_reap(d);
+	d->nending = 0;
+	check_over(d);
+}
+
 /* The grace is over: stop the runs still going, recorded abandoned. */
 static void
 on_grace(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
+	struct timeval tv = { STOP_WAIT_S, 0 };
 	char *why, *cause = NULL;
 	size_t i;
 
@@ -960,11 +993,18 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 			free(cause);
 			cause = NULL;
 		}
+		if (d->kids[i].own && !d->kids[i].reaped) {
+			d->ending = xreallocarray(
+			    d->ending, d->nending + 1, sizeof *d->ending);
+			d->ending[d->nending++] = d->kids[i];
+		}
 	}
-	/* Under KillMode=mixed the service ends once this process exits:
-	   give our children a few seconds to exit on their SIGTERM first. */
-	schedrun_wait(d->kids, d->nkids, STOP_WAIT_S);
 	d->nkids = 0;
+	/* Under KillMode=mixed the service ends once this process exits:
+	   give our children a few seconds to exit on their SIGTERM first
+	   (check_over waits for them, on_ended no longer). */
+	if (d->nending > 0)
+		evtimer_add(d->ended, &tv);
 	/* Ours on the loop: SIGTERM, SIGKILL after CHILD_GRACE_S, booked
 	   as they are reaped (check_over waits for them). */
 	child_kill_all();
@@ -978,7 +1018,7 @@ static void
 check_over(struct daemon *d)
 {
 	if (d->stopping && !d->polling && !held_busy(d->execd) &&
-	    d->nkids == 0 && child_count() == 0 &&
+	    d->nkids == 0 && d->nending == 0 && child_count() == 0 &&
 	    notifysend_inflight(d->ns) == 0 && api_busy(d->api) == 0)
 		d->over = 1; /* daemon_main's loop ends after this round */
 }
@@ -1032,6 +1072,7 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(arg);
+	ending_reap(arg);
 	holds_reap(arg);
 	api_reap(((struct daemon *)arg)->api);
 	check_over(arg);
@@ -1059,6 +1100,7 @@ events_add(struct daemon *d, struct event_base *base)
 	d->poll = evtimer_new(base, on_poll, d);
 	d->tick = event_new(base, -1, EV_PERSIST, on_tick, d);
 	d->grace = evtimer_new(base, on_grace, d);
+	d->ended = evtimer_new(base, on_ended, d);
 	d->ev_term = evsignal_new(base, SIGTERM, on_stop, d);
 	d->ev_int = evsignal_new(base, SIGINT, on_stop, d);
 	d->ev_hup = evsignal_new(base, SIGHUP, on_hup, d);
@@ -1076,7 +1118,7 @@ events_add(struct daemon *d, struct event_base *base)
 static void
 events_free(struct daemon *d)
 {
-	struct event *ev[] = { d->poll, d->tick, d->grace, d->ev_term,
+	struct event *ev[] = { d->poll, d->tick, d->grace, d->ended, d->ev_term,
 		d->ev_int, d->ev_hup, d->ev_chld };
 	size_t i;
 
@@ -1316,6 +1358,7 @@ cmd_daemon_exec(
 		close(d.lock_fd);
 	free(d.last_error);
 	free(d.kids);
+	free(d.ending);
 	free(d.held);
 	free(d.down);
 	free(d.log_path);
