@@ -39,10 +39,7 @@ struct pending {
 	int due; /* a local_stop row: its status and a notification */
 	int r;
 	char *cause;
-	struct pending *next;
 };
-
-static struct pending *inflight; /* beside the daemon's loop */
 
 static int claim(struct inventory *, int64_t, const char *, int64_t);
 static void notify(struct inventory *, const struct instance *, const char *,
@@ -136,12 +133,8 @@ pending_free(struct pending *p)
 static void
 on_done(const struct child_result *res, void *arg)
 {
-	struct pending *p = arg, **pp;
+	struct pending *p = arg;
 
-	for (pp = &inflight; *pp != NULL && *pp != p; pp = &(*pp)->next)
-		;
-	if (*pp != NULL)
-		*pp = p->next;
 	finish(p, res);
 	pending_free(p);
 }
@@ -165,8 +158,6 @@ launch(struct pending *p, const char *cmd)
 	if (p->due && child_looping()) {
 		if (child_start(&spec, on_done, p, NULL, &p->cause) != 0)
 			return -1;
-		p->next = inflight;
-		inflight = p;
 		return 1;
 	}
 	if (child_run(&spec, &res, &p->cause) != 0)
