@@ -296,9 +296,9 @@ on_run_signal(int sig)
  * Run spec to its end on a private event_base (the same runner, for
  * commands: it looks for its end every CHILD_POLL_MS rather than on
  * SIGCHLD, which the caller's own loop may hold). SIGINT, SIGTERM or
- * SIGHUP meanwhile stops the child's group (killed 3), then is passed
- * on to the caller's own handling once it is reaped. Returns 0 with
- * *res, or -1 with *cause.
+ * SIGHUP meanwhile (one not ignored) stops the child's group (killed 3),
+ * then is passed on to the caller's own handling once it is reaped.
+ * Returns 0 with *res, or -1 with *cause.
  */
 int
 child_run(const struct child_spec *spec, struct child_result *res, char **cause)
@@ -321,8 +321,11 @@ child_run(const struct child_spec *spec, struct child_result *res, char **cause)
 	sa.sa_handler = on_run_signal;
 	sigemptyset(&sa.sa_mask);
 	run_signal = 0;
-	for (i = 0; i < 3; i++)
-		sigaction(sigs[i], &sa, &old[i]);
+	for (i = 0; i < 3; i++) {
+		sigaction(sigs[i], NULL, &old[i]);
+		if (old[i].sa_handler != SIG_IGN) /* nohup's SIGHUP stays so */
+			sigaction(sigs[i], &sa, NULL);
+	}
 	poll = event_new(base, -1, EV_PERSIST, on_poll, NULL);
 	if ((c = start(base, spec, on_done, &got, NULL, cause)) != NULL) {
 		evtimer_add(poll, &tv);

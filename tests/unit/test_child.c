@@ -189,6 +189,22 @@ START_TEST(test_interrupted)
 }
 END_TEST
 
+/* A signal the command ignores (nohup's SIGHUP) leaves its child alone. */
+START_TEST(test_ignored)
+{
+	char cmd[] = "kill -HUP $PPID; sleep 1; exit 4", *cause = NULL;
+	char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+	struct child_spec spec = { .argv = argv };
+	struct child_result res;
+
+	signal(SIGHUP, SIG_IGN);
+	ck_assert_int_eq(child_run(&spec, &res, &cause), 0);
+	ck_assert_int_eq(res.killed, 0);
+	ck_assert(WIFEXITED(res.status));
+	ck_assert_int_eq(WEXITSTATUS(res.status), 4);
+}
+END_TEST
+
 struct seen {
 	int done;
 	struct child_result res;
@@ -252,6 +268,7 @@ main(void)
 	tcase_add_test(tc, test_deadline_kill);
 	tcase_add_test(tc, test_files);
 	tcase_add_test(tc, test_interrupted);
+	tcase_add_test(tc, test_ignored);
 	tcase_add_test(tc, test_loop);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
