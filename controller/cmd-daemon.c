@@ -28,6 +28,7 @@
 #include "actionlog.h"
 #include "advise.h"
 #include "api.h"
+#include "child.h"
 #include "db.h"
 #include "cmd.h"
 #include "guard.h"
@@ -87,6 +88,8 @@ struct daemon {
 
 	struct schedrun_child *kids;
 	size_t nkids;
+	struct schedrun_child *ending; /* stopped runs' children, exiting */
+	size_t nending;
 	struct held_kid *held; /* pulls of held stops under way */
 	size_t nheld;
 
@@ -100,7 +103,7 @@ struct daemon {
 
 	int stopping, over, reload;
 	const char *stop_why;
-	struct event *poll, *tick, *grace;
+	struct event *poll, *tick, *grace, *ended;
 	struct event *ev_term, *ev_int, *ev_hup, *ev_chld;
 };
 
@@ -122,7 +125,10 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "--pull)\nget their pull from a child `gpufleet shutdown "
 	    "--pull-held "
 	    "NAME` (output\nin the log); their stop goes on once the "
-	    "results came home.\nEvery second it runs the due exec, "
+	    "results came home.\nLocal stops and the guards' stops run "
+	    "beside the loop (their own process\ngroups; one local stop "
+	    "per instance at a time), killed after 600 s.\nEvery second it "
+	    "runs the due exec, "
 	    "rotate-keys, status and backup\nschedules as child gpufleet "
 	    "processes (their output in\n$XDG_STATE_HOME/gpufleet/runs/) and "
 	    "sends the "
@@ -134,7 +140,8 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "$XDG_STATE_HOME/gpufleet/daemon.log (and stderr in the "
 	    "foreground).\nSIGHUP re-reads the configuration; SIGTERM gives "
 	    "the runs still going\n[daemon] stop_grace seconds (default 20), "
-	    "then stops them (recorded\nabandoned). A [keys] passphrase_file "
+	    "then stops them (recorded\nabandoned), and the local and guard "
+	    "stops with them.\nA [keys] passphrase_file "
 	    "of 'ask' is refused (no terminal).\n\n"
 	    "It serves the dashboard and the JSON API (/api/v1/: the CLI's "
 	    "--json\ndocuments) over plain HTTP on [daemon] listen (default "
@@ -503,7 +510,7 @@ guards(struct daemon *d)
 		info("guard %s: %s: %s", acts[i].guard,
 		    acts[i].shutdown ? "stopping" : "warning", acts[i].why);
 		if (acts[i].shutdown &&
-		    guard_stop(d->f, d->self, &acts[i], &cause) != 0) {
+		    guard_stop_start(d->f, d->self, &acts[i], &cause) != 0) {
 			warn_msg("guard %s: %s", acts[i].guard, cause);
 			free(cause);
 			cause = NULL;
@@ -936,11 +943,42 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	check_over(d);
 }
 
+/* Reap the children of stopped runs that have exited since. */
+static void
+ending_reap(struct daemon *d)
+{
+	size_t i = 0;
+
+	while (i < d->nending) {
+		if (waitpid(d->ending[i].pid, NULL, WNOHANG) == 0) {
+			i++;
+			continue;
+		}
+		info("run %lld: its child exited",
+		    (long long)d->ending[i].run_id);
+		d->ending[i] = d->ending[--d->nending];
+	}
+}
+
+/* The children of stopped runs had their STOP_WAIT_S: wait no more. */
+static void
+on_ended(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+
+	(void)fd;
+	(void)what;
+	ending_reap(d);
+	d->nending = 0;
+	check_over(d);
+}
+
 /* The grace is over: stop the runs still going, recorded abandoned. */
 static void
 on_grace(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
+	struct timeval tv = { STOP_WAIT_S, 0 };
 	char *why, *cause = NULL;
 	size_t i;
 
@@ -955,11 +993,21 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 			free(cause);
 			cause = NULL;
 		}
+		if (d->kids[i].own && !d->kids[i].reaped) {
+			d->ending = xreallocarray(
+			    d->ending, d->nending + 1, sizeof *d->ending);
+			d->ending[d->nending++] = d->kids[i];
+		}
 	}
-	/* Under KillMode=mixed the service ends once this process exits:
-	   give our children a few seconds to exit on their SIGTERM first. */
-	schedrun_wait(d->kids, d->nkids, STOP_WAIT_S);
 	d->nkids = 0;
+	/* Under KillMode=mixed the service ends once this process exits:
+	   give our children a few seconds to exit on their SIGTERM first
+	   (check_over waits for them, on_ended no longer). */
+	if (d->nending > 0)
+		evtimer_add(d->ended, &tv);
+	/* Ours on the loop: SIGTERM, SIGKILL after CHILD_GRACE_S, booked
+	   as they are reaped (check_over waits for them). */
+	child_kill_all();
 	notifysend_abort(d->ns, why);
 	free(why);
 	check_over(d);
@@ -970,8 +1018,8 @@ static void
 check_over(struct daemon *d)
 {
 	if (d->stopping && !d->polling && !held_busy(d->execd) &&
-	    d->nkids == 0 && notifysend_inflight(d->ns) == 0 &&
-	    api_busy(d->api) == 0)
+	    d->nkids == 0 && d->nending == 0 && child_count() == 0 &&
+	    notifysend_inflight(d->ns) == 0 && api_busy(d->api) == 0)
 		d->over = 1; /* daemon_main's loop ends after this round */
 }
 
@@ -994,11 +1042,12 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 	reap(d);
 	notifysend_stop(d->ns);
 	api_stop(d->api); /* what runs for a request finishes (at most 30 s) */
-	if (d->nkids > 0 || notifysend_inflight(d->ns) > 0) {
-		info("%s: waiting up to %ds for %zu run(s) and %d "
-		     "notification(s) still going",
+	if (d->nkids > 0 || child_count() > 0 ||
+	    notifysend_inflight(d->ns) > 0) {
+		info("%s: waiting up to %ds for %zu run(s), %zu local "
+		     "stop(s) and %d notification(s) still going",
 		    d->stop_why, d->f->config->daemon_stop_grace, d->nkids,
-		    notifysend_inflight(d->ns));
+		    child_count(), notifysend_inflight(d->ns));
 		evtimer_add(d->grace, &tv);
 	} else
 		info("%s: stopping", d->stop_why);
@@ -1023,6 +1072,7 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(arg);
+	ending_reap(arg);
 	holds_reap(arg);
 	api_reap(((struct daemon *)arg)->api);
 	check_over(arg);
@@ -1050,6 +1100,7 @@ events_add(struct daemon *d, struct event_base *base)
 	d->poll = evtimer_new(base, on_poll, d);
 	d->tick = event_new(base, -1, EV_PERSIST, on_tick, d);
 	d->grace = evtimer_new(base, on_grace, d);
+	d->ended = evtimer_new(base, on_ended, d);
 	d->ev_term = evsignal_new(base, SIGTERM, on_stop, d);
 	d->ev_int = evsignal_new(base, SIGINT, on_stop, d);
 	d->ev_hup = evsignal_new(base, SIGHUP, on_hup, d);
@@ -1058,6 +1109,8 @@ events_add(struct daemon *d, struct event_base *base)
 	evsignal_add(d->ev_int, NULL);
 	evsignal_add(d->ev_hup, NULL);
 	evsignal_add(d->ev_chld, NULL);
+	if (child_loop_start(base) != 0)
+		fatal("cannot reap children on the loop");
 	evtimer_add(d->tick, &sec);
 	event_active(d->poll, EV_TIMEOUT, 0);
 }
@@ -1065,10 +1118,11 @@ events_add(struct daemon *d, struct event_base *base)
 static void
 events_free(struct daemon *d)
 {
-	struct event *ev[] = { d->poll, d->tick, d->grace, d->ev_term,
+	struct event *ev[] = { d->poll, d->tick, d->grace, d->ended, d->ev_term,
 		d->ev_int, d->ev_hup, d->ev_chld };
 	size_t i;
 
+	child_loop_end();
 	for (i = 0; i < sizeof ev / sizeof ev[0]; i++) {
 		if (ev[i] != NULL)
 			event_free(ev[i]);
@@ -1304,6 +1358,7 @@ cmd_daemon_exec(
 		close(d.lock_fd);
 	free(d.last_error);
 	free(d.kids);
+	free(d.ending);
 	free(d.held);
 	free(d.down);
 	free(d.log_path);

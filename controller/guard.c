@@ -10,9 +10,11 @@
 #include <unistd.h>
 
 #include "actionlog.h"
+#include "child.h"
 #include "cost.h"
 #include "db.h"
 #include "guard.h"
+#include "log.h"
 #include "notify.h"
 #include "schedrun.h"
 #include "selector.h"
@@ -43,7 +45,9 @@ static int take_over(
     struct inventory *, struct guard_action *, int64_t, int64_t, char **);
 static int resume(
     struct inventory *, int, struct guard_action **, size_t *, char **);
-static int run_child(char *const *, char **, char **, int *, char **);
+static int running(int64_t);
+static json_t *stop_result(
+    const struct guard_action *, const char *, int, const char *);
 static json_t *stop_result(
     const struct guard_action *, const char *, int, const char *);
 
@@ -629,7 +633,8 @@ resume(struct inventory *inv, int dry_run, struct guard_action **out,
 		return r;
 	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 		if (runner_live(sqlite3_column_int64(st, 4),
-			sqlite3_column_int64(st, 5)))
+			sqlite3_column_int64(st, 5)) ||
+		    running(sqlite3_column_int64(st, 0)))
 			continue;
 		v = xreallocarray(v, n + 1, sizeof *v);
 		owner = xreallocarray(owner, 2 * (n + 1), sizeof *owner);
@@ -694,79 +699,138 @@ guard_actions_free(struct guard_action *v, size_t n)
 	free(v);
 }
 
-/* Read all of fp from its start. Caller frees. */
+/* Read all of path. Caller frees. */
 static char *
-slurp(FILE *fp)
+slurp(const char *path)
 {
 	char *s = NULL, buf[4096];
 	size_t len = 0, got;
+	FILE *fp;
 
-	rewind(fp);
+	if ((fp = fopen(path, "r")) == NULL)
+		return xstrdup("");
 	while ((got = fread(buf, 1, sizeof buf, fp)) > 0) {
 		s = xreallocarray(s, len + got + 1, 1);
 		memcpy(s + len, buf, got);
 		len += got;
 	}
+	fclose(fp);
 	if (s == NULL)
 		return xstrdup("");
 	s[len] = '\0';
 	return s;
 }
 
-/*
- * Run argv and wait for it, stdin /dev/null; *out is its stdout, *err the
- * first line of its stderr, *status its exit status (-1: killed). Returns
- * 0 (caller frees both) or -1 with *cause.
- */
-static int
-run_child(char *const *argv, char **out, char **err, int *status, char **cause)
-{
-	FILE *o = tmpfile(), *e = tmpfile();
-	char *nl;
-	pid_t pid;
-	int st, r = -1;
+/* A shutdown action's child: what it stops, where its output goes. */
+struct stop_run {
+	struct inventory *inv;
+	struct guard_action a; /* log_id, guard, names */
+	char out[64], err[64]; /* its stdout, its stderr */
+	int r;
+	char *cause;
+	json_t *result;
+	struct stop_run *next;
+};
 
-	*out = *err = NULL;
-	if (o == NULL || e == NULL) {
+static struct stop_run *inflight; /* beside the daemon's loop */
+
+/* Whether the stop of action_log entry id runs beside the loop now. */
+static int
+running(int64_t id)
+{
+	struct stop_run *s;
+
+	for (s = inflight; s != NULL; s = s->next) {
+		if (s->a.log_id == id)
+			return 1;
+	}
+	return 0;
+}
+
+static void
+stop_run_free(struct stop_run *s)
+{
+	if (s->out[0] != '\0')
+		unlink(s->out);
+	if (s->err[0] != '\0')
+		unlink(s->err);
+	action_clear(&s->a);
+	free(s->cause);
+	json_decref(s->result);
+	free(s);
+}
+
+/* A temporary file's path in buf (made, empty). */
+static int
+temp_path(char *buf, size_t len, char **cause)
+{
+	const char *dir = getenv("TMPDIR");
+	int fd;
+
+	snprintf(buf, len, "%s/gpufleet-guard.XXXXXX",
+	    dir != NULL && *dir != '\0' && strlen(dir) < len - 32 ? dir
+								  : "/tmp");
+	if ((fd = mkstemp(buf)) == -1) {
 		xasprintf(
 		    cause, "cannot make a temporary file: %s", strerror(errno));
-		goto out;
+		buf[0] = '\0';
+		return -GF_EHOSTS;
 	}
-	fflush(NULL);
-	if ((pid = fork()) == -1) {
-		xasprintf(cause, "cannot fork: %s", strerror(errno));
-		goto out;
+	close(fd);
+	return 0;
+}
+
+/*
+ * The child s ran is over: store the result per host. A child stopped
+ * with the daemon stores none: the entry stays pending, and the next
+ * evaluator runs its stop again (resume).
+ */
+static void
+stop_finish(struct stop_run *s, const struct child_result *res)
+{
+	char *out, *err, *nl, *why;
+	int status;
+
+	if (res->killed == 2) {
+		s->r = -GF_EHOSTS;
+		s->cause = xstrdup("its stop was stopped with the daemon; the "
+				   "next evaluation runs it again");
+		return;
 	}
-	if (pid == 0) {
-		if (freopen("/dev/null", "r", stdin) == NULL)
-			_exit(127);
-		dup2(fileno(o), STDOUT_FILENO);
-		dup2(fileno(e), STDERR_FILENO);
-		/* Its deadlines are the guard's (g-): the books say why. */
-		setenv("GPUFLEET_STOP_BY", "guard", 1);
-		execv(argv[0], argv);
-		dprintf(STDERR_FILENO, "cannot run %s: %s\n", argv[0],
-		    strerror(errno));
-		_exit(127);
-	}
-	while (waitpid(pid, &st, 0) == -1) {
-		if (errno != EINTR) {
-			xasprintf(cause, "waitpid: %s", strerror(errno));
-			goto out;
-		}
-	}
-	*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	*out = slurp(o);
-	*err = slurp(e);
-	if ((nl = strchr(*err, '\n')) != NULL)
+	out = slurp(s->out);
+	err = slurp(s->err);
+	if ((nl = strchr(err, '\n')) != NULL)
 		*nl = '\0';
-	r = 0;
-out:
-	if (o != NULL)
-		fclose(o);
-	if (e != NULL)
-		fclose(e);
-	return r;
+	if ((why = child_why(res, GUARD_STOP_TIMEOUT)) != NULL &&
+	    (res->killed || res->status == -1 || !WIFEXITED(res->status))) {
+		free(err);
+		err = why; /* killed: say so rather than its last words */
+		why = NULL;
+	}
+	free(why);
+	status = res->status != -1 && WIFEXITED(res->status)
+	    ? WEXITSTATUS(res->status)
+	    : -1;
+	s->result = stop_result(&s->a, out, status, err);
+	free(out);
+	free(err);
+	s->r = actionlog_result(s->inv, s->a.log_id, s->result, &s->cause);
+}
+
+/* A guard's stop beside the loop is over: store it, log what failed. */
+static void
+on_stop_done(const struct child_result *res, void *arg)
+{
+	struct stop_run *s = arg, **pp;
+
+	for (pp = &inflight; *pp != NULL && *pp != s; pp = &(*pp)->next)
+		;
+	if (*pp != NULL)
+		*pp = s->next;
+	stop_finish(s, res);
+	if (s->r != 0)
+		warn_msg("guard %s: %s", s->a.guard, s->cause);
+	stop_run_free(s);
 }
 
 /*
@@ -810,22 +874,45 @@ guard_stop(struct fleet *fleet, const char *self, const struct guard_action *a,
 	return guard_stop_result(fleet, self, a, NULL, cause);
 }
 
-/* guard_stop, with the result per host in *result (NULL: not wanted). */
-int
-guard_stop_result(struct fleet *fleet, const char *self,
-    const struct guard_action *a, json_t **result, char **cause)
+/*
+ * Start the stop of action a (async: beside the daemon's loop, stored
+ * when it ends; else run it now, stored here). *sp is its record, NULL
+ * when a names nobody. Returns 0 or -GF_x with *cause.
+ */
+static int
+stop_start(struct fleet *fleet, const char *self, const struct guard_action *a,
+    int async, struct stop_run **sp, char **cause)
 {
 	struct inventory *inv;
-	char *argv[12], *names, *tmp, *out = NULL, *err = NULL;
-	json_t *res;
+	struct stop_run *s;
+	struct child_result res;
+	char *argv[12], *names, *tmp;
+	/* Its deadlines are the guard's (g-): the books say why. */
+	char *env[] = { (char *)"GPUFLEET_STOP_BY=guard", NULL };
+	struct child_spec spec = {
+		.argv = argv, .env = env, .timeout = GUARD_STOP_TIMEOUT
+	};
 	size_t i, k = 0;
-	int status = 0, r;
+	int r;
 
+	*sp = NULL;
 	if (a->nnames == 0)
 		return 0;
 	if ((r = fleet_inventory(fleet, &inv, cause)) != 0 ||
 	    (r = runner_set(inv, a->log_id, cause)) != 0)
 		return r;
+	s = xcalloc(1, sizeof *s);
+	s->inv = inv;
+	s->a.log_id = a->log_id;
+	s->a.guard = xstrdup(a->guard);
+	s->a.names = xcalloc(a->nnames, sizeof *s->a.names);
+	for (i = 0; i < a->nnames; i++)
+		s->a.names[s->a.nnames++] = xstrdup(a->names[i]);
+	if ((r = temp_path(s->out, sizeof s->out, cause)) != 0 ||
+	    (r = temp_path(s->err, sizeof s->err, cause)) != 0) {
+		stop_run_free(s);
+		return r;
+	}
 	names = xstrdup("");
 	for (i = 0; i < a->nnames; i++) {
 		xasprintf(&tmp, "%s%s%s", names, i > 0 ? "," : "", a->names[i]);
@@ -846,17 +933,71 @@ guard_stop_result(struct fleet *fleet, const char *self,
 	argv[k++] = (char *)"0";
 	argv[k++] = (char *)"--json";
 	argv[k] = NULL;
-	if (run_child(argv, &out, &err, &status, &err) != 0)
-		res = stop_result(a, "", -1, err);
-	else
-		res = stop_result(a, out, status, err);
-	free(err);
-	free(out);
+	spec.out = s->out;
+	spec.err = s->err;
+	if (async) {
+		r = child_start(&spec, on_stop_done, s, NULL, &s->cause);
+		if (r == 0) {
+			s->next = inflight;
+			inflight = s;
+		}
+	} else if ((r = child_run(&spec, &res, &s->cause)) == 0)
+		stop_finish(s, &res);
 	free(names);
-	r = actionlog_result(inv, a->log_id, res, cause);
-	if (result != NULL && r == 0)
-		*result = res;
-	else
-		json_decref(res);
+	if (r != 0 && s->result == NULL) {
+		/* Not started: the result per host says why. */
+		s->result = stop_result(&s->a, "", -1, s->cause);
+		s->r = actionlog_result(inv, s->a.log_id, s->result, &s->cause);
+	}
+	*sp = s;
+	return 0;
+}
+
+/* guard_stop, with the result per host in *result (NULL: not wanted). */
+int
+guard_stop_result(struct fleet *fleet, const char *self,
+    const struct guard_action *a, json_t **result, char **cause)
+{
+	struct stop_run *s;
+	int r;
+
+	if ((r = stop_start(fleet, self, a, 0, &s, cause)) != 0 || s == NULL)
+		return r;
+	if ((r = s->r) != 0) {
+		*cause = s->cause;
+		s->cause = NULL;
+	} else if (result != NULL) {
+		*result = s->result;
+		s->result = NULL;
+	}
+	stop_run_free(s);
+	return r;
+}
+
+/*
+ * Start the stop of action a beside the daemon's loop (child.c); its
+ * result per host is stored when its child ends (a failure logged).
+ * Until then the entry is not resumed by this process. Runs it now when
+ * there is no loop. 0 or -GF_x with *cause.
+ */
+int
+guard_stop_start(struct fleet *fleet, const char *self,
+    const struct guard_action *a, char **cause)
+{
+	struct stop_run *s;
+	int r;
+
+	if (!child_looping())
+		return guard_stop(fleet, self, a, cause);
+	if ((r = stop_start(fleet, self, a, 1, &s, cause)) != 0 || s == NULL)
+		return r;
+	if (running(a->log_id))
+		return 0; /* on_stop_done's */
+	r = s->r;
+	if (r != 0) {
+		*cause = s->cause;
+		s->cause = NULL;
+	}
+	stop_run_free(s);
 	return r;
 }

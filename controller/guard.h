@@ -23,6 +23,8 @@
 #include "fleet.h"
 #include "inventory.h"
 
+#define GUARD_STOP_TIMEOUT 600 /* seconds a guard's shutdown child may take */
+
 struct guard {
 	int64_t id;
 	char *name;
@@ -72,7 +74,8 @@ void guard_values_free(struct guard_value *, size_t);
  * Evaluate every guard from the ledger at now; a hit not fired in its
  * period is claimed (guard_fire) and logged (action_log guard_warn or
  * guard_shutdown, result NULL for a shutdown: the caller fills it after
- * running the stop, with guard_stop, before it evaluates again). This
+ * running the stop, with guard_stop, before it evaluates again, or has
+ * it run with guard_stop_start, which it does not resume meanwhile). This
  * process is recorded as the runner of each stop; first, the stops
  * still pending (result NULL) of a runner that is gone, or of this
  * process (none of its stops runs while it evaluates), come back as
@@ -89,7 +92,8 @@ void guard_actions_free(struct guard_action *, size_t);
 /*
  * Run one shutdown action now and record its result: the child
  * `SELF --db DB [--config C] shutdown NAME,NAME --now --warn 0 --json`
- * (SELF NULL: /proc/self/exe), waited for; the result per host
+ * (SELF NULL: /proc/self/exe), waited for (killed after
+ * GUARD_STOP_TIMEOUT seconds); the result per host
  * ({NAME: "ok" | reason}) is stored with actionlog_result. 0 or -GF_x.
  */
 int guard_stop(
@@ -97,5 +101,13 @@ int guard_stop(
 /* guard_stop, with the result per host in *result (caller decrefs). */
 int guard_stop_result(struct fleet *, const char *, const struct guard_action *,
     json_t **, char **);
+/*
+ * The daemon's guard_stop: the child runs beside its loop (child.c), at
+ * most GUARD_STOP_TIMEOUT seconds; its result is stored when it ends.
+ * Until then this process does not resume the entry; a child stopped
+ * with the daemon stores none (the next evaluator runs the stop again).
+ */
+int guard_stop_start(
+    struct fleet *, const char *, const struct guard_action *, char **);
 
 #endif

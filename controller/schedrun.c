@@ -891,36 +891,6 @@ schedrun_stop(struct fleet *f, const struct schedrun_child *c, const char *why,
 }
 
 /*
- * Wait up to seconds for our children in list that are not reaped yet to
- * exit, reaping them.
- */
-void
-schedrun_wait(struct schedrun_child *list, size_t n, int seconds)
-{
-	struct timespec tick = { 0, 100 * 1000 * 1000 };
-	size_t i, left;
-	int t;
-
-	for (t = 0; t <= seconds * 10; t++) {
-		for (i = 0, left = 0; i < n; i++) {
-			if (!list[i].own || list[i].reaped)
-				continue;
-			if (waitpid(list[i].pid, &list[i].wstatus, WNOHANG) ==
-			    0) {
-				left++;
-				continue;
-			}
-			list[i].reaped = 1;
-			info("run %lld: its child exited",
-			    (long long)list[i].run_id);
-		}
-		if (left == 0)
-			return;
-		nanosleep(&tick, NULL);
-	}
-}
-
-/*
  * A daemon that starts: a run left `running` whose runner lives (a
  * `schedule run` in the foreground) is its runner's and left alone; of
  * the others, each whose child is alive (same pid and start time) goes

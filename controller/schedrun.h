@@ -36,7 +36,6 @@ int schedrun_consider(struct fleet *, const struct schedule *, int64_t,
 int schedrun_reap(struct fleet *, struct schedrun_child *, char **);
 int schedrun_stop(
     struct fleet *, const struct schedrun_child *, const char *, char **);
-void schedrun_wait(struct schedrun_child *, size_t, int);
 int schedrun_prune(struct fleet *, int, char **);
 int schedrun_recover(
     struct fleet *, struct schedrun_child **, size_t *, char **);
