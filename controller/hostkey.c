@@ -28,6 +28,7 @@ enum { KH_NONE, KH_MATCH, KH_OTHER, KH_REVOKED };
 static int known_hosts_check(
     const struct instance *, const char *, const char *, char **);
 static char *listed_fingerprint(const char *, const char *);
+static struct sshconfig_set *ssh_config_set(const char *, const char *);
 static int known_hosts_ours(const char *, char **);
 static void notify_changed(struct inventory *, const struct instance *,
     const struct hostkey *, const char *);
@@ -149,6 +150,64 @@ hostkey_forget(struct inventory *inv, int64_t id, char **cause)
 }
 
 /*
+ * The ssh_config files path and then /etc/ssh/ssh_config, parsed, with
+ * home for ~: kept for the process (first contacts of a fleet imported
+ * from one big ssh_config parse it once), parsed again when either file
+ * changes (size, mtime, inode; an Include's change is seen with them).
+ * One that does not parse stands for none: ssh's defaults.
+ */
+static struct sshconfig_set *
+ssh_config_set(const char *path, const char *home)
+{
+	static struct {
+		char *path, *home;
+		struct stat st[2];
+		struct sshconfig_set *set;
+	} cache[4];
+	static unsigned next;
+	const char *paths[2] = { path, "/etc/ssh/ssh_config" };
+	struct stat st[2];
+	char *cause = NULL;
+	unsigned i, j;
+
+	for (j = 0; j < 2; j++) {
+		if (stat(paths[j], &st[j]) != 0)
+			memset(&st[j], 0, sizeof st[j]);
+	}
+	for (i = 0; i < sizeof cache / sizeof cache[0]; i++) {
+		if (cache[i].set == NULL || strcmp(cache[i].path, path) != 0 ||
+		    strcmp(cache[i].home, home) != 0)
+			continue;
+		for (j = 0; j < 2; j++) {
+			if (cache[i].st[j].st_size != st[j].st_size ||
+			    cache[i].st[j].st_ino != st[j].st_ino ||
+			    cache[i].st[j].st_mtim.tv_sec !=
+				st[j].st_mtim.tv_sec ||
+			    cache[i].st[j].st_mtim.tv_nsec !=
+				st[j].st_mtim.tv_nsec)
+				break;
+		}
+		if (j == 2)
+			return cache[i].set;
+		break; /* changed: parsed again in the same slot */
+	}
+	if (i == sizeof cache / sizeof cache[0])
+		i = next++ % (sizeof cache / sizeof cache[0]);
+	free(cache[i].path);
+	free(cache[i].home);
+	sshconfig_unload(cache[i].set);
+	cache[i].path = xstrdup(path);
+	cache[i].home = xstrdup(home);
+	memcpy(cache[i].st, st, sizeof st);
+	if ((cache[i].set = sshconfig_load(paths, 2, home, &cause)) == NULL) {
+		debug_f("%s (reading the default known_hosts files)", cause);
+		free(cause);
+		cache[i].set = sshconfig_load(paths, 0, home, &cause);
+	}
+	return cache[i].set;
+}
+
+/*
  * What the user's known_hosts files say of the key a host presented: the
  * files ssh_config names for the instance (its own ssh_config if imported,
  * else ~/.ssh/config, then /etc/ssh/ssh_config, as ssh -G), read for its
@@ -159,11 +218,11 @@ static int
 known_hosts_check(const struct instance *in, const char *type,
     const char *base64, char **note)
 {
-	const char *home = getenv("HOME"), *paths[2];
+	const char *home = getenv("HOME");
 	struct knownhosts kh = { NULL, 0 };
 	const struct knownhosts_key *k, *other = NULL;
 	struct sshconfig sc;
-	char *user_cfg, *name, *cause = NULL, *fp;
+	char *user_cfg, *name, *fp;
 	size_t i;
 	int r = KH_NONE;
 
@@ -171,20 +230,14 @@ known_hosts_check(const struct instance *in, const char *type,
 	if (home == NULL)
 		home = "/";
 	xasprintf(&user_cfg, "%s/.ssh/config", home);
-	paths[0] = in->source != NULL ? in->source : user_cfg;
-	paths[1] = "/etc/ssh/ssh_config";
-	if (sshconfig_lookup(paths, 2, home,
-		in->source != NULL ? in->name : in->host, &sc, &cause) != 0) {
-		debug_f("%s: %s (reading the default known_hosts files)",
-		    in->name, cause);
-		free(cause);
-		sshconfig_lookup(paths, 0, home, in->host, &sc, &cause);
-	}
+	sshconfig_lookup(
+	    ssh_config_set(in->source != NULL ? in->source : user_cfg, home),
+	    in->source != NULL ? in->name : in->host, &sc);
+	free(user_cfg);
 	name = knownhosts_name(in->host, in->port);
 	for (i = 0; i < sc.hosts[0].nknown_hosts; i++)
 		knownhosts_read(sc.hosts[0].known_hosts[i], name, &kh);
 	sshconfig_free(&sc);
-	free(user_cfg);
 	free(name);
 
 	for (i = 0; i < kh.nkeys; i++) {

@@ -180,41 +180,68 @@ sshconfig_read(
 	return 0;
 }
 
-/*
- * Evaluate the settings of one host name as `ssh -G HOST` does, from the
- * config files in paths read one after the other (ssh's user then system
- * file; a missing one is skipped). out then holds that one host (alias:
- * host), whether or not a Host line names it. Returns 0, or -1 with out
- * empty and *cause set; caller frees both as sshconfig_read's.
- */
-int
-sshconfig_lookup(const char *const *paths, size_t npaths, const char *home,
-    const char *host, struct sshconfig *out, char **cause)
-{
+/* Config files parsed once, for sshconfig_lookup of any host name. */
+struct sshconfig_set {
 	struct sc_parser p;
+	struct sshconfig declared; /* what parsing adds: not asked for */
+};
+
+/*
+ * Parse the config files in paths, read one after the other (ssh's user
+ * then system file; a missing one is skipped), with home standing for ~.
+ * Returns the set (caller frees with sshconfig_unload), or NULL with
+ * *cause set (caller frees).
+ */
+struct sshconfig_set *
+sshconfig_load(
+    const char *const *paths, size_t npaths, const char *home, char **cause)
+{
+	struct sshconfig_set *set = xcalloc(1, sizeof *set);
 	size_t i;
 
-	sc_parser_init(&p, home, out);
+	sc_parser_init(&set->p, home, &set->declared);
 	for (i = 0; i < npaths; i++) {
-		if (sc_read_file(&p, paths[i], 0, 0, NULL, 0, cause) != 0) {
-			sc_parser_free(&p);
-			sshconfig_free(out);
-			return -1;
+		if (sc_read_file(&set->p, paths[i], 0, 0, NULL, 0, cause) !=
+		    0) {
+			sshconfig_unload(set);
+			return NULL;
 		}
 	}
-	sshconfig_free(out); /* the aliases the files declare: not asked */
+	return set;
+}
+
+/* Free a set sshconfig_load returned. */
+void
+sshconfig_unload(struct sshconfig_set *set)
+{
+	if (set == NULL)
+		return;
+	sc_parser_free(&set->p);
+	sshconfig_free(&set->declared);
+	free(set);
+}
+
+/*
+ * Evaluate the settings of one host name as `ssh -G HOST` does from a
+ * loaded set: out then holds that one host (alias: host), whether or not
+ * a Host line names it. Caller frees out with sshconfig_free.
+ */
+void
+sshconfig_lookup(
+    struct sshconfig_set *set, const char *host, struct sshconfig *out)
+{
+	struct sshconfig notes;
+
+	memset(out, 0, sizeof *out);
+	memset(&notes, 0, sizeof notes);
 	out->hosts = xcalloc(1, sizeof *out->hosts);
 	out->nhosts = 1;
 	out->hosts[0].alias = xstrdup(host);
-	out->hosts[0].file = xstrdup(npaths > 0 ? paths[0] : "");
-	sc_evaluate(&p, &out->hosts[0]);
-	for (i = 0; i < out->nnotes; i++)
-		free(out->notes[i]);
-	free(out->notes); /* "never takes effect": not declared, not asked */
-	out->notes = NULL;
-	out->nnotes = 0;
-	sc_parser_free(&p);
-	return 0;
+	out->hosts[0].file = xstrdup("");
+	set->p.out = &notes; /* "never takes effect": not declared, not asked */
+	sc_evaluate(&set->p, &out->hosts[0]);
+	set->p.out = &set->declared;
+	sshconfig_free(&notes);
 }
 
 /* Free what sshconfig_read filled in and leave the structure empty. */

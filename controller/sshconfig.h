@@ -40,8 +40,11 @@ struct sshconfig {
 };
 
 int sshconfig_read(const char *, const char *, struct sshconfig *, char **);
-int sshconfig_lookup(const char *const *, size_t, const char *, const char *,
-    struct sshconfig *, char **);
+struct sshconfig_set;
+struct sshconfig_set *sshconfig_load(
+    const char *const *, size_t, const char *, char **);
+void sshconfig_lookup(struct sshconfig_set *, const char *, struct sshconfig *);
+void sshconfig_unload(struct sshconfig_set *);
 int sshconfig_match_hosts(const char *, const char *);
 void sshconfig_free(struct sshconfig *);
 

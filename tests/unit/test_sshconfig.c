@@ -776,13 +776,15 @@ START_TEST(test_known_hosts)
 	char *path =
 	    write_temp(known_cases[_i].config, strlen(known_cases[_i].config));
 	const char *paths[2] = { path, "/nonexistent/ssh_config" };
+	struct sshconfig_set *set;
 	struct sshconfig sc;
 	char *cause = NULL, *got = xstrdup(""), *next;
 	size_t i;
 
-	ck_assert_int_eq(
-	    sshconfig_lookup(paths, 2, "/H", known_cases[_i].host, &sc, &cause),
-	    0);
+	set = sshconfig_load(paths, 2, "/H", &cause);
+	ck_assert_ptr_nonnull(set);
+	sshconfig_lookup(set, known_cases[_i].host, &sc);
+	sshconfig_unload(set);
 	ck_assert_uint_eq(sc.nhosts, 1);
 	for (i = 0; i < sc.hosts[0].nknown_hosts; i++) {
 		xasprintf(&next, "%s%s%s", got, i == 0 ? "" : "|",
