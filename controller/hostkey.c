@@ -29,6 +29,7 @@ static int known_hosts_check(
     const struct instance *, const char *, const char *, char **);
 static char *listed_fingerprint(const char *, const char *);
 static struct sshconfig_set *ssh_config_set(const char *, const char *);
+static void known_hosts_read(const struct instance *, struct knownhosts *);
 static int known_hosts_ours(const char *, char **);
 static void notify_changed(struct inventory *, const struct instance *,
     const struct hostkey *, const char *);
@@ -208,25 +209,18 @@ ssh_config_set(const char *path, const char *home)
 }
 
 /*
- * What the user's known_hosts files say of the key a host presented: the
- * files ssh_config names for the instance (its own ssh_config if imported,
- * else ~/.ssh/config, then /etc/ssh/ssh_config, as ssh -G), read for its
- * HOST:PORT. KH_OTHER and KH_REVOKED fill *note with the listed key
- * ("TYPE SHA256:... (FILE:LINE)"); caller frees.
+ * Read what the user's known_hosts files list for the instance: the files
+ * ssh_config names for it (its own ssh_config if imported, else
+ * ~/.ssh/config, then /etc/ssh/ssh_config, as ssh -G), for its HOST:PORT.
  */
-static int
-known_hosts_check(const struct instance *in, const char *type,
-    const char *base64, char **note)
+static void
+known_hosts_read(const struct instance *in, struct knownhosts *kh)
 {
 	const char *home = getenv("HOME");
-	struct knownhosts kh = { NULL, 0 };
-	const struct knownhosts_key *k, *other = NULL;
 	struct sshconfig sc;
-	char *user_cfg, *name, *fp;
+	char *user_cfg, *name;
 	size_t i;
-	int r = KH_NONE;
 
-	*note = NULL;
 	if (home == NULL)
 		home = "/";
 	xasprintf(&user_cfg, "%s/.ssh/config", home);
@@ -236,10 +230,49 @@ known_hosts_check(const struct instance *in, const char *type,
 	free(user_cfg);
 	name = knownhosts_name(in->host, in->port);
 	for (i = 0; i < sc.hosts[0].nknown_hosts; i++)
-		knownhosts_read(sc.hosts[0].known_hosts[i], name, &kh);
+		knownhosts_read(sc.hosts[0].known_hosts[i], name, kh);
 	sshconfig_free(&sc);
 	free(name);
+}
 
+/*
+ * The type of the first key the user's known_hosts files list for the
+ * instance (not revoked, not a CA), for the host key algorithm to ask for
+ * first, as ssh does; or NULL. Caller frees.
+ */
+char *
+hostkey_listed_type(const struct instance *in)
+{
+	struct knownhosts kh = { NULL, 0 };
+	char *type = NULL;
+	size_t i;
+
+	known_hosts_read(in, &kh);
+	for (i = 0; i < kh.nkeys && type == NULL; i++) {
+		if (kh.keys[i].marker == KNOWNHOSTS_PLAIN)
+			type = xstrdup(kh.keys[i].type);
+	}
+	knownhosts_free(&kh);
+	return type;
+}
+
+/*
+ * What the user's known_hosts files say of the key a host presented.
+ * KH_OTHER and KH_REVOKED fill *note with the listed key
+ * ("TYPE SHA256:... (FILE:LINE)"); caller frees.
+ */
+static int
+known_hosts_check(const struct instance *in, const char *type,
+    const char *base64, char **note)
+{
+	struct knownhosts kh = { NULL, 0 };
+	const struct knownhosts_key *k, *other = NULL;
+	char *fp;
+	size_t i;
+	int r = KH_NONE;
+
+	*note = NULL;
+	known_hosts_read(in, &kh);
 	for (i = 0; i < kh.nkeys; i++) {
 		k = &kh.keys[i];
 		if (k->marker == KNOWNHOSTS_CA)

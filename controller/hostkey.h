@@ -37,6 +37,7 @@ void hostkey_clear(struct hostkey *);
 int hostkey_verify(struct inventory *, enum hostkey_policy,
     const struct instance *, const char *, const char *, const char *,
     enum engine_fail *, char **);
+char *hostkey_listed_type(const struct instance *);
 int hostkey_write_known_hosts(struct inventory *, const char *, char **);
 char *hostkey_known_hosts_path(struct inventory *);
 int hostkey_sync(struct inventory *, char **);

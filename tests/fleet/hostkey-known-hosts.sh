@@ -4,7 +4,8 @@
 # "known_hosts"; other keys listed for it refuse the host as changed with
 # both fingerprints and pin nothing; a @revoked key is refused; a negated
 # pattern does not list the host; GlobalKnownHostsFile and
-# UserKnownHostsFile come from ~/.ssh/config. The files are never written.
+# UserKnownHostsFile come from ~/.ssh/config; the host is asked first for
+# the key type listed. The files are never written.
 . "$(dirname "$0")/../e2e/lib.sh"
 export GPUFLEET_NO_PROGRESS=1
 db=$XDG_DATA_HOME/gpufleet/fleet.db
@@ -110,5 +111,28 @@ expect_rc 1 "inst-1 listed with another key in the global file"
 expect_contains "$err" "lists ssh-ed25519 $other_fp ($T/global_hosts:1)" \
     "the global file named"
 expect_eq "$(pin inst-1)" none "nothing pinned for inst-1"
+
+# --- asked first for the type known_hosts lists, as ssh does -------------
+# inst-1's sshd also gets an ECDSA host key; listed only by that one,
+# inst-1 is asked for ECDSA (not refused over its ed25519 key).
+gdir=$(dirname "$(grep -l "^Port $p1\$" "$D"/groups/*/sshd_config)")
+ssh-keygen -q -t ecdsa -N '' -f "$gdir/host_ecdsa_key" >/dev/null
+sed -i "/^HostKey /a HostKey $gdir/host_ecdsa_key" "$gdir/sshd_config"
+kill -HUP "$(cat "$gdir/sshd.pid")"
+ecdsa=$(awk '{ print $1 " " $2 }' "$gdir/host_ecdsa_key.pub")
+ecdsa_fp=$(ssh-keygen -lf "$gdir/host_ecdsa_key.pub" | awk '{ print $2 }')
+served() { ssh-keyscan -t ecdsa -p "$p1" 127.0.0.1 2>/dev/null | grep -q ecdsa; }
+for _ in $(seq 600); do # sshd re-executes itself: until it serves ECDSA
+	served && break
+	sleep 0.2
+done
+checks=$((checks + 1))
+served || fail "sshd does not serve the ECDSA key: $(tail -3 "$gdir/sshd.log")"
+echo "[127.0.0.1]:$p1 $ecdsa" >"$T/global_hosts"
+run exec inst-1 -- true
+expect_rc 0 "inst-1 listed with its ECDSA key only"
+expect_eq "$(pin inst-1)" known_hosts "inst-1 pinned from known_hosts"
+run hostkey show inst-1
+expect_contains "$out" "ecdsa-sha2-nistp256 $ecdsa_fp" "the ECDSA key is pinned"
 
 finish
