@@ -154,7 +154,8 @@ hostkey_forget(struct inventory *inv, int64_t id, char **cause)
  * The ssh_config files path and then /etc/ssh/ssh_config, parsed, with
  * home for ~: kept for the process (first contacts of a fleet imported
  * from one big ssh_config parse it once), parsed again when either file
- * changes (size, mtime, inode; an Include's change is seen with them).
+ * changes (size, mtime, inode; a change only in a file they Include is
+ * seen by the next process).
  * One that does not parse stands for none: ssh's defaults.
  */
 static struct sshconfig_set *
