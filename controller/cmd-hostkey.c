@@ -22,8 +22,12 @@ const struct cmd_entry cmd_hostkey_entry = {
 	.summary = "show, re-trust or forget an instance's pinned host key",
 	.help =
 	    "Host keys are pinned per instance on first contact (policy "
-	    "accept-new)\nor taken from ~/.ssh/known_hosts (policy strict). A "
-	    "changed key is\nrefused until you re-trust it.\n\n"
+	    "accept-new)\nor only when your known_hosts files list them "
+	    "(policy strict). First\ncontact reads the known_hosts files ssh "
+	    "would (UserKnownHostsFile,\nGlobalKnownHostsFile): a key listed "
+	    "there is pinned as known_hosts; a host\nlisted with other keys "
+	    "only, or with this key @revoked, is refused. A\nchanged key is "
+	    "refused until you re-trust it.\n\n"
 	    "  show NAME      the pinned key type, fingerprint, source and "
 	    "date\n"
 	    "  accept NAME    connect, and pin the key the instance presents "

@@ -49,6 +49,7 @@ config_defaults(struct config *c)
 	c->connect_timeout = 10;
 	c->setup_timeout = 30;
 	c->command_timeout = 0;
+	c->agent_timeout = 10;
 	c->fanout = 256;
 	c->hostkey_policy = HOSTKEY_ACCEPT_NEW;
 	c->handshake_window = ENGINE_WINDOW_AUTO;
@@ -136,6 +137,8 @@ static const struct config_int {
 	{ "ssh", "command_timeout", 0, 604800,
 	    offsetof(struct config, command_timeout) },
 	{ "ssh", "fanout", 1, 65536, offsetof(struct config, fanout) },
+	{ "ssh", "agent_timeout", 1, 3600,
+	    offsetof(struct config, agent_timeout) },
 	{ "status", "raw_retention_hours", 1, 24 * 365,
 	    offsetof(struct config, status_raw_hours) },
 	{ "status", "aggregate_retention_days", 1, 3650,

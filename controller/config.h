@@ -57,6 +57,7 @@ struct config {
 	int connect_timeout;		    /* [ssh] seconds */
 	int setup_timeout;		    /* [ssh] seconds of silence */
 	int command_timeout;		    /* [ssh] seconds, 0 none */
+	int agent_timeout;		    /* [ssh] seconds for ssh-agent */
 	int fanout;			    /* [ssh] */
 	enum hostkey_policy hostkey_policy; /* [ssh] */
 	int handshake_window; /* [ssh] ENGINE_WINDOW_AUTO (0), _OFF (-1), N */

@@ -17,7 +17,10 @@
  *    agent login is handed, session and all, to one worker thread; the
  *    loop does not touch that session until the worker hands it back. A
  *    host whose deadline passes meanwhile is reported failed at once and
- *    its session left to the worker to free ("orphan");
+ *    its session left to the worker to free ("orphan"). A login the agent
+ *    does not answer within agent_timeout fails the same way, and until
+ *    the worker comes back the agent counts as hung: the logins queued
+ *    behind it, and later ones, skip the agent for their next key;
  *  - a host behind a jump host talks SSH over a socketpair whose other end
  *    the loop joins to a direct-tcpip channel of the jump's session (see
  *    "Jump hosts" below);
@@ -144,6 +147,8 @@ struct engine {
 	int worker_started;
 	int worker_busy;
 	int worker_stop;
+	int agent_hung; /* the worker's request outlived agent_timeout */
+	int agent_timeout_ms;
 	struct engine_conn *queue;
 
 	struct engine_jump *jumps; /* jump sessions, open or opening */
@@ -277,6 +282,8 @@ struct engine_conn {
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
 	struct event *agent_ev;
+	struct event *agent_timer; /* the loop's bound on the worker's wait */
+	int agent_skipped;	   /* the agent hung: its slot was passed */
 	int in_agent;
 	int64_t agent_picked_ms; /* when the worker took it up; 0: queued */
 	int orphan;
@@ -354,7 +361,8 @@ static void tunnel_cb(evutil_socket_t, short, void *);
 static void tunnel_free(struct engine_tunnel *);
 static struct engine_run *run_start(struct engine *, struct engine_host *,
     size_t, const struct engine_settings *, const struct engine_ops *, int);
-static void agent_submit(struct engine_conn *);
+static int agent_submit(struct engine_conn *);
+static void agent_timer_cb(evutil_socket_t, short, void *);
 static void *agent_worker(void *);
 static void agent_done_cb(evutil_socket_t, short, void *);
 static void conn_release(struct engine_conn *);
@@ -1283,7 +1291,10 @@ auth_refused(struct engine_conn *c)
 	struct engine_host *h = c->h;
 	const char *keys =
 	    h->nkeys > 1 || c->agent_tried ? "our keys" : "our key";
-	const char *agent = c->agent_tried ? " (ssh-agent included)" : "";
+	const char *agent = c->agent_skipped
+	    ? " (ssh-agent skipped: it did not answer)"
+	    : c->agent_tried ? " (ssh-agent included)"
+			     : "";
 	int m = ssh_userauth_list(c->s, NULL);
 
 	if (h->password != NULL && m != 0 &&
@@ -1303,15 +1314,13 @@ auth_refused(struct engine_conn *c)
 			    h->in->user, h->in->host, keys, agent);
 	} else if (h->password == NULL)
 		conn_fail(c, EF_AUTH, "%s@%s refused %s%s", h->in->user,
-		    h->in->host, keys,
-		    c->agent_tried ? " (ssh-agent included)" : "");
+		    h->in->host, keys, agent);
 	else if (h->nkeys == 0)
 		conn_fail(c, EF_AUTH, "%s@%s refused the password", h->in->user,
 		    h->in->host);
 	else
 		conn_fail(c, EF_AUTH, "%s@%s refused %s%s and the password",
-		    h->in->user, h->in->host, keys,
-		    c->agent_tried ? " (ssh-agent included)" : "");
+		    h->in->user, h->in->host, keys, agent);
 }
 
 /* A server's prompt as one line of at most len - 1 bytes, for a message. */
@@ -1422,8 +1431,10 @@ conn_auth(struct engine_conn *c)
 
 	while (c->auth_phase == AUTH_KEYS && c->key_index < h->nkeys) {
 		if (h->keys[c->key_index] == NULL) {
-			agent_submit(c);
-			return AUTH_GONE;
+			if (agent_submit(c) == 0)
+				return AUTH_GONE;
+			c->key_index++; /* the agent hangs: next key */
+			continue;
 		}
 		rc = ssh_userauth_publickey(c->s, NULL, h->keys[c->key_index]);
 		if ((rc = auth_answer(c, rc)) != AUTH_NEXT)
@@ -2096,6 +2107,10 @@ conn_release(struct engine_conn *c)
 		evdns_getaddrinfo_cancel(c->dnsreq);
 	if (c->ai != NULL)
 		evutil_freeaddrinfo(c->ai);
+	if (c->agent_timer != NULL) {
+		event_free(c->agent_timer);
+		c->agent_timer = NULL;
+	}
 	if (c->agent_ev != NULL) {
 		pthread_mutex_lock(&e->lock);
 		event_free(c->agent_ev);
@@ -2216,17 +2231,31 @@ conn_finish(struct engine_conn *c)
 	start_more(r);
 }
 
-/* Hand a connection to the agent worker for an ssh-agent login. */
-static void
+/*
+ * Hand a connection to the agent worker for an ssh-agent login. Returns 0
+ * when the worker has it (or c failed), 1 when the agent hangs and c
+ * should go on to its next key.
+ */
+static int
 agent_submit(struct engine_conn *c)
 {
 	struct engine *e = c->e;
 	struct engine_conn *q;
+	struct timeval tv;
 
+	pthread_mutex_lock(&e->lock);
+	if (e->agent_hung) {
+		pthread_mutex_unlock(&e->lock);
+		c->agent_skipped = 1;
+		return 1;
+	}
+	pthread_mutex_unlock(&e->lock);
 	if (c->ev != NULL)
 		event_del(c->ev);
 	if (c->agent_ev == NULL)
 		c->agent_ev = event_new(e->base, -1, 0, agent_done_cb, c);
+	if (c->agent_timer == NULL)
+		c->agent_timer = evtimer_new(e->base, agent_timer_cb, c);
 	pthread_mutex_lock(&e->lock);
 	if (!e->worker_started) {
 		if (pthread_create(&e->worker, NULL, agent_worker, e) != 0) {
@@ -2234,7 +2263,7 @@ agent_submit(struct engine_conn *c)
 			conn_fail(c, EF_AUTH,
 			    "cannot start the ssh-agent "
 			    "worker");
-			return;
+			return 0;
 		}
 		e->worker_started = 1;
 	}
@@ -2251,6 +2280,59 @@ agent_submit(struct engine_conn *c)
 	}
 	pthread_cond_signal(&e->wake);
 	pthread_mutex_unlock(&e->lock);
+	tv.tv_sec = e->agent_timeout_ms / 1000;
+	tv.tv_usec = (e->agent_timeout_ms % 1000) * 1000;
+	evtimer_add(c->agent_timer, &tv);
+	return 0;
+}
+
+/*
+ * The bound on the agent's answer, counted from when the worker took the
+ * login up. Past it the login fails, the agent counts as hung, and the
+ * logins queued behind it are handed back to go on to their next key.
+ */
+static void
+agent_timer_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct engine_conn *c = arg, **pp, *q;
+	struct engine *e = c->e;
+	int64_t now = engine_now_ms(), left;
+	struct timeval tv;
+
+	(void)fd;
+	(void)what;
+	pthread_mutex_lock(&e->lock);
+	if (!c->in_agent) {
+		/* Answered: agent_done_cb is on its way. */
+		pthread_mutex_unlock(&e->lock);
+		return;
+	}
+	left = c->agent_picked_ms == 0
+	    ? e->agent_timeout_ms
+	    : c->agent_picked_ms + e->agent_timeout_ms - now;
+	if (left > 0) {
+		pthread_mutex_unlock(&e->lock);
+		tv.tv_sec = left / 1000;
+		tv.tv_usec = (left % 1000) * 1000;
+		evtimer_add(c->agent_timer, &tv);
+		return;
+	}
+	e->agent_hung = 1;
+	for (pp = &e->queue; (q = *pp) != NULL;) {
+		if (q->orphan) {
+			pp = &q->queue_next; /* the worker frees it */
+			continue;
+		}
+		*pp = q->queue_next;
+		q->in_agent = 0;
+		q->agent_rc = SSH_AUTH_DENIED;
+		q->agent_skipped = 1;
+		event_active(q->agent_ev, EV_READ, 1);
+	}
+	pthread_mutex_unlock(&e->lock);
+	c->local_fail = 1; /* the agent's fault, not the host's */
+	conn_fail(c, EF_AUTH, "ssh-agent did not answer in %d s",
+	    e->agent_timeout_ms / 1000);
 }
 
 /*
@@ -2294,6 +2376,7 @@ agent_worker(void *arg)
 
 		pthread_mutex_lock(&e->lock);
 		e->worker_busy = 0;
+		e->agent_hung = 0; /* it answered, or its socket closed */
 		c->in_agent = 0;
 		c->agent_rc = rc;
 		if (c->orphan) {
@@ -2318,6 +2401,7 @@ agent_done_cb(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (h->done)
 		return;
+	evtimer_del(c->agent_timer);
 	c->state = CS_AUTH;
 	if (c->agent_rc == SSH_AUTH_SUCCESS) {
 		c->state = CS_OPEN;
@@ -2329,7 +2413,8 @@ agent_done_cb(evutil_socket_t fd, short what, void *arg)
 		    ssh_get_error(c->s));
 		return;
 	}
-	c->agent_tried = 1;
+	if (!c->agent_skipped)
+		c->agent_tried = 1;
 	c->key_index++;
 	c->state = CS_AUTH;
 	conn_step(c);
@@ -2906,9 +2991,17 @@ engine_new(struct event_base *base, struct evdns_base *dns)
 	e = xcalloc(1, sizeof *e);
 	e->base = base;
 	e->dns = dns;
+	e->agent_timeout_ms = 10 * 1000;
 	pthread_mutex_init(&e->lock, NULL);
 	pthread_cond_init(&e->wake, NULL);
 	return e;
+}
+
+/* How long ssh-agent may take to answer one login, in seconds (>= 1). */
+void
+engine_set_agent_timeout(struct engine *e, int seconds)
+{
+	e->agent_timeout_ms = (seconds < 1 ? 1 : seconds) * 1000;
 }
 
 /* Set up a run and start its first hosts (keep: the caller frees it). */

@@ -179,6 +179,7 @@ void engine_cancel(struct engine_run *);
 int engine_run(struct engine *, struct engine_host *, size_t,
     const struct engine_settings *, const struct engine_ops *);
 void engine_forget(struct engine_host *);
+void engine_set_agent_timeout(struct engine *, int);
 void engine_free(struct engine *);
 void engine_host_clear(struct engine_host *);
 size_t engine_raise_nofile(size_t);

@@ -63,8 +63,12 @@ fleet_engine(struct fleet *f)
 {
 	if (f->base == NULL && (f->base = event_base_new()) == NULL)
 		return NULL;
-	if (f->engine == NULL)
+	if (f->engine == NULL) {
 		f->engine = engine_new(f->base, NULL);
+		if (f->engine != NULL && f->config != NULL)
+			engine_set_agent_timeout(
+			    f->engine, f->config->agent_timeout);
+	}
 	return f->engine;
 }
 

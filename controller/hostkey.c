@@ -14,13 +14,22 @@
 
 #include "db.h"
 #include "hostkey.h"
+#include "knownhosts.h"
 #include "log.h"
 #include "misc.h"
 #include "notify.h"
+#include "sshconfig.h"
 #include "status.h"
 #include "xmalloc.h"
 
-static int known_hosts_has(const struct instance *, const char *, const char *);
+/* What the user's known_hosts files list for a host. */
+enum { KH_NONE, KH_MATCH, KH_OTHER, KH_REVOKED };
+
+static int known_hosts_check(
+    const struct instance *, const char *, const char *, char **);
+static char *listed_fingerprint(const char *, const char *);
+static struct sshconfig_set *ssh_config_set(const char *, const char *);
+static void known_hosts_read(const struct instance *, struct knownhosts *);
 static int known_hosts_ours(const char *, char **);
 static void notify_changed(struct inventory *, const struct instance *,
     const struct hostkey *, const char *);
@@ -142,53 +151,182 @@ hostkey_forget(struct inventory *inv, int64_t id, char **cause)
 }
 
 /*
- * Is this key listed for the instance's HOST:PORT in the user's
- * ~/.ssh/known_hosts (hashed entries included)?
+ * The ssh_config files path and then /etc/ssh/ssh_config, parsed, with
+ * home for ~: kept for the process (first contacts of a fleet imported
+ * from one big ssh_config parse it once), parsed again when either file
+ * changes (size, mtime, inode; a change only in a file they Include is
+ * seen by the next process).
+ * One that does not parse stands for none: ssh's defaults.
  */
-static int
-known_hosts_has(const struct instance *in, const char *type, const char *base64)
+static struct sshconfig_set *
+ssh_config_set(const char *path, const char *home)
 {
-	struct ssh_knownhosts_entry *entry;
+	static struct {
+		char *path, *home;
+		struct stat st[2];
+		struct sshconfig_set *set;
+	} cache[4];
+	static unsigned next;
+	const char *paths[2] = { path, "/etc/ssh/ssh_config" };
+	struct stat st[2];
+	char *cause = NULL;
+	unsigned i, j;
+
+	for (j = 0; j < 2; j++) {
+		if (stat(paths[j], &st[j]) != 0)
+			memset(&st[j], 0, sizeof st[j]);
+	}
+	for (i = 0; i < sizeof cache / sizeof cache[0]; i++) {
+		if (cache[i].set == NULL || strcmp(cache[i].path, path) != 0 ||
+		    strcmp(cache[i].home, home) != 0)
+			continue;
+		for (j = 0; j < 2; j++) {
+			if (cache[i].st[j].st_size != st[j].st_size ||
+			    cache[i].st[j].st_ino != st[j].st_ino ||
+			    cache[i].st[j].st_mtim.tv_sec !=
+				st[j].st_mtim.tv_sec ||
+			    cache[i].st[j].st_mtim.tv_nsec !=
+				st[j].st_mtim.tv_nsec)
+				break;
+		}
+		if (j == 2)
+			return cache[i].set;
+		break; /* changed: parsed again in the same slot */
+	}
+	if (i == sizeof cache / sizeof cache[0])
+		i = next++ % (sizeof cache / sizeof cache[0]);
+	free(cache[i].path);
+	free(cache[i].home);
+	sshconfig_unload(cache[i].set);
+	cache[i].path = xstrdup(path);
+	cache[i].home = xstrdup(home);
+	memcpy(cache[i].st, st, sizeof st);
+	if ((cache[i].set = sshconfig_load(paths, 2, home, &cause)) == NULL) {
+		debug_f("%s (reading the default known_hosts files)", cause);
+		free(cause);
+		cache[i].set = sshconfig_load(paths, 0, home, &cause);
+	}
+	return cache[i].set;
+}
+
+/*
+ * Read what the user's known_hosts files list for the instance: the files
+ * ssh_config names for it (its own ssh_config if imported, else
+ * ~/.ssh/config, then /etc/ssh/ssh_config, as ssh -G), for its HOST:PORT.
+ */
+static void
+known_hosts_read(const struct instance *in, struct knownhosts *kh)
+{
 	const char *home = getenv("HOME");
-	char *path, *host, line[16384];
-	int found = 0;
-	FILE *f;
+	struct sshconfig sc;
+	char *user_cfg, *name;
+	size_t i;
 
 	if (home == NULL)
-		return 0;
-	xasprintf(&path, "%s/.ssh/known_hosts", home);
-	f = fopen(path, "r");
-	free(path);
-	if (f == NULL)
-		return 0;
-	if (in->port == 22)
-		host = xstrdup(in->host);
-	else
-		xasprintf(&host, "[%s]:%d", in->host, in->port);
-	while (!found && fgets(line, sizeof line, f) != NULL) {
-		char *b64 = NULL;
-		line[strcspn(line, "\r\n")] = '\0';
-		if (line[0] == '#' || line[0] == '@' || line[0] == '\0')
-			continue;
-		entry = NULL;
-		if (ssh_known_hosts_parse_line(host, line, &entry) != SSH_OK ||
-		    entry == NULL) {
-			ssh_knownhosts_entry_free(entry);
+		home = "/";
+	xasprintf(&user_cfg, "%s/.ssh/config", home);
+	sshconfig_lookup(
+	    ssh_config_set(in->source != NULL ? in->source : user_cfg, home),
+	    in->source != NULL ? in->name : in->host, &sc);
+	free(user_cfg);
+	name = knownhosts_name(in->host, in->port);
+	for (i = 0; i < sc.hosts[0].nknown_hosts; i++)
+		knownhosts_read(sc.hosts[0].known_hosts[i], name, kh);
+	sshconfig_free(&sc);
+	free(name);
+}
+
+/*
+ * The type of the first key the user's known_hosts files list for the
+ * instance (not revoked, not a CA), for the host key algorithm to ask for
+ * first, as ssh does; or NULL. Caller frees.
+ */
+char *
+hostkey_listed_type(const struct instance *in)
+{
+	struct knownhosts kh = { NULL, 0 };
+	char *type = NULL;
+	size_t i;
+
+	known_hosts_read(in, &kh);
+	for (i = 0; i < kh.nkeys && type == NULL; i++) {
+		if (kh.keys[i].marker == KNOWNHOSTS_PLAIN)
+			type = xstrdup(kh.keys[i].type);
+	}
+	knownhosts_free(&kh);
+	return type;
+}
+
+/*
+ * What the user's known_hosts files say of the key a host presented.
+ * KH_OTHER and KH_REVOKED fill *note with the listed key
+ * ("TYPE SHA256:... (FILE:LINE)"); caller frees.
+ */
+static int
+known_hosts_check(const struct instance *in, const char *type,
+    const char *base64, char **note)
+{
+	struct knownhosts kh = { NULL, 0 };
+	const struct knownhosts_key *k, *other = NULL;
+	char *fp;
+	size_t i;
+	int r = KH_NONE;
+
+	*note = NULL;
+	known_hosts_read(in, &kh);
+	for (i = 0; i < kh.nkeys; i++) {
+		k = &kh.keys[i];
+		if (k->marker == KNOWNHOSTS_CA)
+			continue; /* host certificates are not used */
+		if (strcmp(k->type, type) != 0 ||
+		    strcmp(k->base64, base64) != 0) {
+			if (k->marker == KNOWNHOSTS_PLAIN && other == NULL)
+				other = k;
 			continue;
 		}
-		if (entry->publickey != NULL &&
-		    strcmp(ssh_key_type_to_char(ssh_key_type(entry->publickey)),
-			type) == 0 &&
-		    ssh_pki_export_pubkey_base64(entry->publickey, &b64) ==
-			SSH_OK &&
-		    strcmp(b64, base64) == 0)
-			found = 1;
-		ssh_string_free_char(b64);
-		ssh_knownhosts_entry_free(entry);
+		if (k->marker == KNOWNHOSTS_REVOKED) {
+			xasprintf(note, "%s:%d", k->file, k->line);
+			r = KH_REVOKED;
+			break;
+		}
+		r = KH_MATCH;
 	}
-	fclose(f);
-	free(host);
-	return found;
+	if (r == KH_NONE && other != NULL) {
+		fp = listed_fingerprint(other->type, other->base64);
+		xasprintf(note, "%s %s (%s:%d)", other->type, fp, other->file,
+		    other->line);
+		free(fp);
+		r = KH_OTHER;
+	}
+	knownhosts_free(&kh);
+	return r;
+}
+
+/*
+ * The SHA256 fingerprint of a key given as type and base64, or a word
+ * saying it does not parse. Caller frees.
+ */
+static char *
+listed_fingerprint(const char *type, const char *base64)
+{
+	unsigned char *hash = NULL;
+	ssh_key key = NULL;
+	size_t len = 0;
+	char *fp, *out;
+
+	if (ssh_pki_import_pubkey_base64(
+		base64, ssh_key_type_from_name(type), &key) != SSH_OK ||
+	    ssh_get_publickey_hash(
+		key, SSH_PUBLICKEY_HASH_SHA256, &hash, &len) != 0) {
+		ssh_key_free(key);
+		return xstrdup("(a key that does not parse)");
+	}
+	fp = ssh_get_fingerprint_hash(SSH_PUBLICKEY_HASH_SHA256, hash, len);
+	out = xstrdup(fp != NULL ? fp : "(no fingerprint)");
+	ssh_string_free_char(fp);
+	ssh_clean_pubkey_hash(&hash);
+	ssh_key_free(key);
+	return out;
 }
 
 /*
@@ -229,11 +367,35 @@ hostkey_verify(struct inventory *inv, enum hostkey_policy policy,
 	struct hostkey k;
 	char *cause = NULL;
 	const char *source = NULL;
-	int r, same;
+	char *note;
+	int r, same, kh;
 
 	r = hostkey_get(inv, in->id, &k, &cause);
 	if (r == 1) {
-		if (known_hosts_has(in, type, base64))
+		kh = known_hosts_check(in, type, base64, &note);
+		if (kh == KH_REVOKED) {
+			*fail = EF_HOSTKEY_CHANGED;
+			xasprintf(msg,
+			    "host key %s %s of %s (%s port %d) is marked "
+			    "@revoked in %s; refusing to connect, nothing "
+			    "pinned",
+			    type, fp, in->name, in->host, in->port, note);
+			free(note);
+			return -1;
+		}
+		if (kh == KH_OTHER) {
+			*fail = EF_HOSTKEY_CHANGED;
+			xasprintf(msg,
+			    "HOST KEY CHANGED for %s (%s port %d): your "
+			    "known_hosts lists %s, presented %s %s; refusing "
+			    "to connect, nothing pinned. If the machine was "
+			    "really replaced, run: gpufleet hostkey accept %s",
+			    in->name, in->host, in->port, note, type, fp,
+			    in->name);
+			free(note);
+			return -1;
+		}
+		if (kh == KH_MATCH)
 			source = "known_hosts";
 		else if (policy == HOSTKEY_ACCEPT_NEW)
 			source = "first-use";

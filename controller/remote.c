@@ -152,6 +152,12 @@ remote_open(struct fleet *fleet, const char *selector, struct remote **rmp,
 		hostkey_clear(&k);
 	}
 	follow_ssh_config(rm);
+	rm->listed_type = xcalloc(rm->n, sizeof *rm->listed_type);
+	for (i = 0; i < rm->n; i++) {
+		/* Unpinned: ask first for the type known_hosts lists. */
+		if (rm->pinned_type[i] == NULL)
+			rm->listed_type[i] = hostkey_listed_type(&rm->list[i]);
+	}
 	for (i = 0; i < rm->n; i++) {
 		/* A key gpufleet rotated in wins over an ssh_config's. */
 		if ((r = keys_apply_current(rm->inv, &rm->list[i], cause)) <
@@ -300,7 +306,9 @@ pinned_type(struct engine_host *h, void *arg)
 	(void)arg;
 	if (k != -1)
 		return rm->jpinned[k];
-	return rm->pinned_type[h - rm->hosts];
+	if (rm->pinned_type[h - rm->hosts] != NULL)
+		return rm->pinned_type[h - rm->hosts];
+	return rm->listed_type[h - rm->hosts];
 }
 
 /* The engine rm's runs use: the fleet's, on its loop; NULL on failure. */
@@ -372,6 +380,9 @@ remote_close(struct remote *rm)
 	for (i = 0; rm->pinned_type != NULL && i < rm->n; i++)
 		free(rm->pinned_type[i]);
 	free(rm->pinned_type);
+	for (i = 0; rm->listed_type != NULL && i < rm->n; i++)
+		free(rm->listed_type[i]);
+	free(rm->listed_type);
 	free(rm->hosts);
 	instance_free_array(rm->list, rm->n);
 	keyring_free(&rm->keyring);

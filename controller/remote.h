@@ -15,9 +15,10 @@ struct remote {
 	struct inventory *inv; /* the fleet's */
 	struct instance *list;
 	size_t n;
-	struct engine_host *hosts;  /* n, parallel to list */
-	char **pinned_type;	    /* n, or NULL entries */
-	struct instance *jlist;	    /* the jump hosts they use, nj */
+	struct engine_host *hosts; /* n, parallel to list */
+	char **pinned_type;	   /* n, or NULL entries */
+	char **listed_type;	   /* n: unpinned, the type known_hosts lists */
+	struct instance *jlist;	   /* the jump hosts they use, nj */
 	struct engine_host *jhosts; /* nj, parallel to jlist */
 	char **jpinned;		    /* nj, or NULL entries */
 	size_t nj;

@@ -51,6 +51,8 @@ enum sc_key {
 	SC_K_IDENTITY,
 	SC_K_PROXYJUMP,
 	SC_K_PROXYCOMMAND,
+	SC_K_USERKNOWN,
+	SC_K_GLOBALKNOWN,
 };
 
 enum sc_kind {
@@ -108,6 +110,8 @@ static const struct sc_keyword {
 	{ "IdentityFile", SC_K_IDENTITY },
 	{ "ProxyJump", SC_K_PROXYJUMP },
 	{ "ProxyCommand", SC_K_PROXYCOMMAND },
+	{ "UserKnownHostsFile", SC_K_USERKNOWN },
+	{ "GlobalKnownHostsFile", SC_K_GLOBALKNOWN },
 };
 
 static int sc_read_file(
@@ -142,7 +146,11 @@ static void sc_walk(struct sc_parser *, struct sc_state *);
 static void sc_evaluate(struct sc_parser *, struct sshconfig_host *);
 static char *sc_expand(const char *, const char *, const char *const *, int);
 static char *sc_identity(const char *, const char *, const char *);
+static void sc_known_hosts(
+    struct sc_parser *, const struct sc_state *, struct sshconfig_host *);
 static void sc_buf_add(struct sc_buf *, const char *, size_t);
+static void sc_parser_init(
+    struct sc_parser *, const char *, struct sshconfig *);
 static void sc_parser_free(struct sc_parser *);
 
 /*
@@ -157,19 +165,9 @@ sshconfig_read(
     const char *path, const char *home, struct sshconfig *out, char **cause)
 {
 	struct sc_parser p;
-	struct passwd *pw;
-	const char *env;
 	size_t i;
 
-	memset(out, 0, sizeof *out);
-	memset(&p, 0, sizeof p);
-	p.home = home;
-	p.out = out;
-	if ((pw = getpwuid(getuid())) != NULL)
-		p.localuser = xstrdup(pw->pw_name);
-	else
-		p.localuser =
-		    xstrdup((env = getenv("USER")) != NULL ? env : "");
+	sc_parser_init(&p, home, out);
 
 	if (sc_read_file(&p, path, 0, 1, NULL, 0, cause) != 0) {
 		sc_parser_free(&p);
@@ -182,12 +180,76 @@ sshconfig_read(
 	return 0;
 }
 
+/* Config files parsed once, for sshconfig_lookup of any host name. */
+struct sshconfig_set {
+	struct sc_parser p;
+	struct sshconfig declared; /* what parsing adds: not asked for */
+};
+
+/*
+ * Parse the config files in paths, read one after the other (ssh's user
+ * then system file; a missing one is skipped), with home standing for ~.
+ * Returns the set (caller frees with sshconfig_unload), or NULL with
+ * *cause set (caller frees).
+ */
+struct sshconfig_set *
+sshconfig_load(
+    const char *const *paths, size_t npaths, const char *home, char **cause)
+{
+	struct sshconfig_set *set = xcalloc(1, sizeof *set);
+	size_t i;
+
+	sc_parser_init(&set->p, home, &set->declared);
+	for (i = 0; i < npaths; i++) {
+		if (sc_read_file(&set->p, paths[i], 0, 0, NULL, 0, cause) !=
+		    0) {
+			sshconfig_unload(set);
+			return NULL;
+		}
+	}
+	return set;
+}
+
+/* Free a set sshconfig_load returned. */
+void
+sshconfig_unload(struct sshconfig_set *set)
+{
+	if (set == NULL)
+		return;
+	sc_parser_free(&set->p);
+	sshconfig_free(&set->declared);
+	free(set);
+}
+
+/*
+ * Evaluate the settings of one host name as `ssh -G HOST` does from a
+ * loaded set: out then holds that one host (alias: host), whether or not
+ * a Host line names it. Caller frees out with sshconfig_free.
+ */
+void
+sshconfig_lookup(
+    struct sshconfig_set *set, const char *host, struct sshconfig *out)
+{
+	struct sshconfig notes;
+
+	memset(out, 0, sizeof *out);
+	memset(&notes, 0, sizeof notes);
+	out->hosts = xcalloc(1, sizeof *out->hosts);
+	out->nhosts = 1;
+	out->hosts[0].alias = xstrdup(host);
+	out->hosts[0].file = xstrdup("");
+	set->p.out = &notes; /* "never takes effect": not declared, not asked */
+	sc_evaluate(&set->p, &out->hosts[0]);
+	set->p.out = &set->declared;
+	sshconfig_free(&notes);
+}
+
 /* Free what sshconfig_read filled in and leave the structure empty. */
 void
 sshconfig_free(struct sshconfig *cfg)
 {
 	struct sshconfig_host *h;
-	size_t i;
+	size_t i, j;
 
 	if (cfg == NULL)
 		return;
@@ -199,6 +261,9 @@ sshconfig_free(struct sshconfig *cfg)
 		free(h->identity);
 		free(h->proxy);
 		free(h->file);
+		for (j = 0; j < h->nknown_hosts; j++)
+			free(h->known_hosts[j]);
+		free(h->known_hosts);
 	}
 	free(cfg->hosts);
 	for (i = 0; i < cfg->nnotes; i++)
@@ -540,6 +605,15 @@ sc_option_line(struct sc_parser *p, const struct sc_keyword *k, char **argv,
 		    cause, "%s:%d: %s needs a value", file, lineno, k->name);
 		return -1;
 	}
+	if (k->key == SC_K_USERKNOWN || k->key == SC_K_GLOBALKNOWN) {
+		/* Several files; the record keeps a copy of the list. */
+		rec = sc_add_rec(p, SC_OPTION, file, lineno);
+		rec->key = k->key;
+		rec->argv = xreallocarray(NULL, argc, sizeof *rec->argv);
+		for (rec->argc = 0; rec->argc < argc; rec->argc++)
+			rec->argv[rec->argc] = xstrdup(argv[rec->argc]);
+		return 0;
+	}
 	if (k->key == SC_K_PROXYJUMP || k->key == SC_K_PROXYCOMMAND) {
 		value = xstrdup(rest + strspn(rest, SC_WHITESPACE "="));
 		if (k->key == SC_K_PROXYJUMP) {
@@ -770,6 +844,7 @@ struct sc_state {
 	const char *localuser;
 	const char *hostname, *user, *identity;
 	const struct sc_rec *proxy;
+	const struct sc_rec *known[2]; /* UserKnownHostsFile, Global... */
 	int port;
 	int applied; /* a Host line declaring alias was active */
 };
@@ -814,6 +889,17 @@ sc_match_list(const char *s, const char *list, int lower)
 	free(copy);
 	free(ls);
 	return got;
+}
+
+/*
+ * Match a host name against a comma-separated pattern list as OpenSSH's
+ * match_hostname: without case, 1 if a pattern matches and no negated
+ * one does.
+ */
+int
+sshconfig_match_hosts(const char *host, const char *list)
+{
+	return sc_match_list(host, list, 1);
 }
 
 /*
@@ -948,6 +1034,12 @@ sc_walk(struct sc_parser *p, struct sc_state *st)
 				if (st->proxy == NULL)
 					st->proxy = rec;
 				break;
+			case SC_K_USERKNOWN:
+			case SC_K_GLOBALKNOWN:
+				j = rec->key == SC_K_GLOBALKNOWN;
+				if (st->known[j] == NULL)
+					st->known[j] = rec;
+				break;
 			default:
 				break;
 			}
@@ -1002,12 +1094,48 @@ sc_evaluate(struct sc_parser *p, struct sshconfig_host *h)
 						    : "ProxyCommand",
 		    st.proxy->value);
 	}
+	sc_known_hosts(p, &st, h);
 	if (!st.applied)
 		sc_add_note(p->out,
 		    "%s:%d: alias '%s' never takes effect "
 		    "(negated or conditionally included)",
 		    h->file, h->line, h->alias);
 	free(host);
+}
+
+/*
+ * The known_hosts files ssh would read for h: UserKnownHostsFile's, then
+ * GlobalKnownHostsFile's, each defaulting as ssh's; "none" names none.
+ */
+static void
+sc_known_hosts(
+    struct sc_parser *p, const struct sc_state *st, struct sshconfig_host *h)
+{
+	static const char *const defaults[2][2] = {
+		{ "~/.ssh/known_hosts", "~/.ssh/known_hosts2" },
+		{ "/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2" },
+	};
+	const char *host = h->hostname != NULL ? h->hostname : h->alias;
+	const char *const *v;
+	size_t i, j, n;
+
+	for (i = 0; i < 2; i++) {
+		if (st->known[i] != NULL) {
+			v = (const char *const *)st->known[i]->argv;
+			n = st->known[i]->argc;
+		} else {
+			v = defaults[i];
+			n = 2;
+		}
+		for (j = 0; j < n; j++) {
+			if (strcasecmp(v[j], "none") == 0)
+				continue;
+			h->known_hosts = xreallocarray(h->known_hosts,
+			    h->nknown_hosts + 1, sizeof *h->known_hosts);
+			h->known_hosts[h->nknown_hosts++] =
+			    sc_identity(v[j], p->home, host);
+		}
+	}
 }
 
 /*
@@ -1076,6 +1204,24 @@ sc_buf_add(struct sc_buf *b, const char *s, size_t n)
 	memcpy(b->s + b->len, s, n);
 	b->len += n;
 	b->s[b->len] = '\0';
+}
+
+/* Start a parser reading into an empty out, ~ standing for home. */
+static void
+sc_parser_init(struct sc_parser *p, const char *home, struct sshconfig *out)
+{
+	struct passwd *pw;
+	const char *env;
+
+	memset(out, 0, sizeof *out);
+	memset(p, 0, sizeof *p);
+	p->home = home;
+	p->out = out;
+	if ((pw = getpwuid(getuid())) != NULL)
+		p->localuser = xstrdup(pw->pw_name);
+	else
+		p->localuser =
+		    xstrdup((env = getenv("USER")) != NULL ? env : "");
 }
 
 static void

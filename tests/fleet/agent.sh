@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Keys held by ssh-agent: used when the instance has no identity of its
-# own, and a stuck agent stalls only the hosts that need it.
+# own, and a stuck agent stalls only the hosts that need it, for at most
+# [ssh] agent_timeout.
 . "$(dirname "$0")/../e2e/lib.sh"
 export GPUFLEET_NO_PROGRESS=1
 unset SSH_AUTH_SOCK SSH_AGENT_PID
@@ -68,5 +69,31 @@ for n in 4 5 6; do
 	[ "$(ms $n)" -lt "${stuck_min:-0}" ] ||
 	    fail "inst-$n held up by the agent: $(ms $n) ms, the stuck hosts $stuck_min ms"
 done
+
+# [ssh] agent_timeout bounds the wait on the agent: the login it holds
+# fails with that reason, and the agent then counts as hung: the logins
+# queued behind it, and those that come later in the same process, go on
+# to the key file after it (the config's identity). The process exits
+# with its worker still stuck in the agent.
+mkdir -p "$XDG_CONFIG_HOME/gpufleet"
+printf '[defaults]\nidentity = %s\n[ssh]\nagent_timeout = 2\n' \
+    "$D/client/id_ed25519" >"$XDG_CONFIG_HOME/gpufleet/config.ini"
+line() { printf '%s\n' "$out" | grep "\"inst-$1\""; }
+SSH_AUTH_SOCK=$T/stuck.sock run exec 'inst-1,inst-2,inst-3' --json -- echo ok
+expect_rc 1 "the login the stuck agent holds fails"
+expect_eq "$(printf '%s\n' "$out" | grep -c 'ssh-agent did not answer in 2 s')" \
+    1 "one host fails with the agent's bound"
+expect_eq "$(printf '%s\n' "$out" | grep -c '"stdout":"ok\\n".*"error":null')" \
+    2 "the two queued behind it log in with the key file"
+SSH_AUTH_SOCK=$T/stuck.sock run exec 'inst-1,inst-2,inst-3' --json --fanout 1 \
+    -- echo ok
+expect_rc 1 "one at a time: the first waits on the stuck agent"
+expect_match "$(line 1)" '"code":"auth","message":"ssh-agent did not answer in 2 s"' \
+    "inst-1 fails with the agent's bound"
+for n in 2 3; do
+	expect_match "$(line $n)" '"stdout":"ok\\n".*"error":null' \
+	    "inst-$n, started after, skips the hung agent for the key file"
+done
+rm "$XDG_CONFIG_HOME/gpufleet/config.ini"
 
 finish

@@ -6,6 +6,10 @@
 export GPUFLEET_NO_PROGRESS=1
 
 fleet_up 4
+# First contact trusts the known_hosts files an instance's ssh_config names
+# (hostkey-known-hosts.sh); the fleet's names the sshd keys, so it names
+# none here, to see first use and strict at work.
+sed -i '/UserKnownHostsFile/d' "$D/ssh_config"
 
 # --- accept-new pins on first contact ------------------------------------
 run hostkey show inst-1

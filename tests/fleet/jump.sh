@@ -175,7 +175,8 @@ run ssh inst-2 -- echo first contact
 expect_rc 0 "gpufleet ssh with neither hop pinned: both pinned first"
 expect_eq "$out" "first contact" "ssh output after first contact"
 run hostkey show inst-1 --json
-expect_match "$out" '"source": "first-use"' "the jump's key pinned by ssh's first contact"
+# Pinned from the known_hosts file inst-1's ssh_config (the fleet's) names.
+expect_match "$out" '"source": "known_hosts"' "the jump's key pinned by ssh's first contact"
 
 # --- gpufleet ssh with paths ssh would split or expand ----------------------
 # The inventory (so its known_hosts file) and the keys under a directory

@@ -748,6 +748,57 @@ END_TEST
 
 #define NROWS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
+/* The known_hosts files ssh -G would read for a host name, as one line. */
+static const struct {
+	const char *config;
+	const char *host;
+	const char *want; /* files joined by '|' */
+} known_cases[] = {
+	{ "", "h",
+	    "/H/.ssh/known_hosts|/H/.ssh/known_hosts2|"
+	    "/etc/ssh/ssh_known_hosts|/etc/ssh/ssh_known_hosts2" },
+	{ "Host 127.0.0.1\n UserKnownHostsFile ~/a /b/%h\n"
+	  "GlobalKnownHostsFile none\n",
+	    "127.0.0.1", "/H/a|/b/127.0.0.1" },
+	{ "Host 127.0.0.1\n UserKnownHostsFile ~/a\n", "10.0.0.1",
+	    "/H/.ssh/known_hosts|/H/.ssh/known_hosts2|"
+	    "/etc/ssh/ssh_known_hosts|/etc/ssh/ssh_known_hosts2" },
+	{ "Host !127.0.0.1 *\n GlobalKnownHostsFile /g\n"
+	  "Host *\n GlobalKnownHostsFile /second\n UserKnownHostsFile none\n",
+	    "10.0.0.1", "/g" },
+	{ "Host !127.0.0.1 *\n GlobalKnownHostsFile /g\n"
+	  "Host *\n GlobalKnownHostsFile /second\n UserKnownHostsFile none\n",
+	    "127.0.0.1", "/second" },
+};
+
+START_TEST(test_known_hosts)
+{
+	char *path =
+	    write_temp(known_cases[_i].config, strlen(known_cases[_i].config));
+	const char *paths[2] = { path, "/nonexistent/ssh_config" };
+	struct sshconfig_set *set;
+	struct sshconfig sc;
+	char *cause = NULL, *got = xstrdup(""), *next;
+	size_t i;
+
+	set = sshconfig_load(paths, 2, "/H", &cause);
+	ck_assert_ptr_nonnull(set);
+	sshconfig_lookup(set, known_cases[_i].host, &sc);
+	sshconfig_unload(set);
+	ck_assert_uint_eq(sc.nhosts, 1);
+	for (i = 0; i < sc.hosts[0].nknown_hosts; i++) {
+		xasprintf(&next, "%s%s%s", got, i == 0 ? "" : "|",
+		    sc.hosts[0].known_hosts[i]);
+		free(got);
+		got = next;
+	}
+	ck_assert_str_eq(got, known_cases[_i].want);
+	free(got);
+	sshconfig_free(&sc);
+	remove_temp(path);
+}
+END_TEST
+
 static Suite *
 sshconfig_suite(void)
 {
@@ -766,6 +817,7 @@ sshconfig_suite(void)
 	tcase_add_loop_test(tc, test_snippet_errors, 0, NROWS(snippet_errors));
 	tcase_add_loop_test(tc, test_snippet_hosts, 0, NROWS(snippet_hosts));
 	tcase_add_loop_test(tc, test_include_depth, 0, 2);
+	tcase_add_loop_test(tc, test_known_hosts, 0, NROWS(known_cases));
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("garbage");
