@@ -169,27 +169,41 @@ store_state(struct inventory *inv, int64_t id, int64_t now, int64_t skew,
 
 /*
  * An entry about a stop of an id gpufleet never armed on in: kept in the
- * journal, an alert, and nothing else. Returns 1 (rejected) or a
- * negative status.
+ * journal, an alert (the first WATCHER_CLAIM_ALERTS_DAY of the instance's
+ * day), and nothing else. Returns 1 (rejected) or a negative status.
  */
 static int
 reject(struct inventory *inv, const struct instance *in, int64_t now,
     const struct report_entry *e, char **cause)
 {
 	char *id = vis_buf(e->id, strnlen(e->id, 64)), *detail;
-	int r;
+	sqlite3_stmt *st;
+	int r, told = 0;
 
-	xasprintf(&detail, "%s claimed a stop gpufleet never armed (%s %s)",
-	    in->name, e->event, id);
-	warn_msg("%s", detail);
 	/* Kept, marked: it decides nothing (fired ids, what is due). */
 	r = db_exec(inv,
 	    "UPDATE journal SET rejected = 1 WHERE instance_id = ? AND "
 	    "epoch = ? AND seq = ?",
 	    "storing the journal", cause, "ItI", in->id, e->epoch, e->seq);
-	if (r >= 0)
-		r = stoprequest_alert(
-		    inv, in->id, now, "claim_rejected", id, detail, cause);
+	if (r >= 0 &&
+	    (r = db_prepare(inv, &st,
+		 "SELECT count(*) FROM alert WHERE instance_id = ? AND kind = "
+		 "'claim_rejected' AND t >= ?",
+		 "reading the alerts", cause, "II", in->id,
+		 now - now % 86400)) == 0) {
+		if ((r = sqlite3_step(st)) == SQLITE_ROW)
+			told = sqlite3_column_int(st, 0);
+		r = db_finish(inv, st, r, "reading the alerts", cause);
+	}
+	if (r < 0 || told >= WATCHER_CLAIM_ALERTS_DAY) {
+		free(id);
+		return r < 0 ? r : 1;
+	}
+	xasprintf(&detail, "%s claimed a stop gpufleet never armed (%s %s)",
+	    in->name, e->event, id);
+	warn_msg("%s", detail);
+	r = stoprequest_alert(
+	    inv, in->id, now, "claim_rejected", id, detail, cause);
 	if (r == 0) {
 		json_t *names = json_pack("[s]", in->name);
 		r = actionlog_add(inv, now, "claim_rejected", id, names, detail,

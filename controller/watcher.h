@@ -27,6 +27,8 @@
  */
 #define WATCHER_JOURNAL_DAY_ROWS  5000
 #define WATCHER_JOURNAL_DAY_BYTES (2 * 1024 * 1024)
+/* Rejected claims (controller/LEDGER.md) alerted per instance and day. */
+#define WATCHER_CLAIM_ALERTS_DAY 10
 
 /* The stored view of one instance's watcher. */
 struct watcher_view {

@@ -826,6 +826,29 @@ START_TEST(test_flood)
 	json_t *sec, *journal;
 	int k, i;
 
+	/* Claims never armed: each kept rejected, the first 10 alerted. */
+	journal = json_array();
+	for (i = 1; i <= 15; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "forged-%d", i);
+		json_array_append_new(journal,
+		    json_pack("{s:s,s:i,s:I,s:s,s:s}", "epoch",
+			"000000000000c1a1", "seq", i, "time", (json_int_t)NOW,
+			"event", "stopping", "id", id));
+	}
+	sec = json_pack("{s:s,s:s,s:o}", "state", "running", "journal_epoch",
+	    "000000000000c1a1", "journal", journal);
+	text = json_dumps(sec, JSON_COMPACT);
+	store(text);
+	free(text);
+	json_decref(sec);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE rejected"), 15);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM alert WHERE kind = 'claim_rejected'"),
+	    WATCHER_CLAIM_ALERTS_DAY);
+	ck_assert_int_eq(q("SELECT count(*) FROM action_log WHERE kind = "
+			   "'claim_rejected'"),
+	    WATCHER_CLAIM_ALERTS_DAY);
 	pad = malloc(16000);
 	memset(pad, 'x', 15999);
 	pad[15999] = '\0';
