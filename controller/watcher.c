@@ -763,25 +763,46 @@ flood(struct inventory *inv, const struct instance *in, int64_t now,
 /*
  * Drop the journal entries received before before, but for each id
  * gpufleet armed on an instance (an autostop's ID@CONTAINER_START by its
- * ID) the first entry of each event that decides the books (BOOKS_SQL, not
- * rejected): what armed_due, the stop requests and the fired ids still read. 0
- * or a negative status.
+ * ID) the first entry of each event that decides the books (BOOKS_SQL,
+ * not rejected): what armed_due, the stop requests and the fired ids
+ * still read. Only the entries that passed the line since the last
+ * prune (clock 'journal_pruned') are looked at, so a prune on every poll
+ * costs what crossed it. 0 or a negative status.
  */
 int
 watcher_prune(struct inventory *inv, int64_t before, char **cause)
 {
-	int r = db_exec(inv,
-	    "DELETE FROM journal WHERE instance_id IN (SELECT id FROM "
-	    "instance) AND received_at < ?1 AND rowid NOT IN (SELECT k FROM "
-	    "(SELECT j.rowid AS k, min(j.t) FROM journal j WHERE "
-	    "j.instance_id IN (SELECT id FROM instance) AND j.received_at < "
-	    "?1 AND NOT j.rejected AND j.id IS NOT NULL AND j.event "
-	    "IN " BOOKS_SQL
-	    " AND EXISTS (SELECT 1 FROM armed a WHERE a.instance_id = "
-	    "j.instance_id AND a.id IN (j.id, substr(j.id, 1, instr(j.id, "
-	    "'@') - 1))) GROUP BY j.instance_id, j.id, j.event))",
-	    "pruning the journal", cause, "I", before);
+	sqlite3_stmt *st;
+	int64_t since = 0;
+	int r;
 
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t FROM clock WHERE name = 'journal_pruned'",
+		 "pruning the journal", cause, "")) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW)
+		since = sqlite3_column_int64(st, 0);
+	if ((r = db_finish(inv, st, r, "pruning the journal", cause)) < 0)
+		return r;
+	if (before <= since)
+		return 0; /* done, or this machine's clock went back */
+	r = db_exec(inv,
+	    "DELETE FROM journal WHERE instance_id IN (SELECT id FROM "
+	    "instance) AND received_at >= ?2 AND received_at < ?1 AND NOT "
+	    "(NOT rejected AND id IS NOT NULL AND event IN " BOOKS_SQL
+	    " AND EXISTS (SELECT 1 FROM armed a WHERE a.instance_id = "
+	    "journal.instance_id AND a.id IN (journal.id, substr(journal.id, "
+	    "1, instr(journal.id, '@') - 1))) AND NOT EXISTS (SELECT 1 FROM "
+	    "journal o WHERE o.instance_id = journal.instance_id AND o.id = "
+	    "journal.id AND o.event = journal.event AND NOT o.rejected AND "
+	    "(o.t < journal.t OR (o.t = journal.t AND o.rowid < "
+	    "journal.rowid))))",
+	    "pruning the journal", cause, "II", before, since);
+	if (r >= 0)
+		r = db_exec(inv,
+		    "INSERT OR REPLACE INTO clock (name, t) VALUES "
+		    "('journal_pruned', ?)",
+		    "pruning the journal", cause, "I", before);
 	return r < 0 ? r : 0;
 }
 
