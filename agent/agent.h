@@ -190,6 +190,9 @@ int hold_main(int, char **);
 /* What one report carries of the journal at most. */
 #define JOURNAL_REPORT_ENTRIES 256
 #define JOURNAL_REPORT_BYTES   (256 * 1024)
+/* And of the stops journaled past that (journal_urgent). */
+#define JOURNAL_URGENT_ENTRIES 64
+#define JOURNAL_URGENT_BYTES   (64 * 1024)
 
 struct journal {
 	int fd;

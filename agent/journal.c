@@ -67,7 +67,13 @@ static int journal_last_fn(const char *, size_t, const struct jsonr *, void *);
 static int journal_first_fn(const char *, size_t, const struct jsonr *, void *);
 static int journal_after_fn(const char *, size_t, const struct jsonr *, void *);
 static int journal_line(const char *, size_t, char *, journal_fn, void *);
-static int journal_scan_fd(int, off_t, char *, journal_fn, void *, off_t *);
+/* Before a line is parsed: 0 skips it unparsed. */
+typedef int (*journal_pre)(const char *, size_t, void *);
+
+static int journal_scan_fd(
+    int, off_t, char *, journal_fn, journal_pre, void *, off_t *);
+static int journal_urgent(const char *, size_t);
+static int journal_after_pre(const char *, size_t, void *);
 static int journal_seq_fn(const char *, size_t, const struct jsonr *, void *);
 static long long journal_seq_from(int, off_t, off_t, const char *, off_t *);
 static off_t journal_seek(const char *, const char *, long long);
@@ -180,18 +186,19 @@ journal_scan_at(
 
 	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
 		return -1;
-	r = journal_scan_fd(fd, offset, epoch, fn, arg, NULL);
+	r = journal_scan_fd(fd, offset, epoch, fn, NULL, arg, NULL);
 	close(fd);
 	return r;
 }
 
 /*
- * The scan of journal_scan_at on fd; *end (unless NULL) gets the offset
- * just after the last whole line read. 0 or -1 with errno.
+ * The scan of journal_scan_at on fd, lines pre (unless NULL) says no to
+ * left unparsed; *end (unless NULL) gets the offset just after the last
+ * whole line read. 0 or -1 with errno.
  */
 static int
-journal_scan_fd(
-    int fd, off_t offset, char *epoch, journal_fn fn, void *arg, off_t *end)
+journal_scan_fd(int fd, off_t offset, char *epoch, journal_fn fn,
+    journal_pre pre, void *arg, off_t *end)
 {
 	struct buf b = { NULL, 0, 0 };
 	char chunk[16384], *nl;
@@ -218,7 +225,8 @@ journal_scan_fd(
 			NULL) {
 			size_t ll = (size_t)(nl - (b.data + start));
 
-			if (!skipping)
+			if (!skipping &&
+			    (pre == NULL || pre(b.data + start, ll, arg)))
 				stop = journal_line(
 				    b.data + start, ll, epoch, fn, arg);
 			skipping = 0;
@@ -235,7 +243,8 @@ journal_scan_fd(
 	}
 	if (end != NULL)
 		*end = pos;
-	if (!stop && !skipping && b.len > 0)
+	if (!stop && !skipping && b.len > 0 &&
+	    (pre == NULL || pre(b.data, b.len, arg)))
 		journal_line(b.data, b.len, epoch, fn, arg);
 	buf_free(&b);
 	return 0;
@@ -274,7 +283,8 @@ journal_seq_from(
 	off_t end;
 
 	memcpy(ep, epoch, sizeof ep);
-	if (journal_scan_fd(fd, from, ep, journal_seq_fn, &q, &end) != 0 ||
+	if (journal_scan_fd(fd, from, ep, journal_seq_fn, NULL, &q, &end) !=
+		0 ||
 	    end > limit)
 		return -1;
 	*next = end;
@@ -434,9 +444,50 @@ struct journal_after {
 	size_t bytes;
 	int more;
 	struct jsonw *w;
+	size_t ucount; /* past the page: the stops read ahead, in u */
+	size_t ubytes;
+	struct jsonw *u;
 };
 
-/* journal_scan callback: add the entries after the cursor, to the caps. */
+/*
+ * Whether the line is an entry of an event that decides the books (a
+ * stop's), by its text: "event":"NAME" as the watcher writes it.
+ */
+static int
+journal_urgent(const char *line, size_t len)
+{
+	static const char *const urgent[] = { "firing", "skipped", "stopping",
+		"stop_result", "stopped", "stop_retry", "stop_failed",
+		"local_due", "held", "released", "cancelled", NULL };
+	static const char key[] = "\"event\":\"";
+	const char *p = memmem(line, len, key, sizeof key - 1), *end;
+	size_t i, n;
+
+	if (p == NULL)
+		return 0;
+	p += sizeof key - 1;
+	if ((end = memchr(p, '"', len - (size_t)(p - line))) == NULL)
+		return 0;
+	n = (size_t)(end - p);
+	for (i = 0; urgent[i] != NULL; i++)
+		if (strlen(urgent[i]) == n && memcmp(urgent[i], p, n) == 0)
+			return 1;
+	return 0;
+}
+
+/* journal_scan prefilter: past the page, only the stops are parsed. */
+static int
+journal_after_pre(const char *line, size_t len, void *arg)
+{
+	struct journal_after *a = arg;
+
+	return !a->more || journal_urgent(line, len);
+}
+
+/*
+ * journal_scan callback: add the entries after the cursor to the page, to
+ * the caps; past them, the stops to u, to theirs.
+ */
 static int
 journal_after_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
 {
@@ -445,51 +496,74 @@ journal_after_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
 
 	if (jsonr_int(e, "seq", &seq) != 0 || seq <= a->after)
 		return 0;
-	if (a->count >= JOURNAL_REPORT_ENTRIES ||
-	    a->bytes + len > JOURNAL_REPORT_BYTES) {
+	if (!a->more &&
+	    (a->count >= JOURNAL_REPORT_ENTRIES ||
+		a->bytes + len > JOURNAL_REPORT_BYTES))
 		a->more = 1;
-		return 1;
+	if (!a->more) {
+		jsonw_raw(a->w, NULL, line, len);
+		a->count++;
+		a->bytes += len;
+		return 0;
 	}
-	jsonw_raw(a->w, NULL, line, len);
-	a->count++;
-	a->bytes += len;
+	if (!journal_urgent(line, len))
+		return 0;
+	if (a->ucount >= JOURNAL_URGENT_ENTRIES ||
+	    a->ubytes + len > JOURNAL_URGENT_BYTES)
+		return 1;
+	jsonw_raw(a->u, NULL, line, len);
+	a->ucount++;
+	a->ubytes += len;
 	return 0;
 }
 
 /*
- * Write the report's journal_epoch, journal and journal_more for the
- * journal in dir: the entries after seq when the cursor's epoch is the
- * journal's (NULL or another: from the start).
+ * Write the report's journal_epoch, journal, journal_more and
+ * journal_urgent for the journal in dir: the entries after seq when the
+ * cursor's epoch is the journal's (NULL or another: from the start), to
+ * the page's caps; when more are left, the stops among them read ahead
+ * (agent/WATCH.md "In the report").
  */
 void
 journal_report(struct jsonw *w, const char *dir, const char *cursor_epoch,
     long long cursor_seq)
 {
 	struct journal_after a;
+	struct jsonw u;
 	char epoch[JOURNAL_EPOCH_LEN + 1], *path;
-	int r;
+	int r, fd;
 
 	xasprintf(&path, "%s/journal.jsonl", dir);
 	memset(&a, 0, sizeof a);
 	a.w = w;
+	a.u = &u;
 	r = journal_scan(path, epoch, journal_first_fn, NULL);
 	if (r != 0 || epoch[0] == '\0') {
 		jsonw_null(w, REPORT_KEY_JOURNAL_EPOCH);
 		jsonw_array_begin(w, REPORT_KEY_JOURNAL);
 		jsonw_array_end(w);
 		jsonw_bool(w, REPORT_KEY_JOURNAL_MORE, 0);
+		jsonw_raw(w, REPORT_KEY_JOURNAL_URGENT, "[]", 2);
 		free(path);
 		return;
 	}
 	jsonw_string(w, REPORT_KEY_JOURNAL_EPOCH, epoch);
 	if (cursor_epoch != NULL && strcmp(cursor_epoch, epoch) == 0)
 		a.after = cursor_seq;
+	jsonw_init(&u);
+	jsonw_array_begin(&u, NULL);
 	jsonw_array_begin(w, REPORT_KEY_JOURNAL);
-	journal_scan_at(path,
-	    a.after > 0 ? journal_seek(path, epoch, a.after) : 0, epoch,
-	    journal_after_fn, &a);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+		journal_scan_fd(fd,
+		    a.after > 0 ? journal_seek(path, epoch, a.after) : 0, epoch,
+		    journal_after_fn, journal_after_pre, &a, NULL);
+		close(fd);
+	}
 	jsonw_array_end(w);
+	jsonw_array_end(&u);
 	jsonw_bool(w, REPORT_KEY_JOURNAL_MORE, a.more);
+	jsonw_raw(w, REPORT_KEY_JOURNAL_URGENT, u.out.data, u.out.len);
+	jsonw_free(&u);
 	free(path);
 }
 
@@ -630,13 +704,13 @@ journal_replay(const char *dir, char *epoch, struct judge_state *js)
 		r = -1;
 		goto out;
 	}
-	r = journal_scan_fd(fd, 0, epoch, journal_first_fn, NULL, NULL);
+	r = journal_scan_fd(fd, 0, epoch, journal_first_fn, NULL, NULL, NULL);
 	if (r == 0 && *epoch != '\0' &&
 	    journal_state_load(spath, path, epoch, js, &from) != 0)
 		from = 0;
 	if (r == 0)
 		r = journal_scan_fd(
-		    fd, from, epoch, journal_replay_fn, &rp, &end);
+		    fd, from, epoch, journal_replay_fn, NULL, &rp, &end);
 	/* Not over a line still being written (the file is longer). */
 	if (r == 0 && *epoch != '\0' && rp.seq > 0 &&
 	    end - from >= JOURNAL_STATE_EVERY && fstat(fd, &st) == 0 &&

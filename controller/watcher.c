@@ -811,8 +811,9 @@ watcher_prune(struct inventory *inv, int64_t before, char **cause)
  * skew the probe measured (instance - controller): its state, plan and
  * skew, and each journal entry not stored yet, with its effects, to the
  * day's caps (WATCHER_JOURNAL_DAY_*); the cursor moves past every entry
- * of the reported epoch, stored or dropped. Runs in the caller's
- * transaction.
+ * of the page of the reported epoch, stored or dropped, not past the
+ * stops read ahead (journal_urgent: stored now, found stored when the
+ * page reaches them). Runs in the caller's transaction.
  */
 int
 watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
@@ -832,15 +833,19 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 	if (w->nskipped > 0)
 		warn_msg("%s: %zu journal entr%s not valid, left out", in->name,
 		    w->nskipped, w->nskipped == 1 ? "y" : "ies");
-	for (i = 0; i < w->njournal; i++) {
-		const struct report_entry *e = &w->journal[i];
+	/* The page, then the stops read ahead: the cursor stays at the page. */
+	for (i = 0; i < w->njournal + w->nurgent; i++) {
+		const struct report_entry *e = i < w->njournal
+		    ? &w->journal[i]
+		    : &w->urgent[i - w->njournal];
 		/* Asked before this report stores any of the epoch. */
 		if ((epoch == NULL || strcmp(epoch, e->epoch) != 0) &&
 		    (r = epoch_first_read(
 			 inv, in->id, e->epoch, now, &first, cause)) != 0)
 			return r;
 		epoch = e->epoch;
-		if (strcmp(e->epoch, w->epoch) == 0 && e->seq > last)
+		if (i < w->njournal && strcmp(e->epoch, w->epoch) == 0 &&
+		    e->seq > last)
 			last = e->seq;
 		len = strlen(e->entry);
 		if ((r = admit(inv, in, rows, bytes, e, len, cause)) < 0)

@@ -122,6 +122,30 @@ START_TEST(test_after)
 		    EPOCH);
 		json_decref(o);
 	}
+	/* Far behind: the stops past the page read ahead. */
+	o = report_after(EPOCH, 1);
+	a = json_object_get(o, "journal_urgent");
+	ck_assert_uint_eq(json_array_size(a), N / 1000);
+	for (i = 0; i < json_array_size(a); i++) {
+		ck_assert_str_eq(json_string_value(json_object_get(
+				     json_array_get(a, i), "event")),
+		    "stopping");
+		ck_assert_int_eq(json_integer_value(json_object_get(
+				     json_array_get(a, i), "seq")),
+		    1000 * (long long)(i + 1));
+	}
+	json_decref(o);
+	o = report_after(EPOCH, N - 2500);
+	a = json_object_get(o, "journal_urgent");
+	ck_assert_uint_eq(json_array_size(a), 3); /* 18000 on */
+	ck_assert_int_eq(
+	    json_integer_value(json_object_get(json_array_get(a, 0), "seq")),
+	    N - 2000);
+	json_decref(o);
+	o = report_after(EPOCH, N - 10);
+	ck_assert_uint_eq(
+	    json_array_size(json_object_get(o, "journal_urgent")), 0);
+	json_decref(o);
 	/* Another epoch's cursor: from the start. */
 	o = report_after("00000000000000ff", 9000);
 	a = json_object_get(o, "journal");

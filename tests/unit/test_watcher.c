@@ -960,6 +960,61 @@ START_TEST(test_prune)
 }
 END_TEST
 
+/*
+ * A report far behind carries the stops past its page (journal_urgent):
+ * stored and acted on at once, the cursor still at the page's end; when
+ * the page reaches them they are not stored or acted on twice.
+ */
+START_TEST(test_urgent)
+{
+	char *cursor = NULL, *cause = NULL;
+	struct watcher_alert *a;
+	size_t n;
+	const char *page = E(1, 1796000001, "\"journal\"") "," E(
+	    2, 1796000002, "\"busy\",\"id\":\"a-1\"");
+	const char *stops =
+	    E(899, 1796000089, "\"stopping\",\"id\":\"d-2\"") "," E(900,
+		1796000090, "\"stop_failed\",\"id\":\"d-2\",\"reason\":\"x\"");
+	char *text;
+
+	if (asprintf(&text,
+		"{\"state\":\"running\",\"journal_epoch\":"
+		"\"00000000000000aa\",\"journal\":[%s],\"journal_more\":"
+		"true,\"journal_urgent\":[%s]}",
+		page, stops) < 0)
+		ck_abort();
+	store(text);
+	free(text);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 4);
+	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(a[0].kind, "stop_failed");
+	watcher_alerts_free(a, n);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "00000000000000aa:2");
+	free(cursor);
+	/* The page reaches them: once. */
+	if (asprintf(&text,
+		"{\"state\":\"running\",\"journal_epoch\":"
+		"\"00000000000000aa\",\"journal\":[%s,%s]}",
+		E(3, 1796000003, "\"idle\",\"id\":\"a-1\""), stops) < 0)
+		ck_abort();
+	store(text);
+	free(text);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 5);
+	ck_assert_int_eq(q("SELECT count(*) FROM alert"), 1);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request"), 1);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "00000000000000aa:900");
+	free(cursor);
+	/* Without journal_more, no read-ahead is taken. */
+	store("{\"state\":\"running\",\"journal_epoch\":\"00000000000000aa\","
+	      "\"journal\":[],\"journal_more\":false,\"journal_urgent\":[" E(
+		  950, 1796000095, "\"stop_failed\",\"id\":\"d-3\"") "]}");
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 5);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -985,6 +1040,7 @@ main(void)
 	tcase_add_test(tc, test_notify_late_instance);
 	tcase_add_test(tc, test_flood);
 	tcase_add_test(tc, test_prune);
+	tcase_add_test(tc, test_urgent);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
