@@ -765,7 +765,8 @@ flood(struct inventory *inv, const struct instance *in, int64_t now,
  * gpufleet armed on an instance (an autostop's ID@CONTAINER_START by its
  * ID) the first entry of each event that decides the books (BOOKS_SQL,
  * not rejected): what armed_due, the stop requests and the fired ids
- * still read. Only the entries that passed the line since the last
+ * still read, less their evidence and output (the firing's samples, a
+ * command's last KiB). Only the entries that passed the line since the last
  * prune (clock 'journal_pruned') are looked at, so a prune on every poll
  * costs what crossed it. 0 or a negative status.
  */
@@ -798,6 +799,15 @@ watcher_prune(struct inventory *inv, int64_t before, char **cause)
 	    "(o.t < journal.t OR (o.t = journal.t AND o.rowid < "
 	    "journal.rowid))))",
 	    "pruning the journal", cause, "II", before, since);
+	/* What is kept keeps its word, not its evidence or output. */
+	if (r >= 0)
+		r = db_exec(inv,
+		    "UPDATE journal SET entry = json_remove(entry, "
+		    "'$.evidence', '$.output') WHERE instance_id IN (SELECT id "
+		    "FROM instance) AND received_at >= ?2 AND received_at < ?1 "
+		    "AND json_valid(entry) AND (json_type(entry, '$.evidence') "
+		    "IS NOT NULL OR json_type(entry, '$.output') IS NOT NULL)",
+		    "pruning the journal", cause, "II", before, since);
 	if (r >= 0)
 		r = db_exec(inv,
 		    "INSERT OR REPLACE INTO clock (name, t) VALUES "

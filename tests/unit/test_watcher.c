@@ -928,12 +928,14 @@ START_TEST(test_prune)
 
 	store_at(SECTION(E(1, 1787000000, "\"journal\"") "," E(2, 1787000001,
 		     "\"busy\",\"id\":\"a-1\",\"reason\":\"jobs\"") "," E(3,
-		     1787000002, "\"firing\",\"id\":\"d-1\"") "," E(4,
-		     1787000003, "\"stopping\",\"id\":\"d-1\"") "," E(5,
-		     1787000004, "\"stopping\",\"id\":\"d-1\"") "," E(6,
-		     1787000005, "\"stopping\",\"id\":\"forged-1\"") "," E(7,
-		     1787000006, "\"firing\",\"id\":\"forged-2\"") "," E(9,
-		     1787000007, "\"firing\",\"id\":\"a-1@1786000000\"")),
+		     1787000002,
+		     "\"firing\",\"id\":\"d-1\",\"reason\":\"deadline\","
+		     "\"evidence\":{\"gpus\":[1,2]}") "," E(4, 1787000003,
+		     "\"stopping\",\"id\":\"d-1\"") "," E(5, 1787000004,
+		     "\"stopping\",\"id\":\"d-1\"") "," E(6, 1787000005,
+		     "\"stopping\",\"id\":\"forged-1\"") "," E(7, 1787000006,
+		     "\"firing\",\"id\":\"forged-2\"") "," E(9, 1787000007,
+		     "\"firing\",\"id\":\"a-1@1786000000\"")),
 	    NOW - 100 * 86400);
 	store_at(SECTION(E(8, 1795000000, "\"idle\",\"id\":\"a-1\"")),
 	    NOW - 10 * 86400);
@@ -943,6 +945,11 @@ START_TEST(test_prune)
 	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE seq IN (3, 4, "
 			   "8, 9)"),
 	    4);
+	/* Kept for the books, without the evidence. */
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE seq = 3 AND "
+			   "json_extract(entry, '$.reason') = 'deadline' AND "
+			   "json_type(entry, '$.evidence') IS NULL"),
+	    1);
 	ck_assert_int_eq(watcher_fired_ids(inv, in.id, &ids, &n, &cause), 0);
 	ck_assert_uint_eq(n, 2);
 	ck_assert_str_eq(ids[0], "a-1@1786000000");
