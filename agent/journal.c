@@ -73,6 +73,9 @@ typedef int (*journal_pre)(const char *, size_t, void *);
 static int journal_scan_fd(
     int, off_t, char *, journal_fn, journal_pre, void *, off_t *);
 static int journal_urgent(const char *, size_t);
+static int journal_event_in(const char *, size_t, const char *const *);
+static long long journal_seq_ending(int, off_t, const char *);
+static int journal_replay_pre(const char *, size_t, void *);
 static int journal_after_pre(const char *, size_t, void *);
 static int journal_seq_fn(const char *, size_t, const struct jsonr *, void *);
 static long long journal_seq_from(int, off_t, off_t, const char *, off_t *);
@@ -256,7 +259,6 @@ struct journal_seq {
 
 struct journal_replayed {
 	struct judge_state *js;
-	long long seq; /* the last entry's */
 };
 
 /* journal_scan callback: the first entry's seq. */
@@ -451,7 +453,7 @@ struct journal_after {
 
 /*
  * Whether the line is an entry of an event that decides the books (a
- * stop's), by its text: "event":"NAME" as the watcher writes it.
+ * stop's), by its text.
  */
 static int
 journal_urgent(const char *line, size_t len)
@@ -459,6 +461,18 @@ journal_urgent(const char *line, size_t len)
 	static const char *const urgent[] = { "firing", "skipped", "stopping",
 		"stop_result", "stopped", "stop_retry", "stop_failed",
 		"local_due", "held", "released", "cancelled", NULL };
+
+	return journal_event_in(line, len, urgent);
+}
+
+/*
+ * Whether the line's event is one of names (NULL-terminated), by its
+ * text: the first "event":"NAME" in it, as the watcher writes it (a
+ * string value holding that text has its quotes escaped).
+ */
+static int
+journal_event_in(const char *line, size_t len, const char *const *names)
+{
 	static const char key[] = "\"event\":\"";
 	const char *p = memmem(line, len, key, sizeof key - 1), *end;
 	size_t i, n;
@@ -469,8 +483,8 @@ journal_urgent(const char *line, size_t len)
 	if ((end = memchr(p, '"', len - (size_t)(p - line))) == NULL)
 		return 0;
 	n = (size_t)(end - p);
-	for (i = 0; urgent[i] != NULL; i++)
-		if (strlen(urgent[i]) == n && memcmp(urgent[i], p, n) == 0)
+	for (i = 0; names[i] != NULL; i++)
+		if (strlen(names[i]) == n && memcmp(names[i], p, n) == 0)
 			return 1;
 	return 0;
 }
@@ -576,7 +590,6 @@ journal_replay_fn(
 
 	(void)line;
 	(void)len;
-	jsonr_int(e, "seq", &rp->seq);
 	judge_replay(rp->js, e);
 	return 0;
 }
@@ -591,12 +604,8 @@ journal_state_load(const char *spath, const char *path, const char *epoch,
     struct judge_state *js, off_t *offset)
 {
 	struct journal_state_head h;
-	struct journal_seq q = { -1 };
 	struct stat st;
-	char ep[JOURNAL_EPOCH_LEN + 1], *line = NULL;
 	size_t want;
-	off_t from;
-	ssize_t n;
 	int fd, jfd = -1, r = -1;
 
 	if ((fd = open(spath, O_RDONLY | O_CLOEXEC)) == -1)
@@ -612,23 +621,7 @@ journal_state_load(const char *spath, const char *path, const char *epoch,
 		goto out;
 	/* The entry that ends at offset must be seq, of this epoch. */
 	if ((jfd = open(path, O_RDONLY | O_CLOEXEC)) == -1 ||
-	    fstat(jfd, &st) != 0 || st.st_size < h.offset)
-		goto out;
-	want = h.offset > JOURNAL_LINE_MAX + 1 ? JOURNAL_LINE_MAX + 1
-					       : (size_t)h.offset;
-	from = h.offset - (off_t)want;
-	line = xmalloc(want);
-	if (pread(jfd, line, want, from) != (ssize_t)want ||
-	    line[want - 1] != '\n')
-		goto out;
-	for (n = (ssize_t)want - 2; n >= 0 && line[n] != '\n'; n--)
-		;
-	if (n < 0 && from > 0)
-		goto out;
-	memcpy(ep, epoch, sizeof ep);
-	journal_line(
-	    line + n + 1, want - 2 - (size_t)n, ep, journal_seq_fn, &q);
-	if (q.seq != h.seq)
+	    journal_seq_ending(jfd, h.offset, epoch) != h.seq)
 		goto out;
 	js->f = xreallocarray(NULL, h.nfires ? h.nfires : 1, sizeof *js->f);
 	want = (size_t)h.nfires * sizeof *js->f;
@@ -640,11 +633,57 @@ journal_state_load(const char *spath, const char *path, const char *epoch,
 	*offset = h.offset;
 	r = 0;
 out:
-	free(line);
 	if (jfd != -1)
 		close(jfd);
 	close(fd);
 	return r;
+}
+
+/*
+ * The seq of the entry of epoch whose line ends at offset (its newline
+ * the byte before), or -1.
+ */
+static long long
+journal_seq_ending(int fd, off_t offset, const char *epoch)
+{
+	struct journal_seq q = { -1 };
+	struct stat st;
+	char ep[JOURNAL_EPOCH_LEN + 1], *line;
+	size_t want;
+	off_t from;
+	ssize_t n;
+
+	if (offset <= 0 || fstat(fd, &st) != 0 || st.st_size < offset)
+		return -1;
+	want = offset > JOURNAL_LINE_MAX + 1 ? JOURNAL_LINE_MAX + 1
+					     : (size_t)offset;
+	from = offset - (off_t)want;
+	line = xmalloc(want);
+	if (pread(fd, line, want, from) == (ssize_t)want &&
+	    line[want - 1] == '\n') {
+		for (n = (ssize_t)want - 2; n >= 0 && line[n] != '\n'; n--)
+			;
+		memcpy(ep, epoch, sizeof ep);
+		if (n >= 0 || from == 0)
+			journal_line(line + n + 1, want - 2 - (size_t)n, ep,
+			    journal_seq_fn, &q);
+	}
+	free(line);
+	return q.seq;
+}
+
+/*
+ * journal_scan prefilter of a replay: the events judge_replay has nothing
+ * to do with, the bulk of a long journal, are left unparsed.
+ */
+static int
+journal_replay_pre(const char *line, size_t len, void *arg)
+{
+	static const char *const idle[] = { "idle", "busy", "gpu_unreadable",
+		"notify", NULL };
+
+	(void)arg;
+	return !journal_event_in(line, len, idle);
 }
 
 /*
@@ -691,10 +730,11 @@ journal_state_save(const char *spath, const char *epoch, long long seq,
 int
 journal_replay(const char *dir, char *epoch, struct judge_state *js)
 {
-	struct journal_replayed rp = { js, 0 };
+	struct journal_replayed rp = { js };
 	struct stat st;
 	char *path, *spath;
 	off_t from = 0, end = 0;
+	long long seq;
 	int fd, r;
 
 	*epoch = '\0';
@@ -709,13 +749,14 @@ journal_replay(const char *dir, char *epoch, struct judge_state *js)
 	    journal_state_load(spath, path, epoch, js, &from) != 0)
 		from = 0;
 	if (r == 0)
-		r = journal_scan_fd(
-		    fd, from, epoch, journal_replay_fn, NULL, &rp, &end);
-	/* Not over a line still being written (the file is longer). */
-	if (r == 0 && *epoch != '\0' && rp.seq > 0 &&
-	    end - from >= JOURNAL_STATE_EVERY && fstat(fd, &st) == 0 &&
-	    st.st_size == end)
-		journal_state_save(spath, epoch, rp.seq, end, js);
+		r = journal_scan_fd(fd, from, epoch, journal_replay_fn,
+		    journal_replay_pre, &rp, &end);
+	/* Not over a line still being written (the file is longer); the
+	   last line, maybe left unparsed, names the state's seq. */
+	if (r == 0 && *epoch != '\0' && end - from >= JOURNAL_STATE_EVERY &&
+	    fstat(fd, &st) == 0 && st.st_size == end &&
+	    (seq = journal_seq_ending(fd, end, epoch)) > 0)
+		journal_state_save(spath, epoch, seq, end, js);
 	close(fd);
 out:
 	free(path);
