@@ -190,6 +190,9 @@ int hold_main(int, char **);
 /* What one report carries of the journal at most. */
 #define JOURNAL_REPORT_ENTRIES 256
 #define JOURNAL_REPORT_BYTES   (256 * 1024)
+/* And of the stops journaled past that (journal_urgent). */
+#define JOURNAL_URGENT_ENTRIES 64
+#define JOURNAL_URGENT_BYTES   (64 * 1024)
 
 struct journal {
 	int fd;
@@ -198,10 +201,14 @@ struct journal {
 	long long seq; /* of the last entry */
 };
 
+struct judge_state;
+
 /* Called with each valid line, its length and its parse; 1 stops. */
 typedef int (*journal_fn)(const char *, size_t, const struct jsonr *, void *);
 
 int journal_scan(const char *, char *, journal_fn, void *);
+int journal_scan_at(const char *, off_t, char *, journal_fn, void *);
+int journal_replay(const char *, char *, struct judge_state *);
 int journal_open(struct journal *, const char *, time_t, char **);
 void journal_begin(struct journal *, struct jsonw *, time_t, const char *);
 int journal_end(struct journal *, struct jsonw *, char **);

@@ -4,10 +4,20 @@
  * fsynced. The file's epoch is in its first valid line; seq goes on from
  * the last valid line of that epoch. Readers skip lines that do not parse
  * (a crash mid-write) and lines of another epoch.
+ *
+ * Only the watcher appends (it holds D/watcher.pid's lock), so seq grows
+ * along the file: a reader finds the entries after a cursor by bisecting
+ * the file, and the writer its last seq from the file's tail. Replaying
+ * the whole journal into the judge's state is what starting the watcher
+ * and each report need; D/journal.state caches that state at an offset
+ * (below, journal_replay) so that only what was appended since is read.
  */
+
+#include <sys/stat.h>
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,10 +26,36 @@
 
 #include "agent.h"
 #include "gpufleet/report.h"
+#include "gpufleet/version.h"
 #include "../controller/xmalloc.h"
 
 /* Lines longer than this are skipped by readers (none is written). */
 #define JOURNAL_LINE_MAX JSONR_MAXSIZE
+/* Bisecting stops at this many bytes; the rest is read line by line. */
+#define JOURNAL_SEEK_SPAN (64 * 1024)
+/* The tail read first for the last seq (then twice as much, ...). */
+#define JOURNAL_TAIL_SPAN (64 * 1024)
+/* A replay that read this much past the cached state caches it again. */
+#define JOURNAL_STATE_EVERY (256 * 1024)
+/* The most fire ids a cached state may hold. */
+#define JOURNAL_STATE_FIRES 100000
+
+/*
+ * D/journal.state: this header, then nfires struct judge_fire as this
+ * build lays them out. It is a cache: one that does not match this build
+ * (version, sizes), the journal (epoch, the entry that ends at offset has
+ * seq) or its own length is ignored and the journal replayed from the
+ * start.
+ */
+struct journal_state_head {
+	char magic[8]; /* "gfjstat1" */
+	char version[32];
+	uint32_t fire_size;
+	uint32_t nfires;
+	char epoch[JOURNAL_EPOCH_LEN + 1];
+	long long seq;
+	long long offset;
+};
 
 struct journal_last {
 	char epoch[JOURNAL_EPOCH_LEN + 1];
@@ -31,6 +67,26 @@ static int journal_last_fn(const char *, size_t, const struct jsonr *, void *);
 static int journal_first_fn(const char *, size_t, const struct jsonr *, void *);
 static int journal_after_fn(const char *, size_t, const struct jsonr *, void *);
 static int journal_line(const char *, size_t, char *, journal_fn, void *);
+/* Before a line is parsed: 0 skips it unparsed. */
+typedef int (*journal_pre)(const char *, size_t, void *);
+
+static int journal_scan_fd(
+    int, off_t, char *, journal_fn, journal_pre, void *, off_t *);
+static int journal_urgent(const char *, size_t);
+static int journal_event_in(const char *, size_t, const char *const *);
+static long long journal_seq_ending(int, off_t, const char *);
+static int journal_replay_pre(const char *, size_t, void *);
+static int journal_after_pre(const char *, size_t, void *);
+static int journal_seq_fn(const char *, size_t, const struct jsonr *, void *);
+static long long journal_seq_from(int, off_t, off_t, const char *, off_t *);
+static off_t journal_seek(const char *, const char *, long long);
+static long long journal_last_seq(const char *, const char *);
+static int journal_replay_fn(
+    const char *, size_t, const struct jsonr *, void *);
+static int journal_state_load(
+    const char *, const char *, const char *, struct judge_state *, off_t *);
+static void journal_state_save(
+    const char *, const char *, long long, off_t, const struct judge_state *);
 
 /* 16 random hex digits. */
 static void
@@ -116,14 +172,48 @@ out:
 int
 journal_scan(const char *path, char *epoch, journal_fn fn, void *arg)
 {
+	*epoch = '\0';
+	return journal_scan_at(path, 0, epoch, fn, arg);
+}
+
+/*
+ * journal_scan from the first line that starts at or after offset, for
+ * the journal of epoch (learnt from the first valid line when ""). 0 or
+ * -1 with errno.
+ */
+int
+journal_scan_at(
+    const char *path, off_t offset, char *epoch, journal_fn fn, void *arg)
+{
+	int fd, r;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	r = journal_scan_fd(fd, offset, epoch, fn, NULL, arg, NULL);
+	close(fd);
+	return r;
+}
+
+/*
+ * The scan of journal_scan_at on fd, lines pre (unless NULL) says no to
+ * left unparsed; *end (unless NULL) gets the offset just after the last
+ * whole line read. 0 or -1 with errno.
+ */
+static int
+journal_scan_fd(int fd, off_t offset, char *epoch, journal_fn fn,
+    journal_pre pre, void *arg, off_t *end)
+{
 	struct buf b = { NULL, 0, 0 };
 	char chunk[16384], *nl;
 	size_t start;
 	ssize_t n;
-	int fd, skipping = 0, stop = 0;
+	off_t pos;
+	int skipping = 0, stop = 0;
 
-	*epoch = '\0';
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+	/* From the byte before: a line starts at offset if it is '\n'. */
+	pos = offset > 0 ? offset - 1 : 0;
+	skipping = offset > 0;
+	if (lseek(fd, pos, SEEK_SET) == -1)
 		return -1;
 	while (!stop) {
 		n = read(fd, chunk, sizeof chunk);
@@ -138,24 +228,127 @@ journal_scan(const char *path, char *epoch, journal_fn fn, void *arg)
 			NULL) {
 			size_t ll = (size_t)(nl - (b.data + start));
 
-			if (!skipping)
+			if (!skipping &&
+			    (pre == NULL || pre(b.data + start, ll, arg)))
 				stop = journal_line(
 				    b.data + start, ll, epoch, fn, arg);
 			skipping = 0;
 			start += ll + 1;
+			pos += (off_t)(ll + 1);
 		}
 		memmove(b.data, b.data + start, b.len - start);
 		b.len -= start;
 		if (b.len > JOURNAL_LINE_MAX) {
+			pos += (off_t)b.len;
 			b.len = 0; /* a line too long: skip to its end */
 			skipping = 1;
 		}
 	}
-	if (!stop && !skipping && b.len > 0)
+	if (end != NULL)
+		*end = pos;
+	if (!stop && !skipping && b.len > 0 &&
+	    (pre == NULL || pre(b.data, b.len, arg)))
 		journal_line(b.data, b.len, epoch, fn, arg);
-	close(fd);
 	buf_free(&b);
 	return 0;
+}
+
+struct journal_seq {
+	long long seq;
+};
+
+struct journal_replayed {
+	struct judge_state *js;
+};
+
+/* journal_scan callback: the first entry's seq. */
+static int
+journal_seq_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
+{
+	struct journal_seq *q = arg;
+
+	(void)line;
+	(void)len;
+	return jsonr_int(e, "seq", &q->seq) == 0;
+}
+
+/*
+ * The seq of the first entry of epoch that starts at or after from and
+ * before limit, with in *next the offset after it; -1 when there is none.
+ */
+static long long
+journal_seq_from(
+    int fd, off_t from, off_t limit, const char *epoch, off_t *next)
+{
+	struct journal_seq q = { -1 };
+	char ep[JOURNAL_EPOCH_LEN + 1];
+	off_t end;
+
+	memcpy(ep, epoch, sizeof ep);
+	if (journal_scan_fd(fd, from, ep, journal_seq_fn, NULL, &q, &end) !=
+		0 ||
+	    end > limit)
+		return -1;
+	*next = end;
+	return q.seq;
+}
+
+/*
+ * Where to read the entries after seq of the journal at path (of epoch)
+ * from: an offset at or before the first of them, found by bisecting
+ * (seq grows along the file) down to JOURNAL_SEEK_SPAN bytes.
+ */
+static off_t
+journal_seek(const char *path, const char *epoch, long long seq)
+{
+	struct stat st;
+	off_t lo = 0, hi, mid, next;
+	long long s;
+	int fd;
+
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+		return 0;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return 0;
+	}
+	hi = st.st_size;
+	while (hi - lo > JOURNAL_SEEK_SPAN) {
+		mid = lo + (hi - lo) / 2;
+		if ((s = journal_seq_from(fd, mid, hi, epoch, &next)) < 0)
+			break; /* no whole entry there: read from lo */
+		if (s <= seq)
+			lo = next;
+		else
+			hi = mid;
+	}
+	close(fd);
+	return lo;
+}
+
+/*
+ * The last seq of the journal at path (of epoch), read from its tail, or
+ * 0 when it has no entry of epoch.
+ */
+static long long
+journal_last_seq(const char *path, const char *epoch)
+{
+	struct journal_last l;
+	struct stat st;
+	off_t span = JOURNAL_TAIL_SPAN, from;
+
+	if (stat(path, &st) != 0)
+		return 0;
+	for (;;) {
+		from = st.st_size > span ? st.st_size - span : 0;
+		memset(&l, 0, sizeof l);
+		memcpy(l.epoch, epoch, sizeof l.epoch);
+		if (journal_scan_at(path, from, l.epoch, journal_last_fn, &l) !=
+			0 ||
+		    l.seq > 0 || from == 0)
+			return l.seq;
+		span *= 2;
+	}
 }
 
 /*
@@ -179,14 +372,14 @@ journal_open(struct journal *j, const char *dir, time_t now, char **cause)
 		return -1;
 	}
 	memset(&l, 0, sizeof l);
-	if (journal_scan(j->path, l.epoch, journal_last_fn, &l) != 0) {
+	if (journal_scan(j->path, l.epoch, journal_first_fn, NULL) != 0) {
 		xasprintf(
 		    cause, "cannot read %s: %s", j->path, strerror(errno));
 		return -1;
 	}
 	if (l.epoch[0] != '\0') {
 		memcpy(j->epoch, l.epoch, sizeof j->epoch);
-		j->seq = l.seq;
+		j->seq = journal_last_seq(j->path, l.epoch);
 		return 0;
 	}
 	journal_new_epoch(j->epoch);
@@ -253,9 +446,62 @@ struct journal_after {
 	size_t bytes;
 	int more;
 	struct jsonw *w;
+	size_t ucount; /* past the page: the stops read ahead, in u */
+	size_t ubytes;
+	struct jsonw *u;
 };
 
-/* journal_scan callback: add the entries after the cursor, to the caps. */
+/*
+ * Whether the line is an entry of an event that decides the books (a
+ * stop's), by its text.
+ */
+static int
+journal_urgent(const char *line, size_t len)
+{
+	static const char *const urgent[] = { "firing", "skipped", "stopping",
+		"stop_result", "stopped", "stop_retry", "stop_failed",
+		"local_due", "held", "released", "cancelled", NULL };
+
+	return journal_event_in(line, len, urgent);
+}
+
+/*
+ * Whether the line's event is one of names (NULL-terminated), by its
+ * text: the first "event":"NAME" in it, as the watcher writes it (a
+ * string value holding that text has its quotes escaped).
+ */
+static int
+journal_event_in(const char *line, size_t len, const char *const *names)
+{
+	static const char key[] = "\"event\":\"";
+	const char *p = memmem(line, len, key, sizeof key - 1), *end;
+	size_t i, n;
+
+	if (p == NULL)
+		return 0;
+	p += sizeof key - 1;
+	if ((end = memchr(p, '"', len - (size_t)(p - line))) == NULL)
+		return 0;
+	n = (size_t)(end - p);
+	for (i = 0; names[i] != NULL; i++)
+		if (strlen(names[i]) == n && memcmp(names[i], p, n) == 0)
+			return 1;
+	return 0;
+}
+
+/* journal_scan prefilter: past the page, only the stops are parsed. */
+static int
+journal_after_pre(const char *line, size_t len, void *arg)
+{
+	struct journal_after *a = arg;
+
+	return !a->more || journal_urgent(line, len);
+}
+
+/*
+ * journal_scan callback: add the entries after the cursor to the page, to
+ * the caps; past them, the stops to u, to theirs.
+ */
 static int
 journal_after_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
 {
@@ -264,48 +510,256 @@ journal_after_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
 
 	if (jsonr_int(e, "seq", &seq) != 0 || seq <= a->after)
 		return 0;
-	if (a->count >= JOURNAL_REPORT_ENTRIES ||
-	    a->bytes + len > JOURNAL_REPORT_BYTES) {
+	if (!a->more &&
+	    (a->count >= JOURNAL_REPORT_ENTRIES ||
+		a->bytes + len > JOURNAL_REPORT_BYTES))
 		a->more = 1;
-		return 1;
+	if (!a->more) {
+		jsonw_raw(a->w, NULL, line, len);
+		a->count++;
+		a->bytes += len;
+		return 0;
 	}
-	jsonw_raw(a->w, NULL, line, len);
-	a->count++;
-	a->bytes += len;
+	if (!journal_urgent(line, len))
+		return 0;
+	if (a->ucount >= JOURNAL_URGENT_ENTRIES ||
+	    a->ubytes + len > JOURNAL_URGENT_BYTES)
+		return 1;
+	jsonw_raw(a->u, NULL, line, len);
+	a->ucount++;
+	a->ubytes += len;
 	return 0;
 }
 
 /*
- * Write the report's journal_epoch, journal and journal_more for the
- * journal in dir: the entries after seq when the cursor's epoch is the
- * journal's (NULL or another: from the start).
+ * Write the report's journal_epoch, journal, journal_more and
+ * journal_urgent for the journal in dir: the entries after seq when the
+ * cursor's epoch is the journal's (NULL or another: from the start), to
+ * the page's caps; when more are left, the stops among them read ahead
+ * (agent/WATCH.md "In the report").
  */
 void
 journal_report(struct jsonw *w, const char *dir, const char *cursor_epoch,
     long long cursor_seq)
 {
 	struct journal_after a;
+	struct jsonw u;
 	char epoch[JOURNAL_EPOCH_LEN + 1], *path;
-	int r;
+	int r, fd;
 
 	xasprintf(&path, "%s/journal.jsonl", dir);
 	memset(&a, 0, sizeof a);
 	a.w = w;
+	a.u = &u;
 	r = journal_scan(path, epoch, journal_first_fn, NULL);
 	if (r != 0 || epoch[0] == '\0') {
 		jsonw_null(w, REPORT_KEY_JOURNAL_EPOCH);
 		jsonw_array_begin(w, REPORT_KEY_JOURNAL);
 		jsonw_array_end(w);
 		jsonw_bool(w, REPORT_KEY_JOURNAL_MORE, 0);
+		jsonw_raw(w, REPORT_KEY_JOURNAL_URGENT, "[]", 2);
 		free(path);
 		return;
 	}
 	jsonw_string(w, REPORT_KEY_JOURNAL_EPOCH, epoch);
 	if (cursor_epoch != NULL && strcmp(cursor_epoch, epoch) == 0)
 		a.after = cursor_seq;
+	jsonw_init(&u);
+	jsonw_array_begin(&u, NULL);
 	jsonw_array_begin(w, REPORT_KEY_JOURNAL);
-	journal_scan(path, epoch, journal_after_fn, &a);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) != -1) {
+		journal_scan_fd(fd,
+		    a.after > 0 ? journal_seek(path, epoch, a.after) : 0, epoch,
+		    journal_after_fn, journal_after_pre, &a, NULL);
+		close(fd);
+	}
 	jsonw_array_end(w);
+	jsonw_array_end(&u);
 	jsonw_bool(w, REPORT_KEY_JOURNAL_MORE, a.more);
+	jsonw_raw(w, REPORT_KEY_JOURNAL_URGENT, u.out.data, u.out.len);
+	jsonw_free(&u);
 	free(path);
+}
+
+/* journal_scan callback: replay into a judge_state. */
+static int
+journal_replay_fn(
+    const char *line, size_t len, const struct jsonr *e, void *arg)
+{
+	struct journal_replayed *rp = arg;
+
+	(void)line;
+	(void)len;
+	judge_replay(rp->js, e);
+	return 0;
+}
+
+/*
+ * Load the state cached at spath into js (empty) if it matches this build
+ * and the journal at path of epoch: 0 with *offset, where the rest of the
+ * journal begins, or -1 (js left empty).
+ */
+static int
+journal_state_load(const char *spath, const char *path, const char *epoch,
+    struct judge_state *js, off_t *offset)
+{
+	struct journal_state_head h;
+	struct stat st;
+	size_t want;
+	int fd, jfd = -1, r = -1;
+
+	if ((fd = open(spath, O_RDONLY | O_CLOEXEC)) == -1)
+		return -1;
+	if (read(fd, &h, sizeof h) != (ssize_t)sizeof h ||
+	    memcmp(h.magic, "gfjstat1", 8) != 0 ||
+	    strncmp(h.version, GPUFLEET_VERSION, sizeof h.version) != 0 ||
+	    h.fire_size != sizeof(struct judge_fire) ||
+	    h.nfires > JOURNAL_STATE_FIRES || h.epoch[JOURNAL_EPOCH_LEN] ||
+	    strcmp(h.epoch, epoch) != 0 || h.offset <= 0 || h.seq <= 0 ||
+	    fstat(fd, &st) != 0 ||
+	    st.st_size != (off_t)(sizeof h + (size_t)h.nfires * h.fire_size))
+		goto out;
+	/* The entry that ends at offset must be seq, of this epoch. */
+	if ((jfd = open(path, O_RDONLY | O_CLOEXEC)) == -1 ||
+	    journal_seq_ending(jfd, h.offset, epoch) != h.seq)
+		goto out;
+	js->f = xreallocarray(NULL, h.nfires ? h.nfires : 1, sizeof *js->f);
+	want = (size_t)h.nfires * sizeof *js->f;
+	if (read(fd, js->f, want) != (ssize_t)want) {
+		judge_state_free(js);
+		goto out;
+	}
+	js->n = h.nfires;
+	*offset = h.offset;
+	r = 0;
+out:
+	if (jfd != -1)
+		close(jfd);
+	close(fd);
+	return r;
+}
+
+/*
+ * The seq of the entry of epoch whose line ends at offset (its newline
+ * the byte before), or -1.
+ */
+static long long
+journal_seq_ending(int fd, off_t offset, const char *epoch)
+{
+	struct journal_seq q = { -1 };
+	struct stat st;
+	char ep[JOURNAL_EPOCH_LEN + 1], *line;
+	size_t want;
+	off_t from;
+	ssize_t n;
+
+	if (offset <= 0 || fstat(fd, &st) != 0 || st.st_size < offset)
+		return -1;
+	want = offset > JOURNAL_LINE_MAX + 1 ? JOURNAL_LINE_MAX + 1
+					     : (size_t)offset;
+	from = offset - (off_t)want;
+	line = xmalloc(want);
+	if (pread(fd, line, want, from) == (ssize_t)want &&
+	    line[want - 1] == '\n') {
+		for (n = (ssize_t)want - 2; n >= 0 && line[n] != '\n'; n--)
+			;
+		memcpy(ep, epoch, sizeof ep);
+		if (n >= 0 || from == 0)
+			journal_line(line + n + 1, want - 2 - (size_t)n, ep,
+			    journal_seq_fn, &q);
+	}
+	free(line);
+	return q.seq;
+}
+
+/*
+ * journal_scan prefilter of a replay: the events judge_replay has nothing
+ * to do with, the bulk of a long journal, are left unparsed.
+ */
+static int
+journal_replay_pre(const char *line, size_t len, void *arg)
+{
+	static const char *const idle[] = { "idle", "busy", "gpu_unreadable",
+		"notify", NULL };
+
+	(void)arg;
+	return !journal_event_in(line, len, idle);
+}
+
+/*
+ * Cache js, the state of the journal of epoch up to the entry seq that
+ * ends at offset, at spath (written aside, then renamed over).
+ */
+static void
+journal_state_save(const char *spath, const char *epoch, long long seq,
+    off_t offset, const struct judge_state *js)
+{
+	struct journal_state_head h;
+	char *tmp;
+	size_t len = js->n * sizeof *js->f;
+	int fd, ok;
+
+	if (js->n > JOURNAL_STATE_FIRES)
+		return;
+	memset(&h, 0, sizeof h);
+	memcpy(h.magic, "gfjstat1", 8);
+	snprintf(h.version, sizeof h.version, "%s", GPUFLEET_VERSION);
+	h.fire_size = sizeof *js->f;
+	h.nfires = (uint32_t)js->n;
+	memcpy(h.epoch, epoch, sizeof h.epoch);
+	h.seq = seq;
+	h.offset = offset;
+	xasprintf(&tmp, "%s.%ld", spath, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	ok = fd != -1 && write(fd, &h, sizeof h) == (ssize_t)sizeof h &&
+	    (len == 0 || write(fd, js->f, len) == (ssize_t)len);
+	if (fd != -1)
+		close(fd);
+	if (!ok || rename(tmp, spath) != 0)
+		unlink(tmp);
+	free(tmp);
+}
+
+/*
+ * Replay the journal of dir into js (empty): from the state cached in
+ * D/journal.state when it matches, then what was appended since; the
+ * state is cached again when that was JOURNAL_STATE_EVERY bytes or more.
+ * epoch gets the journal's ("" when none). 0, or -1 with errno when the
+ * journal cannot be read (ENOENT: none).
+ */
+int
+journal_replay(const char *dir, char *epoch, struct judge_state *js)
+{
+	struct journal_replayed rp = { js };
+	struct stat st;
+	char *path, *spath;
+	off_t from = 0, end = 0;
+	long long seq;
+	int fd, r;
+
+	*epoch = '\0';
+	xasprintf(&path, "%s/journal.jsonl", dir);
+	xasprintf(&spath, "%s/journal.state", dir);
+	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1) {
+		r = -1;
+		goto out;
+	}
+	r = journal_scan_fd(fd, 0, epoch, journal_first_fn, NULL, NULL, NULL);
+	if (r == 0 && *epoch != '\0' &&
+	    journal_state_load(spath, path, epoch, js, &from) != 0)
+		from = 0;
+	if (r == 0)
+		r = journal_scan_fd(fd, from, epoch, journal_replay_fn,
+		    journal_replay_pre, &rp, &end);
+	/* Not over a line still being written (the file is longer); the
+	   last line, maybe left unparsed, names the state's seq. */
+	if (r == 0 && *epoch != '\0' && end - from >= JOURNAL_STATE_EVERY &&
+	    fstat(fd, &st) == 0 && st.st_size == end &&
+	    (seq = journal_seq_ending(fd, end, epoch)) > 0)
+		journal_state_save(spath, epoch, seq, end, js);
+	close(fd);
+out:
+	free(path);
+	free(spath);
+	return r;
 }

@@ -37,7 +37,6 @@ static int watch_wake_pipe[2] = { -1, -1 };
 
 static void watch_on_term(int);
 static void watch_on_usr1(int);
-static int watch_replay_fn(const char *, size_t, const struct jsonr *, void *);
 static int watch_plan_changed(struct watch *);
 static void watch_backoff(struct plan *);
 static void watch_load_plan(struct watch *, int);
@@ -69,18 +68,6 @@ watch_on_usr1(int sig)
 	(void)sig;
 	if (watch_wake_pipe[1] != -1 && write(watch_wake_pipe[1], "u", 1) < 0)
 		(void)0;
-}
-
-/* journal_scan callback: replay one entry. */
-static int
-watch_replay_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
-{
-	struct watch *w = arg;
-
-	(void)line;
-	(void)len;
-	judge_replay(&w->js, e);
-	return 0;
 }
 
 /*
@@ -542,7 +529,7 @@ watch_start(struct watch *w, int notify, int daemon)
 		close(w->ino);
 		w->ino = -1;
 	}
-	journal_scan(w->j.path, epoch, watch_replay_fn, w);
+	journal_replay(w->dir, epoch, &w->js);
 	w->env = shell_env(w->proc);
 	watch_load_plan(w, 1);
 	watch_entry(w, &jw, "started", NULL);

@@ -27,8 +27,6 @@
 
 static void watcher_report_notify(struct jsonw *, const char *);
 static void watcher_daemon(const char *, const char *, int);
-static int watcher_replay_fn(
-    const char *, size_t, const struct jsonr *, void *);
 
 /* The pid holding dir/watcher.pid's lock, or 0 when none does. */
 pid_t
@@ -264,17 +262,6 @@ watcher_start(
 	return 0;
 }
 
-/* journal_scan callback: replay into a judge_state. */
-static int
-watcher_replay_fn(
-    const char *line, size_t len, const struct jsonr *e, void *arg)
-{
-	(void)line;
-	(void)len;
-	judge_replay(arg, e);
-	return 0;
-}
-
 /*
  * The jobs of dir that need a watcher: being started, running, or ended
  * without a job_ended in the journal's state js.
@@ -311,12 +298,10 @@ int
 watcher_plan_arms(const char *dir, const char *proc, const struct plan *p)
 {
 	struct judge_state js = { NULL, 0, 0 };
-	char epoch[JOURNAL_EPOCH_LEN + 1], *path;
+	char epoch[JOURNAL_EPOCH_LEN + 1];
 	int arms;
 
-	xasprintf(&path, "%s/journal.jsonl", dir);
-	journal_scan(path, epoch, watcher_replay_fn, &js);
-	free(path);
+	journal_replay(dir, epoch, &js);
 	js.jobs_pending = watcher_jobs_pending(dir, proc, &js);
 	arms = judge_arms(p, &js, host_container_start_now(proc));
 	judge_state_free(&js);

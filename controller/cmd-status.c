@@ -474,6 +474,9 @@ render_watchers(const struct probe *run)
 			    strcmp(kind, "claim_rejected") == 0
 				? "it claimed a stop gpufleet never armed; "
 				  "the books are unchanged"
+				: strcmp(kind, "journal_flood") == 0
+				? "it floods its journal; entries past the "
+				  "day's caps were dropped"
 				: "the stop did not stop it; it still runs and "
 				  "bills",
 			    name);

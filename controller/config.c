@@ -55,6 +55,7 @@ config_defaults(struct config *c)
 	c->handshake_window = ENGINE_WINDOW_AUTO;
 	c->status_raw_hours = 48;
 	c->status_agg_days = 90;
+	c->status_journal_days = 90;
 	c->status_idle_util = 5;
 	c->status_stale_minutes = 30;
 	c->status_stop_confirm = 180;
@@ -143,6 +144,8 @@ static const struct config_int {
 	    offsetof(struct config, status_raw_hours) },
 	{ "status", "aggregate_retention_days", 1, 3650,
 	    offsetof(struct config, status_agg_days) },
+	{ "status", "journal_retention_days", 1, 3650,
+	    offsetof(struct config, status_journal_days) },
 	{ "status", "idle_util_percent", 0, 100,
 	    offsetof(struct config, status_idle_util) },
 	{ "status", "stale_progress_minutes", 1, 100000,

@@ -63,7 +63,8 @@ struct config {
 	int handshake_window; /* [ssh] ENGINE_WINDOW_AUTO (0), _OFF (-1), N */
 	int status_raw_hours; /* [status] raw_retention_hours */
 	int status_agg_days;  /* [status] aggregate_retention_days */
-	int status_idle_util; /* [status] idle_util_percent */
+	int status_journal_days;    /* [status] journal_retention_days */
+	int status_idle_util;	    /* [status] idle_util_percent */
 	int status_stale_minutes;   /* [status] stale_progress_minutes */
 	int status_stop_confirm;    /* [status] stop_confirm_seconds */
 	int status_timeout;	    /* [status] timeout */

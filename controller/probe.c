@@ -488,6 +488,10 @@ probe_store(struct probe *p, char **cause)
 	if ((r = samples_rollup(inv, p->now, cf->status_raw_hours,
 		 cf->status_agg_days, cause)) != 0)
 		goto fail;
+	if ((r = watcher_prune(inv,
+		 p->now - (int64_t)cf->status_journal_days * 86400, cause)) !=
+	    0)
+		goto fail;
 	return inventory_commit(inv, cause);
 fail:
 	inventory_rollback(inv);

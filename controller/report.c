@@ -27,6 +27,8 @@ static int parse_progress(json_t *, struct report *, int64_t, char **);
 static void read_authorized_keys(json_t *, struct report *);
 static int check_hex16(const char *);
 static void parse_journal(json_t *, int64_t, struct report_watcher *);
+static size_t parse_entries(
+    json_t *, int64_t, size_t, struct report_entry **, size_t *, size_t *);
 
 /*
  * Bounds of the values an instance may report. Anything outside is a broken
@@ -565,28 +567,45 @@ report_entry_free(struct report_entry *e)
 static void
 parse_journal(json_t *w, int64_t now, struct report_watcher *rw)
 {
-	json_t *j = json_object_get(w, "journal"), *o;
+	rw->journal_more = json_is_true(json_object_get(w, "journal_more"));
+	if (parse_entries(json_object_get(w, "journal"), now,
+		REPORT_ENTRIES_MAX, &rw->journal, &rw->njournal,
+		&rw->nskipped) > 0)
+		rw->journal_more = 1;
+	if (rw->journal_more)
+		parse_entries(json_object_get(w, "journal_urgent"), now,
+		    REPORT_URGENT_MAX, &rw->urgent, &rw->nurgent,
+		    &rw->nskipped);
+}
+
+/*
+ * The checked entries of array j (at most max) into *out (*n of them);
+ * those refused counted in *skipped. Returns how many were left out for
+ * max.
+ */
+static size_t
+parse_entries(json_t *j, int64_t now, size_t max, struct report_entry **out,
+    size_t *n, size_t *skipped)
+{
+	json_t *o;
 	size_t i;
 	char *why;
 
-	rw->journal_more = json_is_true(json_object_get(w, "journal_more"));
 	if (!json_is_array(j))
-		return;
-	rw->journal = xcalloc(json_array_size(j) + 1, sizeof *rw->journal);
+		return 0;
+	*out = xcalloc(json_array_size(j) + 1, sizeof **out);
 	json_array_foreach(j, i, o)
 	{
 		why = NULL;
-		if (rw->njournal == REPORT_ENTRIES_MAX) {
-			rw->journal_more = 1;
-			break;
-		}
-		if (report_entry_check(
-			o, now, &rw->journal[rw->njournal], &why) == 0)
-			rw->njournal++;
+		if (*n == max)
+			return json_array_size(j) - i;
+		if (report_entry_check(o, now, &(*out)[*n], &why) == 0)
+			(*n)++;
 		else
-			rw->nskipped++;
+			(*skipped)++;
 		free(why);
 	}
+	return 0;
 }
 
 /*
@@ -713,6 +732,9 @@ report_watcher_free(struct report_watcher *rw)
 	for (i = 0; i < rw->njournal; i++)
 		report_entry_free(&rw->journal[i]);
 	free(rw->journal);
+	for (i = 0; i < rw->nurgent; i++)
+		report_entry_free(&rw->urgent[i]);
+	free(rw->urgent);
 	free(rw->error);
 	free(rw->plan);
 	memset(rw, 0, sizeof *rw);

@@ -54,6 +54,7 @@ struct report_entry {
 
 #define REPORT_ENTRY_MAX   16384
 #define REPORT_ENTRIES_MAX 256
+#define REPORT_URGENT_MAX  64 /* journal_urgent entries read */
 
 /* The report's watcher section; present is 0 for an older agent. */
 #define REPORT_NOTIFY_MAX 16
@@ -69,6 +70,10 @@ struct report_watcher {
 	char epoch[17]; /* "" before the first entry */
 	struct report_entry *journal;
 	size_t njournal;
+	/* Stops journaled after the page (journal_more), read ahead: stored
+	 * but the cursor does not move past them. */
+	struct report_entry *urgent;
+	size_t nurgent;
 	size_t nskipped; /* entries refused by the checks */
 	int journal_more;
 	/* D/notify.json (instance-side notifications): whether it is there,

@@ -619,6 +619,19 @@ static const char *const steps[] = {
 	"  coalesce(i.stop_command LIKE 'local:%', 0) FROM job j JOIN "
 	"  instance i ON i.id = j.instance_id"
 	"  WHERE j.then_stop IS NOT NULL;",
+
+	/*
+	 * 18 -> 19: the journal has a life cycle (controller/watcher.c).
+	 * The cursor is watcher_state.journal_seq, the highest seq read of
+	 * journal_epoch whether it was stored or dropped (a flood), since
+	 * what is below it may be pruned; journal_received serves the
+	 * pruning and the per-day caps.
+	 */
+	"ALTER TABLE watcher_state ADD COLUMN journal_seq INTEGER;"
+	"UPDATE watcher_state SET journal_seq = (SELECT max(j.seq) FROM "
+	"  journal j WHERE j.instance_id = watcher_state.instance_id AND "
+	"  j.epoch = watcher_state.journal_epoch);"
+	"CREATE INDEX journal_received ON journal(instance_id, received_at);",
 };
 
 #define NSTEPS ((int)(sizeof steps / sizeof steps[0]))

@@ -36,6 +36,12 @@ static int notify_entry(struct inventory *, const struct instance *, int64_t,
 static int notify_by_instance(struct inventory *, const struct instance *,
     const struct report_watcher *, int, const char *,
     const struct report_entry *, int64_t, int64_t, char **);
+static int day_usage(
+    struct inventory *, int64_t, int64_t, int64_t *, int64_t *, char **);
+static int admit(struct inventory *, const struct instance *, int64_t, int64_t,
+    const struct report_entry *, size_t, char **);
+static int flood(
+    struct inventory *, const struct instance *, int64_t, size_t, char **);
 static int epoch_first_read(
     struct inventory *, int64_t, const char *, int64_t, int64_t *, char **);
 static int notify_ingest(struct inventory *, const struct instance *, int64_t,
@@ -91,9 +97,21 @@ watcher_knobs(struct watcher_knobs *k, char **cause)
 }
 
 /*
+ * The events that decide the books (controller/LEDGER.md): what armed_due,
+ * the stop requests and the fired ids read. As SQL and as a list.
+ */
+#define BOOKS_SQL                                                              \
+	"('firing', 'before_stop', 'skipped', 'stopping', 'stop_result', "     \
+	"'stopped', 'stop_retry', 'stop_failed', 'local_due', 'cancelled', "   \
+	"'held', 'released')"
+static const char *const books[] = { "firing", "before_stop", "skipped",
+	"stopping", "stop_result", "stopped", "stop_retry", "stop_failed",
+	"local_due", "cancelled", "held", "released", NULL };
+
+/*
  * The --journal-after cursor for an instance: "EPOCH:SEQ" of the highest
- * entry stored of the journal it last reported, or "-" (from the start).
- * Caller frees *cursor.
+ * entry read (stored, or dropped as a flood) of the journal it last
+ * reported, or "-" (from the start). Caller frees *cursor.
  */
 int
 watcher_cursor(struct inventory *inv, int64_t id, char **cursor, char **cause)
@@ -103,9 +121,8 @@ watcher_cursor(struct inventory *inv, int64_t id, char **cursor, char **cause)
 
 	*cursor = NULL;
 	if ((r = db_prepare(inv, &st,
-		 "SELECT w.journal_epoch, max(j.seq) FROM watcher_state w "
-		 "JOIN journal j ON j.instance_id = w.instance_id AND "
-		 "j.epoch = w.journal_epoch WHERE w.instance_id = ?",
+		 "SELECT journal_epoch, journal_seq FROM watcher_state "
+		 "WHERE instance_id = ? AND journal_seq IS NOT NULL",
 		 "cannot read the journal", cause, "I", id)) != 0)
 		return r;
 	if ((r = sqlite3_step(st)) == SQLITE_ROW &&
@@ -134,10 +151,17 @@ store_state(struct inventory *inv, int64_t id, int64_t now, int64_t skew,
 		    "ON CONFLICT (instance_id) DO UPDATE SET t = excluded.t, "
 		    "state = 'unknown', skew = excluded.skew",
 		    "storing the watcher's state", cause, "III", id, now, skew);
+	/* The cursor stays while the epoch does. */
 	return db_exec(inv,
-	    "INSERT OR REPLACE INTO watcher_state (instance_id, t, state, pid, "
+	    "INSERT INTO watcher_state (instance_id, t, state, pid, "
 	    "current, error, generation, plan, skew, journal_epoch) VALUES "
-	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+	    "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (instance_id) DO "
+	    "UPDATE SET t = excluded.t, state = excluded.state, pid = "
+	    "excluded.pid, current = excluded.current, error = "
+	    "excluded.error, generation = excluded.generation, plan = "
+	    "excluded.plan, skew = excluded.skew, journal_seq = CASE WHEN "
+	    "journal_epoch IS excluded.journal_epoch THEN journal_seq END, "
+	    "journal_epoch = excluded.journal_epoch",
 	    "storing the watcher's state", cause, "IItNitItIt", id, now,
 	    w->state, w->pid, w->current, w->error, w->generation, w->plan,
 	    skew, w->epoch[0] != '\0' ? w->epoch : NULL);
@@ -145,27 +169,41 @@ store_state(struct inventory *inv, int64_t id, int64_t now, int64_t skew,
 
 /*
  * An entry about a stop of an id gpufleet never armed on in: kept in the
- * journal, an alert, and nothing else. Returns 1 (rejected) or a
- * negative status.
+ * journal, an alert (the first WATCHER_CLAIM_ALERTS_DAY of the instance's
+ * day), and nothing else. Returns 1 (rejected) or a negative status.
  */
 static int
 reject(struct inventory *inv, const struct instance *in, int64_t now,
     const struct report_entry *e, char **cause)
 {
 	char *id = vis_buf(e->id, strnlen(e->id, 64)), *detail;
-	int r;
+	sqlite3_stmt *st;
+	int r, told = 0;
 
-	xasprintf(&detail, "%s claimed a stop gpufleet never armed (%s %s)",
-	    in->name, e->event, id);
-	warn_msg("%s", detail);
 	/* Kept, marked: it decides nothing (fired ids, what is due). */
 	r = db_exec(inv,
 	    "UPDATE journal SET rejected = 1 WHERE instance_id = ? AND "
 	    "epoch = ? AND seq = ?",
 	    "storing the journal", cause, "ItI", in->id, e->epoch, e->seq);
-	if (r >= 0)
-		r = stoprequest_alert(
-		    inv, in->id, now, "claim_rejected", id, detail, cause);
+	if (r >= 0 &&
+	    (r = db_prepare(inv, &st,
+		 "SELECT count(*) FROM alert WHERE instance_id = ? AND kind = "
+		 "'claim_rejected' AND t >= ?",
+		 "reading the alerts", cause, "II", in->id,
+		 now - now % 86400)) == 0) {
+		if ((r = sqlite3_step(st)) == SQLITE_ROW)
+			told = sqlite3_column_int(st, 0);
+		r = db_finish(inv, st, r, "reading the alerts", cause);
+	}
+	if (r < 0 || told >= WATCHER_CLAIM_ALERTS_DAY) {
+		free(id);
+		return r < 0 ? r : 1;
+	}
+	xasprintf(&detail, "%s claimed a stop gpufleet never armed (%s %s)",
+	    in->name, e->event, id);
+	warn_msg("%s", detail);
+	r = stoprequest_alert(
+	    inv, in->id, now, "claim_rejected", id, detail, cause);
 	if (r == 0) {
 		json_t *names = json_pack("[s]", in->name);
 		r = actionlog_add(inv, now, "claim_rejected", id, names, detail,
@@ -626,10 +664,166 @@ out:
 }
 
 /*
+ * How many journal entries of instance id were received since since, and
+ * their bytes.
+ */
+static int
+day_usage(struct inventory *inv, int64_t id, int64_t since, int64_t *rows,
+    int64_t *bytes, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	*rows = *bytes = 0;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT count(*), coalesce(sum(length(CAST(entry AS BLOB))), "
+		 "0) FROM journal WHERE instance_id = ? AND received_at >= ?",
+		 "cannot read the journal", cause, "II", id, since)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW) {
+		*rows = sqlite3_column_int64(st, 0);
+		*bytes = sqlite3_column_int64(st, 1);
+	}
+	r = db_finish(inv, st, r, "cannot read the journal", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Whether entry e (len bytes) fits in what the instance added today (rows,
+ * bytes): within the caps, or within twice them for a stop of an id
+ * gpufleet armed there. 1, 0 (dropped) or a negative status.
+ */
+static int
+admit(struct inventory *inv, const struct instance *in, int64_t rows,
+    int64_t bytes, const struct report_entry *e, size_t len, char **cause)
+{
+	struct armed a;
+	size_t i;
+	int r;
+
+	if (rows < WATCHER_JOURNAL_DAY_ROWS &&
+	    bytes + (int64_t)len <= WATCHER_JOURNAL_DAY_BYTES)
+		return 1;
+	if (rows >= 2 * WATCHER_JOURNAL_DAY_ROWS ||
+	    bytes + (int64_t)len > 2 * WATCHER_JOURNAL_DAY_BYTES ||
+	    e->id == NULL)
+		return 0;
+	for (i = 0; books[i] != NULL && strcmp(books[i], e->event) != 0; i++)
+		;
+	if (books[i] == NULL)
+		return 0;
+	if ((r = armed_find(inv, in->id, e->id, &a, cause)) < 0)
+		return r;
+	return r > 0;
+}
+
+/*
+ * Entries dropped over the day's caps: one journal_flood alert (and
+ * action log line) per instance per day. 0 or a negative status.
+ */
+static int
+flood(struct inventory *inv, const struct instance *in, int64_t now,
+    size_t dropped, char **cause)
+{
+	sqlite3_stmt *st;
+	json_t *names;
+	char *detail;
+	int r, seen = 0;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT count(*) FROM alert WHERE instance_id = ? AND kind = "
+		 "'journal_flood' AND t >= ?",
+		 "reading the alerts", cause, "II", in->id,
+		 now - now % 86400)) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW)
+		seen = sqlite3_column_int(st, 0) > 0;
+	if ((r = db_finish(inv, st, r, "reading the alerts", cause)) < 0)
+		return r;
+	if (seen)
+		return 0;
+	xasprintf(&detail,
+	    "%s floods its journal: %zu entr%s dropped (at most %d entries "
+	    "or %d KiB a day are kept)",
+	    in->name, dropped, dropped == 1 ? "y" : "ies",
+	    WATCHER_JOURNAL_DAY_ROWS, WATCHER_JOURNAL_DAY_BYTES / 1024);
+	warn_msg("%s", detail);
+	r = stoprequest_alert(
+	    inv, in->id, now, "journal_flood", NULL, detail, cause);
+	if (r == 0) {
+		names = json_pack("[s]", in->name);
+		r = actionlog_add(inv, now, "journal_flood", NULL, names,
+		    detail, NULL, NULL, cause);
+		json_decref(names);
+	}
+	free(detail);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Drop the journal entries received before before, but for each id
+ * gpufleet armed on an instance (an autostop's ID@CONTAINER_START by its
+ * ID) the first entry of each event that decides the books (BOOKS_SQL,
+ * not rejected): what armed_due, the stop requests and the fired ids
+ * still read, less their evidence and output (the firing's samples, a
+ * command's last KiB). Only the entries that passed the line since the last
+ * prune (clock 'journal_pruned') are looked at, so a prune on every poll
+ * costs what crossed it. 0 or a negative status.
+ */
+int
+watcher_prune(struct inventory *inv, int64_t before, char **cause)
+{
+	sqlite3_stmt *st;
+	int64_t since = 0;
+	int r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT t FROM clock WHERE name = 'journal_pruned'",
+		 "pruning the journal", cause, "")) != 0)
+		return r;
+	if ((r = sqlite3_step(st)) == SQLITE_ROW)
+		since = sqlite3_column_int64(st, 0);
+	if ((r = db_finish(inv, st, r, "pruning the journal", cause)) < 0)
+		return r;
+	if (before <= since)
+		return 0; /* done, or this machine's clock went back */
+	r = db_exec(inv,
+	    "DELETE FROM journal WHERE instance_id IN (SELECT id FROM "
+	    "instance) AND received_at >= ?2 AND received_at < ?1 AND NOT "
+	    "(NOT rejected AND id IS NOT NULL AND event IN " BOOKS_SQL
+	    " AND EXISTS (SELECT 1 FROM armed a WHERE a.instance_id = "
+	    "journal.instance_id AND a.id IN (journal.id, substr(journal.id, "
+	    "1, instr(journal.id, '@') - 1))) AND NOT EXISTS (SELECT 1 FROM "
+	    "journal o WHERE o.instance_id = journal.instance_id AND o.id = "
+	    "journal.id AND o.event = journal.event AND NOT o.rejected AND "
+	    "(o.t < journal.t OR (o.t = journal.t AND o.rowid < "
+	    "journal.rowid))))",
+	    "pruning the journal", cause, "II", before, since);
+	/* What is kept keeps its word, not its evidence or output. */
+	if (r >= 0)
+		r = db_exec(inv,
+		    "UPDATE journal SET entry = json_remove(entry, "
+		    "'$.evidence', '$.output') WHERE instance_id IN (SELECT id "
+		    "FROM instance) AND received_at >= ?2 AND received_at < ?1 "
+		    "AND json_valid(entry) AND (json_type(entry, '$.evidence') "
+		    "IS NOT NULL OR json_type(entry, '$.output') IS NOT NULL)",
+		    "pruning the journal", cause, "II", before, since);
+	if (r >= 0)
+		r = db_exec(inv,
+		    "INSERT OR REPLACE INTO clock (name, t) VALUES "
+		    "('journal_pruned', ?)",
+		    "pruning the journal", cause, "I", before);
+	return r < 0 ? r : 0;
+}
+
+/*
  * Store what one report says of the watcher, read at now with the clock
  * skew the probe measured (instance - controller): its state, plan and
- * skew, and each journal entry not stored yet, with its effects. Runs in
- * the caller's transaction.
+ * skew, and each journal entry not stored yet, with its effects, to the
+ * day's caps (WATCHER_JOURNAL_DAY_*); the cursor moves past every entry
+ * of the page of the reported epoch, stored or dropped, not past the
+ * stops read ahead (journal_urgent: stored now, found stored when the
+ * page reaches them). Runs in the caller's transaction.
  */
 int
 watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
@@ -638,23 +832,38 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 	const struct report_watcher *w = &rep->watcher;
 	const char *epoch = NULL;
 	sqlite3_stmt *st;
-	int64_t first = now;
-	size_t i;
+	int64_t first = now, rows, bytes, last = 0;
+	size_t i, len, dropped = 0;
 	int r;
 
-	if ((r = store_state(inv, in->id, now, skew, rep, cause)) != 0)
+	if ((r = store_state(inv, in->id, now, skew, rep, cause)) != 0 ||
+	    (r = day_usage(
+		 inv, in->id, now - now % 86400, &rows, &bytes, cause)) != 0)
 		return r;
 	if (w->nskipped > 0)
 		warn_msg("%s: %zu journal entr%s not valid, left out", in->name,
 		    w->nskipped, w->nskipped == 1 ? "y" : "ies");
-	for (i = 0; i < w->njournal; i++) {
-		const struct report_entry *e = &w->journal[i];
+	/* The page, then the stops read ahead: the cursor stays at the page. */
+	for (i = 0; i < w->njournal + w->nurgent; i++) {
+		const struct report_entry *e = i < w->njournal
+		    ? &w->journal[i]
+		    : &w->urgent[i - w->njournal];
 		/* Asked before this report stores any of the epoch. */
 		if ((epoch == NULL || strcmp(epoch, e->epoch) != 0) &&
 		    (r = epoch_first_read(
 			 inv, in->id, e->epoch, now, &first, cause)) != 0)
 			return r;
 		epoch = e->epoch;
+		if (i < w->njournal && strcmp(e->epoch, w->epoch) == 0 &&
+		    e->seq > last)
+			last = e->seq;
+		len = strlen(e->entry);
+		if ((r = admit(inv, in, rows, bytes, e, len, cause)) < 0)
+			return r;
+		if (r == 0) {
+			dropped++;
+			continue;
+		}
 		if ((r = db_prepare(inv, &st,
 			 "INSERT OR IGNORE INTO journal (instance_id, epoch, "
 			 "seq, time, t, event, id, entry, received_at) VALUES "
@@ -668,6 +877,8 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			return r;
 		if (sqlite3_changes(inv->db) != 1)
 			continue;
+		rows++;
+		bytes += (int64_t)len;
 		if ((r = ingest(inv, in, skew, now, e, cause)) < 0)
 			return r;
 		if (r > 0) /* a claim rejected: no news either */
@@ -678,7 +889,15 @@ watcher_store(struct inventory *inv, const struct instance *in, int64_t now,
 			(r = notify_ingest(inv, in, now, e, cause)) != 0))
 			return r;
 	}
-	return 0;
+	if (last > 0 &&
+	    (r = db_exec(inv,
+		 "UPDATE watcher_state SET journal_seq = max(coalesce("
+		 "journal_seq, 0), ?) WHERE instance_id = ? AND journal_epoch "
+		 "= ?",
+		 "storing the journal's cursor", cause, "IIt", last, in->id,
+		 w->epoch)) < 0)
+		return r;
+	return dropped > 0 ? flood(inv, in, now, dropped, cause) : 0;
 }
 
 /* The stored view of an instance's watcher; v->have is 0 if none. */

@@ -19,6 +19,16 @@
 
 #define WATCHER_SKEW_SHOWN  60 /* seconds of skew worth telling */
 #define WATCHER_LOCAL_EARLY 60 /* a local stop due this early is believed */
+/*
+ * What one instance's journal may add to the inventory per day (UTC, the
+ * controller's clock): entries past either cap are dropped (the cursor
+ * still moves past them) with one journal_flood alert that day. An entry
+ * about a stop of an id gpufleet armed there may go on to twice the caps.
+ */
+#define WATCHER_JOURNAL_DAY_ROWS  5000
+#define WATCHER_JOURNAL_DAY_BYTES (2 * 1024 * 1024)
+/* Rejected claims (controller/LEDGER.md) alerted per instance and day. */
+#define WATCHER_CLAIM_ALERTS_DAY 10
 
 /* The stored view of one instance's watcher. */
 struct watcher_view {
@@ -51,6 +61,7 @@ int watcher_knobs(struct watcher_knobs *, char **);
 int watcher_cursor(struct inventory *, int64_t, char **, char **);
 int watcher_store(struct inventory *, const struct instance *, int64_t, int64_t,
     const struct report *, char **);
+int watcher_prune(struct inventory *, int64_t, char **);
 int watcher_get(struct inventory *, int64_t, struct watcher_view *, char **);
 size_t watcher_planned(
     struct inventory *, const struct instance *, size_t, unsigned char *);

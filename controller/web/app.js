@@ -180,8 +180,9 @@ function fleetTable(status, cost) {
 
 /*
  * The books' alarms, above everything: a stop that failed (the machine
- * still runs and bills) and a claim gpufleet rejected (an instance
- * journaled a stop it was never asked for).
+ * still runs and bills), a claim gpufleet rejected (an instance
+ * journaled a stop it was never asked for) and a journal flood (entries
+ * past the day's caps dropped).
  */
 function alertBanner(status) {
 	const lines = [];
@@ -194,6 +195,10 @@ function alertBanner(status) {
 					a.time + ": it still runs and bills" :
 					"claimed a stop gpufleet never armed (" +
 					(a.id || "") + "): the books are unchanged")));
+			else if (a.kind === "journal_flood")
+				lines.push(el("div", {}, s.name + ": floods its " +
+				    "journal at " + a.time + ": entries past the " +
+				    "day's caps were dropped"));
 	return lines.length ? el("div", { id: "alerts", class: "banner" },
 	    ...lines) : null;
 }

@@ -92,6 +92,8 @@
 #define REPORT_KEY_JOURNAL_EPOCH      "journal_epoch"
 #define REPORT_KEY_JOURNAL	      "journal"
 #define REPORT_KEY_JOURNAL_MORE	      "journal_more"
+/* With journal_more: the stops journaled past the page (agent/WATCH.md). */
+#define REPORT_KEY_JOURNAL_URGENT "journal_urgent"
 
 /* Values of "state". */
 #define REPORT_WATCHER_RUNNING "running"

@@ -170,7 +170,7 @@ check_schema(json_t *j)
 		REPORT_KEY_WATCHER_ERROR, REPORT_KEY_WATCHER_GENERATION,
 		REPORT_KEY_WATCHER_PLAN, REPORT_KEY_WATCHER_NOTIFY,
 		REPORT_KEY_JOURNAL_EPOCH, REPORT_KEY_JOURNAL,
-		REPORT_KEY_JOURNAL_MORE, NULL };
+		REPORT_KEY_JOURNAL_MORE, REPORT_KEY_JOURNAL_URGENT, NULL };
 	static const char *host[] = { REPORT_KEY_HOSTNAME, REPORT_KEY_KERNEL,
 		REPORT_KEY_BOOT_TIME, REPORT_KEY_CONTAINER_START,
 		REPORT_KEY_LOAD, REPORT_KEY_CPUS, REPORT_KEY_MEM_TOTAL_KIB,
@@ -228,7 +228,7 @@ check_schema(json_t *j)
 	/* The watcher section comes last, its keys in order. */
 	json_object_foreach(j, key, v) d = v;
 	ck_assert_ptr_eq(d, json_object_get(j, REPORT_KEY_WATCHER));
-	ck_assert_uint_eq(json_object_size(d), 10);
+	ck_assert_uint_eq(json_object_size(d), 11);
 	k = 0;
 	json_object_foreach(d, key, v) ck_assert_str_eq(key, watcher[k++]);
 	ck_assert(json_is_string(json_object_get(d, REPORT_KEY_WATCHER_STATE)));
@@ -238,6 +238,7 @@ check_schema(json_t *j)
 	    json_is_integer(json_object_get(d, REPORT_KEY_WATCHER_GENERATION)));
 	ck_assert(json_is_array(json_object_get(d, REPORT_KEY_JOURNAL)));
 	ck_assert(json_is_boolean(json_object_get(d, REPORT_KEY_JOURNAL_MORE)));
+	ck_assert(json_is_array(json_object_get(d, REPORT_KEY_JOURNAL_URGENT)));
 	/* No D/notify.json here: null, never a URL. */
 	ck_assert(json_is_null(json_object_get(d, REPORT_KEY_WATCHER_NOTIFY)));
 }

@@ -280,6 +280,54 @@ START_TEST(test_migrate_schedule_backup)
 }
 END_TEST
 
+/*
+ * The step that keeps the journal's cursor in watcher_state starts it at
+ * the highest entry stored of the instance's epoch.
+ */
+START_TEST(test_migrate_journal_cursor)
+{
+	const char *const *steps;
+	struct inventory *inv;
+	char *cause = NULL, *path = strdup(path_in("cursor.db"));
+	sqlite3 *db;
+	int nsteps, k;
+
+	steps = schema_steps(&nsteps);
+	for (k = 0; k < nsteps && strstr(steps[k], "journal_seq") == NULL; k++)
+		;
+	ck_assert_int_lt(k, nsteps);
+	ck_assert_int_eq(sqlite3_open(path, &db), SQLITE_OK);
+	ck_assert_int_eq(inventory_migrate(db, steps, k, &cause), 0);
+	ck_assert_int_eq(sqlite3_exec(db,
+			     "INSERT INTO instance (id, name, host, "
+			     "created_at) VALUES (1, 'a', 'h', 1), (2, 'b', "
+			     "'h', 1);"
+			     "INSERT INTO watcher_state (instance_id, t, "
+			     "state, generation, skew, journal_epoch) VALUES "
+			     "(1, 1, 'running', 1, 0, 'e1'), (2, 1, "
+			     "'running', 1, 0, NULL);"
+			     "INSERT INTO journal (instance_id, epoch, seq, "
+			     "time, t, event, entry, received_at) VALUES "
+			     "(1, 'e0', 9, 1, 1, 'busy', '{}', 1), (1, 'e1', "
+			     "4, 1, 1, 'busy', '{}', 1), (1, 'e1', 7, 1, 1, "
+			     "'busy', '{}', 1)",
+			     NULL, NULL, NULL),
+	    SQLITE_OK);
+	sqlite3_close(db);
+	ck_assert_int_eq(inventory_open(path, &inv, &cause), 0);
+	ck_assert_int_eq(query_int(inv->db,
+			     "SELECT journal_seq FROM watcher_state WHERE "
+			     "instance_id = 1"),
+	    7);
+	ck_assert_int_eq(query_int(inv->db,
+			     "SELECT journal_seq IS NULL FROM watcher_state "
+			     "WHERE instance_id = 2"),
+	    1);
+	inventory_close(inv);
+	free(path);
+}
+END_TEST
+
 /* A version-1 database written by hand migrates forward with its data. */
 START_TEST(test_migrate_keeps_data)
 {
@@ -512,6 +560,7 @@ main(void)
 	tcase_add_test(tc, test_newer_refused_untouched);
 	tcase_add_test(tc, test_foreign_refused);
 	tcase_add_test(tc, test_migrate_steps);
+	tcase_add_test(tc, test_migrate_journal_cursor);
 	tcase_add_test(tc, test_migrate_keeps_data);
 	tcase_add_test(tc, test_migrate_schedule_backup);
 	tcase_add_test(tc, test_round_trip);

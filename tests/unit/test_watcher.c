@@ -814,6 +814,214 @@ START_TEST(test_exec)
 }
 END_TEST
 
+/*
+ * A hostile flood (64 entries of 16 KiB under a new epoch per report) adds
+ * at most the day's caps to the inventory, with one journal_flood alert a
+ * day; the cursor moves past what was dropped; a stop of an id gpufleet
+ * armed still gets in over the caps.
+ */
+START_TEST(test_flood)
+{
+	char epoch[17], *pad, *text, *cursor = NULL, *cause = NULL;
+	json_t *sec, *journal;
+	int k, i;
+
+	/* Claims never armed: each kept rejected, the first 10 alerted. */
+	journal = json_array();
+	for (i = 1; i <= 15; i++) {
+		char id[16];
+		snprintf(id, sizeof id, "forged-%d", i);
+		json_array_append_new(journal,
+		    json_pack("{s:s,s:i,s:I,s:s,s:s}", "epoch",
+			"000000000000c1a1", "seq", i, "time", (json_int_t)NOW,
+			"event", "stopping", "id", id));
+	}
+	sec = json_pack("{s:s,s:s,s:o}", "state", "running", "journal_epoch",
+	    "000000000000c1a1", "journal", journal);
+	text = json_dumps(sec, JSON_COMPACT);
+	store(text);
+	free(text);
+	json_decref(sec);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE rejected"), 15);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM alert WHERE kind = 'claim_rejected'"),
+	    WATCHER_CLAIM_ALERTS_DAY);
+	ck_assert_int_eq(q("SELECT count(*) FROM action_log WHERE kind = "
+			   "'claim_rejected'"),
+	    WATCHER_CLAIM_ALERTS_DAY);
+	pad = malloc(16000);
+	memset(pad, 'x', 15999);
+	pad[15999] = '\0';
+	for (k = 0; k < 20; k++) {
+		snprintf(epoch, sizeof epoch, "%016x", 0xf00d + k);
+		journal = json_array();
+		for (i = 1; i <= 64; i++)
+			json_array_append_new(journal,
+			    json_pack("{s:s,s:i,s:I,s:s,s:s}", "epoch", epoch,
+				"seq", i, "time", (json_int_t)NOW, "event",
+				"busy", "pad", pad));
+		sec = json_pack("{s:s,s:i,s:i,s:s,s:o}", "state", "running",
+		    "pid", 42, "generation", 3, "journal_epoch", epoch,
+		    "journal", journal);
+		text = json_dumps(sec, JSON_COMPACT);
+		store(text);
+		free(text);
+		json_decref(sec);
+	}
+	free(pad);
+	ck_assert_int_le(q("SELECT sum(length(entry)) FROM journal"),
+	    WATCHER_JOURNAL_DAY_BYTES);
+	ck_assert_int_ge(q("SELECT sum(length(entry)) FROM journal"),
+	    WATCHER_JOURNAL_DAY_BYTES - 2 * 16384);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM alert WHERE kind = 'journal_flood'"), 1);
+	ck_assert_int_eq(q("SELECT count(*) FROM action_log WHERE kind = "
+			   "'journal_flood'"),
+	    1);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "000000000000f020:64");
+	free(cursor);
+	/* Over the caps, a stop gpufleet armed is still read. */
+	store("{\"state\":\"running\",\"pid\":42,\"generation\":3,"
+	      "\"journal_epoch\":\"000000000000f020\",\"journal\":["
+	      "{\"epoch\":\"000000000000f020\",\"seq\":65,\"time\":1796000100,"
+	      "\"event\":\"stop_failed\",\"id\":\"d-2\",\"reason\":\"x\"}]}");
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM journal WHERE event = 'stop_failed'"), 1);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM alert WHERE kind = 'journal_flood'"), 1);
+	/* The next day counts anew: one more alert. */
+	pad = malloc(16000);
+	memset(pad, 'y', 15999);
+	pad[15999] = '\0';
+	journal = json_array();
+	for (i = 66; i < 266; i++)
+		json_array_append_new(journal,
+		    json_pack("{s:s,s:i,s:I,s:s,s:s}", "epoch",
+			"000000000000f020", "seq", i, "time", (json_int_t)NOW,
+			"event", "busy", "pad", pad));
+	free(pad);
+	sec = json_pack("{s:s,s:s,s:o}", "state", "running", "journal_epoch",
+	    "000000000000f020", "journal", journal);
+	text = json_dumps(sec, JSON_COMPACT);
+	store_at(text, NOW + 86400);
+	free(text);
+	json_decref(sec);
+	ck_assert_int_gt(
+	    q("SELECT count(*) FROM journal WHERE seq >= 66"), 100);
+	ck_assert_int_lt(
+	    q("SELECT count(*) FROM journal WHERE seq >= 66"), 200);
+	ck_assert_int_eq(
+	    q("SELECT count(*) FROM alert WHERE kind = 'journal_flood'"), 2);
+}
+END_TEST
+
+/*
+ * Entries received before the retention are pruned, but what decides the
+ * books: the first entry of each such event for an id gpufleet armed (a
+ * fired id stays fired, a stop stays requested). The cursor survives.
+ */
+START_TEST(test_prune)
+{
+	char *cursor = NULL, *cause = NULL, **ids;
+	size_t n;
+
+	store_at(SECTION(E(1, 1787000000, "\"journal\"") "," E(2, 1787000001,
+		     "\"busy\",\"id\":\"a-1\",\"reason\":\"jobs\"") "," E(3,
+		     1787000002,
+		     "\"firing\",\"id\":\"d-1\",\"reason\":\"deadline\","
+		     "\"evidence\":{\"gpus\":[1,2]}") "," E(4, 1787000003,
+		     "\"stopping\",\"id\":\"d-1\"") "," E(5, 1787000004,
+		     "\"stopping\",\"id\":\"d-1\"") "," E(6, 1787000005,
+		     "\"stopping\",\"id\":\"forged-1\"") "," E(7, 1787000006,
+		     "\"firing\",\"id\":\"forged-2\"") "," E(9, 1787000007,
+		     "\"firing\",\"id\":\"a-1@1786000000\"")),
+	    NOW - 100 * 86400);
+	store_at(SECTION(E(8, 1795000000, "\"idle\",\"id\":\"a-1\"")),
+	    NOW - 10 * 86400);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 9);
+	ck_assert_int_eq(watcher_prune(inv, NOW - 90 * 86400, &cause), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 4);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE seq IN (3, 4, "
+			   "8, 9)"),
+	    4);
+	/* Kept for the books, without the evidence. */
+	ck_assert_int_eq(q("SELECT count(*) FROM journal WHERE seq = 3 AND "
+			   "json_extract(entry, '$.reason') = 'deadline' AND "
+			   "json_type(entry, '$.evidence') IS NULL"),
+	    1);
+	ck_assert_int_eq(watcher_fired_ids(inv, in.id, &ids, &n, &cause), 0);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_str_eq(ids[0], "a-1@1786000000");
+	ck_assert_str_eq(ids[1], "d-1");
+	watcher_ids_free(ids, n);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "00000000000000aa:9");
+	free(cursor);
+	/* Past the last entry's retention too: the cursor stays. */
+	ck_assert_int_eq(watcher_prune(inv, NOW + 86400, &cause), 0);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 3);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "00000000000000aa:9");
+	free(cursor);
+}
+END_TEST
+
+/*
+ * A report far behind carries the stops past its page (journal_urgent):
+ * stored and acted on at once, the cursor still at the page's end; when
+ * the page reaches them they are not stored or acted on twice.
+ */
+START_TEST(test_urgent)
+{
+	char *cursor = NULL, *cause = NULL;
+	struct watcher_alert *a;
+	size_t n;
+	const char *page = E(1, 1796000001, "\"journal\"") "," E(
+	    2, 1796000002, "\"busy\",\"id\":\"a-1\"");
+	const char *stops =
+	    E(899, 1796000089, "\"stopping\",\"id\":\"d-2\"") "," E(900,
+		1796000090, "\"stop_failed\",\"id\":\"d-2\",\"reason\":\"x\"");
+	char *text;
+
+	if (asprintf(&text,
+		"{\"state\":\"running\",\"journal_epoch\":"
+		"\"00000000000000aa\",\"journal\":[%s],\"journal_more\":"
+		"true,\"journal_urgent\":[%s]}",
+		page, stops) < 0)
+		ck_abort();
+	store(text);
+	free(text);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 4);
+	ck_assert_int_eq(watcher_alerts(inv, in.id, &a, &n, &cause), 0);
+	ck_assert_uint_eq(n, 1);
+	ck_assert_str_eq(a[0].kind, "stop_failed");
+	watcher_alerts_free(a, n);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "00000000000000aa:2");
+	free(cursor);
+	/* The page reaches them: once. */
+	if (asprintf(&text,
+		"{\"state\":\"running\",\"journal_epoch\":"
+		"\"00000000000000aa\",\"journal\":[%s,%s]}",
+		E(3, 1796000003, "\"idle\",\"id\":\"a-1\""), stops) < 0)
+		ck_abort();
+	store(text);
+	free(text);
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 5);
+	ck_assert_int_eq(q("SELECT count(*) FROM alert"), 1);
+	ck_assert_int_eq(q("SELECT count(*) FROM stop_request"), 1);
+	ck_assert_int_eq(watcher_cursor(inv, in.id, &cursor, &cause), 0);
+	ck_assert_str_eq(cursor, "00000000000000aa:900");
+	free(cursor);
+	/* Without journal_more, no read-ahead is taken. */
+	store("{\"state\":\"running\",\"journal_epoch\":\"00000000000000aa\","
+	      "\"journal\":[],\"journal_more\":false,\"journal_urgent\":[" E(
+		  950, 1796000095, "\"stop_failed\",\"id\":\"d-3\"") "]}");
+	ck_assert_int_eq(q("SELECT count(*) FROM journal"), 5);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -837,6 +1045,9 @@ main(void)
 	tcase_add_test(tc, test_notify);
 	tcase_add_test(tc, test_notify_late);
 	tcase_add_test(tc, test_notify_late_instance);
+	tcase_add_test(tc, test_flood);
+	tcase_add_test(tc, test_prune);
+	tcase_add_test(tc, test_urgent);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
