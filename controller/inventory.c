@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "dbfile.h"
 #include "inventory.h"
 #include "stopmethod.h"
 #include "selector.h"
@@ -25,7 +26,9 @@ static int create_file(const char *, char **);
 static int exec_sql(sqlite3 *, const char *, char **);
 static int pragma_int(sqlite3 *, const char *, int *, char **);
 static int user_version(sqlite3 *, int *, char **);
+static int damaged(sqlite3 *);
 static int check_identity(sqlite3 *, const char *, int, char **);
+static int pragma_text_ok(sqlite3 *, const char *, char **);
 static int read_row(
     struct inventory *, sqlite3_stmt *, struct instance *, char **);
 static int load_tags(struct inventory *, struct instance *, char **);
@@ -78,10 +81,27 @@ inventory_default_path(void)
 	    "XDG_DATA_HOME", ".local/share", "gpufleet/fleet.db");
 }
 
-/* Set *cause to "database PATH: WHAT: sqlite's message"; -GF_EDB. */
+/* Whether sqlite's last error on db says the file is damaged. */
+static int
+damaged(sqlite3 *db)
+{
+	int rc = sqlite3_extended_errcode(db) & 0xff;
+
+	return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
+}
+
+/*
+ * Set *cause to "database PATH: WHAT: sqlite's message", or where that
+ * says the file is damaged, to dbfile_damaged_error's line; -GF_EDB.
+ */
 int
 inventory_error(struct inventory *inv, const char *what, char **cause)
 {
+	if (damaged(inv->db)) {
+		*cause =
+		    dbfile_damaged_error(inv->path, sqlite3_errmsg(inv->db));
+		return -GF_EDB;
+	}
 	xasprintf(cause, "database %s: %s: %s", inv->path, what,
 	    sqlite3_errmsg(inv->db));
 	return -GF_EDB;
@@ -175,7 +195,11 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
 	    pragma_int(db, "PRAGMA application_id", &appid, &why) != 0 ||
 	    pragma_int(db, "SELECT count(*) FROM sqlite_schema", &ntables,
 		&why) != 0) {
-		xasprintf(cause, "%s is not a usable database: %s", path, why);
+		if (damaged(db))
+			*cause = dbfile_damaged_error(path, why);
+		else
+			xasprintf(cause, "%s is not a usable database: %s",
+			    path, why);
 		free(why);
 		return -GF_EDB;
 	}
@@ -194,7 +218,44 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
 		    path, version, latest);
 		return -GF_EDB;
 	}
+	/*
+	 * A migration writes all over the file: only into one that passes
+	 * quick_check (rare, so its cost is paid once per upgrade).
+	 */
+	if (version < latest && ntables > 0 &&
+	    pragma_text_ok(db, "PRAGMA quick_check(1)", &why) != 0) {
+		*cause = dbfile_damaged_error(path, why);
+		free(why);
+		return -GF_EDB;
+	}
 	return 0;
+}
+
+/*
+ * Whether a check PRAGMA's first row is "ok": 0, or -1 with *why (what it
+ * or sqlite said).
+ */
+static int
+pragma_text_ok(sqlite3 *db, const char *sql, char **why)
+{
+	sqlite3_stmt *st;
+	const char *text;
+	int r = -1;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		*why = xstrdup(sqlite3_errmsg(db));
+		return -1;
+	}
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		text = (const char *)sqlite3_column_text(st, 0);
+		if (text != NULL && strcmp(text, "ok") == 0)
+			r = 0;
+		else
+			*why = xstrdup(text != NULL ? text : "unreadable");
+	} else
+		*why = xstrdup(sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return r;
 }
 
 /*
@@ -256,7 +317,8 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 
 	*invp = NULL;
 	steps = schema_steps(&nsteps);
-	if ((r = make_dirs(path, cause)) != 0 ||
+	if ((r = dbfile_header(path, cause)) != 0 ||
+	    (r = make_dirs(path, cause)) != 0 ||
 	    (r = create_file(path, cause)) != 0)
 		return r;
 
@@ -284,7 +346,10 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	return 0;
 
 fail_why:
-	xasprintf(cause, "database %s: %s", path, why);
+	if (damaged(inv->db))
+		*cause = dbfile_damaged_error(path, sqlite3_errmsg(inv->db));
+	else
+		xasprintf(cause, "database %s: %s", path, why);
 	free(why);
 	r = -GF_EDB;
 fail:
