@@ -146,4 +146,32 @@ run db restore "${made[1]}"
 expect_rc 2 "restore over a good database needs --force"
 cmp -s "$db" "$T/restored.db" || fail "a refused restore changed the database"
 
+# --- the daemon backs up once a day -----------------------------------------
+export XDG_STATE_HOME="$T/state"
+wait_for() { # SECONDS DESCRIPTION COMMAND...: until COMMAND succeeds
+	local limit=$1 end=$((SECONDS + $1)) what=$2
+	shift 2
+	checks=$((checks + 1))
+	while ! "$@"; do
+		[ "$SECONDS" -lt "$end" ] || { fail "$what (not within ${limit}s)"; return 1; }
+		sleep 0.2
+	done
+}
+backups() { [ "$(ls "$bk" | wc -l)" = "$1" ]; }
+logged() { grep -q "daily backup: $bk/fleet-.*\.db" "$XDG_STATE_HOME/gpufleet/daemon.log" 2>/dev/null; }
+gone() { ! kill -0 "$1" 2>/dev/null; }
+rm -rf "$bk"
+mkdir -m 700 "$bk"
+cp "$T/mine.db" "$bk/fleet-$(date -u -d '2 days ago' +%Y%m%dT%H%M%SZ).db"
+"$GPUFLEET" daemon --listen none >"$T/daemon.out" 2>&1 &
+dpid=$!
+cleanup_hooks+=("kill -9 $dpid 2>/dev/null")
+wait_for 120 "the daemon backs up when the newest is 2 days old" backups 2
+wait_for 60 "the daemon's log says so" logged
+kill -TERM "$dpid"
+wait_for 60 "the daemon stops" gone "$dpid"
+newest=$(ls "$bk" | sort | tail -1)
+expect_eq "$(stat -c %a "$bk/$newest")" 600 "the daemon's backup is 0600"
+expect_eq "$(sqlite3 "$bk/$newest" 'PRAGMA integrity_check')" ok "and whole"
+
 finish
