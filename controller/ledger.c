@@ -15,8 +15,16 @@
 static int per_from_name(const char *, enum billing_per *);
 static void price_row(sqlite3_stmt *, struct billing_price *);
 static int unit_from_name(const char *, enum billing_unit *);
-static money_t egress_cost(struct inventory *, int64_t,
-    const struct billing_price *, size_t, int64_t, int64_t, int64_t *);
+struct tx_sample;
+struct books;
+static money_t egress_cost(const struct tx_sample *, size_t,
+    const struct billing_price *, size_t, int64_t *);
+static int books_load(
+    struct inventory *, int64_t, int64_t, int64_t, struct books *, char **);
+static void books_free(struct books *);
+static int books_window(const struct books *, struct ledger_cost *, int64_t,
+    int64_t, int64_t, struct billing_line **, size_t *, struct billing_piece **,
+    size_t *, char **);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
 static int ledger_change(struct inventory *, int64_t, int64_t, int64_t,
     const char *, int64_t *, struct ledger_entry *, char **);
@@ -694,30 +702,29 @@ count_incidents(struct inventory *inv, int64_t id, const char *kind,
 	return n;
 }
 
+/* One sample_host counter of bytes sent. */
+struct tx_sample {
+	int64_t t, v;
+};
+
 /*
- * Egress over [from, to) from the agent's counters (resets handled): the
- * bytes each sample adds are priced at the egress price in force at its
- * time, and each price's bytes rounded up on their own; *total gets
- * the bytes.
+ * Egress of the samples s (in time order, one window's) from the agent's
+ * counters (resets handled): the bytes each sample adds are priced at the
+ * egress price in force at its time, and each price's bytes rounded up on
+ * their own; *total gets the bytes.
  */
 static money_t
-egress_cost(struct inventory *inv, int64_t id, const struct billing_price *p,
-    size_t np, int64_t from, int64_t to, int64_t *total)
+egress_cost(const struct tx_sample *s, size_t ns, const struct billing_price *p,
+    size_t np, int64_t *total)
 {
-	sqlite3_stmt *st;
 	int64_t prev = -1, bytes = 0, v, t;
 	money_t sum = 0;
-	size_t i = 0;
+	size_t i = 0, k;
 
 	*total = 0;
-	if (db_prepare(inv, &st,
-		"SELECT t, net_tx_bytes FROM sample_host WHERE instance_id = ? "
-		"AND t >= ? AND t < ? AND net_tx_bytes IS NOT NULL ORDER BY t",
-		NULL, NULL, "III", id, from, to) != 0)
-		return 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		t = sqlite3_column_int64(st, 0);
-		v = sqlite3_column_int64(st, 1);
+	for (k = 0; k < ns; k++) {
+		t = s[k].t;
+		v = s[k].v;
 		if (i + 1 < np && p[i + 1].from <= t) {
 			sum = billing_sat_add(
 			    sum, billing_egress_cost(&p[i].rule, bytes));
@@ -733,10 +740,158 @@ egress_cost(struct inventory *inv, int64_t id, const struct billing_price *p,
 			bytes = INT64_MAX;
 		prev = v;
 	}
-	sqlite3_finalize(st);
 	if (__builtin_add_overflow(*total, bytes, total))
 		*total = INT64_MAX;
 	return billing_sat_add(sum, billing_egress_cost(&p[i].rule, bytes));
+}
+
+/*
+ * What costing an instance reads, read once: its price now and its
+ * history, its ledger, the times of its restarts, and its egress samples
+ * in [from, to). Windows inside [from, to) are then costed in memory.
+ */
+struct books {
+	const struct instance *in;
+	struct billing_rule rule;
+	int priced;
+	struct billing_price *p, one; /* one: the price now, np 0 */
+	size_t np;
+	struct ledger_event *ev;
+	size_t n;
+	int64_t *restarts; /* in time order */
+	size_t nrestarts;
+	struct tx_sample *tx; /* in time order */
+	size_t ntx;
+};
+
+/* Read an instance's books for windows in [from, to); books_free. */
+static int
+books_load(struct inventory *inv, int64_t id, int64_t from, int64_t to,
+    struct books *b, char **cause)
+{
+	sqlite3_stmt *st;
+	int r;
+
+	memset(b, 0, sizeof *b);
+	if ((r = ledger_price_get(inv, id, &b->rule, &b->priced, cause)) != 0 ||
+	    (r = ledger_prices(inv, id, &b->p, &b->np, cause)) != 0 ||
+	    (r = ledger_events(inv, id, &b->ev, &b->n, cause)) != 0)
+		return r;
+	b->one.from = 0;
+	b->one.rule = b->rule;
+	if (db_prepare(inv, &st,
+		"SELECT t FROM incident WHERE instance_id = ? AND "
+		"kind = 'restart' ORDER BY t",
+		NULL, NULL, "I", id) == 0) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			b->restarts = xreallocarray(
+			    b->restarts, b->nrestarts + 1, sizeof *b->restarts);
+			b->restarts[b->nrestarts++] =
+			    sqlite3_column_int64(st, 0);
+		}
+		sqlite3_finalize(st);
+	}
+	if (db_prepare(inv, &st,
+		"SELECT t, net_tx_bytes FROM sample_host WHERE instance_id = ? "
+		"AND t >= ? AND t < ? AND net_tx_bytes IS NOT NULL ORDER BY t",
+		NULL, NULL, "III", id, from, to) == 0) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			b->tx = xreallocarray(b->tx, b->ntx + 1, sizeof *b->tx);
+			b->tx[b->ntx].t = sqlite3_column_int64(st, 0);
+			b->tx[b->ntx++].v = sqlite3_column_int64(st, 1);
+		}
+		sqlite3_finalize(st);
+	}
+	return 0;
+}
+
+static void
+books_free(struct books *b)
+{
+	free(b->p);
+	free(b->ev);
+	free(b->restarts);
+	free(b->tx);
+	memset(b, 0, sizeof *b);
+}
+
+/*
+ * The index of the first of n times at or after t: the times are sorted,
+ * one every stride bytes from v (an array of them, or a member of an
+ * array of structs).
+ */
+static size_t
+first_at(const int64_t *v, size_t n, size_t stride, int64_t t)
+{
+	size_t lo = 0, hi = n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (*(const int64_t *)((const char *)v + mid * stride) < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Cost the books over [from, to) at time now (inside the span they were
+ * read for): c's rule, states now, total, egress and amount; with lines,
+ * the bill's lines and pieces as ledger_explain gives them.
+ */
+static int
+books_window(const struct books *b, struct ledger_cost *c, int64_t from,
+    int64_t to, int64_t now, struct billing_line **lines, size_t *nlines,
+    struct billing_piece **pieces, size_t *npieces, char **cause)
+{
+	const struct billing_price *p = b->np > 0 ? b->p : &b->one;
+	size_t np = b->np > 0 ? b->np : 1, k, i, lo, hi;
+	struct billing_interval *iv;
+	const struct ledger_event *ev = b->ev;
+	char *why = NULL;
+	int r;
+
+	c->rule = b->rule;
+	c->priced = b->priced;
+	iv = xcalloc(b->n + 1, sizeof *iv);
+	k = ledger_intervals(ev, b->n, to < now ? to : now, iv);
+	/* Seen again with a moved container start: a restart, a new start. */
+	for (i = 1; i < k; i++) {
+		if (iv[i].resumes &&
+		    first_at(b->restarts, b->nrestarts, sizeof *b->restarts,
+			iv[i].start + 1) > first_at(b->restarts, b->nrestarts,
+					       sizeof *b->restarts,
+					       iv[i - 1].start))
+			iv[i].resumes = 0;
+	}
+	c->running_now = b->n > 0 && strcmp(ev[b->n - 1].state, "running") == 0;
+	c->stopped_now = b->n > 0 && strcmp(ev[b->n - 1].state, "stopped") == 0;
+	c->unknown_now = b->n > 0 && strcmp(ev[b->n - 1].state, "unknown") == 0;
+	if (lines != NULL)
+		r = billing_explain_prices(p, np, iv, k, from, to, &c->total,
+		    lines, nlines, pieces, npieces, &why);
+	else
+		r = billing_window_prices(
+		    p, np, iv, k, from, to, &c->total, &why);
+	free(iv);
+	if (r != 0) {
+		xasprintf(cause, "%s: %s (see gpufleet ledger %s)", c->in->name,
+		    why, c->in->name);
+		free(why);
+		return -GF_EDB;
+	}
+	lo = hi = 0;
+	if (b->ntx > 0) {
+		lo = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, from);
+		hi = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, to);
+	}
+	c->egress = egress_cost(b->tx + lo, hi - lo, p, np, &c->egress_bytes);
+	c->amount = c->total.compute;
+	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
+	    billing_add(&c->amount, c->egress, cause) != 0)
+		return -GF_EDB;
+	return 0;
 }
 
 /*
@@ -777,60 +932,16 @@ cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
     size_t *nlines, struct billing_piece **pieces, size_t *npieces,
     char **cause)
 {
-	struct ledger_event *ev = NULL;
-	struct billing_interval *iv;
-	struct billing_price *p = NULL, one;
-	size_t n = 0, k, np = 0, i;
-	char *why = NULL;
+	struct books b;
 	int r;
 
-	if ((r = ledger_price_get(
-		 inv, c->in->id, &c->rule, &c->priced, cause)) != 0 ||
-	    (r = ledger_prices(inv, c->in->id, &p, &np, cause)) != 0)
-		return r;
-	if ((r = ledger_events(inv, c->in->id, &ev, &n, cause)) != 0) {
-		free(p);
+	if ((r = books_load(inv, c->in->id, from, to, &b, cause)) != 0 ||
+	    (r = books_window(&b, c, from, to, now, lines, nlines, pieces,
+		 npieces, cause)) != 0) {
+		books_free(&b);
 		return r;
 	}
-	if (np == 0) {
-		one.from = 0;
-		one.rule = c->rule;
-	}
-	iv = xcalloc(n + 1, sizeof *iv);
-	k = ledger_intervals(ev, n, to < now ? to : now, iv);
-	/* Seen again with a moved container start: a restart, a new start. */
-	for (i = 1; i < k; i++) {
-		if (iv[i].resumes &&
-		    count_incidents(inv, c->in->id, "restart", iv[i - 1].start,
-			iv[i].start + 1) > 0)
-			iv[i].resumes = 0;
-	}
-	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
-	c->stopped_now = n > 0 && strcmp(ev[n - 1].state, "stopped") == 0;
-	c->unknown_now = n > 0 && strcmp(ev[n - 1].state, "unknown") == 0;
-	if (lines != NULL)
-		r = billing_explain_prices(np > 0 ? p : &one, np > 0 ? np : 1,
-		    iv, k, from, to, &c->total, lines, nlines, pieces, npieces,
-		    &why);
-	else
-		r = billing_window_prices(np > 0 ? p : &one, np > 0 ? np : 1,
-		    iv, k, from, to, &c->total, &why);
-	free(iv);
-	free(ev);
-	if (r != 0) {
-		free(p);
-		xasprintf(cause, "%s: %s (see gpufleet ledger %s)", c->in->name,
-		    why, c->in->name);
-		free(why);
-		return -GF_EDB;
-	}
-	c->egress = egress_cost(inv, c->in->id, np > 0 ? p : &one,
-	    np > 0 ? np : 1, from, to, &c->egress_bytes);
-	free(p);
-	c->amount = c->total.compute;
-	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
-	    billing_add(&c->amount, c->egress, cause) != 0)
-		return -GF_EDB;
+	books_free(&b);
 	c->idle_frac =
 	    idle_fraction(inv, c->in->id, from, to, cf->status_idle_util);
 	/* Of the compute of sampled time: unknown stretches have no samples. */
@@ -840,6 +951,42 @@ cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
 		  (double)(c->total.compute - c->total.unknown) * c->idle_frac);
 	c->restarts = count_incidents(inv, c->in->id, "restart", from, to);
 	c->outages = count_incidents(inv, c->in->id, "outage_start", from, to);
+	return 0;
+}
+
+/*
+ * What one instance costs in each window [bounds[k], bounds[k + 1]) for k
+ * below nwin, each as ledger_cost's amount for it, from one read of its
+ * books. rule gets its price now; ok[k] is 0 where window k could not be
+ * costed (amounts[k] then 0).
+ */
+int
+ledger_cost_windows(struct inventory *inv, const struct instance *in,
+    const int64_t *bounds, size_t nwin, int64_t now, struct billing_rule *rule,
+    money_t *amounts, int *ok, char **cause)
+{
+	struct ledger_cost c;
+	struct books b;
+	char *why = NULL;
+	size_t k;
+	int r;
+
+	if ((r = books_load(inv, in->id, bounds[0], bounds[nwin], &b, cause)) !=
+	    0) {
+		books_free(&b);
+		return r;
+	}
+	*rule = b.rule;
+	for (k = 0; k < nwin; k++) {
+		memset(&c, 0, sizeof c);
+		c.in = in;
+		ok[k] = books_window(&b, &c, bounds[k], bounds[k + 1], now,
+			    NULL, NULL, NULL, NULL, &why) == 0;
+		amounts[k] = ok[k] ? c.amount : 0;
+		free(why);
+		why = NULL;
+	}
+	books_free(&b);
 	return 0;
 }
 
