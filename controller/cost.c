@@ -145,11 +145,13 @@ cost_by_instance(struct inventory *inv, const struct config *cf,
 	rep->now = now;
 	rep->rows = xcalloc(n + 1, sizeof *rep->rows);
 	rep->n = n;
+	if (n > 1 && (r = ledger_books_load(inv, &rep->books, cause)) != 0)
+		goto out;
 	for (i = 0; i < n; i++) {
 		rep->rows[i].in = &list[i];
 		const struct ledger_cost *c = &rep->rows[i];
-		if ((r = ledger_cost(
-			 inv, cf, &rep->rows[i], from, to, now, cause)) != 0)
+		if ((r = ledger_cost_from(inv, rep->books, cf, &rep->rows[i],
+			 from, to, now, cause)) != 0)
 			goto out;
 		if (billing_sums_add(
 			&totals, c->rule.currency, c->amount, cause) != 0 ||
@@ -171,6 +173,7 @@ cost_report_free(struct cost_report *rep)
 {
 	free(rep->rows);
 	free(rep->totals);
+	ledger_books_free(rep->books);
 	memset(rep, 0, sizeof *rep);
 }
 
@@ -257,8 +260,8 @@ cost_by_day(struct inventory *inv, const struct config *cf,
 	amounts = xcalloc(rep->n * ndays + 1, sizeof *amounts);
 	ok = xcalloc(rep->n * ndays + 1, sizeof *ok);
 	for (i = 0; i < rep->n && ndays > 0; i++) {
-		if (ledger_cost_windows(inv, rep->rows[i].in, bounds, ndays,
-			rep->now, &rules[i], amounts + i * ndays,
+		if (ledger_cost_windows(inv, rep->books, rep->rows[i].in,
+			bounds, ndays, rep->now, &rules[i], amounts + i * ndays,
 			ok + i * ndays, cause) != 0) {
 			free(*cause);
 			*cause = NULL;

@@ -19,9 +19,13 @@ struct tx_sample;
 struct books;
 static money_t egress_cost(const struct tx_sample *, size_t,
     const struct billing_price *, size_t, int64_t *);
-static int books_load(
-    struct inventory *, int64_t, int64_t, int64_t, struct books *, char **);
+static int books_load(struct inventory *, const struct ledger_books *, int64_t,
+    int64_t, int64_t, struct books *, char **);
 static void books_free(struct books *);
+static size_t first_at(const int64_t *, size_t, size_t, int64_t);
+static size_t count_in(const int64_t *, size_t, int64_t, int64_t);
+static void bucket(
+    const int64_t *, const void *, size_t, size_t, size_t, size_t **, void **);
 static int books_window(const struct books *, struct ledger_cost *, int64_t,
     int64_t, int64_t, struct billing_line **, size_t *, struct billing_piece **,
     size_t *, char **);
@@ -30,9 +34,10 @@ static int ledger_change(struct inventory *, int64_t, int64_t, int64_t,
     const char *, int64_t *, struct ledger_entry *, char **);
 static int count_incidents(
     struct inventory *, int64_t, const char *, int64_t, int64_t);
-static int cost_of(struct inventory *, const struct config *,
-    struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
-    size_t *, struct billing_piece **, size_t *, char **);
+static int cost_of(struct inventory *, const struct ledger_books *,
+    const struct config *, struct ledger_cost *, int64_t, int64_t, int64_t,
+    struct billing_line **, size_t *, struct billing_piece **, size_t *,
+    char **);
 
 static int
 per_from_name(const char *s, enum billing_per *per)
@@ -762,24 +767,53 @@ struct books {
 	size_t nrestarts;
 	struct tx_sample *tx; /* in time order */
 	size_t ntx;
+	int borrowed; /* p, ev and restarts are a ledger_books' */
+};
+
+/*
+ * Every instance's prices, ledger and incidents, read in one pass over
+ * each table (in the table's own order, no index lookup per row) and
+ * bucketed by instance id: bucket i of each is [off[i], off[i + 1]).
+ */
+struct ledger_books {
+	size_t maxid;
+	size_t *p_off, *ev_off, *rs_off, *out_off;
+	struct billing_price *p; /* each bucket by valid_from */
+	struct ledger_event *ev; /* each bucket by t, then id */
+	int64_t *restarts;	 /* each bucket by t */
+	int64_t *outages;	 /* outage_start times, each bucket by t */
 };
 
 /* Read an instance's books for windows in [from, to); books_free. */
 static int
-books_load(struct inventory *inv, int64_t id, int64_t from, int64_t to,
-    struct books *b, char **cause)
+books_load(struct inventory *inv, const struct ledger_books *set, int64_t id,
+    int64_t from, int64_t to, struct books *b, char **cause)
 {
 	sqlite3_stmt *st;
+	size_t i = (size_t)id;
 	int r;
 
 	memset(b, 0, sizeof *b);
-	if ((r = ledger_price_get(inv, id, &b->rule, &b->priced, cause)) != 0 ||
+	if (set != NULL && id > 0 && i <= set->maxid) {
+		b->borrowed = 1;
+		b->p = set->p + set->p_off[i];
+		b->np = set->p_off[i + 1] - set->p_off[i];
+		b->ev = set->ev + set->ev_off[i];
+		b->n = set->ev_off[i + 1] - set->ev_off[i];
+		b->restarts = set->restarts + set->rs_off[i];
+		b->nrestarts = set->rs_off[i + 1] - set->rs_off[i];
+		billing_rule_init(&b->rule, "CNY");
+		if ((b->priced = b->np > 0))
+			b->rule = b->p[b->np - 1].rule;
+	} else if ((r = ledger_price_get(
+			inv, id, &b->rule, &b->priced, cause)) != 0 ||
 	    (r = ledger_prices(inv, id, &b->p, &b->np, cause)) != 0 ||
 	    (r = ledger_events(inv, id, &b->ev, &b->n, cause)) != 0)
 		return r;
 	b->one.from = 0;
 	b->one.rule = b->rule;
-	if (db_prepare(inv, &st,
+	if (!b->borrowed &&
+	    db_prepare(inv, &st,
 		"SELECT t FROM incident WHERE instance_id = ? AND "
 		"kind = 'restart' ORDER BY t",
 		NULL, NULL, "I", id) == 0) {
@@ -808,9 +842,11 @@ books_load(struct inventory *inv, int64_t id, int64_t from, int64_t to,
 static void
 books_free(struct books *b)
 {
-	free(b->p);
-	free(b->ev);
-	free(b->restarts);
+	if (!b->borrowed) {
+		free(b->p);
+		free(b->ev);
+		free(b->restarts);
+	}
 	free(b->tx);
 	memset(b, 0, sizeof *b);
 }
@@ -903,7 +939,17 @@ ledger_cost(struct inventory *inv, const struct config *cf,
     struct ledger_cost *c, int64_t from, int64_t to, int64_t now, char **cause)
 {
 	return cost_of(
-	    inv, cf, c, from, to, now, NULL, NULL, NULL, NULL, cause);
+	    inv, NULL, cf, c, from, to, now, NULL, NULL, NULL, NULL, cause);
+}
+
+/* ledger_cost with the books of every instance read before (may be NULL). */
+int
+ledger_cost_from(struct inventory *inv, const struct ledger_books *set,
+    const struct config *cf, struct ledger_cost *c, int64_t from, int64_t to,
+    int64_t now, char **cause)
+{
+	return cost_of(
+	    inv, set, cf, c, from, to, now, NULL, NULL, NULL, NULL, cause);
 }
 
 /*
@@ -921,21 +967,22 @@ ledger_explain(struct inventory *inv, const struct config *cf,
 	*nlines = 0;
 	*pieces = NULL;
 	*npieces = 0;
-	return cost_of(
-	    inv, cf, c, from, to, now, lines, nlines, pieces, npieces, cause);
+	return cost_of(inv, NULL, cf, c, from, to, now, lines, nlines, pieces,
+	    npieces, cause);
 }
 
 /* ledger_cost, and with lines, ledger_explain. */
 static int
-cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
-    int64_t from, int64_t to, int64_t now, struct billing_line **lines,
-    size_t *nlines, struct billing_piece **pieces, size_t *npieces,
-    char **cause)
+cost_of(struct inventory *inv, const struct ledger_books *set,
+    const struct config *cf, struct ledger_cost *c, int64_t from, int64_t to,
+    int64_t now, struct billing_line **lines, size_t *nlines,
+    struct billing_piece **pieces, size_t *npieces, char **cause)
 {
 	struct books b;
+	size_t i = (size_t)c->in->id;
 	int r;
 
-	if ((r = books_load(inv, c->in->id, from, to, &b, cause)) != 0 ||
+	if ((r = books_load(inv, set, c->in->id, from, to, &b, cause)) != 0 ||
 	    (r = books_window(&b, c, from, to, now, lines, nlines, pieces,
 		 npieces, cause)) != 0) {
 		books_free(&b);
@@ -949,9 +996,188 @@ cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
 	    ? 0
 	    : (money_t)ceil(
 		  (double)(c->total.compute - c->total.unknown) * c->idle_frac);
+	if (set != NULL && c->in->id > 0 && i <= set->maxid) {
+		c->restarts = (int)count_in(set->restarts + set->rs_off[i],
+		    set->rs_off[i + 1] - set->rs_off[i], from, to);
+		c->outages = (int)count_in(set->outages + set->out_off[i],
+		    set->out_off[i + 1] - set->out_off[i], from, to);
+		return 0;
+	}
 	c->restarts = count_incidents(inv, c->in->id, "restart", from, to);
 	c->outages = count_incidents(inv, c->in->id, "outage_start", from, to);
 	return 0;
+}
+
+/* How many of the n sorted times v are in [from, to). */
+static size_t
+count_in(const int64_t *v, size_t n, int64_t from, int64_t to)
+{
+	if (n == 0)
+		return 0;
+	return first_at(v, n, sizeof *v, to) - first_at(v, n, sizeof *v, from);
+}
+
+/*
+ * Spread the n rows (size bytes each, the instance id of row k in ids[k],
+ * in the order read) into buckets by id, keeping that order within each:
+ * *off gets maxid + 2 offsets. Caller frees *off and *out.
+ */
+static void
+bucket(const int64_t *ids, const void *rows, size_t n, size_t size,
+    size_t maxid, size_t **off, void **out)
+{
+	size_t *o = xcalloc(maxid + 2, sizeof *o), *at, k;
+	char *v = xcalloc(n + 1, size);
+
+	for (k = 0; k < n; k++)
+		o[ids[k] + 1]++;
+	for (k = 1; k < maxid + 2; k++)
+		o[k] += o[k - 1];
+	at = xcalloc(maxid + 1, sizeof *at);
+	for (k = 0; k < n; k++)
+		memcpy(v + (o[ids[k]] + at[ids[k]]++) * size,
+		    (const char *)rows + k * size, size);
+	free(at);
+	*off = o;
+	*out = v;
+}
+
+/* Append (id, row) to a growing pair of arrays of n, noting the largest id. */
+#define BOOKS_PUSH(ids, rows, n, id, row, maxid)                               \
+	do {                                                                   \
+		if ((n) % 4096 == 0) {                                         \
+			(ids) =                                                \
+			    xreallocarray((ids), (n) + 4096, sizeof *(ids));   \
+			(rows) =                                               \
+			    xreallocarray((rows), (n) + 4096, sizeof *(rows)); \
+		}                                                              \
+		(ids)[(n)] = (id);                                             \
+		(rows)[(n)++] = (row);                                         \
+		if ((size_t)(id) > (maxid))                                    \
+			(maxid) = (size_t)(id);                                \
+	} while (0)
+
+/*
+ * Read every instance's prices, ledger and restart and outage incidents
+ * at once, one pass over each table, for costing many instances
+ * (ledger_cost_from, ledger_cost_windows); free with ledger_books_free.
+ * An instance above the largest id read is read on its own as before.
+ */
+int
+ledger_books_load(
+    struct inventory *inv, struct ledger_books **out, char **cause)
+{
+	struct ledger_books *set = xcalloc(1, sizeof *set);
+	struct billing_price *p = NULL, pr;
+	struct ledger_event *ev = NULL, e;
+	int64_t *pid = NULL, *eid = NULL, *rid = NULL, *oid = NULL;
+	int64_t *rt = NULL, *ot = NULL, id, t;
+	size_t np = 0, nev = 0, nr = 0, no = 0, k, j, m, n;
+	sqlite3_stmt *st;
+	const char *text;
+	int rc, r;
+
+	*out = NULL;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " PRICE_COLUMNS ", instance_id FROM instance_price "
+		 "ORDER BY instance_id, valid_from",
+		 "reading the prices", cause, "")) != 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((id = sqlite3_column_int64(st, 9)) <= 0)
+			continue;
+		price_row(st, &pr);
+		BOOKS_PUSH(pid, p, np, id, pr, set->maxid);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the prices", cause)) < 0)
+		goto out;
+	/* The table's own order (id), which keeps same-second rows in it. */
+	if ((r = db_prepare(inv, &st,
+		 "SELECT instance_id, t, state, source FROM ledger ORDER BY id",
+		 "reading the ledger", cause, "")) != 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((id = sqlite3_column_int64(st, 0)) <= 0)
+			continue;
+		memset(&e, 0, sizeof e);
+		e.t = sqlite3_column_int64(st, 1);
+		if ((text = (const char *)sqlite3_column_text(st, 2)) != NULL)
+			xstrlcpy(e.state, text, sizeof e.state);
+		if ((text = (const char *)sqlite3_column_text(st, 3)) != NULL)
+			xstrlcpy(e.source, text, sizeof e.source);
+		BOOKS_PUSH(eid, ev, nev, id, e, set->maxid);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the ledger", cause)) < 0)
+		goto out;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT instance_id, t, kind = 'restart' FROM incident WHERE "
+		 "kind IN ('restart', 'outage_start') ORDER BY t, id",
+		 "reading the incidents", cause, "")) != 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((id = sqlite3_column_int64(st, 0)) <= 0)
+			continue;
+		t = sqlite3_column_int64(st, 1);
+		if (sqlite3_column_int(st, 2))
+			BOOKS_PUSH(rid, rt, nr, id, t, set->maxid);
+		else
+			BOOKS_PUSH(oid, ot, no, id, t, set->maxid);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the incidents", cause)) < 0)
+		goto out;
+	bucket(
+	    pid, p, np, sizeof *p, set->maxid, &set->p_off, (void **)&set->p);
+	bucket(eid, ev, nev, sizeof *ev, set->maxid, &set->ev_off,
+	    (void **)&set->ev);
+	bucket(rid, rt, nr, sizeof *rt, set->maxid, &set->rs_off,
+	    (void **)&set->restarts);
+	bucket(oid, ot, no, sizeof *ot, set->maxid, &set->out_off,
+	    (void **)&set->outages);
+	/*
+	 * Each instance's ledger by time, same-second entries in id order (as
+	 * ledger_entries' ORDER BY t, id): a stable insertion sort, quick on
+	 * a ledger written mostly in time order.
+	 */
+	for (k = 0; k <= set->maxid; k++) {
+		struct ledger_event *v = set->ev + set->ev_off[k];
+		n = set->ev_off[k + 1] - set->ev_off[k];
+		for (j = 1; j < n; j++) {
+			e = v[j];
+			for (m = j; m > 0 && v[m - 1].t > e.t; m--)
+				v[m] = v[m - 1];
+			v[m] = e;
+		}
+	}
+	*out = set;
+	set = NULL;
+	r = 0;
+out:
+	free(p);
+	free(pid);
+	free(ev);
+	free(eid);
+	free(rt);
+	free(rid);
+	free(ot);
+	free(oid);
+	ledger_books_free(set);
+	return r;
+}
+
+void
+ledger_books_free(struct ledger_books *set)
+{
+	if (set == NULL)
+		return;
+	free(set->p_off);
+	free(set->ev_off);
+	free(set->rs_off);
+	free(set->out_off);
+	free(set->p);
+	free(set->ev);
+	free(set->restarts);
+	free(set->outages);
+	free(set);
 }
 
 /*
@@ -961,9 +1187,9 @@ cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
  * costed (amounts[k] then 0).
  */
 int
-ledger_cost_windows(struct inventory *inv, const struct instance *in,
-    const int64_t *bounds, size_t nwin, int64_t now, struct billing_rule *rule,
-    money_t *amounts, int *ok, char **cause)
+ledger_cost_windows(struct inventory *inv, const struct ledger_books *set,
+    const struct instance *in, const int64_t *bounds, size_t nwin, int64_t now,
+    struct billing_rule *rule, money_t *amounts, int *ok, char **cause)
 {
 	struct ledger_cost c;
 	struct books b;
@@ -971,8 +1197,8 @@ ledger_cost_windows(struct inventory *inv, const struct instance *in,
 	size_t k;
 	int r;
 
-	if ((r = books_load(inv, in->id, bounds[0], bounds[nwin], &b, cause)) !=
-	    0) {
+	if ((r = books_load(
+		 inv, set, in->id, bounds[0], bounds[nwin], &b, cause)) != 0) {
 		books_free(&b);
 		return r;
 	}
