@@ -145,7 +145,10 @@ cost_by_instance(struct inventory *inv, const struct config *cf,
 	rep->now = now;
 	rep->rows = xcalloc(n + 1, sizeof *rep->rows);
 	rep->n = n;
-	if (n > 1 && (r = ledger_books_load(inv, &rep->books, cause)) != 0)
+	if (n > 1 &&
+	    ((r = ledger_books_load(inv, &rep->books, cause)) != 0 ||
+		(r = ledger_books_idle(inv, rep->books, from, to,
+		     cf->status_idle_util, cause)) != 0))
 		goto out;
 	for (i = 0; i < n; i++) {
 		rep->rows[i].in = &list[i];

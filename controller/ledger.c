@@ -782,6 +782,9 @@ struct ledger_books {
 	struct ledger_event *ev; /* each bucket by t, then id */
 	int64_t *restarts;	 /* each bucket by t */
 	int64_t *outages;	 /* outage_start times, each bucket by t */
+	/* ledger_books_idle's window and each instance's sampled weights. */
+	int64_t idle_from, idle_to;
+	double *idle_all, *idle_below;
 };
 
 /* Read an instance's books for windows in [from, to); books_free. */
@@ -989,8 +992,14 @@ cost_of(struct inventory *inv, const struct ledger_books *set,
 		return r;
 	}
 	books_free(&b);
-	c->idle_frac =
-	    idle_fraction(inv, c->in->id, from, to, cf->status_idle_util);
+	if (set != NULL && set->idle_all != NULL && set->idle_from == from &&
+	    set->idle_to == to && c->in->id > 0 && i <= set->maxid)
+		c->idle_frac = set->idle_all[i] > 0
+		    ? set->idle_below[i] / set->idle_all[i]
+		    : NAN;
+	else
+		c->idle_frac = idle_fraction(
+		    inv, c->in->id, from, to, cf->status_idle_util);
 	/* Of the compute of sampled time: unknown stretches have no samples. */
 	c->idle = isnan(c->idle_frac)
 	    ? 0
@@ -1164,11 +1173,68 @@ out:
 	return r;
 }
 
+/*
+ * Every instance's idle_fraction over [from, to) in one query, for
+ * ledger_cost_from over that window.
+ */
+int
+ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
+    int64_t to, int threshold, char **cause)
+{
+	static const char *const sql[] = {
+		"SELECT instance_id, 1, max(util) FROM sample_gpu WHERE +t >= "
+		"?1 "
+		"AND +t < ?2 GROUP BY instance_id, t",
+		"SELECT instance_id, max(n), max(util_max) FROM sample_gpu_5m "
+		"WHERE +t >= ?1 AND +t < ?2 GROUP BY instance_id, t"
+	};
+	sqlite3_stmt *st;
+	int64_t id;
+	double w;
+	size_t k;
+	int rc, r;
+
+	free(set->idle_all);
+	free(set->idle_below);
+	set->idle_all = xcalloc(set->maxid + 1, sizeof *set->idle_all);
+	set->idle_below = xcalloc(set->maxid + 1, sizeof *set->idle_below);
+	set->idle_from = from;
+	set->idle_to = to;
+	/*
+	 * Raw samples count one each, an aggregate as many as it holds, as
+	 * idle_fraction weighs them; each table read in its key's order (+t:
+	 * not through the time index, a seek per row), so nothing is sorted,
+	 * and summed here.
+	 */
+	for (k = 0; k < 2; k++) {
+		if ((r = db_prepare(inv, &st, sql[k], "reading the GPU samples",
+			 cause, "II", from, to)) != 0)
+			return r;
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			id = sqlite3_column_int64(st, 0);
+			if (id <= 0 || (size_t)id > set->maxid ||
+			    sqlite3_column_type(st, 1) == SQLITE_NULL)
+				continue;
+			w = sqlite3_column_double(st, 1);
+			set->idle_all[id] += w;
+			if (sqlite3_column_type(st, 2) != SQLITE_NULL &&
+			    sqlite3_column_double(st, 2) < threshold)
+				set->idle_below[id] += w;
+		}
+		r = db_finish(inv, st, rc, "reading the GPU samples", cause);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
 void
 ledger_books_free(struct ledger_books *set)
 {
 	if (set == NULL)
 		return;
+	free(set->idle_all);
+	free(set->idle_below);
 	free(set->p_off);
 	free(set->ev_off);
 	free(set->rs_off);
