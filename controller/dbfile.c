@@ -21,7 +21,7 @@
 
 #define BUSY_TIMEOUT_MS 10000
 
-static int header_why(const char *, char **);
+static int header_why(sqlite3 *, char **);
 static void add_problem(struct dbfile_check *, const char *);
 static void add_lines(struct dbfile_check *, const char *);
 static int pragma_int(sqlite3 *, const char *, int *);
@@ -42,34 +42,33 @@ be32(const unsigned char *p)
 }
 
 /*
- * Whether the file at path is visibly damaged before SQLite reads it: not
- * a database, a bad page size, or shorter than its header says (truncated).
- * Returns 1 with *why set (caller frees), 0 when it looks whole or is
- * missing or empty (a database not made yet).
+ * Whether the database file of the connection db is visibly damaged
+ * before SQLite reads a page of it: not a database, a bad page size, or
+ * shorter than its header says (truncated). Returns 1 with *why set
+ * (caller frees), 0 when it looks whole or is empty (not made yet).
+ *
+ * It reads through SQLite's own descriptor: a descriptor of our own,
+ * closed again, would drop every POSIX lock this process holds on the
+ * file (another connection's, the daemon's), after which another process
+ * takes the WAL for its own and deletes it.
  */
 static int
-header_why(const char *path, char **why)
+header_why(sqlite3 *db, char **why)
 {
 	unsigned char h[100];
-	struct stat sb;
+	sqlite3_file *fp = NULL;
+	sqlite3_int64 size = 0;
 	uint32_t pagesize, npages;
-	ssize_t n;
-	int fd;
 
-	if ((fd = open(path, O_RDONLY | O_CLOEXEC)) == -1)
+	if (sqlite3_file_control(db, "main", SQLITE_FCNTL_FILE_POINTER, &fp) !=
+		SQLITE_OK ||
+	    fp == NULL || fp->pMethods == NULL ||
+	    fp->pMethods->xFileSize(fp, &size) != SQLITE_OK || size == 0)
 		return 0;
-	if (fstat(fd, &sb) != 0 || (S_ISREG(sb.st_mode) && sb.st_size == 0)) {
-		close(fd);
-		return 0;
-	}
-	if (!S_ISREG(sb.st_mode)) {
-		close(fd);
-		*why = xstrdup("not a regular file");
-		return 1;
-	}
-	n = read(fd, h, sizeof h);
-	close(fd);
-	if (n != (ssize_t)sizeof h || memcmp(h, "SQLite format 3", 16) != 0) {
+	memset(h, 0, sizeof h);
+	if (size < (sqlite3_int64)sizeof h ||
+	    fp->pMethods->xRead(fp, h, (int)sizeof h, 0) != SQLITE_OK ||
+	    memcmp(h, "SQLite format 3", 16) != 0) {
 		*why = xstrdup("file is not a database");
 		return 1;
 	}
@@ -82,11 +81,11 @@ header_why(const char *path, char **why)
 		return 1;
 	}
 	npages = be32(h + 28);
-	if (sb.st_size % pagesize != 0 ||
+	if (size % pagesize != 0 ||
 	    (be32(h + 92) == be32(h + 24) &&
-		(int64_t)npages * pagesize > (int64_t)sb.st_size)) {
+		(int64_t)npages * pagesize > (int64_t)size)) {
 		xasprintf(why, "truncated: %lld bytes, the header says %lld",
-		    (long long)sb.st_size, (long long)npages * pagesize);
+		    (long long)size, (long long)npages * pagesize);
 		return 1;
 	}
 	return 0;
@@ -103,15 +102,15 @@ dbfile_damaged_error(const char *path, const char *why)
 }
 
 /*
- * Refuse a database file that is visibly damaged (header_why) before it is
- * opened: 0, or -GF_EDB with *cause.
+ * Refuse a database file that is visibly damaged (header_why), opened as
+ * db but not read yet: 0, or -GF_EDB with *cause.
  */
 int
-dbfile_header(const char *path, char **cause)
+dbfile_header(sqlite3 *db, const char *path, char **cause)
 {
 	char *why = NULL;
 
-	if (!header_why(path, &why))
+	if (!header_why(db, &why))
 		return 0;
 	*cause = dbfile_damaged_error(path, why);
 	free(why);
@@ -182,14 +181,14 @@ dbfile_check(const char *path, int full, struct dbfile_check *c, char **cause)
 		xasprintf(cause, "no database at %s", path);
 		return -GF_EDB;
 	}
-	if (header_why(path, &why)) {
-		add_problem(c, why);
-		free(why);
-		return 0;
-	}
 	if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) !=
 	    SQLITE_OK) {
 		add_problem(c, sqlite3_errmsg(db));
+		goto out;
+	}
+	if (header_why(db, &why)) {
+		add_problem(c, why);
+		free(why);
 		goto out;
 	}
 	sqlite3_busy_timeout(db, BUSY_TIMEOUT_MS);
@@ -337,8 +336,6 @@ dbfile_backup(
 	int r, i, fd;
 
 	*made = NULL;
-	if ((r = dbfile_header(db, cause)) != 0)
-		return r;
 	if (access(db, F_OK) != 0) {
 		xasprintf(cause, "no database at %s", db);
 		return -GF_EDB;
@@ -363,6 +360,8 @@ dbfile_backup(
 		goto out;
 	if (sqlite3_open_v2(db, &src, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK)
 		goto sqlfail;
+	if ((r = dbfile_header(src, db, cause)) != 0)
+		goto out;
 	sqlite3_busy_timeout(src, BUSY_TIMEOUT_MS);
 	if (sqlite3_prepare_v2(src, "VACUUM INTO ?", -1, &st, NULL) !=
 	    SQLITE_OK)

@@ -22,6 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <sqlite3.h>
+
 #define DBFILE_KEEP_DEFAULT 7 /* [db] backup_keep */
 #define DBFILE_PROBLEMS_MAX 10
 
@@ -40,7 +42,7 @@ struct dbfile_backup {
 	int64_t size;
 };
 
-int dbfile_header(const char *, char **);
+int dbfile_header(sqlite3 *, const char *, char **);
 char *dbfile_damaged_error(const char *, const char *);
 int dbfile_check(const char *, int, struct dbfile_check *, char **);
 void dbfile_check_clear(struct dbfile_check *);

@@ -317,8 +317,7 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 
 	*invp = NULL;
 	steps = schema_steps(&nsteps);
-	if ((r = dbfile_header(path, cause)) != 0 ||
-	    (r = make_dirs(path, cause)) != 0 ||
+	if ((r = make_dirs(path, cause)) != 0 ||
 	    (r = create_file(path, cause)) != 0)
 		return r;
 
@@ -330,7 +329,8 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	}
 	sqlite3_extended_result_codes(inv->db, 1);
 	sqlite3_busy_timeout(inv->db, BUSY_TIMEOUT_MS);
-	if ((r = check_identity(inv->db, path, nsteps, cause)) != 0)
+	if ((r = dbfile_header(inv->db, path, cause)) != 0 ||
+	    (r = check_identity(inv->db, path, nsteps, cause)) != 0)
 		goto fail;
 	/*
 	 * Foreign keys are enforced once the steps ran: a step that makes a

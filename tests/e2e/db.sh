@@ -168,8 +168,19 @@ dpid=$!
 cleanup_hooks+=("kill -9 $dpid 2>/dev/null")
 wait_for 120 "the daemon backs up when the newest is 2 days old" backups 2
 wait_for 60 "the daemon's log says so" logged
+# Another process opens and closes the database while the daemon runs: the
+# backup must have left the daemon's locks alone, or that process takes the
+# WAL for its own and deletes it, and what the daemon writes next is lost.
+run ls
+expect_rc 0 "ls while the daemon runs"
+checks=$((checks + 1))
+! ls -l "/proc/$dpid/fd" 2>/dev/null | grep -q 'fleet\.db-wal (deleted)' ||
+    fail "the daemon writes into a WAL that another process deleted"
 kill -TERM "$dpid"
 wait_for 60 "the daemon stops" gone "$dpid"
+run events
+expect_contains "$out" "daemon_stop" \
+    "what the daemon wrote after its backup is in the database"
 newest=$(ls "$bk" | sort | tail -1)
 expect_eq "$(stat -c %a "$bk/$newest")" 600 "the daemon's backup is 0600"
 expect_eq "$(sqlite3 "$bk/$newest" 'PRAGMA integrity_check')" ok "and whole"
