@@ -141,7 +141,7 @@ db_ls(struct cmd_ctx *ctx, int json)
 {
 	struct dbfile_backup *v;
 	struct table *t;
-	char *cause = NULL, *when, size[32];
+	char *cause = NULL, *when, *dir, size[32];
 	size_t n, i;
 	json_t *arr, *o;
 	int r;
@@ -161,10 +161,12 @@ db_ls(struct cmd_ctx *ctx, int json)
 			free(when);
 		}
 		json_print(arr, stdout);
-	} else if (n == 0)
-		printf("no backups in %s (gpufleet db backup makes one)\n",
-		    "the backups folder");
-	else {
+	} else if (n == 0) {
+		dir = dbfile_backup_dir(ctx->fleet->db_path);
+		printf(
+		    "no backups in %s (gpufleet db backup makes one)\n", dir);
+		free(dir);
+	} else {
 		t = table_new(3, "TIME", "BYTES", "FILE");
 		for (i = 0; i < n; i++) {
 			when = instance_format_time(v[i].t);

@@ -40,6 +40,8 @@ before=$out
 expect_match "$before" '"total"' "cost --json has totals"
 
 # --- backup: checked, private, rotated ---------------------------------------
+run db ls
+expect_eq "$out" "no backups in $bk (gpufleet db backup makes one)" "ls before any backup"
 run db backup --json
 expect_rc 0 "db backup"
 first=$(printf '%s' "$out" | sed -n 's/.*"file": "\(.*\)".*/\1/p')
