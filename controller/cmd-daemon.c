@@ -30,6 +30,7 @@
 #include "api.h"
 #include "child.h"
 #include "db.h"
+#include "dbfile.h"
 #include "cmd.h"
 #include "guard.h"
 #include "httpd.h"
@@ -104,6 +105,7 @@ struct daemon {
 	int stopping, over, reload;
 	const char *stop_why;
 	struct event *poll, *tick, *grace, *ended;
+	struct event *backup; /* the daily db backup (on_backup) */
 	struct event *ev_term, *ev_int, *ev_hup, *ev_chld;
 };
 
@@ -127,8 +129,9 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "NAME` (output\nin the log); their stop goes on once the "
 	    "results came home.\nLocal stops and the guards' stops run "
 	    "beside the loop (their own process\ngroups; one local stop "
-	    "per instance at a time), killed after 600 s.\nEvery second it "
-	    "runs the due exec, "
+	    "per instance at a time), killed after 600 s.\nOnce a day it "
+	    "backs the database up as `gpufleet db backup`\ndoes (said in "
+	    "the log). Every second it runs the due exec, "
 	    "rotate-keys, status and backup\nschedules as child gpufleet "
 	    "processes (their output in\n$XDG_STATE_HOME/gpufleet/runs/) and "
 	    "sends the "
@@ -1091,6 +1094,47 @@ log_action(struct daemon *d, const char *kind, const char *why)
 	}
 }
 
+#define BACKUP_EVERY 86400
+
+/*
+ * The daily backup: when the newest backup in the backups folder is a day
+ * old (or there is none), make one as `gpufleet db backup` does, rotate,
+ * and say so in the log; then wait until the newest is a day old again.
+ */
+static void
+on_backup(evutil_socket_t fd, short what, void *arg)
+{
+	struct daemon *d = arg;
+	struct dbfile_backup *v = NULL;
+	struct timeval tv = { BACKUP_EVERY, 0 };
+	int64_t now = (int64_t)time(NULL);
+	char *cause = NULL, *made = NULL;
+	size_t n = 0, removed = 0;
+
+	(void)fd;
+	(void)what;
+	if (d->stopping)
+		return;
+	if (dbfile_list(d->db, NULL, &v, &n, &cause) != 0) {
+		error("daily backup: %s", cause);
+		free(cause);
+		cause = NULL;
+	}
+	if (n > 0 && v[0].t <= now && now - v[0].t < BACKUP_EVERY)
+		tv.tv_sec = (time_t)(BACKUP_EVERY - (now - v[0].t));
+	else if (dbfile_backup(d->db, NULL, now, &made, &cause) != 0 ||
+	    dbfile_rotate(d->db, NULL, d->f->config->db_backup_keep, made,
+		&removed, &cause) != 0) {
+		error("daily backup: %s", cause);
+		free(cause);
+	} else
+		info("daily backup: %s (%zu old removed, keeping %d)", made,
+		    removed, d->f->config->db_backup_keep);
+	free(made);
+	dbfile_list_free(v, n);
+	evtimer_add(d->backup, &tv);
+}
+
 /* The loop's events, and the first poll at once. */
 static void
 events_add(struct daemon *d, struct event_base *base)
@@ -1113,13 +1157,15 @@ events_add(struct daemon *d, struct event_base *base)
 		fatal("cannot reap children on the loop");
 	evtimer_add(d->tick, &sec);
 	event_active(d->poll, EV_TIMEOUT, 0);
+	d->backup = evtimer_new(base, on_backup, d);
+	evtimer_add(d->backup, &sec);
 }
 
 static void
 events_free(struct daemon *d)
 {
 	struct event *ev[] = { d->poll, d->tick, d->grace, d->ended, d->ev_term,
-		d->ev_int, d->ev_hup, d->ev_chld };
+		d->ev_int, d->ev_hup, d->ev_chld, d->backup };
 	size_t i;
 
 	child_loop_end();

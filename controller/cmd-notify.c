@@ -16,6 +16,7 @@
 #include <event2/event.h>
 
 #include "cmd.h"
+#include "dbfile.h"
 #include "db.h"
 #include "instance.h"
 #include "log.h"
@@ -317,29 +318,6 @@ notify_test(struct cmd_ctx *ctx, const char *name)
 	return failed ? GF_EHOSTS : GF_OK;
 }
 
-/* The pid of the daemon holding DB.daemon.lock, or 0 when none runs. */
-static long
-daemon_holder(const char *db)
-{
-	struct flock fl;
-	char *path;
-	int fd;
-	long pid = 0;
-
-	xasprintf(&path, "%s.daemon.lock", db);
-	fd = open(path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
-	free(path);
-	if (fd == -1)
-		return 0;
-	memset(&fl, 0, sizeof fl);
-	fl.l_type = F_WRLCK;
-	fl.l_whence = SEEK_SET;
-	if (fcntl(fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK)
-		pid = fl.l_pid > 0 ? (long)fl.l_pid : 1;
-	close(fd);
-	return pid;
-}
-
 static void
 on_flush_tick(evutil_socket_t fd, short what, void *arg)
 {
@@ -363,7 +341,7 @@ notify_flush(struct cmd_ctx *ctx)
 	long pid;
 	int status, r, after;
 
-	if ((pid = daemon_holder(ctx->fleet->db_path)) != 0) {
+	if ((pid = dbfile_daemon_pid(ctx->fleet->db_path)) != 0) {
 		xasprintf(&cause,
 		    "a daemon (pid %ld) runs on %s and sends the queue; see "
 		    "gpufleet notify queue",

@@ -18,6 +18,7 @@ extern const struct cmd_entry cmd_advise_entry;
 extern const struct cmd_entry cmd_autostop_entry;
 extern const struct cmd_entry cmd_cost_entry;
 extern const struct cmd_entry cmd_daemon_entry;
+extern const struct cmd_entry cmd_db_entry;
 extern const struct cmd_entry cmd_events_entry;
 extern const struct cmd_entry cmd_exec_entry;
 extern const struct cmd_entry cmd_guard_entry;
@@ -85,6 +86,7 @@ const struct cmd_entry *const cmd_table[] = {
 	&cmd_notify_entry,
 	&cmd_events_entry,
 	&cmd_daemon_entry,
+	&cmd_db_entry,
 	&cmd_ssh_entry,
 	&cmd_ssh_config_entry,
 	&cmd_push_entry,

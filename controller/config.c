@@ -63,6 +63,7 @@ config_defaults(struct config *c)
 	c->daemon_poll_interval = 60;
 	c->daemon_stop_grace = 20;
 	c->daemon_runs_keep_days = 14;
+	c->db_backup_keep = 7;
 	snprintf(c->daemon_listen.addr, sizeof c->daemon_listen.addr, "%s",
 	    CONFIG_LISTEN_ADDR);
 	c->daemon_listen.port = CONFIG_LISTEN_PORT;
@@ -160,6 +161,8 @@ static const struct config_int {
 	    offsetof(struct config, daemon_stop_grace) },
 	{ "daemon", "runs_keep_days", 0, 36500,
 	    offsetof(struct config, daemon_runs_keep_days) },
+	{ "db", "backup_keep", 1, 10000,
+	    offsetof(struct config, db_backup_keep) },
 };
 
 /* Replace *dst by value, or NULL when value is empty. */
@@ -535,7 +538,7 @@ static int
 handler(void *arg, const char *section, const char *key, const char *value)
 {
 	static const char *const sections[] = { "defaults", "ssh", "status",
-		"keys", "schedule", "daemon", "notify" };
+		"keys", "schedule", "daemon", "notify", "db" };
 	struct parse_state *ps = arg;
 	size_t i;
 	int r;
@@ -558,7 +561,8 @@ handler(void *arg, const char *section, const char *key, const char *value)
 	if (i == sizeof sections / sizeof sections[0]) {
 		xasprintf(&ps->in.error,
 		    "unknown section [%s] (known: [defaults], [ssh], [status], "
-		    "[keys], [schedule], [daemon], [notify], [provider.NAME], "
+		    "[keys], [schedule], [daemon], [notify], [db], "
+		    "[provider.NAME], "
 		    "[notify.NAME])",
 		    section);
 		return 0;

@@ -75,6 +75,7 @@ struct config {
 	int daemon_poll_interval;   /* [daemon] poll_interval, seconds */
 	int daemon_stop_grace;	    /* [daemon] stop_grace, seconds */
 	int daemon_runs_keep_days;  /* [daemon] runs_keep_days */
+	int db_backup_keep;	    /* [db] backup_keep */
 	struct config_listen daemon_listen; /* [daemon] listen */
 	char *daemon_token_file;	    /* [daemon] token_file, or NULL */
 	struct config_stop *stops;	    /* [provider.NAME] sections */

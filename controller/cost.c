@@ -145,11 +145,16 @@ cost_by_instance(struct inventory *inv, const struct config *cf,
 	rep->now = now;
 	rep->rows = xcalloc(n + 1, sizeof *rep->rows);
 	rep->n = n;
+	if (n > 1 &&
+	    ((r = ledger_books_load(inv, &rep->books, cause)) != 0 ||
+		(r = ledger_books_idle(inv, rep->books, from, to,
+		     cf->status_idle_util, cause)) != 0))
+		goto out;
 	for (i = 0; i < n; i++) {
 		rep->rows[i].in = &list[i];
 		const struct ledger_cost *c = &rep->rows[i];
-		if ((r = ledger_cost(
-			 inv, cf, &rep->rows[i], from, to, now, cause)) != 0)
+		if ((r = ledger_cost_from(inv, rep->books, cf, &rep->rows[i],
+			 from, to, now, cause)) != 0)
 			goto out;
 		if (billing_sums_add(
 			&totals, c->rule.currency, c->amount, cause) != 0 ||
@@ -171,6 +176,7 @@ cost_report_free(struct cost_report *rep)
 {
 	free(rep->rows);
 	free(rep->totals);
+	ledger_books_free(rep->books);
 	memset(rep, 0, sizeof *rep);
 }
 
@@ -226,43 +232,56 @@ cost_by_day(struct inventory *inv, const struct config *cf,
     char **cause)
 {
 	struct cost_day *v = NULL;
-	size_t i, k, n = 0;
-	int64_t day, next;
+	struct billing_rule *rules;
+	char(*labels)[16] = NULL;
+	int64_t *bounds = NULL, day;
+	money_t *amounts;
+	size_t i, k, d, ndays = 0, n = 0;
+	int *ok, r = 0;
 
-	for (day = rep->from; day < rep->to; day = next) {
+	(void)cf;
+	/* The local days of the window: bounds[d] to bounds[d + 1]. */
+	bounds = xreallocarray(bounds, 1, sizeof *bounds);
+	bounds[0] = rep->from;
+	for (day = rep->from; day < rep->to; day = bounds[ndays]) {
 		time_t tt = (time_t)day;
-		struct billing_sums ds = { NULL, 0 };
 		struct tm tm;
-		char label[16];
 
 		localtime_r(&tt, &tm);
-		strftime(label, sizeof label, "%Y-%m-%d", &tm);
+		labels = xreallocarray(labels, ndays + 1, sizeof *labels);
+		strftime(labels[ndays], sizeof labels[ndays], "%Y-%m-%d", &tm);
 		tm.tm_mday++;
 		tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
 		tm.tm_isdst = -1;
-		next = (int64_t)mktime(&tm);
-		if (next > rep->to)
-			next = rep->to;
-		for (i = 0; i < rep->n; i++) {
-			struct ledger_cost dr;
-			memset(&dr, 0, sizeof dr);
-			dr.in = rep->rows[i].in;
-			if (ledger_cost(inv, cf, &dr, day, next, rep->now,
-				cause) != 0) {
-				free(*cause);
-				*cause = NULL;
-				continue;
-			}
-			if (billing_sums_add(
-				&ds, dr.rule.currency, dr.amount, cause) != 0) {
-				billing_sums_free(&ds);
-				free(v);
-				return -GF_EUSAGE;
-			}
+		bounds = xreallocarray(bounds, ndays + 2, sizeof *bounds);
+		bounds[++ndays] = (int64_t)mktime(&tm);
+		if (bounds[ndays] > rep->to)
+			bounds[ndays] = rep->to;
+	}
+	/* Each instance's books read once, its days costed in memory. */
+	rules = xcalloc(rep->n + 1, sizeof *rules);
+	amounts = xcalloc(rep->n * ndays + 1, sizeof *amounts);
+	ok = xcalloc(rep->n * ndays + 1, sizeof *ok);
+	for (i = 0; i < rep->n && ndays > 0; i++) {
+		if (ledger_cost_windows(inv, rep->books, rep->rows[i].in,
+			bounds, ndays, rep->now, &rules[i], amounts + i * ndays,
+			ok + i * ndays, cause) != 0) {
+			free(*cause);
+			*cause = NULL;
+		}
+	}
+	for (d = 0; d < ndays && r == 0; d++) {
+		struct billing_sums ds = { NULL, 0 };
+
+		for (i = 0; i < rep->n && r == 0; i++) {
+			if (ok[i * ndays + d] &&
+			    billing_sums_add(&ds, rules[i].currency,
+				amounts[i * ndays + d], cause) != 0)
+				r = -GF_EUSAGE;
 		}
 		v = xreallocarray(v, n + ds.n + 1, sizeof *v);
-		for (k = 0; k < ds.n; k++, n++) {
-			snprintf(v[n].day, sizeof v[n].day, "%s", label);
+		for (k = 0; k < ds.n && r == 0; k++, n++) {
+			snprintf(v[n].day, sizeof v[n].day, "%s", labels[d]);
 			snprintf(v[n].currency, sizeof v[n].currency, "%s",
 			    ds.v[k].currency);
 			v[n].amount = ds.v[k].amount;
@@ -275,6 +294,15 @@ cost_by_day(struct inventory *inv, const struct config *cf,
 			}
 		}
 		billing_sums_free(&ds);
+	}
+	free(rules);
+	free(amounts);
+	free(ok);
+	free(bounds);
+	free(labels);
+	if (r != 0) {
+		free(v);
+		return r;
 	}
 	*out = v;
 	*nout = n;

@@ -34,6 +34,7 @@ struct cost_report {
 	size_t n;
 	struct cost_total *totals;
 	size_t ntotals;
+	struct ledger_books *books; /* every instance's, read once */
 };
 
 /* One provider and currency. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "db.h"
+#include "dbfile.h"
 #include "inventory.h"
 #include "stopmethod.h"
 #include "selector.h"
@@ -25,7 +26,9 @@ static int create_file(const char *, char **);
 static int exec_sql(sqlite3 *, const char *, char **);
 static int pragma_int(sqlite3 *, const char *, int *, char **);
 static int user_version(sqlite3 *, int *, char **);
+static int damaged(sqlite3 *);
 static int check_identity(sqlite3 *, const char *, int, char **);
+static int pragma_text_ok(sqlite3 *, const char *, char **);
 static int read_row(
     struct inventory *, sqlite3_stmt *, struct instance *, char **);
 static int load_tags(struct inventory *, struct instance *, char **);
@@ -105,12 +108,30 @@ why_failed(sqlite3 *db, int busy_ms)
 	return s;
 }
 
-/* Set *cause to "database PATH: WHAT: why"; -GF_EDB. */
+/* Whether sqlite's last error on db says the file is damaged. */
+static int
+damaged(sqlite3 *db)
+{
+	int rc = sqlite3_extended_errcode(db) & 0xff;
+
+	return rc == SQLITE_CORRUPT || rc == SQLITE_NOTADB;
+}
+
+/*
+ * Set *cause to "database PATH: WHAT: why", or where sqlite says the file
+ * is damaged, to dbfile_damaged_error's line; -GF_EDB.
+ */
 int
 inventory_error(struct inventory *inv, const char *what, char **cause)
 {
-	char *why = why_failed(inv->db, inv->busy_ms);
+	char *why;
 
+	if (damaged(inv->db)) {
+		*cause =
+		    dbfile_damaged_error(inv->path, sqlite3_errmsg(inv->db));
+		return -GF_EDB;
+	}
+	why = why_failed(inv->db, inv->busy_ms);
 	xasprintf(cause, "database %s: %s: %s", inv->path, what, why);
 	free(why);
 	return -GF_EDB;
@@ -204,7 +225,9 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
 	    pragma_int(db, "PRAGMA application_id", &appid, &why) != 0 ||
 	    pragma_int(db, "SELECT count(*) FROM sqlite_schema", &ntables,
 		&why) != 0) {
-		if (sqlite3_system_errno(db) == ENOSPC ||
+		if (damaged(db))
+			*cause = dbfile_damaged_error(path, why);
+		else if (sqlite3_system_errno(db) == ENOSPC ||
 		    (sqlite3_extended_errcode(db) & 0xff) == SQLITE_FULL) {
 			free(why);
 			why = why_failed(db, BUSY_TIMEOUT_MS);
@@ -231,7 +254,44 @@ check_identity(sqlite3 *db, const char *path, int latest, char **cause)
 		    path, version, latest);
 		return -GF_EDB;
 	}
+	/*
+	 * A migration writes all over the file: only into one that passes
+	 * quick_check (rare, so its cost is paid once per upgrade).
+	 */
+	if (version < latest && ntables > 0 &&
+	    pragma_text_ok(db, "PRAGMA quick_check(1)", &why) != 0) {
+		*cause = dbfile_damaged_error(path, why);
+		free(why);
+		return -GF_EDB;
+	}
 	return 0;
+}
+
+/*
+ * Whether a check PRAGMA's first row is "ok": 0, or -1 with *why (what it
+ * or sqlite said).
+ */
+static int
+pragma_text_ok(sqlite3 *db, const char *sql, char **why)
+{
+	sqlite3_stmt *st;
+	const char *text;
+	int r = -1;
+
+	if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
+		*why = xstrdup(sqlite3_errmsg(db));
+		return -1;
+	}
+	if (sqlite3_step(st) == SQLITE_ROW) {
+		text = (const char *)sqlite3_column_text(st, 0);
+		if (text != NULL && strcmp(text, "ok") == 0)
+			r = 0;
+		else
+			*why = xstrdup(text != NULL ? text : "unreadable");
+	} else
+		*why = xstrdup(sqlite3_errmsg(db));
+	sqlite3_finalize(st);
+	return r;
 }
 
 /*
@@ -306,7 +366,8 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	sqlite3_extended_result_codes(inv->db, 1);
 	sqlite3_busy_timeout(inv->db, BUSY_TIMEOUT_MS);
 	inv->busy_ms = BUSY_TIMEOUT_MS;
-	if ((r = check_identity(inv->db, path, nsteps, cause)) != 0)
+	if ((r = dbfile_header(inv->db, path, cause)) != 0 ||
+	    (r = check_identity(inv->db, path, nsteps, cause)) != 0)
 		goto fail;
 	/*
 	 * Foreign keys are enforced once the steps ran: a step that makes a
@@ -322,7 +383,10 @@ inventory_open(const char *path, struct inventory **invp, char **cause)
 	return 0;
 
 fail_why:
-	xasprintf(cause, "database %s: %s", path, why);
+	if (damaged(inv->db))
+		*cause = dbfile_damaged_error(path, sqlite3_errmsg(inv->db));
+	else
+		xasprintf(cause, "database %s: %s", path, why);
 	free(why);
 	r = -GF_EDB;
 fail:

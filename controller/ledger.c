@@ -15,16 +15,29 @@
 static int per_from_name(const char *, enum billing_per *);
 static void price_row(sqlite3_stmt *, struct billing_price *);
 static int unit_from_name(const char *, enum billing_unit *);
-static money_t egress_cost(struct inventory *, int64_t,
-    const struct billing_price *, size_t, int64_t, int64_t, int64_t *);
+struct tx_sample;
+struct books;
+static money_t egress_cost(const struct tx_sample *, size_t,
+    const struct billing_price *, size_t, int64_t *);
+static int books_load(struct inventory *, const struct ledger_books *, int64_t,
+    int64_t, int64_t, struct books *, char **);
+static void books_free(struct books *);
+static size_t first_at(const int64_t *, size_t, size_t, int64_t);
+static size_t count_in(const int64_t *, size_t, int64_t, int64_t);
+static void bucket(
+    const int64_t *, const void *, size_t, size_t, size_t, size_t **, void **);
+static int books_window(const struct books *, struct ledger_cost *, int64_t,
+    int64_t, int64_t, struct billing_line **, size_t *, struct billing_piece **,
+    size_t *, char **);
 static double idle_fraction(struct inventory *, int64_t, int64_t, int64_t, int);
 static int ledger_change(struct inventory *, int64_t, int64_t, int64_t,
     const char *, int64_t *, struct ledger_entry *, char **);
 static int count_incidents(
     struct inventory *, int64_t, const char *, int64_t, int64_t);
-static int cost_of(struct inventory *, const struct config *,
-    struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
-    size_t *, struct billing_piece **, size_t *, char **);
+static int cost_of(struct inventory *, const struct ledger_books *,
+    const struct config *, struct ledger_cost *, int64_t, int64_t, int64_t,
+    struct billing_line **, size_t *, struct billing_piece **, size_t *,
+    char **);
 
 static int
 per_from_name(const char *s, enum billing_per *per)
@@ -694,30 +707,29 @@ count_incidents(struct inventory *inv, int64_t id, const char *kind,
 	return n;
 }
 
+/* One sample_host counter of bytes sent. */
+struct tx_sample {
+	int64_t t, v;
+};
+
 /*
- * Egress over [from, to) from the agent's counters (resets handled): the
- * bytes each sample adds are priced at the egress price in force at its
- * time, and each price's bytes rounded up on their own; *total gets
- * the bytes.
+ * Egress of the samples s (in time order, one window's) from the agent's
+ * counters (resets handled): the bytes each sample adds are priced at the
+ * egress price in force at its time, and each price's bytes rounded up on
+ * their own; *total gets the bytes.
  */
 static money_t
-egress_cost(struct inventory *inv, int64_t id, const struct billing_price *p,
-    size_t np, int64_t from, int64_t to, int64_t *total)
+egress_cost(const struct tx_sample *s, size_t ns, const struct billing_price *p,
+    size_t np, int64_t *total)
 {
-	sqlite3_stmt *st;
 	int64_t prev = -1, bytes = 0, v, t;
 	money_t sum = 0;
-	size_t i = 0;
+	size_t i = 0, k;
 
 	*total = 0;
-	if (db_prepare(inv, &st,
-		"SELECT t, net_tx_bytes FROM sample_host WHERE instance_id = ? "
-		"AND t >= ? AND t < ? AND net_tx_bytes IS NOT NULL ORDER BY t",
-		NULL, NULL, "III", id, from, to) != 0)
-		return 0;
-	while (sqlite3_step(st) == SQLITE_ROW) {
-		t = sqlite3_column_int64(st, 0);
-		v = sqlite3_column_int64(st, 1);
+	for (k = 0; k < ns; k++) {
+		t = s[k].t;
+		v = s[k].v;
 		if (i + 1 < np && p[i + 1].from <= t) {
 			sum = billing_sat_add(
 			    sum, billing_egress_cost(&p[i].rule, bytes));
@@ -733,10 +745,192 @@ egress_cost(struct inventory *inv, int64_t id, const struct billing_price *p,
 			bytes = INT64_MAX;
 		prev = v;
 	}
-	sqlite3_finalize(st);
 	if (__builtin_add_overflow(*total, bytes, total))
 		*total = INT64_MAX;
 	return billing_sat_add(sum, billing_egress_cost(&p[i].rule, bytes));
+}
+
+/*
+ * What costing an instance reads, read once: its price now and its
+ * history, its ledger, the times of its restarts, and its egress samples
+ * in [from, to). Windows inside [from, to) are then costed in memory.
+ */
+struct books {
+	const struct instance *in;
+	struct billing_rule rule;
+	int priced;
+	struct billing_price *p, one; /* one: the price now, np 0 */
+	size_t np;
+	struct ledger_event *ev;
+	size_t n;
+	int64_t *restarts; /* in time order */
+	size_t nrestarts;
+	struct tx_sample *tx; /* in time order */
+	size_t ntx;
+	int borrowed; /* p, ev and restarts are a ledger_books' */
+};
+
+/*
+ * Every instance's prices, ledger and incidents, read in one pass over
+ * each table (in the table's own order, no index lookup per row) and
+ * bucketed by instance id: bucket i of each is [off[i], off[i + 1]).
+ */
+struct ledger_books {
+	size_t maxid;
+	size_t *p_off, *ev_off, *rs_off, *out_off;
+	struct billing_price *p; /* each bucket by valid_from */
+	struct ledger_event *ev; /* each bucket by t, then id */
+	int64_t *restarts;	 /* each bucket by t */
+	int64_t *outages;	 /* outage_start times, each bucket by t */
+	/* ledger_books_idle's window and each instance's sampled weights. */
+	int64_t idle_from, idle_to;
+	double *idle_all, *idle_below;
+};
+
+/* Read an instance's books for windows in [from, to); books_free. */
+static int
+books_load(struct inventory *inv, const struct ledger_books *set, int64_t id,
+    int64_t from, int64_t to, struct books *b, char **cause)
+{
+	sqlite3_stmt *st;
+	size_t i = (size_t)id;
+	int r;
+
+	memset(b, 0, sizeof *b);
+	if (set != NULL && id > 0 && i <= set->maxid) {
+		b->borrowed = 1;
+		b->p = set->p + set->p_off[i];
+		b->np = set->p_off[i + 1] - set->p_off[i];
+		b->ev = set->ev + set->ev_off[i];
+		b->n = set->ev_off[i + 1] - set->ev_off[i];
+		b->restarts = set->restarts + set->rs_off[i];
+		b->nrestarts = set->rs_off[i + 1] - set->rs_off[i];
+		billing_rule_init(&b->rule, "CNY");
+		if ((b->priced = b->np > 0))
+			b->rule = b->p[b->np - 1].rule;
+	} else if ((r = ledger_price_get(
+			inv, id, &b->rule, &b->priced, cause)) != 0 ||
+	    (r = ledger_prices(inv, id, &b->p, &b->np, cause)) != 0 ||
+	    (r = ledger_events(inv, id, &b->ev, &b->n, cause)) != 0)
+		return r;
+	b->one.from = 0;
+	b->one.rule = b->rule;
+	if (!b->borrowed &&
+	    db_prepare(inv, &st,
+		"SELECT t FROM incident WHERE instance_id = ? AND "
+		"kind = 'restart' ORDER BY t",
+		NULL, NULL, "I", id) == 0) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			b->restarts = xreallocarray(
+			    b->restarts, b->nrestarts + 1, sizeof *b->restarts);
+			b->restarts[b->nrestarts++] =
+			    sqlite3_column_int64(st, 0);
+		}
+		sqlite3_finalize(st);
+	}
+	if (db_prepare(inv, &st,
+		"SELECT t, net_tx_bytes FROM sample_host WHERE instance_id = ? "
+		"AND t >= ? AND t < ? AND net_tx_bytes IS NOT NULL ORDER BY t",
+		NULL, NULL, "III", id, from, to) == 0) {
+		while (sqlite3_step(st) == SQLITE_ROW) {
+			b->tx = xreallocarray(b->tx, b->ntx + 1, sizeof *b->tx);
+			b->tx[b->ntx].t = sqlite3_column_int64(st, 0);
+			b->tx[b->ntx++].v = sqlite3_column_int64(st, 1);
+		}
+		sqlite3_finalize(st);
+	}
+	return 0;
+}
+
+static void
+books_free(struct books *b)
+{
+	if (!b->borrowed) {
+		free(b->p);
+		free(b->ev);
+		free(b->restarts);
+	}
+	free(b->tx);
+	memset(b, 0, sizeof *b);
+}
+
+/*
+ * The index of the first of n times at or after t: the times are sorted,
+ * one every stride bytes from v (an array of them, or a member of an
+ * array of structs).
+ */
+static size_t
+first_at(const int64_t *v, size_t n, size_t stride, int64_t t)
+{
+	size_t lo = 0, hi = n, mid;
+
+	while (lo < hi) {
+		mid = lo + (hi - lo) / 2;
+		if (*(const int64_t *)((const char *)v + mid * stride) < t)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Cost the books over [from, to) at time now (inside the span they were
+ * read for): c's rule, states now, total, egress and amount; with lines,
+ * the bill's lines and pieces as ledger_explain gives them.
+ */
+static int
+books_window(const struct books *b, struct ledger_cost *c, int64_t from,
+    int64_t to, int64_t now, struct billing_line **lines, size_t *nlines,
+    struct billing_piece **pieces, size_t *npieces, char **cause)
+{
+	const struct billing_price *p = b->np > 0 ? b->p : &b->one;
+	size_t np = b->np > 0 ? b->np : 1, k, i, lo, hi;
+	struct billing_interval *iv;
+	const struct ledger_event *ev = b->ev;
+	char *why = NULL;
+	int r;
+
+	c->rule = b->rule;
+	c->priced = b->priced;
+	iv = xcalloc(b->n + 1, sizeof *iv);
+	k = ledger_intervals(ev, b->n, to < now ? to : now, iv);
+	/* Seen again with a moved container start: a restart, a new start. */
+	for (i = 1; i < k; i++) {
+		if (iv[i].resumes &&
+		    first_at(b->restarts, b->nrestarts, sizeof *b->restarts,
+			iv[i].start + 1) > first_at(b->restarts, b->nrestarts,
+					       sizeof *b->restarts,
+					       iv[i - 1].start))
+			iv[i].resumes = 0;
+	}
+	c->running_now = b->n > 0 && strcmp(ev[b->n - 1].state, "running") == 0;
+	c->stopped_now = b->n > 0 && strcmp(ev[b->n - 1].state, "stopped") == 0;
+	c->unknown_now = b->n > 0 && strcmp(ev[b->n - 1].state, "unknown") == 0;
+	if (lines != NULL)
+		r = billing_explain_prices(p, np, iv, k, from, to, &c->total,
+		    lines, nlines, pieces, npieces, &why);
+	else
+		r = billing_window_prices(
+		    p, np, iv, k, from, to, &c->total, &why);
+	free(iv);
+	if (r != 0) {
+		xasprintf(cause, "%s: %s (see gpufleet ledger %s)", c->in->name,
+		    why, c->in->name);
+		free(why);
+		return -GF_EDB;
+	}
+	lo = hi = 0;
+	if (b->ntx > 0) {
+		lo = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, from);
+		hi = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, to);
+	}
+	c->egress = egress_cost(b->tx + lo, hi - lo, p, np, &c->egress_bytes);
+	c->amount = c->total.compute;
+	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
+	    billing_add(&c->amount, c->egress, cause) != 0)
+		return -GF_EDB;
+	return 0;
 }
 
 /*
@@ -748,7 +942,17 @@ ledger_cost(struct inventory *inv, const struct config *cf,
     struct ledger_cost *c, int64_t from, int64_t to, int64_t now, char **cause)
 {
 	return cost_of(
-	    inv, cf, c, from, to, now, NULL, NULL, NULL, NULL, cause);
+	    inv, NULL, cf, c, from, to, now, NULL, NULL, NULL, NULL, cause);
+}
+
+/* ledger_cost with the books of every instance read before (may be NULL). */
+int
+ledger_cost_from(struct inventory *inv, const struct ledger_books *set,
+    const struct config *cf, struct ledger_cost *c, int64_t from, int64_t to,
+    int64_t now, char **cause)
+{
+	return cost_of(
+	    inv, set, cf, c, from, to, now, NULL, NULL, NULL, NULL, cause);
 }
 
 /*
@@ -766,80 +970,315 @@ ledger_explain(struct inventory *inv, const struct config *cf,
 	*nlines = 0;
 	*pieces = NULL;
 	*npieces = 0;
-	return cost_of(
-	    inv, cf, c, from, to, now, lines, nlines, pieces, npieces, cause);
+	return cost_of(inv, NULL, cf, c, from, to, now, lines, nlines, pieces,
+	    npieces, cause);
 }
 
 /* ledger_cost, and with lines, ledger_explain. */
 static int
-cost_of(struct inventory *inv, const struct config *cf, struct ledger_cost *c,
-    int64_t from, int64_t to, int64_t now, struct billing_line **lines,
-    size_t *nlines, struct billing_piece **pieces, size_t *npieces,
-    char **cause)
+cost_of(struct inventory *inv, const struct ledger_books *set,
+    const struct config *cf, struct ledger_cost *c, int64_t from, int64_t to,
+    int64_t now, struct billing_line **lines, size_t *nlines,
+    struct billing_piece **pieces, size_t *npieces, char **cause)
 {
-	struct ledger_event *ev = NULL;
-	struct billing_interval *iv;
-	struct billing_price *p = NULL, one;
-	size_t n = 0, k, np = 0, i;
-	char *why = NULL;
+	struct books b;
+	size_t i = (size_t)c->in->id;
 	int r;
 
-	if ((r = ledger_price_get(
-		 inv, c->in->id, &c->rule, &c->priced, cause)) != 0 ||
-	    (r = ledger_prices(inv, c->in->id, &p, &np, cause)) != 0)
-		return r;
-	if ((r = ledger_events(inv, c->in->id, &ev, &n, cause)) != 0) {
-		free(p);
+	if ((r = books_load(inv, set, c->in->id, from, to, &b, cause)) != 0 ||
+	    (r = books_window(&b, c, from, to, now, lines, nlines, pieces,
+		 npieces, cause)) != 0) {
+		books_free(&b);
 		return r;
 	}
-	if (np == 0) {
-		one.from = 0;
-		one.rule = c->rule;
-	}
-	iv = xcalloc(n + 1, sizeof *iv);
-	k = ledger_intervals(ev, n, to < now ? to : now, iv);
-	/* Seen again with a moved container start: a restart, a new start. */
-	for (i = 1; i < k; i++) {
-		if (iv[i].resumes &&
-		    count_incidents(inv, c->in->id, "restart", iv[i - 1].start,
-			iv[i].start + 1) > 0)
-			iv[i].resumes = 0;
-	}
-	c->running_now = n > 0 && strcmp(ev[n - 1].state, "running") == 0;
-	c->stopped_now = n > 0 && strcmp(ev[n - 1].state, "stopped") == 0;
-	c->unknown_now = n > 0 && strcmp(ev[n - 1].state, "unknown") == 0;
-	if (lines != NULL)
-		r = billing_explain_prices(np > 0 ? p : &one, np > 0 ? np : 1,
-		    iv, k, from, to, &c->total, lines, nlines, pieces, npieces,
-		    &why);
+	books_free(&b);
+	if (set != NULL && set->idle_all != NULL && set->idle_from == from &&
+	    set->idle_to == to && c->in->id > 0 && i <= set->maxid)
+		c->idle_frac = set->idle_all[i] > 0
+		    ? set->idle_below[i] / set->idle_all[i]
+		    : NAN;
 	else
-		r = billing_window_prices(np > 0 ? p : &one, np > 0 ? np : 1,
-		    iv, k, from, to, &c->total, &why);
-	free(iv);
-	free(ev);
-	if (r != 0) {
-		free(p);
-		xasprintf(cause, "%s: %s (see gpufleet ledger %s)", c->in->name,
-		    why, c->in->name);
-		free(why);
-		return -GF_EDB;
-	}
-	c->egress = egress_cost(inv, c->in->id, np > 0 ? p : &one,
-	    np > 0 ? np : 1, from, to, &c->egress_bytes);
-	free(p);
-	c->amount = c->total.compute;
-	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
-	    billing_add(&c->amount, c->egress, cause) != 0)
-		return -GF_EDB;
-	c->idle_frac =
-	    idle_fraction(inv, c->in->id, from, to, cf->status_idle_util);
+		c->idle_frac = idle_fraction(
+		    inv, c->in->id, from, to, cf->status_idle_util);
 	/* Of the compute of sampled time: unknown stretches have no samples. */
 	c->idle = isnan(c->idle_frac)
 	    ? 0
 	    : (money_t)ceil(
 		  (double)(c->total.compute - c->total.unknown) * c->idle_frac);
+	if (set != NULL && c->in->id > 0 && i <= set->maxid) {
+		c->restarts = (int)count_in(set->restarts + set->rs_off[i],
+		    set->rs_off[i + 1] - set->rs_off[i], from, to);
+		c->outages = (int)count_in(set->outages + set->out_off[i],
+		    set->out_off[i + 1] - set->out_off[i], from, to);
+		return 0;
+	}
 	c->restarts = count_incidents(inv, c->in->id, "restart", from, to);
 	c->outages = count_incidents(inv, c->in->id, "outage_start", from, to);
+	return 0;
+}
+
+/* How many of the n sorted times v are in [from, to). */
+static size_t
+count_in(const int64_t *v, size_t n, int64_t from, int64_t to)
+{
+	if (n == 0)
+		return 0;
+	return first_at(v, n, sizeof *v, to) - first_at(v, n, sizeof *v, from);
+}
+
+/*
+ * Spread the n rows (size bytes each, the instance id of row k in ids[k],
+ * in the order read) into buckets by id, keeping that order within each:
+ * *off gets maxid + 2 offsets. Caller frees *off and *out.
+ */
+static void
+bucket(const int64_t *ids, const void *rows, size_t n, size_t size,
+    size_t maxid, size_t **off, void **out)
+{
+	size_t *o = xcalloc(maxid + 2, sizeof *o), *at, k;
+	char *v = xcalloc(n + 1, size);
+
+	for (k = 0; k < n; k++)
+		o[ids[k] + 1]++;
+	for (k = 1; k < maxid + 2; k++)
+		o[k] += o[k - 1];
+	at = xcalloc(maxid + 1, sizeof *at);
+	for (k = 0; k < n; k++)
+		memcpy(v + (o[ids[k]] + at[ids[k]]++) * size,
+		    (const char *)rows + k * size, size);
+	free(at);
+	*off = o;
+	*out = v;
+}
+
+/* Append (id, row) to a growing pair of arrays of n, noting the largest id. */
+#define BOOKS_PUSH(ids, rows, n, id, row, maxid)                               \
+	do {                                                                   \
+		if ((n) % 4096 == 0) {                                         \
+			(ids) =                                                \
+			    xreallocarray((ids), (n) + 4096, sizeof *(ids));   \
+			(rows) =                                               \
+			    xreallocarray((rows), (n) + 4096, sizeof *(rows)); \
+		}                                                              \
+		(ids)[(n)] = (id);                                             \
+		(rows)[(n)++] = (row);                                         \
+		if ((size_t)(id) > (maxid))                                    \
+			(maxid) = (size_t)(id);                                \
+	} while (0)
+
+/*
+ * Read every instance's prices, ledger and restart and outage incidents
+ * at once, one pass over each table, for costing many instances
+ * (ledger_cost_from, ledger_cost_windows); free with ledger_books_free.
+ * An instance above the largest id read is read on its own as before.
+ */
+int
+ledger_books_load(
+    struct inventory *inv, struct ledger_books **out, char **cause)
+{
+	struct ledger_books *set = xcalloc(1, sizeof *set);
+	struct billing_price *p = NULL, pr;
+	struct ledger_event *ev = NULL, e;
+	int64_t *pid = NULL, *eid = NULL, *rid = NULL, *oid = NULL;
+	int64_t *rt = NULL, *ot = NULL, id, t;
+	size_t np = 0, nev = 0, nr = 0, no = 0, k, j, m, n;
+	sqlite3_stmt *st;
+	const char *text;
+	int rc, r;
+
+	*out = NULL;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT " PRICE_COLUMNS ", instance_id FROM instance_price "
+		 "ORDER BY instance_id, valid_from",
+		 "reading the prices", cause, "")) != 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((id = sqlite3_column_int64(st, 9)) <= 0)
+			continue;
+		price_row(st, &pr);
+		BOOKS_PUSH(pid, p, np, id, pr, set->maxid);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the prices", cause)) < 0)
+		goto out;
+	/* The table's own order (id), which keeps same-second rows in it. */
+	if ((r = db_prepare(inv, &st,
+		 "SELECT instance_id, t, state, source FROM ledger ORDER BY id",
+		 "reading the ledger", cause, "")) != 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((id = sqlite3_column_int64(st, 0)) <= 0)
+			continue;
+		memset(&e, 0, sizeof e);
+		e.t = sqlite3_column_int64(st, 1);
+		if ((text = (const char *)sqlite3_column_text(st, 2)) != NULL)
+			xstrlcpy(e.state, text, sizeof e.state);
+		if ((text = (const char *)sqlite3_column_text(st, 3)) != NULL)
+			xstrlcpy(e.source, text, sizeof e.source);
+		BOOKS_PUSH(eid, ev, nev, id, e, set->maxid);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the ledger", cause)) < 0)
+		goto out;
+	if ((r = db_prepare(inv, &st,
+		 "SELECT instance_id, t, kind = 'restart' FROM incident WHERE "
+		 "kind IN ('restart', 'outage_start') ORDER BY t, id",
+		 "reading the incidents", cause, "")) != 0)
+		goto out;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		if ((id = sqlite3_column_int64(st, 0)) <= 0)
+			continue;
+		t = sqlite3_column_int64(st, 1);
+		if (sqlite3_column_int(st, 2))
+			BOOKS_PUSH(rid, rt, nr, id, t, set->maxid);
+		else
+			BOOKS_PUSH(oid, ot, no, id, t, set->maxid);
+	}
+	if ((r = db_finish(inv, st, rc, "reading the incidents", cause)) < 0)
+		goto out;
+	bucket(
+	    pid, p, np, sizeof *p, set->maxid, &set->p_off, (void **)&set->p);
+	bucket(eid, ev, nev, sizeof *ev, set->maxid, &set->ev_off,
+	    (void **)&set->ev);
+	bucket(rid, rt, nr, sizeof *rt, set->maxid, &set->rs_off,
+	    (void **)&set->restarts);
+	bucket(oid, ot, no, sizeof *ot, set->maxid, &set->out_off,
+	    (void **)&set->outages);
+	/*
+	 * Each instance's ledger by time, same-second entries in id order (as
+	 * ledger_entries' ORDER BY t, id): a stable insertion sort, quick on
+	 * a ledger written mostly in time order.
+	 */
+	for (k = 0; k <= set->maxid; k++) {
+		struct ledger_event *v = set->ev + set->ev_off[k];
+		n = set->ev_off[k + 1] - set->ev_off[k];
+		for (j = 1; j < n; j++) {
+			e = v[j];
+			for (m = j; m > 0 && v[m - 1].t > e.t; m--)
+				v[m] = v[m - 1];
+			v[m] = e;
+		}
+	}
+	*out = set;
+	set = NULL;
+	r = 0;
+out:
+	free(p);
+	free(pid);
+	free(ev);
+	free(eid);
+	free(rt);
+	free(rid);
+	free(ot);
+	free(oid);
+	ledger_books_free(set);
+	return r;
+}
+
+/*
+ * Every instance's idle_fraction over [from, to) in one query, for
+ * ledger_cost_from over that window.
+ */
+int
+ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
+    int64_t to, int threshold, char **cause)
+{
+	static const char *const sql[] = {
+		"SELECT instance_id, 1, max(util) FROM sample_gpu WHERE +t >= "
+		"?1 "
+		"AND +t < ?2 GROUP BY instance_id, t",
+		"SELECT instance_id, max(n), max(util_max) FROM sample_gpu_5m "
+		"WHERE +t >= ?1 AND +t < ?2 GROUP BY instance_id, t"
+	};
+	sqlite3_stmt *st;
+	int64_t id;
+	double w;
+	size_t k;
+	int rc, r;
+
+	free(set->idle_all);
+	free(set->idle_below);
+	set->idle_all = xcalloc(set->maxid + 1, sizeof *set->idle_all);
+	set->idle_below = xcalloc(set->maxid + 1, sizeof *set->idle_below);
+	set->idle_from = from;
+	set->idle_to = to;
+	/*
+	 * Raw samples count one each, an aggregate as many as it holds, as
+	 * idle_fraction weighs them; each table read in its key's order (+t:
+	 * not through the time index, a seek per row), so nothing is sorted,
+	 * and summed here.
+	 */
+	for (k = 0; k < 2; k++) {
+		if ((r = db_prepare(inv, &st, sql[k], "reading the GPU samples",
+			 cause, "II", from, to)) != 0)
+			return r;
+		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+			id = sqlite3_column_int64(st, 0);
+			if (id <= 0 || (size_t)id > set->maxid ||
+			    sqlite3_column_type(st, 1) == SQLITE_NULL)
+				continue;
+			w = sqlite3_column_double(st, 1);
+			set->idle_all[id] += w;
+			if (sqlite3_column_type(st, 2) != SQLITE_NULL &&
+			    sqlite3_column_double(st, 2) < threshold)
+				set->idle_below[id] += w;
+		}
+		r = db_finish(inv, st, rc, "reading the GPU samples", cause);
+		if (r < 0)
+			return r;
+	}
+	return 0;
+}
+
+void
+ledger_books_free(struct ledger_books *set)
+{
+	if (set == NULL)
+		return;
+	free(set->idle_all);
+	free(set->idle_below);
+	free(set->p_off);
+	free(set->ev_off);
+	free(set->rs_off);
+	free(set->out_off);
+	free(set->p);
+	free(set->ev);
+	free(set->restarts);
+	free(set->outages);
+	free(set);
+}
+
+/*
+ * What one instance costs in each window [bounds[k], bounds[k + 1]) for k
+ * below nwin, each as ledger_cost's amount for it, from one read of its
+ * books. rule gets its price now; ok[k] is 0 where window k could not be
+ * costed (amounts[k] then 0).
+ */
+int
+ledger_cost_windows(struct inventory *inv, const struct ledger_books *set,
+    const struct instance *in, const int64_t *bounds, size_t nwin, int64_t now,
+    struct billing_rule *rule, money_t *amounts, int *ok, char **cause)
+{
+	struct ledger_cost c;
+	struct books b;
+	char *why = NULL;
+	size_t k;
+	int r;
+
+	if ((r = books_load(
+		 inv, set, in->id, bounds[0], bounds[nwin], &b, cause)) != 0) {
+		books_free(&b);
+		return r;
+	}
+	*rule = b.rule;
+	for (k = 0; k < nwin; k++) {
+		memset(&c, 0, sizeof c);
+		c.in = in;
+		ok[k] = books_window(&b, &c, bounds[k], bounds[k + 1], now,
+			    NULL, NULL, NULL, NULL, &why) == 0;
+		amounts[k] = ok[k] ? c.amount : 0;
+		free(why);
+		why = NULL;
+	}
+	books_free(&b);
 	return 0;
 }
 

@@ -86,6 +86,17 @@ int ledger_incident(
     struct inventory *, int64_t, int64_t, const char *, const char *, char **);
 int ledger_cost(struct inventory *, const struct config *, struct ledger_cost *,
     int64_t, int64_t, int64_t, char **);
+struct ledger_books;
+int ledger_books_load(struct inventory *, struct ledger_books **, char **);
+int ledger_books_idle(
+    struct inventory *, struct ledger_books *, int64_t, int64_t, int, char **);
+void ledger_books_free(struct ledger_books *);
+int ledger_cost_from(struct inventory *, const struct ledger_books *,
+    const struct config *, struct ledger_cost *, int64_t, int64_t, int64_t,
+    char **);
+int ledger_cost_windows(struct inventory *, const struct ledger_books *,
+    const struct instance *, const int64_t *, size_t, int64_t,
+    struct billing_rule *, money_t *, int *, char **);
 int ledger_explain(struct inventory *, const struct config *,
     struct ledger_cost *, int64_t, int64_t, int64_t, struct billing_line **,
     size_t *, struct billing_piece **, size_t *, char **);

@@ -175,6 +175,11 @@ gpufleet provider ls
 show gpufleet advise
 gpufleet advise
 
+show "gpufleet db backup   # a checked copy of the books beside fleet.db (the daemon makes one a day)"
+gpufleet db backup
+show "gpufleet db check    # integrity_check; when damaged, the newest good backup and how to restore it"
+gpufleet db check
+
 show gpufleet keys rotate all
 gpufleet keys rotate all
 show gpufleet keys ls
