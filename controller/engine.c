@@ -1588,6 +1588,13 @@ conn_step(struct engine_conn *c)
 		/* FALLTHROUGH */
 	case CS_RUN:
 	run:
+		if (h->hold_output) {
+			/* The caller's reader is behind: the pump comes back.
+			 */
+			if (c->ev != NULL)
+				event_del(c->ev);
+			return;
+		}
 		if (c->via_runner) {
 			runner_poll(c);
 			if (h->done)
@@ -2881,7 +2888,7 @@ engine_cancel(struct engine_run *r)
 	start_more(r);
 }
 
-/* Ctrl-C during engine_run. */
+/* Ctrl-C (or SIGTERM, if asked for) during engine_run. */
 static void
 sigint_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -2965,7 +2972,8 @@ engine_start(struct engine *e, struct engine_host *hosts, size_t n,
 
 /*
  * For the CLI: start a run and dispatch the loop until it is over, with
- * Ctrl-C cancelling it if settings->handle_sigint. With keep_open,
+ * Ctrl-C cancelling it if settings->handle_sigint (SIGTERM too if
+ * settings->handle_sigterm). With keep_open,
  * sessions stay open in the hosts for the next run on the same engine.
  * Returns 0.
  */
@@ -2974,17 +2982,23 @@ engine_run(struct engine *e, struct engine_host *hosts, size_t n,
     const struct engine_settings *set, const struct engine_ops *ops)
 {
 	struct engine_run *r;
-	struct event *sigint = NULL;
+	struct event *sigint = NULL, *sigterm = NULL;
 
 	r = run_start(e, hosts, n, set, ops, 1);
 	if (set->handle_sigint) {
 		sigint = evsignal_new(e->base, SIGINT, sigint_cb, r);
 		evsignal_add(sigint, NULL);
 	}
+	if (set->handle_sigterm) {
+		sigterm = evsignal_new(e->base, SIGTERM, sigint_cb, r);
+		evsignal_add(sigterm, NULL);
+	}
 	while (!r->reported)
 		event_base_loop(e->base, EVLOOP_ONCE);
 	if (sigint != NULL)
 		event_free(sigint);
+	if (sigterm != NULL)
+		event_free(sigterm);
 	run_free(r);
 	return 0;
 }
