@@ -197,6 +197,9 @@ const struct cmd_entry cmd_exec_entry = {
 	    "A summary goes to stderr at the end. Exit status 0 only if every "
 	    "host\nran the command and it returned 0; 1 otherwise; 130 after "
 	    "Ctrl-C or SIGTERM.\n\n"
+	    "A command stopped by --timeout, Ctrl-C or SIGTERM has its whole "
+	    "process\ngroup on the instance ended (SIGTERM, then SIGKILL "
+	    "2 s later); what\nleft the group (setsid) runs on.\n\n"
 	    "Examples:\n"
 	    "  gpufleet exec @train -- nvidia-smi\n"
 	    "  gpufleet exec all -b -- cat /etc/os-release\n"
@@ -1337,6 +1340,7 @@ cmd_exec_exec(
 	set.stdin_len = stdin_len;
 	set.handle_sigint = 1;
 	set.handle_sigterm = 1;
+	set.kill_group = 1;
 	remote->ops.output = on_output;
 	remote->ops.done = on_done;
 	remote->ops.arg = &run;

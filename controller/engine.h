@@ -142,6 +142,12 @@ struct engine_settings {
 		      */
 	int handshake_window; /* ENGINE_WINDOW_AUTO (0), _OFF or a fixed size */
 	int use_runner;	      /* on held sessions, through host->runner */
+	/*
+	 * A command stopped before it finished (command_timeout, a cancel)
+	 * has its whole process group on the instance ended, TERM then KILL
+	 * (a runner's command: by the runner, as its session goes).
+	 */
+	int kill_group;
 };
 
 /*

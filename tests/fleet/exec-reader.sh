@@ -4,26 +4,10 @@
 # --timeout still ends the run; what the reader never took is dropped and
 # said so; a slow reader still gets every line; stdout is left blocking.
 . "$(dirname "$0")/../e2e/lib.sh"
+. "$(dirname "$0")/lib/exec.sh"
 export GPUFLEET_NO_PROGRESS=1 GPUFLEET_NO_DAEMON=1
 
 fleet_up 2
-
-# wait_exit PID WHAT: wait (60 s at most) for gpufleet (PID) to exit and
-# set rc to its status; one that does not is a failure (killed, rc 137).
-wait_exit() {
-	local i
-	checks=$((checks + 1))
-	for ((i = 0; i < 300; i++)); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.2
-	done
-	if kill -0 "$1" 2>/dev/null; then
-		fail "$2: still running after 60 s"
-		kill -KILL "$1"
-	fi
-	wait "$1"
-	rc=$?
-}
 
 # --- a reader that never reads: --timeout still ends the run ----------
 mkfifo "$T/pipe"
