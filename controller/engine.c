@@ -1739,6 +1739,8 @@ data_cb(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
 		return (int)len; /* a channel of an earlier run */
 	if (is_stderr && c->wrapped != NULL && !c->pmark_done)
 		skip = pgid_take(c, data, len);
+	if (c->state == CS_KILL && c->h->hold_output)
+		return (int)len; /* the caller's reader is behind: dropped */
 	if (ops->output != NULL && len > skip)
 		ops->output(c->h, is_stderr, p + skip, len - skip, ops->arg);
 	return (int)len;
@@ -1864,7 +1866,6 @@ conn_stop(struct engine_conn *c, enum engine_fail fail, const char *msg)
 	c->kfail = fail;
 	free(c->kmsg);
 	c->kmsg = xstrdup(msg);
-	c->h->hold_output = 0; /* its news must be read now */
 	conn_phase(c, engine_now_ms() + KILL_WAIT_MS, 0);
 	conn_step(c);
 }

@@ -14,15 +14,22 @@ mkfifo "$T/pipe"
 sleep 100 <"$T/pipe" &
 sleeper=$!
 cleanup_hooks+=("kill $sleeper 2>/dev/null")
-"$GPUFLEET" exec inst-1 -t 3 -- yes >"$T/pipe" 2>"$T/err" &
+"$GPUFLEET" exec inst-1 -t 3 -- yes "reader-t-$$" >"$T/pipe" 2>"$T/err" &
 pid=$!
 wait_exit "$pid" "exec -t 3 -- yes | sleep 100"
 err=$(cat "$T/err")
 checks=$((checks + 1))
 kill -0 "$sleeper" 2>/dev/null || fail "the reader was gone: nothing proved"
 expect_rc 1 "a stalled reader: the host timed out"
-expect_match "$err" '^gpufleet: inst-1: command timed out after 3s' \
-    "the timeout was reported"
+expect_match "$err" \
+    '^gpufleet: inst-1: command timed out after 3s; killed the remote command' \
+    "the timeout was reported, and the command killed"
+checks=$((checks + 1))
+for ((i = 0; i < 150; i++)); do
+	pgrep -f "^yes reader-t-$$\$" >/dev/null || break
+	sleep 0.2
+done
+! pgrep -f "^yes reader-t-$$\$" >/dev/null || fail "yes still runs on the instance (30 s on)"
 expect_match "$err" 'bytes of output dropped: the reader did not take them' \
     "the output the reader never took is said to be dropped"
 expect_match "$err" "exec: 1 host: 0 ok, 0 exit non-zero, 1 failed \(timeout 1\)" \
