@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What gpufleet exec starts on an instance, it stops: after --timeout, and
 # after Ctrl-C or SIGTERM to gpufleet, the remote command's whole process
-# group ends (a child in the background too, not only the shell), directly
+# group ends (a child in the background too, not only the shell; on a
+# channel, one that ignores SIGTERM by SIGKILL after the grace), directly
 # and through the daemon's held sessions; the timeout says what it killed;
 # a child moved to a session of its own with setsid is left running, as
 # documented.
@@ -21,7 +22,7 @@ fleet_up 2
 tag=$$
 leftovers() {
 	local p
-	p=$(pgrep -f "^sleep 97[789]\.$tag\$")
+	p=$(pgrep -f "^sleep 97[6789]\.$tag\$")
 	[ -z "$p" ] || kill $p
 }
 cleanup_hooks+=(leftovers)
@@ -52,6 +53,17 @@ signal_case() {
 	wait_for 30 "$what: its background child ended" gone 979
 }
 
+# stubborn WHAT [EXEC OPTIONS]: a child that ignores SIGTERM and SIGHUP,
+# of a shell that does not, is killed (SIGKILL after the grace) once past
+# --timeout, though the shell is gone by then.
+stubborn() {
+	local what=$1
+	shift
+	run exec inst-1 -t 2 "$@" -- "sh -c 'trap \"\" TERM HUP; sleep 976.$tag' & wait"
+	expect_rc 1 "$what: a command that ignores TERM, past --timeout"
+	wait_for 30 "$what: the command that ignores TERM was killed" gone 976
+}
+
 # --- --timeout: the group ends, and the message says so ------------------
 run exec inst-1 -t 2 --no-daemon -- "sleep 979.$tag & sleep 978.$tag; echo never"
 expect_rc 1 "a command past --timeout"
@@ -68,6 +80,7 @@ signal_case INT 130 "Ctrl-C" --no-daemon
 expect_match "$err" 'interrupted; killed the remote command \(process group [0-9]+\)' \
     "Ctrl-C says what it killed"
 signal_case TERM 130 "SIGTERM" --no-daemon
+stubborn "direct" --no-daemon
 
 # --- stderr before and after the marker is the command's, unchanged -------
 run exec inst-1 --no-daemon -- 'echo one >&2; echo two'
@@ -114,5 +127,6 @@ expect_match "$err" \
 wait_for 30 "the daemon's channel, --timeout: the command ended" gone 978
 wait_for 30 "the daemon's channel, --timeout: its child ended" gone 979
 signal_case INT 130 "the daemon's channel, Ctrl-C"
+stubborn "the daemon's channel"
 
 finish
