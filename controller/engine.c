@@ -94,12 +94,13 @@
 
 /*
  * settings.kill_group: the line put before the command, which writes the
- * process group sshd made for it (the shell's pid: sshd starts each
+ * process group sshd made for it (the login shell's pid: sshd starts each
  * session's command with setsid) on stderr, first; that line is taken
- * out of the output.
+ * out of the output. It is sh's parent's pid, and all in one quoted word,
+ * so that fish and csh, as login shells, read it too.
  */
 #define PGID_MARK     "gpufleet-pgid="
-#define PGID_WRAP     "printf '" PGID_MARK "%s\\n' \"$$\" >&2\n"
+#define PGID_WRAP     "sh -c 'printf \"" PGID_MARK "%s\\n\" \"$PPID\" >&2'\n"
 #define PGID_MARK_MAX 64
 /* How long ending a command's group may take, its grace included. */
 #define KILL_WAIT_MS (15 * 1000)
@@ -1856,7 +1857,13 @@ conn_stop(struct engine_conn *c, enum engine_fail fail, const char *msg)
 	if (c->state != CS_RUN || c->via_runner || c->wrapped == NULL ||
 	    (c->pgid <= 0 && c->pmark_done) || c->jmp != NULL ||
 	    !ssh_is_connected(c->s)) {
-		conn_fail(c, fail, "%s", msg);
+		if (c->state == CS_RUN && c->wrapped != NULL && c->pgid <= 0)
+			conn_fail(c, fail,
+			    "%s; the remote command's process group was not "
+			    "known: it may still run",
+			    msg);
+		else
+			conn_fail(c, fail, "%s", msg);
 		return;
 	}
 	debug_f("%s: %s: ending its process group", c->h->in->name, msg);
