@@ -297,7 +297,8 @@ struct engine_conn {
 	ssh_channel kch; /* the channel that kills the group */
 	struct ssh_channel_callbacks_struct kcb;
 	int kstate;
-	int kclosed;
+	int kclosed;		/* it exited or closed */
+	int kexit;		/* its exit status; -1: none */
 	enum engine_fail kfail; /* what the host is failed with then */
 	char *kmsg;
 
@@ -1541,8 +1542,8 @@ conn_step(struct engine_conn *c)
 		else
 			conn_fail(c, c->kfail,
 			    "%s; could not kill the remote command (process "
-			    "group %ld): %s",
-			    c->kmsg, c->pgid, ssh_get_error(c->s));
+			    "group %ld): it may still run",
+			    c->kmsg, c->pgid);
 		return;
 	case CS_HANDSHAKE:
 		c->ssh_started = 1;
@@ -1871,6 +1872,7 @@ conn_stop(struct engine_conn *c, enum engine_fail fail, const char *msg)
 	/* Its group's line may not have come yet: wait for it first. */
 	c->kstate = c->pgid > 0 ? 0 : -1;
 	c->kfail = fail;
+	c->kexit = -1;
 	free(c->kmsg);
 	c->kmsg = xstrdup(msg);
 	conn_phase(c, engine_now_ms() + KILL_WAIT_MS, 0);
@@ -1878,8 +1880,8 @@ conn_stop(struct engine_conn *c, enum engine_fail fail, const char *msg)
 }
 
 /*
- * Bring the killing channel on: 0 (wait), 1 (it is done: the group is
- * gone), -1 (it failed) or -2 (the group is not known: the command's
+ * Bring the killing channel on: 0 (wait), 1 (it is done: the group was
+ * signalled), -1 (it failed) or -2 (the group is not known: the command's
  * channel ended, or its stderr did not start with the group's line).
  */
 static int
@@ -1905,7 +1907,6 @@ kill_step(struct engine_conn *c)
 			return -1;
 		memset(&c->kcb, 0, sizeof c->kcb);
 		c->kcb.userdata = c;
-		c->kcb.channel_eof_function = kill_end_cb;
 		c->kcb.channel_close_function = kill_end_cb;
 		c->kcb.channel_exit_status_function = kill_exit_cb;
 		ssh_callbacks_init(&c->kcb);
@@ -1920,12 +1921,15 @@ kill_step(struct engine_conn *c)
 		c->kstate = 2;
 		/* FALLTHROUGH */
 	case 2:
-		/* TERM; KILL to what is left after 2 s (in 0.1 s steps). */
+		/*
+		 * TERM; KILL to what is left after 2 s (in 0.1 s steps). One
+		 * sh -c word: the login shell may be fish or csh.
+		 */
 		snprintf(cmd, sizeof cmd,
-		    "kill -s TERM -- -%ld 2>/dev/null || exit 0; i=0; "
+		    "sh -c 'kill -s TERM -- -%ld 2>/dev/null || exit 0; i=0; "
 		    "while [ $i -lt 20 ] && kill -s 0 -- -%ld 2>/dev/null; "
 		    "do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done; "
-		    "kill -s KILL -- -%ld 2>/dev/null; exit 0",
+		    "kill -s KILL -- -%ld 2>/dev/null; exit 0'",
 		    c->pgid, c->pgid, c->pgid);
 		if ((rc = ssh_channel_request_exec(c->kch, cmd)) == SSH_AGAIN)
 			return 0;
@@ -1939,11 +1943,11 @@ kill_step(struct engine_conn *c)
 	if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR && !ssh_is_connected(c->s))
 		return -1;
 	if (c->kclosed)
-		return 1;
+		return c->kexit == 0 ? 1 : -1;
 	return ssh_is_connected(c->s) ? 0 : -1;
 }
 
-/* The killing channel ended. */
+/* The killing channel closed. */
 static void
 kill_end_cb(ssh_session s, ssh_channel ch, void *arg)
 {
@@ -1954,11 +1958,17 @@ kill_end_cb(ssh_session s, ssh_channel ch, void *arg)
 		c->kclosed = 1;
 }
 
+/* The killing command exited: 0 once it sent what it had to. */
 static void
 kill_exit_cb(ssh_session s, ssh_channel ch, int status, void *arg)
 {
-	(void)status;
-	kill_end_cb(s, ch, arg);
+	struct engine_conn *c = arg;
+
+	(void)s;
+	if (ch != c->kch)
+		return;
+	c->kexit = status;
+	c->kclosed = 1;
 }
 
 /*
