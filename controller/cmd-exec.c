@@ -10,11 +10,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include <event2/event.h>
 
 #include "cmd.h"
 #include "deploy.h"
@@ -34,6 +38,12 @@
 
 #define LINE_MAX_BYTES (64 * 1024)
 #define CAPTURE_MAX    (1024 * 1024)
+/*
+ * Output held for a reader that is behind, per stream (standard output,
+ * standard error): past this every host is held (its channel's window
+ * then stops its command at the instance) until half of it is taken.
+ */
+#define SINK_HOLD_MAX (256 * 1024)
 
 enum exec_mode { MODE_PREFIX, MODE_GATHER, MODE_JSON, MODE_FILES };
 
@@ -44,8 +54,32 @@ struct host_out {
 	char *write_error; /* -o DIR: the first failed write or close */
 };
 
+/*
+ * Standard output or standard error while the hosts run: non-blocking,
+ * with what the reader has not taken yet queued (bounded: see
+ * SINK_HOLD_MAX), so a reader that stops never stops the loop and the
+ * deadlines. The descriptor's flags are put back as they were found (a
+ * terminal shared with the shell must not stay non-blocking).
+ */
+struct sink {
+	int fd;
+	int flags; /* as found; -1: not changed */
+	struct misc_buf q;
+	struct event *ev; /* waits for the reader */
+	size_t dropped;	  /* bytes given up on */
+	int broken;	  /* the reader is gone: drop */
+};
+
 struct exec_run {
 	enum exec_mode mode;
+	struct sink sink[2]; /* stdout, stderr; in use while sinks_on */
+	int sinks_on;
+	int held;	  /* every host's output is held (engine runs) */
+	int engine_run;	  /* the engine runs here (not the daemon) */
+	int64_t drain_ms; /* the daemon's run waits for the reader at most
+			     this long at a time; 0: no limit */
+	int signalled;	  /* SIGINT or SIGTERM while waiting for the reader */
+	int stalled; /* output was dropped for a reader that did not read */
 	const char *outdir;
 	int outdir_fd; /* -o DIR, opened once: files are made relative to it */
 	struct remote *remote;
@@ -67,10 +101,22 @@ static int cmd_exec_exec(
 static void progress_clear(struct exec_run *);
 static void progress_draw(struct exec_run *);
 static void emit_lines(struct exec_run *, struct engine_host *, int, int);
+static void sinks_open(struct exec_run *, struct event_base *);
+static void sinks_close(struct exec_run *);
+static void sink_put(struct exec_run *, int, const char *, size_t);
+static void sink_flush(struct sink *);
+static void sink_cb(evutil_socket_t, short, void *);
+static void sinks_hold(struct exec_run *);
+static int sinks_wait(struct exec_run *, int64_t);
+static void run_print(struct exec_run *, int, const char *, ...)
+    __attribute__((format(printf, 3, 4)));
+static void run_error(struct exec_run *, const char *, ...)
+    __attribute__((format(printf, 2, 3)));
 static void on_output(struct engine_host *, int, const char *, size_t, void *);
 static void on_done(struct engine_host *, void *);
 static json_t *json_bytes(const struct misc_buf *);
-static void print_gathered(struct exec_run *, struct engine_host *, size_t);
+static void print_gathered(
+    struct exec_run *, FILE *, struct engine_host *, size_t);
 static int read_stdin_file(const char *, char **, size_t *, char **);
 static int check_outdir(const char *, int, char **);
 static int open_output(int, const char *, const char *, char **);
@@ -85,6 +131,8 @@ static int parse_args(const struct cmd_entry *, int, char **, struct exec_run *,
 static int prepare_outdir(struct exec_run *);
 static int open_outputs(struct exec_run *, const struct engine_settings *);
 static int print_summary(const struct exec_run *);
+static void put_gathered(struct exec_run *);
+static void finish_output(struct exec_run *, int);
 static void free_outputs(struct exec_run *);
 
 const struct cmd_entry cmd_exec_entry = {
@@ -116,7 +164,11 @@ const struct cmd_entry cmd_exec_entry = {
 	    "links refused;\n"
 	    "                       a failed write fails the host)\n"
 	    "  --gather and --json hold at most 1 MiB of each stream per host;"
-	    "\n  the rest is dropped and marked truncated.\n\n"
+	    "\n  the rest is dropped and marked truncated.\n"
+	    "  A reader that falls behind holds the hosts (at most 256 KiB "
+	    "queued per\n  stream), never the deadlines; output it has not "
+	    "taken when the run is\n  over waits --timeout more, then is "
+	    "dropped (said on stderr, exit 1).\n\n"
 	    "Options:\n"
 	    "      --argv           send each ARG as one word, exactly "
 	    "(no shell syntax)\n"
@@ -146,7 +198,10 @@ const struct cmd_entry cmd_exec_entry = {
 	    "directly. -v says which way it went.\n\n"
 	    "A summary goes to stderr at the end. Exit status 0 only if every "
 	    "host\nran the command and it returned 0; 1 otherwise; 130 after "
-	    "Ctrl-C.\n\n"
+	    "Ctrl-C or SIGTERM.\n\n"
+	    "A command stopped by --timeout, Ctrl-C or SIGTERM has its whole "
+	    "process\ngroup on the instance ended (SIGTERM, then SIGKILL "
+	    "2 s later); what\nleft the group (setsid) runs on.\n\n"
 	    "Examples:\n"
 	    "  gpufleet exec @train -- nvidia-smi\n"
 	    "  gpufleet exec all -b -- cat /etc/os-release\n"
@@ -181,7 +236,7 @@ static void
 progress_clear(struct exec_run *r)
 {
 	if (r->progress_shown) {
-		fputs("\r\033[K", stderr);
+		run_print(r, 1, "\r\033[K");
 		r->progress_shown = 0;
 	}
 }
@@ -196,10 +251,281 @@ progress_draw(struct exec_run *r)
 {
 	if (!r->progress)
 		return;
-	fprintf(stderr, "\030\r\033[K[%zu/%zu done, %zu failed]", r->ndone,
+	run_print(r, 1, "\030\r\033[K[%zu/%zu done, %zu failed]", r->ndone,
 	    r->n, r->nfailed + r->nnonzero);
-	fflush(stderr);
+	if (!r->sinks_on)
+		fflush(stderr);
 	r->progress_shown = 1;
+}
+
+/* The flags of stdout and stderr as found, for sink_fatal; -1: as they are. */
+static volatile sig_atomic_t sink_saved[2] = { -1, -1 };
+static volatile sig_atomic_t sink_signalled;
+
+/* SIGTERM or SIGHUP outside the loop: put the flags back, then die of it. */
+static void
+sink_fatal(int sig)
+{
+	int i;
+
+	for (i = 1; i >= 0; i--) {
+		if (sink_saved[i] != -1)
+			fcntl(i + 1, F_SETFL, (int)sink_saved[i]);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void
+sink_signal(int sig)
+{
+	sink_signalled = sig;
+}
+
+/*
+ * Make stdout and stderr non-blocking for the run, their output queued
+ * (base: the loop that waits for their reader; NULL: the daemon's run,
+ * which waits in sinks_wait instead).
+ */
+static void
+sinks_open(struct exec_run *r, struct event_base *base)
+{
+	struct sigaction sa;
+	int i, flags;
+
+	for (i = 0; i < 2; i++) {
+		struct sink *k = &r->sink[i];
+		k->fd = i + 1;
+		k->flags = -1;
+		flags = fcntl(k->fd, F_GETFL);
+		if (flags != -1 && (flags & O_NONBLOCK) == 0 &&
+		    fcntl(k->fd, F_SETFL, flags | O_NONBLOCK) == 0)
+			k->flags = flags;
+		sink_saved[i] = k->flags;
+		if (base != NULL)
+			k->ev = event_new(base, k->fd, EV_WRITE, sink_cb, r);
+	}
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = sink_fatal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	r->sinks_on = 1;
+}
+
+/* Back to blocking stdout and stderr as found; what is queued is dropped. */
+static void
+sinks_close(struct exec_run *r)
+{
+	size_t i;
+	int k;
+
+	if (!r->sinks_on)
+		return;
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	for (k = 1; k >= 0; k--) {
+		struct sink *s = &r->sink[k];
+		s->dropped += s->q.len;
+		s->q.len = 0;
+		if (s->ev != NULL)
+			event_free(s->ev);
+		s->ev = NULL;
+		if (s->flags != -1)
+			fcntl(s->fd, F_SETFL, s->flags);
+		sink_saved[k] = -1;
+		free(s->q.data);
+		memset(&s->q, 0, sizeof s->q);
+	}
+	for (i = 0; r->remote != NULL && i < r->remote->n; i++)
+		r->remote->hosts[i].hold_output = 0;
+	r->held = 0;
+	r->sinks_on = 0;
+}
+
+/* Write what the reader takes now; a reader that is gone drops the rest. */
+static void
+sink_flush(struct sink *s)
+{
+	ssize_t n;
+
+	while (s->q.len > 0 && !s->broken) {
+		n = write(s->fd, s->q.data, s->q.len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			s->broken = 1;
+			break;
+		}
+		memmove(s->q.data, s->q.data + n, s->q.len - (size_t)n);
+		s->q.len -= (size_t)n;
+	}
+	if (s->broken) {
+		s->dropped += s->q.len;
+		s->q.len = 0;
+	}
+}
+
+/* Queue output for stdout (0) or stderr (1) and write what fits. */
+static void
+sink_put(struct exec_run *r, int which, const char *data, size_t len)
+{
+	struct sink *s = &r->sink[which];
+
+	if (s->broken) {
+		s->dropped += len;
+		return;
+	}
+	misc_buf_add(&s->q, data, len, 0);
+	sink_flush(s);
+	if (s->q.len > 0 && s->ev != NULL &&
+	    !event_pending(s->ev, EV_WRITE, NULL))
+		event_add(s->ev, NULL);
+	sinks_hold(r);
+}
+
+/* The reader took some: write more. */
+static void
+sink_cb(evutil_socket_t fd, short what, void *arg)
+{
+	struct exec_run *r = arg;
+	struct sink *s = &r->sink[fd == r->sink[0].fd ? 0 : 1];
+
+	(void)what;
+	sink_flush(s);
+	if (s->q.len > 0)
+		event_add(s->ev, NULL);
+	sinks_hold(r);
+}
+
+/*
+ * Hold every host while a queue is past SINK_HOLD_MAX, until both are
+ * down to half of it. The daemon's run cannot be held from here: its
+ * output waits in sinks_wait, as long as a run may (drain_ms).
+ */
+static void
+sinks_hold(struct exec_run *r)
+{
+	size_t i, q0 = r->sink[0].q.len, q1 = r->sink[1].q.len;
+	int over = q0 >= SINK_HOLD_MAX || q1 >= SINK_HOLD_MAX;
+
+	int sig;
+
+	if (!r->engine_run) {
+		if (!over)
+			return;
+		if (r->signalled == 0 &&
+		    (sig = sinks_wait(r,
+			 r->drain_ms != 0 ? engine_now_ms() + r->drain_ms
+					  : 0)) != 0) {
+			/* Passed on: the daemon's run is to be cancelled. */
+			r->signalled = sig;
+			if (sig == SIGTERM)
+				sinks_close(r); /* its handler may end us */
+			raise(sig);
+		}
+		for (i = 0; i < 2; i++) {
+			if (r->sinks_on && r->sink[i].q.len >= SINK_HOLD_MAX) {
+				r->sink[i].dropped += r->sink[i].q.len;
+				r->sink[i].q.len = 0;
+			}
+		}
+		return;
+	}
+	if (over == r->held ||
+	    (!over && (q0 > SINK_HOLD_MAX / 2 || q1 > SINK_HOLD_MAX / 2)))
+		return;
+	r->held = over;
+	for (i = 0; i < r->remote->n; i++)
+		r->remote->hosts[i].hold_output = over;
+}
+
+/*
+ * Wait for the reader to take what is queued: until it has, until
+ * until_ms (0: no limit) or until SIGINT or SIGTERM. Returns the signal
+ * that came, or 0.
+ */
+static int
+sinks_wait(struct exec_run *r, int64_t until_ms)
+{
+	struct sigaction sa, oint, oterm;
+	struct pollfd pfd[2];
+	nfds_t n;
+	int64_t left;
+	int i, sig;
+
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = sink_signal;
+	sigemptyset(&sa.sa_mask);
+	sink_signalled = 0;
+	sigaction(SIGINT, &sa, &oint);
+	sigaction(SIGTERM, &sa, &oterm);
+	while (!sink_signalled) {
+		for (n = 0, i = 0; i < 2; i++) {
+			if (r->sink[i].q.len == 0)
+				continue;
+			pfd[n].fd = r->sink[i].fd;
+			pfd[n].events = POLLOUT;
+			n++;
+		}
+		if (n == 0)
+			break;
+		left = until_ms != 0 ? until_ms - engine_now_ms() : 1000;
+		if (left <= 0)
+			break;
+		if (poll(pfd, n, left > 1000 ? 1000 : (int)left) == -1 &&
+		    errno != EINTR)
+			break;
+		for (i = 0; i < 2; i++)
+			sink_flush(&r->sink[i]);
+	}
+	sigaction(SIGINT, &oint, NULL);
+	sigaction(SIGTERM, &oterm, NULL);
+	sig = sink_signalled;
+	sink_signalled = 0;
+	return sig;
+}
+
+/* printf to stdout (0) or stderr (1), through the queue while it is on. */
+static void
+run_print(struct exec_run *r, int which, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg;
+	int len;
+
+	va_start(ap, fmt);
+	if (!r->sinks_on) {
+		vfprintf(which ? stderr : stdout, fmt, ap);
+		va_end(ap);
+		return;
+	}
+	len = xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	sink_put(r, which, msg, (size_t)len);
+	free(msg);
+}
+
+/* An error line as error() writes it, through the queue while it is on. */
+static void
+run_error(struct exec_run *r, const char *fmt, ...)
+{
+	va_list ap;
+	char *msg, *safe;
+
+	va_start(ap, fmt);
+	xvasprintf(&msg, fmt, ap);
+	va_end(ap);
+	if (!r->sinks_on)
+		error("%s", msg);
+	else {
+		safe = vis_str(msg);
+		run_print(r, 1, "gpufleet: %s\n", safe);
+		free(safe);
+	}
+	free(msg);
 }
 
 /*
@@ -211,21 +537,20 @@ static void
 emit_lines(struct exec_run *r, struct engine_host *h, int is_stderr, int all)
 {
 	struct misc_buf *b = &r->outs[h - r->remote->hosts].stream[is_stderr];
-	FILE *f = is_stderr ? stderr : stdout;
 	size_t start = 0, i;
 
 	for (i = 0; i < b->len; i++) {
 		if (b->data[i] != '\n' && i - start < LINE_MAX_BYTES)
 			continue;
 		progress_clear(r);
-		fprintf(f, "%s%s: %.*s\n", h->in->name,
+		run_print(r, is_stderr, "%s%s: %.*s\n", h->in->name,
 		    is_stderr ? " [stderr]" : "", (int)(i - start),
 		    b->data + start);
 		start = b->data[i] == '\n' ? i + 1 : i;
 	}
 	if (all && start < b->len) {
 		progress_clear(r);
-		fprintf(f, "%s%s: %.*s\n", h->in->name,
+		run_print(r, is_stderr, "%s%s: %.*s\n", h->in->name,
 		    is_stderr ? " [stderr]" : "", (int)(b->len - start),
 		    b->data + start);
 		start = b->len;
@@ -419,6 +744,7 @@ on_done(struct engine_host *h, void *arg)
 	struct exec_run *r = arg;
 	struct host_out *o = &r->outs[h - r->remote->hosts];
 	json_t *j, *err;
+	char *line;
 	int i;
 
 	if (r->mode == MODE_FILES)
@@ -447,15 +773,15 @@ on_done(struct engine_host *h, void *arg)
 	case MODE_FILES:
 		progress_clear(r);
 		if (h->fail != EF_NONE)
-			error("%s: %s", h->in->name, h->fail_msg);
+			run_error(r, "%s: %s", h->in->name, h->fail_msg);
 		else if (h->exit_signal != NULL)
-			error("%s: killed by signal %s", h->in->name,
+			run_error(r, "%s: killed by signal %s", h->in->name,
 			    h->exit_signal);
 		else if (h->exit_status != 0)
-			error("%s: exited with status %d", h->in->name,
+			run_error(r, "%s: exited with status %d", h->in->name,
 			    h->exit_status);
 		if (h->fail == EF_NONE && o->write_error != NULL)
-			error("%s: %s", h->in->name, o->write_error);
+			run_error(r, "%s: %s", h->in->name, o->write_error);
 		break;
 	case MODE_JSON:
 		j = json_object();
@@ -485,9 +811,12 @@ on_done(struct engine_host *h, void *arg)
 		} else
 			json_object_set_new(j, "error", json_null());
 		progress_clear(r);
-		json_dumpf(j, stdout, JSON_COMPACT | JSON_PRESERVE_ORDER);
-		fputc('\n', stdout);
-		fflush(stdout);
+		line = json_dumps(j, JSON_COMPACT | JSON_PRESERVE_ORDER);
+		if (line != NULL)
+			run_print(r, 0, "%s\n", line);
+		free(line);
+		if (!r->sinks_on)
+			fflush(stdout);
 		json_decref(j);
 		for (i = 0; i < 2; i++) {
 			free(o->stream[i].data);
@@ -528,9 +857,10 @@ same_result(const struct exec_run *r, const struct engine_host *a,
 	return 1;
 }
 
-/* Print hosts grouped by identical results (ClusterShell -b). */
+/* Print hosts grouped by identical results (ClusterShell -b) on out. */
 static void
-print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
+print_gathered(
+    struct exec_run *r, FILE *out, struct engine_host *hosts, size_t n)
 {
 	size_t i, j, count;
 	int *printed = xcalloc(n + 1, sizeof *printed), s;
@@ -540,25 +870,26 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 		const struct host_out *o = &r->outs[i];
 		if (printed[i])
 			continue;
-		printf("==== %s", hosts[i].in->name);
+		fprintf(out, "==== %s", hosts[i].in->name);
 		count = 1;
 		for (j = i + 1; j < n; j++) {
 			if (!printed[j] &&
 			    same_result(r, &hosts[i], &hosts[j])) {
 				printed[j] = 1;
-				printf(",%s", hosts[j].in->name);
+				fprintf(out, ",%s", hosts[j].in->name);
 				count++;
 			}
 		}
-		printf(" (%zu host%s): ", count, count == 1 ? "" : "s");
+		fprintf(out, " (%zu host%s): ", count, count == 1 ? "" : "s");
 		if (hosts[i].fail != EF_NONE)
-			printf("failed: %s\n", engine_fail_code(hosts[i].fail));
+			fprintf(out, "failed: %s\n",
+			    engine_fail_code(hosts[i].fail));
 		else if (hosts[i].exit_signal != NULL) {
 			safe = vis_str(hosts[i].exit_signal);
-			printf("killed by signal %s\n", safe);
+			fprintf(out, "killed by signal %s\n", safe);
 			free(safe);
 		} else
-			printf("exit %d\n", hosts[i].exit_status);
+			fprintf(out, "exit %d\n", hosts[i].exit_status);
 		if (hosts[i].fail != EF_NONE) {
 			for (j = i; j < n; j++) {
 				if (j == i ||
@@ -566,7 +897,8 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 					hosts[j].fail == hosts[i].fail &&
 					same_result(r, &hosts[i], &hosts[j]))) {
 					safe = vis_str(hosts[j].fail_msg);
-					printf("  %s: %s\n", hosts[j].in->name,
+					fprintf(out, "  %s: %s\n",
+					    hosts[j].in->name,
 					    safe != NULL ? safe : "failed");
 					free(safe);
 				}
@@ -578,12 +910,12 @@ print_gathered(struct exec_run *r, struct engine_host *hosts, size_t n)
 			if (b->len == 0 && !b->truncated)
 				continue;
 			if (s == 1)
-				printf("---- stderr\n");
-			fwrite(b->data, 1, b->len, stdout);
+				fprintf(out, "---- stderr\n");
+			fwrite(b->data, 1, b->len, out);
 			if (b->len > 0 && b->data[b->len - 1] != '\n')
-				printf("\n");
+				fprintf(out, "\n");
 			if (b->truncated)
-				printf("[output truncated at %d bytes]\n",
+				fprintf(out, "[output truncated at %d bytes]\n",
 				    CAPTURE_MAX);
 		}
 	}
@@ -873,6 +1205,63 @@ print_summary(const struct exec_run *run)
 	return run->nok == n ? GF_OK : GF_EHOSTS;
 }
 
+/* --gather: the groups, through the queue. */
+static void
+put_gathered(struct exec_run *r)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if ((f = open_memstream(&text, &len)) == NULL) {
+		sinks_close(r);
+		print_gathered(r, stdout, r->remote->hosts, r->remote->n);
+		return;
+	}
+	print_gathered(r, f, r->remote->hosts, r->remote->n);
+	if (fclose(f) == 0)
+		sink_put(r, 0, text, len);
+	free(text);
+}
+
+/*
+ * The run is over: let the reader take the output left, within the
+ * command's --timeout (0, none: as long as it takes; -1: no wait), then put
+ * stdout and stderr back as they were and say what was dropped for a reader
+ * that did not read (one that closed its end chose to).
+ */
+static void
+finish_output(struct exec_run *r, int timeout_s)
+{
+	int sig, k, stalled;
+	size_t dropped[2];
+
+	if (!r->sinks_on)
+		return;
+	sig = sinks_wait(r,
+	    timeout_s < 0	? engine_now_ms()
+		: timeout_s > 0 ? engine_now_ms() + (int64_t)timeout_s * 1000
+				: 0);
+	if (sig != 0 && r->signalled == 0)
+		r->signalled = sig;
+	for (k = 0; k < 2; k++)
+		dropped[k] = r->sink[k].broken ? 0 : r->sink[k].q.len;
+	sinks_close(r);
+	for (k = 0; k < 2; k++) {
+		stalled = dropped[k] != 0 ||
+		    (!r->sink[k].broken && r->sink[k].dropped != 0);
+		if (!stalled)
+			continue;
+		r->stalled = 1;
+		error("exec: %zu bytes of %s dropped: the reader did not "
+		      "take them%s",
+		    r->sink[k].dropped, k ? "standard error" : "output",
+		    r->signalled || timeout_s < 0 ? " before the interrupt"
+			: timeout_s > 0 ? " within --timeout after the run"
+					: "");
+	}
+}
+
 /* Close and free the per-host outputs. */
 static void
 free_outputs(struct exec_run *run)
@@ -952,9 +1341,18 @@ cmd_exec_exec(
 	set.stdin_data = stdin_data;
 	set.stdin_len = stdin_len;
 	set.handle_sigint = 1;
+	set.handle_sigterm = 1;
+	set.kill_group = 1;
 	remote->ops.output = on_output;
 	remote->ops.done = on_done;
 	remote->ops.arg = &run;
+	if (remote_engine(remote) == NULL) {
+		status =
+		    cmd_fail(GF_EHOSTS, xstrdup("cannot start the event loop"));
+		goto out;
+	}
+	sinks_open(&run, ctx->fleet->base);
+	run.drain_ms = (int64_t)set.command_timeout * 1000;
 	/*
 	 * Through a daemon's held sessions where one runs (it reads the
 	 * watchers' journals on its polls); else hold sessions here where
@@ -968,7 +1366,9 @@ cmd_exec_exec(
 	else {
 		set.keep_open =
 		    has_retired_keys(remote) || has_watchers(remote);
+		run.engine_run = 1;
 		if (remote_run(remote, &set) != 0) {
+			sinks_close(&run);
 			status = cmd_fail(
 			    GF_EHOSTS, xstrdup("cannot start the event loop"));
 			goto out;
@@ -976,13 +1376,21 @@ cmd_exec_exec(
 	}
 	progress_clear(&run);
 	if (run.mode == MODE_GATHER)
-		print_gathered(&run, remote->hosts, remote->n);
-	if (set.keep_open && run.by_reason[EF_INTERRUPTED] == 0) {
+		put_gathered(&run);
+	/* Interrupted: what the reader takes now, no waiting for it. */
+	finish_output(&run,
+	    run.by_reason[EF_INTERRUPTED] != 0 ? -1 : set.command_timeout);
+	if (set.keep_open && run.by_reason[EF_INTERRUPTED] == 0 &&
+	    run.signalled == 0) {
 		check_reinjected(remote, &set);
 		probe_journals(remote, ctx->fleet->config);
 	}
 	fflush(stdout);
 	status = print_summary(&run);
+	if (run.signalled != 0)
+		status = 128 + run.signalled;
+	else if (status == GF_OK && run.stalled != 0)
+		status = GF_EHOSTS;
 out:
 	free_outputs(&run);
 	remote_close(remote);

@@ -95,6 +95,19 @@
  */
 #define RUNNER_STARTS_MAX 3
 
+/*
+ * settings.kill_group: the line put before the command, which writes the
+ * process group sshd made for it (the login shell's pid: sshd starts each
+ * session's command with setsid) on stderr, first; that line is taken
+ * out of the output. It is sh's parent's pid, and all in one quoted word,
+ * so that fish and csh, as login shells, read it too.
+ */
+#define PGID_MARK     "gpufleet-pgid="
+#define PGID_WRAP     "sh -c 'printf \"" PGID_MARK "%s\\n\" \"$PPID\" >&2'\n"
+#define PGID_MARK_MAX 64
+/* How long ending a command's group may take, its grace included. */
+#define KILL_WAIT_MS (15 * 1000)
+
 /* What conn_auth tries: the keys in order, then the host's password. */
 enum { AUTH_KEYS, AUTH_PASSWORD, AUTH_KBDINT };
 /* conn_auth's answer. */
@@ -109,6 +122,7 @@ enum conn_state {
 	CS_OPEN,
 	CS_EXEC,
 	CS_RUN,
+	CS_KILL,   /* ending the command's process group (kill_group) */
 	CS_IDLE,   /* held open between runs (keep_open) */
 	CS_AGENT,  /* the ssh-agent worker has the session */
 	CS_TUNNEL, /* waiting for a channel through the jump host */
@@ -279,6 +293,20 @@ struct engine_conn {
 	int rdone;	/* the command's end ('X' or 'S') came */
 	int via_runner; /* this run's command went to it */
 
+	/* settings.kill_group: the command's process group, and its end. */
+	long pgid;		   /* 0: not known */
+	char pmark[PGID_MARK_MAX]; /* stderr's start, until the marker */
+	size_t pmark_len;
+	int pmark_done;	 /* found, or given up on */
+	char *wrapped;	 /* the command as sent, with PGID_WRAP */
+	ssh_channel kch; /* the channel that kills the group */
+	struct ssh_channel_callbacks_struct kcb;
+	int kstate;
+	int kclosed;		/* it exited or closed */
+	int kexit;		/* its exit status; -1: none */
+	enum engine_fail kfail; /* what the host is failed with then */
+	char *kmsg;
+
 	/* ssh-agent login, shared with the worker under e->lock. */
 	struct engine_conn *queue_next;
 	struct event *agent_ev;
@@ -373,6 +401,11 @@ static void exit_status_cb(ssh_session, ssh_channel, int, void *);
 static void exit_signal_cb(ssh_session, ssh_channel, const char *, int,
     const char *, const char *, void *);
 static int conn_running(struct engine_conn *);
+static void conn_stop(struct engine_conn *, enum engine_fail, const char *);
+static int kill_step(struct engine_conn *);
+static void kill_end_cb(ssh_session, ssh_channel, void *);
+static void kill_exit_cb(ssh_session, ssh_channel, int, void *);
+static size_t pgid_take(struct engine_conn *, const char *, size_t);
 static int runner_wanted(struct engine_conn *);
 static int runner_start(struct engine_conn *);
 static int runner_send(struct engine_conn *);
@@ -1171,9 +1204,25 @@ conn_deadline_fail(struct engine_conn *c, int idle)
 			    c->state == CS_AGENT ? " (waiting for ssh-agent)"
 						 : "");
 		break;
-	case CS_RUN:
-		conn_fail(c, EF_TIMEOUT, "command timed out after %ds",
-		    set->command_timeout);
+	case CS_RUN: {
+		char *msg;
+		xasprintf(
+		    &msg, "command timed out after %ds", set->command_timeout);
+		conn_stop(c, EF_TIMEOUT, msg);
+		free(msg);
+		break;
+	}
+	case CS_KILL:
+		if (c->pgid <= 0)
+			conn_fail(c, c->kfail,
+			    "%s; the remote command's process group was not "
+			    "known: it may still run",
+			    c->kmsg);
+		else
+			conn_fail(c, c->kfail,
+			    "%s; killing the remote command (process group "
+			    "%ld) did not finish in time: it may still run",
+			    c->kmsg, c->pgid);
 		break;
 	}
 }
@@ -1186,7 +1235,7 @@ conn_pump_cb(evutil_socket_t fd, short what, void *arg)
 
 	(void)fd;
 	(void)what;
-	if (c->state == CS_RUN || c->state == CS_JUMP)
+	if (c->state == CS_RUN || c->state == CS_KILL || c->state == CS_JUMP)
 		conn_step(c);
 }
 
@@ -1492,6 +1541,21 @@ conn_step(struct engine_conn *c)
 		if (jump_service(c->jmp) != 0)
 			return; /* c is gone */
 		break;
+	case CS_KILL:
+		if ((rc = kill_step(c)) == 0)
+			break;
+		if (rc > 0)
+			conn_fail(c, c->kfail,
+			    "%s; killed the remote command (process group %ld)",
+			    c->kmsg, c->pgid);
+		else if (rc == -2)
+			conn_fail(c, c->kfail, "%s", c->kmsg);
+		else
+			conn_fail(c, c->kfail,
+			    "%s; could not kill the remote command (process "
+			    "group %ld): it may still run",
+			    c->kmsg, c->pgid);
+		return;
 	case CS_HANDSHAKE:
 		c->ssh_started = 1;
 		rc = ssh_connect(c->s);
@@ -1585,8 +1649,13 @@ conn_step(struct engine_conn *c)
 		c->state = CS_EXEC;
 		/* FALLTHROUGH */
 	case CS_EXEC:
-		rc = ssh_channel_request_exec(
-		    c->ch, h->command != NULL ? h->command : set->command);
+		if (set->kill_group && c->wrapped == NULL)
+			xasprintf(&c->wrapped, "%s%s", PGID_WRAP,
+			    h->command != NULL ? h->command : set->command);
+		rc = ssh_channel_request_exec(c->ch,
+		    c->wrapped != NULL	     ? c->wrapped
+			: h->command != NULL ? h->command
+					     : set->command);
 		if (rc == SSH_AGAIN)
 			break;
 		if (rc != SSH_OK) {
@@ -1599,6 +1668,13 @@ conn_step(struct engine_conn *c)
 		/* FALLTHROUGH */
 	case CS_RUN:
 	run:
+		if (h->hold_output) {
+			/* The caller's reader is behind: the pump comes back.
+			 */
+			if (c->ev != NULL)
+				event_del(c->ev);
+			return;
+		}
 		if (c->via_runner) {
 			runner_poll(c);
 			if (h->done)
@@ -1668,11 +1744,18 @@ data_cb(ssh_session s, ssh_channel ch, void *data, uint32_t len, int is_stderr,
 	struct engine_conn *c = arg;
 	const struct engine_ops *ops = c->r->ops;
 
+	const char *p = data;
+	size_t skip = 0;
+
 	(void)s;
 	if (ch != c->ch)
 		return (int)len; /* a channel of an earlier run */
-	if (ops->output != NULL && len > 0)
-		ops->output(c->h, is_stderr, data, len, ops->arg);
+	if (is_stderr && c->wrapped != NULL && !c->pmark_done)
+		skip = pgid_take(c, data, len);
+	if (c->state == CS_KILL && c->h->hold_output)
+		return (int)len; /* the caller's reader is behind: dropped */
+	if (ops->output != NULL && len > skip)
+		ops->output(c->h, is_stderr, p + skip, len - skip, ops->arg);
 	return (int)len;
 }
 
@@ -1725,6 +1808,178 @@ exit_signal_cb(ssh_session s, ssh_channel ch, const char *signal, int core,
 	free(c->h->exit_signal);
 	c->h->exit_signal = xstrdup(signal != NULL ? signal : "?");
 	c->got_exit = 1;
+}
+
+/*
+ * settings.kill_group: the start of the command's stderr, looked at for
+ * the line PGID_WRAP writes (startup files of the remote shell may write
+ * before it). Returns how many bytes of data to leave out of the output:
+ * held while the marker may still come; all that was held comes out, in
+ * front, once it cannot (no marker: the group is not known).
+ */
+static size_t
+pgid_take(struct engine_conn *c, const char *data, size_t len)
+{
+	const struct engine_ops *ops = c->r->ops;
+	size_t mlen = strlen(PGID_MARK), take, cmp, i;
+	char *nl, *end;
+	long pgid;
+
+	take = sizeof c->pmark - 1 - c->pmark_len;
+	if (take > len)
+		take = len;
+	memcpy(c->pmark + c->pmark_len, data, take);
+	c->pmark_len += take;
+	c->pmark[c->pmark_len] = '\0';
+	cmp = c->pmark_len < mlen ? c->pmark_len : mlen;
+	if (memcmp(c->pmark, PGID_MARK, cmp) == 0) {
+		nl = memchr(c->pmark, '\n', c->pmark_len);
+		if (nl == NULL && c->pmark_len < sizeof c->pmark - 1)
+			return len; /* all of it held, so far */
+		if (nl != NULL) {
+			errno = 0;
+			pgid = strtol(c->pmark + mlen, &end, 10);
+			if (end == nl && end != c->pmark + mlen && errno == 0 &&
+			    pgid > 1) {
+				c->pgid = pgid;
+				c->pmark_done = 1;
+				/* What came after the line in this piece. */
+				i = (size_t)(nl + 1 - c->pmark);
+				return len - (c->pmark_len - i);
+			}
+		}
+	}
+	/* Not the marker: what was held, then the rest of data. */
+	c->pmark_done = 1;
+	if (ops->output != NULL && c->pmark_len > take)
+		ops->output(c->h, 1, c->pmark, c->pmark_len - take, ops->arg);
+	return 0;
+}
+
+/*
+ * The command must end before it finished (a deadline, a cancel): with
+ * settings.kill_group and its process group known, a channel of its own
+ * sends the group SIGTERM, then SIGKILL if anything of it is left after
+ * a grace, and c fails with fail and msg once that is done; else (or
+ * already ending) at once.
+ */
+static void
+conn_stop(struct engine_conn *c, enum engine_fail fail, const char *msg)
+{
+	if (c->state != CS_RUN || c->via_runner || c->wrapped == NULL ||
+	    (c->pgid <= 0 && c->pmark_done) || c->jmp != NULL ||
+	    !ssh_is_connected(c->s)) {
+		if (c->state == CS_RUN && c->wrapped != NULL && c->pgid <= 0)
+			conn_fail(c, fail,
+			    "%s; the remote command's process group was not "
+			    "known: it may still run",
+			    msg);
+		else
+			conn_fail(c, fail, "%s", msg);
+		return;
+	}
+	debug_f("%s: %s: ending its process group", c->h->in->name, msg);
+	c->state = CS_KILL;
+	/* Its group's line may not have come yet: wait for it first. */
+	c->kstate = c->pgid > 0 ? 0 : -1;
+	c->kfail = fail;
+	c->kexit = -1;
+	free(c->kmsg);
+	c->kmsg = xstrdup(msg);
+	conn_phase(c, engine_now_ms() + KILL_WAIT_MS, 0);
+	conn_step(c);
+}
+
+/*
+ * Bring the killing channel on: 0 (wait), 1 (it is done: the group was
+ * signalled), -1 (it failed) or -2 (the group is not known: the command's
+ * channel ended, or its stderr did not start with the group's line).
+ */
+static int
+kill_step(struct engine_conn *c)
+{
+	char cmd[512];
+	int rc;
+
+	if (c->kstate == -1) {
+		if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR &&
+		    !ssh_is_connected(c->s))
+			return -1;
+		if (c->pgid <= 0 &&
+		    (c->pmark_done || c->got_close || !ssh_is_connected(c->s)))
+			return -2;
+		if (c->pgid <= 0)
+			return 0;
+		c->kstate = 0;
+	}
+	switch (c->kstate) {
+	case 0:
+		if ((c->kch = ssh_channel_new(c->s)) == NULL)
+			return -1;
+		memset(&c->kcb, 0, sizeof c->kcb);
+		c->kcb.userdata = c;
+		c->kcb.channel_close_function = kill_end_cb;
+		c->kcb.channel_exit_status_function = kill_exit_cb;
+		ssh_callbacks_init(&c->kcb);
+		ssh_set_channel_callbacks(c->kch, &c->kcb);
+		c->kstate = 1;
+		/* FALLTHROUGH */
+	case 1:
+		if ((rc = ssh_channel_open_session(c->kch)) == SSH_AGAIN)
+			return 0;
+		if (rc != SSH_OK)
+			return -1;
+		c->kstate = 2;
+		/* FALLTHROUGH */
+	case 2:
+		/*
+		 * TERM; KILL to what is left after 2 s (in 0.1 s steps). One
+		 * sh -c word: the login shell may be fish or csh.
+		 */
+		snprintf(cmd, sizeof cmd,
+		    "sh -c 'kill -s TERM -- -%ld 2>/dev/null || exit 0; i=0; "
+		    "while [ $i -lt 20 ] && kill -s 0 -- -%ld 2>/dev/null; "
+		    "do sleep 0.1 2>/dev/null || sleep 1; i=$((i+1)); done; "
+		    "kill -s KILL -- -%ld 2>/dev/null; exit 0'",
+		    c->pgid, c->pgid, c->pgid);
+		if ((rc = ssh_channel_request_exec(c->kch, cmd)) == SSH_AGAIN)
+			return 0;
+		if (rc != SSH_OK)
+			return -1;
+		c->kstate = 3;
+		/* FALLTHROUGH */
+	default:
+		break;
+	}
+	if (ssh_event_dopoll(c->sev, 0) == SSH_ERROR && !ssh_is_connected(c->s))
+		return -1;
+	if (c->kclosed)
+		return c->kexit == 0 ? 1 : -1;
+	return ssh_is_connected(c->s) ? 0 : -1;
+}
+
+/* The killing channel closed. */
+static void
+kill_end_cb(ssh_session s, ssh_channel ch, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	if (ch == c->kch)
+		c->kclosed = 1;
+}
+
+/* The killing command exited: 0 once it sent what it had to. */
+static void
+kill_exit_cb(ssh_session s, ssh_channel ch, int status, void *arg)
+{
+	struct engine_conn *c = arg;
+
+	(void)s;
+	if (ch != c->kch)
+		return;
+	c->kexit = status;
+	c->kclosed = 1;
 }
 
 /*
@@ -2133,7 +2388,11 @@ conn_release(struct engine_conn *c)
 	}
 	if (c->rch != NULL)
 		ssh_remove_channel_callbacks(c->rch, &c->rcb);
+	if (c->kch != NULL)
+		ssh_remove_channel_callbacks(c->kch, &c->kcb);
 	free(c->rbuf);
+	free(c->wrapped);
+	free(c->kmsg);
 	/*
 	 * Who closes the socket: ssh_free does once ssh_connect has taken it,
 	 * unless ssh_disconnect ran first (then, as before ssh_connect, we
@@ -2213,6 +2472,11 @@ conn_finish(struct engine_conn *c)
 		/* The runner, if the command went to it, stays for the next. */
 		c->via_runner = 0;
 		c->rdone = 0;
+		free(c->wrapped);
+		c->wrapped = NULL;
+		c->pgid = 0;
+		c->pmark_len = 0;
+		c->pmark_done = 0;
 		if (c->ev != NULL)
 			event_del(c->ev);
 		evtimer_del(c->deadline);
@@ -2950,8 +3214,15 @@ engine_cancel(struct engine_run *r)
 		struct engine_host *h = &r->hosts[i];
 		if (h->done || h->skip)
 			continue;
-		if (h->conn != NULL && h->conn->r == r)
-			conn_fail(h->conn, EF_INTERRUPTED, "interrupted");
+		if (h->conn != NULL && h->conn->r == r &&
+		    h->conn->state == CS_RUN)
+			conn_stop(h->conn, EF_INTERRUPTED, "interrupted");
+		else if (h->conn != NULL && h->conn->r == r)
+			conn_fail(h->conn, EF_INTERRUPTED,
+			    h->conn->state == CS_KILL
+				? "interrupted again while its remote command "
+				  "was being killed"
+				: "interrupted");
 		else {
 			h->done = 1;
 			h->exit_status = -1;
@@ -2966,7 +3237,7 @@ engine_cancel(struct engine_run *r)
 	start_more(r);
 }
 
-/* Ctrl-C during engine_run. */
+/* Ctrl-C (or SIGTERM, if asked for) during engine_run. */
 static void
 sigint_cb(evutil_socket_t sig, short what, void *arg)
 {
@@ -3058,7 +3329,8 @@ engine_start(struct engine *e, struct engine_host *hosts, size_t n,
 
 /*
  * For the CLI: start a run and dispatch the loop until it is over, with
- * Ctrl-C cancelling it if settings->handle_sigint. With keep_open,
+ * Ctrl-C cancelling it if settings->handle_sigint (SIGTERM too if
+ * settings->handle_sigterm). With keep_open,
  * sessions stay open in the hosts for the next run on the same engine.
  * Returns 0.
  */
@@ -3067,17 +3339,23 @@ engine_run(struct engine *e, struct engine_host *hosts, size_t n,
     const struct engine_settings *set, const struct engine_ops *ops)
 {
 	struct engine_run *r;
-	struct event *sigint = NULL;
+	struct event *sigint = NULL, *sigterm = NULL;
 
 	r = run_start(e, hosts, n, set, ops, 1);
 	if (set->handle_sigint) {
 		sigint = evsignal_new(e->base, SIGINT, sigint_cb, r);
 		evsignal_add(sigint, NULL);
 	}
+	if (set->handle_sigterm) {
+		sigterm = evsignal_new(e->base, SIGTERM, sigint_cb, r);
+		evsignal_add(sigterm, NULL);
+	}
 	while (!r->reported)
 		event_base_loop(e->base, EVLOOP_ONCE);
 	if (sigint != NULL)
 		event_free(sigint);
+	if (sigterm != NULL)
+		event_free(sigterm);
 	run_free(r);
 	return 0;
 }

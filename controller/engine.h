@@ -72,6 +72,14 @@ struct engine_host {
 	size_t stdin_len;
 	int skip; /* leave this host out of the run */
 	/*
+	 * Set and cleared by the caller while the command runs: while set,
+	 * the engine reads no more of the host's session, so the channel's
+	 * window stops the command's output at the instance (a reader that
+	 * is behind slows the host, never the loop). Deadlines still run;
+	 * reading resumes at the next pump once it is cleared.
+	 */
+	int hold_output;
+	/*
 	 * Borrowed; NULL: none. With settings.use_runner, the command that
 	 * starts a command runner (gpufleet-agent serve) on the host's held
 	 * session, to which the run's command then goes.
@@ -126,13 +134,20 @@ struct engine_settings {
 	int command_timeout;	/* seconds, 0 for none */
 	const char *stdin_data; /* or NULL */
 	size_t stdin_len;
-	int handle_sigint; /* engine_run only: Ctrl-C cancels the run */
-	int keep_open;	   /* hold sessions for the next run (watch) */
-	int fresh;	   /* log in anew even where a session is held */
+	int handle_sigint;  /* engine_run only: Ctrl-C cancels the run */
+	int handle_sigterm; /* engine_run only: so does SIGTERM */
+	int keep_open;	    /* hold sessions for the next run (watch) */
+	int fresh;	    /* log in anew even where a session is held */
 	int backoff; /* a host that failed to connect waits before the next try
 		      */
 	int handshake_window; /* ENGINE_WINDOW_AUTO (0), _OFF or a fixed size */
 	int use_runner;	      /* on held sessions, through host->runner */
+	/*
+	 * A command stopped before it finished (command_timeout, a cancel)
+	 * has its whole process group on the instance ended, TERM then KILL
+	 * (a runner's command: by the runner, as its session goes).
+	 */
+	int kill_group;
 };
 
 /*

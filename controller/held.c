@@ -417,6 +417,7 @@ held_kick(struct held *h)
 	h->set.command_timeout = c->timeout;
 	h->set.handshake_window = rm->fleet->config->handshake_window;
 	h->set.keep_open = 1;
+	h->set.kill_group = 1;
 	if (p != NULL && getenv("GPUFLEET_NO_RUNNER") == NULL) {
 		h->set.use_runner = 1;
 		runners(h, rm, probe_agent(p));

@@ -85,6 +85,18 @@ expect_rc 0 "exec --argv for the fish user"
 expect_eq "$out" "$(printf '<%s>\n' "${args[@]}" | sed 's/^/inst-1: /')" \
     "--argv arguments arrive exactly through fish"
 
+# --- a command past --timeout: its process group ends under fish too -------
+run exec inst-1 -t 2 -- "sleep 975.$$"
+expect_rc 1 "exec --timeout for the fish user"
+expect_match "$err" 'inst-1: command timed out after 2s; killed the remote command \(process group [0-9]+\)' \
+    "fish: the timeout says what it killed"
+checks=$((checks + 1))
+for ((i = 0; i < 150; i++)); do
+	pgrep -f "^sleep 975\.$$\$" >/dev/null || break
+	sleep 0.2
+done
+! pgrep -f "^sleep 975\.$$\$" >/dev/null || fail "fish: sleep still runs (30 s on)"
+
 # --- every command sshd handed the shell was an sh -c word ---------------
 # (but the user's own exec command, this test's ssh probes, and the bare
 # "true" of login checks, which every shell reads alike)
