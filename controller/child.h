@@ -27,7 +27,11 @@ struct child_spec {
 	const char *in;	   /* stdin from this file; NULL: /dev/null */
 	const char *out;   /* stdout and stderr appended here; NULL: ours */
 	const char *err;   /* stderr here instead (truncated); NULL: out */
+	int out_fd;	   /* > 0: stdout and stderr to this fd, not out */
+	int err_fd;	   /* > 0: stderr to this fd instead */
 	int timeout;	   /* seconds until killed; 0: none */
+	int spared;	   /* child_kill_all leaves it: its owner ends it by
+			      a deadline of its own */
 };
 
 /* How a child ended. */

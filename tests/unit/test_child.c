@@ -2,7 +2,8 @@
  * The runner of tracked children (controller/child.c) with real
  * processes: a deadline kills the whole group (a grandchild too), the
  * environment and output files, the exit status and the finish callback
- * on a loop (SIGCHLD), child_kill_all. Nothing here times anything: a
+ * on a loop (SIGCHLD), child_kill_all and a child it spares, output to
+ * the caller's fds. Nothing here times anything: a
  * process is waited for with a generous bound.
  */
 #include <check.h>
@@ -254,6 +255,49 @@ START_TEST(test_loop)
 }
 END_TEST
 
+/* Output to the caller's pipes; a spared child outlives child_kill_all. */
+START_TEST(test_fds_spared)
+{
+	char cmd[] = "echo out; echo err >&2; exec sleep 1000", buf[64];
+	char *cause = NULL;
+	char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+	struct child_spec spec = { .argv = argv, .spared = 1 };
+	struct event_base *base = event_base_new();
+	struct seen e = { 0 };
+	int out[2], err[2];
+	ssize_t n;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(out), 0);
+	ck_assert_int_eq(pipe(err), 0);
+	spec.out_fd = out[1];
+	spec.err_fd = err[1];
+	ck_assert_int_eq(child_loop_start(base), 0);
+	ck_assert_int_eq(child_start(&spec, on_end, &e, &pid, &cause), 0);
+	close(out[1]);
+	close(err[1]);
+	ck_assert_int_gt(n = read(out[0], buf, sizeof buf - 1), 0);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "out\n");
+	ck_assert_int_gt(n = read(err[0], buf, sizeof buf - 1), 0);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "err\n");
+	child_kill_all();
+	ck_assert_int_eq(kill(pid, 0), 0); /* spared: still there */
+	ck_assert_uint_eq(child_count(), 1);
+	kill(-pid, SIGKILL);
+	while (e.done == 0)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(e.res.killed, 0);
+	ck_assert(WIFSIGNALED(e.res.status));
+	ck_assert_uint_eq(child_count(), 0);
+	close(out[0]);
+	close(err[0]);
+	child_loop_end();
+	event_base_free(base);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -270,6 +314,7 @@ main(void)
 	tcase_add_test(tc, test_interrupted);
 	tcase_add_test(tc, test_ignored);
 	tcase_add_test(tc, test_loop);
+	tcase_add_test(tc, test_fds_spared);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
