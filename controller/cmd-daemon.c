@@ -141,7 +141,7 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "foreground).\nSIGHUP re-reads the configuration; SIGTERM gives "
 	    "the runs still going\n[daemon] stop_grace seconds (default 20), "
 	    "then stops them (recorded\nabandoned), and the local and guard "
-	    "stops with them.\nA [keys] passphrase_file "
+	    "stops and the pulls with them.\nA [keys] passphrase_file "
 	    "of 'ask' is refused (no terminal).\n\n"
 	    "It serves the dashboard and the JSON API (/api/v1/: the CLI's "
 	    "--json\ndocuments) over plain HTTP on [daemon] listen (default "
@@ -639,26 +639,57 @@ on_action(const char *kind, void *arg)
 	metrics_event(&d->metrics, kind);
 }
 
+/* A pull of held stops is over: its instance may have another. */
+static void
+on_held_done(const struct child_result *res, void *arg)
+{
+	struct daemon *d = arg;
+	char *why, *cause = NULL;
+	size_t i;
+
+	for (i = 0; i < d->nheld && d->held[i].pid != res->pid; i++)
+		;
+	if ((why = child_why(res, 0)) != NULL)
+		info("a held stop's pull (pid %ld) did not finish: %s; "
+		     "gpufleet shutdown ls says why",
+		    (long)res->pid, why);
+	free(why);
+	/* Stopped midway: the next pull takes its holds on again. */
+	if (i < d->nheld &&
+	    (res->killed || res->status == -1 || WIFSIGNALED(res->status)) &&
+	    stophold_unclaim(d->f->inv, d->held[i].id, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+	}
+	if (i < d->nheld)
+		d->held[i] = d->held[--d->nheld];
+	check_over(d);
+}
+
 /*
  * Start a child `gpufleet shutdown --pull-held NAME` for each instance
  * with a held stop not pulled yet (one child per instance at a time; the
  * child claims each hold, so none is pulled twice). Its output goes to
- * the daemon's log.
+ * the daemon's log; it is a tracked child (child.c), ended with the
+ * daemon.
  */
 static void
 holds_due(struct daemon *d)
 {
 	struct stophold *h = NULL;
+	struct child_spec spec = { 0 };
 	char *cause = NULL, *argv[9];
 	size_t n = 0, i, k;
 	pid_t pid;
-	int fd, a;
+	int a;
 
 	if (stophold_list(d->f->inv, 0, &h, &n, &cause) != 0) {
 		error("%s", cause);
 		free(cause);
 		return;
 	}
+	spec.argv = argv;
+	spec.out = d->log_path;
 	for (i = 0; i < n; i++) {
 		for (k = 0; k < d->nheld && d->held[k].id != h[i].instance_id;
 		     k++)
@@ -677,23 +708,11 @@ holds_due(struct daemon *d)
 		argv[a++] = (char *)"--pull-held";
 		argv[a++] = h[i].name;
 		argv[a] = NULL;
-		if ((pid = fork()) == -1) {
+		if (child_start(&spec, on_held_done, d, &pid, &cause) != 0) {
 			error("held stop %s of %s: cannot start its pull: %s",
-			    h[i].deadline, h[i].name, strerror(errno));
+			    h[i].deadline, h[i].name, cause);
+			free(cause);
 			break;
-		}
-		if (pid == 0) {
-			fd = open(d->log_path,
-			    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-			if (fd != -1) {
-				dup2(fd, STDOUT_FILENO);
-				dup2(fd, STDERR_FILENO);
-			}
-			fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (fd != -1)
-				dup2(fd, STDIN_FILENO);
-			execv(argv[0], argv);
-			_exit(127);
 		}
 		info("held stop %s of %s: pulling (pid %ld)", h[i].deadline,
 		    h[i].name, (long)pid);
@@ -702,27 +721,6 @@ holds_due(struct daemon *d)
 		d->held[d->nheld++].id = h[i].instance_id;
 	}
 	stophold_free(h, n);
-}
-
-/* Reap the children of holds_due that are over. */
-static void
-holds_reap(struct daemon *d)
-{
-	size_t i = 0;
-	int st;
-
-	while (i < d->nheld) {
-		if (waitpid(d->held[i].pid, &st, WNOHANG) != d->held[i].pid) {
-			i++;
-			continue;
-		}
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-			info("a held stop's pull (pid %ld) ended with status "
-			     "%d: gpufleet shutdown ls says why",
-			    (long)d->held[i].pid,
-			    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-		d->held[i] = d->held[--d->nheld];
-	}
 }
 
 /* After a poll's pass (or none, with no instance): store, then act. */
@@ -933,7 +931,6 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(d);
-	holds_reap(d);
 	if (!d->stopping) {
 		run_due(d);
 		notifysend_kick(d->ns);
@@ -1041,11 +1038,11 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 	held_cancel(d->execd);
 	reap(d);
 	notifysend_stop(d->ns);
-	api_stop(d->api); /* what runs for a request finishes (at most 30 s) */
+	api_stop(d->api); /* no new request child; those going get the grace */
 	if (d->nkids > 0 || child_count() > 0 ||
 	    notifysend_inflight(d->ns) > 0) {
-		info("%s: waiting up to %ds for %zu run(s), %zu local "
-		     "stop(s) and %d notification(s) still going",
+		info("%s: waiting up to %ds for %zu run(s), %zu other "
+		     "child(ren) and %d notification(s) still going",
 		    d->stop_why, d->f->config->daemon_stop_grace, d->nkids,
 		    child_count(), notifysend_inflight(d->ns));
 		evtimer_add(d->grace, &tv);
@@ -1073,8 +1070,6 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	reap(arg);
 	ending_reap(arg);
-	holds_reap(arg);
-	api_reap(((struct daemon *)arg)->api);
 	check_over(arg);
 }
 
