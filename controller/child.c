@@ -122,6 +122,20 @@ defaults(void)
 	}
 }
 
+/* In the child: wait for the gate's byte. 1: go, else stop. */
+static int
+gate(const struct child_spec *spec)
+{
+	ssize_t r;
+	char go;
+
+	if (spec->gate_w > 0)
+		close(spec->gate_w);
+	while ((r = read(spec->gate_r, &go, 1)) == -1 && errno == EINTR)
+		;
+	return r == 1;
+}
+
 /* Fork and exec spec in its own process group; the child never returns. */
 static pid_t
 spawn(const struct child_spec *spec, char **cause)
@@ -153,6 +167,8 @@ spawn(const struct child_spec *spec, char **cause)
 	setpgid(0, 0);
 	defaults();
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (spec->gate_r > 0 && gate(spec) != 1)
+		_exit(0);
 	for (i = 0; spec->env != NULL && spec->env[i] != NULL; i++) {
 		name = strdup(spec->env[i]);
 		if (name == NULL || (eq = strchr(name, '=')) == NULL)

@@ -3,8 +3,8 @@
  * processes: a deadline kills the whole group (a grandchild too), the
  * environment and output files, the exit status and the finish callback
  * on a loop (SIGCHLD), child_kill_all and a child it spares, output to
- * the caller's fds. Nothing here times anything: a
- * process is waited for with a generous bound.
+ * the caller's fds, a gate the child waits on before it runs. Nothing here
+ * times anything: a process is waited for with a generous bound.
  */
 #include <check.h>
 #include <signal.h>
@@ -298,6 +298,61 @@ START_TEST(test_fds_spared)
 }
 END_TEST
 
+/*
+ * A gated child does nothing before its byte: the caller's record comes
+ * first; a gate closed without one ends it (exit 0) before it runs.
+ */
+START_TEST(test_gate)
+{
+	char out[96], rec[96], buf[64], want[64], cmd[256], *cause = NULL;
+	char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+	struct child_spec spec = { .argv = argv, .out = out };
+	struct event_base *base = event_base_new();
+	struct seen e = { 0 };
+	int gate[2];
+	pid_t pid;
+	FILE *fp;
+
+	snprintf(out, sizeof out, "%s/out", dir);
+	snprintf(rec, sizeof rec, "%s/rec", dir);
+	/* It prints what the caller recorded after its start. */
+	snprintf(cmd, sizeof cmd, "cat %s 2>/dev/null || echo early", rec);
+	ck_assert_int_eq(child_loop_start(base), 0);
+	ck_assert_int_eq(pipe(gate), 0);
+	spec.gate_r = gate[0];
+	spec.gate_w = gate[1];
+	ck_assert_int_eq(child_start(&spec, on_end, &e, &pid, &cause), 0);
+	close(gate[0]);
+	ck_assert_ptr_nonnull(fp = fopen(rec, "w"));
+	fprintf(fp, "pid %ld\n", (long)pid);
+	fclose(fp);
+	ck_assert_int_eq(write(gate[1], "g", 1), 1);
+	close(gate[1]);
+	while (e.done == 0)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(WEXITSTATUS(e.res.status), 0);
+	slurp(out, buf, sizeof buf);
+	snprintf(want, sizeof want, "pid %ld", (long)pid);
+	ck_assert_str_eq(buf, want);
+	/* Closed without the byte: it exits 0 and runs nothing. */
+	unlink(out);
+	e.done = 0;
+	ck_assert_int_eq(pipe(gate), 0);
+	spec.gate_r = gate[0];
+	spec.gate_w = gate[1];
+	ck_assert_int_eq(child_start(&spec, on_end, &e, &pid, &cause), 0);
+	close(gate[0]);
+	close(gate[1]);
+	while (e.done == 0)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert(WIFEXITED(e.res.status));
+	ck_assert_int_eq(WEXITSTATUS(e.res.status), 0);
+	ck_assert_int_ne(access(out, F_OK), 0);
+	child_loop_end();
+	event_base_free(base);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -315,6 +370,7 @@ main(void)
 	tcase_add_test(tc, test_ignored);
 	tcase_add_test(tc, test_loop);
 	tcase_add_test(tc, test_fds_spared);
+	tcase_add_test(tc, test_gate);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
