@@ -51,7 +51,6 @@
 #include "timeparse.h"
 #include "xmalloc.h"
 
-#define STOP_WAIT_S    5 /* for our children, after their SIGTERM at grace end */
 #define DAEMON_BUSY_MS 2000 /* the loop's wait for another's write lock */
 
 /* An instance this daemon found unreachable, and since when. */
@@ -88,7 +87,7 @@ struct daemon {
 
 	struct schedrun_child *kids;
 	size_t nkids;
-	struct schedrun_child *ending; /* stopped runs' children, exiting */
+	struct schedrun_child *ending; /* stopped runs' children, not reaped */
 	size_t nending;
 	struct held_kid *held; /* pulls of held stops under way */
 	size_t nheld;
@@ -103,7 +102,7 @@ struct daemon {
 
 	int stopping, over, reload;
 	const char *stop_why;
-	struct event *poll, *tick, *grace, *ended;
+	struct event *poll, *tick, *grace;
 	struct event *ev_term, *ev_int, *ev_hup, *ev_chld;
 };
 
@@ -852,6 +851,34 @@ reap(struct daemon *d)
 	}
 }
 
+/*
+ * A run's child is over (child.c reaped it): finish its run, or log the
+ * end of one stopped with the daemon.
+ */
+static void
+on_run_done(const struct child_result *res, void *arg)
+{
+	struct daemon *d = arg;
+	size_t i;
+
+	for (i = 0; i < d->nkids; i++) {
+		if (d->kids[i].own && d->kids[i].pid == res->pid) {
+			schedrun_ended(&d->kids[i], res);
+			reap(d);
+			break;
+		}
+	}
+	for (i = 0; i < d->nending; i++) {
+		if (d->ending[i].pid == res->pid) {
+			info("run %lld: its child exited",
+			    (long long)d->ending[i].run_id);
+			d->ending[i] = d->ending[--d->nending];
+			break;
+		}
+	}
+	check_over(d);
+}
+
 /* Start what the schedules have due. */
 static void
 run_due(struct daemon *d)
@@ -867,8 +894,8 @@ run_due(struct daemon *d)
 		return;
 	}
 	for (i = 0; i < n; i++) {
-		r = schedrun_consider(
-		    d->f, &list[i], (int64_t)time(NULL), &c, &cause);
+		r = schedrun_consider(d->f, &list[i], (int64_t)time(NULL),
+		    on_run_done, d, &c, &cause);
 		if (r < 0) {
 			tick_error(d, cause);
 			cause = NULL;
@@ -940,42 +967,11 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	check_over(d);
 }
 
-/* Reap the children of stopped runs that have exited since. */
-static void
-ending_reap(struct daemon *d)
-{
-	size_t i = 0;
-
-	while (i < d->nending) {
-		if (waitpid(d->ending[i].pid, NULL, WNOHANG) == 0) {
-			i++;
-			continue;
-		}
-		info("run %lld: its child exited",
-		    (long long)d->ending[i].run_id);
-		d->ending[i] = d->ending[--d->nending];
-	}
-}
-
-/* The children of stopped runs had their STOP_WAIT_S: wait no more. */
-static void
-on_ended(evutil_socket_t fd, short what, void *arg)
-{
-	struct daemon *d = arg;
-
-	(void)fd;
-	(void)what;
-	ending_reap(d);
-	d->nending = 0;
-	check_over(d);
-}
-
 /* The grace is over: stop the runs still going, recorded abandoned. */
 static void
 on_grace(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
-	struct timeval tv = { STOP_WAIT_S, 0 };
 	char *why, *cause = NULL;
 	size_t i;
 
@@ -997,13 +993,12 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	d->nkids = 0;
-	/* Under KillMode=mixed the service ends once this process exits:
-	   give our children a few seconds to exit on their SIGTERM first
-	   (check_over waits for them, on_ended no longer). */
-	if (d->nending > 0)
-		evtimer_add(d->ended, &tv);
-	/* Ours on the loop: SIGTERM, SIGKILL after CHILD_GRACE_S, booked
-	   as they are reaped (check_over waits for them). */
+	/*
+	 * Ours on the loop, the runs' children too: their process groups
+	 * SIGTERM, SIGKILL after CHILD_GRACE_S, booked as they are reaped.
+	 * Under KillMode=mixed the service ends once this process exits:
+	 * check_over waits for them first.
+	 */
 	child_kill_all();
 	notifysend_abort(d->ns, why);
 	free(why);
@@ -1069,7 +1064,6 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(arg);
-	ending_reap(arg);
 	check_over(arg);
 }
 
@@ -1095,7 +1089,6 @@ events_add(struct daemon *d, struct event_base *base)
 	d->poll = evtimer_new(base, on_poll, d);
 	d->tick = event_new(base, -1, EV_PERSIST, on_tick, d);
 	d->grace = evtimer_new(base, on_grace, d);
-	d->ended = evtimer_new(base, on_ended, d);
 	d->ev_term = evsignal_new(base, SIGTERM, on_stop, d);
 	d->ev_int = evsignal_new(base, SIGINT, on_stop, d);
 	d->ev_hup = evsignal_new(base, SIGHUP, on_hup, d);
@@ -1113,7 +1106,7 @@ events_add(struct daemon *d, struct event_base *base)
 static void
 events_free(struct daemon *d)
 {
-	struct event *ev[] = { d->poll, d->tick, d->grace, d->ended, d->ev_term,
+	struct event *ev[] = { d->poll, d->tick, d->grace, d->ev_term,
 		d->ev_int, d->ev_hup, d->ev_chld };
 	size_t i;
 
