@@ -10,7 +10,8 @@
  * --since=VALUE, never as words of their own, so none is taken for an
  * option; names are checked against the instance name rules and the
  * inventory (404). At most API_CHILDREN_MAX run at once (503 beyond).
- * The children are reaped on SIGCHLD (api_reap).
+ * The children are the daemon's tracked children (child.c): reaped on
+ * its loop, and stopped with it (its grace, then killed).
  *
  * GET /api/v1/instances is the daemon's last poll as `status --json`
  * prints it, with no new SSH work per request; 503 until the first poll
@@ -37,6 +38,7 @@
 #include <event2/keyvalq_struct.h>
 
 #include "api.h"
+#include "child.h"
 #include "db.h"
 #include "httpd.h"
 #include "instance.h"
@@ -112,6 +114,7 @@ static const struct api_route {
 };
 
 static void job_check(struct api_job *);
+static void on_exit_job(const struct child_result *, void *);
 static void show_then_cost(struct api_job *, const char *, size_t);
 
 /*
@@ -131,34 +134,52 @@ api_new(struct event_base *base, struct fleet *f, const char *self,
 	return a;
 }
 
-/* Unlink job j and free it (its child reaped, its pipes closed). */
+/* Close job j's pipes and drop its timer. */
+static void
+job_close(struct api_job *j)
+{
+	int k;
+
+	for (k = 0; k < 2; k++) {
+		if (j->ev[k] != NULL)
+			event_free(j->ev[k]);
+		j->ev[k] = NULL;
+		if (j->fd[k] != -1)
+			close(j->fd[k]);
+		j->fd[k] = -1;
+	}
+	if (j->timer != NULL)
+		event_free(j->timer);
+	j->timer = NULL;
+}
+
+/* Unlink job j (from its API, if that is still there) and free it. */
 static void
 job_free(struct api_job *j)
 {
 	struct api_job **pp;
 	int k;
 
-	for (pp = &j->api->jobs; *pp != NULL; pp = &(*pp)->next) {
+	for (pp = j->api != NULL ? &j->api->jobs : NULL;
+	     pp != NULL && *pp != NULL; pp = &(*pp)->next) {
 		if (*pp == j) {
 			*pp = j->next;
 			break;
 		}
 	}
-	for (k = 0; k < 2; k++) {
-		if (j->ev[k] != NULL)
-			event_free(j->ev[k]);
-		if (j->fd[k] != -1)
-			close(j->fd[k]);
+	job_close(j);
+	for (k = 0; k < 2; k++)
 		evbuffer_free(j->buf[k]);
-	}
-	if (j->timer != NULL)
-		event_free(j->timer);
 	free(j->show);
 	json_decref(j->doc);
 	free(j);
 }
 
-/* Stop every child (killed and reaped) and free the API. */
+/*
+ * Free the API. Its children were reaped first (the daemon ends once
+ * child_count is 0); one that was not is killed and its job kept for
+ * its callback, which may yet run.
+ */
 void
 api_free(struct api *a)
 {
@@ -167,16 +188,20 @@ api_free(struct api *a)
 	if (a == NULL)
 		return;
 	while ((j = a->jobs) != NULL) {
-		if (!j->exited) {
-			kill(-j->pid, SIGKILL);
-			while (waitpid(j->pid, NULL, 0) == -1 && errno == EINTR)
-				;
-		}
+		a->jobs = j->next;
+		j->next = NULL;
 		if (j->req != NULL) {
 			evhttp_connection_set_closecb(
 			    evhttp_request_get_connection(j->req), NULL, NULL);
 			httpd_reply_error(
 			    j->req, 503, "the daemon is stopping");
+			j->req = NULL;
+		}
+		j->api = NULL;
+		if (!j->exited) {
+			kill(-j->pid, SIGKILL);
+			job_close(j); /* on_exit_job frees it */
+			continue;
 		}
 		job_free(j);
 	}
@@ -231,19 +256,18 @@ api_busy(const struct api *a)
 	return n;
 }
 
-/* SIGCHLD: collect the children that are over. */
-void
-api_reap(struct api *a)
+/* A job's child is over (reaped on the loop by child.c). */
+static void
+on_exit_job(const struct child_result *res, void *arg)
 {
-	struct api_job *j, *next;
+	struct api_job *j = arg;
 
-	for (j = a != NULL ? a->jobs : NULL; j != NULL; j = next) {
-		next = j->next;
-		if (!j->exited &&
-		    waitpid(j->pid, &j->wstatus, WNOHANG) == j->pid)
-			j->exited = 1;
+	j->wstatus = res->status;
+	j->exited = 1;
+	if (j->api != NULL)
 		job_check(j);
-	}
+	else
+		job_free(j); /* api_free has gone */
 }
 
 /* The first line of the child's stderr, printable. Caller frees. */
@@ -388,8 +412,6 @@ on_output(evutil_socket_t fd, short what, void *arg)
 	j->ev[k] = NULL;
 	close(j->fd[k]);
 	j->fd[k] = -1;
-	if (!j->exited && waitpid(j->pid, &j->wstatus, WNOHANG) == j->pid)
-		j->exited = 1;
 	job_check(j);
 }
 
@@ -430,8 +452,10 @@ spawn(struct api_call *c, const char *const *args, int text)
 	struct api *a = c->api;
 	struct timeval tv = { API_CHILD_TIMEOUT_S, 0 };
 	const char *argv[ARGV_MAX + 6];
+	struct child_spec spec = { 0 };
 	struct api_job *j;
-	int out[2], err[2], null, k, n = 0;
+	char *cause = NULL;
+	int out[2], err[2], k, r, n = 0;
 	pid_t pid;
 
 	if (a->stopping) {
@@ -464,29 +488,27 @@ spawn(struct api_call *c, const char *const *args, int text)
 		close(out[1]);
 		return NULL;
 	}
-	if ((pid = fork()) == -1) {
-		httpd_reply_error(c->req, 500, "fork: %s", strerror(errno));
-		for (k = 0; k < 2; k++) {
-			close(out[k]);
-			close(err[k]);
-		}
-		return NULL;
-	}
-	if (pid == 0) {
-		setpgid(0, 0); /* a timeout kills what it started too */
-		if ((null = open("/dev/null", O_RDONLY)) != -1)
-			dup2(null, STDIN_FILENO);
-		dup2(out[1], STDOUT_FILENO);
-		dup2(err[1], STDERR_FILENO);
-		execv(argv[0], (char *const *)argv);
-		dprintf(STDERR_FILENO, "cannot run %s: %s\n", argv[0],
-		    strerror(errno));
-		_exit(127);
-	}
-	setpgid(pid, pid); /* before any kill(-pid), whichever runs first */
+	/*
+	 * Its own process group: a timeout kills what it started too. The
+	 * daemon stopping waits for it (API_CHILD_TIMEOUT_S at most) so that
+	 * its request is answered: child_kill_all spares it.
+	 */
+	spec.argv = (char *const *)argv;
+	spec.spared = 1;
+	spec.out_fd = out[1];
+	spec.err_fd = err[1];
+	j = xcalloc(1, sizeof *j);
+	r = child_start(&spec, on_exit_job, j, &pid, &cause);
 	close(out[1]);
 	close(err[1]);
-	j = xcalloc(1, sizeof *j);
+	if (r != 0) {
+		httpd_reply_error(c->req, 500, "%s", cause);
+		free(cause);
+		close(out[0]);
+		close(err[0]);
+		free(j);
+		return NULL;
+	}
 	j->api = a;
 	j->req = c->req;
 	j->text = text;

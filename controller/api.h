@@ -23,7 +23,6 @@ struct api *api_new(struct event_base *, struct fleet *, const char *,
     const struct metrics_daemon *);
 void api_free(struct api *);
 void api_poll_done(struct api *, const struct probe *);
-void api_reap(struct api *);
 void api_stop(struct api *);
 int api_busy(const struct api *);
 int api_handle(

@@ -27,6 +27,7 @@ struct child {
 	void *arg;
 	int killed; /* child_result's */
 	int termed; /* its group had SIGTERM: the timer sends SIGKILL */
+	int spared; /* child_kill_all leaves it */
 	struct event *timer;
 	struct child *next;
 };
@@ -84,14 +85,21 @@ redirect(const struct child_spec *spec)
 	fd = open(spec->in != NULL ? spec->in : "/dev/null", O_RDONLY);
 	if (fd == -1 || dup2(fd, STDIN_FILENO) == -1)
 		_exit(127);
-	if (spec->out != NULL) {
+	if (spec->out_fd > 0) {
+		if (dup2(spec->out_fd, STDOUT_FILENO) == -1 ||
+		    dup2(spec->out_fd, STDERR_FILENO) == -1)
+			_exit(127);
+	} else if (spec->out != NULL) {
 		fd = open(spec->out, O_WRONLY | O_APPEND | O_CREAT, 0600);
 		if (fd == -1 || dup2(fd, STDOUT_FILENO) == -1 ||
 		    dup2(fd, STDERR_FILENO) == -1)
 			_exit(127);
 	} else if (dup2(STDERR_FILENO, STDOUT_FILENO) == -1)
 		_exit(127);
-	if (spec->err != NULL) {
+	if (spec->err_fd > 0) {
+		if (dup2(spec->err_fd, STDERR_FILENO) == -1)
+			_exit(127);
+	} else if (spec->err != NULL) {
 		fd = open(spec->err, O_WRONLY | O_TRUNC | O_CREAT, 0600);
 		if (fd == -1 || dup2(fd, STDERR_FILENO) == -1)
 			_exit(127);
@@ -112,6 +120,20 @@ defaults(void)
 		if (sig != SIGKILL && sig != SIGSTOP)
 			sigaction(sig, &sa, NULL);
 	}
+}
+
+/* In the child: wait for the gate's byte. 1: go, else stop. */
+static int
+gate(const struct child_spec *spec)
+{
+	ssize_t r;
+	char go;
+
+	if (spec->gate_w > 0)
+		close(spec->gate_w);
+	while ((r = read(spec->gate_r, &go, 1)) == -1 && errno == EINTR)
+		;
+	return r == 1;
 }
 
 /* Fork and exec spec in its own process group; the child never returns. */
@@ -145,6 +167,8 @@ spawn(const struct child_spec *spec, char **cause)
 	setpgid(0, 0);
 	defaults();
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (spec->gate_r > 0 && gate(spec) != 1)
+		_exit(0);
 	for (i = 0; spec->env != NULL && spec->env[i] != NULL; i++) {
 		name = strdup(spec->env[i]);
 		if (name == NULL || (eq = strchr(name, '=')) == NULL)
@@ -174,6 +198,7 @@ start(struct event_base *base, const struct child_spec *spec, child_cb cb,
 	c->pid = pid;
 	c->cb = cb;
 	c->arg = arg;
+	c->spared = spec->spared;
 	c->timer = evtimer_new(base, on_timer, c);
 	if (spec->timeout > 0)
 		evtimer_add(c->timer, &tv);
@@ -348,16 +373,19 @@ child_run(const struct child_spec *spec, struct child_result *res, char **cause)
 }
 
 /*
- * SIGTERM every tracked child's group, SIGKILL after CHILD_GRACE_S (the
- * daemon is stopping); their callbacks run as they are reaped.
+ * SIGTERM every tracked child's group but the spared ones', SIGKILL
+ * after CHILD_GRACE_S (the daemon is stopping); their callbacks run as
+ * they are reaped.
  */
 void
 child_kill_all(void)
 {
 	struct child *c;
 
-	for (c = children; c != NULL; c = c->next)
-		term(c, 2);
+	for (c = children; c != NULL; c = c->next) {
+		if (!c->spared)
+			term(c, 2);
+	}
 }
 
 /* How many tracked children are not reaped yet. */

@@ -7,6 +7,9 @@
  * nothing waits; child_run runs the same code on a private event_base
  * until its child is over (for commands, not the daemon).
  *
+ * A gate lets the caller record the child's pid before it does
+ * anything (child_spec's gate_r).
+ *
  * At its deadline the whole group gets SIGTERM, then SIGKILL after
  * CHILD_GRACE_S. Once its leader is reaped, what is left of its group
  * gets SIGTERM (SIGKILL after a kill): nothing it started outlives it.
@@ -27,7 +30,15 @@ struct child_spec {
 	const char *in;	   /* stdin from this file; NULL: /dev/null */
 	const char *out;   /* stdout and stderr appended here; NULL: ours */
 	const char *err;   /* stderr here instead (truncated); NULL: out */
+	int out_fd;	   /* > 0: stdout and stderr to this fd, not out */
+	int err_fd;	   /* > 0: stderr to this fd instead */
 	int timeout;	   /* seconds until killed; 0: none */
+	int spared;	   /* child_kill_all leaves it: its owner ends it by
+			      a deadline of its own */
+	int gate_r;	   /* > 0: a pipe's read end the child waits on before
+			      it execs: a byte lets it go, EOF (the caller
+			      closed gate_w, or died) makes it exit 0 */
+	int gate_w;	   /* that pipe's write end, closed in the child */
 };
 
 /* How a child ended. */

@@ -52,7 +52,6 @@
 #include "timeparse.h"
 #include "xmalloc.h"
 
-#define STOP_WAIT_S    5 /* for our children, after their SIGTERM at grace end */
 #define DAEMON_BUSY_MS 2000 /* the loop's wait for another's write lock */
 
 /* An instance this daemon found unreachable, and since when. */
@@ -89,7 +88,7 @@ struct daemon {
 
 	struct schedrun_child *kids;
 	size_t nkids;
-	struct schedrun_child *ending; /* stopped runs' children, exiting */
+	struct schedrun_child *ending; /* stopped runs' children, not reaped */
 	size_t nending;
 	struct held_kid *held; /* pulls of held stops under way */
 	size_t nheld;
@@ -104,7 +103,7 @@ struct daemon {
 
 	int stopping, over, reload;
 	const char *stop_why;
-	struct event *poll, *tick, *grace, *ended;
+	struct event *poll, *tick, *grace;
 	struct event *backup; /* the daily db backup (on_backup) */
 	struct event *ev_term, *ev_int, *ev_hup, *ev_chld;
 };
@@ -144,7 +143,7 @@ const struct cmd_entry cmd_daemon_entry = {
 	    "foreground).\nSIGHUP re-reads the configuration; SIGTERM gives "
 	    "the runs still going\n[daemon] stop_grace seconds (default 20), "
 	    "then stops them (recorded\nabandoned), and the local and guard "
-	    "stops with them.\nA [keys] passphrase_file "
+	    "stops and the pulls with them.\nA [keys] passphrase_file "
 	    "of 'ask' is refused (no terminal).\n\n"
 	    "It serves the dashboard and the JSON API (/api/v1/: the CLI's "
 	    "--json\ndocuments) over plain HTTP on [daemon] listen (default "
@@ -642,26 +641,57 @@ on_action(const char *kind, void *arg)
 	metrics_event(&d->metrics, kind);
 }
 
+/* A pull of held stops is over: its instance may have another. */
+static void
+on_held_done(const struct child_result *res, void *arg)
+{
+	struct daemon *d = arg;
+	char *why, *cause = NULL;
+	size_t i;
+
+	for (i = 0; i < d->nheld && d->held[i].pid != res->pid; i++)
+		;
+	if ((why = child_why(res, 0)) != NULL)
+		info("a held stop's pull (pid %ld) did not finish: %s; "
+		     "gpufleet shutdown ls says why",
+		    (long)res->pid, why);
+	free(why);
+	/* Stopped midway: the next pull takes its holds on again. */
+	if (i < d->nheld &&
+	    (res->killed || res->status == -1 || WIFSIGNALED(res->status)) &&
+	    stophold_unclaim(d->f->inv, d->held[i].id, &cause) != 0) {
+		error("%s", cause);
+		free(cause);
+	}
+	if (i < d->nheld)
+		d->held[i] = d->held[--d->nheld];
+	check_over(d);
+}
+
 /*
  * Start a child `gpufleet shutdown --pull-held NAME` for each instance
  * with a held stop not pulled yet (one child per instance at a time; the
  * child claims each hold, so none is pulled twice). Its output goes to
- * the daemon's log.
+ * the daemon's log; it is a tracked child (child.c), ended with the
+ * daemon.
  */
 static void
 holds_due(struct daemon *d)
 {
 	struct stophold *h = NULL;
+	struct child_spec spec = { 0 };
 	char *cause = NULL, *argv[9];
 	size_t n = 0, i, k;
 	pid_t pid;
-	int fd, a;
+	int a;
 
 	if (stophold_list(d->f->inv, 0, &h, &n, &cause) != 0) {
 		error("%s", cause);
 		free(cause);
 		return;
 	}
+	spec.argv = argv;
+	spec.out = d->log_path;
 	for (i = 0; i < n; i++) {
 		for (k = 0; k < d->nheld && d->held[k].id != h[i].instance_id;
 		     k++)
@@ -680,23 +710,11 @@ holds_due(struct daemon *d)
 		argv[a++] = (char *)"--pull-held";
 		argv[a++] = h[i].name;
 		argv[a] = NULL;
-		if ((pid = fork()) == -1) {
+		if (child_start(&spec, on_held_done, d, &pid, &cause) != 0) {
 			error("held stop %s of %s: cannot start its pull: %s",
-			    h[i].deadline, h[i].name, strerror(errno));
+			    h[i].deadline, h[i].name, cause);
+			free(cause);
 			break;
-		}
-		if (pid == 0) {
-			fd = open(d->log_path,
-			    O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
-			if (fd != -1) {
-				dup2(fd, STDOUT_FILENO);
-				dup2(fd, STDERR_FILENO);
-			}
-			fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-			if (fd != -1)
-				dup2(fd, STDIN_FILENO);
-			execv(argv[0], argv);
-			_exit(127);
 		}
 		info("held stop %s of %s: pulling (pid %ld)", h[i].deadline,
 		    h[i].name, (long)pid);
@@ -705,27 +723,6 @@ holds_due(struct daemon *d)
 		d->held[d->nheld++].id = h[i].instance_id;
 	}
 	stophold_free(h, n);
-}
-
-/* Reap the children of holds_due that are over. */
-static void
-holds_reap(struct daemon *d)
-{
-	size_t i = 0;
-	int st;
-
-	while (i < d->nheld) {
-		if (waitpid(d->held[i].pid, &st, WNOHANG) != d->held[i].pid) {
-			i++;
-			continue;
-		}
-		if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
-			info("a held stop's pull (pid %ld) ended with status "
-			     "%d: gpufleet shutdown ls says why",
-			    (long)d->held[i].pid,
-			    WIFEXITED(st) ? WEXITSTATUS(st) : -1);
-		d->held[i] = d->held[--d->nheld];
-	}
 }
 
 /* After a poll's pass (or none, with no instance): store, then act. */
@@ -857,6 +854,34 @@ reap(struct daemon *d)
 	}
 }
 
+/*
+ * A run's child is over (child.c reaped it): finish its run, or log the
+ * end of one stopped with the daemon.
+ */
+static void
+on_run_done(const struct child_result *res, void *arg)
+{
+	struct daemon *d = arg;
+	size_t i;
+
+	for (i = 0; i < d->nkids; i++) {
+		if (d->kids[i].own && d->kids[i].pid == res->pid) {
+			schedrun_ended(&d->kids[i], res);
+			reap(d);
+			break;
+		}
+	}
+	for (i = 0; i < d->nending; i++) {
+		if (d->ending[i].pid == res->pid) {
+			info("run %lld: its child exited",
+			    (long long)d->ending[i].run_id);
+			d->ending[i] = d->ending[--d->nending];
+			break;
+		}
+	}
+	check_over(d);
+}
+
 /* Start what the schedules have due. */
 static void
 run_due(struct daemon *d)
@@ -872,8 +897,8 @@ run_due(struct daemon *d)
 		return;
 	}
 	for (i = 0; i < n; i++) {
-		r = schedrun_consider(
-		    d->f, &list[i], (int64_t)time(NULL), &c, &cause);
+		r = schedrun_consider(d->f, &list[i], (int64_t)time(NULL),
+		    on_run_done, d, &c, &cause);
 		if (r < 0) {
 			tick_error(d, cause);
 			cause = NULL;
@@ -936,7 +961,6 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(d);
-	holds_reap(d);
 	if (!d->stopping) {
 		run_due(d);
 		notifysend_kick(d->ns);
@@ -946,42 +970,11 @@ on_tick(evutil_socket_t fd, short what, void *arg)
 	check_over(d);
 }
 
-/* Reap the children of stopped runs that have exited since. */
-static void
-ending_reap(struct daemon *d)
-{
-	size_t i = 0;
-
-	while (i < d->nending) {
-		if (waitpid(d->ending[i].pid, NULL, WNOHANG) == 0) {
-			i++;
-			continue;
-		}
-		info("run %lld: its child exited",
-		    (long long)d->ending[i].run_id);
-		d->ending[i] = d->ending[--d->nending];
-	}
-}
-
-/* The children of stopped runs had their STOP_WAIT_S: wait no more. */
-static void
-on_ended(evutil_socket_t fd, short what, void *arg)
-{
-	struct daemon *d = arg;
-
-	(void)fd;
-	(void)what;
-	ending_reap(d);
-	d->nending = 0;
-	check_over(d);
-}
-
 /* The grace is over: stop the runs still going, recorded abandoned. */
 static void
 on_grace(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
-	struct timeval tv = { STOP_WAIT_S, 0 };
 	char *why, *cause = NULL;
 	size_t i;
 
@@ -1003,13 +996,12 @@ on_grace(evutil_socket_t fd, short what, void *arg)
 		}
 	}
 	d->nkids = 0;
-	/* Under KillMode=mixed the service ends once this process exits:
-	   give our children a few seconds to exit on their SIGTERM first
-	   (check_over waits for them, on_ended no longer). */
-	if (d->nending > 0)
-		evtimer_add(d->ended, &tv);
-	/* Ours on the loop: SIGTERM, SIGKILL after CHILD_GRACE_S, booked
-	   as they are reaped (check_over waits for them). */
+	/*
+	 * Ours on the loop, the runs' children too: their process groups
+	 * SIGTERM, SIGKILL after CHILD_GRACE_S, booked as they are reaped.
+	 * Under KillMode=mixed the service ends once this process exits:
+	 * check_over waits for them first.
+	 */
 	child_kill_all();
 	notifysend_abort(d->ns, why);
 	free(why);
@@ -1044,11 +1036,11 @@ on_stop(evutil_socket_t fd, short what, void *arg)
 	held_cancel(d->execd);
 	reap(d);
 	notifysend_stop(d->ns);
-	api_stop(d->api); /* what runs for a request finishes (at most 30 s) */
+	api_stop(d->api); /* no new request child; those going get the grace */
 	if (d->nkids > 0 || child_count() > 0 ||
 	    notifysend_inflight(d->ns) > 0) {
-		info("%s: waiting up to %ds for %zu run(s), %zu local "
-		     "stop(s) and %d notification(s) still going",
+		info("%s: waiting up to %ds for %zu run(s), %zu other "
+		     "child(ren) and %d notification(s) still going",
 		    d->stop_why, d->f->config->daemon_stop_grace, d->nkids,
 		    child_count(), notifysend_inflight(d->ns));
 		evtimer_add(d->grace, &tv);
@@ -1075,9 +1067,6 @@ on_chld(evutil_socket_t fd, short what, void *arg)
 	(void)fd;
 	(void)what;
 	reap(arg);
-	ending_reap(arg);
-	holds_reap(arg);
-	api_reap(((struct daemon *)arg)->api);
 	check_over(arg);
 }
 
@@ -1144,7 +1133,6 @@ events_add(struct daemon *d, struct event_base *base)
 	d->poll = evtimer_new(base, on_poll, d);
 	d->tick = event_new(base, -1, EV_PERSIST, on_tick, d);
 	d->grace = evtimer_new(base, on_grace, d);
-	d->ended = evtimer_new(base, on_ended, d);
 	d->ev_term = evsignal_new(base, SIGTERM, on_stop, d);
 	d->ev_int = evsignal_new(base, SIGINT, on_stop, d);
 	d->ev_hup = evsignal_new(base, SIGHUP, on_hup, d);
@@ -1164,7 +1152,7 @@ events_add(struct daemon *d, struct event_base *base)
 static void
 events_free(struct daemon *d)
 {
-	struct event *ev[] = { d->poll, d->tick, d->grace, d->ended, d->ev_term,
+	struct event *ev[] = { d->poll, d->tick, d->grace, d->ev_term,
 		d->ev_int, d->ev_hup, d->ev_chld, d->backup };
 	size_t i;
 

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "actionlog.h"
+#include "child.h"
 #include "cmd.h"
 #include "db.h"
 #include "instance.h"
@@ -54,8 +55,8 @@ static int settle(struct fleet *, int64_t, char **);
 static void claim_test_gate(void);
 static int claim(struct inventory *, const struct schedule *, int64_t, int,
     struct mark *, int64_t *, char **);
-static int spawn(struct fleet *, const struct schedule *, int64_t, int,
-    struct schedrun_child *, char **);
+static int spawn(struct fleet *, const struct schedule *, int64_t, child_cb,
+    void *, struct schedrun_child *, char **);
 static json_t *host_result(enum schedule_action, json_t *, const char **);
 static json_t *parse_output(enum schedule_action, const char *, int *);
 static int finish(
@@ -401,19 +402,22 @@ notify_failed(struct inventory *inv, int64_t log_id, const char *name,
 
 /*
  * Start the child of run run_id, stdout to runs/RUN_ID.out and stderr to
- * RUN_ID.err (0600), and record its pid. With group it gets a process
- * group of its own (a daemon's: Ctrl-C at the daemon's terminal does not
- * reach it, and it outlives a daemon that dies). The child waits on a
- * pipe before it execs: it acts only once its pid is committed, and exits
- * 0 doing nothing when the pipe closes without the go byte (the pid could
- * not be recorded, or this process died before). Returns 0 or -GF_x.
+ * RUN_ID.err (0600), and record its pid. With cb it is a daemon's: a
+ * tracked child (child.c: a process group of its own, so Ctrl-C at the
+ * daemon's terminal does not reach it, reaped on the loop, cb told how
+ * it ended); without, a manual run's, in the CLI's group (the caller
+ * waits for it). The child waits on a pipe before it execs: it acts only
+ * once its pid is committed, and exits 0 doing nothing when the pipe
+ * closes without the go byte (the pid could not be recorded, or this
+ * process died before). Returns 0 or -GF_x.
  */
 static int
-spawn(struct fleet *f, const struct schedule *s, int64_t run_id, int group,
-    struct schedrun_child *c, char **cause)
+spawn(struct fleet *f, const struct schedule *s, int64_t run_id, child_cb cb,
+    void *arg, struct schedrun_child *c, char **cause)
 {
 	char *dir, *out = NULL, *errpath = NULL, **argv;
 	int fdo = -1, fde = -1, fdn = -1, gate[2] = { -1, -1 }, r = -GF_EHOSTS;
+	struct child_spec spec = { 0 };
 	pid_t pid;
 	char go = 'g';
 
@@ -431,13 +435,22 @@ spawn(struct fleet *f, const struct schedule *s, int64_t run_id, int group,
 		xasprintf(cause, "cannot create %s: %s", out, strerror(errno));
 		goto out;
 	}
-	if (pipe2(gate, O_CLOEXEC) == -1 || (pid = fork()) == -1) {
+	if (pipe2(gate, O_CLOEXEC) == -1) {
 		xasprintf(cause, "cannot start a child: %s", strerror(errno));
 		goto out;
 	}
-	if (pid == 0) {
-		if (group)
-			setpgid(0, 0);
+	if (cb != NULL) {
+		spec.argv = argv;
+		spec.out_fd = fdo;
+		spec.err_fd = fde;
+		spec.gate_r = gate[0];
+		spec.gate_w = gate[1];
+		if (child_start(&spec, cb, arg, &pid, cause) != 0)
+			goto out;
+	} else if ((pid = fork()) == -1) {
+		xasprintf(cause, "cannot start a child: %s", strerror(errno));
+		goto out;
+	} else if (pid == 0) {
 		close(gate[1]);
 		while ((r = (int)read(gate[0], &go, 1)) == -1 && errno == EINTR)
 			;
@@ -474,9 +487,12 @@ spawn(struct fleet *f, const struct schedule *s, int64_t run_id, int group,
 			    cause, "cannot start a child: %s", strerror(errno));
 			r = -GF_EHOSTS;
 		}
+		/* Closed without the byte: it exits 0 doing nothing (a
+		   daemon's is reaped on the loop). */
 		close(gate[1]);
 		gate[1] = -1;
-		while (waitpid(pid, NULL, 0) == -1 && errno == EINTR)
+		while (
+		    cb == NULL && waitpid(pid, NULL, 0) == -1 && errno == EINTR)
 			;
 	}
 out:
@@ -807,13 +823,14 @@ alive(const struct schedrun_child *c)
 /*
  * Act on schedule s at real time now as a daemon does (SCHEDULE.md,
  * "Running a daemon action"): nothing due, a skipped or missed row, or a
- * claimed run whose child is started into *c. Shutdown schedules are the
- * watchers' and paused ones wait. Returns 1 when a child started, 0 when
- * not, or -GF_x.
+ * claimed run whose child is started into *c, a tracked child (child.c)
+ * whose end goes to cb (on the loop; schedrun_ended then). Shutdown
+ * schedules are the watchers' and paused ones wait. Returns 1 when a
+ * child started, 0 when not, or -GF_x.
  */
 int
 schedrun_consider(struct fleet *f, const struct schedule *s, int64_t now,
-    struct schedrun_child *c, char **cause)
+    child_cb cb, void *arg, struct schedrun_child *c, char **cause)
 {
 	struct mark m = { "running", NULL, NULL, NULL, NULL };
 	char *missed = NULL, *from;
@@ -843,34 +860,33 @@ schedrun_consider(struct fleet *f, const struct schedule *s, int64_t now,
 	free(missed);
 	if (r <= 0 || strcmp(m.state, "running") != 0)
 		return r < 0 ? r : 0;
-	if ((r = spawn(f, s, id, 1, c, cause)) != 0) {
+	if ((r = spawn(f, s, id, cb, arg, c, cause)) != 0) {
 		finish(f, id, -1, *cause, NULL, NULL);
 		return r;
 	}
 	return 1;
 }
 
+/* Our run c's child ended (child.c reaped it): how, kept for its finish. */
+void
+schedrun_ended(struct schedrun_child *c, const struct child_result *res)
+{
+	c->reaped = 1;
+	c->wstatus = res->status;
+}
+
 /*
- * Whether run c is over, and if so finish it: ours are waited for
- * (WNOHANG; how it ended is kept in c, so that a finish that failed is
- * tried again with it), others are over when their pid is gone or is
- * another process. Returns 1 over, 0 going, or -GF_x (c still going).
+ * Whether run c is over, and if so finish it: ours once schedrun_ended
+ * told how it ended (kept in c, so that a finish that failed is tried
+ * again with it), others when their pid is gone or is another process.
+ * Returns 1 over, 0 going, or -GF_x (c still going).
  */
 int
 schedrun_reap(struct fleet *f, struct schedrun_child *c, char **cause)
 {
-	int wstatus = -1;
-	pid_t r;
+	int r;
 
-	if (c->own && !c->reaped) {
-		while ((r = waitpid(c->pid, &wstatus, WNOHANG)) == -1 &&
-		    errno == EINTR)
-			;
-		if (r == 0)
-			return 0;
-		c->reaped = 1;
-		c->wstatus = r == -1 ? -1 : wstatus;
-	} else if (!c->own && alive(c))
+	if (c->own ? !c->reaped : alive(c))
 		return 0;
 	r = finish(f, c->run_id, c->own ? c->wstatus : -1, NULL, NULL, cause);
 	return r < 0 ? r : 1;
@@ -1035,7 +1051,7 @@ schedrun_now(struct fleet *f, const struct schedule *s, int json, int *status,
 		return r < 0 ? r : -GF_EUSAGE;
 	}
 	fflush(stdout);
-	if ((r = spawn(f, s, id, 0, &c, cause)) != 0) {
+	if ((r = spawn(f, s, id, NULL, NULL, &c, cause)) != 0) {
 		finish(f, id, -1, *cause, NULL, NULL);
 		return r;
 	}

@@ -16,23 +16,25 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "child.h"
 #include "fleet.h"
 #include "schedule.h"
 
-/* A run whose child is going: ours (waitpid) or one a daemon before us
-   started (polled until its pid is gone). */
+/* A run whose child is going: ours (a tracked child, child.c) or one a
+   daemon before us started (polled until its pid is gone). */
 struct schedrun_child {
 	int64_t run_id;
 	pid_t pid;
 	int64_t pid_start; /* field 22 of /proc/PID/stat */
 	int own;
-	int reaped; /* ours, waited for: wstatus holds how it ended */
+	int reaped; /* ours, reaped: wstatus holds how it ended */
 	int wstatus;
 };
 
 int schedrun_now(struct fleet *, const struct schedule *, int, int *, char **);
 int schedrun_consider(struct fleet *, const struct schedule *, int64_t,
-    struct schedrun_child *, char **);
+    child_cb, void *, struct schedrun_child *, char **);
+void schedrun_ended(struct schedrun_child *, const struct child_result *);
 int schedrun_reap(struct fleet *, struct schedrun_child *, char **);
 int schedrun_stop(
     struct fleet *, const struct schedrun_child *, const char *, char **);

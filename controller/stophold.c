@@ -138,6 +138,22 @@ stophold_claim(
 	return sqlite3_changes(inv->db) == 1;
 }
 
+/*
+ * The pull of instance's held stops was stopped before it finished (the
+ * daemon stopping, a signal): what it had claimed is armed again, for
+ * the next pull.
+ */
+int
+stophold_unclaim(struct inventory *inv, int64_t instance, char **cause)
+{
+	int r = db_exec(inv,
+	    "UPDATE stop_hold SET state = 'armed' WHERE instance_id = ? AND "
+	    "state = 'pulling'",
+	    "arming a held stop again", cause, "I", instance);
+
+	return r < 0 ? r : 0;
+}
+
 /* h is over: state released or failed, and why. */
 int
 stophold_finish(struct inventory *inv, const struct stophold *h,

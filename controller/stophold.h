@@ -37,6 +37,7 @@ int stophold_list(
     struct inventory *, int64_t, struct stophold **, size_t *, char **);
 void stophold_free(struct stophold *, size_t);
 int stophold_claim(struct inventory *, const struct stophold *, int, char **);
+int stophold_unclaim(struct inventory *, int64_t, char **);
 int stophold_finish(struct inventory *, const struct stophold *, const char *,
     const char *, char **);
 int stophold_pull(struct fleet *, const struct stophold *, uint64_t *, char **);

@@ -2,8 +2,9 @@
  * The runner of tracked children (controller/child.c) with real
  * processes: a deadline kills the whole group (a grandchild too), the
  * environment and output files, the exit status and the finish callback
- * on a loop (SIGCHLD), child_kill_all. Nothing here times anything: a
- * process is waited for with a generous bound.
+ * on a loop (SIGCHLD), child_kill_all and a child it spares, output to
+ * the caller's fds, a gate the child waits on before it runs. Nothing here
+ * times anything: a process is waited for with a generous bound.
  */
 #include <check.h>
 #include <signal.h>
@@ -254,6 +255,104 @@ START_TEST(test_loop)
 }
 END_TEST
 
+/* Output to the caller's pipes; a spared child outlives child_kill_all. */
+START_TEST(test_fds_spared)
+{
+	char cmd[] = "echo out; echo err >&2; exec sleep 1000", buf[64];
+	char *cause = NULL;
+	char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+	struct child_spec spec = { .argv = argv, .spared = 1 };
+	struct event_base *base = event_base_new();
+	struct seen e = { 0 };
+	int out[2], err[2];
+	ssize_t n;
+	pid_t pid;
+
+	ck_assert_int_eq(pipe(out), 0);
+	ck_assert_int_eq(pipe(err), 0);
+	spec.out_fd = out[1];
+	spec.err_fd = err[1];
+	ck_assert_int_eq(child_loop_start(base), 0);
+	ck_assert_int_eq(child_start(&spec, on_end, &e, &pid, &cause), 0);
+	close(out[1]);
+	close(err[1]);
+	ck_assert_int_gt(n = read(out[0], buf, sizeof buf - 1), 0);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "out\n");
+	ck_assert_int_gt(n = read(err[0], buf, sizeof buf - 1), 0);
+	buf[n] = '\0';
+	ck_assert_str_eq(buf, "err\n");
+	child_kill_all();
+	ck_assert_int_eq(kill(pid, 0), 0); /* spared: still there */
+	ck_assert_uint_eq(child_count(), 1);
+	kill(-pid, SIGKILL);
+	while (e.done == 0)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(e.res.killed, 0);
+	ck_assert(WIFSIGNALED(e.res.status));
+	ck_assert_uint_eq(child_count(), 0);
+	close(out[0]);
+	close(err[0]);
+	child_loop_end();
+	event_base_free(base);
+}
+END_TEST
+
+/*
+ * A gated child does nothing before its byte: the caller's record comes
+ * first; a gate closed without one ends it (exit 0) before it runs.
+ */
+START_TEST(test_gate)
+{
+	char out[96], rec[96], buf[64], want[64], cmd[256], *cause = NULL;
+	char *argv[] = { (char *)"/bin/sh", (char *)"-c", cmd, NULL };
+	struct child_spec spec = { .argv = argv, .out = out };
+	struct event_base *base = event_base_new();
+	struct seen e = { 0 };
+	int gate[2];
+	pid_t pid;
+	FILE *fp;
+
+	snprintf(out, sizeof out, "%s/out", dir);
+	snprintf(rec, sizeof rec, "%s/rec", dir);
+	/* It prints what the caller recorded after its start. */
+	snprintf(cmd, sizeof cmd, "cat %s 2>/dev/null || echo early", rec);
+	ck_assert_int_eq(child_loop_start(base), 0);
+	ck_assert_int_eq(pipe(gate), 0);
+	spec.gate_r = gate[0];
+	spec.gate_w = gate[1];
+	ck_assert_int_eq(child_start(&spec, on_end, &e, &pid, &cause), 0);
+	close(gate[0]);
+	ck_assert_ptr_nonnull(fp = fopen(rec, "w"));
+	fprintf(fp, "pid %ld\n", (long)pid);
+	fclose(fp);
+	ck_assert_int_eq(write(gate[1], "g", 1), 1);
+	close(gate[1]);
+	while (e.done == 0)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert_int_eq(WEXITSTATUS(e.res.status), 0);
+	slurp(out, buf, sizeof buf);
+	snprintf(want, sizeof want, "pid %ld", (long)pid);
+	ck_assert_str_eq(buf, want);
+	/* Closed without the byte: it exits 0 and runs nothing. */
+	unlink(out);
+	e.done = 0;
+	ck_assert_int_eq(pipe(gate), 0);
+	spec.gate_r = gate[0];
+	spec.gate_w = gate[1];
+	ck_assert_int_eq(child_start(&spec, on_end, &e, &pid, &cause), 0);
+	close(gate[0]);
+	close(gate[1]);
+	while (e.done == 0)
+		event_base_loop(base, EVLOOP_ONCE);
+	ck_assert(WIFEXITED(e.res.status));
+	ck_assert_int_eq(WEXITSTATUS(e.res.status), 0);
+	ck_assert_int_ne(access(out, F_OK), 0);
+	child_loop_end();
+	event_base_free(base);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -270,6 +369,8 @@ main(void)
 	tcase_add_test(tc, test_interrupted);
 	tcase_add_test(tc, test_ignored);
 	tcase_add_test(tc, test_loop);
+	tcase_add_test(tc, test_fds_spared);
+	tcase_add_test(tc, test_gate);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);

@@ -250,7 +250,8 @@ START_TEST(pause_before_claim)
 	f.inv = inv;
 	setenv("XDG_STATE_HOME", dir, 1);
 	setenv("GPUFLEET_TEST_SPAWN_CRASH", "1", 1);
-	ck_assert_int_eq(schedrun_consider(&f, &got, now, &c, &cause), 0);
+	ck_assert_int_eq(
+	    schedrun_consider(&f, &got, now, NULL, NULL, &c, &cause), 0);
 	unsetenv("GPUFLEET_TEST_SPAWN_CRASH");
 	ck_assert_int_eq(
 	    db_exec(inv, "SELECT 1 FROM schedule_run", "reading", &cause, ""),
