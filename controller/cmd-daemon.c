@@ -105,6 +105,7 @@ struct daemon {
 	const char *stop_why;
 	struct event *poll, *tick, *grace;
 	struct event *backup; /* the daily db backup (on_backup) */
+	int backing_up;	      /* its child runs (on_backup_done) */
 	struct event *ev_term, *ev_int, *ev_hup, *ev_chld;
 };
 
@@ -1083,45 +1084,101 @@ log_action(struct daemon *d, const char *kind, const char *why)
 	}
 }
 
-#define BACKUP_EVERY 86400
+#define BACKUP_EVERY   86400
+#define BACKUP_RETRY   3600 /* after a failed backup */
+#define BACKUP_TIMEOUT 3600 /* a backup child is killed after this */
+
+/*
+ * A backup child ended: name the backup it made (the newest in the
+ * folder) in the log, or why it failed; check again in a day (an hour
+ * after a failure).
+ */
+static void
+on_backup_done(const struct child_result *res, void *arg)
+{
+	struct daemon *d = arg;
+	struct dbfile_backup *v = NULL;
+	struct timeval tv = { BACKUP_EVERY, 0 };
+	char *why = child_why(res, BACKUP_TIMEOUT), *cause = NULL;
+	size_t n = 0;
+
+	d->backing_up = 0;
+	if (why != NULL) {
+		error("daily backup: gpufleet db backup failed: %s (its "
+		      "lines above); trying again in an hour",
+		    why);
+		tv.tv_sec = BACKUP_RETRY;
+	} else if (dbfile_list(d->db, NULL, &v, &n, &cause) != 0 || n == 0) {
+		error("daily backup: made, but not listed: %s",
+		    cause != NULL ? cause : "no backup in the folder");
+		free(cause);
+	} else
+		info("daily backup: %s (keeping %d)", v[0].path,
+		    d->f->config->db_backup_keep);
+	free(why);
+	dbfile_list_free(v, n);
+	if (!d->stopping)
+		evtimer_add(d->backup, &tv);
+}
 
 /*
  * The daily backup: when the newest backup in the backups folder is a day
- * old (or there is none), make one as `gpufleet db backup` does, rotate,
- * and say so in the log; then wait until the newest is a day old again.
+ * old (or there is none), a child `gpufleet db backup` makes one and
+ * rotates (beside the loop: a copy of a large database takes seconds),
+ * and on_backup_done says so in the log; then wait until the newest is a
+ * day old again.
  */
 static void
 on_backup(evutil_socket_t fd, short what, void *arg)
 {
 	struct daemon *d = arg;
 	struct dbfile_backup *v = NULL;
+	struct child_spec spec = { 0 };
 	struct timeval tv = { BACKUP_EVERY, 0 };
 	int64_t now = (int64_t)time(NULL);
-	char *cause = NULL, *made = NULL;
-	size_t n = 0, removed = 0;
+	char *cause = NULL, *argv[8];
+	size_t n = 0;
+	int a = 0;
 
 	(void)fd;
 	(void)what;
-	if (d->stopping)
+	if (d->stopping || d->backing_up)
 		return;
 	if (dbfile_list(d->db, NULL, &v, &n, &cause) != 0) {
 		error("daily backup: %s", cause);
 		free(cause);
 		cause = NULL;
 	}
-	if (n > 0 && v[0].t <= now && now - v[0].t < BACKUP_EVERY)
+	if (n > 0 && v[0].t <= now && now - v[0].t < BACKUP_EVERY) {
 		tv.tv_sec = (time_t)(BACKUP_EVERY - (now - v[0].t));
-	else if (dbfile_backup(d->db, NULL, now, &made, &cause) != 0 ||
-	    dbfile_rotate(d->db, NULL, d->f->config->db_backup_keep, made,
-		&removed, &cause) != 0) {
-		error("daily backup: %s", cause);
-		free(cause);
-	} else
-		info("daily backup: %s (%zu old removed, keeping %d)", made,
-		    removed, d->f->config->db_backup_keep);
-	free(made);
+		dbfile_list_free(v, n);
+		evtimer_add(d->backup, &tv);
+		return;
+	}
 	dbfile_list_free(v, n);
-	evtimer_add(d->backup, &tv);
+	argv[a++] = d->self;
+	argv[a++] = (char *)"--db";
+	argv[a++] = d->db;
+	if (d->f->config->path != NULL) {
+		argv[a++] = (char *)"--config";
+		argv[a++] = d->f->config->path;
+	}
+	argv[a++] = (char *)"db";
+	argv[a++] = (char *)"backup";
+	argv[a] = NULL;
+	spec.argv = argv;
+	spec.out = d->log_path;
+	spec.timeout = BACKUP_TIMEOUT;
+	if (child_start(&spec, on_backup_done, d, NULL, &cause) != 0) {
+		error("daily backup: cannot start gpufleet db backup: %s; "
+		      "trying again in an hour",
+		    cause);
+		free(cause);
+		tv.tv_sec = BACKUP_RETRY;
+		evtimer_add(d->backup, &tv);
+		return;
+	}
+	d->backing_up = 1;
 }
 
 /* The loop's events, and the first poll at once. */
