@@ -670,6 +670,25 @@ on_held_done(const struct child_result *res, void *arg)
 }
 
 /*
+ * Fill argv with this gpufleet on the daemon's database and config (at
+ * most 5 words); the command's own words follow. Returns how many.
+ */
+static int
+self_argv(struct daemon *d, char **argv)
+{
+	int a = 0;
+
+	argv[a++] = d->self;
+	argv[a++] = (char *)"--db";
+	argv[a++] = d->db;
+	if (d->f->config->path != NULL) {
+		argv[a++] = (char *)"--config";
+		argv[a++] = d->f->config->path;
+	}
+	return a;
+}
+
+/*
  * Start a child `gpufleet shutdown --pull-held NAME` for each instance
  * with a held stop not pulled yet (one child per instance at a time; the
  * child claims each hold, so none is pulled twice). Its output goes to
@@ -700,13 +719,7 @@ holds_due(struct daemon *d)
 		if (strcmp(h[i].state, "armed") != 0 || k < d->nheld)
 			continue;
 		a = 0;
-		argv[a++] = d->self;
-		argv[a++] = (char *)"--db";
-		argv[a++] = d->db;
-		if (d->f->config->path != NULL) {
-			argv[a++] = (char *)"--config";
-			argv[a++] = d->f->config->path;
-		}
+		a = self_argv(d, argv);
 		argv[a++] = (char *)"shutdown";
 		argv[a++] = (char *)"--pull-held";
 		argv[a++] = h[i].name;
@@ -1138,7 +1151,7 @@ on_backup(evutil_socket_t fd, short what, void *arg)
 	int64_t now = (int64_t)time(NULL);
 	char *cause = NULL, *argv[8];
 	size_t n = 0;
-	int a = 0;
+	int a;
 
 	(void)fd;
 	(void)what;
@@ -1156,13 +1169,7 @@ on_backup(evutil_socket_t fd, short what, void *arg)
 		return;
 	}
 	dbfile_list_free(v, n);
-	argv[a++] = d->self;
-	argv[a++] = (char *)"--db";
-	argv[a++] = d->db;
-	if (d->f->config->path != NULL) {
-		argv[a++] = (char *)"--config";
-		argv[a++] = d->f->config->path;
-	}
+	a = self_argv(d, argv);
 	argv[a++] = (char *)"db";
 	argv[a++] = (char *)"backup";
 	argv[a] = NULL;
