@@ -387,6 +387,7 @@ pages_free(struct probe_host *s)
 	s->pages = NULL;
 	s->npages = 0;
 	s->paging = 0;
+	s->page_bytes = 0;
 	buf_clear(&s->page_out);
 }
 
@@ -399,8 +400,8 @@ last_page(const struct probe_host *s)
 
 /*
  * Ask again the hosts whose last report has a full journal page
- * (journal_more), for the next, up to PROBE_JOURNAL_PAGES pages in all:
- * 1 when that round is started, 0 when none is left to ask.
+ * (journal_more), for the next, to the bounds of PROBE_JOURNAL_*: 1 when
+ * that round is started, 0 when none is left to ask.
  */
 static int
 page_next(struct probe *p)
@@ -408,12 +409,17 @@ page_next(struct probe *p)
 	struct remote *rm = p->rm;
 	const struct report *last;
 	size_t i, n = 0;
+	int late;
 
+	if (!p->paging)
+		p->paging_since = engine_now_ms();
+	late = engine_now_ms() - p->paging_since > PROBE_JOURNAL_MS;
 	for (i = 0; i < rm->n; i++) {
 		struct probe_host *s = &p->hosts[i];
 
 		last = last_page(s);
-		s->paging = included(p, i) && s->have_report &&
+		s->paging = !late && included(p, i) && s->have_report &&
+		    s->page_bytes < PROBE_JOURNAL_BYTES &&
 		    last->watcher.journal_more && last->watcher.njournal > 0 &&
 		    last->watcher.epoch[0] != '\0' &&
 		    s->npages + 1 < PROBE_JOURNAL_PAGES;
@@ -466,6 +472,7 @@ page_read(struct probe *p, size_t i)
 		s->pages =
 		    xreallocarray(s->pages, s->npages + 1, sizeof *s->pages);
 		s->pages[s->npages++] = page;
+		s->page_bytes += s->page_out.len;
 	} else {
 		debug_f("%s: the journal's next page: %s", p->rm->list[i].name,
 		    cause != NULL
