@@ -194,8 +194,17 @@ int hold_main(int, char **);
 #define JOURNAL_URGENT_ENTRIES 64
 #define JOURNAL_URGENT_BYTES   (64 * 1024)
 
+/* The active file is rotated into a segment past this size (agent/WATCH.md
+ * "The journal's segments"); acknowledged segments are kept this long. */
+#define JOURNAL_SEGMENT_BYTES (4 * 1024 * 1024)
+#define JOURNAL_KEEP_S	      (7 * 86400)
+/* Test knobs for both (bytes, seconds). */
+#define JOURNAL_SEGMENT_ENV "GPUFLEET_AGENT_JOURNAL_SEGMENT_BYTES"
+#define JOURNAL_KEEP_ENV    "GPUFLEET_AGENT_JOURNAL_KEEP_S"
+
 struct journal {
 	int fd;
+	char *dir;
 	char *path;
 	char epoch[JOURNAL_EPOCH_LEN + 1];
 	long long seq; /* of the last entry */
@@ -208,6 +217,8 @@ typedef int (*journal_fn)(const char *, size_t, const struct jsonr *, void *);
 
 int journal_scan(const char *, char *, journal_fn, void *);
 int journal_scan_at(const char *, off_t, char *, journal_fn, void *);
+int journal_scan_all(const char *, char *, journal_fn, void *);
+void journal_rotate(struct journal *, const struct judge_state *, time_t);
 int journal_replay(const char *, char *, struct judge_state *);
 int journal_open(struct journal *, const char *, time_t, char **);
 void journal_begin(struct journal *, struct jsonw *, time_t, const char *);

@@ -905,14 +905,13 @@ static void
 job_watched(
     const char *dir, long long n, long long started, int *wstarted, pid_t *wpid)
 {
-	char fire_id[JOB_FIRE_ID_MAX], epoch[JOURNAL_EPOCH_LEN + 1], *path;
+	char fire_id[JOB_FIRE_ID_MAX], epoch[JOURNAL_EPOCH_LEN + 1];
 	struct job_seen seen = { fire_id, 0 };
 	char *cause = NULL;
 	pid_t holder;
 	int waited, s;
 
 	snprintf(fire_id, sizeof fire_id, "j-%lld-%lld", n, started);
-	xasprintf(&path, "%s/journal.jsonl", dir);
 	for (waited = 0; waited < JOB_WATCHED_MS; waited += 100) {
 		if ((holder = watcher_holder(dir)) <= 0) {
 			if (watcher_start(dir, "/proc", &s, &holder, &cause) !=
@@ -927,12 +926,11 @@ job_watched(
 		if (holder != *wpid || waited == 0)
 			kill(holder, SIGUSR1);
 		*wpid = holder;
-		if (journal_scan(path, epoch, job_started_fn, &seen) == 0 &&
+		if (journal_scan_all(dir, epoch, job_started_fn, &seen) == 0 &&
 		    seen.found)
 			break;
 		poll(NULL, 0, 100);
 	}
-	free(path);
 }
 
 /*

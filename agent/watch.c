@@ -91,6 +91,8 @@ watch_log(struct watch *w, struct jsonw *jw)
 	seq = w->j.seq;
 	if (jsonr_parse(jw->out.data, jw->out.len, &e, NULL) == 0) {
 		judge_replay(&w->js, &e);
+		/* The state has the entry: the file may become a segment. */
+		journal_rotate(&w->j, &w->js, time(NULL));
 		/* News for D/notify.json's targets: sent before going on. */
 		watch_notify(w, &e, seq);
 	}

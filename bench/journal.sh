@@ -2,7 +2,8 @@
 # The watcher's journal at scale. On the instance: a journal of LINES
 # (1,000,000) lines, then a `status` contact (gpufleet-agent report with the
 # controller's cursor at the end, as each poll runs it) and a watcher start
-# (plan set), each timed, without and with D/journal.state. On the laptop:
+# (plan set), each timed, without and with D/journal.state, then contacts
+# again once the watcher has rotated the journal into a segment. On the laptop:
 # fleet.db after DAYS (365) of INSTANCES (200) watchers' journals, one of
 # them hostile, through the real store code (bench/journaldb.c).
 # Usage: bench/journal.sh [LINES INSTANCES DAYS] (DAYS 0: the instance only)
@@ -63,6 +64,10 @@ start() {
 rm -f "$D/journal.state"
 echo "watcher start (plan set), no journal.state: $(start 0) ms"
 echo "watcher start (plan set), with journal.state: $(start 1) ms"
+# The first start rotated the journal (past 4 MiB) into one segment.
+echo "journal files after the starts: $(cd "$D" && ls journal-*.jsonl journal.jsonl | tr '\n' ' ')"
+echo "status contact across the segment, cursor at the end: $(contact "$lines") ms"
+echo "status contact across the segment, 256 entries behind: $(contact $((lines - 256))) ms"
 # DAYS 0: the instance's part only.
 if [ "${3:-365}" -gt 0 ]; then
 	"$top/build/journaldb" "$tmp/fleet.db" "${2:-200}" "${3:-365}" 90 \

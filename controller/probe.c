@@ -31,6 +31,10 @@ static int included(const struct probe *, size_t);
 static int interrupted(const struct probe *);
 static size_t mark_missing(struct probe *);
 static void classify(struct probe *, size_t);
+static void pages_free(struct probe_host *);
+static const struct report *last_page(const struct probe_host *);
+static int page_next(struct probe *);
+static void page_read(struct probe *, size_t);
 static void finish(struct probe *, int);
 
 static void
@@ -49,6 +53,8 @@ on_output(struct engine_host *h, int is_stderr, const char *data, size_t len,
 
 	if (is_stderr)
 		misc_buf_add(&s->err, data, len, ERR_CAP);
+	else if (p->paging)
+		misc_buf_add(&s->page_out, data, len, REPORT_MAX_BYTES);
 	else {
 		if (s->out.len == 0 && len > 0) {
 			s->out_real_ms = real_now_ms();
@@ -157,10 +163,15 @@ probe_attach(struct probe *p, struct remote *rm)
 static char *
 host_args(struct probe *p, size_t i)
 {
+	const struct report *last = last_page(&p->hosts[i]);
 	char *cursor = NULL, *cause = NULL, *s;
 
-	if (watcher_cursor(p->rm->inv, p->rm->list[i].id, &cursor, &cause) !=
-	    0) {
+	if (p->paging) /* after the last page read */
+		xasprintf(&cursor, "%s:%lld", last->watcher.epoch,
+		    (long long)last->watcher.journal[last->watcher.njournal - 1]
+			.seq);
+	else if (watcher_cursor(
+		     p->rm->inv, p->rm->list[i].id, &cursor, &cause) != 0) {
 		warn_msg("%s", cause);
 		free(cause);
 		cursor = xstrdup("-");
@@ -212,6 +223,7 @@ reset(struct probe *p)
 			report_free(&s->rep);
 		s->have_report = 0;
 		s->state = NULL;
+		pages_free(s);
 		if (!included(p, i)) {
 			h->skip = 1;
 			continue;
@@ -269,6 +281,7 @@ probe_start(
 	p->done = done;
 	p->arg = arg;
 	p->upload = 0;
+	p->paging = 0;
 	reset(p);
 	p->run = engine_start(e, p->rm->hosts, p->rm->n, &p->set, &p->ops);
 	return 0;
@@ -333,6 +346,14 @@ on_finished(struct engine_run *run, void *arg)
 		finish(p, -PROBE_INTERRUPTED);
 		return;
 	}
+	if (p->paging) {
+		for (i = 0; i < p->rm->n; i++)
+			page_read(p, i);
+		if (page_next(p))
+			return;
+		finish(p, 0);
+		return;
+	}
 	if (!p->upload && (nmissing = mark_missing(p)) > 0) {
 		debug_f("deploying the agent to %zu instance(s)", nmissing);
 		p->upload = 1;
@@ -349,7 +370,125 @@ on_finished(struct engine_run *run, void *arg)
 		p->rm->hosts[i].skip = 0;
 		classify(p, i);
 	}
+	if (page_next(p))
+		return;
 	finish(p, 0);
+}
+
+/* Free host s's journal pages. */
+static void
+pages_free(struct probe_host *s)
+{
+	size_t k;
+
+	for (k = 0; k < s->npages; k++)
+		report_free(&s->pages[k]);
+	free(s->pages);
+	s->pages = NULL;
+	s->npages = 0;
+	s->paging = 0;
+	s->page_bytes = 0;
+	buf_clear(&s->page_out);
+}
+
+/* The last report host s gave: its last page, or its report. */
+static const struct report *
+last_page(const struct probe_host *s)
+{
+	return s->npages > 0 ? &s->pages[s->npages - 1] : &s->rep;
+}
+
+/*
+ * Ask again the hosts whose last report has a full journal page
+ * (journal_more), for the next, to the bounds of PROBE_JOURNAL_*: 1 when
+ * that round is started, 0 when none is left to ask.
+ */
+static int
+page_next(struct probe *p)
+{
+	struct remote *rm = p->rm;
+	const struct report *last;
+	size_t i, n = 0;
+	int late;
+
+	if (!p->paging)
+		p->paging_since = engine_now_ms();
+	late = engine_now_ms() - p->paging_since > PROBE_JOURNAL_MS;
+	for (i = 0; i < rm->n; i++) {
+		struct probe_host *s = &p->hosts[i];
+
+		last = last_page(s);
+		s->paging = !late && included(p, i) && s->have_report &&
+		    s->page_bytes < PROBE_JOURNAL_BYTES &&
+		    last->watcher.journal_more && last->watcher.njournal > 0 &&
+		    last->watcher.epoch[0] != '\0' &&
+		    s->npages + 1 < PROBE_JOURNAL_PAGES;
+		n += s->paging;
+	}
+	for (i = 0; i < rm->n; i++) {
+		struct probe_host *s = &p->hosts[i];
+		struct engine_host *h = &rm->hosts[i];
+
+		/* As the pass leaves them when no page is asked for. */
+		h->skip = n > 0 ? !s->paging : !included(p, i);
+		if (n == 0 || !s->paging)
+			continue;
+		p->paging = 1;
+		free(p->cmds[i]);
+		free(s->args);
+		s->args = host_args(p, i);
+		p->cmds[i] = deploy_run_command(h->in, &p->ab, s->args);
+		h->command = p->cmds[i];
+		buf_clear(&s->page_out);
+	}
+	if (n == 0)
+		return 0;
+	p->paging = 1;
+	p->set.stdin_data = NULL;
+	p->set.stdin_len = 0;
+	p->run =
+	    engine_start(remote_engine(rm), rm->hosts, rm->n, &p->set, &p->ops);
+	return 1;
+}
+
+/*
+ * Keep the page host i's round of pages brought, if it brought one; a
+ * host that failed it is asked no more, and keeps its report's outcome.
+ */
+static void
+page_read(struct probe *p, size_t i)
+{
+	struct probe_host *s = &p->hosts[i];
+	struct engine_host *h = &p->rm->hosts[i];
+	struct report page;
+	char *cause = NULL;
+
+	if (!s->paging)
+		return;
+	if (h->fail == EF_NONE && h->exit_signal == NULL &&
+	    h->exit_status == 0 && !s->page_out.truncated &&
+	    report_parse(s->page_out.data != NULL ? s->page_out.data : "",
+		s->page_out.len, p->now, &page, &cause) == 0) {
+		s->pages =
+		    xreallocarray(s->pages, s->npages + 1, sizeof *s->pages);
+		s->pages[s->npages++] = page;
+		s->page_bytes += s->page_out.len;
+	} else {
+		debug_f("%s: the journal's next page: %s", p->rm->list[i].name,
+		    cause != NULL
+			? cause
+			: (h->fail_msg != NULL ? h->fail_msg : "no report"));
+		s->paging = 0;
+		/* The host answered its report: that is its outcome. */
+		h->fail = EF_NONE;
+		free(h->fail_msg);
+		h->fail_msg = NULL;
+		free(h->exit_signal);
+		h->exit_signal = NULL;
+		h->exit_status = 0;
+	}
+	free(cause);
+	buf_clear(&s->page_out);
 }
 
 /* The pass is over: drop its commands and tell the caller. */
@@ -443,7 +582,7 @@ probe_store(struct probe *p, char **cause)
 {
 	struct inventory *inv = p->rm->inv;
 	const struct config *cf = p->cf;
-	size_t i;
+	size_t i, j;
 	int r;
 
 	if ((r = inventory_begin(inv, cause)) != 0)
@@ -463,6 +602,10 @@ probe_store(struct probe *p, char **cause)
 		    (r = watcher_store(inv, &p->rm->list[i], p->now, s->skew,
 			 &s->rep, cause)) != 0)
 			goto fail;
+		for (j = 0; s->have_report && j < s->npages; j++)
+			if ((r = watcher_store(inv, &p->rm->list[i], p->now,
+				 s->skew, &s->pages[j], cause)) != 0)
+				goto fail;
 		/* Progress stale while the instance answers. */
 		if (s->have_report &&
 		    (r = samples_notify_stalled(inv, &p->rm->list[i], p->now,
@@ -533,6 +676,7 @@ probe_free(struct probe *p)
 		free(s->prefail);
 		if (s->have_report)
 			report_free(&s->rep);
+		pages_free(s);
 		free(p->cmds[i]);
 		free(p->runners[i]);
 	}

@@ -21,6 +21,16 @@
 #include "report.h"
 
 #define PROBE_INTERRUPTED 130 /* a pass was cancelled: nothing to store */
+/*
+ * A report whose journal page is full (journal_more) is asked again for
+ * the next page in the same pass, up to this many pages in all per
+ * instance (each page at most 256 entries or 256 KiB), this many bytes of
+ * reports, and no new round after this long: a backlog drains in one
+ * contact, and a hostile instance costs a bounded wait and memory.
+ */
+#define PROBE_JOURNAL_PAGES 20
+#define PROBE_JOURNAL_BYTES (8 * 1024 * 1024)
+#define PROBE_JOURNAL_MS    (60 * 1000)
 
 /* One instance's result of the last pass, parallel to remote.list. */
 struct probe_host {
@@ -35,6 +45,13 @@ struct probe_host {
 	char *args;    /* the agent's arguments for this host */
 	char *prefail; /* failed before any run (ProxyJump) */
 	enum engine_fail prefail_kind;
+	/* The journal's next pages (reports asked again for them), stored
+	 * after rep; page_out receives the page being read. */
+	struct report *pages;
+	size_t npages;
+	int paging; /* in the round of pages in flight */
+	struct misc_buf page_out;
+	size_t page_bytes; /* of the pages kept */
 };
 
 struct probe;
@@ -57,6 +74,8 @@ struct probe {
 	struct engine_ops ops;
 	struct engine_run *run; /* in flight, or NULL */
 	int upload;		/* the run is the upload pass */
+	int paging;		/* the run asks for the journal's next pages */
+	int64_t paging_since;	/* the first round of pages began (ms) */
 	unsigned char *only;	/* NULL: every host; else the hosts with 1 */
 	probe_done_cb done;
 	void *arg;

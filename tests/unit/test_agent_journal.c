@@ -3,9 +3,12 @@
  * the entries after a cursor found by bisecting the file, the last seq
  * from its tail, a replay that starts from the state cached in
  * D/journal.state and never applies an entry twice; torn and overlong
- * lines are skipped as before.
+ * lines are skipped as before. The journal rotated into segments: every
+ * reader reads across them, none is removed before the controller
+ * acknowledged it, and what is acknowledged goes, so the files stay small.
  */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -265,6 +268,176 @@ START_TEST(test_replay_state)
 }
 END_TEST
 
+/* As the watcher does (watch_log): append entry i, apply it, rotate. */
+static void
+append(struct journal *j, struct judge_state *js, int i)
+{
+	struct jsonw w;
+	struct jsonr e;
+	char *cause = NULL;
+
+	journal_begin(j, &w, 1000 + i, i % 100 == 0 ? "stopping" : "busy");
+	jsonw_string(&w, "id", i % 100 == 0 ? "d-1" : "a-1");
+	jsonw_string(&w, "reason", "gpu_util");
+	ck_assert_int_eq(journal_end(j, &w, &cause), 0);
+	ck_assert_int_eq(jsonr_parse(w.out.data, w.out.len, &e, NULL), 0);
+	judge_replay(js, &e);
+	jsonr_free(&e);
+	jsonw_free(&w);
+	journal_rotate(j, js, 2000000000);
+}
+
+/* The journal's files in dir: how many, and their bytes in *bytes. */
+static int
+files(long long *bytes)
+{
+	struct dirent *de;
+	char p[512];
+	FILE *f;
+	DIR *d = opendir(dir);
+	int n = 0;
+
+	*bytes = 0;
+	ck_assert_ptr_nonnull(d);
+	while ((de = readdir(d)) != NULL) {
+		if (strncmp(de->d_name, "journal-", 8) != 0 &&
+		    strcmp(de->d_name, "journal.jsonl") != 0)
+			continue;
+		snprintf(p, sizeof p, "%s/%s", dir, de->d_name);
+		ck_assert_ptr_nonnull(f = fopen(p, "r"));
+		fseek(f, 0, SEEK_END);
+		*bytes += ftell(f);
+		fclose(f);
+		n++;
+	}
+	closedir(d);
+	return n;
+}
+
+/* journal_scan_all callback: count the entries and check their order. */
+static int
+count_fn(const char *line, size_t len, const struct jsonr *e, void *arg)
+{
+	long long *n = arg, seq;
+
+	(void)line;
+	(void)len;
+	ck_assert_int_eq(jsonr_int(e, "seq", &seq), 0);
+	ck_assert_int_eq(seq, *n + 1);
+	(*n)++;
+	return 0;
+}
+
+/* The entries of the whole journal, segments and all, in seq order. */
+static long long
+entries(void)
+{
+	char epoch[JOURNAL_EPOCH_LEN + 1];
+	long long n = 0;
+
+	ck_assert_int_eq(journal_scan_all(dir, epoch, count_fn, &n), 0);
+	return n;
+}
+
+/*
+ * Past the segment size the journal goes on in a new file; with no
+ * acknowledgement every entry is kept, and every reader reads across
+ * the segments: the report from any cursor, the replay, the writer's
+ * seq after a crash between the rename and the new file.
+ */
+START_TEST(test_segments_unacked)
+{
+	struct judge_state js = { NULL, 0, 0 };
+	struct journal j;
+	json_t *o, *a;
+	long long bytes, k;
+	char *cause = NULL, seg[256];
+	int i;
+
+	setenv(JOURNAL_SEGMENT_ENV, "4096", 1);
+	setenv(JOURNAL_KEEP_ENV, "0", 1);
+	ck_assert_int_eq(journal_open(&j, dir, 1000, &cause), 0);
+	for (i = 2; i <= 1500; i++)
+		append(&j, &js, i);
+	ck_assert_int_gt(files(&bytes), 20);
+	ck_assert_int_eq(entries(), 1500);
+	ck_assert_int_eq(attempts(), 15);
+	/* From cursors in old segments, at their edges, in the active one. */
+	for (k = 1; k <= 1500; k += 97) {
+		o = report_after(j.epoch, k);
+		a = json_object_get(o, "journal");
+		ck_assert_uint_eq(json_array_size(a),
+		    1500 - k < JOURNAL_REPORT_ENTRIES ? (size_t)(1500 - k)
+						      : JOURNAL_REPORT_ENTRIES);
+		for (i = 0; i < (int)json_array_size(a); i++)
+			ck_assert_int_eq(
+			    json_integer_value(json_object_get(
+				json_array_get(a, (size_t)i), "seq")),
+			    k + 1 + i);
+		json_decref(o);
+	}
+	/* The report's cursor acknowledges; no rotation since: all kept. */
+	ck_assert_int_eq(entries(), 1500);
+	/* A crash after the rename, before the new file: nothing lost, the
+	   epoch and seq go on. */
+	journal_close(&j);
+	snprintf(seg, sizeof seg, "%s/journal-%020d.jsonl", dir, 1500);
+	ck_assert_int_eq(rename(path, seg), 0);
+	ck_assert_int_eq(journal_open(&j, dir, 1000, &cause), 0);
+	ck_assert_int_eq(j.seq, 1500);
+	append(&j, &js, 1501);
+	ck_assert_int_eq(entries(), 1501);
+	journal_close(&j);
+	judge_state_free(&js);
+}
+END_TEST
+
+/*
+ * Acknowledged segments go (past the keep time): the files stay under a
+ * bound however many entries are written, and the replay still counts
+ * every stop (the state cached at the rotation); not yet kept long
+ * enough, they stay.
+ */
+START_TEST(test_segments_acked)
+{
+	struct judge_state js = { NULL, 0, 0 };
+	struct journal j;
+	long long bytes, most = 0;
+	char *cause = NULL;
+	int i;
+
+	setenv(JOURNAL_SEGMENT_ENV, "4096", 1);
+	setenv(JOURNAL_KEEP_ENV, "0", 1);
+	ck_assert_int_eq(journal_open(&j, dir, 1000, &cause), 0);
+	for (i = 2; i <= 4000; i++) {
+		append(&j, &js, i);
+		if (i % 100 == 0)
+			json_decref(report_after(j.epoch, j.seq));
+		if (i % 10 == 0 && (files(&bytes), bytes > most))
+			most = bytes;
+	}
+	/* 100 entries unacknowledged at most, a segment of slack (of the
+	   380 KB written). */
+	ck_assert_int_lt(most, 24 * 1024);
+	ck_assert_int_eq(attempts(), 40);
+	/* Kept 10 years: acknowledged or not, nothing goes. */
+	setenv(JOURNAL_KEEP_ENV, "315360000", 1);
+	files(&bytes);
+	for (i = 4001; i <= 5000; i++) {
+		append(&j, &js, i);
+		if (i % 100 == 0)
+			json_decref(report_after(j.epoch, j.seq));
+	}
+	ck_assert_int_ge(files(&most), 1000 * 90 / 4096);
+	ck_assert_int_gt(most, bytes + 1000 * 90);
+	ck_assert_int_eq(attempts(), 50);
+	journal_close(&j);
+	judge_state_free(&js);
+	unsetenv(JOURNAL_SEGMENT_ENV);
+	unsetenv(JOURNAL_KEEP_ENV);
+}
+END_TEST
+
 int
 main(void)
 {
@@ -274,9 +447,13 @@ main(void)
 	int failed;
 
 	tcase_add_checked_fixture(tc, setup, teardown);
+	/* Thousands of fsynced appends: no bound on a loaded machine's disk. */
+	tcase_set_timeout(tc, 600);
 	tcase_add_test(tc, test_after);
 	tcase_add_test(tc, test_open);
 	tcase_add_test(tc, test_replay_state);
+	tcase_add_test(tc, test_segments_unacked);
+	tcase_add_test(tc, test_segments_acked);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_NORMAL);
