@@ -314,7 +314,9 @@ echo "the dashboard: http://127.0.0.1:$web/ (the JSON API under /api/v1/)"
 show "curl -s http://127.0.0.1:$web/api/v1/schedules | jq -r '.[].name'"
 curl -s "http://127.0.0.1:$web/api/v1/schedules" | jq -r '.[].name'
 show "curl -s http://127.0.0.1:$web/metrics | grep -m 3 '^gpufleet_gpu_utilization_ratio'   # for Prometheus"
-curl -s "http://127.0.0.1:$web/metrics" | grep -m 3 '^gpufleet_gpu_utilization_ratio'
+# (read whole, then cut: grep -m quitting early made curl fail with 23)
+curl -s "http://127.0.0.1:$web/metrics" >"$work/metrics.txt"
+grep -m 3 '^gpufleet_gpu_utilization_ratio' "$work/metrics.txt"
 printf 'waiting for the daemon to run the schedule'
 for _ in $(seq 60); do
 	gpufleet schedule ls --json | grep -Eq '"state": "(ok|failed)"' && break
