@@ -227,10 +227,12 @@ sqlite3 "$db" "
     DROP TABLE armed; DROP TABLE stop_request; DROP TABLE clock;
     ALTER TABLE instance DROP COLUMN since;
     ALTER TABLE journal DROP COLUMN rejected; -- version 18's
+    DROP INDEX journal_received;
+    ALTER TABLE watcher_state DROP COLUMN journal_seq; -- version 19's
     PRAGMA user_version = 15;"
 run show m1
 expect_rc 0 "show after the migration"
-expect_eq "$(sqlite3 "$db" 'PRAGMA user_version')" 18 "migrated to 18"
+expect_eq "$(sqlite3 "$db" 'PRAGMA user_version')" 19 "migrated to 19"
 expect_eq "$(history m1)" "$m1_created|10000|h|second|0|CNY" \
     "migrated: valid from when m1 was added"
 expect_eq "$(history g1)" "$created|49800|h|second|5000|CNY" \
