@@ -22,6 +22,9 @@ static money_t egress_cost(const struct tx_sample *, size_t,
 static int books_load(struct inventory *, const struct ledger_books *, int64_t,
     int64_t, int64_t, struct books *, char **);
 static void books_free(struct books *);
+static size_t books_intervals(
+    const struct books *, int64_t, struct billing_interval *);
+static money_t books_egress(const struct books *, int64_t, int64_t, int64_t *);
 static size_t first_at(const int64_t *, size_t, size_t, int64_t);
 static size_t count_in(const int64_t *, size_t, int64_t, int64_t);
 static void bucket(
@@ -875,6 +878,42 @@ first_at(const int64_t *v, size_t n, size_t stride, int64_t t)
 }
 
 /*
+ * The books' ledger as billing intervals up to cut (ledger_intervals), a
+ * resumed run that a restart came in the middle of made a new start. iv
+ * needs room for b->n; returns how many were written.
+ */
+static size_t
+books_intervals(const struct books *b, int64_t cut, struct billing_interval *iv)
+{
+	size_t i, k = ledger_intervals(b->ev, b->n, cut, iv);
+
+	/* Seen again with a moved container start: a restart, a new start. */
+	for (i = 1; i < k; i++) {
+		if (iv[i].resumes &&
+		    first_at(b->restarts, b->nrestarts, sizeof *b->restarts,
+			iv[i].start + 1) > first_at(b->restarts, b->nrestarts,
+					       sizeof *b->restarts,
+					       iv[i - 1].start))
+			iv[i].resumes = 0;
+	}
+	return k;
+}
+
+/* The egress of the books' samples in [from, to); *bytes gets the bytes. */
+static money_t
+books_egress(const struct books *b, int64_t from, int64_t to, int64_t *bytes)
+{
+	const struct billing_price *p = b->np > 0 ? b->p : &b->one;
+	size_t np = b->np > 0 ? b->np : 1, lo = 0, hi = 0;
+
+	if (b->ntx > 0) {
+		lo = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, from);
+		hi = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, to);
+	}
+	return egress_cost(b->tx + lo, hi - lo, p, np, bytes);
+}
+
+/*
  * Cost the books over [from, to) at time now (inside the span they were
  * read for): c's rule, states now, total, egress and amount; with lines,
  * the bill's lines and pieces as ledger_explain gives them.
@@ -885,7 +924,7 @@ books_window(const struct books *b, struct ledger_cost *c, int64_t from,
     struct billing_piece **pieces, size_t *npieces, char **cause)
 {
 	const struct billing_price *p = b->np > 0 ? b->p : &b->one;
-	size_t np = b->np > 0 ? b->np : 1, k, i, lo, hi;
+	size_t np = b->np > 0 ? b->np : 1, k;
 	struct billing_interval *iv;
 	const struct ledger_event *ev = b->ev;
 	char *why = NULL;
@@ -894,16 +933,7 @@ books_window(const struct books *b, struct ledger_cost *c, int64_t from,
 	c->rule = b->rule;
 	c->priced = b->priced;
 	iv = xcalloc(b->n + 1, sizeof *iv);
-	k = ledger_intervals(ev, b->n, to < now ? to : now, iv);
-	/* Seen again with a moved container start: a restart, a new start. */
-	for (i = 1; i < k; i++) {
-		if (iv[i].resumes &&
-		    first_at(b->restarts, b->nrestarts, sizeof *b->restarts,
-			iv[i].start + 1) > first_at(b->restarts, b->nrestarts,
-					       sizeof *b->restarts,
-					       iv[i - 1].start))
-			iv[i].resumes = 0;
-	}
+	k = books_intervals(b, to < now ? to : now, iv);
 	c->running_now = b->n > 0 && strcmp(ev[b->n - 1].state, "running") == 0;
 	c->stopped_now = b->n > 0 && strcmp(ev[b->n - 1].state, "stopped") == 0;
 	c->unknown_now = b->n > 0 && strcmp(ev[b->n - 1].state, "unknown") == 0;
@@ -920,12 +950,7 @@ books_window(const struct books *b, struct ledger_cost *c, int64_t from,
 		free(why);
 		return -GF_EDB;
 	}
-	lo = hi = 0;
-	if (b->ntx > 0) {
-		lo = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, from);
-		hi = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, to);
-	}
-	c->egress = egress_cost(b->tx + lo, hi - lo, p, np, &c->egress_bytes);
+	c->egress = books_egress(b, from, to, &c->egress_bytes);
 	c->amount = c->total.compute;
 	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
 	    billing_add(&c->amount, c->egress, cause) != 0)
@@ -1257,10 +1282,13 @@ ledger_cost_windows(struct inventory *inv, const struct ledger_books *set,
     const struct instance *in, const int64_t *bounds, size_t nwin, int64_t now,
     struct billing_rule *rule, money_t *amounts, int *ok, char **cause)
 {
+	struct billing_interval *iv;
+	struct billing_total *tot;
 	struct ledger_cost c;
 	struct books b;
 	char *why = NULL;
-	size_t k;
+	int64_t bytes;
+	size_t k, nv;
 	int r;
 
 	if ((r = books_load(
@@ -1269,6 +1297,37 @@ ledger_cost_windows(struct inventory *inv, const struct ledger_books *set,
 		return r;
 	}
 	*rule = b.rule;
+	/*
+	 * One pass over the ledger for all the windows: a window's figures
+	 * do not depend on where the ledger is cut past its end (see
+	 * billing.h), so the intervals cut at the last window's end are
+	 * every window's. A ledger billing refuses is costed window by
+	 * window instead, each window failing or not on its own as before.
+	 */
+	iv = xcalloc(b.n + 1, sizeof *iv);
+	tot = xcalloc(nwin + 1, sizeof *tot);
+	nv = books_intervals(&b, bounds[nwin] < now ? bounds[nwin] : now, iv);
+	if (billing_windows_prices(b.np > 0 ? b.p : &b.one, b.np > 0 ? b.np : 1,
+		iv, nv, bounds, nwin, tot, &why) == 0) {
+		for (k = 0; k < nwin; k++) {
+			amounts[k] = tot[k].compute;
+			ok[k] = billing_add(
+				    &amounts[k], tot[k].storage, &why) == 0 &&
+			    billing_add(&amounts[k],
+				books_egress(
+				    &b, bounds[k], bounds[k + 1], &bytes),
+				&why) == 0;
+			if (!ok[k])
+				amounts[k] = 0;
+			free(why);
+			why = NULL;
+		}
+		nwin = 0;
+	}
+	free(why);
+	why = NULL;
+	free(iv);
+	free(tot);
 	for (k = 0; k < nwin; k++) {
 		memset(&c, 0, sizeof c);
 		c.in = in;
