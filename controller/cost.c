@@ -320,34 +320,46 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
     const struct instance *list, size_t n, struct provider_info *p, int64_t now,
     int lenient, char **cause)
 {
+	struct ledger_books *books = NULL;
 	struct ledger_cost c;
 	money_t spent = 0;
-	size_t i;
-	int r;
+	size_t i, mine = 0;
+	int r = 0;
 
 	p->burn = p->burn_per_day = 0;
 	p->running = p->stopped = 0;
 	p->runway = -1;
+	for (i = 0; i < n; i++)
+		mine += strcmp(list[i].provider, p->name) == 0;
+	/* Many instances: every one's books read at once, not one by one. */
+	if (mine > 1) {
+		if ((r = ledger_books_load(inv, &books, cause)) != 0)
+			return r;
+		ledger_books_no_idle(books);
+	}
 	for (i = 0; i < n; i++) {
 		if (strcmp(list[i].provider, p->name) != 0)
 			continue;
 		memset(&c, 0, sizeof c);
 		c.in = &list[i];
-		if ((r = ledger_cost(inv, cf, &c,
+		if ((r = ledger_cost_from(inv, books, cf, &c,
 			 p->has_balance ? p->balance_at : now, now, now,
 			 cause)) != 0) {
 			if (!lenient)
-				return r;
+				goto out;
 			free(*cause);
 			*cause = NULL;
+			r = 0;
 			continue;
 		}
 		if (!c.priced || strcmp(c.rule.currency, p->currency) != 0)
 			continue;
 		if (billing_add(&spent, c.amount, cause) != 0 ||
 		    billing_add(
-			&p->burn_per_day, cost_burn_per_day(&c), cause) != 0)
-			return -GF_EUSAGE;
+			&p->burn_per_day, cost_burn_per_day(&c), cause) != 0) {
+			r = -GF_EUSAGE;
+			goto out;
+		}
 		if (cost_burn_per_day(&c) > 0) {
 			p->running += c.running_now || c.unknown_now;
 			p->stopped += c.stopped_now;
@@ -355,12 +367,16 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
 	}
 	p->burn = cost_hourly(p->burn_per_day);
 	p->left = p->balance;
-	if (billing_add(&p->left, -spent, cause) != 0)
-		return -GF_EUSAGE;
+	if (billing_add(&p->left, -spent, cause) != 0) {
+		r = -GF_EUSAGE;
+		goto out;
+	}
 	if (p->has_balance &&
 	    billing_runway_daily(p->left, p->burn_per_day, &p->runway) == 1)
 		p->runway = -1;
-	return 0;
+out:
+	ledger_books_free(books);
+	return r;
 }
 
 /*

@@ -788,6 +788,7 @@ struct ledger_books {
 	/* ledger_books_idle's window and each instance's sampled weights. */
 	int64_t idle_from, idle_to;
 	double *idle_all, *idle_below;
+	int no_idle; /* ledger_books_no_idle */
 };
 
 /* Read an instance's books for windows in [from, to); books_free. */
@@ -1017,8 +1018,11 @@ cost_of(struct inventory *inv, const struct ledger_books *set,
 		return r;
 	}
 	books_free(&b);
-	if (set != NULL && set->idle_all != NULL && set->idle_from == from &&
-	    set->idle_to == to && c->in->id > 0 && i <= set->maxid)
+	if (set != NULL && set->no_idle)
+		c->idle_frac = NAN;
+	else if (set != NULL && set->idle_all != NULL &&
+	    set->idle_from == from && set->idle_to == to && c->in->id > 0 &&
+	    i <= set->maxid)
 		c->idle_frac = set->idle_all[i] > 0
 		    ? set->idle_below[i] / set->idle_all[i]
 		    : NAN;
@@ -1251,6 +1255,16 @@ ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
 			return r;
 	}
 	return 0;
+}
+
+/*
+ * For callers that read no idle figures (a provider's runway): costing
+ * from set leaves idle_frac NAN and idle 0 instead of reading samples.
+ */
+void
+ledger_books_no_idle(struct ledger_books *set)
+{
+	set->no_idle = 1;
 }
 
 void

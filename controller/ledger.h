@@ -90,6 +90,7 @@ struct ledger_books;
 int ledger_books_load(struct inventory *, struct ledger_books **, char **);
 int ledger_books_idle(
     struct inventory *, struct ledger_books *, int64_t, int64_t, int, char **);
+void ledger_books_no_idle(struct ledger_books *);
 void ledger_books_free(struct ledger_books *);
 int ledger_cost_from(struct inventory *, const struct ledger_books *,
     const struct config *, struct ledger_cost *, int64_t, int64_t, int64_t,
