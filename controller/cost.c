@@ -390,27 +390,36 @@ cost_unknown_stretches(struct inventory *inv, const struct instance *in,
     int64_t from, int64_t to, int64_t now, struct cost_unknown **out,
     size_t *nout, char **cause)
 {
-	struct ledger_entry *e = NULL;
+	return cost_unknown_stretches_from(
+	    inv, NULL, in, from, to, now, out, nout, cause);
+}
+
+/*
+ * cost_unknown_stretches with the ledgers of every instance read before
+ * (books, may be NULL): only the entries that began the stretches are
+ * read for their notes.
+ */
+int
+cost_unknown_stretches_from(struct inventory *inv,
+    const struct ledger_books *books, const struct instance *in, int64_t from,
+    int64_t to, int64_t now, struct cost_unknown **out, size_t *nout,
+    char **cause)
+{
 	struct ledger_event *ev = NULL;
 	struct billing_interval *iv;
 	struct cost_unknown *u;
 	int64_t cut = to < now ? to : now, lo, hi;
-	size_t n = 0, ne = 0, k, i, j, m = 0;
-	int r;
+	size_t n = 0, k, i, m = 0;
+	int r = 0;
 
 	*out = NULL;
 	*nout = 0;
-	if ((r = ledger_events(inv, in->id, &ev, &n, cause)) != 0)
+	if ((r = ledger_events_from(inv, books, in->id, &ev, &n, cause)) != 0)
 		return r;
-	/* For the notes, which the events leave out. */
-	if ((r = ledger_entries(inv, in->id, &e, &ne, cause)) != 0) {
-		free(ev);
-		return r;
-	}
 	iv = xcalloc(n + 1, sizeof *iv);
 	k = ledger_intervals(ev, n, cut, iv);
 	u = xcalloc(k + 1, sizeof *u);
-	for (i = 0; i < k; i++) {
+	for (i = 0; i < k && r == 0; i++) {
 		lo = iv[i].start > from ? iv[i].start : from;
 		hi = iv[i].end < cut ? iv[i].end : cut;
 		if (iv[i].state != BILL_UNKNOWN || hi <= lo)
@@ -420,23 +429,16 @@ cost_unknown_stretches(struct inventory *inv, const struct instance *in,
 		u[m].secs = hi - lo;
 		u[m].ongoing = i + 1 == k && iv[i].end == now &&
 		    strcmp(ev[n - 1].state, "unknown") == 0;
-		/* The last entry then: the one ledger_intervals took. */
-		for (j = ne; j-- > 0;) {
-			if (e[j].t == iv[i].start &&
-			    strcmp(e[j].state, "unknown") == 0)
-				break;
-		}
-		if (j < ne && e[j].note != NULL && *e[j].note != '\0')
-			snprintf(u[m].why, sizeof u[m].why, "%s", e[j].note);
-		else if (j < ne && strcmp(e[j].source, "observed") != 0)
-			snprintf(u[m].why, sizeof u[m].why, "%s", e[j].source);
-		else /* What status books when it cannot reach it. */
-			snprintf(u[m].why, sizeof u[m].why, "unreachable");
+		r = ledger_unknown_why(
+		    inv, in->id, iv[i].start, u[m].why, sizeof u[m].why, cause);
 		m++;
 	}
 	free(iv);
 	free(ev);
-	ledger_entries_free(e, ne);
+	if (r != 0) {
+		free(u);
+		return r;
+	}
 	*out = u;
 	*nout = m;
 	return 0;

@@ -412,6 +412,38 @@ ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
 }
 
 /*
+ * Why gpufleet did not know instance id's state from t, into buf: the note
+ * of the last unknown entry at t, else its source unless observed, else
+ * "unreachable" (what status books when it cannot reach it).
+ */
+int
+ledger_unknown_why(struct inventory *inv, int64_t id, int64_t t, char *buf,
+    size_t size, char **cause)
+{
+	const char *source = NULL, *note = NULL;
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT source, note FROM ledger WHERE instance_id = ? AND "
+		 "t = ? AND state = 'unknown' ORDER BY id DESC LIMIT 1",
+		 "reading the ledger", cause, "II", id, t)) != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		source = (const char *)sqlite3_column_text(st, 0);
+		note = (const char *)sqlite3_column_text(st, 1);
+	}
+	if (note != NULL && *note != '\0')
+		snprintf(buf, size, "%s", note);
+	else if (source != NULL && strcmp(source, "observed") != 0)
+		snprintf(buf, size, "%s", source);
+	else
+		snprintf(buf, size, "unreachable");
+	r = db_finish(inv, st, rc, "reading the ledger", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
  * Turn state changes into billing intervals up to time end: each state
  * holds until the next change; released ends everything (no interval);
  * several changes at the same second keep the last. An observed running
@@ -1254,6 +1286,26 @@ ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
 		if (r < 0)
 			return r;
 	}
+	return 0;
+}
+
+/*
+ * An instance's ledger in time order as ledger_events gives it, from the
+ * books of every instance read before (set, may be NULL) where they hold
+ * it. *ev (caller frees) gets *n events.
+ */
+int
+ledger_events_from(struct inventory *inv, const struct ledger_books *set,
+    int64_t id, struct ledger_event **ev, size_t *n, char **cause)
+{
+	size_t i = (size_t)id;
+
+	if (set == NULL || id <= 0 || i > set->maxid)
+		return ledger_events(inv, id, ev, n, cause);
+	*n = set->ev_off[i + 1] - set->ev_off[i];
+	*ev = xcalloc(*n + 1, sizeof **ev);
+	if (*n > 0)
+		memcpy(*ev, set->ev + set->ev_off[i], *n * sizeof **ev);
 	return 0;
 }
 

@@ -80,6 +80,11 @@ int ledger_add(struct inventory *, int64_t, int64_t, const char *, const char *,
     const char *, char **);
 int ledger_events(
     struct inventory *, int64_t, struct ledger_event **, size_t *, char **);
+struct ledger_books;
+int ledger_events_from(struct inventory *, const struct ledger_books *, int64_t,
+    struct ledger_event **, size_t *, char **);
+int ledger_unknown_why(
+    struct inventory *, int64_t, int64_t, char *, size_t, char **);
 size_t ledger_intervals(
     const struct ledger_event *, size_t, int64_t, struct billing_interval *);
 int ledger_incident(
