@@ -22,6 +22,10 @@ static money_t egress_cost(const struct tx_sample *, size_t,
 static int books_load(struct inventory *, const struct ledger_books *, int64_t,
     int64_t, int64_t, struct books *, char **);
 static void books_free(struct books *);
+struct idle_group;
+static void idle_close(struct ledger_books *, struct idle_group *, int);
+static int idle_stream(struct inventory *, struct ledger_books *, size_t,
+    int64_t, int64_t, int, int *, char **);
 static size_t books_intervals(
     const struct books *, int64_t, struct billing_interval *);
 static money_t books_egress(const struct books *, int64_t, int64_t, int64_t *);
@@ -1234,26 +1238,114 @@ out:
 	return r;
 }
 
+/* One (instance, time) of GPU samples being summed by idle_add. */
+struct idle_group {
+	int64_t id, t;
+	double w, u; /* the largest weight and numeric utilisation */
+	int open, has_u;
+	int has_text; /* a utilisation not a number: SQL orders it above */
+};
+
+/* Close g: its weight is sampled time, idle time if its max is below. */
+static void
+idle_close(struct ledger_books *set, struct idle_group *g, int threshold)
+{
+	if (!g->open)
+		return;
+	g->open = 0;
+	if (g->id <= 0 || (size_t)g->id > set->maxid)
+		return;
+	set->idle_all[g->id] += g->w;
+	if (g->has_u && !g->has_text && g->u < threshold)
+		set->idle_below[g->id] += g->w;
+}
+
 /*
- * Every instance's idle_fraction over [from, to) in one query, for
- * ledger_cost_from over that window.
+ * Sum the GPU samples (raw ones, k 0, weighing one each; aggregates, k 1,
+ * as many as they hold) of [from, to) per instance and time, as
+ * idle_fraction weighs them, from rows in key order (no GROUP BY: half the
+ * time). A utilisation that is not a number (never stored by gpufleet) is
+ * above any threshold, as SQL compares it there; at a weight that is not
+ * one, *odd is set and nothing more summed.
+ */
+static int
+idle_stream(struct inventory *inv, struct ledger_books *set, size_t k,
+    int64_t from, int64_t to, int threshold, int *odd, char **cause)
+{
+	static const char *const sql[] = {
+		"SELECT instance_id, t, 1, util FROM sample_gpu WHERE +t >= ?1 "
+		"AND +t < ?2 ORDER BY instance_id, t",
+		"SELECT instance_id, t, n, util_max FROM sample_gpu_5m WHERE "
+		"+t >= ?1 AND +t < ?2 ORDER BY instance_id, t"
+	};
+	struct idle_group g = { 0, 0, 0, 0, 0, 0, 0 };
+	sqlite3_stmt *st;
+	int64_t id, t;
+	double w, u;
+	int rc, r, tw, tu;
+
+	if ((r = db_prepare(inv, &st, sql[k], "reading the GPU samples", cause,
+		 "II", from, to)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		tw = sqlite3_column_type(st, 2);
+		tu = sqlite3_column_type(st, 3);
+		if (tw == SQLITE_TEXT || tw == SQLITE_BLOB ||
+		    tw == SQLITE_NULL) {
+			*odd = 1;
+			break;
+		}
+		id = sqlite3_column_int64(st, 0);
+		t = sqlite3_column_int64(st, 1);
+		w = sqlite3_column_double(st, 2);
+		if (!g.open || id != g.id || t != g.t) {
+			idle_close(set, &g, threshold);
+			g.open = 1;
+			g.id = id;
+			g.t = t;
+			g.w = w;
+			g.has_u = g.has_text = 0;
+		} else if (w > g.w)
+			g.w = w;
+		if (tu == SQLITE_TEXT || tu == SQLITE_BLOB)
+			g.has_text = 1;
+		else if (tu != SQLITE_NULL) {
+			u = sqlite3_column_double(st, 3);
+			if (!g.has_u || u > g.u)
+				g.u = u;
+			g.has_u = 1;
+		}
+	}
+	if (rc == SQLITE_ROW) {
+		sqlite3_finalize(st);
+		return 0;
+	}
+	idle_close(set, &g, threshold);
+	r = db_finish(inv, st, rc, "reading the GPU samples", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Every instance's idle_fraction over [from, to) in one read of each
+ * sample table, for ledger_cost_from over that window.
  */
 int
 ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
     int64_t to, int threshold, char **cause)
 {
 	static const char *const sql[] = {
-		"SELECT instance_id, 1, max(util) FROM sample_gpu WHERE +t >= "
-		"?1 "
-		"AND +t < ?2 GROUP BY instance_id, t",
-		"SELECT instance_id, max(n), max(util_max) FROM sample_gpu_5m "
-		"WHERE +t >= ?1 AND +t < ?2 GROUP BY instance_id, t"
+		"SELECT instance_id, 1, max(util) < ?3 FROM sample_gpu WHERE "
+		"+t >= ?1 AND +t < ?2 GROUP BY instance_id, t",
+		"SELECT instance_id, max(n), max(util_max) < ?3 FROM "
+		"sample_gpu_5m WHERE +t >= ?1 AND +t < ?2 GROUP BY "
+		"instance_id, "
+		"t"
 	};
 	sqlite3_stmt *st;
 	int64_t id;
 	double w;
 	size_t k;
-	int rc, r;
+	int rc, r, odd = 0;
 
 	free(set->idle_all);
 	free(set->idle_below);
@@ -1265,11 +1357,22 @@ ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
 	 * Raw samples count one each, an aggregate as many as it holds, as
 	 * idle_fraction weighs them; each table read in its key's order (+t:
 	 * not through the time index, a seek per row), so nothing is sorted,
-	 * and summed here.
+	 * and summed here. Weights are whole numbers, so the sums are exact
+	 * in any order.
 	 */
+	for (k = 0; k < 2 && !odd; k++) {
+		if ((r = idle_stream(
+			 inv, set, k, from, to, threshold, &odd, cause)) != 0)
+			return r;
+	}
+	if (!odd)
+		return 0;
+	/* A weight that is not a number: SQL's max and sums, grouped there. */
+	memset(set->idle_all, 0, (set->maxid + 1) * sizeof *set->idle_all);
+	memset(set->idle_below, 0, (set->maxid + 1) * sizeof *set->idle_below);
 	for (k = 0; k < 2; k++) {
 		if ((r = db_prepare(inv, &st, sql[k], "reading the GPU samples",
-			 cause, "II", from, to)) != 0)
+			 cause, "IIi", from, to, threshold)) != 0)
 			return r;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 			id = sqlite3_column_int64(st, 0);
@@ -1278,8 +1381,7 @@ ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
 				continue;
 			w = sqlite3_column_double(st, 1);
 			set->idle_all[id] += w;
-			if (sqlite3_column_type(st, 2) != SQLITE_NULL &&
-			    sqlite3_column_double(st, 2) < threshold)
+			if (sqlite3_column_int(st, 2) == 1)
 				set->idle_below[id] += w;
 		}
 		r = db_finish(inv, st, rc, "reading the GPU samples", cause);
