@@ -40,7 +40,7 @@ static void line_for(const struct billing_price *, size_t,
     const struct billing_interval *, int64_t, int, int64_t, int64_t,
     struct billing_line *, struct billing_piece *, size_t *);
 static int window_walk(const struct billing_price *, size_t,
-    const struct billing_interval *, size_t, int64_t, int64_t,
+    const struct billing_interval *, size_t, const int64_t *, size_t,
     struct billing_total *, struct billing_line *, size_t *,
     struct billing_piece **, size_t *, char **);
 static int check_amount(const char *, money_t, char **);
@@ -977,39 +977,55 @@ line_for(const struct billing_price *p, size_t np,
 }
 
 /*
- * The one loop that costs a ledger in a window under a price history:
- * checks every interval, adds each one's line to total and, with lines,
- * keeps the lines of those the window sees (time in it, a start or a
- * charge) and, with pieces, their pieces (each naming its line), in order.
+ * The one loop that costs a ledger under a price history in the nwin
+ * consecutive windows [bounds[w], bounds[w + 1]), total[w] each: checks
+ * every interval, adds each one's line to the totals of the windows that
+ * see it and, with lines (one window only), keeps the lines of those the
+ * window sees (time in it, a start or a charge) and, with pieces, their
+ * pieces (each naming its line), in order.
+ *
+ * An interval's line is all zero in a window that ends at or before its
+ * start, and in one that starts after it ends (its charge no longer
+ * grows), so with many windows each interval is costed only in those from
+ * the one holding its start to the last one starting before its end: one
+ * pass over the ledger and the windows, however many windows.
  */
 static int
 window_walk(const struct billing_price *p, size_t np,
-    const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
-    struct billing_total *total, struct billing_line *lines, size_t *nlines,
-    struct billing_piece **pieces, size_t *npieces, char **cause)
+    const struct billing_interval *iv, size_t n, const int64_t *bounds,
+    size_t nwin, struct billing_total *total, struct billing_line *lines,
+    size_t *nlines, struct billing_piece **pieces, size_t *npieces,
+    char **cause)
 {
 	const struct billing_interval *v;
+	struct billing_total *tw;
 	struct billing_piece *pc = NULL;
 	struct billing_line l;
-	int64_t prev_end = 0, s0 = 0;
-	size_t i, k, npc;
+	int64_t prev_end = 0, s0 = 0, from, to;
+	size_t i, k, npc, w, w0 = 0;
 	int cont;
 
-	memset(total, 0, sizeof *total);
+	memset(total, 0, nwin * sizeof *total);
 	if (nlines != NULL)
 		*nlines = 0;
 	if (npieces != NULL)
 		*npieces = 0;
 	if (check_prices(p, np, cause) != 0)
 		return -1;
-	xstrlcpy(total->currency, p[0].rule.currency, sizeof total->currency);
-	if (check_time("window start", from, cause) != 0 ||
-	    check_time("window end", to, cause) != 0)
-		return -1;
-	if (from > to) {
-		xasprintf(cause, "window ends (%lld) before it starts (%lld)",
-		    (long long)to, (long long)from);
-		return -1;
+	for (w = 0; w < nwin; w++) {
+		xstrlcpy(total[w].currency, p[0].rule.currency,
+		    sizeof total[w].currency);
+		from = bounds[w];
+		to = bounds[w + 1];
+		if (check_time("window start", from, cause) != 0 ||
+		    check_time("window end", to, cause) != 0)
+			return -1;
+		if (from > to) {
+			xasprintf(cause,
+			    "window ends (%lld) before it starts (%lld)",
+			    (long long)to, (long long)from);
+			return -1;
+		}
 	}
 	for (i = 0; i < n; i++) {
 		v = &iv[i];
@@ -1045,44 +1061,58 @@ window_walk(const struct billing_price *p, size_t np,
 			s0 = v->start;
 		prev_end = v->end;
 
-		if (pieces != NULL) {
-			*pieces = xreallocarray(
-			    *pieces, *npieces + np, sizeof **pieces);
-			pc = *pieces + *npieces;
+		/*
+		 * Intervals are in order: the windows they see only move on.
+		 * One window takes every interval's line, as it always did
+		 * (the reference the pass over many is tested against).
+		 */
+		while (nwin > 1 && w0 < nwin && bounds[w0 + 1] <= v->start)
+			w0++;
+		for (w = w0; w < nwin &&
+		     (nwin == 1 || bounds[w] < v->end || bounds[w] <= v->start);
+		     w++) {
+			from = bounds[w];
+			to = bounds[w + 1];
+			tw = &total[w];
+			if (pieces != NULL) {
+				*pieces = xreallocarray(
+				    *pieces, *npieces + np, sizeof **pieces);
+				pc = *pieces + *npieces;
+			}
+			line_for(p, np, v, s0, cont, from, to, &l, pc, &npc);
+			switch (v->state) {
+			case BILL_RUNNING:
+				tw->running_secs += l.window_secs;
+				tw->starts += l.starts;
+				tw->billed_secs += l.window_billed;
+				tw->compute =
+				    billing_sat_add(tw->compute, l.amount);
+				break;
+			case BILL_STOPPED:
+				tw->stopped_secs += l.window_secs;
+				tw->storage =
+				    billing_sat_add(tw->storage, l.amount);
+				break;
+			case BILL_UNKNOWN:
+				tw->unknown_secs += l.window_secs;
+				tw->starts += l.starts;
+				tw->billed_secs += l.window_billed;
+				tw->compute =
+				    billing_sat_add(tw->compute, l.amount);
+				tw->unknown =
+				    billing_sat_add(tw->unknown, l.amount);
+				break;
+			}
+			if (lines == NULL ||
+			    (l.window_secs == 0 && !l.starts && l.amount == 0))
+				continue;
+			if (pieces != NULL) {
+				for (k = 0; k < npc; k++)
+					pc[k].line = *nlines;
+				*npieces += npc;
+			}
+			lines[(*nlines)++] = l;
 		}
-		line_for(p, np, v, s0, cont, from, to, &l, pc, &npc);
-		switch (v->state) {
-		case BILL_RUNNING:
-			total->running_secs += l.window_secs;
-			total->starts += l.starts;
-			total->billed_secs += l.window_billed;
-			total->compute =
-			    billing_sat_add(total->compute, l.amount);
-			break;
-		case BILL_STOPPED:
-			total->stopped_secs += l.window_secs;
-			total->storage =
-			    billing_sat_add(total->storage, l.amount);
-			break;
-		case BILL_UNKNOWN:
-			total->unknown_secs += l.window_secs;
-			total->starts += l.starts;
-			total->billed_secs += l.window_billed;
-			total->compute =
-			    billing_sat_add(total->compute, l.amount);
-			total->unknown =
-			    billing_sat_add(total->unknown, l.amount);
-			break;
-		}
-		if (lines == NULL ||
-		    (l.window_secs == 0 && !l.starts && l.amount == 0))
-			continue;
-		if (pieces != NULL) {
-			for (k = 0; k < npc; k++)
-				pc[k].line = *nlines;
-			*npieces += npc;
-		}
-		lines[(*nlines)++] = l;
 	}
 	return 0;
 }
@@ -1097,9 +1127,10 @@ billing_window(const struct billing_rule *rule,
     struct billing_total *total, char **cause)
 {
 	struct billing_price p = { 0, *rule };
+	int64_t bounds[2] = { from, to };
 
 	return window_walk(
-	    &p, 1, iv, n, from, to, total, NULL, NULL, NULL, NULL, cause);
+	    &p, 1, iv, n, bounds, 1, total, NULL, NULL, NULL, NULL, cause);
 }
 
 /*
@@ -1111,8 +1142,24 @@ billing_window_prices(const struct billing_price *p, size_t np,
     const struct billing_interval *iv, size_t n, int64_t from, int64_t to,
     struct billing_total *total, char **cause)
 {
+	int64_t bounds[2] = { from, to };
+
 	return window_walk(
-	    p, np, iv, n, from, to, total, NULL, NULL, NULL, NULL, cause);
+	    p, np, iv, n, bounds, 1, total, NULL, NULL, NULL, NULL, cause);
+}
+
+/*
+ * billing_window_prices in each of the nwin consecutive windows [bounds[w],
+ * bounds[w + 1]) (bounds in order), total[w] each, the same figures as
+ * costing each window on its own, in one pass.
+ */
+int
+billing_windows_prices(const struct billing_price *p, size_t np,
+    const struct billing_interval *iv, size_t n, const int64_t *bounds,
+    size_t nwin, struct billing_total *total, char **cause)
+{
+	return window_walk(
+	    p, np, iv, n, bounds, nwin, total, NULL, NULL, NULL, NULL, cause);
 }
 
 /*
@@ -1127,11 +1174,12 @@ billing_explain(const struct billing_rule *rule,
     char **cause)
 {
 	struct billing_price p = { 0, *rule };
+	int64_t bounds[2] = { from, to };
 	int r;
 
 	*lines = xcalloc(n + 1, sizeof **lines);
 	r = window_walk(
-	    &p, 1, iv, n, from, to, total, *lines, nlines, NULL, NULL, cause);
+	    &p, 1, iv, n, bounds, 1, total, *lines, nlines, NULL, NULL, cause);
 	if (r != 0)
 		*nlines = 0;
 	return r;
@@ -1149,11 +1197,12 @@ billing_explain_prices(const struct billing_price *p, size_t np,
     struct billing_total *total, struct billing_line **lines, size_t *nlines,
     struct billing_piece **pieces, size_t *npieces, char **cause)
 {
+	int64_t bounds[2] = { from, to };
 	int r;
 
 	*lines = xcalloc(n + 1, sizeof **lines);
 	*pieces = NULL;
-	r = window_walk(p, np, iv, n, from, to, total, *lines, nlines, pieces,
+	r = window_walk(p, np, iv, n, bounds, 1, total, *lines, nlines, pieces,
 	    npieces, cause);
 	if (r != 0) {
 		*nlines = 0;

@@ -299,6 +299,9 @@ int billing_window(const struct billing_rule *, const struct billing_interval *,
 int billing_window_prices(const struct billing_price *, size_t,
     const struct billing_interval *, size_t, int64_t, int64_t,
     struct billing_total *, char **);
+int billing_windows_prices(const struct billing_price *, size_t,
+    const struct billing_interval *, size_t, const int64_t *, size_t,
+    struct billing_total *, char **);
 int billing_explain(const struct billing_rule *,
     const struct billing_interval *, size_t, int64_t, int64_t,
     struct billing_total *, struct billing_line **, size_t *, char **);

@@ -263,8 +263,8 @@ unknown_json(struct inventory *inv, const struct cost_report *rep,
 	*out = json_array();
 	if (cr->total.unknown_secs == 0)
 		return 0;
-	if ((r = cost_unknown_stretches(inv, cr->in, rep->from, rep->to,
-		 rep->now, &u, &n, cause)) != 0) {
+	if ((r = cost_unknown_stretches_from(inv, rep->books, cr->in, rep->from,
+		 rep->to, rep->now, &u, &n, cause)) != 0) {
 		json_decref(*out);
 		return r;
 	}
@@ -601,8 +601,8 @@ render_unknown(struct inventory *inv, const struct cost_report *rep,
 	size_t n;
 	int r;
 
-	if ((r = cost_unknown_stretches(inv, cr->in, rep->from, rep->to,
-		 rep->now, &u, &n, cause)) != 0)
+	if ((r = cost_unknown_stretches_from(inv, rep->books, cr->in, rep->from,
+		 rep->to, rep->now, &u, &n, cause)) != 0)
 		return r;
 	if (n == 0) {
 		free(u);

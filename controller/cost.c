@@ -320,34 +320,46 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
     const struct instance *list, size_t n, struct provider_info *p, int64_t now,
     int lenient, char **cause)
 {
+	struct ledger_books *books = NULL;
 	struct ledger_cost c;
 	money_t spent = 0;
-	size_t i;
-	int r;
+	size_t i, mine = 0;
+	int r = 0;
 
 	p->burn = p->burn_per_day = 0;
 	p->running = p->stopped = 0;
 	p->runway = -1;
+	for (i = 0; i < n; i++)
+		mine += strcmp(list[i].provider, p->name) == 0;
+	/* Many instances: every one's books read at once, not one by one. */
+	if (mine > 1) {
+		if ((r = ledger_books_load(inv, &books, cause)) != 0)
+			return r;
+		ledger_books_no_idle(books);
+	}
 	for (i = 0; i < n; i++) {
 		if (strcmp(list[i].provider, p->name) != 0)
 			continue;
 		memset(&c, 0, sizeof c);
 		c.in = &list[i];
-		if ((r = ledger_cost(inv, cf, &c,
+		if ((r = ledger_cost_from(inv, books, cf, &c,
 			 p->has_balance ? p->balance_at : now, now, now,
 			 cause)) != 0) {
 			if (!lenient)
-				return r;
+				goto out;
 			free(*cause);
 			*cause = NULL;
+			r = 0;
 			continue;
 		}
 		if (!c.priced || strcmp(c.rule.currency, p->currency) != 0)
 			continue;
 		if (billing_add(&spent, c.amount, cause) != 0 ||
 		    billing_add(
-			&p->burn_per_day, cost_burn_per_day(&c), cause) != 0)
-			return -GF_EUSAGE;
+			&p->burn_per_day, cost_burn_per_day(&c), cause) != 0) {
+			r = -GF_EUSAGE;
+			goto out;
+		}
 		if (cost_burn_per_day(&c) > 0) {
 			p->running += c.running_now || c.unknown_now;
 			p->stopped += c.stopped_now;
@@ -355,12 +367,16 @@ cost_provider_runway(struct inventory *inv, const struct config *cf,
 	}
 	p->burn = cost_hourly(p->burn_per_day);
 	p->left = p->balance;
-	if (billing_add(&p->left, -spent, cause) != 0)
-		return -GF_EUSAGE;
+	if (billing_add(&p->left, -spent, cause) != 0) {
+		r = -GF_EUSAGE;
+		goto out;
+	}
 	if (p->has_balance &&
 	    billing_runway_daily(p->left, p->burn_per_day, &p->runway) == 1)
 		p->runway = -1;
-	return 0;
+out:
+	ledger_books_free(books);
+	return r;
 }
 
 /*
@@ -374,27 +390,36 @@ cost_unknown_stretches(struct inventory *inv, const struct instance *in,
     int64_t from, int64_t to, int64_t now, struct cost_unknown **out,
     size_t *nout, char **cause)
 {
-	struct ledger_entry *e = NULL;
+	return cost_unknown_stretches_from(
+	    inv, NULL, in, from, to, now, out, nout, cause);
+}
+
+/*
+ * cost_unknown_stretches with the ledgers of every instance read before
+ * (books, may be NULL): only the entries that began the stretches are
+ * read for their notes.
+ */
+int
+cost_unknown_stretches_from(struct inventory *inv,
+    const struct ledger_books *books, const struct instance *in, int64_t from,
+    int64_t to, int64_t now, struct cost_unknown **out, size_t *nout,
+    char **cause)
+{
 	struct ledger_event *ev = NULL;
 	struct billing_interval *iv;
 	struct cost_unknown *u;
 	int64_t cut = to < now ? to : now, lo, hi;
-	size_t n = 0, ne = 0, k, i, j, m = 0;
-	int r;
+	size_t n = 0, k, i, m = 0;
+	int r = 0;
 
 	*out = NULL;
 	*nout = 0;
-	if ((r = ledger_events(inv, in->id, &ev, &n, cause)) != 0)
+	if ((r = ledger_events_from(inv, books, in->id, &ev, &n, cause)) != 0)
 		return r;
-	/* For the notes, which the events leave out. */
-	if ((r = ledger_entries(inv, in->id, &e, &ne, cause)) != 0) {
-		free(ev);
-		return r;
-	}
 	iv = xcalloc(n + 1, sizeof *iv);
 	k = ledger_intervals(ev, n, cut, iv);
 	u = xcalloc(k + 1, sizeof *u);
-	for (i = 0; i < k; i++) {
+	for (i = 0; i < k && r == 0; i++) {
 		lo = iv[i].start > from ? iv[i].start : from;
 		hi = iv[i].end < cut ? iv[i].end : cut;
 		if (iv[i].state != BILL_UNKNOWN || hi <= lo)
@@ -404,23 +429,16 @@ cost_unknown_stretches(struct inventory *inv, const struct instance *in,
 		u[m].secs = hi - lo;
 		u[m].ongoing = i + 1 == k && iv[i].end == now &&
 		    strcmp(ev[n - 1].state, "unknown") == 0;
-		/* The last entry then: the one ledger_intervals took. */
-		for (j = ne; j-- > 0;) {
-			if (e[j].t == iv[i].start &&
-			    strcmp(e[j].state, "unknown") == 0)
-				break;
-		}
-		if (j < ne && e[j].note != NULL && *e[j].note != '\0')
-			snprintf(u[m].why, sizeof u[m].why, "%s", e[j].note);
-		else if (j < ne && strcmp(e[j].source, "observed") != 0)
-			snprintf(u[m].why, sizeof u[m].why, "%s", e[j].source);
-		else /* What status books when it cannot reach it. */
-			snprintf(u[m].why, sizeof u[m].why, "unreachable");
+		r = ledger_unknown_why(
+		    inv, in->id, iv[i].start, u[m].why, sizeof u[m].why, cause);
 		m++;
 	}
 	free(iv);
 	free(ev);
-	ledger_entries_free(e, ne);
+	if (r != 0) {
+		free(u);
+		return r;
+	}
 	*out = u;
 	*nout = m;
 	return 0;

@@ -85,6 +85,9 @@ int cost_by_day(struct inventory *, const struct config *,
     const struct cost_report *, struct cost_day **, size_t *, char **);
 int cost_unknown_stretches(struct inventory *, const struct instance *, int64_t,
     int64_t, int64_t, struct cost_unknown **, size_t *, char **);
+int cost_unknown_stretches_from(struct inventory *, const struct ledger_books *,
+    const struct instance *, int64_t, int64_t, int64_t, struct cost_unknown **,
+    size_t *, char **);
 int cost_provider_runway(struct inventory *, const struct config *,
     const struct instance *, size_t, struct provider_info *, int64_t, int,
     char **);

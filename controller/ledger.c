@@ -22,6 +22,13 @@ static money_t egress_cost(const struct tx_sample *, size_t,
 static int books_load(struct inventory *, const struct ledger_books *, int64_t,
     int64_t, int64_t, struct books *, char **);
 static void books_free(struct books *);
+struct idle_group;
+static void idle_close(struct ledger_books *, struct idle_group *, int);
+static int idle_stream(struct inventory *, struct ledger_books *, size_t,
+    int64_t, int64_t, int, int *, char **);
+static size_t books_intervals(
+    const struct books *, int64_t, struct billing_interval *);
+static money_t books_egress(const struct books *, int64_t, int64_t, int64_t *);
 static size_t first_at(const int64_t *, size_t, size_t, int64_t);
 static size_t count_in(const int64_t *, size_t, int64_t, int64_t);
 static void bucket(
@@ -409,6 +416,38 @@ ledger_events(struct inventory *inv, int64_t id, struct ledger_event **ev,
 }
 
 /*
+ * Why gpufleet did not know instance id's state from t, into buf: the note
+ * of the last unknown entry at t, else its source unless observed, else
+ * "unreachable" (what status books when it cannot reach it).
+ */
+int
+ledger_unknown_why(struct inventory *inv, int64_t id, int64_t t, char *buf,
+    size_t size, char **cause)
+{
+	const char *source = NULL, *note = NULL;
+	sqlite3_stmt *st;
+	int rc, r;
+
+	if ((r = db_prepare(inv, &st,
+		 "SELECT source, note FROM ledger WHERE instance_id = ? AND "
+		 "t = ? AND state = 'unknown' ORDER BY id DESC LIMIT 1",
+		 "reading the ledger", cause, "II", id, t)) != 0)
+		return r;
+	if ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		source = (const char *)sqlite3_column_text(st, 0);
+		note = (const char *)sqlite3_column_text(st, 1);
+	}
+	if (note != NULL && *note != '\0')
+		snprintf(buf, size, "%s", note);
+	else if (source != NULL && strcmp(source, "observed") != 0)
+		snprintf(buf, size, "%s", source);
+	else
+		snprintf(buf, size, "unreachable");
+	r = db_finish(inv, st, rc, "reading the ledger", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
  * Turn state changes into billing intervals up to time end: each state
  * holds until the next change; released ends everything (no interval);
  * several changes at the same second keep the last. An observed running
@@ -785,6 +824,7 @@ struct ledger_books {
 	/* ledger_books_idle's window and each instance's sampled weights. */
 	int64_t idle_from, idle_to;
 	double *idle_all, *idle_below;
+	int no_idle; /* ledger_books_no_idle */
 };
 
 /* Read an instance's books for windows in [from, to); books_free. */
@@ -875,6 +915,42 @@ first_at(const int64_t *v, size_t n, size_t stride, int64_t t)
 }
 
 /*
+ * The books' ledger as billing intervals up to cut (ledger_intervals), a
+ * resumed run that a restart came in the middle of made a new start. iv
+ * needs room for b->n; returns how many were written.
+ */
+static size_t
+books_intervals(const struct books *b, int64_t cut, struct billing_interval *iv)
+{
+	size_t i, k = ledger_intervals(b->ev, b->n, cut, iv);
+
+	/* Seen again with a moved container start: a restart, a new start. */
+	for (i = 1; i < k; i++) {
+		if (iv[i].resumes &&
+		    first_at(b->restarts, b->nrestarts, sizeof *b->restarts,
+			iv[i].start + 1) > first_at(b->restarts, b->nrestarts,
+					       sizeof *b->restarts,
+					       iv[i - 1].start))
+			iv[i].resumes = 0;
+	}
+	return k;
+}
+
+/* The egress of the books' samples in [from, to); *bytes gets the bytes. */
+static money_t
+books_egress(const struct books *b, int64_t from, int64_t to, int64_t *bytes)
+{
+	const struct billing_price *p = b->np > 0 ? b->p : &b->one;
+	size_t np = b->np > 0 ? b->np : 1, lo = 0, hi = 0;
+
+	if (b->ntx > 0) {
+		lo = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, from);
+		hi = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, to);
+	}
+	return egress_cost(b->tx + lo, hi - lo, p, np, bytes);
+}
+
+/*
  * Cost the books over [from, to) at time now (inside the span they were
  * read for): c's rule, states now, total, egress and amount; with lines,
  * the bill's lines and pieces as ledger_explain gives them.
@@ -885,7 +961,7 @@ books_window(const struct books *b, struct ledger_cost *c, int64_t from,
     struct billing_piece **pieces, size_t *npieces, char **cause)
 {
 	const struct billing_price *p = b->np > 0 ? b->p : &b->one;
-	size_t np = b->np > 0 ? b->np : 1, k, i, lo, hi;
+	size_t np = b->np > 0 ? b->np : 1, k;
 	struct billing_interval *iv;
 	const struct ledger_event *ev = b->ev;
 	char *why = NULL;
@@ -894,16 +970,7 @@ books_window(const struct books *b, struct ledger_cost *c, int64_t from,
 	c->rule = b->rule;
 	c->priced = b->priced;
 	iv = xcalloc(b->n + 1, sizeof *iv);
-	k = ledger_intervals(ev, b->n, to < now ? to : now, iv);
-	/* Seen again with a moved container start: a restart, a new start. */
-	for (i = 1; i < k; i++) {
-		if (iv[i].resumes &&
-		    first_at(b->restarts, b->nrestarts, sizeof *b->restarts,
-			iv[i].start + 1) > first_at(b->restarts, b->nrestarts,
-					       sizeof *b->restarts,
-					       iv[i - 1].start))
-			iv[i].resumes = 0;
-	}
+	k = books_intervals(b, to < now ? to : now, iv);
 	c->running_now = b->n > 0 && strcmp(ev[b->n - 1].state, "running") == 0;
 	c->stopped_now = b->n > 0 && strcmp(ev[b->n - 1].state, "stopped") == 0;
 	c->unknown_now = b->n > 0 && strcmp(ev[b->n - 1].state, "unknown") == 0;
@@ -920,12 +987,7 @@ books_window(const struct books *b, struct ledger_cost *c, int64_t from,
 		free(why);
 		return -GF_EDB;
 	}
-	lo = hi = 0;
-	if (b->ntx > 0) {
-		lo = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, from);
-		hi = first_at(&b->tx[0].t, b->ntx, sizeof *b->tx, to);
-	}
-	c->egress = egress_cost(b->tx + lo, hi - lo, p, np, &c->egress_bytes);
+	c->egress = books_egress(b, from, to, &c->egress_bytes);
 	c->amount = c->total.compute;
 	if (billing_add(&c->amount, c->total.storage, cause) != 0 ||
 	    billing_add(&c->amount, c->egress, cause) != 0)
@@ -992,8 +1054,11 @@ cost_of(struct inventory *inv, const struct ledger_books *set,
 		return r;
 	}
 	books_free(&b);
-	if (set != NULL && set->idle_all != NULL && set->idle_from == from &&
-	    set->idle_to == to && c->in->id > 0 && i <= set->maxid)
+	if (set != NULL && set->no_idle)
+		c->idle_frac = NAN;
+	else if (set != NULL && set->idle_all != NULL &&
+	    set->idle_from == from && set->idle_to == to && c->in->id > 0 &&
+	    i <= set->maxid)
 		c->idle_frac = set->idle_all[i] > 0
 		    ? set->idle_below[i] / set->idle_all[i]
 		    : NAN;
@@ -1173,26 +1238,114 @@ out:
 	return r;
 }
 
+/* One (instance, time) of GPU samples being summed by idle_add. */
+struct idle_group {
+	int64_t id, t;
+	double w, u; /* the largest weight and numeric utilisation */
+	int open, has_u;
+	int has_text; /* a utilisation not a number: SQL orders it above */
+};
+
+/* Close g: its weight is sampled time, idle time if its max is below. */
+static void
+idle_close(struct ledger_books *set, struct idle_group *g, int threshold)
+{
+	if (!g->open)
+		return;
+	g->open = 0;
+	if (g->id <= 0 || (size_t)g->id > set->maxid)
+		return;
+	set->idle_all[g->id] += g->w;
+	if (g->has_u && !g->has_text && g->u < threshold)
+		set->idle_below[g->id] += g->w;
+}
+
 /*
- * Every instance's idle_fraction over [from, to) in one query, for
- * ledger_cost_from over that window.
+ * Sum the GPU samples (raw ones, k 0, weighing one each; aggregates, k 1,
+ * as many as they hold) of [from, to) per instance and time, as
+ * idle_fraction weighs them, from rows in key order (no GROUP BY: half the
+ * time). A utilisation that is not a number (never stored by gpufleet) is
+ * above any threshold, as SQL compares it there; at a weight that is not
+ * one, *odd is set and nothing more summed.
+ */
+static int
+idle_stream(struct inventory *inv, struct ledger_books *set, size_t k,
+    int64_t from, int64_t to, int threshold, int *odd, char **cause)
+{
+	static const char *const sql[] = {
+		"SELECT instance_id, t, 1, util FROM sample_gpu WHERE +t >= ?1 "
+		"AND +t < ?2 ORDER BY instance_id, t",
+		"SELECT instance_id, t, n, util_max FROM sample_gpu_5m WHERE "
+		"+t >= ?1 AND +t < ?2 ORDER BY instance_id, t"
+	};
+	struct idle_group g = { 0, 0, 0, 0, 0, 0, 0 };
+	sqlite3_stmt *st;
+	int64_t id, t;
+	double w, u;
+	int rc, r, tw, tu;
+
+	if ((r = db_prepare(inv, &st, sql[k], "reading the GPU samples", cause,
+		 "II", from, to)) != 0)
+		return r;
+	while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
+		tw = sqlite3_column_type(st, 2);
+		tu = sqlite3_column_type(st, 3);
+		if (tw == SQLITE_TEXT || tw == SQLITE_BLOB ||
+		    tw == SQLITE_NULL) {
+			*odd = 1;
+			break;
+		}
+		id = sqlite3_column_int64(st, 0);
+		t = sqlite3_column_int64(st, 1);
+		w = sqlite3_column_double(st, 2);
+		if (!g.open || id != g.id || t != g.t) {
+			idle_close(set, &g, threshold);
+			g.open = 1;
+			g.id = id;
+			g.t = t;
+			g.w = w;
+			g.has_u = g.has_text = 0;
+		} else if (w > g.w)
+			g.w = w;
+		if (tu == SQLITE_TEXT || tu == SQLITE_BLOB)
+			g.has_text = 1;
+		else if (tu != SQLITE_NULL) {
+			u = sqlite3_column_double(st, 3);
+			if (!g.has_u || u > g.u)
+				g.u = u;
+			g.has_u = 1;
+		}
+	}
+	if (rc == SQLITE_ROW) {
+		sqlite3_finalize(st);
+		return 0;
+	}
+	idle_close(set, &g, threshold);
+	r = db_finish(inv, st, rc, "reading the GPU samples", cause);
+	return r < 0 ? r : 0;
+}
+
+/*
+ * Every instance's idle_fraction over [from, to) in one read of each
+ * sample table, for ledger_cost_from over that window.
  */
 int
 ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
     int64_t to, int threshold, char **cause)
 {
 	static const char *const sql[] = {
-		"SELECT instance_id, 1, max(util) FROM sample_gpu WHERE +t >= "
-		"?1 "
-		"AND +t < ?2 GROUP BY instance_id, t",
-		"SELECT instance_id, max(n), max(util_max) FROM sample_gpu_5m "
-		"WHERE +t >= ?1 AND +t < ?2 GROUP BY instance_id, t"
+		"SELECT instance_id, 1, max(util) < ?3 FROM sample_gpu WHERE "
+		"+t >= ?1 AND +t < ?2 GROUP BY instance_id, t",
+		"SELECT instance_id, max(n), max(util_max) < ?3 FROM "
+		"sample_gpu_5m WHERE +t >= ?1 AND +t < ?2 GROUP BY "
+		"instance_id, "
+		"t"
 	};
 	sqlite3_stmt *st;
 	int64_t id;
 	double w;
 	size_t k;
-	int rc, r;
+	int rc, r, odd = 0;
 
 	free(set->idle_all);
 	free(set->idle_below);
@@ -1204,11 +1357,22 @@ ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
 	 * Raw samples count one each, an aggregate as many as it holds, as
 	 * idle_fraction weighs them; each table read in its key's order (+t:
 	 * not through the time index, a seek per row), so nothing is sorted,
-	 * and summed here.
+	 * and summed here. Weights are whole numbers, so the sums are exact
+	 * in any order.
 	 */
+	for (k = 0; k < 2 && !odd; k++) {
+		if ((r = idle_stream(
+			 inv, set, k, from, to, threshold, &odd, cause)) != 0)
+			return r;
+	}
+	if (!odd)
+		return 0;
+	/* A weight that is not a number: SQL's max and sums, grouped there. */
+	memset(set->idle_all, 0, (set->maxid + 1) * sizeof *set->idle_all);
+	memset(set->idle_below, 0, (set->maxid + 1) * sizeof *set->idle_below);
 	for (k = 0; k < 2; k++) {
 		if ((r = db_prepare(inv, &st, sql[k], "reading the GPU samples",
-			 cause, "II", from, to)) != 0)
+			 cause, "IIi", from, to, threshold)) != 0)
 			return r;
 		while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
 			id = sqlite3_column_int64(st, 0);
@@ -1217,8 +1381,7 @@ ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
 				continue;
 			w = sqlite3_column_double(st, 1);
 			set->idle_all[id] += w;
-			if (sqlite3_column_type(st, 2) != SQLITE_NULL &&
-			    sqlite3_column_double(st, 2) < threshold)
+			if (sqlite3_column_int(st, 2) == 1)
 				set->idle_below[id] += w;
 		}
 		r = db_finish(inv, st, rc, "reading the GPU samples", cause);
@@ -1226,6 +1389,36 @@ ledger_books_idle(struct inventory *inv, struct ledger_books *set, int64_t from,
 			return r;
 	}
 	return 0;
+}
+
+/*
+ * An instance's ledger in time order as ledger_events gives it, from the
+ * books of every instance read before (set, may be NULL) where they hold
+ * it. *ev (caller frees) gets *n events.
+ */
+int
+ledger_events_from(struct inventory *inv, const struct ledger_books *set,
+    int64_t id, struct ledger_event **ev, size_t *n, char **cause)
+{
+	size_t i = (size_t)id;
+
+	if (set == NULL || id <= 0 || i > set->maxid)
+		return ledger_events(inv, id, ev, n, cause);
+	*n = set->ev_off[i + 1] - set->ev_off[i];
+	*ev = xcalloc(*n + 1, sizeof **ev);
+	if (*n > 0)
+		memcpy(*ev, set->ev + set->ev_off[i], *n * sizeof **ev);
+	return 0;
+}
+
+/*
+ * For callers that read no idle figures (a provider's runway): costing
+ * from set leaves idle_frac NAN and idle 0 instead of reading samples.
+ */
+void
+ledger_books_no_idle(struct ledger_books *set)
+{
+	set->no_idle = 1;
 }
 
 void
@@ -1257,10 +1450,13 @@ ledger_cost_windows(struct inventory *inv, const struct ledger_books *set,
     const struct instance *in, const int64_t *bounds, size_t nwin, int64_t now,
     struct billing_rule *rule, money_t *amounts, int *ok, char **cause)
 {
+	struct billing_interval *iv;
+	struct billing_total *tot;
 	struct ledger_cost c;
 	struct books b;
 	char *why = NULL;
-	size_t k;
+	int64_t bytes;
+	size_t k, nv;
 	int r;
 
 	if ((r = books_load(
@@ -1269,6 +1465,37 @@ ledger_cost_windows(struct inventory *inv, const struct ledger_books *set,
 		return r;
 	}
 	*rule = b.rule;
+	/*
+	 * One pass over the ledger for all the windows: a window's figures
+	 * do not depend on where the ledger is cut past its end (see
+	 * billing.h), so the intervals cut at the last window's end are
+	 * every window's. A ledger billing refuses is costed window by
+	 * window instead, each window failing or not on its own as before.
+	 */
+	iv = xcalloc(b.n + 1, sizeof *iv);
+	tot = xcalloc(nwin + 1, sizeof *tot);
+	nv = books_intervals(&b, bounds[nwin] < now ? bounds[nwin] : now, iv);
+	if (billing_windows_prices(b.np > 0 ? b.p : &b.one, b.np > 0 ? b.np : 1,
+		iv, nv, bounds, nwin, tot, &why) == 0) {
+		for (k = 0; k < nwin; k++) {
+			amounts[k] = tot[k].compute;
+			ok[k] = billing_add(
+				    &amounts[k], tot[k].storage, &why) == 0 &&
+			    billing_add(&amounts[k],
+				books_egress(
+				    &b, bounds[k], bounds[k + 1], &bytes),
+				&why) == 0;
+			if (!ok[k])
+				amounts[k] = 0;
+			free(why);
+			why = NULL;
+		}
+		nwin = 0;
+	}
+	free(why);
+	why = NULL;
+	free(iv);
+	free(tot);
 	for (k = 0; k < nwin; k++) {
 		memset(&c, 0, sizeof c);
 		c.in = in;

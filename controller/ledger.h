@@ -80,6 +80,11 @@ int ledger_add(struct inventory *, int64_t, int64_t, const char *, const char *,
     const char *, char **);
 int ledger_events(
     struct inventory *, int64_t, struct ledger_event **, size_t *, char **);
+struct ledger_books;
+int ledger_events_from(struct inventory *, const struct ledger_books *, int64_t,
+    struct ledger_event **, size_t *, char **);
+int ledger_unknown_why(
+    struct inventory *, int64_t, int64_t, char *, size_t, char **);
 size_t ledger_intervals(
     const struct ledger_event *, size_t, int64_t, struct billing_interval *);
 int ledger_incident(
@@ -90,6 +95,7 @@ struct ledger_books;
 int ledger_books_load(struct inventory *, struct ledger_books **, char **);
 int ledger_books_idle(
     struct inventory *, struct ledger_books *, int64_t, int64_t, int, char **);
+void ledger_books_no_idle(struct ledger_books *);
 void ledger_books_free(struct ledger_books *);
 int ledger_cost_from(struct inventory *, const struct ledger_books *,
     const struct config *, struct ledger_cost *, int64_t, int64_t, int64_t,

@@ -72,22 +72,40 @@ expect_match "$got" "2026-11-02 USD 732000" \
     "h1's 2026-11-02: 24 hours at 3.00 and 1.5 GB at 0.80"
 
 # cost of many instances reads the GPU samples of all at once: each one's
-# idle share is what cost of that instance alone says.
+# idle share is what cost of that instance alone says (several GPUs at a
+# time: the largest weight and utilisation; a GPU without one left out).
 sqlite3 "$db" "INSERT INTO sample_gpu (instance_id, t, gpu, util)
     SELECT id, strftime('%s', '2026-11-02T03:00:00Z'), 0, 2 FROM instance WHERE name = 'm1'
     UNION ALL SELECT id, strftime('%s', '2026-11-02T03:05:00Z'), 0, 90 FROM instance WHERE name = 'm1'
     UNION ALL SELECT id, strftime('%s', '2026-11-02T03:10:00Z'), 0, 1 FROM instance WHERE name = 'm1'
-    UNION ALL SELECT id, strftime('%s', '2026-11-02T03:10:00Z'), 1, 50 FROM instance WHERE name = 'm1';
+    UNION ALL SELECT id, strftime('%s', '2026-11-02T03:10:00Z'), 1, 50 FROM instance WHERE name = 'm1'
+    UNION ALL SELECT id, strftime('%s', '2026-11-02T03:15:00Z'), 0, NULL FROM instance WHERE name = 'm1'
+    UNION ALL SELECT id, strftime('%s', '2026-11-02T03:15:00Z'), 1, 3 FROM instance WHERE name = 'm1';
     INSERT INTO sample_gpu_5m (instance_id, t, gpu, n, util_max)
     SELECT id, strftime('%s', '2026-11-02T10:00:00Z'), 0, 5, 3 FROM instance WHERE name = 'h1'
-    UNION ALL SELECT id, strftime('%s', '2026-11-02T11:00:00Z'), 0, 4, 80 FROM instance WHERE name = 'h1'"
+    UNION ALL SELECT id, strftime('%s', '2026-11-02T11:00:00Z'), 0, 4, 80 FROM instance WHERE name = 'h1'
+    UNION ALL SELECT id, strftime('%s', '2026-11-02T11:00:00Z'), 1, 3, 1 FROM instance WHERE name = 'h1'
+    UNION ALL SELECT id, strftime('%s', '2026-11-02T12:00:00Z'), 0, 2, NULL FROM instance WHERE name = 'h1'
+    UNION ALL SELECT id, strftime('%s', '2026-11-02T12:00:00Z'), 1, 3, 2 FROM instance WHERE name = 'h1'"
 W="--since 2026-11-02T00:00:00Z --until 2026-11-03T00:00:00Z"
-run cost $W --json
-expect_rc 0 "cost of all"
-all=$(printf '%s' "$out" | jq -c '[.instances[] | [.name, .idle, .total, .restarts, .outages]]')
-one=$(for n in h1 m1 s1; do "$GPUFLEET" cost "$n" $W --json |
-	jq -c '.instances[] | [.name, .idle, .total, .restarts, .outages]'; done | jq -sc .)
+# Each instance's idle, total, restarts and outages from cost of all, and
+# from cost of each alone.
+all_rows() {
+	run cost $W --json
+	expect_rc 0 "cost of all"
+	all=$(printf '%s' "$out" | jq -c '[.instances[] | [.name, .idle, .total, .restarts, .outages]]')
+	one=$(for n in h1 m1 s1; do "$GPUFLEET" cost "$n" $W --json |
+		jq -c '.instances[] | [.name, .idle, .total, .restarts, .outages]'; done | jq -sc .)
+}
+all_rows
 expect_eq "$all" "$one" "cost of all: each instance as cost of it alone"
 expect_match "$all" '\["h1",[1-9]' "h1 has an idle share"
+
+# A utilisation that is not a number (gpufleet never stores one) is taken
+# as SQL orders it, all at once as one by one.
+sqlite3 "$db" "INSERT INTO sample_gpu (instance_id, t, gpu, util)
+    SELECT id, strftime('%s', '2026-11-02T03:10:00Z'), 2, 'x' FROM instance WHERE name = 'm1'"
+all_rows
+expect_eq "$all" "$one" "a sample not a number: each instance as cost of it alone"
 
 finish

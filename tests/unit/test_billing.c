@@ -1784,6 +1784,70 @@ START_TEST(test_history_partition)
 END_TEST
 
 /*
+ * billing_windows_prices costs each of many consecutive windows exactly as
+ * billing_window_prices costs it alone: the days of the ledger and a week
+ * past it, hours, cuts at interval starts and ends (zero-length intervals
+ * on a window's edge) and empty windows, under a price history.
+ */
+START_TEST(test_windows_one_pass)
+{
+	static struct billing_interval iv[LEDGER_MAX];
+	static int64_t bounds[4 * LEDGER_MAX + 2];
+	static struct billing_total got[4 * LEDGER_MAX + 1];
+	struct billing_price p[8];
+	struct billing_total want;
+	size_t n = ledger_make(iv, LEDGER_MAX), i, w, nw, m, cuts;
+	int64_t t;
+	int u;
+	char *cause = NULL;
+
+	for (u = BILL_SECOND; u <= BILL_HOUR; u++)
+		for (m = 0; m < NMINS; m++) {
+			for (i = 0; i < 8; i++) {
+				p[i].from = NOV1 + (int64_t)i * 4 * DAY + 4321;
+				rule_make(&p[i].rule, P269 + (money_t)i * 1111,
+				    i % 2 ? BILL_PER_MINUTE : BILL_PER_HOUR,
+				    (enum billing_unit)u, property_mins[m],
+				    12000 - (money_t)i * 999);
+			}
+			for (cuts = 0; cuts < 3; cuts++) {
+				nw = 0;
+				bounds[0] = LEDGER_T0 - DAY;
+				if (cuts == 0) {
+					for (t = bounds[0] + DAY;
+					     t <= LEDGER_T1 + 7 * DAY; t += DAY)
+						bounds[++nw] = t;
+				} else if (cuts == 1) {
+					for (t = NOV1; t <= NOV1 + 3 * DAY;
+					     t += HOUR)
+						bounds[++nw] = t;
+				} else {
+					for (i = 0; i < n; i++) {
+						bounds[++nw] = iv[i].start;
+						bounds[++nw] = iv[i].start;
+						bounds[++nw] = iv[i].end;
+					}
+					bounds[++nw] = iv[n - 1].end + DAY;
+				}
+				if (billing_windows_prices(p, 8, iv, n, bounds,
+					nw, got, &cause) != 0)
+					ck_abort_msg("%s", cause);
+				for (w = 0; w < nw; w++) {
+					if (billing_window_prices(p, 8, iv, n,
+						bounds[w], bounds[w + 1], &want,
+						&cause) != 0)
+						ck_abort_msg("%s", cause);
+					total_eq(&got[w], &want,
+					    cuts == 0	    ? "days"
+						: cuts == 1 ? "hours"
+							    : "cuts");
+				}
+			}
+		}
+}
+END_TEST
+
+/*
  * A window that has ended never changes as a run goes on, and a window the
  * run is in never loses money as the run grows.
  */
@@ -2133,6 +2197,7 @@ main(void)
 	tcase_add_test(props, test_unit_order);
 	tcase_add_test(props, test_partition);
 	tcase_add_test(props, test_history_partition);
+	tcase_add_test(props, test_windows_one_pass);
 	tcase_add_test(props, test_window_stable);
 	tcase_add_test(props, test_parse_generated);
 	suite_add_tcase(s, props);

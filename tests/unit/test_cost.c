@@ -499,6 +499,70 @@ START_TEST(test_unknown)
 }
 END_TEST
 
+/*
+ * The unknown stretches from the books of every instance are those read
+ * one by one, each with its why: the note of the entry that began it, its
+ * source if stated without a note, else "unreachable".
+ */
+START_TEST(test_unknown_books)
+{
+	static const char *const price[] = { "price", "3.60/h", NULL };
+	struct fixture f;
+	struct inventory *inv;
+	struct instance *list = calloc(2, sizeof *list);
+	struct ledger_books *books;
+	struct cost_unknown *u, *w;
+	char *cause = NULL;
+	size_t n, nw, i, k;
+
+	fixture_open(&f);
+	inv = f.inv;
+	add_instance(inv, &list[0], "b1", "p1", price);
+	add_instance(inv, &list[1], "b2", "p1", price);
+	for (k = 0; k < 2; k++) {
+		observe(inv, list[k].id, T_NOV02, "running", "seen");
+		observe(inv, list[k].id, T_NOV02 + 1800, "unknown", NULL);
+		observe(inv, list[k].id, T_NOV02 + 4000, "running", "seen");
+		ck_assert_int_eq(
+		    ledger_add(inv, list[k].id, T_NOV02 + 5000, "unknown",
+			"stated", "lost the key", &cause),
+		    0);
+		ck_assert_int_eq(ledger_add(inv, list[k].id, T_NOV02 + 6000,
+				     "stopped", "stated", NULL, &cause),
+		    0);
+		ck_assert_int_eq(ledger_add(inv, list[k].id, T_NOV02 + 7000,
+				     "unknown", "stated", NULL, &cause),
+		    0);
+	}
+	ck_assert_int_eq(ledger_books_load(inv, &books, &cause), 0);
+	for (k = 0; k < 2; k++) {
+		ck_assert_int_eq(
+		    cost_unknown_stretches_from(inv, books, &list[k], T_NOV02,
+			T_NOV04, T_NOV10, &u, &n, &cause),
+		    0);
+		ck_assert_int_eq(cost_unknown_stretches(inv, &list[k], T_NOV02,
+				     T_NOV04, T_NOV10, &w, &nw, &cause),
+		    0);
+		ck_assert_uint_eq(n, 3);
+		ck_assert_uint_eq(nw, n);
+		ck_assert_str_eq(u[0].why, "unreachable");
+		ck_assert_str_eq(u[1].why, "lost the key");
+		ck_assert_str_eq(u[2].why, "stated");
+		for (i = 0; i < n; i++) {
+			ck_assert_int_eq(u[i].start, w[i].start);
+			ck_assert_int_eq(u[i].end, w[i].end);
+			ck_assert_int_eq(u[i].secs, w[i].secs);
+			ck_assert_int_eq(u[i].ongoing, w[i].ongoing);
+			ck_assert_str_eq(u[i].why, w[i].why);
+		}
+		free(u);
+		free(w);
+	}
+	ledger_books_free(books);
+	fixture_close(&f, list, 2);
+}
+END_TEST
+
 /* The monthly advice of the only instance in v. */
 static const struct advice *
 monthly_of(const struct advice *v, size_t n, const char *name)
@@ -593,6 +657,7 @@ main(void)
 	tcase_add_test(tc, test_advice);
 	tcase_add_test(tc, test_stopped_burn);
 	tcase_add_test(tc, test_unknown);
+	tcase_add_test(tc, test_unknown_books);
 	tcase_add_test(tc, test_advise_young);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
