@@ -319,6 +319,40 @@ new_file(const char *path, char **cause)
 }
 
 /*
+ * Remove the partial copies (.STEM-backup.PID.partial) that backups
+ * killed before they finished left in dir: only those whose process is
+ * gone.
+ */
+static void
+sweep_partials(const char *dir, const char *stem)
+{
+	DIR *d;
+	struct dirent *e;
+	char *prefix, *path, *end;
+	size_t n;
+	long pid;
+
+	if ((d = opendir(dir)) == NULL)
+		return;
+	xasprintf(&prefix, ".%s-backup.", stem);
+	n = strlen(prefix);
+	while ((e = readdir(d)) != NULL) {
+		if (strncmp(e->d_name, prefix, n) != 0)
+			continue;
+		errno = 0;
+		pid = strtol(e->d_name + n, &end, 10);
+		if (errno != 0 || strcmp(end, ".partial") != 0 ||
+		    !misc_pid_gone(pid))
+			continue;
+		xasprintf(&path, "%s/%s", dir, e->d_name);
+		unlink(path);
+		free(path);
+	}
+	free(prefix);
+	closedir(d);
+}
+
+/*
  * Back the database at db up to file, or with file NULL into its backups
  * folder (made 0700) under a new name for time now. The copy is checked
  * before it takes its name; *made gets its path (caller frees).
@@ -354,6 +388,7 @@ dbfile_backup(
 		return -GF_EDB;
 	}
 	stem = stem_of(db);
+	sweep_partials(dir, stem);
 	xasprintf(&tmp, "%s/.%s-backup.%ld.partial", dir, stem, (long)getpid());
 	unlink(tmp);
 	if ((r = new_file(tmp, cause)) != 0)

@@ -494,6 +494,17 @@ misc_names_add(char ***names, size_t *n, char *name)
 }
 
 /*
+ * Whether process pid is gone (ESRCH), so what it named with its pid
+ * (a temporary file or folder) may be removed; one of another user's
+ * (EPERM) is not gone.
+ */
+int
+misc_pid_gone(long pid)
+{
+	return pid > 0 && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/*
  * A test hook at a named point of an operation ("3": a key rotation's
  * step 3, "passwd:1"). GPUFLEET_TEST_CRASH_AT=POINT kills us there;
  * GPUFLEET_TEST_PAUSE_AT=POINT waits there, the first time. With either, and

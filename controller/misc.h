@@ -33,6 +33,7 @@ char *misc_read_secret(const char *, const char *, char **);
 void misc_signals_defer(void);
 void misc_signals_resume(void);
 void misc_test_point(const char *);
+int misc_pid_gone(long);
 void misc_buf_add(struct misc_buf *, const char *, size_t, size_t);
 size_t misc_names_add(char ***, size_t *, char *);
 

@@ -429,8 +429,7 @@ sweep(const char *tmpdir)
 			continue;
 		errno = 0;
 		pid = strtol(e->d_name + strlen(SWEEP_PREFIX), &end, 10);
-		if (errno != 0 || pid <= 0 || *end != '.' ||
-		    (kill((pid_t)pid, 0) == 0 || errno != ESRCH))
+		if (errno != 0 || *end != '.' || !misc_pid_gone(pid))
 			continue;
 		xasprintf(&path, "%s/%s", tmpdir, e->d_name);
 		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) &&

@@ -58,6 +58,21 @@ run db backup "$T/mine.db"
 expect_rc 0 "backup to a named file"
 expect_eq "$(stat -c %a "$T/mine.db")" 600 "a named backup is 0600"
 
+# A backup killed before it finished (the daemon's, stopped with it) left
+# its partial copy: the next backup removes it, not one whose process runs.
+gone=$(sh -c 'echo $$')
+: >"$bk/.fleet-backup.$gone.partial"
+: >"$bk/.fleet-backup.$$.partial"
+run db backup
+expect_rc 0 "backup beside partial copies"
+checks=$((checks + 1))
+[ ! -e "$bk/.fleet-backup.$gone.partial" ] ||
+    fail "the partial copy of a process gone was left"
+checks=$((checks + 1))
+[ -e "$bk/.fleet-backup.$$.partial" ] ||
+    fail "the partial copy of a running process was removed"
+rm -f "$bk/.fleet-backup.$$.partial"
+
 mkdir -p "$XDG_CONFIG_HOME/gpufleet"
 printf '[db]\nbackup_keep = 3\n' >"$XDG_CONFIG_HOME/gpufleet/config.ini"
 made=()
